@@ -1,0 +1,30 @@
+// The `manta` subcommands. Each returns the process exit code and prints one clear
+// line on error.
+#pragma once
+
+#include <string>
+
+namespace manta::cli {
+
+struct StartOptions {
+  bool head = false;
+  std::string address;  // GCS host:port to join (non-head)
+  int port = 6379;      // GCS port of a head
+  std::string redis_address;
+  std::string redis_password;
+  double num_cpus = -1;
+  double num_gpus = -1;
+  std::string resources;
+  int64_t object_store_memory = -1;
+  int64_t memory = -1;
+  std::string node_ip_address = "127.0.0.1";
+  std::string node_name;
+  std::string system_config;
+  bool block = false;
+};
+
+int RunStart(const StartOptions& options);
+int RunStop(bool force);
+int RunStatus(const std::string& address, bool json);
+
+}  // namespace manta::cli

@@ -1,0 +1,54 @@
+// manta: start, stop and inspect Manta clusters.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "src/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"manta: start, stop and inspect Manta clusters"};
+  app.require_subcommand(1);
+
+  manta::cli::StartOptions start;
+  CLI::App* start_cmd = app.add_subcommand("start", "start a head node or a node that joins a cluster");
+  start_cmd->add_flag("--head", start.head, "start a new cluster (Redis, GCS and a raylet)");
+  start_cmd->add_option("--address", start.address, "GCS host:port of the cluster to join");
+  start_cmd->add_option("--port", start.port, "GCS port of a head node (default 6379)")->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--redis-address", start.redis_address, "use this Redis (host:port) instead of starting one");
+  start_cmd->add_option("--redis-password", start.redis_password, "Redis password");
+  start_cmd->add_option("--num-cpus", start.num_cpus, "CPUs this node offers")->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--num-gpus", start.num_gpus, "GPUs this node offers")->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--resources", start.resources, "custom resources as JSON, e.g. '{\"special\": 2}'");
+  start_cmd->add_option("--object-store-memory", start.object_store_memory, "object store size in bytes")
+      ->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--memory", start.memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--node-ip-address", start.node_ip_address, "address of this node (default 127.0.0.1)");
+  start_cmd->add_option("--node-name", start.node_name, "human-readable node name");
+  start_cmd->add_option("--system-config", start.system_config, "JSON object of config overrides (head)");
+  start_cmd->add_flag("--block", start.block, "stay in the foreground; Ctrl-C stops what was started");
+
+  bool force = false;
+  CLI::App* stop_cmd = app.add_subcommand("stop", "stop every Manta process started on this machine");
+  stop_cmd->add_flag("--force,-f", force, "SIGKILL instead of SIGTERM");
+
+  std::string status_address;
+  bool status_json = false;
+  CLI::App* status_cmd = app.add_subcommand("status", "show the nodes of a cluster and their resources");
+  status_cmd->add_option("--address", status_address, "GCS host:port (default: the head started here)");
+  status_cmd->add_flag("--json", status_json, "machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line naming the problem (CLI11's default prints usage too).
+    std::cerr << "manta: " << e.what() << " (see manta --help)" << std::endl;
+    return 2;
+  }
+  if (start_cmd->parsed()) return manta::cli::RunStart(start);
+  if (stop_cmd->parsed()) return manta::cli::RunStop(force);
+  if (status_cmd->parsed()) return manta::cli::RunStatus(status_address, status_json);
+  return 2;
+}

@@ -1,0 +1,98 @@
+#include "src/cli/session.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "src/common/id.h"
+#include "src/common/util.h"
+
+namespace manta::cli {
+
+namespace fs = std::filesystem;
+
+std::string TempRoot() {
+  const char* env = std::getenv("MANTA_TEMP_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string("/tmp/manta");
+}
+
+std::string RoleName(Role role) {
+  switch (role) {
+    case Role::kRaylet:
+      return "raylet";
+    case Role::kGcs:
+      return "gcs";
+    case Role::kRedis:
+      return "redis";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Session> Session::Create() {
+  uint8_t rnd[4];
+  FillRandom(rnd, sizeof(rnd));
+  std::string name = "session_" + std::to_string(NowMs()) + "_" + std::to_string(getpid()) + "_" +
+                     BytesToHex(rnd, sizeof(rnd));
+  Session s;
+  s.dir_ = TempRoot() + "/sessions/" + name;
+  std::error_code ec;
+  fs::create_directories(s.dir_ + "/logs", ec);
+  if (!ec) fs::create_directories(s.dir_ + "/pids", ec);
+  if (ec) return absl::PermissionDeniedError("cannot create session directory " + s.dir_ + ": " + ec.message());
+  return s;
+}
+
+absl::Status Session::Record(pid_t pid, Role role, const std::string& exe_name) const {
+  std::string file = dir_ + "/pids/" + std::to_string(static_cast<int>(role)) + "_" + RoleName(role) + "_" +
+                     std::to_string(pid) + ".pid";
+  return WriteFileAtomic(file, std::to_string(pid) + " " + exe_name + "\n");
+}
+
+absl::Status Session::WriteGcsAddress(const std::string& address) const {
+  return WriteFileAtomic(dir_ + "/gcs_address", address + "\n");
+}
+
+std::vector<ProcessRecord> ListRecords() {
+  std::vector<ProcessRecord> records;
+  std::error_code ec;
+  fs::path sessions = TempRoot() + "/sessions";
+  if (!fs::exists(sessions, ec)) return records;
+  for (const auto& session : fs::directory_iterator(sessions, ec)) {
+    fs::path pids = session.path() / "pids";
+    if (!fs::is_directory(pids, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(pids, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.size() < 5 || name.substr(name.size() - 4) != ".pid") continue;
+      std::ifstream in(entry.path());
+      ProcessRecord r;
+      int pid = 0;
+      if (!(in >> pid >> r.exe_name) || pid <= 0) continue;
+      r.pid = pid;
+      r.role = static_cast<Role>(name[0] - '0');
+      r.pid_file = entry.path().string();
+      r.session_dir = session.path().string();
+      records.push_back(r);
+    }
+  }
+  return records;
+}
+
+absl::StatusOr<std::string> LatestHeadAddress() {
+  auto text = ReadFile(TempRoot() + "/head_address");
+  if (!text.ok()) {
+    return absl::NotFoundError("no running Manta cluster found on this machine (start one with "
+                               "`manta start --head`, or pass --address)");
+  }
+  std::string address = *text;
+  while (!address.empty() && (address.back() == '\n' || address.back() == ' ')) address.pop_back();
+  return address;
+}
+
+absl::Status WriteHeadAddress(const std::string& address) {
+  return WriteFileAtomic(TempRoot() + "/head_address", address + "\n");
+}
+
+}  // namespace manta::cli

@@ -1,0 +1,56 @@
+// Session directories: where `manta start` records what it started, so that
+// `manta stop` can stop exactly those processes (by pid, never by name).
+//
+// Layout under the temp root ($MANTA_TEMP_DIR, default /tmp/manta):
+//   sessions/<name>/            one per `manta start`
+//     logs/                     daemon logs and captured stdout/stderr
+//     pids/<rank>_<role>.pid    "pid exe-name" per started process; rank orders stops
+//     gcs_address               the cluster's GCS host:port
+//   head_address                GCS address of the latest head started here
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace manta::cli {
+
+// Processes are stopped in rank order: raylets first, then the GCS, then Redis.
+enum class Role { kRaylet = 0, kGcs = 1, kRedis = 2 };
+
+struct ProcessRecord {
+  pid_t pid = 0;
+  Role role = Role::kRaylet;
+  std::string exe_name;   // must appear in /proc/<pid>/cmdline to be ours
+  std::string pid_file;   // where the record lives
+  std::string session_dir;
+};
+
+std::string TempRoot();
+
+class Session {
+ public:
+  // Creates a new, uniquely named session directory with logs/ and pids/.
+  static absl::StatusOr<Session> Create();
+  const std::string& dir() const { return dir_; }
+  std::string LogDir() const { return dir_ + "/logs"; }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  absl::Status Record(pid_t pid, Role role, const std::string& exe_name) const;
+  absl::Status WriteGcsAddress(const std::string& address) const;
+
+ private:
+  std::string dir_;
+};
+
+// Every process record of every session under the temp root.
+std::vector<ProcessRecord> ListRecords();
+// The GCS address of the newest live head recorded on this machine, if any.
+absl::StatusOr<std::string> LatestHeadAddress();
+absl::Status WriteHeadAddress(const std::string& address);
+std::string RoleName(Role role);
+
+}  // namespace manta::cli

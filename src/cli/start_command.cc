@@ -1,0 +1,278 @@
+// `manta start`: starts Redis (head, unless external), the GCS (head) and a raylet,
+// waits until each answers, and records them in a new session directory.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+#include <iostream>
+#include <thread>
+
+#include "src/cli/commands.h"
+#include "src/cli/session.h"
+#include "src/common/config.h"
+#include "src/common/process.h"
+#include "src/common/util.h"
+#include "src/gcs/redis_store_client.h"
+#include "src/raylet/resources.h"
+#include "protos/gcs.grpc.pb.h"
+
+namespace manta::cli {
+namespace {
+
+constexpr int64_t kReadyTimeoutMs = 20000;
+
+struct Started {
+  pid_t pid;
+  Role role;
+};
+
+// Tracks what this invocation started so a failure leaves nothing behind.
+class Launcher {
+ public:
+  explicit Launcher(const Session& session) : session_(session) {}
+
+  // Starts `exe` with `args`, records it, and waits for `ready_file` (or, when empty,
+  // for `ready_check`). Returns the content of the ready file.
+  absl::StatusOr<std::string> Start(const std::string& exe_name, std::vector<std::string> args, Role role,
+                                    const std::string& ready_file, std::function<bool()> ready_check = nullptr) {
+    std::string exe = exe_name == "redis-server" ? FindExecutable(exe_name) : FindExecutable(exe_name);
+    if (exe.empty()) {
+      return absl::NotFoundError("cannot find " + exe_name + " (next to manta or in PATH)" +
+                                 (exe_name == "redis-server" ? "; install it with scripts/install-deps" : ""));
+    }
+    ProcessOptions p;
+    p.argv.push_back(exe);
+    for (auto& a : args) p.argv.push_back(std::move(a));
+    std::string out = session_.LogDir() + "/" + RoleName(role) + ".out";
+    p.output_file = out;
+    p.new_session = true;
+    auto pid = StartProcess(p);
+    if (!pid.ok()) return pid.status();
+    started_.push_back({*pid, role});
+    if (auto s = session_.Record(*pid, role, exe_name); !s.ok()) return s;
+    int64_t deadline = MonotonicMs() + kReadyTimeoutMs;
+    int64_t sleep_us = 500;
+    while (MonotonicMs() < deadline) {
+      if (!ready_file.empty()) {
+        auto content = ReadFile(ready_file);
+        if (content.ok() && !content->empty()) return *content;
+      } else if (ready_check && ready_check()) {
+        return std::string();
+      }
+      if (ReapIfExited(*pid)) return absl::UnavailableError(ExplainExit(exe_name, out));
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
+    }
+    return absl::DeadlineExceededError(exe_name + " did not become ready within " +
+                                       std::to_string(kReadyTimeoutMs / 1000) + " s; see " + out);
+  }
+
+  // Kills everything started so far (after a failure) and forgets it.
+  void Abort() {
+    for (auto it = started_.rbegin(); it != started_.rend(); ++it) {
+      (void)SignalProcess(it->pid, SIGKILL);
+      WaitForExit(it->pid, 5000);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(session_.dir() + "/pids", ec);
+    started_.clear();
+  }
+
+  const std::vector<Started>& started() const { return started_; }
+
+ private:
+  // The daemon's own last error line, or the tail of its output.
+  static std::string ExplainExit(const std::string& exe_name, const std::string& out_file) {
+    std::ifstream in(out_file);
+    std::string line, last_error, last;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      last = line;
+      if (line.rfind(exe_name + ":", 0) == 0 || line.find("# ") != std::string::npos) last_error = line;
+    }
+    std::string why = !last_error.empty() ? last_error : last;
+    return exe_name + " exited during start-up" + (why.empty() ? "" : ": " + why);
+  }
+
+  const Session& session_;
+  std::vector<Started> started_;
+};
+
+int Error(const std::string& message) {
+  std::cerr << "manta start: " << message << std::endl;
+  return 1;
+}
+
+absl::Status CheckGcsReachable(const std::string& address) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = rpc::NodeInfoGcsService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  rpc::GetClusterIdReply reply;
+  grpc::Status s = stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &reply);
+  if (!s.ok()) return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message());
+  return absl::OkStatus();
+}
+
+std::vector<std::string> RayletArgs(const StartOptions& o, const Session& session, const std::string& gcs_address) {
+  std::vector<std::string> args = {"--gcs-address", gcs_address, "--node-ip-address", o.node_ip_address,
+                                   "--session-dir", session.dir(), "--log-dir", session.LogDir(),
+                                   "--ready-file", session.Path("raylet.ready")};
+  if (o.head) args.push_back("--head");
+  if (o.num_cpus >= 0) args.insert(args.end(), {"--num-cpus", std::to_string(o.num_cpus)});
+  if (o.num_gpus >= 0) args.insert(args.end(), {"--num-gpus", std::to_string(o.num_gpus)});
+  if (o.memory >= 0) args.insert(args.end(), {"--memory", std::to_string(o.memory)});
+  if (o.object_store_memory >= 0) {
+    args.insert(args.end(), {"--object-store-memory", std::to_string(o.object_store_memory)});
+  }
+  if (!o.resources.empty()) args.insert(args.end(), {"--resources", o.resources});
+  if (!o.node_name.empty()) args.insert(args.end(), {"--node-name", o.node_name});
+  if (!o.system_config.empty()) args.insert(args.end(), {"--system-config", o.system_config});
+  return args;
+}
+
+// Waits until a signal arrives or one of the started processes exits.
+int Block(Launcher& launcher) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  std::cout << "Blocking until interrupted (Ctrl-C stops this node)." << std::endl;
+  for (;;) {
+    timespec timeout{0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(&set, nullptr, &timeout);
+    if (sig > 0) break;
+    for (const auto& s : launcher.started()) {
+      if (ReapIfExited(s.pid)) {
+        std::cerr << "manta start: " << RoleName(s.role) << " (pid " << s.pid << ") exited; stopping" << std::endl;
+        launcher.Abort();
+        return 1;
+      }
+    }
+  }
+  // Stop in order: raylets, GCS, Redis (the same order as `manta stop`).
+  std::vector<Started> all = launcher.started();
+  std::sort(all.begin(), all.end(), [](const Started& a, const Started& b) { return a.role < b.role; });
+  for (const auto& s : all) {
+    (void)SignalProcess(s.pid, SIGTERM);
+    if (!WaitForExit(s.pid, 5000)) {
+      (void)SignalProcess(s.pid, SIGKILL);
+      WaitForExit(s.pid, 2000);
+    }
+  }
+  launcher.Abort();
+  return 0;
+}
+
+}  // namespace
+
+int RunStart(const StartOptions& o) {
+  if (o.head == !o.address.empty()) {
+    return Error(o.head ? "--head and --address are exclusive" : "give --head to start a new cluster, or "
+                                                                  "--address H:P to join one");
+  }
+  if (auto r = raylet::ParseCustomResources(o.resources); !r.ok()) return Error(std::string(r.status().message()));
+  if (!o.system_config.empty()) {
+    Config c;
+    if (auto s = c.ApplyJson(o.system_config); !s.ok()) return Error("--system-config: " + std::string(s.message()));
+  }
+  if (!o.address.empty()) {
+    if (auto hp = ParseHostPort(o.address); !hp.ok()) return Error("--address: " + std::string(hp.status().message()));
+  }
+  if (!o.redis_address.empty()) {
+    if (auto hp = ParseHostPort(o.redis_address); !hp.ok()) {
+      return Error("--redis-address: " + std::string(hp.status().message()));
+    }
+  }
+  if (o.head && o.port != 0 && IsPortOpen("127.0.0.1", o.port)) {
+    return Error("port " + std::to_string(o.port) +
+                 " is already in use (another Manta head? pick another with --port)");
+  }
+  if (!o.head) {
+    if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
+  }
+
+  auto session = Session::Create();
+  if (!session.ok()) return Error(std::string(session.status().message()));
+  Launcher launcher(*session);
+  std::string gcs_address = o.address;
+  std::string redis_address = o.redis_address;
+
+  if (o.head) {
+    if (redis_address.empty()) {
+      // redis-server cannot bind port 0, so pick a free port and retry on a lost race.
+      absl::Status last;
+      for (int attempt = 0; attempt < 3 && redis_address.empty(); ++attempt) {
+        auto port = PickFreePort();
+        if (!port.ok()) return Error(std::string(port.status().message()));
+        std::vector<std::string> args = {"--port", std::to_string(*port), "--bind", "127.0.0.1",
+                                         "--save", "", "--appendonly", "no", "--dir", session->dir(),
+                                         "--protected-mode", "no"};
+        if (!o.redis_password.empty()) args.insert(args.end(), {"--requirepass", o.redis_password});
+        gcs::RedisStoreClient::Options ping;
+        ping.port = *port;
+        ping.password = o.redis_password;
+        ping.connect_timeout_ms = 200;
+        auto ready = launcher.Start("redis-server", args, Role::kRedis, "", [&] {
+          return IsPortOpen("127.0.0.1", *port) && gcs::RedisStoreClient::RunOnce(ping, {"PING"}).ok();
+        });
+        if (ready.ok()) {
+          redis_address = "127.0.0.1:" + std::to_string(*port);
+        } else {
+          last = ready.status();
+          launcher.Abort();
+        }
+      }
+      if (redis_address.empty()) return Error(std::string(last.message()));
+    } else {
+      auto hp = *ParseHostPort(redis_address);
+      gcs::RedisStoreClient::Options ping;
+      ping.host = hp.host;
+      ping.port = hp.port;
+      ping.password = o.redis_password;
+      if (auto r = gcs::RedisStoreClient::RunOnce(ping, {"PING"}); !r.ok()) {
+        launcher.Abort();
+        return Error(std::string(r.status().message()));
+      }
+    }
+    std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--redis-address", redis_address,
+                                         "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
+    if (!o.redis_password.empty()) gcs_args.insert(gcs_args.end(), {"--redis-password", o.redis_password});
+    if (!o.system_config.empty()) gcs_args.insert(gcs_args.end(), {"--system-config", o.system_config});
+    auto gcs_port = launcher.Start("manta_gcs", gcs_args, Role::kGcs, session->Path("gcs.ready"));
+    if (!gcs_port.ok()) {
+      launcher.Abort();
+      return Error(std::string(gcs_port.status().message()));
+    }
+    gcs_address = o.node_ip_address + ":" + std::to_string(std::stoi(*gcs_port));
+  }
+
+  auto raylet_port =
+      launcher.Start("manta_raylet", RayletArgs(o, *session, gcs_address), Role::kRaylet, session->Path("raylet.ready"));
+  if (!raylet_port.ok()) {
+    launcher.Abort();
+    return Error(std::string(raylet_port.status().message()));
+  }
+  (void)session->WriteGcsAddress(gcs_address);
+  if (o.head) (void)WriteHeadAddress(gcs_address);
+
+  std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";
+  std::cout << "  GCS address:      " << gcs_address << "\n";
+  if (o.head) std::cout << "  Redis address:    " << redis_address << "\n";
+  std::cout << "  Raylet port:      " << std::stoi(*raylet_port) << "\n";
+  std::cout << "  Session dir:      " << session->dir() << "\n";
+  if (o.head) {
+    std::cout << "\nTo add another node to this cluster, run\n"
+              << "  manta start --address " << gcs_address << "\n"
+              << "To connect a program: ray::RayConfig config; config.address = \"" << gcs_address << "\";\n";
+  }
+  std::cout << "To see the cluster: manta status\nTo stop: manta stop" << std::endl;
+  if (o.block) return Block(launcher);
+  return 0;
+}
+
+}  // namespace manta::cli

@@ -1,0 +1,117 @@
+// `manta status`: alive and dead nodes with total and available resources.
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+
+#include "nlohmann/json.hpp"
+#include "protos/gcs.grpc.pb.h"
+#include "src/cli/commands.h"
+#include "src/cli/session.h"
+#include "src/common/id.h"
+#include "src/common/util.h"
+#include "src/raylet/resources.h"
+
+namespace manta::cli {
+namespace {
+
+raylet::ResourceMap ToMap(const google::protobuf::Map<std::string, double>& m) {
+  return raylet::ResourceMap(m.begin(), m.end());
+}
+
+}  // namespace
+
+int RunStatus(const std::string& address_flag, bool json) {
+  std::string address = address_flag;
+  if (address.empty()) {
+    if (const char* env = std::getenv("RAY_ADDRESS"); env != nullptr && *env != '\0' && std::string(env) != "auto") {
+      address = env;
+    }
+  }
+  if (address.empty()) {
+    auto latest = LatestHeadAddress();
+    if (!latest.ok()) {
+      std::cerr << "manta status: " << latest.status().message() << std::endl;
+      return 1;
+    }
+    address = *latest;
+  }
+  if (auto hp = ParseHostPort(address); !hp.ok()) {
+    std::cerr << "manta status: --address: " << hp.status().message() << std::endl;
+    return 1;
+  }
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = rpc::NodeInfoGcsService::NewStub(channel);
+  rpc::GetAllNodeInfoReply nodes;
+  rpc::GetClusterIdReply cluster;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &nodes);
+    if (!s.ok()) {
+      std::cerr << "manta status: cannot reach the GCS at " << address << ": " << s.error_message() << std::endl;
+      return 1;
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    (void)stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &cluster);
+  }
+  std::map<std::string, raylet::ResourceMap> available;
+  for (const auto& u : nodes.resource_usage()) available[u.node_id()] = ToMap(u.resources_available());
+
+  std::string cluster_hex = BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()),
+                                       cluster.cluster_id().size());
+  if (json) {
+    nlohmann::json out;
+    out["gcs_address"] = address;
+    out["cluster_id"] = cluster_hex;
+    out["nodes"] = nlohmann::json::array();
+    for (const auto& n : nodes.node_info_list()) {
+      nlohmann::json j;
+      j["node_id"] = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
+      j["state"] = n.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD";
+      j["address"] = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
+      j["is_head"] = n.is_head_node();
+      j["resources_total"] = ToMap(n.resources_total());
+      auto a = available.find(n.node_id());
+      j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
+      if (n.state() == rpc::NodeInfo::DEAD) j["death_reason"] = n.death_reason();
+      out["nodes"].push_back(j);
+    }
+    std::cout << out.dump(2) << std::endl;
+    return 0;
+  }
+
+  int alive = 0, dead = 0;
+  raylet::ResourceMap cluster_total, cluster_available;
+  for (const auto& n : nodes.node_info_list()) (n.state() == rpc::NodeInfo::ALIVE ? alive : dead)++;
+  std::cout << "======== Manta cluster status ========\n"
+            << "GCS address: " << address << "\n"
+            << "Cluster id:  " << cluster_hex << "\n"
+            << "Nodes:       " << alive << " alive, " << dead << " dead\n\n";
+  for (const auto& n : nodes.node_info_list()) {
+    bool is_alive = n.state() == rpc::NodeInfo::ALIVE;
+    std::string id = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
+    std::cout << (is_alive ? "ALIVE " : "DEAD  ") << id << "  " << n.node_manager_address() << ":"
+              << n.node_manager_port() << (n.is_head_node() ? "  (head)" : "") << (n.draining() ? "  (draining)" : "")
+              << "\n";
+    raylet::ResourceMap total = ToMap(n.resources_total());
+    if (is_alive) {
+      auto a = available.find(n.node_id());
+      raylet::ResourceMap avail = a != available.end() ? a->second : total;
+      std::cout << "      total:     " << raylet::FormatResources(total) << "\n"
+                << "      available: " << raylet::FormatResources(avail) << "\n";
+      for (const auto& [k, v] : total) cluster_total[k] += v;
+      for (const auto& [k, v] : avail) cluster_available[k] += v;
+    } else {
+      std::cout << "      reason:    " << n.death_reason() << "\n";
+    }
+  }
+  std::cout << "\nCluster resources (alive nodes)\n"
+            << "      total:     " << raylet::FormatResources(cluster_total) << "\n"
+            << "      available: " << raylet::FormatResources(cluster_available) << std::endl;
+  return 0;
+}
+
+}  // namespace manta::cli

@@ -1,0 +1,62 @@
+// `manta stop`: stops every process `manta start` started on this machine, found
+// through the session directories' pid records: raylets first, then GCS, then Redis.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "src/cli/commands.h"
+#include "src/cli/session.h"
+#include "src/common/process.h"
+
+namespace manta::cli {
+
+int RunStop(bool force) {
+  std::vector<ProcessRecord> records = ListRecords();
+  std::stable_sort(records.begin(), records.end(),
+                   [](const ProcessRecord& a, const ProcessRecord& b) { return a.role < b.role; });
+  int stopped = 0;
+  int failed = 0;
+  // One role at a time: signal all of them, then wait, so a big cluster stops quickly.
+  for (Role role : {Role::kRaylet, Role::kGcs, Role::kRedis}) {
+    std::vector<ProcessRecord*> batch;
+    for (auto& r : records) {
+      if (r.role != role) continue;
+      // A recorded pid may since have been reused by an unrelated process: only
+      // signal it when its command line still names the program we started.
+      if (!IsProcessAlive(r.pid) || ProcessCommandLine(r.pid).find(r.exe_name) == std::string::npos) {
+        std::filesystem::remove(r.pid_file);
+        continue;
+      }
+      (void)SignalProcess(r.pid, force ? SIGKILL : SIGTERM);
+      batch.push_back(&r);
+    }
+    for (ProcessRecord* r : batch) {
+      bool gone = WaitForExit(r->pid, force ? 2000 : 5000);
+      if (!gone) {
+        std::cerr << "manta stop: " << RoleName(r->role) << " (pid " << r->pid
+                  << ") ignored SIGTERM for 5 s; killing it" << std::endl;
+        (void)SignalProcess(r->pid, SIGKILL);
+        gone = WaitForExit(r->pid, 2000);
+      }
+      if (gone) {
+        ++stopped;
+        std::filesystem::remove(r->pid_file);
+      } else {
+        ++failed;
+        std::cerr << "manta stop: could not stop " << RoleName(r->role) << " (pid " << r->pid << ")" << std::endl;
+      }
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove(TempRoot() + "/head_address", ec);
+  if (stopped == 0 && failed == 0) {
+    std::cout << "No Manta processes were running." << std::endl;
+  } else {
+    std::cout << "Stopped " << stopped << " Manta process" << (stopped == 1 ? "" : "es") << "." << std::endl;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace manta::cli

@@ -1,0 +1,20 @@
+#include "src/common/logging.h"
+
+#include <glog/logging.h>
+
+namespace manta {
+
+void InitLogging(const char* program, const std::string& log_dir) {
+  if (log_dir.empty()) {
+    FLAGS_logtostderr = true;
+  } else {
+    FLAGS_log_dir = log_dir;
+    FLAGS_stderrthreshold = google::GLOG_ERROR;
+  }
+  FLAGS_logbufsecs = 0;
+  FLAGS_max_log_size = 512;
+  google::InitGoogleLogging(program);
+  google::InstallFailureSignalHandler();
+}
+
+}  // namespace manta

@@ -1,0 +1,45 @@
+// Child processes: start, check, signal, wait. Used by the CLI to start daemons and
+// (later) by the raylet's worker pool. All functions are thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace manta {
+
+struct ProcessOptions {
+  // argv[0] is the executable path (looked up in PATH when it has no slash).
+  std::vector<std::string> argv;
+  // Added to (or replacing entries of) the parent's environment.
+  std::map<std::string, std::string> env;
+  // stdout and stderr go here (appended) when set, else inherited.
+  std::string output_file;
+  // Starts the child in a new session, so it outlives the parent's terminal.
+  bool new_session = false;
+};
+
+// Starts the process. Returns its pid, or an error naming the executable when it
+// cannot be started (exec failure is reported, not just a dead child).
+absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options);
+
+// True while `pid` exists and is not a zombie.
+bool IsProcessAlive(pid_t pid);
+// The process's command line (argv joined by spaces), empty if it is gone.
+std::string ProcessCommandLine(pid_t pid);
+// Sends `signal`; OK when the process is already gone.
+absl::Status SignalProcess(pid_t pid, int signal);
+// Reaps `pid` if it is our child and has exited; returns true if it is gone.
+bool ReapIfExited(pid_t pid);
+// Waits up to `timeout_ms` for `pid` to exit (reaping it when it is our child).
+bool WaitForExit(pid_t pid, int64_t timeout_ms);
+// Finds `name` next to this executable, then in PATH. Empty if not found.
+std::string FindExecutable(const std::string& name);
+// Path of the running executable.
+std::string SelfExecutablePath();
+
+}  // namespace manta

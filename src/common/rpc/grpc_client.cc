@@ -1,0 +1,20 @@
+#include "src/common/rpc/grpc_client.h"
+
+namespace manta::rpc {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  // A restarted peer (GCS, raylet) must be found again within about a second, not
+  // after gRPC's default two-minute backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Each client gets its own connection rather than sharing a global subchannel pool,
+  // so one component's reconnect backoff does not hold another's calls.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace manta::rpc

@@ -1,0 +1,158 @@
+// GrpcClient<Service>: an asynchronous client whose callbacks run on an EventLoop.
+//
+// Every call has a deadline. Calls marked idempotent are retried on UNAVAILABLE and
+// DEADLINE_EXCEEDED with exponential backoff, up to max_attempts. A FaultInjector
+// can drop requests or replies, or delay requests, per RPC name (tests only).
+// Call() is thread-safe; callbacks always run on the loop, never inline.
+// The loop must outlive the client; calls in flight when the client is destroyed
+// still complete (their callbacks run) because the shared state outlives it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "src/common/event_loop.h"
+#include "src/common/rpc/fault_injection.h"
+#include "src/common/rpc/status_convert.h"
+
+namespace manta::rpc {
+
+struct ClientOptions {
+  int64_t deadline_ms = 10000;
+  int64_t max_attempts = 5;
+  int64_t initial_backoff_ms = 50;
+  int64_t max_backoff_ms = 2000;
+  int64_t max_message_bytes = 512 * 1024 * 1024;
+  // Shared by every client of a process; may be null.
+  std::shared_ptr<FaultInjector> faults;
+};
+
+struct CallOptions {
+  // Overrides ClientOptions::deadline_ms for this call when > 0.
+  int64_t deadline_ms = 0;
+  // Retry on transient errors. Only for calls that are safe to repeat.
+  bool idempotent = false;
+};
+
+// Creates an insecure channel with fast reconnects and our message-size limits.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes);
+
+template <typename Service>
+class GrpcClient {
+ public:
+  using Stub = typename Service::Stub;
+  template <typename Request, typename Reply>
+  using AsyncMethod = void (Stub::async::*)(grpc::ClientContext*, const Request*, Reply*,
+                                            std::function<void(grpc::Status)>);
+  template <typename Reply>
+  using Callback = std::function<void(const absl::Status&, Reply&&)>;
+
+  GrpcClient(EventLoop& loop, std::string address, ClientOptions options)
+      : state_(std::make_shared<State>(loop, std::move(address), std::move(options))) {}
+
+  const std::string& address() const { return state_->address; }
+
+  // Sends `request` through `method` (e.g. &Svc::Stub::async::Foo) named `name`.
+  template <typename Request, typename Reply>
+  void Call(AsyncMethod<Request, Reply> method, const char* name, Request request,
+            Callback<Reply> callback, CallOptions call_options = {}) {
+    auto call = std::make_shared<PendingCall<Request, Reply>>();
+    call->method = method;
+    call->name = name;
+    call->request = std::move(request);
+    call->callback = std::move(callback);
+    call->call_options = call_options;
+    Attempt(state_, call);
+  }
+
+ private:
+  struct State {
+    State(EventLoop& l, std::string a, ClientOptions o)
+        : loop(l), address(std::move(a)), options(std::move(o)),
+          channel(MakeChannel(address, options.max_message_bytes)), stub(Service::NewStub(channel)) {}
+    EventLoop& loop;
+    std::string address;
+    ClientOptions options;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<Stub> stub;
+  };
+
+  template <typename Request, typename Reply>
+  struct PendingCall {
+    AsyncMethod<Request, Reply> method;
+    const char* name;
+    Request request;
+    Callback<Reply> callback;
+    CallOptions call_options;
+    int attempt = 0;
+    std::unique_ptr<grpc::ClientContext> context;
+    Reply reply;
+  };
+
+  static bool Retryable(const grpc::Status& s) {
+    return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+           s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  }
+
+  template <typename Request, typename Reply>
+  static void Attempt(std::shared_ptr<State> state, std::shared_ptr<PendingCall<Request, Reply>> call) {
+    ++call->attempt;
+    int64_t deadline_ms =
+        call->call_options.deadline_ms > 0 ? call->call_options.deadline_ms : state->options.deadline_ms;
+    FaultDecision fault;
+    if (state->options.faults) fault = state->options.faults->Decide(call->name);
+    if (fault.kind == FaultKind::kDropRequest) {
+      state->loop.PostAfter(call->name, deadline_ms, [state, call] {
+        Finish(state, call, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                         std::string("injected fault: request of ") + call->name + " dropped"));
+      });
+      return;
+    }
+    auto send = [state, call, deadline_ms, drop_reply = fault.kind == FaultKind::kDropReply] {
+      call->context = std::make_unique<grpc::ClientContext>();
+      call->context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+      call->reply = Reply();
+      (state->stub->async()->*(call->method))(
+          call->context.get(), &call->request, &call->reply, [state, call, drop_reply](grpc::Status s) {
+            if (drop_reply && s.ok()) {
+              s = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                               std::string("injected fault: reply of ") + call->name + " dropped");
+            }
+            state->loop.Post(call->name, [state, call, s] { Finish(state, call, s); });
+          });
+    };
+    if (fault.kind == FaultKind::kDelay) {
+      state->loop.PostAfter(call->name, fault.delay_ms, std::move(send));
+    } else {
+      send();
+    }
+  }
+
+  template <typename Request, typename Reply>
+  static void Finish(std::shared_ptr<State> state, std::shared_ptr<PendingCall<Request, Reply>> call,
+                     const grpc::Status& status) {
+    if (!status.ok() && call->call_options.idempotent && Retryable(status) &&
+        call->attempt < state->options.max_attempts) {
+      int64_t backoff = state->options.initial_backoff_ms;
+      for (int i = 1; i < call->attempt && backoff < state->options.max_backoff_ms; ++i) backoff *= 2;
+      backoff = std::min(backoff, state->options.max_backoff_ms);
+      state->loop.PostAfter(call->name, backoff, [state, call] { Attempt(state, call); });
+      return;
+    }
+    absl::Status result = FromGrpcStatus(status);
+    if (!result.ok()) {
+      result = absl::Status(result.code(), std::string(call->name) + " to " + state->address + ": " +
+                                               std::string(result.message()));
+    }
+    call->callback(result, std::move(call->reply));
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace manta::rpc

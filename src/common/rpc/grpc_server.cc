@@ -1,0 +1,43 @@
+#include "src/common/rpc/grpc_server.h"
+
+#include <glog/logging.h>
+
+namespace manta::rpc {
+
+GrpcServer::GrpcServer(std::string name, std::string bind_address, int port, int64_t max_message_bytes)
+    : name_(std::move(name)),
+      bind_address_(std::move(bind_address)),
+      requested_port_(port),
+      max_message_bytes_(max_message_bytes) {}
+
+GrpcServer::~GrpcServer() { Shutdown(0); }
+
+void GrpcServer::RegisterService(grpc::Service* service) { services_.push_back(service); }
+
+absl::Status GrpcServer::Start() {
+  grpc::ServerBuilder builder;
+  std::string address = bind_address_ + ":" + std::to_string(requested_port_);
+  int selected_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));
+  for (grpc::Service* s : services_) builder.RegisterService(s);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || selected_port == 0) {
+    server_.reset();
+    return absl::UnavailableError("cannot listen on " + address +
+                                  " (port in use or address not available)");
+  }
+  port_ = selected_port;
+  LOG(INFO) << name_ << " listening on " << bind_address_ << ":" << port_;
+  return absl::OkStatus();
+}
+
+void GrpcServer::Shutdown(int64_t grace_ms) {
+  if (server_ == nullptr) return;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  server_.reset();
+}
+
+}  // namespace manta::rpc

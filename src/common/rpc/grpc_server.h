@@ -1,0 +1,65 @@
+// GrpcServer: a gRPC callback server whose handlers run on a component's EventLoop.
+//
+// gRPC's own threads only post: ServeOnLoop() turns an incoming unary call into a
+// named handler on the loop, which answers through a SendReply callback (callable
+// from any thread, exactly once). A handler may keep that callback and answer later,
+// which is how long polls work. Start() reports a port already in use as an error
+// (SO_REUSEPORT is off, so a second server cannot silently share a port).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "src/common/event_loop.h"
+#include "src/common/rpc/status_convert.h"
+
+namespace manta::rpc {
+
+// Completes one RPC with a status; the reply message must be filled before calling.
+using SendReply = absl::AnyInvocable<void(absl::Status) &&>;
+
+class GrpcServer {
+ public:
+  // `port` 0 asks the kernel for a free port; see port() after Start().
+  GrpcServer(std::string name, std::string bind_address, int port, int64_t max_message_bytes);
+  ~GrpcServer();
+
+  // REQUIRES: called before Start(); `service` outlives the server.
+  void RegisterService(grpc::Service* service);
+  // Binds and starts serving. Errors: the port is in use or the address is invalid.
+  absl::Status Start();
+  int port() const { return port_; }
+  // Stops accepting calls; calls still open after `grace_ms` are cancelled.
+  void Shutdown(int64_t grace_ms = 200);
+
+ private:
+  std::string name_;
+  std::string bind_address_;
+  int requested_port_;
+  int port_ = 0;
+  int64_t max_message_bytes_;
+  std::vector<grpc::Service*> services_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Posts `handler(request, reply, send_reply)` to `loop` under `name` and returns the
+// reactor gRPC needs. `Handler` is callable as
+//   void(const Request&, Reply*, SendReply)
+template <typename Request, typename Reply, typename Handler>
+grpc::ServerUnaryReactor* ServeOnLoop(EventLoop& loop, const char* name,
+                                      grpc::CallbackServerContext* context, const Request* request,
+                                      Reply* reply, Handler handler) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  loop.Post(name, [request, reply, reactor, handler = std::move(handler)]() mutable {
+    handler(*request, reply,
+            SendReply([reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); }));
+  });
+  return reactor;
+}
+
+}  // namespace manta::rpc

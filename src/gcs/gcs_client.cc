@@ -1,0 +1,56 @@
+#include "src/gcs/gcs_client.h"
+
+namespace manta::gcs {
+
+using NodeStub = rpc::NodeInfoGcsService::Stub;
+using PubSubStub = rpc::InternalPubSubGcsService::Stub;
+
+GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
+    : node_(loop, address, options), pubsub_(loop, address, options) {}
+
+void GrpcGcsClient::AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) {
+  rpc::RegisterNodeRequest request;
+  *request.mutable_node_info() = info;
+  // Registering the same node id twice is harmless, so retries are safe.
+  node_.Call(&NodeStub::async::RegisterNode, "RegisterNode", std::move(request), std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
+                                        Callback<rpc::UnregisterNodeReply> cb) {
+  rpc::UnregisterNodeRequest request;
+  request.set_node_id(node_id);
+  request.set_reason(reason);
+  node_.Call(&NodeStub::async::UnregisterNode, "UnregisterNode", std::move(request), std::move(cb), {2000, false});
+}
+
+void GrpcGcsClient::AsyncGetAllNodeInfo(Callback<rpc::GetAllNodeInfoReply> cb) {
+  node_.Call(&NodeStub::async::GetAllNodeInfo, "GetAllNodeInfo", rpc::GetAllNodeInfoRequest(), std::move(cb),
+             {0, true});
+}
+
+void GrpcGcsClient::AsyncGetClusterId(int64_t deadline_ms, Callback<rpc::GetClusterIdReply> cb) {
+  node_.Call(&NodeStub::async::GetClusterId, "GetClusterId", rpc::GetClusterIdRequest(), std::move(cb),
+             {deadline_ms, false});
+}
+
+void GrpcGcsClient::AsyncReportResourceUsage(const rpc::ResourceUsage& usage,
+                                             Callback<rpc::ReportResourceUsageReply> cb) {
+  rpc::ReportResourceUsageRequest request;
+  *request.mutable_usage() = usage;
+  node_.Call(&NodeStub::async::ReportResourceUsage, "ReportResourceUsage", std::move(request), std::move(cb),
+             {0, false});
+}
+
+void GrpcGcsClient::AsyncSubscriberCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request,
+                                                Callback<rpc::GcsSubscriberCommandBatchReply> cb) {
+  pubsub_.Call(&PubSubStub::async::GcsSubscriberCommandBatch, "GcsSubscriberCommandBatch", request, std::move(cb),
+               {0, true});
+}
+
+void GrpcGcsClient::AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
+                                        Callback<rpc::GcsSubscriberPollReply> cb) {
+  pubsub_.Call(&PubSubStub::async::GcsSubscriberPoll, "GcsSubscriberPoll", request, std::move(cb),
+               {deadline_ms, false});
+}
+
+}  // namespace manta::gcs

@@ -1,0 +1,58 @@
+// GcsClientInterface: how raylets, drivers and workers talk to the GCS.
+//
+// GrpcGcsClient is the real implementation over gRPC. Callbacks run on the caller's
+// EventLoop. Reads and idempotent writes retry transient failures (so a GCS restart
+// is ridden out); the rest fail fast. Loop thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "protos/gcs.grpc.pb.h"
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/common/rpc/grpc_client.h"
+
+namespace manta::gcs {
+
+class GcsClientInterface {
+ public:
+  template <typename Reply>
+  using Callback = std::function<void(const absl::Status&, Reply&&)>;
+  virtual ~GcsClientInterface() = default;
+
+  virtual void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) = 0;
+  virtual void AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
+                                   Callback<rpc::UnregisterNodeReply> cb) = 0;
+  virtual void AsyncGetAllNodeInfo(Callback<rpc::GetAllNodeInfoReply> cb) = 0;
+  virtual void AsyncGetClusterId(int64_t deadline_ms, Callback<rpc::GetClusterIdReply> cb) = 0;
+  virtual void AsyncReportResourceUsage(const rpc::ResourceUsage& usage,
+                                        Callback<rpc::ReportResourceUsageReply> cb) = 0;
+  virtual void AsyncSubscriberCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request,
+                                           Callback<rpc::GcsSubscriberCommandBatchReply> cb) = 0;
+  virtual void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
+                                   Callback<rpc::GcsSubscriberPollReply> cb) = 0;
+};
+
+class GrpcGcsClient : public GcsClientInterface {
+ public:
+  GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options);
+
+  void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) override;
+  void AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
+                           Callback<rpc::UnregisterNodeReply> cb) override;
+  void AsyncGetAllNodeInfo(Callback<rpc::GetAllNodeInfoReply> cb) override;
+  void AsyncGetClusterId(int64_t deadline_ms, Callback<rpc::GetClusterIdReply> cb) override;
+  void AsyncReportResourceUsage(const rpc::ResourceUsage& usage, Callback<rpc::ReportResourceUsageReply> cb) override;
+  void AsyncSubscriberCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request,
+                                   Callback<rpc::GcsSubscriberCommandBatchReply> cb) override;
+  void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
+                           Callback<rpc::GcsSubscriberPollReply> cb) override;
+
+ private:
+  rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
+  rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;
+};
+
+}  // namespace manta::gcs

@@ -1,0 +1,102 @@
+// The GCS's gRPC service implementations: each RPC is posted to the GCS loop and
+// handed to the manager that owns the state. No logic lives here.
+#pragma once
+
+#include "protos/gcs.grpc.pb.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/gcs/gcs_job_manager.h"
+#include "src/gcs/gcs_kv_manager.h"
+#include "src/gcs/gcs_node_manager.h"
+#include "src/gcs/gcs_publisher.h"
+
+namespace manta::gcs {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+class NodeInfoService final : public rpc::NodeInfoGcsService::CallbackService {
+ public:
+  NodeInfoService(EventLoop& loop, GcsNodeManager& nodes, const ClusterID& cluster_id)
+      : loop_(loop), nodes_(nodes), cluster_id_(cluster_id) {}
+  ServerUnaryReactor* RegisterNode(CallbackServerContext* c, const rpc::RegisterNodeRequest* q,
+                                   rpc::RegisterNodeReply* r) override;
+  ServerUnaryReactor* UnregisterNode(CallbackServerContext* c, const rpc::UnregisterNodeRequest* q,
+                                     rpc::UnregisterNodeReply* r) override;
+  ServerUnaryReactor* DrainNode(CallbackServerContext* c, const rpc::DrainNodeRequest* q,
+                                rpc::DrainNodeReply* r) override;
+  ServerUnaryReactor* GetAllNodeInfo(CallbackServerContext* c, const rpc::GetAllNodeInfoRequest* q,
+                                     rpc::GetAllNodeInfoReply* r) override;
+  ServerUnaryReactor* GetClusterId(CallbackServerContext* c, const rpc::GetClusterIdRequest* q,
+                                   rpc::GetClusterIdReply* r) override;
+  ServerUnaryReactor* ReportResourceUsage(CallbackServerContext* c, const rpc::ReportResourceUsageRequest* q,
+                                          rpc::ReportResourceUsageReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsNodeManager& nodes_;
+  ClusterID cluster_id_;
+};
+
+class JobInfoService final : public rpc::JobInfoGcsService::CallbackService {
+ public:
+  JobInfoService(EventLoop& loop, GcsJobManager& jobs) : loop_(loop), jobs_(jobs) {}
+  ServerUnaryReactor* GetNextJobID(CallbackServerContext* c, const rpc::GetNextJobIDRequest* q,
+                                   rpc::GetNextJobIDReply* r) override;
+  ServerUnaryReactor* AddJob(CallbackServerContext* c, const rpc::AddJobRequest* q, rpc::AddJobReply* r) override;
+  ServerUnaryReactor* MarkJobFinished(CallbackServerContext* c, const rpc::MarkJobFinishedRequest* q,
+                                      rpc::MarkJobFinishedReply* r) override;
+  ServerUnaryReactor* GetAllJobInfo(CallbackServerContext* c, const rpc::GetAllJobInfoRequest* q,
+                                    rpc::GetAllJobInfoReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsJobManager& jobs_;
+};
+
+class KVService final : public rpc::InternalKVGcsService::CallbackService {
+ public:
+  KVService(EventLoop& loop, GcsKVManager& kv) : loop_(loop), kv_(kv) {}
+  ServerUnaryReactor* InternalKVGet(CallbackServerContext* c, const rpc::InternalKVGetRequest* q,
+                                    rpc::InternalKVGetReply* r) override;
+  ServerUnaryReactor* InternalKVPut(CallbackServerContext* c, const rpc::InternalKVPutRequest* q,
+                                    rpc::InternalKVPutReply* r) override;
+  ServerUnaryReactor* InternalKVDel(CallbackServerContext* c, const rpc::InternalKVDelRequest* q,
+                                    rpc::InternalKVDelReply* r) override;
+  ServerUnaryReactor* InternalKVExists(CallbackServerContext* c, const rpc::InternalKVExistsRequest* q,
+                                       rpc::InternalKVExistsReply* r) override;
+  ServerUnaryReactor* InternalKVKeys(CallbackServerContext* c, const rpc::InternalKVKeysRequest* q,
+                                     rpc::InternalKVKeysReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsKVManager& kv_;
+};
+
+class PubSubService final : public rpc::InternalPubSubGcsService::CallbackService {
+ public:
+  PubSubService(EventLoop& loop, GcsPublisher& publisher) : loop_(loop), publisher_(publisher) {}
+  ServerUnaryReactor* GcsSubscriberCommandBatch(CallbackServerContext* c,
+                                                const rpc::GcsSubscriberCommandBatchRequest* q,
+                                                rpc::GcsSubscriberCommandBatchReply* r) override;
+  ServerUnaryReactor* GcsSubscriberPoll(CallbackServerContext* c, const rpc::GcsSubscriberPollRequest* q,
+                                        rpc::GcsSubscriberPollReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsPublisher& publisher_;
+};
+
+// All GCS services together, for the server to register.
+class GcsGrpcServices {
+ public:
+  GcsGrpcServices(EventLoop& loop, GcsNodeManager& nodes, GcsJobManager& jobs, GcsKVManager& kv,
+                  GcsPublisher& publisher, const ClusterID& cluster_id)
+      : node(loop, nodes, cluster_id), job(loop, jobs), kv(loop, kv), pubsub(loop, publisher) {}
+  NodeInfoService node;
+  JobInfoService job;
+  KVService kv;
+  PubSubService pubsub;
+};
+
+}  // namespace manta::gcs

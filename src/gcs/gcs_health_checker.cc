@@ -1,0 +1,57 @@
+#include "src/gcs/gcs_health_checker.h"
+
+#include <glog/logging.h>
+
+namespace manta::gcs {
+
+GcsHealthChecker::GcsHealthChecker(CheckFn check, DeadFn on_dead, int64_t failure_threshold,
+                                   int64_t initial_delay_ms, std::function<int64_t()> now_ms)
+    : check_(std::move(check)),
+      on_dead_(std::move(on_dead)),
+      failure_threshold_(std::max<int64_t>(1, failure_threshold)),
+      initial_delay_ms_(initial_delay_ms),
+      now_ms_(std::move(now_ms)) {}
+
+void GcsHealthChecker::AddNode(const NodeID& node_id) {
+  NodeState state;
+  state.first_check_ms = now_ms_() + initial_delay_ms_;
+  state.generation = next_generation_++;
+  nodes_[node_id] = state;
+}
+
+void GcsHealthChecker::RemoveNode(const NodeID& node_id) { nodes_.erase(node_id); }
+
+void GcsHealthChecker::Tick() {
+  int64_t now = now_ms_();
+  // Collect first: a check may complete inline and change nodes_.
+  std::vector<std::pair<NodeID, uint64_t>> due;
+  for (auto& [node_id, state] : nodes_) {
+    if (state.in_flight || now < state.first_check_ms) continue;
+    state.in_flight = true;
+    due.emplace_back(node_id, state.generation);
+  }
+  for (const auto& [id, generation] : due) {
+    check_(id, [this, id, generation](absl::Status status) {
+      auto it = nodes_.find(id);
+      if (it == nodes_.end() || it->second.generation != generation) return;
+      NodeState& s = it->second;
+      s.in_flight = false;
+      if (status.ok()) {
+        s.misses = 0;
+        return;
+      }
+      ++s.misses;
+      VLOG(1) << "health check of node " << id.Hex() << " failed (" << s.misses << "/"
+              << failure_threshold_ << "): " << status.message();
+      if (s.misses >= failure_threshold_) {
+        nodes_.erase(it);
+        std::string reason = "missed " + std::to_string(failure_threshold_) +
+                             " health checks; last error: " + std::string(status.message());
+        LOG(WARNING) << "node " << id.Hex() << " is DEAD: " << reason;
+        on_dead_(id, reason);
+      }
+    });
+  }
+}
+
+}  // namespace manta::gcs

@@ -1,0 +1,50 @@
+// GcsHealthChecker: declares a raylet DEAD after consecutive missed health checks.
+//
+// Each Tick() sends one check to every watched node that has no check in flight and
+// whose initial grace period has passed. A failed check counts a miss; a successful
+// one resets the count. At `failure_threshold` misses the node is removed from the
+// watch list and `on_dead` runs. How a node is checked is injected (a gRPC call in
+// the GCS, a fake in tests). Loop thread only; the owner calls Tick() every
+// health_check_period_ms.
+#pragma once
+
+#include <functional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "src/common/id.h"
+
+namespace manta::gcs {
+
+class GcsHealthChecker {
+ public:
+  using CheckFn = std::function<void(const NodeID&, std::function<void(absl::Status)>)>;
+  using DeadFn = std::function<void(const NodeID&, const std::string& reason)>;
+
+  GcsHealthChecker(CheckFn check, DeadFn on_dead, int64_t failure_threshold, int64_t initial_delay_ms,
+                   std::function<int64_t()> now_ms);
+
+  void AddNode(const NodeID& node_id);
+  void RemoveNode(const NodeID& node_id);
+  void Tick();
+  bool IsWatching(const NodeID& node_id) const { return nodes_.contains(node_id); }
+
+ private:
+  struct NodeState {
+    int64_t misses = 0;
+    int64_t first_check_ms = 0;
+    bool in_flight = false;
+    // Incremented on every Add so a stale reply for an earlier registration is ignored.
+    uint64_t generation = 0;
+  };
+
+  CheckFn check_;
+  DeadFn on_dead_;
+  int64_t failure_threshold_;
+  int64_t initial_delay_ms_;
+  std::function<int64_t()> now_ms_;
+  uint64_t next_generation_ = 1;
+  absl::flat_hash_map<NodeID, NodeState> nodes_;
+};
+
+}  // namespace manta::gcs

@@ -1,0 +1,131 @@
+#include "src/gcs/gcs_server.h"
+
+#include <glog/logging.h>
+
+#include "src/common/status_util.h"
+#include "src/common/util.h"
+#include "src/gcs/gcs_grpc_services.h"
+
+namespace manta::gcs {
+
+GcsServer::GcsServer(EventLoop& loop, GcsServerOptions options, std::unique_ptr<StoreClientInterface> store)
+    : loop_(loop),
+      options_(std::move(options)),
+      store_(std::move(store)),
+      publisher_(GcsPublisher::Options{options_.config.gcs_pubsub_poll_timeout_ms,
+                                       options_.config.gcs_pubsub_subscriber_timeout_ms,
+                                       options_.config.gcs_pubsub_max_queued_messages},
+                 MonotonicMs) {}
+
+GcsServer::~GcsServer() { Stop(); }
+
+void GcsServer::Start(absl::AnyInvocable<void(absl::Status)> on_started) {
+  LoadClusterId([this, on_started = std::move(on_started)](absl::Status s) mutable {
+    if (!s.ok()) return on_started(s);
+    LoadTables([this, on_started = std::move(on_started)](absl::Status s) mutable {
+      if (!s.ok()) return on_started(s);
+      on_started(StartRpc());
+    });
+  });
+}
+
+void GcsServer::LoadClusterId(absl::AnyInvocable<void(absl::Status)> done) {
+  // Put-if-absent then read back: two GCSs racing on one Redis agree on one id.
+  std::string fresh = ClusterID::FromRandom().Binary();
+  store_->AsyncPut(kClusterTable, "cluster_id", fresh, /*overwrite=*/false,
+                   [this, done = std::move(done)](absl::StatusOr<bool> put) mutable {
+                     if (!put.ok()) return done(Annotate(put.status(), "storing the cluster id"));
+                     store_->AsyncGet(kClusterTable, "cluster_id",
+                                      [this, done = std::move(done)](
+                                          absl::StatusOr<std::optional<std::string>> r) mutable {
+                                        if (!r.ok()) return done(r.status());
+                                        if (!r->has_value()) return done(absl::InternalError("cluster id vanished"));
+                                        auto id = ClusterID::FromBinaryChecked(**r);
+                                        if (!id.ok()) return done(Annotate(id.status(), "stored cluster id"));
+                                        cluster_id_ = *id;
+                                        LOG(INFO) << "cluster id " << cluster_id_.Hex();
+                                        done(absl::OkStatus());
+                                      });
+                   });
+}
+
+void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
+  node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs);
+  job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
+  kv_manager_ = std::make_unique<GcsKVManager>(*store_);
+  health_checker_ = std::make_unique<GcsHealthChecker>(
+      [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
+      [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
+      options_.config.health_check_failure_threshold, options_.config.health_check_initial_delay_ms, MonotonicMs);
+
+  node_manager_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {
+    NodeID id = NodeID::FromBinary(info.node_id());
+    rpc::ClientOptions client_options;
+    client_options.deadline_ms = options_.config.health_check_timeout_ms;
+    client_options.max_attempts = 1;
+    client_options.faults = options_.faults;
+    raylet_clients_[id] = std::make_unique<rpc::GrpcClient<rpc::NodeManagerService>>(
+        loop_, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()), client_options);
+    health_checker_->AddNode(id);
+  });
+  node_manager_->AddNodeRemovedListener([this](const rpc::NodeInfo& info) {
+    NodeID id = NodeID::FromBinary(info.node_id());
+    health_checker_->RemoveNode(id);
+    raylet_clients_.erase(id);
+  });
+
+  store_->AsyncGetAll(kNodeTable, [this, done = std::move(done)](
+                                      absl::StatusOr<absl::flat_hash_map<std::string, std::string>> nodes) mutable {
+    if (!nodes.ok()) return done(Annotate(nodes.status(), "loading the node table"));
+    node_manager_->Initialize(*nodes);
+    store_->AsyncGetAll(kJobTable, [this, done = std::move(done)](
+                                       absl::StatusOr<absl::flat_hash_map<std::string, std::string>> jobs) mutable {
+      if (!jobs.ok()) return done(Annotate(jobs.status(), "loading the job table"));
+      job_manager_->Initialize(*jobs);
+      done(absl::OkStatus());
+    });
+  });
+}
+
+absl::Status GcsServer::StartRpc() {
+  services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *kv_manager_, publisher_,
+                                                cluster_id_);
+  server_ = std::make_unique<rpc::GrpcServer>("manta_gcs", options_.bind_address, options_.port,
+                                              options_.config.grpc_max_message_bytes);
+  server_->RegisterService(&services_->node);
+  server_->RegisterService(&services_->job);
+  server_->RegisterService(&services_->kv);
+  server_->RegisterService(&services_->pubsub);
+  MANTA_RETURN_IF_ERROR(server_->Start());
+  health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,
+                                 [this] { health_checker_->Tick(); });
+  pubsub_timer_ = loop_.RunEvery("GcsServer.PubSubTick", 1000, [this] { publisher_.Tick(); });
+  return absl::OkStatus();
+}
+
+void GcsServer::CheckNodeHealth(const NodeID& node_id, std::function<void(absl::Status)> done) {
+  auto it = raylet_clients_.find(node_id);
+  if (it == raylet_clients_.end()) {
+    done(absl::NotFoundError("no client for node"));
+    return;
+  }
+  it->second->Call(&rpc::NodeManagerService::Stub::async::HealthCheck, "HealthCheck", rpc::HealthCheckRequest(),
+                   std::function<void(const absl::Status&, rpc::HealthCheckReply&&)>(
+                       [done, node_id](const absl::Status& s, rpc::HealthCheckReply&& reply) {
+                         if (s.ok() && reply.node_id() != node_id.Binary()) {
+                           // Another raylet now answers on that port: ours is gone.
+                           done(absl::NotFoundError("a different node answers at that address"));
+                           return;
+                         }
+                         done(s);
+                       }));
+}
+
+void GcsServer::Stop() {
+  health_timer_.reset();
+  pubsub_timer_.reset();
+  publisher_.FlushAll();
+  if (server_) server_->Shutdown(200);
+}
+
+}  // namespace manta::gcs

@@ -1,0 +1,76 @@
+// GcsServer: builds the GCS object graph, loads the tables from the store, serves
+// the GCS gRPC services, health-checks raylets and runs the pubsub timers.
+//
+// All state lives on the one loop passed in (ARCHITECTURE §12). Restart safety: the
+// cluster id, node table, job table, job counter and KV live in the store, so a new
+// GcsServer over the same Redis serves the same cluster.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/common/rpc/grpc_client.h"
+#include "src/common/rpc/grpc_server.h"
+#include "src/gcs/gcs_health_checker.h"
+#include "src/gcs/gcs_job_manager.h"
+#include "src/gcs/gcs_kv_manager.h"
+#include "src/gcs/gcs_node_manager.h"
+#include "src/gcs/gcs_publisher.h"
+#include "src/gcs/store_client.h"
+#include "protos/node_manager.grpc.pb.h"
+
+namespace manta::gcs {
+
+inline constexpr char kClusterTable[] = "cluster";
+
+struct GcsServerOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 0;
+  Config config;
+  std::shared_ptr<rpc::FaultInjector> faults;
+};
+
+class GcsGrpcServices;
+
+class GcsServer {
+ public:
+  GcsServer(EventLoop& loop, GcsServerOptions options, std::unique_ptr<StoreClientInterface> store);
+  ~GcsServer();
+
+  // Loads state and starts serving; `on_started` runs on the loop with the outcome
+  // (e.g. the port is in use, or the store failed).
+  void Start(absl::AnyInvocable<void(absl::Status)> on_started);
+  // Answers held polls and stops the RPC server. Call on the loop thread.
+  void Stop();
+
+  int port() const { return server_ ? server_->port() : 0; }
+  const ClusterID& cluster_id() const { return cluster_id_; }
+  GcsNodeManager& node_manager() { return *node_manager_; }
+
+ private:
+  void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
+  void LoadTables(absl::AnyInvocable<void(absl::Status)> done);
+  absl::Status StartRpc();
+  void CheckNodeHealth(const NodeID& node_id, std::function<void(absl::Status)> done);
+
+  EventLoop& loop_;
+  GcsServerOptions options_;
+  std::unique_ptr<StoreClientInterface> store_;
+  ClusterID cluster_id_;
+  GcsPublisher publisher_;
+  std::unique_ptr<GcsNodeManager> node_manager_;
+  std::unique_ptr<GcsJobManager> job_manager_;
+  std::unique_ptr<GcsKVManager> kv_manager_;
+  std::unique_ptr<GcsHealthChecker> health_checker_;
+  absl::flat_hash_map<NodeID, std::unique_ptr<rpc::GrpcClient<rpc::NodeManagerService>>> raylet_clients_;
+  std::unique_ptr<GcsGrpcServices> services_;
+  std::unique_ptr<rpc::GrpcServer> server_;
+  std::unique_ptr<Timer> health_timer_;
+  std::unique_ptr<Timer> pubsub_timer_;
+};
+
+}  // namespace manta::gcs

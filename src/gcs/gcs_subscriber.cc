@@ -1,0 +1,90 @@
+#include "src/gcs/gcs_subscriber.h"
+
+#include <glog/logging.h>
+
+#include "src/common/id.h"
+
+namespace manta::gcs {
+
+GcsSubscriber::GcsSubscriber(EventLoop& loop, GcsClientInterface& gcs, std::vector<rpc::ChannelType> channels,
+                             int64_t poll_timeout_ms, std::function<void(const rpc::PubMessage&)> on_message,
+                             std::function<void()> on_resync)
+    : loop_(loop),
+      gcs_(gcs),
+      channels_(std::move(channels)),
+      poll_timeout_ms_(poll_timeout_ms),
+      on_message_(std::move(on_message)),
+      on_resync_(std::move(on_resync)),
+      subscriber_id_(WorkerID::FromRandom().Binary()) {}
+
+GcsSubscriber::~GcsSubscriber() { *alive_ = false; }
+
+void GcsSubscriber::Start() { Subscribe(); }
+
+void GcsSubscriber::RetryLater(void (GcsSubscriber::*step)()) {
+  int64_t delay = backoff_ms_;
+  backoff_ms_ = std::min<int64_t>(backoff_ms_ * 2, 1000);
+  loop_.PostAfter("GcsSubscriber.Retry", delay, [this, step, alive = alive_] {
+    if (*alive) (this->*step)();
+  });
+}
+
+void GcsSubscriber::Subscribe() {
+  rpc::GcsSubscriberCommandBatchRequest request;
+  request.set_subscriber_id(subscriber_id_);
+  for (auto c : channels_) request.add_commands()->set_channel_type(c);
+  gcs_.AsyncSubscriberCommandBatch(
+      request, [this, alive = alive_](const absl::Status& s, rpc::GcsSubscriberCommandBatchReply&&) {
+        if (!*alive) return;
+        if (on_poll_result_) on_poll_result_(s);
+        if (!s.ok()) {
+          VLOG(1) << "subscribe failed: " << s;
+          RetryLater(&GcsSubscriber::Subscribe);
+          return;
+        }
+        backoff_ms_ = 100;
+        Poll();
+      });
+}
+
+void GcsSubscriber::Poll() {
+  rpc::GcsSubscriberPollRequest request;
+  request.set_subscriber_id(subscriber_id_);
+  request.set_max_processed_sequence_id(max_processed_);
+  request.set_publisher_id(publisher_id_);
+  gcs_.AsyncSubscriberPoll(
+      request, poll_timeout_ms_ + 10000,
+      [this, alive = alive_](const absl::Status& s, rpc::GcsSubscriberPollReply&& reply) {
+        if (!*alive) return;
+        if (on_poll_result_) on_poll_result_(s);
+        if (s.code() == absl::StatusCode::kNotFound) {
+          // The GCS does not know us: it restarted. Subscribe again and resync.
+          LOG(INFO) << "GCS forgot this subscriber (restarted?); subscribing again";
+          publisher_id_.clear();
+          max_processed_ = 0;
+          Subscribe();
+          if (on_resync_) on_resync_();
+          return;
+        }
+        if (!s.ok()) {
+          VLOG(1) << "poll failed: " << s;
+          RetryLater(&GcsSubscriber::Poll);
+          return;
+        }
+        backoff_ms_ = 100;
+        bool new_publisher = !publisher_id_.empty() && reply.publisher_id() != publisher_id_;
+        if (publisher_id_ != reply.publisher_id()) {
+          publisher_id_ = reply.publisher_id();
+          max_processed_ = 0;
+        }
+        for (const auto& m : reply.pub_messages()) {
+          if (m.sequence_id() <= max_processed_) continue;
+          max_processed_ = m.sequence_id();
+          on_message_(m);
+        }
+        if (new_publisher && on_resync_) on_resync_();
+        Poll();
+      });
+}
+
+}  // namespace manta::gcs

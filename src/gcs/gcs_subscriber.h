@@ -1,0 +1,50 @@
+// GcsSubscriber: the client side of the GCS long-poll pubsub.
+//
+// Subscribes to a set of channels and keeps one poll outstanding. Each message is
+// handed to `on_message` once, in order. When the GCS restarted (the publisher id
+// changed or the GCS forgot this subscriber) it subscribes again and calls
+// `on_resync`, because messages may have been lost: the owner re-reads the state it
+// needs. Failed polls are retried with backoff. Loop thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "src/common/event_loop.h"
+#include "src/gcs/gcs_client.h"
+
+namespace manta::gcs {
+
+class GcsSubscriber {
+ public:
+  GcsSubscriber(EventLoop& loop, GcsClientInterface& gcs, std::vector<rpc::ChannelType> channels,
+                int64_t poll_timeout_ms, std::function<void(const rpc::PubMessage&)> on_message,
+                std::function<void()> on_resync);
+  ~GcsSubscriber();
+
+  void Start();
+  // Called after every poll answer or failure, with its status (for liveness tracking).
+  void SetOnPollResult(std::function<void(const absl::Status&)> fn) { on_poll_result_ = std::move(fn); }
+
+ private:
+  void Subscribe();
+  void Poll();
+  void RetryLater(void (GcsSubscriber::*step)());
+
+  EventLoop& loop_;
+  GcsClientInterface& gcs_;
+  std::vector<rpc::ChannelType> channels_;
+  int64_t poll_timeout_ms_;
+  std::function<void(const rpc::PubMessage&)> on_message_;
+  std::function<void()> on_resync_;
+  std::function<void(const absl::Status&)> on_poll_result_;
+  std::string subscriber_id_;
+  std::string publisher_id_;
+  int64_t max_processed_ = 0;
+  int64_t backoff_ms_ = 100;
+  // Cleared on destruction so late callbacks do nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace manta::gcs

@@ -1,0 +1,119 @@
+// manta_gcs: the cluster's metadata service. Started by `manta start --head`.
+#include <glog/logging.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "src/common/config.h"
+#include "src/common/logging.h"
+#include "src/common/util.h"
+#include "src/gcs/gcs_server.h"
+#include "src/gcs/in_memory_store_client.h"
+#include "src/gcs/redis_store_client.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"manta_gcs: Manta's global control store"};
+  std::string bind_address = "127.0.0.1";
+  int port = 0;
+  std::string redis_address;
+  std::string redis_password;
+  std::string cluster_name = "default";
+  std::string ready_file;
+  std::string log_dir;
+  std::string system_config;
+  bool in_memory = false;
+  app.add_option("--bind-address", bind_address, "address to listen on");
+  app.add_option("--port", port, "port to listen on (0 = any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--redis-address", redis_address, "Redis host:port holding the tables");
+  app.add_option("--redis-password", redis_password, "Redis password");
+  app.add_option("--cluster-name", cluster_name, "names the Redis keys: manta:<name>:<table>");
+  app.add_option("--ready-file", ready_file, "written with the bound port once serving");
+  app.add_option("--log-dir", log_dir, "log directory (default: stderr)");
+  app.add_option("--system-config", system_config, "JSON object of config overrides");
+  app.add_flag("--in-memory-store", in_memory, "keep tables in memory only (no Redis; for testing)");
+  CLI11_PARSE(app, argc, argv);
+
+  manta::InitLogging(argv[0], log_dir);
+  auto config = manta::Config::FromEnvironment();
+  if (!config.ok()) {
+    std::cerr << "manta_gcs: " << config.status().message() << std::endl;
+    return 2;
+  }
+  if (!system_config.empty()) {
+    if (auto s = config->ApplyJson(system_config); !s.ok()) {
+      std::cerr << "manta_gcs: " << s.message() << std::endl;
+      return 2;
+    }
+  }
+  auto faults = manta::rpc::FaultInjector::Parse(config->testing_rpc_failure);
+  if (!faults.ok()) {
+    std::cerr << "manta_gcs: " << faults.status().message() << std::endl;
+    return 2;
+  }
+
+  manta::EventLoop loop(config->slow_handler_warn_ms);
+  std::unique_ptr<manta::gcs::StoreClientInterface> store;
+  if (in_memory) {
+    store = std::make_unique<manta::gcs::InMemoryStoreClient>(loop);
+  } else {
+    if (redis_address.empty()) {
+      std::cerr << "manta_gcs: --redis-address is required (or --in-memory-store)" << std::endl;
+      return 2;
+    }
+    auto hp = manta::ParseHostPort(redis_address);
+    if (!hp.ok()) {
+      std::cerr << "manta_gcs: --redis-address: " << hp.status().message() << std::endl;
+      return 2;
+    }
+    manta::gcs::RedisStoreClient::Options redis_options;
+    redis_options.host = hp->host;
+    redis_options.port = hp->port;
+    redis_options.password = redis_password;
+    redis_options.key_prefix = "manta:" + cluster_name + ":";
+    redis_options.connect_timeout_ms = config->redis_connect_timeout_ms;
+    redis_options.command_timeout_ms = config->redis_command_timeout_ms;
+    redis_options.retry_attempts = config->redis_retry_attempts;
+    auto redis = manta::gcs::RedisStoreClient::Connect(loop, redis_options);
+    if (!redis.ok()) {
+      std::cerr << "manta_gcs: " << redis.status().message() << std::endl;
+      return 1;
+    }
+    store = std::move(*redis);
+  }
+
+  manta::gcs::GcsServerOptions options;
+  options.bind_address = bind_address;
+  options.port = port;
+  options.config = *config;
+  options.faults = std::make_shared<manta::rpc::FaultInjector>(*faults);
+  manta::gcs::GcsServer server(loop, options, std::move(store));
+  int exit_code = 0;
+  server.Start([&](absl::Status s) {
+    if (!s.ok()) {
+      std::cerr << "manta_gcs: " << s.message() << std::endl;
+      LOG(ERROR) << "start failed: " << s;
+      exit_code = 1;
+      loop.Stop();
+      return;
+    }
+    if (!ready_file.empty()) {
+      auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n");
+      if (!w.ok()) {
+        std::cerr << "manta_gcs: " << w.message() << std::endl;
+        exit_code = 1;
+        loop.Stop();
+        return;
+      }
+    }
+    LOG(INFO) << "manta_gcs ready on " << bind_address << ":" << server.port() << ", cluster "
+              << server.cluster_id().Hex();
+  });
+  loop.OnTerminationSignal([&](int signo) {
+    LOG(INFO) << "manta_gcs: signal " << signo << ", shutting down";
+    server.Stop();
+    loop.Stop();
+  });
+  loop.Run();
+  server.Stop();
+  return exit_code;
+}

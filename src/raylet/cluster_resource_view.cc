@@ -1,0 +1,40 @@
+#include "src/raylet/cluster_resource_view.h"
+
+namespace manta::raylet {
+
+void ClusterResourceView::ResetFromSnapshot(const rpc::GetAllNodeInfoReply& snapshot) {
+  nodes_.clear();
+  for (const auto& info : snapshot.node_info_list()) OnNodeInfo(info);
+  for (const auto& usage : snapshot.resource_usage()) OnResourceUsage(usage);
+}
+
+void ClusterResourceView::OnNodeInfo(const rpc::NodeInfo& info) {
+  auto id = NodeID::FromBinaryChecked(info.node_id());
+  if (!id.ok()) return;
+  if (info.state() == rpc::NodeInfo::DEAD) {
+    nodes_.erase(*id);
+    return;
+  }
+  auto [it, inserted] = nodes_.try_emplace(*id);
+  NodeResources& node = it->second;
+  node.total = std::map<std::string, double>(info.resources_total().begin(), info.resources_total().end());
+  if (inserted) node.available = node.total;
+  node.address = info.node_manager_address();
+  node.port = info.node_manager_port();
+}
+
+void ClusterResourceView::OnResourceUsage(const rpc::ResourceUsage& usage) {
+  auto id = NodeID::FromBinaryChecked(usage.node_id());
+  if (!id.ok()) return;
+  auto it = nodes_.find(*id);
+  if (it == nodes_.end()) return;  // usage of a node we have not seen alive: ignore
+  it->second.available =
+      std::map<std::string, double>(usage.resources_available().begin(), usage.resources_available().end());
+}
+
+const ClusterResourceView::NodeResources* ClusterResourceView::Get(const NodeID& id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+}  // namespace manta::raylet

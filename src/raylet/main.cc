@@ -1,0 +1,144 @@
+// manta_raylet: one per node. Started by `manta start`.
+#include <glog/logging.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "src/common/config.h"
+#include "src/common/logging.h"
+#include "src/common/util.h"
+#include "src/raylet/node_manager.h"
+
+namespace {
+
+int Fail(const std::string& message, int code = 1) {
+  std::cerr << "manta_raylet: " << message << std::endl;
+  LOG(ERROR) << message;
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"manta_raylet: Manta's per-node scheduler and object store"};
+  std::string gcs_address;
+  std::string node_ip_address = "127.0.0.1";
+  int port = 0;
+  double num_cpus = -1;
+  double num_gpus = 0;
+  int64_t memory = -1;
+  int64_t object_store_memory = -1;
+  std::string resources_json;
+  std::string session_dir;
+  std::string ready_file;
+  std::string log_dir;
+  std::string node_name;
+  std::string node_id_hex;
+  std::string system_config;
+  bool head = false;
+  app.add_option("--gcs-address", gcs_address, "GCS host:port")->required();
+  app.add_option("--node-ip-address", node_ip_address, "address this node is reached at");
+  app.add_option("--port", port, "node manager port (0 = any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--num-cpus", num_cpus, "CPUs to offer (default: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--num-gpus", num_gpus, "GPUs to offer")->check(CLI::NonNegativeNumber);
+  app.add_option("--memory", memory, "memory bytes to offer (default: 70% of RAM)")->check(CLI::NonNegativeNumber);
+  app.add_option("--object-store-memory", object_store_memory, "object store bytes (default: 30% of RAM)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resources", resources_json, "custom resources as JSON, e.g. {\"special\": 2}");
+  app.add_option("--session-dir", session_dir, "session directory of this node");
+  app.add_option("--ready-file", ready_file, "written with the bound port once registered");
+  app.add_option("--log-dir", log_dir, "log directory (default: stderr)");
+  app.add_option("--node-name", node_name, "human-readable node name");
+  app.add_option("--node-id", node_id_hex, "node id as hex (default: random)");
+  app.add_option("--system-config", system_config, "JSON object of config overrides");
+  app.add_flag("--head", head, "this is the head node");
+  CLI11_PARSE(app, argc, argv);
+
+  manta::InitLogging(argv[0], log_dir);
+  auto config = manta::Config::FromEnvironment();
+  if (!config.ok()) return Fail(std::string(config.status().message()), 2);
+  if (!system_config.empty()) {
+    if (auto s = config->ApplyJson(system_config); !s.ok()) return Fail(std::string(s.message()), 2);
+  }
+  auto faults = manta::rpc::FaultInjector::Parse(config->testing_rpc_failure);
+  if (!faults.ok()) return Fail(std::string(faults.status().message()), 2);
+  if (auto hp = manta::ParseHostPort(gcs_address); !hp.ok()) {
+    return Fail("--gcs-address: " + std::string(hp.status().message()), 2);
+  }
+  auto custom = manta::raylet::ParseCustomResources(resources_json);
+  if (!custom.ok()) return Fail(std::string(custom.status().message()), 2);
+
+  manta::raylet::NodeManagerOptions options;
+  if (node_id_hex.empty()) {
+    options.node_id = manta::NodeID::FromRandom();
+  } else {
+    auto id = manta::NodeID::FromHex(node_id_hex);
+    if (!id.ok()) return Fail("--node-id: " + std::string(id.status().message()), 2);
+    options.node_id = *id;
+  }
+  int64_t ram = manta::raylet::DetectMemoryBytes();
+  options.resources = *custom;
+  options.resources["CPU"] = num_cpus >= 0 ? num_cpus : manta::raylet::DetectNumCpus();
+  if (num_gpus > 0) options.resources["GPU"] = num_gpus;
+  options.resources["memory"] = static_cast<double>(memory >= 0 ? memory : ram * 7 / 10);
+  options.resources["object_store_memory"] =
+      static_cast<double>(object_store_memory >= 0 ? object_store_memory : ram * 3 / 10);
+  options.node_ip_address = node_ip_address;
+  options.node_name = node_name.empty() ? node_ip_address : node_name;
+  options.session_dir = session_dir;
+  options.is_head = head;
+  options.config = *config;
+
+  manta::EventLoop loop(config->slow_handler_warn_ms);
+  manta::rpc::ClientOptions client_options;
+  client_options.deadline_ms = config->grpc_client_deadline_ms;
+  client_options.max_attempts = config->grpc_client_max_attempts;
+  client_options.initial_backoff_ms = config->grpc_client_initial_backoff_ms;
+  client_options.max_backoff_ms = config->grpc_client_max_backoff_ms;
+  client_options.max_message_bytes = config->grpc_max_message_bytes;
+  client_options.faults = std::make_shared<manta::rpc::FaultInjector>(*faults);
+  manta::gcs::GrpcGcsClient gcs(loop, gcs_address, client_options);
+
+  int exit_code = 0;
+  manta::raylet::NodeManager node_manager(loop, options, gcs, manta::MonotonicMs, [&](const std::string& reason) {
+    LOG(ERROR) << "raylet exiting: " << reason;
+    std::cerr << "manta_raylet: exiting: " << reason << std::endl;
+    exit_code = 1;
+    loop.Stop();
+  });
+  manta::raylet::NodeManagerGrpcService service(loop, node_manager);
+  manta::rpc::GrpcServer server("manta_raylet", node_ip_address == "localhost" ? "127.0.0.1" : node_ip_address,
+                                port, config->grpc_max_message_bytes);
+  server.RegisterService(&service);
+  if (auto s = server.Start(); !s.ok()) return Fail(std::string(s.message()));
+  node_manager.SetPort(server.port());
+
+  node_manager.Start([&](absl::Status s) {
+    if (!s.ok()) {
+      std::cerr << "manta_raylet: cannot register with the GCS at " << gcs_address << ": " << s.message()
+                << std::endl;
+      exit_code = 1;
+      loop.Stop();
+      return;
+    }
+    if (!ready_file.empty()) {
+      if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n"); !w.ok()) {
+        std::cerr << "manta_raylet: " << w.message() << std::endl;
+        exit_code = 1;
+        loop.Stop();
+        return;
+      }
+    }
+    LOG(INFO) << "manta_raylet ready: node " << options.node_id.Hex() << " on " << node_ip_address << ":"
+              << server.port() << " with " << manta::raylet::FormatResources(options.resources);
+  });
+  loop.OnTerminationSignal([&](int signo) {
+    LOG(INFO) << "raylet: signal " << signo << ", shutting down";
+    node_manager.Shutdown([&] { loop.Stop(); });
+    // If the GCS does not answer, stop anyway.
+    loop.PostAfter("Raylet.ForceStop", 3000, [&] { loop.Stop(); });
+  });
+  loop.Run();
+  server.Shutdown(100);
+  return exit_code;
+}

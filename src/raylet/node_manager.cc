@@ -1,0 +1,193 @@
+#include "src/raylet/node_manager.h"
+
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include "src/common/util.h"
+
+namespace manta::raylet {
+
+NodeManager::NodeManager(EventLoop& loop, NodeManagerOptions options, gcs::GcsClientInterface& gcs,
+                         std::function<int64_t()> now_ms, std::function<void(const std::string&)> on_fatal)
+    : loop_(loop),
+      options_(std::move(options)),
+      gcs_(gcs),
+      now_ms_(std::move(now_ms)),
+      on_fatal_(std::move(on_fatal)),
+      available_(options_.resources),
+      start_time_ms_(NowMs()) {}
+
+NodeManager::~NodeManager() = default;
+
+rpc::NodeInfo NodeManager::MakeNodeInfo() const {
+  rpc::NodeInfo info;
+  info.set_node_id(options_.node_id.Binary());
+  info.set_node_manager_address(options_.node_ip_address);
+  info.set_node_manager_port(options_.port);
+  info.set_object_manager_port(options_.port);
+  info.set_state(rpc::NodeInfo::ALIVE);
+  for (const auto& [name, value] : options_.resources) (*info.mutable_resources_total())[name] = value;
+  info.set_node_name(options_.node_name);
+  info.set_start_time_ms(start_time_ms_);
+  info.set_session_dir(options_.session_dir);
+  info.set_is_head_node(options_.is_head);
+  info.set_raylet_pid(getpid());
+  return info;
+}
+
+void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
+  auto done = std::make_shared<absl::AnyInvocable<void(absl::Status)>>(std::move(on_registered));
+  gcs_.AsyncRegisterNode(MakeNodeInfo(), [this, done](const absl::Status& s, rpc::RegisterNodeReply&& reply) {
+    if (!s.ok()) {
+      (*done)(s);
+      return;
+    }
+    MarkGcsReachable();
+    cluster_id_ = ClusterID::FromBinaryChecked(reply.cluster_id()).value_or(ClusterID::Nil());
+    LOG(INFO) << "registered node " << options_.node_id.Hex() << " with cluster " << cluster_id_.Hex()
+              << (reply.already_registered() ? " (already known)" : "");
+    subscriber_ = std::make_unique<gcs::GcsSubscriber>(
+        loop_, gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL},
+        options_.config.gcs_pubsub_poll_timeout_ms, [this](const rpc::PubMessage& m) { OnPubMessage(m); },
+        [this] { Resync(); });
+    subscriber_->SetOnPollResult([this](const absl::Status& s) {
+      if (s.ok()) MarkGcsReachable();
+    });
+    subscriber_->Start();
+    Resync();
+    gcs_check_timer_ = loop_.RunEvery("NodeManager.CheckGcs", options_.config.raylet_gcs_check_period_ms,
+                                      [this] { CheckGcs(); });
+    report_timer_ = loop_.RunEvery("NodeManager.ReportUsage", options_.config.resource_report_ms,
+                                   [this] { ReportUsage(false); });
+    (*done)(absl::OkStatus());
+  });
+}
+
+void NodeManager::Resync() {
+  // After a GCS restart: make sure we are (still) registered, then reload the view.
+  gcs_.AsyncRegisterNode(MakeNodeInfo(), [this](const absl::Status& s, rpc::RegisterNodeReply&& reply) {
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      on_fatal_("the GCS declared this node dead: " + std::string(s.message()));
+      return;
+    }
+    if (s.ok()) {
+      MarkGcsReachable();
+      auto id = ClusterID::FromBinaryChecked(reply.cluster_id());
+      if (id.ok() && !cluster_id_.IsNil() && *id != cluster_id_) {
+        on_fatal_("the GCS now serves another cluster (" + id->Hex() + ")");
+        return;
+      }
+    }
+  });
+  gcs_.AsyncGetAllNodeInfo([this](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
+    if (!s.ok()) {
+      LOG(WARNING) << "could not read the node table: " << s;
+      return;
+    }
+    MarkGcsReachable();
+    view_.ResetFromSnapshot(reply);
+    reported_once_ = false;  // the GCS may have lost our availability
+    ReportUsage(true);
+  });
+}
+
+void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
+  if (message.has_node_info_message()) {
+    const rpc::NodeInfo& info = message.node_info_message();
+    if (info.node_id() == options_.node_id.Binary() && info.state() == rpc::NodeInfo::DEAD && !shutting_down_) {
+      on_fatal_("the GCS declared this node dead: " + info.death_reason());
+      return;
+    }
+    view_.OnNodeInfo(info);
+  } else if (message.has_resource_usage_message()) {
+    view_.OnResourceUsage(message.resource_usage_message());
+  }
+}
+
+void NodeManager::CheckGcs() {
+  int64_t timeout_ms = options_.config.gcs_rpc_server_reconnect_timeout_s * 1000;
+  if (now_ms_() - last_gcs_ok_ms_ > timeout_ms) {
+    on_fatal_("the GCS has been unreachable for more than " +
+              std::to_string(options_.config.gcs_rpc_server_reconnect_timeout_s) + " s");
+    return;
+  }
+  if (check_in_flight_) return;
+  check_in_flight_ = true;
+  gcs_.AsyncGetClusterId(options_.config.raylet_gcs_check_period_ms,
+                         [this](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
+                           check_in_flight_ = false;
+                           if (!s.ok()) {
+                             LOG_EVERY_N(WARNING, 10) << "GCS check failed: " << s;
+                             return;
+                           }
+                           MarkGcsReachable();
+                           if (reply.cluster_id() != cluster_id_.Binary()) {
+                             on_fatal_("the GCS now serves another cluster");
+                           }
+                         });
+}
+
+void NodeManager::ReportUsage(bool force) {
+  if (!force && reported_once_ && available_ == last_reported_) return;
+  rpc::ResourceUsage usage;
+  usage.set_node_id(options_.node_id.Binary());
+  for (const auto& [k, v] : available_) (*usage.mutable_resources_available())[k] = v;
+  for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_total())[k] = v;
+  ResourceMap sent = available_;
+  reported_once_ = true;
+  last_reported_ = sent;
+  gcs_.AsyncReportResourceUsage(usage, [this](const absl::Status& s, rpc::ReportResourceUsageReply&&) {
+    if (!s.ok()) {
+      reported_once_ = false;  // try again on the next tick
+      VLOG(1) << "resource report failed: " << s;
+    }
+  });
+}
+
+void NodeManager::Shutdown(absl::AnyInvocable<void()> done) {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  gcs_check_timer_.reset();
+  report_timer_.reset();
+  auto shared_done = std::make_shared<absl::AnyInvocable<void()>>(std::move(done));
+  gcs_.AsyncUnregisterNode(options_.node_id.Binary(), "raylet stopped (SIGTERM)",
+                           [shared_done](const absl::Status& s, rpc::UnregisterNodeReply&&) {
+                             if (!s.ok()) LOG(WARNING) << "could not unregister from the GCS: " << s;
+                             (*shared_done)();
+                           });
+}
+
+void NodeManager::HandleHealthCheck(const rpc::HealthCheckRequest&, rpc::HealthCheckReply* reply,
+                                    rpc::SendReply send_reply) {
+  reply->set_node_id(options_.node_id.Binary());
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void NodeManager::HandleGetNodeStats(const rpc::GetNodeStatsRequest&, rpc::GetNodeStatsReply* reply,
+                                     rpc::SendReply send_reply) {
+  *reply->mutable_node_info() = MakeNodeInfo();
+  rpc::ResourceUsage* usage = reply->mutable_usage();
+  usage->set_node_id(options_.node_id.Binary());
+  for (const auto& [k, v] : available_) (*usage->mutable_resources_available())[k] = v;
+  for (const auto& [k, v] : options_.resources) (*usage->mutable_resources_total())[k] = v;
+  reply->set_num_alive_nodes_in_view(static_cast<int32_t>(view_.NumNodes()));
+  std::move(send_reply)(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::HealthCheck(grpc::CallbackServerContext* c,
+                                                              const rpc::HealthCheckRequest* q,
+                                                              rpc::HealthCheckReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.HealthCheck", c, q, r,
+                          [m = &manager_](const rpc::HealthCheckRequest& q, rpc::HealthCheckReply* r,
+                                          rpc::SendReply s) { m->HandleHealthCheck(q, r, std::move(s)); });
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::GetNodeStats(grpc::CallbackServerContext* c,
+                                                               const rpc::GetNodeStatsRequest* q,
+                                                               rpc::GetNodeStatsReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.GetNodeStats", c, q, r,
+                          [m = &manager_](const rpc::GetNodeStatsRequest& q, rpc::GetNodeStatsReply* r,
+                                          rpc::SendReply s) { m->HandleGetNodeStats(q, r, std::move(s)); });
+}
+
+}  // namespace manta::raylet

@@ -1,0 +1,101 @@
+// NodeManager: the raylet's control plane for issue-level "node membership".
+//
+// Registers this node with the GCS, answers health checks, keeps the cluster
+// resource view fed by GCS pubsub, reports this node's availability, watches that the
+// GCS stays reachable, and unregisters on clean shutdown. Fatal conditions (the GCS
+// unreachable longer than gcs_rpc_server_reconnect_timeout_s, this node declared
+// DEAD, the GCS serving another cluster) are handed to `on_fatal`, which stops the
+// raylet. Loop thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "protos/node_manager.grpc.pb.h"
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/common/rpc/grpc_server.h"
+#include "src/gcs/gcs_client.h"
+#include "src/gcs/gcs_subscriber.h"
+#include "src/raylet/cluster_resource_view.h"
+#include "src/raylet/resources.h"
+
+namespace manta::raylet {
+
+struct NodeManagerOptions {
+  NodeID node_id;
+  std::string node_ip_address = "127.0.0.1";
+  int port = 0;  // the bound node-manager port
+  std::string node_name;
+  ResourceMap resources;
+  std::string session_dir;
+  bool is_head = false;
+  Config config;
+};
+
+class NodeManager {
+ public:
+  NodeManager(EventLoop& loop, NodeManagerOptions options, gcs::GcsClientInterface& gcs,
+              std::function<int64_t()> now_ms, std::function<void(const std::string&)> on_fatal);
+  ~NodeManager();
+
+  // The node-manager port, known once the RPC server is bound. REQUIRES: before Start().
+  void SetPort(int port) { options_.port = port; }
+  // Registers with the GCS (retrying transient failures) and starts the subscriber and
+  // timers. `on_registered` gets the outcome.
+  void Start(absl::AnyInvocable<void(absl::Status)> on_registered);
+  // Unregisters from the GCS (best effort, bounded by a short deadline), then `done`.
+  void Shutdown(absl::AnyInvocable<void()> done);
+
+  void HandleHealthCheck(const rpc::HealthCheckRequest& request, rpc::HealthCheckReply* reply,
+                         rpc::SendReply send_reply);
+  void HandleGetNodeStats(const rpc::GetNodeStatsRequest& request, rpc::GetNodeStatsReply* reply,
+                          rpc::SendReply send_reply);
+
+  const ClusterResourceView& view() const { return view_; }
+  const ClusterID& cluster_id() const { return cluster_id_; }
+  rpc::NodeInfo MakeNodeInfo() const;
+
+ private:
+  void Resync();
+  void OnPubMessage(const rpc::PubMessage& message);
+  void CheckGcs();
+  void ReportUsage(bool force);
+  void MarkGcsReachable() { last_gcs_ok_ms_ = now_ms_(); }
+
+  EventLoop& loop_;
+  NodeManagerOptions options_;
+  gcs::GcsClientInterface& gcs_;
+  std::function<int64_t()> now_ms_;
+  std::function<void(const std::string&)> on_fatal_;
+  ClusterID cluster_id_;
+  ClusterResourceView view_;
+  ResourceMap available_;
+  ResourceMap last_reported_;
+  bool reported_once_ = false;
+  int64_t last_gcs_ok_ms_ = 0;
+  bool check_in_flight_ = false;
+  bool shutting_down_ = false;
+  int64_t start_time_ms_ = 0;
+  std::unique_ptr<gcs::GcsSubscriber> subscriber_;
+  std::unique_ptr<Timer> gcs_check_timer_;
+  std::unique_ptr<Timer> report_timer_;
+};
+
+// The NodeManagerService gRPC front: posts each call to the loop.
+class NodeManagerGrpcService final : public rpc::NodeManagerService::CallbackService {
+ public:
+  NodeManagerGrpcService(EventLoop& loop, NodeManager& manager) : loop_(loop), manager_(manager) {}
+  grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* c, const rpc::HealthCheckRequest* q,
+                                        rpc::HealthCheckReply* r) override;
+  grpc::ServerUnaryReactor* GetNodeStats(grpc::CallbackServerContext* c, const rpc::GetNodeStatsRequest* q,
+                                         rpc::GetNodeStatsReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  NodeManager& manager_;
+};
+
+}  // namespace manta::raylet

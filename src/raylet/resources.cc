@@ -1,0 +1,75 @@
+#include "src/raylet/resources.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "nlohmann/json.hpp"
+
+namespace manta::raylet {
+
+absl::StatusOr<ResourceMap> ParseCustomResources(const std::string& json) {
+  ResourceMap out;
+  if (json.empty()) return out;
+  nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return absl::InvalidArgumentError("--resources is not valid JSON: " + json);
+  }
+  if (!parsed.is_object()) {
+    return absl::InvalidArgumentError("--resources must be a JSON object like {\"name\": 1}, got: " + json);
+  }
+  for (auto& [name, value] : parsed.items()) {
+    if (name.empty()) return absl::InvalidArgumentError("--resources: empty resource name");
+    if (name == "CPU" || name == "GPU" || name == "memory" || name == "object_store_memory") {
+      return absl::InvalidArgumentError("--resources: set " + name + " with its own flag, not in --resources");
+    }
+    if (!value.is_number()) {
+      return absl::InvalidArgumentError("--resources: value of '" + name + "' is not a number");
+    }
+    double v = value.get<double>();
+    if (!(v >= 0) || std::isinf(v)) {
+      return absl::InvalidArgumentError("--resources: value of '" + name + "' must be a non-negative number");
+    }
+    out[name] = v;
+  }
+  return out;
+}
+
+int DetectNumCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int64_t DetectMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<int64_t>(pages) * page_size;
+}
+
+std::string FormatResources(const ResourceMap& resources) {
+  std::string out;
+  for (const auto& [name, value] : resources) {
+    if (!out.empty()) out += ", ";
+    char buf[64];
+    if (name == "memory" || name == "object_store_memory") {
+      std::snprintf(buf, sizeof(buf), "%.2f GiB", value / (1024.0 * 1024 * 1024));
+    } else if (value == std::floor(value)) {
+      std::snprintf(buf, sizeof(buf), "%.0f", value);
+    } else {
+      std::snprintf(buf, sizeof(buf), "%.2f", value);
+    }
+    out += name + ": " + buf;
+  }
+  return out;
+}
+
+}  // namespace manta::raylet
