@@ -1,0 +1,134 @@
+#include "test_util/test_util.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "src/common/process.h"
+#include "src/common/util.h"
+#include "src/gcs/redis_store_client.h"
+
+namespace manta::testing {
+
+bool WaitFor(const std::function<bool()>& condition, int64_t timeout_ms) {
+  int64_t deadline = MonotonicMs() + timeout_ms;
+  int64_t pause_us = 200;
+  for (;;) {
+    if (condition()) return true;
+    if (MonotonicMs() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    pause_us = std::min<int64_t>(pause_us * 2, 50000);
+  }
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base ? base : "/tmp") + "/manta_test_XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  char* made = mkdtemp(buf.data());
+  if (made == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return;
+  }
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+std::string BinaryPath(const std::string& name) {
+  std::string build = MANTA_BUILD_DIR;
+  if (const char* env = std::getenv("MANTA_BUILD_DIR"); env != nullptr && *env) build = env;
+  for (const std::string& dir : {"/src/cli/", "/src/gcs/", "/src/raylet/"}) {
+    std::string p = build + dir + name;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  ADD_FAILURE() << "cannot find built binary " << name << " under " << build;
+  return name;
+}
+
+RedisServer::RedisServer() {
+  std::string exe = FindExecutable("redis-server");
+  if (exe.empty()) {
+    ADD_FAILURE() << "redis-server is not installed (run scripts/install-deps)";
+    return;
+  }
+  for (int attempt = 0; attempt < 5 && pid_ == 0; ++attempt) {
+    auto port = PickFreePort();
+    if (!port.ok()) continue;
+    ProcessOptions p;
+    p.argv = {exe, "--port", std::to_string(*port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+              "--dir", dir_.path()};
+    p.output_file = dir_.path() + "/redis.out";
+    auto pid = StartProcess(p);
+    if (!pid.ok()) continue;
+    gcs::RedisStoreClient::Options o;
+    o.port = *port;
+    o.connect_timeout_ms = 200;
+    bool up = WaitFor(
+        [&] {
+          return !ReapIfExited(*pid) && IsPortOpen("127.0.0.1", *port) &&
+                 gcs::RedisStoreClient::RunOnce(o, {"PING"}).ok();
+        },
+        10000);
+    if (up) {
+      pid_ = *pid;
+      port_ = *port;
+    } else {
+      kill(*pid, SIGKILL);
+      WaitForExit(*pid, 5000);
+    }
+  }
+  if (pid_ == 0) ADD_FAILURE() << "could not start redis-server";
+}
+
+RedisServer::~RedisServer() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    WaitForExit(pid_, 5000);
+  }
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::pair<std::string, std::string>>& env, int64_t timeout_ms) {
+  CommandResult result;
+  TempDir dir;
+  ProcessOptions p;
+  p.argv = argv;
+  for (const auto& [k, v] : env) p.env[k] = v;
+  p.output_file = dir.path() + "/out";
+  auto pid = StartProcess(p);
+  if (!pid.ok()) {
+    result.output = std::string(pid.status().message());
+    return result;
+  }
+  int status = 0;
+  bool done = WaitFor(
+      [&] {
+        pid_t r = waitpid(*pid, &status, WNOHANG);
+        return r == *pid;
+      },
+      timeout_ms);
+  if (!done) {
+    kill(*pid, SIGKILL);
+    waitpid(*pid, &status, 0);
+    result.exit_code = -1;
+  } else {
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  auto out = ReadFile(dir.path() + "/out");
+  if (out.ok()) result.output = *out;
+  return result;
+}
+
+}  // namespace manta::testing

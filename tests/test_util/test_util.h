@@ -1,0 +1,59 @@
+// Helpers shared by Manta's tests: deadlines instead of sleeps, temp directories,
+// a real redis-server on a free port, and daemons started by path and stopped by pid.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace manta::testing {
+
+// Polls `condition` (with short, growing pauses) until it holds or `timeout_ms`
+// passes. Returns whether it held. Never a fixed sleep.
+bool WaitFor(const std::function<bool()>& condition, int64_t timeout_ms);
+
+// A fresh directory under $TMPDIR (or /tmp), removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Path of a built Manta executable ("manta", "manta_gcs", "manta_raylet").
+std::string BinaryPath(const std::string& name);
+
+// A redis-server on a free loopback port, killed (by pid) on destruction.
+class RedisServer {
+ public:
+  // Starts the server and waits (with a deadline) until it answers PING.
+  // Fails the current test (ASSERT-style) if it cannot.
+  RedisServer();
+  ~RedisServer();
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  int port_ = 0;
+  pid_t pid_ = 0;
+  TempDir dir_;
+};
+
+// Result of running a command to completion.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs argv (argv[0] a path) with extra environment, waits up to `timeout_ms`.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::pair<std::string, std::string>>& env, int64_t timeout_ms);
+
+}  // namespace manta::testing
