@@ -1,0 +1,146 @@
+// Bad input to `manta` and the daemons: one clear line, a non-zero exit, and no
+// stray processes.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cluster_harness.h"
+#include "protos/gcs.grpc.pb.h"
+#include "src/common/util.h"
+
+namespace manta::testing {
+namespace {
+
+// The error is one line that mentions `needle`.
+void ExpectOneLineError(const CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  std::string trimmed = r.output;
+  while (!trimmed.empty() && trimmed.back() == '\n') trimmed.pop_back();
+  EXPECT_EQ(trimmed.find('\n'), std::string::npos) << "expected one line, got:\n" << r.output;
+}
+
+TEST(CliErrorsTest, UnknownFlag) {
+  ClusterHarness cluster;
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--no-such-flag"}), "--no-such-flag");
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
+TEST(CliErrorsTest, MalformedResourcesJson) {
+  ClusterHarness cluster;
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--port", "0", "--resources", "{\"a\": "}), "--resources");
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--port", "0", "--resources", "[1,2]"}), "--resources");
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--port", "0", "--resources", R"({"x": -1})"}),
+                     "non-negative");
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
+TEST(CliErrorsTest, UnreachableRedis) {
+  ClusterHarness cluster;
+  int port = *PickFreePort();
+  ExpectOneLineError(
+      cluster.Manta({"start", "--head", "--port", "0", "--redis-address", "127.0.0.1:" + std::to_string(port)}),
+      "Redis");
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
+TEST(CliErrorsTest, WrongRedisPassword) {
+  ClusterHarness cluster;
+  cluster.StartHead({"--redis-password", "s3cret"});
+  ClusterHarness other;
+  ExpectOneLineError(other.Manta({"start", "--head", "--port", "0", "--redis-address", cluster.RedisAddress(),
+                                  "--redis-password", "wrong"}),
+                     "Redis");
+  EXPECT_TRUE(other.LivePids().empty());
+}
+
+TEST(CliErrorsTest, SecondHeadOnSamePortFails) {
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead();
+  ClusterHarness second;
+  ExpectOneLineError(second.Manta({"start", "--head", "--port", std::to_string(ParseHostPort(gcs)->port)}),
+                     "in use");
+  EXPECT_TRUE(second.LivePids().empty());
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 1);
+}
+
+TEST(CliErrorsTest, PortInUseByAnotherProgram) {
+  ClusterHarness cluster;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--port", std::to_string(ntohs(addr.sin_port))}), "in use");
+  close(fd);
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
+TEST(CliErrorsTest, JoinUnreachableGcs) {
+  ClusterHarness cluster;
+  int port = *PickFreePort();
+  ExpectOneLineError(cluster.Manta({"start", "--address", "127.0.0.1:" + std::to_string(port)}), "GCS");
+  ExpectOneLineError(cluster.Manta({"start", "--address", "not-an-address"}), "--address");
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
+TEST(CliErrorsTest, StatusWithoutCluster) {
+  ClusterHarness cluster;
+  ExpectOneLineError(cluster.Manta({"status"}), "no running Manta cluster");
+  CommandResult stop = cluster.Manta({"stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+}
+
+TEST(CliErrorsTest, GcsSurvivesGarbageAndBadRequests) {
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead();
+  int port = ParseHostPort(gcs)->port;
+  // Raw garbage on the gRPC port.
+  for (int i = 0; i < 3; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::string junk(4096, static_cast<char>(0xAB));
+    ASSERT_GT(write(fd, junk.data(), junk.size()), 0);
+    close(fd);
+  }
+  // Well-formed RPCs with invalid content get error replies.
+  auto stub = rpc::NodeInfoGcsService::NewStub(grpc::CreateChannel(gcs, grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    rpc::RegisterNodeRequest req;
+    req.mutable_node_info()->set_node_id("short");
+    rpc::RegisterNodeReply reply;
+    grpc::Status s = stub->RegisterNode(&ctx, req, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+  {
+    // A message over the size limit is refused by gRPC, not by a crash.
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(-1);
+    auto big_stub = rpc::InternalKVGcsService::NewStub(
+        grpc::CreateCustomChannel(gcs, grpc::InsecureChannelCredentials(), args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    rpc::InternalKVPutRequest req;
+    req.set_key("big");
+    req.set_value(std::string(600 * 1024 * 1024, 'x'));
+    rpc::InternalKVPutReply reply;
+    grpc::Status s = big_stub->InternalKVPut(&ctx, req, &reply);
+    EXPECT_FALSE(s.ok());
+  }
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 1);
+  EXPECT_EQ(cluster.Pids("gcs").size(), 1u);
+}
+
+}  // namespace
+}  // namespace manta::testing

@@ -1,0 +1,108 @@
+#include "cluster_harness.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "src/common/process.h"
+#include "src/common/util.h"
+
+namespace manta::testing {
+
+namespace fs = std::filesystem;
+
+ClusterHarness::ClusterHarness() = default;
+
+ClusterHarness::~ClusterHarness() {
+  Manta({"stop", "--force"}, {}, 30000);
+  for (pid_t pid : LivePids()) {
+    ADD_FAILURE() << "pid " << pid << " survived `manta stop --force`";
+    kill(pid, SIGKILL);
+    WaitForExit(pid, 5000);
+  }
+}
+
+CommandResult ClusterHarness::Manta(const std::vector<std::string>& args,
+                                    const std::vector<std::pair<std::string, std::string>>& extra_env,
+                                    int64_t timeout_ms) {
+  std::vector<std::string> argv = {BinaryPath("manta")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto env = extra_env;
+  env.emplace_back("MANTA_TEMP_DIR", root_.path());
+  env.emplace_back("RAY_ADDRESS", "");
+  return RunCommand(argv, env, timeout_ms);
+}
+
+std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {"start", "--head", "--port", "0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  CommandResult r = Manta(args);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  if (std::regex_search(r.output, m, std::regex("GCS address:\\s+(\\S+)"))) gcs_address_ = m[1];
+  EXPECT_FALSE(gcs_address_.empty()) << r.output;
+  return gcs_address_;
+}
+
+void ClusterHarness::StartNode(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {"start", "--address", gcs_address_};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  CommandResult r = Manta(args);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+nlohmann::json ClusterHarness::Status() {
+  CommandResult r = Manta({"status", "--json", "--address", gcs_address_}, {}, 20000);
+  if (r.exit_code != 0) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(r.output, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+int ClusterHarness::CountNodes(const std::string& state) {
+  nlohmann::json s = Status();
+  int n = 0;
+  if (s.contains("nodes")) {
+    for (const auto& node : s["nodes"]) n += node["state"] == state ? 1 : 0;
+  }
+  return n;
+}
+
+std::vector<pid_t> ClusterHarness::Pids(const std::string& role) const {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  fs::path sessions = fs::path(root_.path()) / "sessions";
+  if (!fs::exists(sessions, ec)) return pids;
+  for (const auto& s : fs::directory_iterator(sessions, ec)) {
+    for (const auto& f : fs::directory_iterator(s.path() / "pids", ec)) {
+      std::string name = f.path().filename().string();
+      if (!role.empty() && name.find("_" + role + "_") == std::string::npos) continue;
+      std::ifstream in(f.path());
+      int pid = 0;
+      if (in >> pid && IsProcessAlive(pid)) pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+std::vector<pid_t> ClusterHarness::LivePids() const { return Pids(""); }
+
+std::string ClusterHarness::RedisAddress() const {
+  std::error_code ec;
+  for (const auto& s : fs::directory_iterator(fs::path(root_.path()) / "sessions", ec)) {
+    for (const auto& f : fs::directory_iterator(s.path() / "pids", ec)) {
+      if (f.path().filename().string().find("_redis_") == std::string::npos) continue;
+      std::ifstream in(f.path());
+      int pid = 0;
+      in >> pid;
+      std::smatch m;
+      std::string cmd = ProcessCommandLine(pid);
+      if (std::regex_search(cmd, m, std::regex("(127\\.0\\.0\\.1:\\d+)"))) return m[1];
+    }
+  }
+  return "";
+}
+
+}  // namespace manta::testing

@@ -1,0 +1,51 @@
+// ClusterHarness: drives real Manta clusters through the `manta` CLI for integration
+// tests. Each harness has its own MANTA_TEMP_DIR, so `manta stop` in one test never
+// touches another's processes; the destructor stops (and, failing that, kills by
+// pid) everything the harness's sessions recorded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "test_util/test_util.h"
+
+namespace manta::testing {
+
+class ClusterHarness {
+ public:
+  ClusterHarness();
+  ~ClusterHarness();
+
+  // Runs `manta <args...>` with this harness's temp root and `extra_env`.
+  CommandResult Manta(const std::vector<std::string>& args,
+                      const std::vector<std::pair<std::string, std::string>>& extra_env = {},
+                      int64_t timeout_ms = 60000);
+
+  // `manta start --head --port 0 ...`; returns the GCS address (fails the test if not).
+  std::string StartHead(const std::vector<std::string>& extra_args = {});
+  // `manta start --address <gcs> ...`.
+  void StartNode(const std::vector<std::string>& extra_args = {});
+  // `manta status --json`, parsed. Empty object on failure.
+  nlohmann::json Status();
+  // Number of nodes in `state` ("ALIVE"/"DEAD") per `manta status --json`.
+  int CountNodes(const std::string& state);
+
+  // Live pids recorded in this harness's sessions for a role ("raylet", "gcs", "redis").
+  std::vector<pid_t> Pids(const std::string& role) const;
+  // Every recorded pid that is still running.
+  std::vector<pid_t> LivePids() const;
+
+  const std::string& gcs_address() const { return gcs_address_; }
+  const std::string& temp_root() const { return root_.path(); }
+  // The Redis address started by the head.
+  std::string RedisAddress() const;
+
+ private:
+  TempDir root_;
+  std::string gcs_address_;
+};
+
+}  // namespace manta::testing
