@@ -9,22 +9,30 @@
 namespace manta {
 namespace {
 
+// The absl parsers write their output even when they fail, so each parses into a
+// local and assigns only on success: a rejected value leaves the old one in place.
 absl::Status ParseValue(const std::string& name, const std::string& text, int64_t* out) {
-  if (!absl::SimpleAtoi(text, out)) {
+  int64_t value;
+  if (!absl::SimpleAtoi(text, &value)) {
     return absl::InvalidArgumentError("config " + name + ": '" + text + "' is not an integer");
   }
+  *out = value;
   return absl::OkStatus();
 }
 absl::Status ParseValue(const std::string& name, const std::string& text, double* out) {
-  if (!absl::SimpleAtod(text, out)) {
+  double value;
+  if (!absl::SimpleAtod(text, &value)) {
     return absl::InvalidArgumentError("config " + name + ": '" + text + "' is not a number");
   }
+  *out = value;
   return absl::OkStatus();
 }
 absl::Status ParseValue(const std::string& name, const std::string& text, bool* out) {
-  if (!absl::SimpleAtob(text, out)) {
+  bool value;
+  if (!absl::SimpleAtob(text, &value)) {
     return absl::InvalidArgumentError("config " + name + ": '" + text + "' is not a boolean");
   }
+  *out = value;
   return absl::OkStatus();
 }
 absl::Status ParseValue(const std::string&, const std::string& text, std::string* out) {
@@ -70,11 +78,14 @@ absl::Status Config::ApplyJson(const std::string& json) {
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError("system config is not a JSON object: " + json);
   }
+  // All or nothing: apply to a copy, so an error leaves this config untouched.
+  Config updated = *this;
   for (auto& [key, value] : parsed.items()) {
     std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    absl::Status s = Set(key, text);
+    absl::Status s = updated.Set(key, text);
     if (!s.ok()) return s;
   }
+  *this = std::move(updated);
   return absl::OkStatus();
 }
 

@@ -22,9 +22,11 @@ struct Config {
   // Malformed values are an InvalidArgument error naming the variable.
   static absl::StatusOr<Config> FromEnvironment();
 
-  // Applies `name=value` overrides. Unknown names and malformed values are an error.
+  // Applies `name=value` overrides. Unknown names and malformed values are an error,
+  // and leave the current value unchanged.
   absl::Status Set(const std::string& name, const std::string& value);
-  // Applies a JSON object {"name": value, ...}; errors as for Set.
+  // Applies a JSON object {"name": value, ...}; errors as for Set. All or nothing: on
+  // error no entry of the object has been applied.
   absl::Status ApplyJson(const std::string& json);
   // The whole table as a JSON object (for handing the head's values to other nodes).
   std::string ToJson() const;

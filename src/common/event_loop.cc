@@ -138,6 +138,8 @@ void EventLoop::Stop() { impl_->io.stop(); }
 bool EventLoop::stopped() const { return impl_->io.stopped(); }
 
 size_t EventLoop::RunUntilIdle() {
+  // After a Stop() (e.g. a Run() that a test ended) poll() would run nothing.
+  if (impl_->io.stopped()) impl_->io.restart();
   size_t total = 0;
   for (;;) {
     size_t n = impl_->io.poll();

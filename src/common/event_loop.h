@@ -62,6 +62,7 @@ class EventLoop {
   void Stop();
   // Runs every handler that is ready now (and those they post), then returns.
   // For tests that drive the loop themselves. Returns the number of handlers run.
+  // Runs even after an earlier Stop(); a Stop() from one of its handlers ends it early.
   size_t RunUntilIdle();
   bool stopped() const;
 

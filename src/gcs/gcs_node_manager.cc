@@ -5,8 +5,12 @@
 namespace manta::gcs {
 
 GcsNodeManager::GcsNodeManager(StoreClientInterface& store, GcsPublisher& publisher, ClusterID cluster_id,
-                               std::function<int64_t()> now_ms)
-    : store_(store), publisher_(publisher), cluster_id_(cluster_id), now_ms_(std::move(now_ms)) {}
+                               std::function<int64_t()> now_ms, std::string system_config)
+    : store_(store),
+      publisher_(publisher),
+      cluster_id_(cluster_id),
+      now_ms_(std::move(now_ms)),
+      system_config_(std::move(system_config)) {}
 
 void GcsNodeManager::Initialize(const absl::flat_hash_map<std::string, std::string>& rows) {
   for (const auto& [key, value] : rows) {
@@ -47,6 +51,7 @@ void GcsNodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request,
     return;
   }
   reply->set_cluster_id(cluster_id_.Binary());
+  reply->set_system_config(system_config_);
   auto existing = nodes_.find(*id);
   if (existing != nodes_.end()) {
     if (existing->second.state() == rpc::NodeInfo::DEAD) {

@@ -24,8 +24,9 @@ class GcsNodeManager {
  public:
   using NodeListener = std::function<void(const rpc::NodeInfo&)>;
 
+  // `system_config`: the head's config overrides (JSON), handed to registering nodes.
   GcsNodeManager(StoreClientInterface& store, GcsPublisher& publisher, ClusterID cluster_id,
-                 std::function<int64_t()> now_ms);
+                 std::function<int64_t()> now_ms, std::string system_config = "");
 
   // Loads the table read from the store at start-up (field = node id, value = NodeInfo).
   // Malformed entries are logged and skipped.
@@ -62,6 +63,7 @@ class GcsNodeManager {
   GcsPublisher& publisher_;
   ClusterID cluster_id_;
   std::function<int64_t()> now_ms_;
+  std::string system_config_;
   absl::flat_hash_map<NodeID, rpc::NodeInfo> nodes_;
   absl::flat_hash_map<NodeID, rpc::ResourceUsage> usage_;
   std::vector<NodeListener> added_listeners_;

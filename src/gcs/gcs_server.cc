@@ -50,7 +50,7 @@ void GcsServer::LoadClusterId(absl::AnyInvocable<void(absl::Status)> done) {
 }
 
 void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
-  node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs);
+  node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs, options_.system_config);
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
   kv_manager_ = std::make_unique<GcsKVManager>(*store_);
   health_checker_ = std::make_unique<GcsHealthChecker>(

@@ -31,6 +31,8 @@ struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 0;
   Config config;
+  // The --system-config JSON given to this GCS, handed on to every raylet.
+  std::string system_config;
   std::shared_ptr<rpc::FaultInjector> faults;
 };
 

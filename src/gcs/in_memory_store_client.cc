@@ -65,16 +65,21 @@ void InMemoryStoreClient::AsyncGetKeys(const std::string& table, const std::stri
 
 void InMemoryStoreClient::AsyncIncrement(const std::string& table, const std::string& key, int64_t delta,
                                          ResultCallback<int64_t> callback) {
-  std::string& slot = tables_[table][key];
+  auto& t = tables_[table];
+  auto it = t.find(key);
   int64_t current = 0;
-  if (!slot.empty() && !absl::SimpleAtoi(slot, &current)) {
+  // Like Redis HINCRBY: only the canonical decimal text of an int64 counts as an
+  // integer (not "", " 7", "+7" or "007"), and overflow is an error.
+  bool is_integer = it == t.end() || (absl::SimpleAtoi(it->second, &current) &&
+                                      std::to_string(current) == it->second);
+  if (!is_integer || __builtin_add_overflow(current, delta, &current)) {
     loop_.Post("InMemoryStore.Increment", [callback = std::move(callback), table, key]() mutable {
-      callback(absl::FailedPreconditionError("value of " + table + "/" + key + " is not an integer"));
+      callback(absl::FailedPreconditionError("value of " + table + "/" + key +
+                                             " is not an integer or would overflow"));
     });
     return;
   }
-  current += delta;
-  slot = std::to_string(current);
+  t[key] = std::to_string(current);
   loop_.Post("InMemoryStore.Increment", [callback = std::move(callback), current]() mutable { callback(current); });
 }
 

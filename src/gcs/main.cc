@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   options.bind_address = bind_address;
   options.port = port;
   options.config = *config;
+  options.system_config = system_config;
   options.faults = std::make_shared<manta::rpc::FaultInjector>(*faults);
   manta::gcs::GcsServer server(loop, options, std::move(store));
   int exit_code = 0;

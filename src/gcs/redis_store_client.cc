@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "absl/strings/numbers.h"
 
@@ -57,9 +59,14 @@ absl::StatusOr<redisContext*> OpenConnection(const RedisStoreClient::Options& o)
   redisSetTimeout(c, ToTimeval(o.command_timeout_ms));
   if (!o.password.empty()) {
     auto* r = static_cast<redisReply*>(redisCommand(c, "AUTH %b", o.password.data(), o.password.size()));
-    if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
-      std::string err = r ? std::string(r->str, r->len) : std::string(c->errstr);
-      if (r) freeReplyObject(r);
+    if (r == nullptr) {  // I/O error or timeout: Redis is not answering, not refusing.
+      std::string err = c->errstr;
+      redisFree(c);
+      return absl::UnavailableError("Redis at " + where + " does not answer AUTH: " + err);
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      std::string err(r->str, r->len);
+      freeReplyObject(r);
       redisFree(c);
       return absl::PermissionDeniedError("Redis at " + where + " refused the password: " + err);
     }
@@ -67,11 +74,16 @@ absl::StatusOr<redisContext*> OpenConnection(const RedisStoreClient::Options& o)
   }
   // Fail now, not at the first write, when Redis is up but unusable (e.g. needs AUTH).
   auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-  if (r == nullptr || r->type == REDIS_REPLY_ERROR) {
-    std::string err = r ? std::string(r->str, r->len) : std::string(c->errstr);
-    if (r) freeReplyObject(r);
+  if (r == nullptr) {  // I/O error or timeout (e.g. a hung Redis): retryable.
+    std::string err = c->errstr;
     redisFree(c);
-    return absl::PermissionDeniedError("Redis at " + where + " does not answer PING: " + err);
+    return absl::UnavailableError("Redis at " + where + " does not answer PING: " + err);
+  }
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string err(r->str, r->len);
+    freeReplyObject(r);
+    redisFree(c);
+    return absl::PermissionDeniedError("Redis at " + where + " refuses PING: " + err);
   }
   freeReplyObject(r);
   return c;
@@ -168,6 +180,13 @@ void RedisStoreClient::Submit(std::vector<std::string> args,
 }
 
 void RedisStoreClient::ThreadMain() {
+  // hiredis writes with write(2): writing to a connection Redis has closed raises
+  // SIGPIPE, which by default kills the process. Blocked on this thread, the write
+  // fails with EPIPE instead and the command is retried or failed.
+  sigset_t sigpipe;
+  sigemptyset(&sigpipe);
+  sigaddset(&sigpipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
   for (;;) {
     std::pair<std::vector<std::string>, absl::AnyInvocable<void(absl::StatusOr<RedisValue>)>> item;
     {

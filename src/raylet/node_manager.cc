@@ -44,6 +44,12 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
     }
     MarkGcsReachable();
     cluster_id_ = ClusterID::FromBinaryChecked(reply.cluster_id()).value_or(ClusterID::Nil());
+    if (!reply.system_config().empty()) {
+      // The head's overrides apply cluster-wide; they are applied before any timer starts.
+      if (absl::Status c = options_.config.ApplyJson(reply.system_config()); !c.ok()) {
+        LOG(WARNING) << "ignoring the head's system config: " << c;
+      }
+    }
     LOG(INFO) << "registered node " << options_.node_id.Hex() << " with cluster " << cluster_id_.Hex()
               << (reply.already_registered() ? " (already known)" : "");
     subscriber_ = std::make_unique<gcs::GcsSubscriber>(

@@ -96,11 +96,8 @@ TEST(CliErrorsTest, StatusWithoutCluster) {
   EXPECT_EQ(stop.exit_code, 0) << stop.output;
 }
 
-TEST(CliErrorsTest, GcsSurvivesGarbageAndBadRequests) {
-  ClusterHarness cluster;
-  std::string gcs = cluster.StartHead();
-  int port = ParseHostPort(gcs)->port;
-  // Raw garbage on the gRPC port.
+// Writes raw garbage to a TCP port a few times.
+void SendGarbage(int port) {
   for (int i = 0; i < 3; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
@@ -112,6 +109,14 @@ TEST(CliErrorsTest, GcsSurvivesGarbageAndBadRequests) {
     ASSERT_GT(write(fd, junk.data(), junk.size()), 0);
     close(fd);
   }
+}
+
+TEST(CliErrorsTest, GcsAndRayletSurviveGarbageAndBadRequests) {
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead();
+  SendGarbage(ParseHostPort(gcs)->port);
+  std::string raylet = cluster.Status()["nodes"][0]["address"];
+  SendGarbage(ParseHostPort(raylet)->port);
   // Well-formed RPCs with invalid content get error replies.
   auto stub = rpc::NodeInfoGcsService::NewStub(grpc::CreateChannel(gcs, grpc::InsecureChannelCredentials()));
   {
@@ -140,6 +145,7 @@ TEST(CliErrorsTest, GcsSurvivesGarbageAndBadRequests) {
   }
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 1);
   EXPECT_EQ(cluster.Pids("gcs").size(), 1u);
+  EXPECT_EQ(cluster.Pids("raylet").size(), 1u);
 }
 
 }  // namespace

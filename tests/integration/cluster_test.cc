@@ -105,7 +105,9 @@ TEST(ClusterTest, KilledRayletIsDeclaredDeadWithinThreshold) {
   RecordProperty("dead_after_ms", std::to_string(took_ms));
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
   for (const auto& n : cluster.Status()["nodes"]) {
-    if (n["state"] == "DEAD") EXPECT_NE(n["death_reason"].get<std::string>().find("health checks"), std::string::npos);
+    if (n["state"] == "DEAD") {
+      EXPECT_NE(n["death_reason"].get<std::string>().find("health checks"), std::string::npos);
+    }
   }
 }
 
@@ -172,6 +174,16 @@ TEST(ClusterTest, RayletExitsWhenGcsStaysUnreachable) {
   EXPECT_TRUE(WaitFor([&] { return cluster.Pids("raylet").size() == 1; }, 15000));
 }
 
+TEST(ClusterTest, HeadSystemConfigReachesJoinedNodes) {
+  ClusterHarness cluster;
+  // No environment overrides: the joined node can only learn these from the head.
+  cluster.StartHead({"--system-config", R"({"gcs_rpc_server_reconnect_timeout_s": 2, "raylet_gcs_check_period_ms": 200})"});
+  cluster.StartNode();
+  ASSERT_EQ(cluster.Pids("raylet").size(), 2u);
+  kill(cluster.Pids("gcs").at(0), SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return cluster.Pids("raylet").empty(); }, 15000));
+}
+
 TEST(ClusterTest, SigtermedRayletLeavesCleanly) {
   ClusterHarness cluster;
   cluster.StartHead();
@@ -182,7 +194,9 @@ TEST(ClusterTest, SigtermedRayletLeavesCleanly) {
   EXPECT_TRUE(WaitForExit(raylet, 5000));
   EXPECT_TRUE(WaitFor([&] { return cluster.CountNodes("DEAD") == 1; }, 5000));
   for (const auto& n : cluster.Status()["nodes"]) {
-    if (n["state"] == "DEAD") EXPECT_NE(n["death_reason"].get<std::string>().find("SIGTERM"), std::string::npos);
+    if (n["state"] == "DEAD") {
+      EXPECT_NE(n["death_reason"].get<std::string>().find("SIGTERM"), std::string::npos);
+    }
   }
 }
 
