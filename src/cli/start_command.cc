@@ -135,12 +135,18 @@ std::vector<std::string> RayletArgs(const StartOptions& o, const Session& sessio
 }
 
 // Waits until a signal arrives or one of the started processes exits.
-int Block(Launcher& launcher) {
+sigset_t TerminationSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// REQUIRES: TerminationSignals() blocked since before the first process started, so a
+// signal that arrives during start-up is not lost (children unblock them at exec).
+int Block(Launcher& launcher) {
+  sigset_t set = TerminationSignals();
   std::cout << "Blocking until interrupted (Ctrl-C stops this node)." << std::endl;
   for (;;) {
     timespec timeout{0, 200 * 1000 * 1000};
@@ -196,6 +202,10 @@ int RunStart(const StartOptions& o) {
     if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
   }
 
+  if (o.block) {
+    sigset_t set = TerminationSignals();
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+  }
   auto session = Session::Create();
   if (!session.ok()) return Error(std::string(session.status().message()));
   Launcher launcher(*session);

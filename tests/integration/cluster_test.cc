@@ -184,6 +184,21 @@ TEST(ClusterTest, HeadSystemConfigReachesJoinedNodes) {
   EXPECT_TRUE(WaitFor([&] { return cluster.Pids("raylet").empty(); }, 15000));
 }
 
+TEST(ClusterTest, BlockingStartStopsItsProcessesOnSignal) {
+  ClusterHarness cluster;
+  ProcessOptions p;
+  p.argv = {BinaryPath("manta"), "start", "--head", "--port", "0", "--block"};
+  p.env["MANTA_TEMP_DIR"] = cluster.temp_root();
+  p.output_file = cluster.temp_root() + "/block.out";
+  auto cli = StartProcess(p);
+  ASSERT_TRUE(cli.ok()) << cli.status();
+  ASSERT_TRUE(WaitFor([&] { return cluster.LivePids().size() == 3; }, 20000)) << ReadFile(p.output_file).value_or("");
+  EXPECT_TRUE(IsProcessAlive(*cli));  // still in the foreground
+  kill(*cli, SIGTERM);
+  EXPECT_TRUE(WaitForExit(*cli, 15000));
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
 TEST(ClusterTest, SigtermedRayletLeavesCleanly) {
   ClusterHarness cluster;
   cluster.StartHead();
