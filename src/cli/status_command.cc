@@ -18,6 +18,19 @@ raylet::ResourceMap ToMap(const google::protobuf::Map<std::string, double>& m) {
   return raylet::ResourceMap(m.begin(), m.end());
 }
 
+std::string Bytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
 }  // namespace
 
 int RunStatus(const std::string& address_flag, bool json) {
@@ -58,7 +71,11 @@ int RunStatus(const std::string& address_flag, bool json) {
     (void)stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &cluster);
   }
   std::map<std::string, raylet::ResourceMap> available;
-  for (const auto& u : nodes.resource_usage()) available[u.node_id()] = ToMap(u.resources_available());
+  std::map<std::string, rpc::ObjectStoreStats> stores;
+  for (const auto& u : nodes.resource_usage()) {
+    available[u.node_id()] = ToMap(u.resources_available());
+    if (u.has_object_store()) stores[u.node_id()] = u.object_store();
+  }
 
   std::string cluster_hex = BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()),
                                        cluster.cluster_id().size());
@@ -77,6 +94,20 @@ int RunStatus(const std::string& address_flag, bool json) {
       auto a = available.find(n.node_id());
       j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
       if (n.state() == rpc::NodeInfo::DEAD) j["death_reason"] = n.death_reason();
+      if (auto st = stores.find(n.node_id()); st != stores.end()) {
+        const rpc::ObjectStoreStats& o = st->second;
+        j["object_store"] = {{"capacity_bytes", o.capacity_bytes()},
+                             {"used_bytes", o.used_bytes()},
+                             {"num_objects", o.num_objects()},
+                             {"num_pinned", o.num_pinned()},
+                             {"num_spilled", o.num_spilled()},
+                             {"spilled_bytes_current", o.spilled_bytes_current()},
+                             {"spilled_bytes_total", o.spilled_bytes_total()},
+                             {"restored_bytes_total", o.restored_bytes_total()},
+                             {"evicted_bytes_total", o.evicted_bytes_total()},
+                             {"pulled_bytes_total", o.pulled_bytes_total()},
+                             {"served_bytes_total", o.served_bytes_total()}};
+      }
       out["nodes"].push_back(j);
     }
     std::cout << out.dump(2) << std::endl;
@@ -102,6 +133,15 @@ int RunStatus(const std::string& address_flag, bool json) {
       raylet::ResourceMap avail = a != available.end() ? a->second : total;
       std::cout << "      total:     " << raylet::FormatResources(total) << "\n"
                 << "      available: " << raylet::FormatResources(avail) << "\n";
+      if (auto st = stores.find(n.node_id()); st != stores.end()) {
+        const rpc::ObjectStoreStats& o = st->second;
+        std::cout << "      objects:   " << Bytes(o.used_bytes()) << " / " << Bytes(o.capacity_bytes()) << " used, "
+                  << o.num_objects() << " objects (" << o.num_pinned() << " pinned), spilled "
+                  << Bytes(o.spilled_bytes_current()) << " in " << o.num_spilled() << " objects (total "
+                  << Bytes(o.spilled_bytes_total()) << " out, " << Bytes(o.restored_bytes_total())
+                  << " restored), transfer " << Bytes(o.pulled_bytes_total()) << " in / "
+                  << Bytes(o.served_bytes_total()) << " out\n";
+      }
       for (const auto& [k, v] : total) cluster_total[k] += v;
       for (const auto& [k, v] : avail) cluster_available[k] += v;
     } else {

@@ -28,3 +28,13 @@ MANTA_CONFIG(int64_t, grpc_client_max_backoff_ms, 2000, "retry backoff cap")
 MANTA_CONFIG(int64_t, grpc_max_message_bytes, 512 * 1024 * 1024, "largest RPC message accepted or sent")
 MANTA_CONFIG(std::string, testing_rpc_failure, "", "fault injection: 'Method=drop_request|drop_reply|delay:MS[@PROB],...'")
 MANTA_CONFIG(int64_t, slow_handler_warn_ms, 100, "event-loop handlers slower than this are logged")
+
+// ---- object store
+MANTA_CONFIG(int64_t, object_store_full_timeout_ms, 10000, "a Create that cannot get memory fails after this")
+MANTA_CONFIG(int64_t, object_spilling_min_bytes, 100 * 1024 * 1024, "spill at least this much per batch (one file)")
+MANTA_CONFIG(int64_t, object_spilling_threads, 2, "threads writing and reading spill files")
+MANTA_CONFIG(std::string, object_spilling_dir, "", "spill directory (default: <session dir>/spill)")
+MANTA_CONFIG(int64_t, object_store_prefault_ahead_bytes, 1024 * 1024 * 1024, "pre-fault this far beyond the highest allocation (background thread)")
+MANTA_CONFIG(int64_t, object_chunk_bytes, 4 * 1024 * 1024, "node-to-node transfer chunk size")
+MANTA_CONFIG(int64_t, object_manager_max_bytes_in_flight, 256 * 1024 * 1024, "per-node cap on bytes being pulled")
+MANTA_CONFIG(int64_t, object_manager_pull_timeout_ms, 30000, "one pull attempt from one location")

@@ -12,7 +12,7 @@ void GcsJobManager::Initialize(const absl::flat_hash_map<std::string, std::strin
   for (const auto& [key, value] : rows) {
     rpc::JobInfo info;
     auto id = JobID::FromBinaryChecked(key);
-    if (!id.ok() || !info.ParseFromString(value)) {
+    if (!id.ok() || !info.ParseFromString(value) || info.job_id() != key) {
       LOG(ERROR) << "skipping malformed job table entry of " << key.size() << " bytes";
       continue;
     }

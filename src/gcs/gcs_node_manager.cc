@@ -16,7 +16,9 @@ void GcsNodeManager::Initialize(const absl::flat_hash_map<std::string, std::stri
   for (const auto& [key, value] : rows) {
     rpc::NodeInfo info;
     auto id = NodeID::FromBinaryChecked(key);
-    if (!id.ok() || !info.ParseFromString(value)) {
+    // A value that parses but names no (or another) node is as unusable as garbage:
+    // an empty value parses as an ALIVE node with an empty id.
+    if (!id.ok() || !info.ParseFromString(value) || info.node_id() != key) {
       LOG(ERROR) << "skipping malformed node table entry of " << key.size() << " bytes";
       continue;
     }

@@ -64,6 +64,9 @@ void GcsPublisher::HandlePoll(const rpc::GcsSubscriberPollRequest& request, rpc:
 void GcsPublisher::Answer(Subscriber& subscriber) {
   HeldPoll poll = std::move(*subscriber.poll);
   subscriber.poll.reset();
+  // The subscriber was waiting on this poll until now: it is not silent, and it
+  // gets a full subscriber_timeout_ms from here to poll again.
+  subscriber.last_seen_ms = now_ms_();
   poll.reply->set_publisher_id(publisher_id_);
   // Messages stay queued until acknowledged by the next poll.
   for (const auto& m : subscriber.queue) *poll.reply->add_pub_messages() = m;

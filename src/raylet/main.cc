@@ -7,7 +7,12 @@
 #include "src/common/config.h"
 #include "src/common/logging.h"
 #include "src/common/util.h"
+#include "src/object_store/arena.h"
+#include "src/object_store/object_store.h"
+#include "src/object_store/spiller.h"
+#include "src/object_store/store_server.h"
 #include "src/raylet/node_manager.h"
+#include "src/raylet/object_manager.h"
 
 namespace {
 
@@ -35,6 +40,7 @@ int main(int argc, char** argv) {
   std::string node_name;
   std::string node_id_hex;
   std::string system_config;
+  std::string store_socket;
   bool head = false;
   app.add_option("--gcs-address", gcs_address, "GCS host:port")->required();
   app.add_option("--node-ip-address", node_ip_address, "address this node is reached at");
@@ -51,6 +57,7 @@ int main(int argc, char** argv) {
   app.add_option("--node-name", node_name, "human-readable node name");
   app.add_option("--node-id", node_id_hex, "node id as hex (default: random)");
   app.add_option("--system-config", system_config, "JSON object of config overrides");
+  app.add_option("--store-socket", store_socket, "object store socket (default: <session dir>/store.sock)");
   app.add_flag("--head", head, "this is the head node");
   CLI11_PARSE(app, argc, argv);
 
@@ -90,6 +97,31 @@ int main(int argc, char** argv) {
   options.config = *config;
 
   manta::EventLoop loop(config->slow_handler_warn_ms);
+
+  // The object store: arena, table, spilling, socket server, transfer.
+  int64_t store_bytes = static_cast<int64_t>(options.resources["object_store_memory"]);
+  auto arena = manta::object_store::Arena::Create(store_bytes);
+  if (!arena.ok()) return Fail(std::string(arena.status().message()));
+  (*arena)->PrefaultUpTo(config->object_store_prefault_ahead_bytes);
+  std::string private_dir = session_dir.empty() ? "/tmp/manta_raylet_" + std::to_string(getpid()) : session_dir;
+  std::string spill_dir = !config->object_spilling_dir.empty() ? config->object_spilling_dir : private_dir + "/spill";
+  manta::object_store::FileSpiller spiller(loop, spill_dir, static_cast<int>(config->object_spilling_threads));
+  manta::object_store::ObjectStoreOptions store_options;
+  store_options.create_timeout_ms = config->object_store_full_timeout_ms;
+  store_options.spill_min_bytes = config->object_spilling_min_bytes;
+  int64_t ahead = config->object_store_prefault_ahead_bytes;
+  store_options.on_allocate = [a = arena->get(), ahead](int64_t end) { a->PrefaultUpTo(end + ahead); };
+  manta::object_store::ObjectStore store(loop, (*arena)->capacity(), store_options, &spiller, (*arena)->base());
+  if (store_socket.empty()) store_socket = private_dir + "/store.sock";
+  manta::object_store::StoreServer store_server(loop, store, **arena, store_socket);
+  if (auto s = store_server.Start(); !s.ok()) return Fail(std::string(s.message()));
+  manta::raylet::ObjectManagerOptions om_options;
+  om_options.chunk_bytes = config->object_chunk_bytes;
+  om_options.max_bytes_in_flight = config->object_manager_max_bytes_in_flight;
+  om_options.pull_timeout_ms = config->object_manager_pull_timeout_ms;
+  om_options.max_message_bytes = config->grpc_max_message_bytes;
+  manta::raylet::ObjectManager object_manager(loop, store, om_options);
+
   manta::rpc::ClientOptions client_options;
   client_options.deadline_ms = config->grpc_client_deadline_ms;
   client_options.max_attempts = config->grpc_client_max_attempts;
@@ -110,6 +142,8 @@ int main(int argc, char** argv) {
   manta::rpc::GrpcServer server("manta_raylet", node_ip_address == "localhost" ? "127.0.0.1" : node_ip_address,
                                 port, config->grpc_max_message_bytes);
   server.RegisterService(&service);
+  server.RegisterService(object_manager.service());
+  node_manager.AttachObjectStore(&store, &object_manager, store_socket);
   if (auto s = server.Start(); !s.ok()) return Fail(std::string(s.message()));
   node_manager.SetPort(server.port());
 
@@ -140,5 +174,6 @@ int main(int argc, char** argv) {
   });
   loop.Run();
   server.Shutdown(100);
+  store_server.Stop();
   return exit_code;
 }

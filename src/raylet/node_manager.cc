@@ -32,6 +32,7 @@ rpc::NodeInfo NodeManager::MakeNodeInfo() const {
   info.set_session_dir(options_.session_dir);
   info.set_is_head_node(options_.is_head);
   info.set_raylet_pid(getpid());
+  info.set_object_store_socket(store_socket_);
   return info;
 }
 
@@ -133,15 +134,37 @@ void NodeManager::CheckGcs() {
                          });
 }
 
-void NodeManager::ReportUsage(bool force) {
-  if (!force && reported_once_ && available_ == last_reported_) return;
+rpc::ResourceUsage NodeManager::MakeUsage() const {
   rpc::ResourceUsage usage;
   usage.set_node_id(options_.node_id.Binary());
   for (const auto& [k, v] : available_) (*usage.mutable_resources_available())[k] = v;
   for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_total())[k] = v;
-  ResourceMap sent = available_;
+  if (store_ != nullptr) {
+    object_store::ObjectStoreStats s = store_->Stats();
+    rpc::ObjectStoreStats* o = usage.mutable_object_store();
+    o->set_capacity_bytes(s.capacity_bytes);
+    o->set_used_bytes(s.used_bytes);
+    o->set_num_objects(s.num_objects);
+    o->set_num_pinned(s.num_pinned);
+    o->set_num_spilled(s.num_spilled);
+    o->set_spilled_bytes_current(s.spilled_bytes_current);
+    o->set_spilled_bytes_total(s.spilled_bytes_total);
+    o->set_restored_bytes_total(s.restored_bytes_total);
+    o->set_evicted_bytes_total(s.evicted_bytes_total);
+    if (object_manager_ != nullptr) {
+      o->set_pulled_bytes_total(object_manager_->bytes_pulled_total());
+      o->set_served_bytes_total(object_manager_->bytes_served_total());
+    }
+  }
+  return usage;
+}
+
+void NodeManager::ReportUsage(bool force) {
+  rpc::ResourceUsage usage = MakeUsage();
+  std::string serialized = usage.SerializeAsString();
+  if (!force && reported_once_ && serialized == last_reported_) return;
   reported_once_ = true;
-  last_reported_ = sent;
+  last_reported_ = serialized;
   gcs_.AsyncReportResourceUsage(usage, [this](const absl::Status& s, rpc::ReportResourceUsageReply&&) {
     if (!s.ok()) {
       reported_once_ = false;  // try again on the next tick
@@ -172,12 +195,75 @@ void NodeManager::HandleHealthCheck(const rpc::HealthCheckRequest&, rpc::HealthC
 void NodeManager::HandleGetNodeStats(const rpc::GetNodeStatsRequest&, rpc::GetNodeStatsReply* reply,
                                      rpc::SendReply send_reply) {
   *reply->mutable_node_info() = MakeNodeInfo();
-  rpc::ResourceUsage* usage = reply->mutable_usage();
-  usage->set_node_id(options_.node_id.Binary());
-  for (const auto& [k, v] : available_) (*usage->mutable_resources_available())[k] = v;
-  for (const auto& [k, v] : options_.resources) (*usage->mutable_resources_total())[k] = v;
+  *reply->mutable_usage() = MakeUsage();
   reply->set_num_alive_nodes_in_view(static_cast<int32_t>(view_.NumNodes()));
   std::move(send_reply)(absl::OkStatus());
+}
+
+namespace {
+
+// Parses every id or explains which one is malformed.
+absl::StatusOr<std::vector<ObjectID>> ParseObjectIds(const google::protobuf::RepeatedPtrField<std::string>& ids) {
+  std::vector<ObjectID> out;
+  out.reserve(ids.size());
+  for (const auto& b : ids) {
+    auto id = ObjectID::FromBinaryChecked(b);
+    if (!id.ok()) return absl::InvalidArgumentError("malformed object id: " + std::string(id.status().message()));
+    out.push_back(*id);
+  }
+  return out;
+}
+
+absl::Status NoStore() { return absl::UnavailableError("this raylet has no object store"); }
+
+}  // namespace
+
+void NodeManager::HandlePinObjectIDs(const rpc::PinObjectIDsRequest& request, rpc::PinObjectIDsReply* reply,
+                                     rpc::SendReply send_reply) {
+  if (store_ == nullptr) return std::move(send_reply)(NoStore());
+  auto ids = ParseObjectIds(request.object_ids());
+  if (!ids.ok()) return std::move(send_reply)(ids.status());
+  for (const auto& id : *ids) reply->add_successes(store_->Pin(id).ok());
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void NodeManager::HandleUnpinObjectIDs(const rpc::UnpinObjectIDsRequest& request, rpc::UnpinObjectIDsReply*,
+                                       rpc::SendReply send_reply) {
+  if (store_ == nullptr) return std::move(send_reply)(NoStore());
+  auto ids = ParseObjectIds(request.object_ids());
+  if (!ids.ok()) return std::move(send_reply)(ids.status());
+  for (const auto& id : *ids) store_->Unpin(id);
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void NodeManager::HandleFreeObjects(const rpc::FreeObjectsRequest& request, rpc::FreeObjectsReply*,
+                                    rpc::SendReply send_reply) {
+  if (store_ == nullptr) return std::move(send_reply)(NoStore());
+  auto ids = ParseObjectIds(request.object_ids());
+  if (!ids.ok()) return std::move(send_reply)(ids.status());
+  store_->Delete(*ids);
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply*,
+                                     rpc::SendReply send_reply) {
+  if (store_ == nullptr || object_manager_ == nullptr) return std::move(send_reply)(NoStore());
+  auto ids = ParseObjectIds(request.object_ids());
+  if (!ids.ok()) return std::move(send_reply)(ids.status());
+  std::vector<std::string> locations(request.locations().begin(), request.locations().end());
+  struct Joint {
+    size_t remaining;
+    absl::Status first_error;
+    rpc::SendReply send_reply;
+  };
+  auto joint = std::make_shared<Joint>(Joint{ids->size(), absl::OkStatus(), std::move(send_reply)});
+  if (ids->empty()) return std::move(joint->send_reply)(absl::OkStatus());
+  for (const auto& id : *ids) {
+    object_manager_->Pull(id, locations, [joint](const absl::Status& s) {
+      if (!s.ok() && joint->first_error.ok()) joint->first_error = s;
+      if (--joint->remaining == 0) std::move(joint->send_reply)(joint->first_error);
+    });
+  }
 }
 
 grpc::ServerUnaryReactor* NodeManagerGrpcService::HealthCheck(grpc::CallbackServerContext* c,
@@ -194,6 +280,41 @@ grpc::ServerUnaryReactor* NodeManagerGrpcService::GetNodeStats(grpc::CallbackSer
   return rpc::ServeOnLoop(loop_, "NodeManager.GetNodeStats", c, q, r,
                           [m = &manager_](const rpc::GetNodeStatsRequest& q, rpc::GetNodeStatsReply* r,
                                           rpc::SendReply s) { m->HandleGetNodeStats(q, r, std::move(s)); });
+}
+
+}  // namespace manta::raylet
+
+namespace manta::raylet {
+
+// The object RPCs: each posted to the loop and handed to the node manager.
+template <typename Request, typename Reply>
+static auto Forward(NodeManager& m, void (NodeManager::*method)(const Request&, Reply*, rpc::SendReply)) {
+  return [&m, method](const Request& q, Reply* r, rpc::SendReply s) { (m.*method)(q, r, std::move(s)); };
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::PinObjectIDs(grpc::CallbackServerContext* c,
+                                                               const rpc::PinObjectIDsRequest* q,
+                                                               rpc::PinObjectIDsReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.PinObjectIDs", c, q, r,
+                          Forward(manager_, &NodeManager::HandlePinObjectIDs));
+}
+grpc::ServerUnaryReactor* NodeManagerGrpcService::UnpinObjectIDs(grpc::CallbackServerContext* c,
+                                                                 const rpc::UnpinObjectIDsRequest* q,
+                                                                 rpc::UnpinObjectIDsReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.UnpinObjectIDs", c, q, r,
+                          Forward(manager_, &NodeManager::HandleUnpinObjectIDs));
+}
+grpc::ServerUnaryReactor* NodeManagerGrpcService::FreeObjects(grpc::CallbackServerContext* c,
+                                                              const rpc::FreeObjectsRequest* q,
+                                                              rpc::FreeObjectsReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.FreeObjects", c, q, r,
+                          Forward(manager_, &NodeManager::HandleFreeObjects));
+}
+grpc::ServerUnaryReactor* NodeManagerGrpcService::FetchObjects(grpc::CallbackServerContext* c,
+                                                               const rpc::FetchObjectsRequest* q,
+                                                               rpc::FetchObjectsReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.FetchObjects", c, q, r,
+                          Forward(manager_, &NodeManager::HandleFetchObjects));
 }
 
 }  // namespace manta::raylet

@@ -19,7 +19,9 @@
 #include "src/common/rpc/grpc_server.h"
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
+#include "src/object_store/object_store.h"
 #include "src/raylet/cluster_resource_view.h"
+#include "src/raylet/object_manager.h"
 #include "src/raylet/resources.h"
 
 namespace manta::raylet {
@@ -43,6 +45,14 @@ class NodeManager {
 
   // The node-manager port, known once the RPC server is bound. REQUIRES: before Start().
   void SetPort(int port) { options_.port = port; }
+  // Gives the node manager this node's object store (socket path advertised in the
+  // node table) and object manager. REQUIRES: before Start(); both outlive this.
+  void AttachObjectStore(object_store::ObjectStore* store, ObjectManager* object_manager,
+                         std::string socket_path) {
+    store_ = store;
+    object_manager_ = object_manager;
+    store_socket_ = std::move(socket_path);
+  }
   // Registers with the GCS (retrying transient failures) and starts the subscriber and
   // timers. `on_registered` gets the outcome.
   void Start(absl::AnyInvocable<void(absl::Status)> on_registered);
@@ -52,6 +62,15 @@ class NodeManager {
   void HandleHealthCheck(const rpc::HealthCheckRequest& request, rpc::HealthCheckReply* reply,
                          rpc::SendReply send_reply);
   void HandleGetNodeStats(const rpc::GetNodeStatsRequest& request, rpc::GetNodeStatsReply* reply,
+                          rpc::SendReply send_reply);
+  // Object RPCs: UNAVAILABLE when no object store is attached.
+  void HandlePinObjectIDs(const rpc::PinObjectIDsRequest& request, rpc::PinObjectIDsReply* reply,
+                          rpc::SendReply send_reply);
+  void HandleUnpinObjectIDs(const rpc::UnpinObjectIDsRequest& request, rpc::UnpinObjectIDsReply* reply,
+                            rpc::SendReply send_reply);
+  void HandleFreeObjects(const rpc::FreeObjectsRequest& request, rpc::FreeObjectsReply* reply,
+                         rpc::SendReply send_reply);
+  void HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply* reply,
                           rpc::SendReply send_reply);
 
   const ClusterResourceView& view() const { return view_; }
@@ -64,6 +83,7 @@ class NodeManager {
   void CheckGcs();
   void ReportUsage(bool force);
   void MarkGcsReachable() { last_gcs_ok_ms_ = now_ms_(); }
+  rpc::ResourceUsage MakeUsage() const;
 
   EventLoop& loop_;
   NodeManagerOptions options_;
@@ -73,7 +93,10 @@ class NodeManager {
   ClusterID cluster_id_;
   ClusterResourceView view_;
   ResourceMap available_;
-  ResourceMap last_reported_;
+  std::string last_reported_;
+  object_store::ObjectStore* store_ = nullptr;
+  ObjectManager* object_manager_ = nullptr;
+  std::string store_socket_;
   bool reported_once_ = false;
   int64_t last_gcs_ok_ms_ = 0;
   bool check_in_flight_ = false;
@@ -92,6 +115,14 @@ class NodeManagerGrpcService final : public rpc::NodeManagerService::CallbackSer
                                         rpc::HealthCheckReply* r) override;
   grpc::ServerUnaryReactor* GetNodeStats(grpc::CallbackServerContext* c, const rpc::GetNodeStatsRequest* q,
                                          rpc::GetNodeStatsReply* r) override;
+  grpc::ServerUnaryReactor* PinObjectIDs(grpc::CallbackServerContext* c, const rpc::PinObjectIDsRequest* q,
+                                         rpc::PinObjectIDsReply* r) override;
+  grpc::ServerUnaryReactor* UnpinObjectIDs(grpc::CallbackServerContext* c, const rpc::UnpinObjectIDsRequest* q,
+                                           rpc::UnpinObjectIDsReply* r) override;
+  grpc::ServerUnaryReactor* FreeObjects(grpc::CallbackServerContext* c, const rpc::FreeObjectsRequest* q,
+                                        rpc::FreeObjectsReply* r) override;
+  grpc::ServerUnaryReactor* FetchObjects(grpc::CallbackServerContext* c, const rpc::FetchObjectsRequest* q,
+                                         rpc::FetchObjectsReply* r) override;
 
  private:
   EventLoop& loop_;

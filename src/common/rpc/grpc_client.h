@@ -122,6 +122,7 @@ class GrpcClient {
             if (drop_reply && s.ok()) {
               s = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                std::string("injected fault: reply of ") + call->name + " dropped");
+              call->reply = Reply();  // discarded: the caller must not see its contents
             }
             state->loop.Post(call->name, [state, call, s] { Finish(state, call, s); });
           });

@@ -1,0 +1,105 @@
+#include "src/object_store/arena.h"
+
+#include <glog/logging.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace manta::object_store {
+namespace {
+
+constexpr int64_t kPage = 4096;
+constexpr int64_t kPrefaultChunk = 32 << 20;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(int64_t capacity_bytes) {
+  if (capacity_bytes <= 0) return absl::InvalidArgumentError("object store capacity must be positive");
+  int64_t capacity = (capacity_bytes + kPage - 1) / kPage * kPage;
+  int fd = memfd_create("manta_object_store", MFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(std::string("memfd_create: ") + std::strerror(errno));
+  if (ftruncate(fd, capacity) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::ResourceExhaustedError("cannot size the object store to " + std::to_string(capacity) +
+                                        " bytes: " + std::strerror(err));
+  }
+  void* base = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return absl::ResourceExhaustedError("cannot map " + std::to_string(capacity) +
+                                        " bytes of object store: " + std::strerror(err));
+  }
+  std::unique_ptr<Arena> arena(new Arena(fd, static_cast<uint8_t*>(base), capacity));
+  Arena* a = arena.get();
+  arena->prefault_thread_ = std::thread([a] { a->PrefaultMain(); });
+  return arena;
+}
+
+absl::StatusOr<std::unique_ptr<Arena>> Arena::Map(int fd, int64_t capacity_bytes) {
+  void* base = mmap(nullptr, capacity_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return absl::InternalError("cannot map the object store: " + std::string(std::strerror(err)));
+  }
+  return std::unique_ptr<Arena>(new Arena(fd, static_cast<uint8_t*>(base), capacity_bytes));
+}
+
+void Arena::PrefaultMain() {
+  for (;;) {
+    int64_t from = prefaulted_.load(std::memory_order_relaxed);
+    int64_t to;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || target_ > from; });
+      if (stop_) return;
+      to = std::min(target_, from + kPrefaultChunk);
+    }
+    // MADV_POPULATE_WRITE never changes contents, so it is safe next to clients'
+    // writes. Kernels before 5.14 lack it: there the arena faults on first use.
+    if (madvise(base_ + from, to - from, MADV_POPULATE_WRITE) != 0) {
+      LOG_FIRST_N(WARNING, 1) << "cannot pre-fault the object store: " << std::strerror(errno);
+    }
+    prefaulted_.store(to, std::memory_order_release);
+    cv_.notify_all();
+  }
+}
+
+void Arena::PrefaultUpTo(int64_t end_offset) {
+  end_offset = std::min(capacity_, (end_offset + kPage - 1) / kPage * kPage);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (end_offset <= target_) return;
+    target_ = end_offset;
+  }
+  cv_.notify_all();
+}
+
+void Arena::WaitForPrefault() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || prefaulted_.load() >= target_; });
+}
+
+void Arena::PopulateRange(int64_t offset, int64_t size, bool write) const {
+  int64_t start = offset / kPage * kPage;
+  int64_t end = std::min(capacity_, (offset + size + kPage - 1) / kPage * kPage);
+  if (end <= start) return;
+  madvise(base_ + start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}
+
+Arena::~Arena() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (prefault_thread_.joinable()) prefault_thread_.join();
+  munmap(base_, capacity_);
+  close(fd_);
+}
+
+}  // namespace manta::object_store

@@ -1,0 +1,489 @@
+#include "src/object_store/object_store.h"
+
+#include <glog/logging.h>
+
+#include "src/common/util.h"
+
+namespace manta::object_store {
+
+ObjectStore::ObjectStore(EventLoop& loop, int64_t capacity_bytes, ObjectStoreOptions options,
+                         SpillerInterface* spiller, uint8_t* arena_base)
+    : loop_(loop), options_(options), spiller_(spiller), base_(arena_base), allocator_(capacity_bytes) {}
+
+ObjectStore::~ObjectStore() = default;
+
+absl::Status ObjectStore::OutOfMemory(int64_t size) const {
+  std::string msg = "object store full: cannot allocate " + std::to_string(size) + " bytes within " +
+                    std::to_string(options_.create_timeout_ms) + " ms (capacity " +
+                    std::to_string(allocator_.capacity()) + " bytes, " + std::to_string(allocator_.allocated_bytes()) +
+                    " in use by objects that are referenced, pinned or being spilled)";
+  if (!last_spill_error_.ok()) msg += "; spilling failed: " + std::string(last_spill_error_.message());
+  return absl::ResourceExhaustedError(msg);
+}
+
+void ObjectStore::Create(ClientId client, const ObjectID& id, int64_t data_size, int64_t metadata_size,
+                         bool pin_on_seal, CreateCallback callback) {
+  if (data_size < 0 || metadata_size < 0) {
+    return callback(absl::InvalidArgumentError("Create " + id.Hex() + ": negative size"));
+  }
+  bool pending_dup = false;
+  for (const auto& p : pending_creates_) pending_dup |= p.id == id;
+  if (objects_.contains(id) || pending_dup) {
+    return callback(absl::AlreadyExistsError("object " + id.Hex() + " already exists"));
+  }
+  int64_t size = data_size + metadata_size;
+  if (size < 0 || Allocator::RoundUp(size) > allocator_.capacity()) {
+    return callback(absl::ResourceExhaustedError("object " + id.Hex() + " of " + std::to_string(size) +
+                                                 " bytes is larger than the object store (" +
+                                                 std::to_string(allocator_.capacity()) + " bytes)"));
+  }
+  AllocateOrQueue(client, id, size,
+                  [this, client, id, data_size, metadata_size, pin_on_seal,
+                   callback = std::move(callback)](absl::StatusOr<int64_t> offset) mutable {
+                    if (!offset.ok()) return callback(offset.status());
+                    Entry& e = objects_[id];
+                    e.state = State::kCreated;
+                    e.location = {*offset, data_size, metadata_size};
+                    e.in_memory = true;
+                    e.creator = client;
+                    e.pin_on_seal = pin_on_seal;
+                    AddRef(client, id, e);
+                    callback(e.location);
+                  });
+}
+
+void ObjectStore::AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size,
+                                  absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done) {
+  if (pending_creates_.empty()) {
+    if (auto offset = AllocateWithEviction(size)) return done(*offset);
+  }
+  pending_creates_.push_back({client, id, size, MonotonicMs() + options_.create_timeout_ms, std::move(done)});
+  SpillForSpace(size);
+  if (!create_timer_) {
+    create_timer_ = loop_.RunEvery("ObjectStore.ExpireCreates", 50, [this] { ExpireCreates(); });
+  }
+}
+
+void ObjectStore::ProcessPendingCreates() {
+  while (!pending_creates_.empty()) {
+    PendingAlloc& front = pending_creates_.front();
+    auto offset = AllocateWithEviction(front.size);
+    if (!offset) {
+      SpillForSpace(front.size);
+      return;
+    }
+    auto done = std::move(front.done);
+    pending_creates_.pop_front();
+    done(*offset);
+  }
+  create_timer_.reset();
+}
+
+void ObjectStore::ExpireCreates() {
+  int64_t now = MonotonicMs();
+  for (auto it = pending_creates_.begin(); it != pending_creates_.end();) {
+    if (now < it->deadline_ms) {
+      ++it;
+      continue;
+    }
+    auto done = std::move(it->done);
+    int64_t size = it->size;
+    it = pending_creates_.erase(it);
+    done(OutOfMemory(size));
+  }
+  if (pending_creates_.empty()) create_timer_.reset();
+}
+
+std::optional<int64_t> ObjectStore::AllocateWithEviction(int64_t size) {
+  std::optional<int64_t> offset = AllocateAndEvict(size);
+  if (offset && options_.on_allocate) options_.on_allocate(*offset + size);
+  return offset;
+}
+
+std::optional<int64_t> ObjectStore::AllocateAndEvict(int64_t size) {
+  if (auto offset = allocator_.Allocate(size)) return offset;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    ObjectID id = *it;
+    ++it;  // the entry may leave the list below
+    Entry& e = objects_[id];
+    if (e.ref_count > 0 || !e.in_memory || e.spilling || e.state != State::kSealed) continue;
+    if (e.pinned && !e.spilled.has_value()) continue;  // a primary copy: spill, never evict
+    if (e.pinned) {
+      // Already on disk: drop the memory copy only.
+      FreeMemory(id, e);
+      e.state = State::kSpilled;
+    } else {
+      counters_.evicted_bytes_total += Size(e);
+      VLOG(2) << "evicting " << id.Hex();
+      EraseEntry(id);
+    }
+    if (auto offset = allocator_.Allocate(size)) return offset;
+  }
+  return std::nullopt;
+}
+
+bool ObjectStore::SpillForSpace(int64_t needed) {
+  if (spiller_ == nullptr) return false;
+  if (spilling_bytes_ >= needed) return true;
+  int64_t target = std::max(needed - spilling_bytes_, options_.spill_min_bytes);
+  std::vector<SpillItem> items;
+  std::vector<ObjectID> ids;
+  int64_t batch = 0;
+  for (const ObjectID& id : lru_) {
+    if (batch >= target) break;
+    Entry& e = objects_[id];
+    if (!e.pinned || e.spilled.has_value() || e.spilling || !e.in_memory || e.ref_count > 0 ||
+        e.state != State::kSealed) {
+      continue;
+    }
+    e.spilling = true;
+    items.push_back({id, base_ + e.location.offset, Size(e)});
+    ids.push_back(id);
+    batch += Size(e);
+  }
+  if (items.empty()) return spilling_bytes_ > 0;
+  spilling_bytes_ += batch;
+  VLOG(1) << "spilling " << items.size() << " objects, " << batch << " bytes";
+  spiller_->SpillAsync(std::move(items),
+                       [this, ids = std::move(ids)](absl::StatusOr<std::vector<SpillLocation>> result) mutable {
+                         OnSpilled(std::move(ids), std::move(result));
+                       });
+  return true;
+}
+
+void ObjectStore::OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = objects_.find(ids[i]);
+    if (it == objects_.end()) continue;
+    Entry& e = it->second;
+    spilling_bytes_ -= Size(e);
+    e.spilling = false;
+    if (result.ok()) {
+      e.spilled = (*result)[i];
+      counters_.spilled_bytes_total += Size(e);
+    }
+    if (e.delete_pending && e.ref_count == 0) {
+      EraseEntry(ids[i]);
+    } else if (result.ok() && e.ref_count == 0) {
+      FreeMemory(ids[i], e);
+      e.state = State::kSpilled;
+    }
+  }
+  if (!result.ok()) {
+    // Reported, not retried in a loop: waiting creates fail with the reason now.
+    last_spill_error_ = result.status();
+    LOG(ERROR) << "spilling failed: " << result.status();
+    std::list<PendingAlloc> failed;
+    failed.swap(pending_creates_);
+    create_timer_.reset();
+    for (auto& p : failed) p.done(absl::ResourceExhaustedError("object store full and spilling failed: " +
+                                                              std::string(result.status().message())));
+    return;
+  }
+  last_spill_error_ = absl::OkStatus();
+  ProcessPendingCreates();
+}
+
+void ObjectStore::StartRestore(const ObjectID& id) {
+  Entry& e = objects_[id];
+  if (e.restoring || e.state != State::kSpilled || !e.spilled.has_value()) return;
+  e.restoring = true;
+  AllocateOrQueue(kRayletClient, ObjectID::Nil(), Size(e), [this, id](absl::StatusOr<int64_t> offset) {
+    auto it = objects_.find(id);
+    if (it == objects_.end()) {
+      if (offset.ok()) allocator_.Free(*offset);
+      return;
+    }
+    if (!offset.ok()) {
+      LOG(WARNING) << "cannot restore " << id.Hex() << ": " << offset.status();
+      it->second.restoring = false;
+      if (it->second.delete_pending && it->second.ref_count == 0) EraseEntry(id);
+      return;
+    }
+    SpillLocation where = *it->second.spilled;
+    spiller_->RestoreAsync(where, base_ + *offset, [this, id, off = *offset](absl::Status s) {
+      auto it = objects_.find(id);
+      if (it == objects_.end()) {
+        allocator_.Free(off);
+        return;
+      }
+      Entry& e = it->second;
+      e.restoring = false;
+      if (!s.ok()) {
+        LOG(ERROR) << "restoring " << id.Hex() << " failed: " << s;
+        allocator_.Free(off);
+        if (e.delete_pending && e.ref_count == 0) EraseEntry(id);
+        return;
+      }
+      e.location.offset = off;
+      e.in_memory = true;
+      e.state = State::kSealed;
+      counters_.restored_bytes_total += Size(e);
+      if (e.delete_pending && e.ref_count == 0) {
+        EraseEntry(id);
+        return;
+      }
+      UpdateLru(id, e);
+      OnSealed(id);
+    });
+  });
+}
+
+absl::Status ObjectStore::Seal(ClientId client, const ObjectID& id, bool release) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return absl::NotFoundError("Seal of unknown object " + id.Hex());
+  Entry& e = it->second;
+  if (e.state != State::kCreated) return absl::FailedPreconditionError("object " + id.Hex() + " is already sealed");
+  if (e.creator != client) {
+    return absl::PermissionDeniedError("object " + id.Hex() + " was created by another client");
+  }
+  e.state = State::kSealed;
+  if (e.pin_on_seal) e.pinned = true;
+  if (release) DropRef(client, id, e);
+  if (objects_.contains(id)) OnSealed(id);
+  return absl::OkStatus();
+}
+
+absl::Status ObjectStore::Abort(ClientId client, const ObjectID& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return absl::NotFoundError("Abort of unknown object " + id.Hex());
+  Entry& e = it->second;
+  if (e.state != State::kCreated) return absl::FailedPreconditionError("object " + id.Hex() + " is already sealed");
+  if (e.creator != client) {
+    return absl::PermissionDeniedError("object " + id.Hex() + " was created by another client");
+  }
+  auto& refs = client_refs_[client];
+  refs.erase(id);
+  if (refs.empty()) client_refs_.erase(client);
+  EraseEntry(id);
+  return absl::OkStatus();
+}
+
+void ObjectStore::Get(ClientId client, const std::vector<ObjectID>& ids, int64_t timeout_ms, GetCallback callback) {
+  auto get = std::make_shared<PendingGet>();
+  get->client = client;
+  get->ids = ids;
+  get->callback = std::move(callback);
+  bool all_ready = true;
+  for (const ObjectID& id : ids) {
+    if (Available(id)) continue;
+    all_ready = false;
+    auto it = objects_.find(id);
+    if (it != objects_.end() && it->second.state == State::kSpilled) StartRestore(id);
+  }
+  if (all_ready || timeout_ms == 0) {
+    TryCompleteGet(get, /*timed_out=*/true);
+    return;
+  }
+  for (const ObjectID& id : ids) {
+    if (!Available(id)) waiting_gets_[id].push_back(get);
+  }
+  client_gets_[client].push_back(get);
+  if (timeout_ms > 0) {
+    std::weak_ptr<PendingGet> weak = get;
+    get->timer = loop_.RunAfter("ObjectStore.GetTimeout", timeout_ms, [this, weak] {
+      if (auto g = weak.lock()) TryCompleteGet(g, /*timed_out=*/true);
+    });
+  }
+}
+
+void ObjectStore::TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool timed_out) {
+  if (get->done) return;
+  bool all_ready = true;
+  for (const ObjectID& id : get->ids) all_ready &= Available(id);
+  if (!all_ready && !timed_out) return;
+  get->done = true;
+  get->timer.reset();
+  std::vector<std::optional<ObjectLocation>> results;
+  results.reserve(get->ids.size());
+  for (const ObjectID& id : get->ids) {
+    if (!Available(id)) {
+      results.emplace_back();
+      continue;
+    }
+    Entry& e = objects_[id];
+    AddRef(get->client, id, e);
+    results.emplace_back(e.location);
+  }
+  auto& mine = client_gets_[get->client];
+  mine.erase(std::remove(mine.begin(), mine.end(), get), mine.end());
+  if (mine.empty()) client_gets_.erase(get->client);
+  get->callback(std::move(results));
+}
+
+void ObjectStore::OnSealed(const ObjectID& id) {
+  auto it = waiting_gets_.find(id);
+  if (it == waiting_gets_.end()) return;
+  auto gets = std::move(it->second);
+  waiting_gets_.erase(it);
+  for (auto& g : gets) TryCompleteGet(g, /*timed_out=*/false);
+}
+
+bool ObjectStore::Available(const ObjectID& id) const {
+  auto it = objects_.find(id);
+  return it != objects_.end() && it->second.state == State::kSealed && !it->second.delete_pending;
+}
+
+absl::Status ObjectStore::Release(ClientId client, const ObjectID& id) {
+  auto c = client_refs_.find(client);
+  auto it = objects_.find(id);
+  if (c == client_refs_.end() || !c->second.contains(id) || it == objects_.end()) {
+    return absl::NotFoundError("Release of " + id.Hex() + ": this client holds no reference");
+  }
+  if (it->second.state == State::kCreated) {
+    return absl::FailedPreconditionError("Release of unsealed object " + id.Hex() + "; Seal or Abort it");
+  }
+  DropRef(client, id, it->second);
+  return absl::OkStatus();
+}
+
+bool ObjectStore::Contains(const ObjectID& id) const {
+  auto it = objects_.find(id);
+  return it != objects_.end() && it->second.state != State::kCreated && !it->second.delete_pending;
+}
+
+void ObjectStore::Delete(const std::vector<ObjectID>& ids) {
+  for (const ObjectID& id : ids) {
+    auto it = objects_.find(id);
+    if (it == objects_.end()) continue;
+    Entry& e = it->second;
+    e.pinned = false;
+    if (e.ref_count > 0 || e.spilling || e.restoring) {
+      e.delete_pending = true;
+      continue;
+    }
+    EraseEntry(id);
+  }
+  ProcessPendingCreates();
+}
+
+void ObjectStore::DisconnectClient(ClientId client) {
+  // Waiting gets and creates of a gone client must not take references for it.
+  if (auto g = client_gets_.find(client); g != client_gets_.end()) {
+    for (auto& get : g->second) {
+      get->done = true;
+      get->timer.reset();
+    }
+    client_gets_.erase(g);
+  }
+  for (auto it = pending_creates_.begin(); it != pending_creates_.end();) {
+    if (it->client == client && !it->id.IsNil()) {
+      it = pending_creates_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto c = client_refs_.find(client);
+  if (c == client_refs_.end()) return;
+  auto refs = std::move(c->second);
+  client_refs_.erase(c);
+  for (const auto& [id, count] : refs) {
+    auto it = objects_.find(id);
+    if (it == objects_.end()) continue;
+    Entry& e = it->second;
+    if (e.state == State::kCreated && e.creator == client) {
+      VLOG(1) << "aborting " << id.Hex() << ": its creator disconnected";
+      EraseEntry(id);
+      continue;
+    }
+    e.ref_count -= count;
+    if (e.ref_count == 0) {
+      if (e.delete_pending) {
+        EraseEntry(id);
+      } else {
+        UpdateLru(id, e);
+      }
+    }
+  }
+  ProcessPendingCreates();
+}
+
+absl::Status ObjectStore::Pin(const ObjectID& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.state == State::kCreated || it->second.delete_pending) {
+    return absl::NotFoundError("cannot pin " + id.Hex() + ": not sealed in this store");
+  }
+  it->second.pinned = true;
+  return absl::OkStatus();
+}
+
+void ObjectStore::Unpin(const ObjectID& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  it->second.pinned = false;
+  ProcessPendingCreates();
+}
+
+void ObjectStore::AddRef(ClientId client, const ObjectID& id, Entry& e) {
+  if (e.ref_count == 0 && e.in_lru) {
+    lru_.erase(e.lru_it);
+    e.in_lru = false;
+  }
+  ++e.ref_count;
+  ++client_refs_[client][id];
+}
+
+void ObjectStore::DropRef(ClientId client, const ObjectID& id, Entry& e) {
+  auto& refs = client_refs_[client];
+  if (--refs[id] <= 0) refs.erase(id);
+  if (refs.empty()) client_refs_.erase(client);
+  if (--e.ref_count > 0) return;
+  if (e.delete_pending) {
+    EraseEntry(id);
+    ProcessPendingCreates();
+    return;
+  }
+  UpdateLru(id, e);
+  if (!pending_creates_.empty()) ProcessPendingCreates();
+}
+
+void ObjectStore::UpdateLru(const ObjectID& id, Entry& e) {
+  if (e.in_lru) lru_.erase(e.lru_it);
+  e.in_lru = false;
+  if (e.state == State::kSealed && e.in_memory && e.ref_count == 0) {
+    e.lru_it = lru_.insert(lru_.end(), id);
+    e.in_lru = true;
+  }
+}
+
+void ObjectStore::FreeMemory(const ObjectID& id, Entry& e) {
+  if (!e.in_memory) return;
+  allocator_.Free(e.location.offset);
+  e.in_memory = false;
+  if (e.in_lru) {
+    lru_.erase(e.lru_it);
+    e.in_lru = false;
+  }
+}
+
+void ObjectStore::EraseEntry(const ObjectID& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  Entry& e = it->second;
+  FreeMemory(id, e);
+  if (e.spilled.has_value() && spiller_ != nullptr) spiller_->Delete(*e.spilled);
+  objects_.erase(it);
+}
+
+ObjectStoreStats ObjectStore::Stats() const {
+  ObjectStoreStats s = counters_;
+  s.capacity_bytes = allocator_.capacity();
+  s.used_bytes = allocator_.allocated_bytes();
+  s.num_pending_creates = static_cast<int64_t>(pending_creates_.size());
+  for (const auto& [id, e] : objects_) {
+    if (e.in_memory) ++s.num_objects;
+    if (e.pinned) ++s.num_pinned;
+    if (e.spilled.has_value()) {
+      ++s.num_spilled;
+      s.spilled_bytes_current += Size(e);
+    }
+  }
+  return s;
+}
+
+int64_t ObjectStore::RefCount(const ObjectID& id) const {
+  auto it = objects_.find(id);
+  return it == objects_.end() ? 0 : it->second.ref_count;
+}
+
+}  // namespace manta::object_store

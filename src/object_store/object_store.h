@@ -1,0 +1,186 @@
+// ObjectStore: the node's object table, allocation, eviction and spilling
+// (ARCHITECTURE §8). Transport-free: StoreServer feeds it client requests from the
+// Unix socket; the raylet's object manager and RPC handlers call it directly.
+//
+// An object goes CREATED (writable by its creator, invisible to others) -> SEALED
+// (immutable, visible). Clients hold references (one per Create and per object
+// returned by Get) and drop them with Release; a client that disconnects drops all.
+// A sealed object may be *pinned* as the primary copy on behalf of its owner: pinned
+// objects are never evicted, only spilled. When a Create does not fit, sealed,
+// unreferenced, unpinned objects are evicted in LRU order; then unreferenced pinned
+// ones are spilled to disk (batched); the Create waits in a queue and fails with
+// RESOURCE_EXHAUSTED after `create_timeout_ms`. A Get of a spilled object restores it.
+// Loop thread only; callbacks run on the loop (possibly inline).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/object_store/allocator.h"
+#include "src/object_store/spiller.h"
+
+namespace manta::object_store {
+
+using ClientId = int64_t;
+// The raylet itself (object manager, pins) acts as client 0.
+inline constexpr ClientId kRayletClient = 0;
+
+// Where a sealed (or, for its creator, created) object lives in the arena.
+struct ObjectLocation {
+  int64_t offset = 0;
+  int64_t data_size = 0;
+  int64_t metadata_size = 0;
+};
+
+struct ObjectStoreStats {
+  int64_t capacity_bytes = 0;
+  int64_t used_bytes = 0;  // allocated in the arena
+  int64_t num_objects = 0;  // in memory
+  int64_t num_pinned = 0;
+  int64_t num_spilled = 0;
+  int64_t spilled_bytes_total = 0;
+  int64_t restored_bytes_total = 0;
+  int64_t evicted_bytes_total = 0;
+  int64_t spilled_bytes_current = 0;
+  int64_t num_pending_creates = 0;
+};
+
+struct ObjectStoreOptions {
+  int64_t create_timeout_ms = 10000;
+  int64_t spill_min_bytes = 100 << 20;
+  // Called with the end offset of every new allocation (to pre-fault ahead of it).
+  std::function<void(int64_t end_offset)> on_allocate;
+};
+
+class ObjectStore {
+ public:
+  using CreateCallback = absl::AnyInvocable<void(absl::StatusOr<ObjectLocation>)>;
+  using GetCallback = absl::AnyInvocable<void(std::vector<std::optional<ObjectLocation>>)>;
+
+  // `spiller` may be null (then nothing is spilled). `capacity_bytes` of the arena.
+  ObjectStore(EventLoop& loop, int64_t capacity_bytes, ObjectStoreOptions options, SpillerInterface* spiller,
+              uint8_t* arena_base);
+  ~ObjectStore();
+
+  // Allocates `data_size + metadata_size` bytes for `id`, created by `client`, which
+  // gets one reference. Errors: ALREADY_EXISTS (id known), INVALID_ARGUMENT (negative
+  // sizes), RESOURCE_EXHAUSTED (larger than the store, or no memory in time).
+  // `pin_on_seal` pins the object as primary copy when sealed.
+  void Create(ClientId client, const ObjectID& id, int64_t data_size, int64_t metadata_size, bool pin_on_seal,
+              CreateCallback callback);
+  // Makes a created object visible. Errors: NOT_FOUND, FAILED_PRECONDITION (already
+  // sealed), PERMISSION_DENIED (not created by `client`). With `release`, also drops
+  // the creator's reference.
+  absl::Status Seal(ClientId client, const ObjectID& id, bool release);
+  // Discards an unsealed object created by `client`.
+  absl::Status Abort(ClientId client, const ObjectID& id);
+  // Returns, per id, the sealed object (taking a reference) or nullopt if it is not
+  // sealed within `timeout_ms` (0 = don't wait, -1 = wait forever). Spilled objects
+  // are restored first.
+  void Get(ClientId client, const std::vector<ObjectID>& ids, int64_t timeout_ms, GetCallback callback);
+  // Drops one reference of `client`. NOT_FOUND if it holds none.
+  absl::Status Release(ClientId client, const ObjectID& id);
+  // True when `id` is sealed here (in memory or spilled).
+  bool Contains(const ObjectID& id) const;
+  // Deletes the objects: at once when unreferenced, else when the last reference is
+  // released. Unknown ids are ignored. Spilled bytes are removed too.
+  void Delete(const std::vector<ObjectID>& ids);
+  // Drops every reference and unsealed object of `client`.
+  void DisconnectClient(ClientId client);
+
+  // Primary-copy pinning on behalf of owners. Pin of an unknown or unsealed object:
+  // NOT_FOUND. Unpin makes the object evictable.
+  absl::Status Pin(const ObjectID& id);
+  void Unpin(const ObjectID& id);
+
+  ObjectStoreStats Stats() const;
+  uint8_t* base() const { return base_; }
+  // References `client` holds on `id` (tests, debugging).
+  int64_t RefCount(const ObjectID& id) const;
+
+ private:
+  enum class State { kCreated, kSealed, kSpilled };
+  struct Entry {
+    State state = State::kCreated;
+    ObjectLocation location;
+    bool in_memory = false;  // has an allocation in the arena
+    ClientId creator = kRayletClient;
+    int64_t ref_count = 0;
+    bool pinned = false;
+    bool pin_on_seal = false;
+    bool delete_pending = false;
+    bool spilling = false;   // being written to disk
+    bool restoring = false;  // being read back
+    std::optional<SpillLocation> spilled;
+    std::list<ObjectID>::iterator lru_it;
+    bool in_lru = false;
+  };
+  // A wait for arena memory: a client's Create or a restore from disk.
+  struct PendingAlloc {
+    ClientId client;
+    ObjectID id;
+    int64_t size;
+    int64_t deadline_ms;
+    absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done;
+  };
+  struct PendingGet {
+    ClientId client;
+    std::vector<ObjectID> ids;
+    GetCallback callback;
+    std::unique_ptr<Timer> timer;
+    bool done = false;
+  };
+
+  int64_t Size(const Entry& e) const { return e.location.data_size + e.location.metadata_size; }
+  // Allocates, evicting unpinned LRU objects as needed. nullopt when it cannot.
+  std::optional<int64_t> AllocateWithEviction(int64_t size);
+  std::optional<int64_t> AllocateAndEvict(int64_t size);
+  void FreeMemory(const ObjectID& id, Entry& e);
+  void EraseEntry(const ObjectID& id);
+  void AddRef(ClientId client, const ObjectID& id, Entry& e);
+  void DropRef(ClientId client, const ObjectID& id, Entry& e);
+  void UpdateLru(const ObjectID& id, Entry& e);
+  // Starts spilling pinned objects to make room for `needed` bytes; false if nothing
+  // can be spilled.
+  bool SpillForSpace(int64_t needed);
+  void OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result);
+  void StartRestore(const ObjectID& id);
+  // Runs `done` with an offset now or once memory frees up (FIFO), or an error at
+  // the deadline.
+  void AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size, absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done);
+  void ProcessPendingCreates();
+  void ExpireCreates();
+  absl::Status OutOfMemory(int64_t size) const;
+  void OnSealed(const ObjectID& id);
+  void TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool timed_out);
+  bool Available(const ObjectID& id) const;
+
+  EventLoop& loop_;
+  ObjectStoreOptions options_;
+  SpillerInterface* spiller_;
+  uint8_t* base_;
+  Allocator allocator_;
+  absl::flat_hash_map<ObjectID, Entry> objects_;
+  // Sealed, in-memory objects with no references, least recently used first.
+  std::list<ObjectID> lru_;
+  absl::flat_hash_map<ClientId, absl::flat_hash_map<ObjectID, int64_t>> client_refs_;
+  std::list<PendingAlloc> pending_creates_;
+  absl::flat_hash_map<ClientId, std::vector<std::shared_ptr<PendingGet>>> client_gets_;
+  absl::flat_hash_map<ObjectID, std::vector<std::shared_ptr<PendingGet>>> waiting_gets_;
+  int64_t spilling_bytes_ = 0;
+  absl::Status last_spill_error_;
+  std::unique_ptr<Timer> create_timer_;
+  ObjectStoreStats counters_;
+};
+
+}  // namespace manta::object_store

@@ -1,0 +1,238 @@
+#include "src/object_store/store_client.h"
+
+#include <glog/logging.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "protos/object_store.pb.h"
+
+namespace manta::object_store {
+namespace {
+
+absl::Status StatusOf(const rpc::StoreReply& reply) {
+  if (reply.code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message());
+}
+
+absl::Status ReadExact(int fd, void* buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, static_cast<char*>(buf) + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return absl::UnavailableError("object store connection closed");
+    got += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(const std::string& socket_path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    close(fd);
+    return absl::InvalidArgumentError("store socket path too long: " + socket_path);
+  }
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::UnavailableError("cannot connect to the object store at " + socket_path + ": " +
+                                  std::strerror(err));
+  }
+  std::unique_ptr<ObjectStoreClient> client(new ObjectStoreClient(fd));
+  rpc::StoreRequest request;
+  request.set_request_id(0);
+  request.mutable_connect()->set_pid(getpid());
+  if (auto s = client->SendFrame(request.SerializeAsString()); !s.ok()) return s;
+
+  // The reply carries the arena fd as ancillary data on its first bytes.
+  uint8_t header[4];
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{header, sizeof(header)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  } while (n < 0 && errno == EINTR);
+  if (n != sizeof(header)) return absl::UnavailableError("object store closed the connection during Connect");
+  int arena_fd = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&arena_fd, CMSG_DATA(c), sizeof(int));
+  }
+  if (arena_fd < 0) return absl::InternalError("object store did not send its memory");
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(header[i]) << (8 * i);
+  std::string body(len, '\0');
+  if (auto s = ReadExact(fd, body.data(), len); !s.ok()) {
+    close(arena_fd);
+    return s;
+  }
+  rpc::StoreReply reply;
+  if (!reply.ParseFromString(body) || !reply.has_connect()) {
+    close(arena_fd);
+    return absl::InternalError("malformed Connect reply from the object store");
+  }
+  auto arena = Arena::Map(arena_fd, reply.connect().capacity_bytes());
+  if (!arena.ok()) return arena.status();
+  client->arena_ = std::move(*arena);
+  return client;
+}
+
+ObjectStoreClient::~ObjectStoreClient() { close(fd_); }
+
+absl::Status ObjectStoreClient::SendFrame(const std::string& body) {
+  std::string frame(4, '\0');
+  uint32_t n = static_cast<uint32_t>(body.size());
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  frame += body;
+  size_t off = 0;
+  while (off < frame.size()) {
+    ssize_t w = send(fd_, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return absl::UnavailableError("object store connection closed");
+    off += static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectStoreClient::ReadFrame(std::string* body) {
+  uint8_t header[4];
+  if (auto s = ReadExact(fd_, header, 4); !s.ok()) return s;
+  uint32_t len = 0;
+  for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(header[i]) << (8 * i);
+  body->resize(len);
+  return ReadExact(fd_, body->data(), len);
+}
+
+absl::StatusOr<rpc::StoreReply> ObjectStoreClient::Call(rpc::StoreRequest& request, bool one_way) {
+  uint64_t request_id = next_request_id_++;
+  request.set_request_id(request_id);
+  request.set_no_reply(one_way);
+  if (auto s = SendFrame(request.SerializeAsString()); !s.ok()) return s;
+  if (one_way) return rpc::StoreReply();
+  for (;;) {
+    std::string body;
+    if (auto s = ReadFrame(&body); !s.ok()) return s;
+    rpc::StoreReply reply;
+    if (!reply.ParseFromString(body)) return absl::InternalError("malformed reply from the object store");
+    if (reply.request_id() == request_id) return reply;
+    // The late error of an earlier one-way request.
+    absl::Status s = StatusOf(reply);
+    LOG(WARNING) << "object store rejected an earlier request: " << s;
+    if (async_error_.ok()) async_error_ = s;
+  }
+}
+
+absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t data_size, int64_t metadata_size,
+                                                   bool pin_on_seal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  auto* q = request.mutable_create();
+  q->set_object_id(id.Binary());
+  q->set_data_size(data_size);
+  q->set_metadata_size(metadata_size);
+  q->set_pin_on_seal(pin_on_seal);
+  auto reply = Call(request, false);
+  if (!reply.ok()) return reply.status();
+  if (auto s = StatusOf(*reply); !s.ok()) return s;
+  int64_t size = data_size + metadata_size;
+  if (size >= kPopulateMinBytes) arena_->PopulateRange(reply->create().offset(), size, /*write=*/true);
+  return arena_->base() + reply->create().offset();
+}
+
+absl::Status ObjectStoreClient::Seal(const ObjectID& id, bool release, bool wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  request.mutable_seal()->set_object_id(id.Binary());
+  request.mutable_seal()->set_release(release);
+  auto reply = Call(request, !wait);
+  if (!reply.ok()) return reply.status();
+  return StatusOf(*reply);
+}
+
+absl::Status ObjectStoreClient::Abort(const ObjectID& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  request.mutable_abort()->set_object_id(id.Binary());
+  auto reply = Call(request, false);
+  if (!reply.ok()) return reply.status();
+  return StatusOf(*reply);
+}
+
+absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> ObjectStoreClient::Get(const std::vector<ObjectID>& ids,
+                                                                                int64_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  auto* q = request.mutable_get();
+  for (const auto& id : ids) q->add_object_ids(id.Binary());
+  q->set_timeout_ms(timeout_ms);
+  auto reply = Call(request, false);
+  if (!reply.ok()) return reply.status();
+  if (auto s = StatusOf(*reply); !s.ok()) return s;
+  if (reply->get().objects_size() != static_cast<int>(ids.size())) {
+    return absl::InternalError("object store answered Get with the wrong number of objects");
+  }
+  std::vector<std::optional<ObjectBuffer>> out;
+  out.reserve(ids.size());
+  for (const auto& o : reply->get().objects()) {
+    if (!o.found()) {
+      out.emplace_back();
+      continue;
+    }
+    const uint8_t* data = arena_->base() + o.offset();
+    if (o.data_size() + o.metadata_size() >= kPopulateMinBytes) {
+      arena_->PopulateRange(o.offset(), o.data_size() + o.metadata_size(), /*write=*/false);
+    }
+    out.push_back(ObjectBuffer{data, o.data_size(), data + o.data_size(), o.metadata_size()});
+  }
+  return out;
+}
+
+absl::Status ObjectStoreClient::Release(const ObjectID& id, bool wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  request.mutable_release()->set_object_id(id.Binary());
+  auto reply = Call(request, !wait);
+  if (!reply.ok()) return reply.status();
+  return StatusOf(*reply);
+}
+
+absl::StatusOr<bool> ObjectStoreClient::Contains(const ObjectID& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  request.mutable_contains()->set_object_id(id.Binary());
+  auto reply = Call(request, false);
+  if (!reply.ok()) return reply.status();
+  if (auto s = StatusOf(*reply); !s.ok()) return s;
+  return reply->contains().has_object();
+}
+
+absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rpc::StoreRequest request;
+  for (const auto& id : ids) request.mutable_delete_()->add_object_ids(id.Binary());
+  auto reply = Call(request, false);
+  if (!reply.ok()) return reply.status();
+  return StatusOf(*reply);
+}
+
+absl::Status ObjectStoreClient::TakeAsyncError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status s = async_error_;
+  async_error_ = absl::OkStatus();
+  return s;
+}
+
+}  // namespace manta::object_store

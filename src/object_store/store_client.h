@@ -1,0 +1,82 @@
+// ObjectStoreClient: a process's connection to its node's object store.
+//
+// Maps the arena once at Connect, so Get returns pointers into shared memory (no
+// copy). Synchronous; thread-safe (one mutex: a Get that waits blocks the client's
+// other calls until it returns, so give a long-waiting thread its own client).
+// Seal and Release are sent without waiting for the reply; if the store rejects one,
+// the error is logged and returned by the next TakeAsyncError().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/common/id.h"
+#include "src/object_store/arena.h"
+
+namespace manta::rpc {
+class StoreRequest;
+class StoreReply;
+}  // namespace manta::rpc
+
+namespace manta::object_store {
+
+// A sealed object mapped read-only by contract (the memory is shared; never write).
+struct ObjectBuffer {
+  const uint8_t* data = nullptr;
+  int64_t data_size = 0;
+  const uint8_t* metadata = nullptr;
+  int64_t metadata_size = 0;
+};
+
+class ObjectStoreClient {
+ public:
+  // Objects at least this large get their page tables filled in one system call
+  // (instead of one page fault per 4 KiB) when created or fetched.
+  static constexpr int64_t kPopulateMinBytes = 1 << 20;
+
+  // Connects to the store socket and maps the arena.
+  static absl::StatusOr<std::unique_ptr<ObjectStoreClient>> Connect(const std::string& socket_path);
+  ~ObjectStoreClient();
+
+  // Allocates a writable object: `data_size` bytes at the returned pointer, followed
+  // by `metadata_size` metadata bytes. Waits while the store makes room; errors:
+  // ALREADY_EXISTS, RESOURCE_EXHAUSTED (too big, or no memory in time).
+  absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
+                                  bool pin_on_seal = false);
+  // Makes the object visible; with `release` (the usual case) also drops the
+  // creator's reference. Asynchronous unless `wait`.
+  absl::Status Seal(const ObjectID& id, bool release = true, bool wait = false);
+  absl::Status Abort(const ObjectID& id);
+  // Per id, the object (holding a reference: call Release) or nullopt when not sealed
+  // within `timeout_ms` (0 = don't wait, -1 = forever).
+  absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> Get(const std::vector<ObjectID>& ids,
+                                                               int64_t timeout_ms);
+  // Drops one reference. Asynchronous unless `wait`.
+  absl::Status Release(const ObjectID& id, bool wait = false);
+  absl::StatusOr<bool> Contains(const ObjectID& id);
+  absl::Status Delete(const std::vector<ObjectID>& ids);
+  // The first error of an asynchronous Seal/Release since the last call, if any.
+  absl::Status TakeAsyncError();
+
+  const Arena& arena() const { return *arena_; }
+
+ private:
+  ObjectStoreClient(int fd) : fd_(fd) {}
+  // Sends `request` and, unless it is one-way, waits for its reply. REQUIRES: mu_.
+  absl::StatusOr<rpc::StoreReply> Call(rpc::StoreRequest& request, bool one_way);
+  absl::Status SendFrame(const std::string& body);
+  absl::Status ReadFrame(std::string* body);
+
+  std::mutex mu_;
+  int fd_;
+  uint64_t next_request_id_ = 1;
+  absl::Status async_error_;
+  std::unique_ptr<Arena> arena_;
+};
+
+}  // namespace manta::object_store

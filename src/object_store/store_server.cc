@@ -1,0 +1,292 @@
+#include "src/object_store/store_server.h"
+
+#include <glog/logging.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+
+#include "protos/object_store.pb.h"
+
+namespace manta::object_store {
+
+namespace asio = boost::asio;
+using asio::local::stream_protocol;
+
+namespace {
+
+std::string Frame(const rpc::StoreReply& reply) {
+  std::string body = reply.SerializeAsString();
+  uint32_t n = static_cast<uint32_t>(body.size());
+  std::string frame(4, '\0');
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return frame + body;
+}
+
+void SetError(rpc::StoreReply* reply, const absl::Status& s) {
+  reply->set_code(static_cast<int32_t>(s.code()));
+  reply->set_message(std::string(s.message()));
+}
+
+}  // namespace
+
+struct Connection : std::enable_shared_from_this<Connection> {
+  Connection(StoreServer::Impl* server, stream_protocol::socket socket, ClientId id)
+      : server(server), socket(std::move(socket)), id(id) {}
+  StoreServer::Impl* server;
+  stream_protocol::socket socket;
+  ClientId id;
+  uint8_t header[4];
+  std::string body;
+  std::deque<std::string> outbox;
+  bool writing = false;
+  bool closed = false;
+  bool connected = false;  // sent a Connect
+
+  void ReadHeader();
+  void ReadBody(uint32_t n);
+  void Handle(const rpc::StoreRequest& request);
+  void Send(const rpc::StoreReply& reply);
+  void Flush();
+  void Close(const std::string& why);
+};
+
+struct StoreServer::Impl {
+  EventLoop& loop;
+  ObjectStore& store;
+  const Arena& arena;
+  asio::io_context& io;
+  std::unique_ptr<stream_protocol::acceptor> acceptor;
+  absl::flat_hash_map<ClientId, std::shared_ptr<Connection>> connections;
+  ClientId next_id = 1;
+
+  Impl(EventLoop& l, ObjectStore& s, const Arena& a)
+      : loop(l), store(s), arena(a), io(*static_cast<asio::io_context*>(l.native_handle())) {}
+
+  void Accept() {
+    acceptor->async_accept([this](const boost::system::error_code& ec, stream_protocol::socket socket) {
+      if (ec) {
+        if (ec != asio::error::operation_aborted) {
+          LOG(WARNING) << "store accept failed: " << ec.message();
+          Accept();
+        }
+        return;
+      }
+      auto conn = std::make_shared<Connection>(this, std::move(socket), next_id++);
+      connections[conn->id] = conn;
+      conn->ReadHeader();
+      Accept();
+    });
+  }
+};
+
+void Connection::ReadHeader() {
+  auto self = shared_from_this();
+  asio::async_read(socket, asio::buffer(header, 4), [self](const boost::system::error_code& ec, size_t) {
+    if (ec) return self->Close(ec == asio::error::eof ? "" : ec.message());
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(self->header[i]) << (8 * i);
+    if (n > StoreServer::kMaxFrameBytes) {
+      return self->Close("frame of " + std::to_string(n) + " bytes exceeds the limit");
+    }
+    self->ReadBody(n);
+  });
+}
+
+void Connection::ReadBody(uint32_t n) {
+  body.resize(n);
+  auto self = shared_from_this();
+  asio::async_read(socket, asio::buffer(body.data(), n), [self](const boost::system::error_code& ec, size_t) {
+    if (ec) return self->Close(ec.message());
+    rpc::StoreRequest request;
+    if (!request.ParseFromString(self->body)) return self->Close("malformed frame");
+    self->Handle(request);
+    if (!self->closed) self->ReadHeader();
+  });
+}
+
+void Connection::Send(const rpc::StoreReply& reply) {
+  if (closed) return;
+  outbox.push_back(Frame(reply));
+  Flush();
+}
+
+void Connection::Flush() {
+  if (writing || outbox.empty() || closed) return;
+  writing = true;
+  auto self = shared_from_this();
+  asio::async_write(socket, asio::buffer(outbox.front()), [self](const boost::system::error_code& ec, size_t) {
+    self->writing = false;
+    if (ec) return self->Close(ec.message());
+    self->outbox.pop_front();
+    self->Flush();
+  });
+}
+
+void Connection::Close(const std::string& why) {
+  if (closed) return;
+  closed = true;
+  if (!why.empty()) LOG(WARNING) << "closing object store client " << id << ": " << why;
+  boost::system::error_code ignored;
+  socket.close(ignored);
+  server->store.DisconnectClient(id);
+  server->connections.erase(id);
+}
+
+void Connection::Handle(const rpc::StoreRequest& request) {
+  ObjectStore& store = server->store;
+  auto id_of = [](const std::string& binary) { return ObjectID::FromBinaryChecked(binary); };
+  rpc::StoreReply reply;
+  reply.set_request_id(request.request_id());
+  if (!connected && request.request_case() != rpc::StoreRequest::kConnect) {
+    return Close("request before Connect");
+  }
+  switch (request.request_case()) {
+    case rpc::StoreRequest::kConnect: {
+      connected = true;
+      reply.mutable_connect()->set_capacity_bytes(server->arena.capacity());
+      std::string frame = Frame(reply);
+      // Hand over the arena's fd with the reply (the first bytes on this socket).
+      int fd = server->arena.fd();
+      char control[CMSG_SPACE(sizeof(int))] = {};
+      iovec iov{frame.data(), frame.size()};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+      ssize_t sent = sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
+      if (sent != static_cast<ssize_t>(frame.size())) return Close("cannot send the arena to the client");
+      return;
+    }
+    case rpc::StoreRequest::kCreate: {
+      const auto& q = request.create();
+      auto oid = id_of(q.object_id());
+      if (!oid.ok()) return Close("Create with a malformed object id");
+      std::weak_ptr<Connection> weak = shared_from_this();
+      store.Create(id, *oid, q.data_size(), q.metadata_size(), q.pin_on_seal(),
+                   [weak, reply](absl::StatusOr<ObjectLocation> loc) mutable {
+                     auto self = weak.lock();
+                     if (!self || self->closed) return;
+                     if (loc.ok()) {
+                       reply.mutable_create()->set_offset(loc->offset);
+                     } else {
+                       SetError(&reply, loc.status());
+                     }
+                     self->Send(reply);
+                   });
+      return;
+    }
+    case rpc::StoreRequest::kSeal: {
+      auto oid = id_of(request.seal().object_id());
+      if (!oid.ok()) return Close("Seal with a malformed object id");
+      absl::Status s = store.Seal(id, *oid, request.seal().release());
+      if (!s.ok()) SetError(&reply, s);
+      if (!request.no_reply() || !s.ok()) Send(reply);
+      return;
+    }
+    case rpc::StoreRequest::kRelease: {
+      auto oid = id_of(request.release().object_id());
+      if (!oid.ok()) return Close("Release with a malformed object id");
+      absl::Status s = store.Release(id, *oid);
+      if (!s.ok()) SetError(&reply, s);
+      if (!request.no_reply() || !s.ok()) Send(reply);
+      return;
+    }
+    case rpc::StoreRequest::kGet: {
+      std::vector<ObjectID> ids;
+      for (const auto& b : request.get().object_ids()) {
+        auto oid = id_of(b);
+        if (!oid.ok()) return Close("Get with a malformed object id");
+        ids.push_back(*oid);
+      }
+      std::weak_ptr<Connection> weak = shared_from_this();
+      store.Get(id, ids, request.get().timeout_ms(),
+                [weak, reply](std::vector<std::optional<ObjectLocation>> results) mutable {
+                  auto self = weak.lock();
+                  if (!self || self->closed) return;
+                  for (const auto& r : results) {
+                    rpc::StoreObject* o = reply.mutable_get()->add_objects();
+                    o->set_found(r.has_value());
+                    if (r) {
+                      o->set_offset(r->offset);
+                      o->set_data_size(r->data_size);
+                      o->set_metadata_size(r->metadata_size);
+                    }
+                  }
+                  self->Send(reply);
+                });
+      return;
+    }
+    case rpc::StoreRequest::kContains: {
+      auto oid = id_of(request.contains().object_id());
+      if (!oid.ok()) return Close("Contains with a malformed object id");
+      reply.mutable_contains()->set_has_object(store.Contains(*oid));
+      Send(reply);
+      return;
+    }
+    case rpc::StoreRequest::kDelete: {
+      std::vector<ObjectID> ids;
+      for (const auto& b : request.delete_().object_ids()) {
+        auto oid = id_of(b);
+        if (!oid.ok()) return Close("Delete with a malformed object id");
+        ids.push_back(*oid);
+      }
+      store.Delete(ids);
+      Send(reply);
+      return;
+    }
+    case rpc::StoreRequest::kAbort: {
+      auto oid = id_of(request.abort().object_id());
+      if (!oid.ok()) return Close("Abort with a malformed object id");
+      absl::Status s = store.Abort(id, *oid);
+      if (!s.ok()) SetError(&reply, s);
+      Send(reply);
+      return;
+    }
+    case rpc::StoreRequest::REQUEST_NOT_SET:
+      return Close("empty request");
+  }
+}
+
+StoreServer::StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path)
+    : impl_(std::make_unique<Impl>(loop, store, arena)), socket_path_(std::move(socket_path)) {}
+
+StoreServer::~StoreServer() { Stop(); }
+
+absl::Status StoreServer::Start() {
+  unlink(socket_path_.c_str());
+  boost::system::error_code ec;
+  auto acceptor = std::make_unique<stream_protocol::acceptor>(impl_->io);
+  acceptor->open(stream_protocol(), ec);
+  if (!ec) acceptor->bind(stream_protocol::endpoint(socket_path_), ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return absl::UnavailableError("cannot listen on store socket " + socket_path_ + ": " + ec.message());
+  impl_->acceptor = std::move(acceptor);
+  impl_->Accept();
+  return absl::OkStatus();
+}
+
+void StoreServer::Stop() {
+  if (impl_->acceptor) {
+    boost::system::error_code ignored;
+    impl_->acceptor->close(ignored);
+    impl_->acceptor.reset();
+    unlink(socket_path_.c_str());
+  }
+  auto conns = impl_->connections;
+  for (auto& [id, c] : conns) c->Close("");
+}
+
+size_t StoreServer::num_clients() const { return impl_->connections.size(); }
+
+}  // namespace manta::object_store

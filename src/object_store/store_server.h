@@ -1,0 +1,41 @@
+// StoreServer: serves the object store protocol (protos/object_store.proto) on a
+// Unix socket, on the raylet's loop (ARCHITECTURE §8).
+//
+// Each connection is one client. Frames are length-prefixed; a frame longer than
+// kMaxFrameBytes, a frame that does not parse, or an unknown request closes that
+// connection (and releases everything the client held); other clients are not
+// affected. The Connect reply passes the arena's memfd (SCM_RIGHTS). Loop thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "src/common/event_loop.h"
+#include "src/object_store/arena.h"
+#include "src/object_store/object_store.h"
+
+namespace manta::object_store {
+
+class StoreServer {
+ public:
+  static constexpr uint32_t kMaxFrameBytes = 16 << 20;
+
+  StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path);
+  ~StoreServer();
+
+  // Binds and listens. Error when the path cannot be bound.
+  absl::Status Start();
+  void Stop();
+  const std::string& socket_path() const { return socket_path_; }
+  size_t num_clients() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  std::string socket_path_;
+};
+
+}  // namespace manta::object_store
