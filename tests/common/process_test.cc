@@ -1,0 +1,155 @@
+// Tests of child-process helpers (src/common/process.h). Every child started here is
+// killed and reaped before its test ends.
+#include "src/common/process.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "src/common/util.h"
+#include "test_util/test_util.h"
+
+namespace manta {
+namespace {
+
+using ::manta::testing::TempDir;
+using ::manta::testing::WaitFor;
+using ::testing::HasSubstr;
+
+// Kills and reaps `pid` on destruction unless it is already gone.
+class ChildGuard {
+ public:
+  explicit ChildGuard(pid_t pid) : pid_(pid) {}
+  ~ChildGuard() {
+    if (pid_ > 0 && !ReapIfExited(pid_)) {
+      (void)SignalProcess(pid_, SIGKILL);
+      WaitForExit(pid_, 5000);
+    }
+  }
+
+ private:
+  pid_t pid_;
+};
+
+ProcessOptions Command(std::vector<std::string> argv, std::string output_file = "") {
+  ProcessOptions options;
+  options.argv = std::move(argv);
+  options.output_file = std::move(output_file);
+  return options;
+}
+
+TEST(ProcessTest, StartsTrue) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"/bin/true"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  EXPECT_GT(*pid, 0);
+  EXPECT_TRUE(WaitForExit(*pid, 5000));
+  EXPECT_FALSE(IsProcessAlive(*pid));
+}
+
+TEST(ProcessTest, LooksUpExecutablesInPath) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"true"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  EXPECT_TRUE(WaitForExit(*pid, 5000));
+}
+
+TEST(ProcessTest, MissingExecutableIsAnErrorNamingIt) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"/nonexistent/manta_no_such_binary", "x"}));
+  ASSERT_FALSE(pid.ok());
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("/nonexistent/manta_no_such_binary"));
+
+  absl::StatusOr<pid_t> in_path = StartProcess(Command({"manta_no_such_binary_in_path"}));
+  ASSERT_FALSE(in_path.ok());
+  EXPECT_THAT(std::string(in_path.status().message()), HasSubstr("manta_no_such_binary_in_path"));
+}
+
+TEST(ProcessTest, EmptyArgvIsAnError) {
+  absl::StatusOr<pid_t> pid = StartProcess(ProcessOptions());
+  EXPECT_EQ(pid.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProcessTest, OutputFileCapturesStdoutStderrAndEnvironment) {
+  TempDir dir;
+  std::string out = dir.path() + "/out.log";
+  ProcessOptions options = Command({"/bin/sh", "-c", "echo hello $MANTA_TEST_VALUE; echo oops >&2"}, out);
+  options.env = {{"MANTA_TEST_VALUE", "world"}};
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  absl::StatusOr<std::string> contents = ReadFile(out);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_EQ(*contents, "hello world\noops\n");
+}
+
+TEST(ProcessTest, OutputFileIsAppended) {
+  TempDir dir;
+  std::string out = dir.path() + "/out.log";
+  ASSERT_TRUE(WriteFileAtomic(out, "before\n").ok());
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"/bin/echo", "after"}, out));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  EXPECT_EQ(ReadFile(out).value_or(""), "before\nafter\n");
+}
+
+TEST(ProcessTest, UnwritableOutputFileIsAnError) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"/bin/true"}, "/nonexistent/dir/out.log"));
+  ASSERT_FALSE(pid.ok());
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("/nonexistent/dir/out.log"));
+}
+
+TEST(ProcessTest, SleepingChildIsAliveUntilKilled) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"sleep", "30"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  EXPECT_TRUE(IsProcessAlive(*pid));
+  EXPECT_FALSE(ReapIfExited(*pid));
+  EXPECT_FALSE(WaitForExit(*pid, 20));  // still running after a short wait
+
+  ASSERT_TRUE(SignalProcess(*pid, SIGKILL).ok());
+  EXPECT_TRUE(WaitForExit(*pid, 5000));
+  EXPECT_FALSE(IsProcessAlive(*pid));
+  // Signalling a process that is gone is not an error.
+  EXPECT_TRUE(SignalProcess(*pid, SIGTERM).ok());
+}
+
+TEST(ProcessTest, KilledButUnreapedChildIsNotAlive) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"sleep", "30"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(SignalProcess(*pid, SIGKILL).ok());
+  // Nobody reaps it here: it becomes a zombie, which does not count as alive.
+  EXPECT_TRUE(WaitFor([&] { return !IsProcessAlive(*pid); }, 5000));
+}
+
+TEST(ProcessTest, SignalProcessRejectsBadPids) {
+  EXPECT_EQ(SignalProcess(0, SIGTERM).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SignalProcess(-1, SIGTERM).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(IsProcessAlive(0));
+  EXPECT_FALSE(IsProcessAlive(-1));
+}
+
+TEST(ProcessTest, ProcessCommandLine) {
+  absl::StatusOr<pid_t> pid = StartProcess(Command({"sleep", "30"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  // StartProcess returns once exec succeeded, so the new image is already in place.
+  EXPECT_EQ(ProcessCommandLine(*pid), "sleep 30");
+  ASSERT_TRUE(SignalProcess(*pid, SIGKILL).ok());
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  EXPECT_EQ(ProcessCommandLine(*pid), "");
+}
+
+TEST(ProcessTest, FindExecutable) {
+  EXPECT_EQ(FindExecutable("sh").empty(), false);
+  EXPECT_EQ(FindExecutable("manta_no_such_binary_anywhere"), "");
+  std::string self = SelfExecutablePath();
+  ASSERT_FALSE(self.empty());
+  std::string name = self.substr(self.rfind('/') + 1);
+  EXPECT_EQ(FindExecutable(name), self);
+}
+
+}  // namespace
+}  // namespace manta

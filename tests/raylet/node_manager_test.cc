@@ -1,0 +1,469 @@
+// Tests of the raylet's NodeManager (src/raylet/node_manager.h) against a scriptable
+// fake GCS client. The test drives the loop (RunUntilIdle) and owns the clock, so
+// "the GCS has been unreachable for N seconds" takes no real time.
+#include "src/raylet/node_manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <deque>
+#include <optional>
+
+#include "test_util/test_util.h"
+
+namespace manta::raylet {
+namespace {
+
+using ::manta::testing::WaitFor;
+using ::testing::HasSubstr;
+
+// The calls of one GCS method: requests in arrival order, answered by the test.
+template <typename Request, typename Reply>
+class CallQueue {
+ public:
+  using Callback = gcs::GcsClientInterface::Callback<Reply>;
+
+  void Add(Request request, Callback callback) {
+    pending_.push_back({std::move(request), std::move(callback)});
+    ++total_;
+  }
+  // Calls received so far, answered or not.
+  int total() const { return total_; }
+  size_t pending() const { return pending_.size(); }
+  const Request& Next() const { return pending_.front().request; }
+  // Answers the oldest pending call; its callback runs on `loop`, as a real client's does.
+  void ReplyNext(EventLoop& loop, absl::Status status, Reply reply = Reply()) {
+    ASSERT_FALSE(pending_.empty()) << "no pending call to answer";
+    auto call = std::move(pending_.front());
+    pending_.pop_front();
+    loop.Post("FakeGcs.Reply", [callback = std::move(call.callback), status, reply = std::move(reply)]() mutable {
+      callback(status, std::move(reply));
+    });
+  }
+
+ private:
+  struct Call {
+    Request request;
+    Callback callback;
+  };
+  std::deque<Call> pending_;
+  int total_ = 0;
+};
+
+struct UnregisterRequest {
+  std::string node_id;
+  std::string reason;
+};
+struct NoRequest {};
+
+class FakeGcsClient : public gcs::GcsClientInterface {
+ public:
+  void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) override {
+    register_node.Add(info, std::move(cb));
+  }
+  void AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
+                           Callback<rpc::UnregisterNodeReply> cb) override {
+    unregister_node.Add({node_id, reason}, std::move(cb));
+  }
+  void AsyncGetAllNodeInfo(Callback<rpc::GetAllNodeInfoReply> cb) override {
+    get_all_node_info.Add({}, std::move(cb));
+  }
+  void AsyncGetClusterId(int64_t deadline_ms, Callback<rpc::GetClusterIdReply> cb) override {
+    get_cluster_id.Add(deadline_ms, std::move(cb));
+  }
+  void AsyncReportResourceUsage(const rpc::ResourceUsage& usage,
+                                Callback<rpc::ReportResourceUsageReply> cb) override {
+    report_usage.Add(usage, std::move(cb));
+  }
+  void AsyncSubscriberCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request,
+                                   Callback<rpc::GcsSubscriberCommandBatchReply> cb) override {
+    subscribe.Add(request, std::move(cb));
+  }
+  void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
+                           Callback<rpc::GcsSubscriberPollReply> cb) override {
+    poll.Add(request, std::move(cb));
+  }
+
+  CallQueue<rpc::NodeInfo, rpc::RegisterNodeReply> register_node;
+  CallQueue<UnregisterRequest, rpc::UnregisterNodeReply> unregister_node;
+  CallQueue<NoRequest, rpc::GetAllNodeInfoReply> get_all_node_info;
+  CallQueue<int64_t, rpc::GetClusterIdReply> get_cluster_id;
+  CallQueue<rpc::ResourceUsage, rpc::ReportResourceUsageReply> report_usage;
+  CallQueue<rpc::GcsSubscriberCommandBatchRequest, rpc::GcsSubscriberCommandBatchReply> subscribe;
+  CallQueue<rpc::GcsSubscriberPollRequest, rpc::GcsSubscriberPollReply> poll;
+};
+
+rpc::RegisterNodeReply RegisterReply(const ClusterID& cluster_id) {
+  rpc::RegisterNodeReply reply;
+  reply.set_cluster_id(cluster_id.Binary());
+  return reply;
+}
+
+rpc::PubMessage NodeMessage(const NodeID& id, rpc::NodeInfo::State state, int64_t sequence_id,
+                            const std::string& death_reason = "") {
+  rpc::PubMessage message;
+  message.set_channel_type(rpc::GCS_NODE_INFO_CHANNEL);
+  message.set_key_id(id.Binary());
+  message.set_sequence_id(sequence_id);
+  rpc::NodeInfo* info = message.mutable_node_info_message();
+  info->set_node_id(id.Binary());
+  info->set_state(state);
+  info->set_death_reason(death_reason);
+  (*info->mutable_resources_total())["CPU"] = 1;
+  return message;
+}
+
+class NodeManagerTest : public ::testing::Test {
+ protected:
+  NodeManagerTest() {
+    options_.node_id = NodeID::FromRandom();
+    options_.node_ip_address = "10.1.2.3";
+    options_.node_name = "node-a";
+    options_.resources = {{"CPU", 2}, {"special", 1}};
+    options_.session_dir = "/tmp/session_x";
+    options_.is_head = true;
+    // Timers the tests do not exercise are pushed far out.
+    options_.config.raylet_gcs_check_period_ms = 1000000;
+    options_.config.resource_report_ms = 1000000;
+    options_.config.gcs_rpc_server_reconnect_timeout_s = 1;
+  }
+
+  void MakeManager() {
+    manager_ = std::make_unique<NodeManager>(
+        loop_, options_, gcs_, [this] { return now_ms_; },
+        [this](const std::string& reason) { fatal_reasons_.push_back(reason); });
+    manager_->SetPort(7001);
+  }
+
+  // Creates the manager, starts it and answers its registration with OK.
+  void StartRegistered() {
+    MakeManager();
+    manager_->Start([this](absl::Status s) { registered_ = s; });
+    loop_.RunUntilIdle();
+    gcs_.register_node.ReplyNext(loop_, absl::OkStatus(), RegisterReply(cluster_id_));
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(registered_.has_value());
+    ASSERT_TRUE(registered_->ok()) << *registered_;
+  }
+
+  // Answers the subscriber's subscription, so that it starts polling.
+  void AnswerSubscribe() {
+    gcs_.subscribe.ReplyNext(loop_, absl::OkStatus());
+    loop_.RunUntilIdle();
+    ASSERT_EQ(gcs_.poll.pending(), 1u);
+  }
+
+  // Answers the pending poll with `messages`.
+  void Publish(std::vector<rpc::PubMessage> messages) {
+    rpc::GcsSubscriberPollReply reply;
+    reply.set_publisher_id("publisher-1");
+    for (auto& m : messages) *reply.add_pub_messages() = std::move(m);
+    gcs_.poll.ReplyNext(loop_, absl::OkStatus(), std::move(reply));
+    loop_.RunUntilIdle();
+  }
+
+  // Drives the loop (timers included) until `condition` holds; false after 5 s.
+  bool RunUntil(const std::function<bool()>& condition) {
+    return WaitFor(
+        [&] {
+          loop_.RunUntilIdle();
+          return condition();
+        },
+        5000);
+  }
+
+  EventLoop loop_;
+  FakeGcsClient gcs_;
+  int64_t now_ms_ = 50000;
+  std::vector<std::string> fatal_reasons_;
+  std::optional<absl::Status> registered_;
+  ClusterID cluster_id_ = ClusterID::FromRandom();
+  NodeManagerOptions options_;
+  std::unique_ptr<NodeManager> manager_;
+};
+
+TEST_F(NodeManagerTest, StartRegistersThisNode) {
+  MakeManager();
+  manager_->Start([this](absl::Status s) { registered_ = s; });
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gcs_.register_node.pending(), 1u);
+  EXPECT_FALSE(registered_.has_value());
+
+  const rpc::NodeInfo& info = gcs_.register_node.Next();
+  EXPECT_EQ(info.node_id(), options_.node_id.Binary());
+  EXPECT_EQ(info.node_manager_address(), "10.1.2.3");
+  EXPECT_EQ(info.node_manager_port(), 7001);
+  EXPECT_EQ(info.state(), rpc::NodeInfo::ALIVE);
+  EXPECT_EQ(info.node_name(), "node-a");
+  EXPECT_EQ(info.session_dir(), "/tmp/session_x");
+  EXPECT_TRUE(info.is_head_node());
+  EXPECT_EQ(info.raylet_pid(), getpid());
+  std::map<std::string, double> total(info.resources_total().begin(), info.resources_total().end());
+  EXPECT_EQ(total, (std::map<std::string, double>{{"CPU", 2}, {"special", 1}}));
+
+  gcs_.register_node.ReplyNext(loop_, absl::OkStatus(), RegisterReply(cluster_id_));
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(registered_.has_value());
+  EXPECT_TRUE(registered_->ok()) << *registered_;
+  EXPECT_EQ(manager_->cluster_id(), cluster_id_);
+  EXPECT_TRUE(fatal_reasons_.empty());
+}
+
+TEST_F(NodeManagerTest, RegistrationSubscribesAndLoadsTheNodeTable) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_EQ(gcs_.subscribe.pending(), 1u);
+  std::vector<rpc::ChannelType> channels;
+  for (const auto& c : gcs_.subscribe.Next().commands()) channels.push_back(c.channel_type());
+  EXPECT_THAT(channels, ::testing::UnorderedElementsAre(rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL));
+  EXPECT_EQ(gcs_.get_all_node_info.pending(), 1u);
+
+  NodeID other = NodeID::FromRandom();
+  rpc::GetAllNodeInfoReply snapshot;
+  *snapshot.add_node_info_list() = NodeMessage(other, rpc::NodeInfo::ALIVE, 0).node_info_message();
+  *snapshot.add_node_info_list() = manager_->MakeNodeInfo();
+  gcs_.get_all_node_info.ReplyNext(loop_, absl::OkStatus(), snapshot);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(manager_->view().NumNodes(), 2u);
+  EXPECT_TRUE(manager_->view().Contains(other));
+
+  // The snapshot makes the node report its own availability.
+  ASSERT_EQ(gcs_.report_usage.pending(), 1u);
+  const rpc::ResourceUsage& usage = gcs_.report_usage.Next();
+  EXPECT_EQ(usage.node_id(), options_.node_id.Binary());
+  EXPECT_EQ(usage.resources_available().at("CPU"), 2);
+  EXPECT_EQ(usage.resources_total().at("special"), 1);
+}
+
+TEST_F(NodeManagerTest, RegistrationFailureIsReported) {
+  MakeManager();
+  manager_->Start([this](absl::Status s) { registered_ = s; });
+  loop_.RunUntilIdle();
+  gcs_.register_node.ReplyNext(loop_, absl::UnavailableError("RegisterNode to 127.0.0.1:1: connection refused"));
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(registered_.has_value());
+  EXPECT_EQ(registered_->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(registered_->message()), HasSubstr("connection refused"));
+  // Nothing else was started.
+  EXPECT_EQ(gcs_.subscribe.total(), 0);
+  EXPECT_EQ(gcs_.get_all_node_info.total(), 0);
+  EXPECT_TRUE(fatal_reasons_.empty());
+}
+
+TEST_F(NodeManagerTest, PubsubUpdatesTheView) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  NodeID other = NodeID::FromRandom();
+  Publish({NodeMessage(other, rpc::NodeInfo::ALIVE, 1)});
+  EXPECT_TRUE(manager_->view().Contains(other));
+
+  rpc::PubMessage usage;
+  usage.set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
+  usage.set_sequence_id(2);
+  usage.mutable_resource_usage_message()->set_node_id(other.Binary());
+  (*usage.mutable_resource_usage_message()->mutable_resources_available())["CPU"] = 0.5;
+  Publish({usage});
+  ASSERT_NE(manager_->view().Get(other), nullptr);
+  EXPECT_EQ(manager_->view().Get(other)->available.at("CPU"), 0.5);
+
+  Publish({NodeMessage(other, rpc::NodeInfo::DEAD, 3, "killed")});
+  EXPECT_FALSE(manager_->view().Contains(other));
+  EXPECT_TRUE(fatal_reasons_.empty());  // another node's death is not ours
+}
+
+TEST_F(NodeManagerTest, BeingDeclaredDeadIsFatal) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  Publish({NodeMessage(options_.node_id, rpc::NodeInfo::DEAD, 1, "health checks failed")});
+  ASSERT_EQ(fatal_reasons_.size(), 1u);
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("dead"));
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("health checks failed"));
+}
+
+TEST_F(NodeManagerTest, ReRegistrationRefusedAfterGcsRestartIsFatal) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  // Answer the registration Start() made to resync.
+  gcs_.register_node.ReplyNext(loop_, absl::OkStatus(), RegisterReply(cluster_id_));
+  loop_.RunUntilIdle();
+  // The restarted GCS does not know the subscriber: the node resyncs and registers again.
+  gcs_.poll.ReplyNext(loop_, absl::NotFoundError("unknown subscriber"));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gcs_.register_node.pending(), 1u);
+  EXPECT_TRUE(fatal_reasons_.empty());
+  gcs_.register_node.ReplyNext(loop_, absl::FailedPreconditionError("node is dead"));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(fatal_reasons_.size(), 1u);
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("node is dead"));
+}
+
+TEST_F(NodeManagerTest, GcsServingAnotherClusterIsFatal) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  gcs_.register_node.ReplyNext(loop_, absl::OkStatus(), RegisterReply(ClusterID::FromRandom()));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(fatal_reasons_.size(), 1u);
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("another cluster"));
+}
+
+TEST_F(NodeManagerTest, GcsUnreachableLongerThanTheTimeoutIsFatal) {
+  options_.config.raylet_gcs_check_period_ms = 1;
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());  // the GCS answered at now_ms_
+  const int64_t registered_at = now_ms_;
+
+  // Each check asks the GCS for the cluster id; failed answers do not count as contact.
+  ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.pending() == 1; }));
+  EXPECT_EQ(gcs_.get_cluster_id.Next(), 1);  // bounded by the check period
+  gcs_.get_cluster_id.ReplyNext(loop_, absl::UnavailableError("down"));
+
+  // Exactly the timeout (1 s) later: not yet fatal; the next check is sent.
+  now_ms_ = registered_at + 1000;
+  ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.total() == 2; }));
+  EXPECT_TRUE(fatal_reasons_.empty());
+  gcs_.get_cluster_id.ReplyNext(loop_, absl::UnavailableError("down"));
+
+  now_ms_ = registered_at + 1001;
+  ASSERT_TRUE(RunUntil([&] { return !fatal_reasons_.empty(); }));
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("unreachable"));
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("1 s"));
+}
+
+TEST_F(NodeManagerTest, AnsweredGcsChecksKeepTheNodeAlive) {
+  options_.config.raylet_gcs_check_period_ms = 1;
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  const int64_t registered_at = now_ms_;
+
+  now_ms_ = registered_at + 900;
+  ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.pending() == 1; }));
+  rpc::GetClusterIdReply reply;
+  reply.set_cluster_id(cluster_id_.Binary());
+  gcs_.get_cluster_id.ReplyNext(loop_, absl::OkStatus(), reply);  // contact at +900
+
+  // Past the timeout counted from registration, but not from the last answer.
+  now_ms_ = registered_at + 1500;
+  int checks = gcs_.get_cluster_id.total();
+  ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.total() > checks; }));
+  EXPECT_TRUE(fatal_reasons_.empty());
+}
+
+TEST_F(NodeManagerTest, GcsCheckReportingAnotherClusterIsFatal) {
+  options_.config.raylet_gcs_check_period_ms = 1;
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.pending() == 1; }));
+  rpc::GetClusterIdReply reply;
+  reply.set_cluster_id(ClusterID::FromRandom().Binary());
+  gcs_.get_cluster_id.ReplyNext(loop_, absl::OkStatus(), reply);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(fatal_reasons_.size(), 1u);
+  EXPECT_THAT(fatal_reasons_[0], HasSubstr("another cluster"));
+}
+
+TEST_F(NodeManagerTest, HeadSystemConfigAppliesBeforeTimersStart) {
+  MakeManager();
+  manager_->Start([this](absl::Status s) { registered_ = s; });
+  loop_.RunUntilIdle();
+  rpc::RegisterNodeReply reply = RegisterReply(cluster_id_);
+  reply.set_system_config(R"({"raylet_gcs_check_period_ms": 1})");
+  gcs_.register_node.ReplyNext(loop_, absl::OkStatus(), reply);
+  // The fixture's check period is 1000 s; the head's 1 ms makes the check run now.
+  ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.total() >= 1; }));
+  EXPECT_EQ(gcs_.get_cluster_id.Next(), 1);
+}
+
+TEST_F(NodeManagerTest, MalformedHeadSystemConfigIsIgnoredWhole) {
+  MakeManager();
+  manager_->Start([this](absl::Status s) { registered_ = s; });
+  loop_.RunUntilIdle();
+  rpc::RegisterNodeReply reply = RegisterReply(cluster_id_);
+  // The first entry is fine, the second is not: neither may be applied.
+  reply.set_system_config(R"({"raylet_gcs_check_period_ms": 1, "resource_report_ms": "soon"})");
+  gcs_.register_node.ReplyNext(loop_, absl::OkStatus(), reply);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(registered_.has_value());
+  EXPECT_TRUE(registered_->ok()) << *registered_;
+  bool sentinel = false;
+  loop_.PostAfter("test.Sentinel", 20, [&] { sentinel = true; });
+  ASSERT_TRUE(RunUntil([&] { return sentinel; }));
+  EXPECT_EQ(gcs_.get_cluster_id.total(), 0);  // still the 1000 s check period
+  EXPECT_EQ(gcs_.report_usage.total(), 0);    // and the 1000 s report period
+}
+
+TEST_F(NodeManagerTest, HealthCheckReplyCarriesTheNodeId) {
+  MakeManager();
+  rpc::HealthCheckReply reply;
+  std::optional<absl::Status> sent;
+  manager_->HandleHealthCheck(rpc::HealthCheckRequest(), &reply,
+                              rpc::SendReply([&](absl::Status s) { sent = s; }));
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_TRUE(sent->ok()) << *sent;
+  EXPECT_EQ(reply.node_id(), options_.node_id.Binary());
+}
+
+TEST_F(NodeManagerTest, GetNodeStatsDescribesThisNode) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  rpc::GetAllNodeInfoReply snapshot;
+  *snapshot.add_node_info_list() = manager_->MakeNodeInfo();
+  gcs_.get_all_node_info.ReplyNext(loop_, absl::OkStatus(), snapshot);
+  loop_.RunUntilIdle();
+
+  rpc::GetNodeStatsReply reply;
+  std::optional<absl::Status> sent;
+  manager_->HandleGetNodeStats(rpc::GetNodeStatsRequest(), &reply,
+                               rpc::SendReply([&](absl::Status s) { sent = s; }));
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_TRUE(sent->ok()) << *sent;
+  EXPECT_EQ(reply.node_info().node_id(), options_.node_id.Binary());
+  EXPECT_EQ(reply.usage().resources_total().at("CPU"), 2);
+  EXPECT_EQ(reply.num_alive_nodes_in_view(), 1);
+}
+
+TEST_F(NodeManagerTest, ShutdownUnregistersThenCallsDone) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  bool done = false;
+  manager_->Shutdown([&] { done = true; });
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gcs_.unregister_node.pending(), 1u);
+  EXPECT_EQ(gcs_.unregister_node.Next().node_id, options_.node_id.Binary());
+  EXPECT_FALSE(gcs_.unregister_node.Next().reason.empty());
+  EXPECT_FALSE(done);
+  gcs_.unregister_node.ReplyNext(loop_, absl::OkStatus());
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(done);
+}
+
+TEST_F(NodeManagerTest, ShutdownCallsDoneEvenWhenUnregisterFails) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  bool done = false;
+  manager_->Shutdown([&] { done = true; });
+  loop_.RunUntilIdle();
+  gcs_.unregister_node.ReplyNext(loop_, absl::DeadlineExceededError("GCS gone"));
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(done);
+}
+
+TEST_F(NodeManagerTest, OwnDeathAfterShutdownIsNotFatal) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  manager_->Shutdown([] {});
+  loop_.RunUntilIdle();
+  // Unregistering makes the GCS publish this node's death: expected, not fatal.
+  Publish({NodeMessage(options_.node_id, rpc::NodeInfo::DEAD, 1, "raylet stopped")});
+  EXPECT_TRUE(fatal_reasons_.empty());
+}
+
+TEST_F(NodeManagerTest, ShutdownStopsTheGcsCheck) {
+  options_.config.raylet_gcs_check_period_ms = 1;
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  manager_->Shutdown([] {});
+  loop_.RunUntilIdle();
+  const int checks = gcs_.get_cluster_id.total();
+  // Long past the timeout, with the check timer gone, nothing is fatal.
+  now_ms_ += 100000;
+  bool sentinel = false;
+  loop_.PostAfter("test.Sentinel", 20, [&] { sentinel = true; });
+  ASSERT_TRUE(RunUntil([&] { return sentinel; }));
+  EXPECT_TRUE(fatal_reasons_.empty());
+  EXPECT_EQ(gcs_.get_cluster_id.total(), checks);
+}
+
+}  // namespace
+}  // namespace manta::raylet
