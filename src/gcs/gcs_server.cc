@@ -128,4 +128,12 @@ void GcsServer::Stop() {
   if (server_) server_->Shutdown(200);
 }
 
+void GcsServer::StopAsync(absl::AnyInvocable<void()> done) {
+  health_timer_.reset();
+  pubsub_timer_.reset();
+  publisher_.FlushAll();
+  if (server_ == nullptr) return done();
+  server_->ShutdownAsync(loop_, 200, std::move(done));
+}
+
 }  // namespace manta::gcs

@@ -46,8 +46,13 @@ class GcsServer {
   // Loads state and starts serving; `on_started` runs on the loop with the outcome
   // (e.g. the port is in use, or the store failed).
   void Start(absl::AnyInvocable<void(absl::Status)> on_started);
-  // Answers held polls and stops the RPC server. Call on the loop thread.
+  // Answers held polls and stops the RPC server, blocking until it stopped. Not on
+  // the loop thread while the loop must still run handlers (see GrpcServer::Shutdown).
   void Stop();
+  // The same without blocking the loop: `done` runs on the loop once stopped. Loop thread.
+  void StopAsync(absl::AnyInvocable<void()> done);
+  // After StopAsync: waits up to `timeout_ms` for the RPC server to stop.
+  bool WaitForStop(int64_t timeout_ms) { return server_ == nullptr || server_->WaitForShutdown(timeout_ms); }
 
   int port() const { return server_ ? server_->port() : 0; }
   const ClusterID& cluster_id() const { return cluster_id_; }

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
       if (!w.ok()) {
         std::cerr << "manta_gcs: " << w.message() << std::endl;
         exit_code = 1;
-        loop.Stop();
+        server.StopAsync([&] { loop.Stop(); });
         return;
       }
     }
@@ -111,10 +111,12 @@ int main(int argc, char** argv) {
   });
   loop.OnTerminationSignal([&](int signo) {
     LOG(INFO) << "manta_gcs: signal " << signo << ", shutting down";
-    server.Stop();
-    loop.Stop();
+    server.StopAsync([&] { loop.Stop(); });
   });
   loop.Run();
-  server.Stop();
+  if (!server.WaitForStop(3000)) {
+    LOG(ERROR) << "RPC server did not stop in time; exiting anyway";
+    std::_Exit(exit_code);
+  }
   return exit_code;
 }

@@ -132,15 +132,25 @@ int main(int argc, char** argv) {
   manta::gcs::GrpcGcsClient gcs(loop, gcs_address, client_options);
 
   int exit_code = 0;
+  manta::rpc::GrpcServer server("manta_raylet", node_ip_address == "localhost" ? "127.0.0.1" : node_ip_address,
+                                port, config->grpc_max_message_bytes);
+  // Stops the RPC server while the loop still runs the handlers of calls in flight,
+  // then the loop. Safe to call more than once.
+  bool quitting = false;
+  auto quit = [&](int code) {
+    if (quitting) return;
+    quitting = true;
+    exit_code = code;
+    store_server.Stop();
+    server.ShutdownAsync(loop, 100, [&] { loop.Stop(); });
+    loop.PostAfter("Raylet.ForceStop", 3000, [&] { loop.Stop(); });
+  };
   manta::raylet::NodeManager node_manager(loop, options, gcs, manta::MonotonicMs, [&](const std::string& reason) {
     LOG(ERROR) << "raylet exiting: " << reason;
     std::cerr << "manta_raylet: exiting: " << reason << std::endl;
-    exit_code = 1;
-    loop.Stop();
+    quit(1);
   });
   manta::raylet::NodeManagerGrpcService service(loop, node_manager);
-  manta::rpc::GrpcServer server("manta_raylet", node_ip_address == "localhost" ? "127.0.0.1" : node_ip_address,
-                                port, config->grpc_max_message_bytes);
   server.RegisterService(&service);
   server.RegisterService(object_manager.service());
   node_manager.AttachObjectStore(&store, &object_manager, store_socket);
@@ -151,15 +161,13 @@ int main(int argc, char** argv) {
     if (!s.ok()) {
       std::cerr << "manta_raylet: cannot register with the GCS at " << gcs_address << ": " << s.message()
                 << std::endl;
-      exit_code = 1;
-      loop.Stop();
+      quit(1);
       return;
     }
     if (!ready_file.empty()) {
       if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n"); !w.ok()) {
         std::cerr << "manta_raylet: " << w.message() << std::endl;
-        exit_code = 1;
-        loop.Stop();
+        quit(1);
         return;
       }
     }
@@ -168,12 +176,14 @@ int main(int argc, char** argv) {
   });
   loop.OnTerminationSignal([&](int signo) {
     LOG(INFO) << "raylet: signal " << signo << ", shutting down";
-    node_manager.Shutdown([&] { loop.Stop(); });
+    node_manager.Shutdown([&] { quit(0); });
     // If the GCS does not answer, stop anyway.
-    loop.PostAfter("Raylet.ForceStop", 3000, [&] { loop.Stop(); });
+    loop.PostAfter("Raylet.ForceUnregister", 2000, [&] { quit(0); });
   });
   loop.Run();
-  server.Shutdown(100);
-  store_server.Stop();
+  if (!server.WaitForShutdown(3000)) {
+    LOG(ERROR) << "RPC server did not stop in time; exiting anyway";
+    std::_Exit(exit_code);
+  }
   return exit_code;
 }

@@ -10,7 +10,19 @@ GrpcServer::GrpcServer(std::string name, std::string bind_address, int port, int
       requested_port_(port),
       max_message_bytes_(max_message_bytes) {}
 
-GrpcServer::~GrpcServer() { Shutdown(0); }
+GrpcServer::~GrpcServer() {
+  if (shutdown_thread_.joinable()) {
+    if (shutdown_done_->load()) {
+      shutdown_thread_.join();
+    } else {
+      // Still blocked on a call that will never finish: leave it to process exit.
+      shutdown_thread_.detach();
+      server_.release();
+    }
+    return;
+  }
+  Shutdown(0);
+}
 
 void GrpcServer::RegisterService(grpc::Service* service) { services_.push_back(service); }
 
@@ -34,7 +46,30 @@ absl::Status GrpcServer::Start() {
   return absl::OkStatus();
 }
 
+void GrpcServer::ShutdownAsync(EventLoop& loop, int64_t grace_ms, absl::AnyInvocable<void()> done) {
+  if (server_ == nullptr || shutdown_thread_.joinable()) {
+    loop.Post("GrpcServer.ShutdownDone", std::move(done));
+    return;
+  }
+  grpc::Server* server = server_.get();
+  shutdown_thread_ = std::thread([server, grace_ms, &loop, flag = shutdown_done_, done = std::move(done)]() mutable {
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+    flag->store(true);
+    loop.Post("GrpcServer.ShutdownDone", std::move(done));
+  });
+}
+
+bool GrpcServer::WaitForShutdown(int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!shutdown_done_->load()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 void GrpcServer::Shutdown(int64_t grace_ms) {
+  if (shutdown_thread_.joinable()) return;  // ShutdownAsync owns it
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server_.reset();

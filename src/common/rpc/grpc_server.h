@@ -9,7 +9,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,15 @@ class GrpcServer {
   absl::Status Start();
   int port() const { return port_; }
   // Stops accepting calls; calls still open after `grace_ms` are cancelled.
+  // Blocks until every accepted call has finished: gRPC waits for each handler to
+  // answer, so never call this from the loop thread while handlers are still to run
+  // there (use ShutdownAsync).
   void Shutdown(int64_t grace_ms = 200);
+  // Shuts down on a helper thread while `loop` keeps running the handlers that
+  // finish calls in flight; `done` then runs on the loop. Call from the loop thread.
+  void ShutdownAsync(EventLoop& loop, int64_t grace_ms, absl::AnyInvocable<void()> done);
+  // After ShutdownAsync: waits up to `timeout_ms` for it to complete.
+  bool WaitForShutdown(int64_t timeout_ms);
 
  private:
   std::string name_;
@@ -45,6 +55,8 @@ class GrpcServer {
   int64_t max_message_bytes_;
   std::vector<grpc::Service*> services_;
   std::unique_ptr<grpc::Server> server_;
+  std::thread shutdown_thread_;
+  std::shared_ptr<std::atomic<bool>> shutdown_done_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 // Posts `handler(request, reply, send_reply)` to `loop` under `name` and returns the

@@ -1,0 +1,307 @@
+// GcsPublisher: long polls held and answered, channel filtering, acknowledgement
+// and resend, timeouts on a fake clock, and the per-subscriber queue cap.
+#include "src/gcs/gcs_publisher.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/gcs/gcs_test_helpers.h"
+
+namespace manta::gcs::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr int64_t kPollTimeoutMs = 1000;
+constexpr int64_t kSubscriberTimeoutMs = 5000;
+constexpr int64_t kMaxQueued = 3;
+
+// One poll in flight: the reply the publisher fills and how it was answered.
+struct Poll {
+  rpc::GcsSubscriberPollReply reply;
+  ReplyRecorder recorder;
+
+  std::vector<std::string> keys() const {
+    std::vector<std::string> keys;
+    for (const auto& m : reply.pub_messages()) keys.push_back(m.key_id());
+    return keys;
+  }
+  int64_t last_sequence_id() const {
+    return reply.pub_messages().empty() ? 0 : reply.pub_messages().rbegin()->sequence_id();
+  }
+};
+
+rpc::PubMessage Message(rpc::ChannelType channel, const std::string& key) {
+  rpc::PubMessage m;
+  m.set_channel_type(channel);
+  m.set_key_id(key);
+  return m;
+}
+
+class GcsPublisherTest : public ::testing::Test {
+ protected:
+  GcsPublisherTest() : publisher_(Options(), clock_.AsFunction()) {}
+
+  static GcsPublisher::Options Options() {
+    GcsPublisher::Options o;
+    o.poll_timeout_ms = kPollTimeoutMs;
+    o.subscriber_timeout_ms = kSubscriberTimeoutMs;
+    o.max_queued_messages = kMaxQueued;
+    return o;
+  }
+
+  void Subscribe(const std::string& subscriber, rpc::ChannelType channel, bool unsubscribe = false) {
+    rpc::GcsSubscriberCommandBatchRequest request;
+    request.set_subscriber_id(subscriber);
+    auto* command = request.add_commands();
+    command->set_channel_type(channel);
+    command->set_unsubscribe(unsubscribe);
+    publisher_.HandleCommandBatch(request);
+  }
+
+  // Polls as `subscriber`, acknowledging everything up to `acked` of the current
+  // publisher. The returned Poll must outlive the held poll (it owns the reply).
+  std::unique_ptr<Poll> StartPoll(const std::string& subscriber, int64_t acked = 0) {
+    return StartPollWithPublisher(subscriber, acked, publisher_.publisher_id());
+  }
+  std::unique_ptr<Poll> StartPollWithPublisher(const std::string& subscriber, int64_t acked,
+                                               const std::string& publisher_id) {
+    auto poll = std::make_unique<Poll>();
+    rpc::GcsSubscriberPollRequest request;
+    request.set_subscriber_id(subscriber);
+    request.set_max_processed_sequence_id(acked);
+    request.set_publisher_id(publisher_id);
+    publisher_.HandlePoll(request, &poll->reply, poll->recorder.Sender());
+    return poll;
+  }
+
+  FakeClock clock_;
+  GcsPublisher publisher_;
+};
+
+TEST_F(GcsPublisherTest, PollIsHeldUntilAMessageIsPublished) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  auto poll = StartPoll("s");
+  EXPECT_FALSE(poll->recorder.replied());
+
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  ASSERT_EQ(poll->recorder.calls(), 1);
+  EXPECT_THAT(poll->recorder.status(), IsOk());
+  EXPECT_EQ(poll->reply.publisher_id(), publisher_.publisher_id());
+  ASSERT_THAT(poll->keys(), ElementsAre("n1"));
+  EXPECT_EQ(poll->reply.pub_messages(0).channel_type(), rpc::GCS_NODE_INFO_CHANNEL);
+  EXPECT_GT(poll->reply.pub_messages(0).sequence_id(), 0);
+}
+
+TEST_F(GcsPublisherTest, PollIsAnsweredAtOnceWhenMessagesAreQueued) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n2"));
+
+  auto poll = StartPoll("s");
+  ASSERT_EQ(poll->recorder.calls(), 1);
+  EXPECT_THAT(poll->recorder.status(), IsOk());
+  EXPECT_THAT(poll->keys(), ElementsAre("n1", "n2"));
+  EXPECT_LT(poll->reply.pub_messages(0).sequence_id(), poll->reply.pub_messages(1).sequence_id());
+}
+
+TEST_F(GcsPublisherTest, SubscribersReceiveOnlyTheirChannels) {
+  Subscribe("nodes", rpc::GCS_NODE_INFO_CHANNEL);
+  Subscribe("jobs", rpc::GCS_JOB_CHANNEL);
+  auto node_poll = StartPoll("nodes");
+  auto job_poll = StartPoll("jobs");
+
+  publisher_.Publish(Message(rpc::GCS_JOB_CHANNEL, "j1"));
+  EXPECT_FALSE(node_poll->recorder.replied()) << "a job message must not wake a node subscriber";
+  ASSERT_TRUE(job_poll->recorder.replied());
+  EXPECT_THAT(job_poll->keys(), ElementsAre("j1"));
+
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  ASSERT_TRUE(node_poll->recorder.replied());
+  EXPECT_THAT(node_poll->keys(), ElementsAre("n1"));
+}
+
+TEST_F(GcsPublisherTest, MessagesPublishedBeforeSubscribingAreNotDelivered) {
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "early"));
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  auto poll = StartPoll("s");
+  EXPECT_FALSE(poll->recorder.replied());
+}
+
+TEST_F(GcsPublisherTest, UnsubscribedChannelIsNoLongerDelivered) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  Subscribe("s", rpc::GCS_JOB_CHANNEL);
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL, /*unsubscribe=*/true);
+  auto poll = StartPoll("s");
+
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  EXPECT_FALSE(poll->recorder.replied());
+  publisher_.Publish(Message(rpc::GCS_JOB_CHANNEL, "j1"));
+  ASSERT_TRUE(poll->recorder.replied());
+  EXPECT_THAT(poll->keys(), ElementsAre("j1"));
+}
+
+TEST_F(GcsPublisherTest, AcknowledgedMessagesAreDroppedAndUnacknowledgedOnesResent) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n2"));
+  auto first = StartPoll("s");
+  ASSERT_THAT(first->keys(), ElementsAre("n1", "n2"));
+  int64_t n1_sequence = first->reply.pub_messages(0).sequence_id();
+
+  // The subscriber processed only n1 (say the rest of the reply was lost): n2 again.
+  auto second = StartPoll("s", /*acked=*/n1_sequence);
+  ASSERT_TRUE(second->recorder.replied());
+  EXPECT_THAT(second->keys(), ElementsAre("n2"));
+
+  // Everything acknowledged: the next poll waits.
+  auto third = StartPoll("s", /*acked=*/second->last_sequence_id());
+  EXPECT_FALSE(third->recorder.replied());
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n3"));
+  ASSERT_TRUE(third->recorder.replied());
+  EXPECT_THAT(third->keys(), ElementsAre("n3"));
+}
+
+TEST_F(GcsPublisherTest, AcknowledgementForAnotherPublisherIsIgnored) {
+  // Sequence ids of an earlier GCS incarnation say nothing about this one's messages.
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  auto poll = StartPollWithPublisher("s", /*acked=*/1'000'000, "an-older-gcs");
+  ASSERT_TRUE(poll->recorder.replied());
+  EXPECT_THAT(poll->keys(), ElementsAre("n1"));
+}
+
+TEST_F(GcsPublisherTest, PollFromUnknownSubscriberIsNotFound) {
+  auto poll = StartPoll("never-subscribed");
+  ASSERT_EQ(poll->recorder.calls(), 1);
+  EXPECT_THAT(poll->recorder.status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(poll->reply.publisher_id(), publisher_.publisher_id());
+}
+
+TEST_F(GcsPublisherTest, HeldPollIsAnsweredEmptyByTickAfterPollTimeout) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  auto poll = StartPoll("s");
+
+  clock_.Advance(kPollTimeoutMs - 1);
+  publisher_.Tick();
+  EXPECT_FALSE(poll->recorder.replied());
+
+  clock_.Advance(1);
+  publisher_.Tick();
+  ASSERT_EQ(poll->recorder.calls(), 1);
+  EXPECT_THAT(poll->recorder.status(), IsOk());
+  EXPECT_THAT(poll->reply.pub_messages(), IsEmpty());
+  EXPECT_EQ(poll->reply.publisher_id(), publisher_.publisher_id());
+
+  publisher_.Tick();
+  EXPECT_EQ(poll->recorder.calls(), 1) << "answered exactly once";
+}
+
+TEST_F(GcsPublisherTest, SilentSubscriberIsDroppedAfterSubscriberTimeout) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  clock_.Advance(kSubscriberTimeoutMs - 1);
+  publisher_.Tick();
+  EXPECT_EQ(publisher_.num_subscribers(), 1u);
+
+  clock_.Advance(1);
+  publisher_.Tick();
+  EXPECT_EQ(publisher_.num_subscribers(), 0u);
+  auto poll = StartPoll("s");
+  EXPECT_THAT(poll->recorder.status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(GcsPublisherTest, SubscriberThatKeepsPollingIsKept) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  for (int64_t waited = 0; waited < 3 * kSubscriberTimeoutMs; waited += kPollTimeoutMs) {
+    auto poll = StartPoll("s");
+    clock_.Advance(kPollTimeoutMs);
+    publisher_.Tick();
+    ASSERT_THAT(poll->recorder.status(), IsOk()) << "after " << waited << " ms";
+  }
+  EXPECT_EQ(publisher_.num_subscribers(), 1u);
+}
+
+TEST_F(GcsPublisherTest, SubscriberWaitingInAHeldPollIsNotDroppedWhenTickRunsLate) {
+  // The subscriber is not silent while its poll is held. Even if the owner's Tick
+  // comes late (a busy loop, or poll_timeout_ms >= subscriber_timeout_ms), answering
+  // the expired poll must not also drop the subscriber that is waiting on it.
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  auto poll = StartPoll("s");
+  clock_.Advance(kSubscriberTimeoutMs + 1);
+  publisher_.Tick();
+  ASSERT_THAT(poll->recorder.status(), IsOk());
+  EXPECT_EQ(publisher_.num_subscribers(), 1u);
+
+  // It polls again right away and still gets what is published.
+  auto next = StartPoll("s");
+  EXPECT_FALSE(next->recorder.replied());
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  ASSERT_TRUE(next->recorder.replied());
+  EXPECT_THAT(next->recorder.status(), IsOk());
+  EXPECT_THAT(next->keys(), ElementsAre("n1"));
+}
+
+TEST_F(GcsPublisherTest, SubscriberAnsweredAfterALongHeldPollHasTimeToPollAgain) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  auto poll = StartPoll("s");
+  clock_.Advance(kSubscriberTimeoutMs);
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  ASSERT_TRUE(poll->recorder.replied());
+
+  // A Tick between the answer and the subscriber's next poll must not drop it.
+  publisher_.Tick();
+  EXPECT_EQ(publisher_.num_subscribers(), 1u);
+  auto next = StartPoll("s", poll->last_sequence_id());
+  EXPECT_FALSE(next->recorder.replied()) << next->recorder.status();
+}
+
+TEST_F(GcsPublisherTest, SecondPollReplacesTheHeldOne) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  auto first = StartPoll("s");
+  auto second = StartPoll("s");
+
+  ASSERT_EQ(first->recorder.calls(), 1) << "the replaced poll is answered (empty)";
+  EXPECT_THAT(first->recorder.status(), IsOk());
+  EXPECT_THAT(first->reply.pub_messages(), IsEmpty());
+  EXPECT_FALSE(second->recorder.replied());
+
+  publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
+  ASSERT_TRUE(second->recorder.replied());
+  EXPECT_THAT(second->keys(), ElementsAre("n1"));
+  EXPECT_EQ(first->recorder.calls(), 1);
+}
+
+TEST_F(GcsPublisherTest, FullQueueDropsTheOldestMessages) {
+  Subscribe("s", rpc::GCS_NODE_INFO_CHANNEL);
+  for (const char* key : {"m1", "m2", "m3", "m4", "m5"}) {
+    publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, key));
+  }
+  auto poll = StartPoll("s");
+  ASSERT_TRUE(poll->recorder.replied());
+  EXPECT_THAT(poll->keys(), ElementsAre("m3", "m4", "m5"));
+}
+
+TEST_F(GcsPublisherTest, FlushAllAnswersEveryHeldPoll) {
+  Subscribe("a", rpc::GCS_NODE_INFO_CHANNEL);
+  Subscribe("b", rpc::GCS_JOB_CHANNEL);
+  auto a = StartPoll("a");
+  auto b = StartPoll("b");
+  publisher_.FlushAll();
+  EXPECT_EQ(a->recorder.calls(), 1);
+  EXPECT_EQ(b->recorder.calls(), 1);
+  EXPECT_THAT(a->recorder.status(), IsOk());
+}
+
+TEST_F(GcsPublisherTest, EachIncarnationHasItsOwnPublisherId) {
+  GcsPublisher other(Options(), clock_.AsFunction());
+  EXPECT_FALSE(publisher_.publisher_id().empty());
+  EXPECT_NE(other.publisher_id(), publisher_.publisher_id());
+}
+
+}  // namespace
+}  // namespace manta::gcs::testing
