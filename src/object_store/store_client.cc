@@ -191,10 +191,8 @@ absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> ObjectStoreClient::Get(
       out.emplace_back();
       continue;
     }
+    // No populate here: Get stays constant-time whatever the size.
     const uint8_t* data = arena_->base() + o.offset();
-    if (o.data_size() + o.metadata_size() >= kPopulateMinBytes) {
-      arena_->PopulateRange(o.offset(), o.data_size() + o.metadata_size(), /*write=*/false);
-    }
     out.push_back(ObjectBuffer{data, o.data_size(), data + o.data_size(), o.metadata_size()});
   }
   return out;

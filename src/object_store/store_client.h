@@ -36,7 +36,7 @@ struct ObjectBuffer {
 class ObjectStoreClient {
  public:
   // Objects at least this large get their page tables filled in one system call
-  // (instead of one page fault per 4 KiB) when created or fetched.
+  // at Create (instead of one page fault per 4 KiB while they are written).
   static constexpr int64_t kPopulateMinBytes = 1 << 20;
 
   // Connects to the store socket and maps the arena.

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <regex>
 
+#include "protos/gcs.grpc.pb.h"
 #include "src/common/process.h"
+#include "src/common/rpc/grpc_client.h"
 #include "src/common/util.h"
 
 namespace manta::testing {
@@ -68,6 +70,20 @@ int ClusterHarness::CountNodes(const std::string& state) {
     for (const auto& node : s["nodes"]) n += node["state"] == state ? 1 : 0;
   }
   return n;
+}
+
+std::vector<rpc::NodeInfo> ClusterHarness::AliveNodes() const {
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs_address_, 64 << 20));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  rpc::GetAllNodeInfoReply reply;
+  grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &reply);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  std::vector<rpc::NodeInfo> nodes;
+  for (const auto& n : reply.node_info_list()) {
+    if (n.state() == rpc::NodeInfo::ALIVE) nodes.push_back(n);
+  }
+  return nodes;
 }
 
 std::vector<pid_t> ClusterHarness::Pids(const std::string& role) const {

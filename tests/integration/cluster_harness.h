@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "protos/common.pb.h"
 #include "test_util/test_util.h"
 
 namespace manta::testing {
@@ -32,6 +33,8 @@ class ClusterHarness {
   nlohmann::json Status();
   // Number of nodes in `state` ("ALIVE"/"DEAD") per `manta status --json`.
   int CountNodes(const std::string& state);
+  // Alive nodes as the GCS lists them, in start order.
+  std::vector<rpc::NodeInfo> AliveNodes() const;
 
   // Live pids recorded in this harness's sessions for a role ("raylet", "gcs", "redis").
   std::vector<pid_t> Pids(const std::string& role) const;

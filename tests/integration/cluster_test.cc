@@ -104,7 +104,8 @@ TEST(ClusterTest, KilledRayletIsDeclaredDeadWithinThreshold) {
   int64_t took_ms = MonotonicMs() - killed_at;
   RecordProperty("dead_after_ms", std::to_string(took_ms));
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
-  for (const auto& n : cluster.Status()["nodes"]) {
+  nlohmann::json status = cluster.Status();  // keep the temporary alive
+  for (const auto& n : status["nodes"]) {
     if (n["state"] == "DEAD") {
       EXPECT_NE(n["death_reason"].get<std::string>().find("health checks"), std::string::npos);
     }
@@ -208,7 +209,8 @@ TEST(ClusterTest, SigtermedRayletLeavesCleanly) {
   kill(raylet, SIGTERM);
   EXPECT_TRUE(WaitForExit(raylet, 5000));
   EXPECT_TRUE(WaitFor([&] { return cluster.CountNodes("DEAD") == 1; }, 5000));
-  for (const auto& n : cluster.Status()["nodes"]) {
+  nlohmann::json status = cluster.Status();  // keep the temporary alive
+  for (const auto& n : status["nodes"]) {
     if (n["state"] == "DEAD") {
       EXPECT_NE(n["death_reason"].get<std::string>().find("SIGTERM"), std::string::npos);
     }

@@ -1,0 +1,78 @@
+#include "bench_cluster.h"
+
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <iostream>
+#include <regex>
+
+#include "protos/gcs.grpc.pb.h"
+#include "src/common/process.h"
+#include "src/common/util.h"
+
+namespace manta::bench {
+
+void Die(const std::string& message) {
+  std::cerr << "benchmark failed: " << message << std::endl;
+  std::exit(1);
+}
+
+BenchCluster::BenchCluster() {
+  char tmpl[] = "/tmp/manta_bench_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) Die("mkdtemp");
+  root_ = tmpl;
+}
+
+BenchCluster::~BenchCluster() {
+  RunManta({"stop", "--force"});
+  std::error_code ec;
+  std::filesystem::remove_all(root_, ec);
+}
+
+std::string BenchCluster::RunManta(const std::vector<std::string>& args) const {
+  std::string manta = FindExecutable("manta");
+  if (manta.empty()) Die("cannot find the manta executable");
+  ProcessOptions p;
+  p.argv = {manta};
+  p.argv.insert(p.argv.end(), args.begin(), args.end());
+  p.env["MANTA_TEMP_DIR"] = root_;
+  p.output_file = root_ + "/manta.out";
+  std::filesystem::remove(p.output_file);
+  auto pid = StartProcess(p);
+  if (!pid.ok()) Die(std::string(pid.status().message()));
+  if (!WaitForExit(*pid, 60000)) Die("manta " + args[0] + " did not finish");
+  return ReadFile(p.output_file).value_or("");
+}
+
+void BenchCluster::StartHead(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"start", "--head", "--port", "0"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::string out = RunManta(all);
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("GCS address:\\s+(\\S+)"))) Die("head did not start: " + out);
+  gcs_address_ = m[1];
+}
+
+void BenchCluster::StartNode(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"start", "--address", gcs_address_};
+  all.insert(all.end(), args.begin(), args.end());
+  std::string out = RunManta(all);
+  if (out.find("joined the cluster") == std::string::npos) Die("node did not start: " + out);
+}
+
+std::vector<rpc::NodeInfo> BenchCluster::Nodes() const {
+  auto stub = rpc::NodeInfoGcsService::NewStub(grpc::CreateChannel(gcs_address_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  rpc::GetAllNodeInfoReply reply;
+  grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &reply);
+  if (!s.ok()) Die("GetAllNodeInfo: " + s.error_message());
+  std::vector<rpc::NodeInfo> nodes;
+  for (const auto& n : reply.node_info_list()) {
+    if (n.state() == rpc::NodeInfo::ALIVE) nodes.push_back(n);
+  }
+  return nodes;
+}
+
+}  // namespace manta::bench

@@ -1,0 +1,34 @@
+// BenchCluster: a real local cluster for benchmarks, started and stopped through the
+// `manta` CLI in a private temp root (so it never touches the user's clusters).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "protos/common.pb.h"
+
+namespace manta::bench {
+
+class BenchCluster {
+ public:
+  BenchCluster();
+  ~BenchCluster();  // `manta stop --force` in the private root; removes the root
+
+  // Starts a head (or, after that, a joining node) with extra `manta start` flags.
+  // Aborts the benchmark with a message on failure.
+  void StartHead(const std::vector<std::string>& args);
+  void StartNode(const std::vector<std::string>& args);
+  // Every alive node, in start order, from the GCS.
+  std::vector<rpc::NodeInfo> Nodes() const;
+  const std::string& gcs_address() const { return gcs_address_; }
+
+ private:
+  std::string RunManta(const std::vector<std::string>& args) const;
+  std::string root_;
+  std::string gcs_address_;
+};
+
+// Exits the process with `message` on stderr (benchmarks have no error recovery).
+[[noreturn]] void Die(const std::string& message);
+
+}  // namespace manta::bench
