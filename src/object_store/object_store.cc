@@ -81,6 +81,7 @@ void ObjectStore::ProcessPendingCreates() {
 
 void ObjectStore::ExpireCreates() {
   int64_t now = MonotonicMs();
+  bool expired = false;
   for (auto it = pending_creates_.begin(); it != pending_creates_.end();) {
     if (now < it->deadline_ms) {
       ++it;
@@ -89,8 +90,11 @@ void ObjectStore::ExpireCreates() {
     auto done = std::move(it->done);
     int64_t size = it->size;
     it = pending_creates_.erase(it);
+    expired = true;
     done(OutOfMemory(size));
   }
+  // Creations queued behind an expired one may fit in the memory it waited for.
+  if (expired) ProcessPendingCreates();
   if (pending_creates_.empty()) create_timer_.reset();
 }
 
@@ -239,8 +243,13 @@ absl::Status ObjectStore::Seal(ClientId client, const ObjectID& id, bool release
   }
   e.state = State::kSealed;
   if (e.pin_on_seal) e.pinned = true;
-  if (release) DropRef(client, id, e);
-  if (objects_.contains(id)) OnSealed(id);
+  // Waiting Gets take their references first: dropping the creator's could let a
+  // waiting Create evict the object before they see it.
+  OnSealed(id);
+  if (release) {
+    auto again = objects_.find(id);  // callbacks may have changed the table
+    if (again != objects_.end()) DropRef(client, id, again->second);
+  }
   return absl::OkStatus();
 }
 
@@ -256,6 +265,7 @@ absl::Status ObjectStore::Abort(ClientId client, const ObjectID& id) {
   refs.erase(id);
   if (refs.empty()) client_refs_.erase(client);
   EraseEntry(id);
+  ProcessPendingCreates();
   return absl::OkStatus();
 }
 
@@ -294,6 +304,7 @@ void ObjectStore::TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool ti
   if (!all_ready && !timed_out) return;
   get->done = true;
   get->timer.reset();
+  ForgetWaits(get);
   std::vector<std::optional<ObjectLocation>> results;
   results.reserve(get->ids.size());
   for (const ObjectID& id : get->ids) {
@@ -309,6 +320,16 @@ void ObjectStore::TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool ti
   mine.erase(std::remove(mine.begin(), mine.end(), get), mine.end());
   if (mine.empty()) client_gets_.erase(get->client);
   get->callback(std::move(results));
+}
+
+void ObjectStore::ForgetWaits(const std::shared_ptr<PendingGet>& get) {
+  for (const ObjectID& id : get->ids) {
+    auto it = waiting_gets_.find(id);
+    if (it == waiting_gets_.end()) continue;
+    auto& gets = it->second;
+    gets.erase(std::remove(gets.begin(), gets.end(), get), gets.end());
+    if (gets.empty()) waiting_gets_.erase(it);
+  }
 }
 
 void ObjectStore::OnSealed(const ObjectID& id) {
@@ -363,6 +384,7 @@ void ObjectStore::DisconnectClient(ClientId client) {
     for (auto& get : g->second) {
       get->done = true;
       get->timer.reset();
+      ForgetWaits(get);
     }
     client_gets_.erase(g);
   }
@@ -389,7 +411,8 @@ void ObjectStore::DisconnectClient(ClientId client) {
     e.ref_count -= count;
     if (e.ref_count == 0) {
       if (e.delete_pending) {
-        EraseEntry(id);
+        // A spill in flight still reads the memory; OnSpilled erases the object.
+        if (!e.spilling) EraseEntry(id);
       } else {
         UpdateLru(id, e);
       }
@@ -429,7 +452,8 @@ void ObjectStore::DropRef(ClientId client, const ObjectID& id, Entry& e) {
   if (refs.empty()) client_refs_.erase(client);
   if (--e.ref_count > 0) return;
   if (e.delete_pending) {
-    EraseEntry(id);
+    // A spill in flight still reads the memory; OnSpilled erases the object.
+    if (!e.spilling) EraseEntry(id);
     ProcessPendingCreates();
     return;
   }

@@ -163,6 +163,8 @@ class ObjectStore {
   absl::Status OutOfMemory(int64_t size) const;
   void OnSealed(const ObjectID& id);
   void TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool timed_out);
+  // Removes a finished or cancelled Get from waiting_gets_.
+  void ForgetWaits(const std::shared_ptr<PendingGet>& get);
   bool Available(const ObjectID& id) const;
 
   EventLoop& loop_;

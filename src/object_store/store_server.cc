@@ -8,6 +8,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <deque>
 
 #include "protos/object_store.pb.h"
@@ -40,15 +41,20 @@ struct Connection : std::enable_shared_from_this<Connection> {
   StoreServer::Impl* server;
   stream_protocol::socket socket;
   ClientId id;
-  uint8_t header[4];
-  std::string body;
-  std::deque<std::string> outbox;
+  // Bytes read but not yet parsed; frames are parsed in batches, so pipelined
+  // one-way requests (Seal, Release) cost one read and one wake-up together.
+  std::string inbox;
+  size_t inbox_used = 0;
+  std::string outbox;  // frames waiting to be written, concatenated
+  std::string writing_buf;
   bool writing = false;
+  bool handling = false;  // inside HandleFrames
   bool closed = false;
   bool connected = false;  // sent a Connect
 
-  void ReadHeader();
-  void ReadBody(uint32_t n);
+  void Read();
+  // Handles every complete frame in the inbox; false if the connection was closed.
+  bool HandleFrames();
   void Handle(const rpc::StoreRequest& request);
   void Send(const rpc::StoreReply& reply);
   void Flush();
@@ -78,51 +84,76 @@ struct StoreServer::Impl {
       }
       auto conn = std::make_shared<Connection>(this, std::move(socket), next_id++);
       connections[conn->id] = conn;
-      conn->ReadHeader();
+      conn->Read();
       Accept();
     });
   }
 };
 
-void Connection::ReadHeader() {
+void Connection::Read() {
+  if (inbox.size() - inbox_used < 64 * 1024) inbox.resize(inbox_used + 64 * 1024);
   auto self = shared_from_this();
-  asio::async_read(socket, asio::buffer(header, 4), [self](const boost::system::error_code& ec, size_t) {
-    if (ec) return self->Close(ec == asio::error::eof ? "" : ec.message());
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(self->header[i]) << (8 * i);
-    if (n > StoreServer::kMaxFrameBytes) {
-      return self->Close("frame of " + std::to_string(n) + " bytes exceeds the limit");
-    }
-    self->ReadBody(n);
-  });
+  socket.async_read_some(asio::buffer(inbox.data() + inbox_used, inbox.size() - inbox_used),
+                         [self](const boost::system::error_code& ec, size_t n) {
+                           if (ec) return self->Close(ec == asio::error::eof ? "" : ec.message());
+                           self->inbox_used += n;
+                           if (self->HandleFrames()) self->Read();
+                         });
 }
 
-void Connection::ReadBody(uint32_t n) {
-  body.resize(n);
-  auto self = shared_from_this();
-  asio::async_read(socket, asio::buffer(body.data(), n), [self](const boost::system::error_code& ec, size_t) {
-    if (ec) return self->Close(ec.message());
+bool Connection::HandleFrames() {
+  handling = true;
+  size_t pos = 0;
+  while (!closed && inbox_used - pos >= 4) {
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(inbox[pos + i])) << (8 * i);
+    if (n > StoreServer::kMaxFrameBytes) {
+      handling = false;
+      Close("frame of " + std::to_string(n) + " bytes exceeds the limit");
+      return false;
+    }
+    if (inbox_used - pos - 4 < n) {
+      if (inbox.size() < pos + 4 + n) inbox.resize(pos + 4 + n);  // room for the rest of this frame
+      break;
+    }
     rpc::StoreRequest request;
-    if (!request.ParseFromString(self->body)) return self->Close("malformed frame");
-    self->Handle(request);
-    if (!self->closed) self->ReadHeader();
-  });
+    if (!request.ParseFromArray(inbox.data() + pos + 4, static_cast<int>(n))) {
+      handling = false;
+      Close("malformed frame");
+      return false;
+    }
+    pos += 4 + n;
+    Handle(request);
+  }
+  handling = false;
+  if (closed) return false;
+  // Keep the unparsed tail at the front.
+  if (pos > 0) {
+    std::memmove(inbox.data(), inbox.data() + pos, inbox_used - pos);
+    inbox_used -= pos;
+  }
+  Flush();
+  return true;
 }
 
 void Connection::Send(const rpc::StoreReply& reply) {
   if (closed) return;
-  outbox.push_back(Frame(reply));
-  Flush();
+  outbox += Frame(reply);
+  // Replies produced while handling a batch of frames go out in one write (see
+  // HandleFrames); replies completed later (a waiting Get) go out now.
+  if (!handling) Flush();
 }
 
 void Connection::Flush() {
   if (writing || outbox.empty() || closed) return;
   writing = true;
+  writing_buf.swap(outbox);
+  outbox.clear();
   auto self = shared_from_this();
-  asio::async_write(socket, asio::buffer(outbox.front()), [self](const boost::system::error_code& ec, size_t) {
+  asio::async_write(socket, asio::buffer(writing_buf), [self](const boost::system::error_code& ec, size_t) {
     self->writing = false;
     if (ec) return self->Close(ec.message());
-    self->outbox.pop_front();
+    self->writing_buf.clear();
     self->Flush();
   });
 }
