@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <regex>
+#include <stdexcept>
 
 #include "protos/gcs.grpc.pb.h"
 #include "src/common/process.h"
@@ -13,10 +14,7 @@
 
 namespace manta::bench {
 
-void Die(const std::string& message) {
-  std::cerr << "benchmark failed: " << message << std::endl;
-  std::exit(1);
-}
+void Die(const std::string& message) { throw std::runtime_error(message); }
 
 BenchCluster::BenchCluster() {
   char tmpl[] = "/tmp/manta_bench_XXXXXX";

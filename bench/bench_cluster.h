@@ -28,7 +28,8 @@ class BenchCluster {
   std::string gcs_address_;
 };
 
-// Exits the process with `message` on stderr (benchmarks have no error recovery).
+// Aborts the benchmark: throws std::runtime_error(message), which main() reports
+// after the cluster's destructor has stopped every daemon.
 [[noreturn]] void Die(const std::string& message);
 
 }  // namespace manta::bench

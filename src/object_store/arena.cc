@@ -64,7 +64,11 @@ void Arena::PrefaultMain() {
     if (madvise(base_ + from, to - from, MADV_POPULATE_WRITE) != 0) {
       LOG_FIRST_N(WARNING, 1) << "cannot pre-fault the object store: " << std::strerror(errno);
     }
-    prefaulted_.store(to, std::memory_order_release);
+    {
+      // Under the lock, so a waiter cannot miss the wake-up between its check and wait.
+      std::lock_guard<std::mutex> lock(mu_);
+      prefaulted_.store(to, std::memory_order_release);
+    }
     cv_.notify_all();
   }
 }

@@ -396,7 +396,11 @@ void ObjectStore::DisconnectClient(ClientId client) {
     }
   }
   auto c = client_refs_.find(client);
-  if (c == client_refs_.end()) return;
+  if (c == client_refs_.end()) {
+    // Its queued creations may have blocked others'.
+    ProcessPendingCreates();
+    return;
+  }
   auto refs = std::move(c->second);
   client_refs_.erase(c);
   for (const auto& [id, count] : refs) {

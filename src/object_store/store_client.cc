@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "protos/object_store.pb.h"
@@ -20,6 +21,21 @@ absl::Status StatusOf(const rpc::StoreReply& reply) {
 
 absl::Status ReadExact(int fd, void* buf, size_t n) {
   size_t got = 0;
+  // A reply usually arrives within a few microseconds: poll briefly before sleeping,
+  // since a sleep and wake-up across CPUs costs far more than the wait itself.
+  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (got < n) {
+    ssize_t r = recv(fd, static_cast<char*>(buf) + got, n - got, MSG_DONTWAIT);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return absl::UnavailableError("object store connection closed");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return absl::UnavailableError("object store connection closed");
+    }
+    if (std::chrono::steady_clock::now() >= spin_until) break;
+  }
   while (got < n) {
     ssize_t r = read(fd, static_cast<char*>(buf) + got, n - got);
     if (r < 0 && errno == EINTR) continue;
@@ -148,8 +164,26 @@ absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t d
   if (!reply.ok()) return reply.status();
   if (auto s = StatusOf(*reply); !s.ok()) return s;
   int64_t size = data_size + metadata_size;
-  if (size >= kPopulateMinBytes) arena_->PopulateRange(reply->create().offset(), size, /*write=*/true);
+  if (size >= kPopulateMinBytes) PopulateForWrite(reply->create().offset(), size);
   return arena_->base() + reply->create().offset();
+}
+
+void ObjectStoreClient::PopulateForWrite(int64_t offset, int64_t size) {
+  constexpr int64_t kChunk = 2 << 20;
+  if (populated_chunks_.empty()) populated_chunks_.resize(arena_->capacity() / kChunk + 1, false);
+  int64_t first = offset / kChunk;
+  int64_t last = (offset + size - 1) / kChunk;
+  int64_t run_start = -1;
+  for (int64_t c = first; c <= last + 1; ++c) {
+    bool need = c <= last && !populated_chunks_[c];
+    if (need && run_start < 0) run_start = c;
+    if (!need && run_start >= 0) {
+      // Whole chunks: neighbours' pages get mapped too, which is harmless.
+      arena_->PopulateRange(run_start * kChunk, (c - run_start) * kChunk, /*write=*/true);
+      for (int64_t k = run_start; k < c; ++k) populated_chunks_[k] = true;
+      run_start = -1;
+    }
+  }
 }
 
 absl::Status ObjectStoreClient::Seal(const ObjectID& id, bool release, bool wait) {
@@ -174,32 +208,95 @@ absl::Status ObjectStoreClient::Abort(const ObjectID& id) {
 absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> ObjectStoreClient::Get(const std::vector<ObjectID>& ids,
                                                                                 int64_t timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::optional<ObjectBuffer>> out(ids.size());
+  std::vector<ObjectID> remote;
+  std::vector<size_t> remote_index;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = in_use_.find(ids[i]);
+    if (it != in_use_.end()) {
+      ++it->second.count;
+      out[i] = it->second.buffer;
+    } else {
+      remote.push_back(ids[i]);
+      remote_index.push_back(i);
+    }
+  }
+  if (remote.empty()) return out;
   rpc::StoreRequest request;
   auto* q = request.mutable_get();
-  for (const auto& id : ids) q->add_object_ids(id.Binary());
+  for (const auto& id : remote) q->add_object_ids(id.Binary());
   q->set_timeout_ms(timeout_ms);
   auto reply = Call(request, false);
   if (!reply.ok()) return reply.status();
   if (auto s = StatusOf(*reply); !s.ok()) return s;
-  if (reply->get().objects_size() != static_cast<int>(ids.size())) {
+  if (reply->get().objects_size() != static_cast<int>(remote.size())) {
     return absl::InternalError("object store answered Get with the wrong number of objects");
   }
-  std::vector<std::optional<ObjectBuffer>> out;
-  out.reserve(ids.size());
-  for (const auto& o : reply->get().objects()) {
-    if (!o.found()) {
-      out.emplace_back();
-      continue;
-    }
+  for (size_t k = 0; k < remote.size(); ++k) {
+    const auto& o = reply->get().objects(static_cast<int>(k));
+    if (!o.found()) continue;
     // No populate here: Get stays constant-time whatever the size.
     const uint8_t* data = arena_->base() + o.offset();
-    out.push_back(ObjectBuffer{data, o.data_size(), data + o.data_size(), o.metadata_size()});
+    ObjectBuffer buffer{data, o.data_size(), data + o.data_size(), o.metadata_size()};
+    InUse& e = in_use_[remote[k]];
+    if (e.buffer.data != nullptr) {
+      // Listed twice in one Get: the store gave one reference per listing, and this
+      // client keeps one store reference per object.
+      (void)SendRelease(remote[k], false);
+    }
+    e.buffer = buffer;
+    ++e.count;
+    out[remote_index[k]] = buffer;
   }
   return out;
 }
 
 absl::Status ObjectStoreClient::Release(const ObjectID& id, bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_use_.find(id);
+  if (it == in_use_.end()) {
+    // Not from Get (e.g. the creator's reference after Seal without release): the
+    // store knows whether this client holds one.
+    return SendRelease(id, wait);
+  }
+  if (it->second.count == 0) {
+    return absl::NotFoundError("Release of " + id.Hex() + ": this client holds no reference");
+  }
+  InUse& e = it->second;
+  if (--e.count > 0) return absl::OkStatus();
+  int64_t size = e.buffer.data_size + e.buffer.metadata_size;
+  if (wait || e.queued || size > kReleaseDelayMaxObjectBytes) {
+    if (e.queued) return absl::OkStatus();  // its store reference already lingers
+    return ReleaseToStore(id, wait);
+  }
+  e.queued = true;
+  release_queue_.push_back(id);
+  lingering_bytes_ += size;
+  while (release_queue_.size() > kReleaseDelay || lingering_bytes_ > arena_->capacity() / 16) {
+    ObjectID oldest = release_queue_.front();
+    release_queue_.pop_front();
+    auto o = in_use_.find(oldest);
+    if (o == in_use_.end() || !o->second.queued) continue;  // already released
+    lingering_bytes_ -= o->second.buffer.data_size + o->second.buffer.metadata_size;
+    o->second.queued = false;
+    if (o->second.count == 0) {
+      if (auto s = ReleaseToStore(oldest, false); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectStoreClient::ReleaseToStore(const ObjectID& id, bool wait) {
+  auto it = in_use_.find(id);
+  if (it != in_use_.end() && it->second.queued) {
+    // Leaves the queue early (Delete): its entry there is skipped when reached.
+    lingering_bytes_ -= it->second.buffer.data_size + it->second.buffer.metadata_size;
+  }
+  in_use_.erase(id);
+  return SendRelease(id, wait);
+}
+
+absl::Status ObjectStoreClient::SendRelease(const ObjectID& id, bool wait) {
   rpc::StoreRequest request;
   request.mutable_release()->set_object_id(id.Binary());
   auto reply = Call(request, !wait);
@@ -219,6 +316,11 @@ absl::StatusOr<bool> ObjectStoreClient::Contains(const ObjectID& id) {
 
 absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Lingering references of released objects must not hold the deletion up.
+  for (const auto& id : ids) {
+    auto it = in_use_.find(id);
+    if (it != in_use_.end() && it->second.count == 0) (void)ReleaseToStore(id, false);
+  }
   rpc::StoreRequest request;
   for (const auto& id : ids) request.mutable_delete_()->add_object_ids(id.Binary());
   auto reply = Call(request, false);

@@ -5,15 +5,22 @@
 // other calls until it returns, so give a long-waiting thread its own client).
 // Seal and Release are sent without waiting for the reply; if the store rejects one,
 // the error is logged and returned by the next TakeAsyncError().
+//
+// Objects in use are tracked locally (as Plasma clients do): a Get of an object this
+// client already holds needs no round trip, and the store-side reference of an
+// object released here is dropped only after kReleaseDelay later releases, so
+// re-reading a hot object stays local. Delete drops such lingering references first.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "src/common/id.h"
 #include "src/object_store/arena.h"
@@ -38,6 +45,11 @@ class ObjectStoreClient {
   // Objects at least this large get their page tables filled in one system call
   // at Create (instead of one page fault per 4 KiB while they are written).
   static constexpr int64_t kPopulateMinBytes = 1 << 20;
+  // Released objects whose store reference is kept for quick re-use: at most this
+  // many, only objects up to kReleaseDelayMaxObjectBytes, and at most 1/16 of the
+  // store in total, so lingering references never starve the store of memory.
+  static constexpr size_t kReleaseDelay = 64;
+  static constexpr int64_t kReleaseDelayMaxObjectBytes = 64 << 10;
 
   // Connects to the store socket and maps the arena.
   static absl::StatusOr<std::unique_ptr<ObjectStoreClient>> Connect(const std::string& socket_path);
@@ -72,7 +84,25 @@ class ObjectStoreClient {
   absl::Status SendFrame(const std::string& body);
   absl::Status ReadFrame(std::string* body);
 
+  struct InUse {
+    ObjectBuffer buffer;
+    int64_t count = 0;  // references handed out by Get and not yet released
+    bool queued = false;  // in release_queue_
+  };
+  // Sends the store-level Release of `id` and forgets it. REQUIRES: mu_.
+  absl::Status ReleaseToStore(const ObjectID& id, bool wait);
+  // Sends one store-level Release. REQUIRES: mu_.
+  absl::Status SendRelease(const ObjectID& id, bool wait);
+
+  // Fills page tables for a new object's range, skipping 2 MiB chunks this process
+  // populated before (its mapping is never unmapped, so they stay). REQUIRES: mu_.
+  void PopulateForWrite(int64_t offset, int64_t size);
+
   std::mutex mu_;
+  std::vector<bool> populated_chunks_;  // guarded by mu_; one bit per 2 MiB of arena
+  absl::flat_hash_map<ObjectID, InUse> in_use_;    // guarded by mu_
+  std::deque<ObjectID> release_queue_;             // guarded by mu_
+  int64_t lingering_bytes_ = 0;                    // guarded by mu_: sizes in release_queue_
   int fd_;
   uint64_t next_request_id_ = 1;
   absl::Status async_error_;

@@ -1,5 +1,6 @@
 // manta_raylet: one per node. Started by `manta start`.
 #include <glog/logging.h>
+#include <malloc.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -62,6 +63,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::InitLogging(argv[0], log_dir);
+  // Object chunks are megabytes: keep such buffers in the heap for reuse rather than
+  // mmapping (and page-faulting) fresh memory for every chunk.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   auto config = manta::Config::FromEnvironment();
   if (!config.ok()) return Fail(std::string(config.status().message()), 2);
   if (!system_config.empty()) {

@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <tuple>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/status_convert.h"
@@ -26,23 +29,132 @@ struct ObjectManager::PullState {
 
 namespace {
 
-// Client side of one stream from one location.
-class PullReactor : public grpc::ClientReadReactor<rpc::ObjectChunk> {
+// Reads an ObjectChunk from the slices of a received message without copying its
+// data: the data field is returned as (slice index, offset) ranges to copy from.
+class ChunkParser {
+ public:
+  explicit ChunkParser(const std::vector<grpc::Slice>& slices) : slices_(slices) {}
+
+  // Parses the fields; on success `data_ranges` lists where the data bytes are.
+  bool Parse() {
+    while (!AtEnd()) {
+      uint64_t tag;
+      if (!Varint(&tag)) return false;
+      uint64_t field = tag >> 3, wire = tag & 7;
+      if (wire == 0) {
+        uint64_t v;
+        if (!Varint(&v)) return false;
+        if (field == 1) data_size = static_cast<int64_t>(v);
+        if (field == 2) metadata_size = static_cast<int64_t>(v);
+        if (field == 3) offset = static_cast<int64_t>(v);
+      } else if (wire == 2) {
+        uint64_t len;
+        if (!Varint(&len)) return false;
+        if (field == 4) {
+          data_length = static_cast<int64_t>(len);
+          if (!Ranges(len)) return false;
+        } else if (!Skip(len)) {
+          return false;
+        }
+      } else if (wire == 1) {
+        if (!Skip(8)) return false;
+      } else if (wire == 5) {
+        if (!Skip(4)) return false;
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Copies the data bytes to `dest`.
+  void CopyData(uint8_t* dest) const {
+    for (const auto& [slice, begin, len] : ranges_) {
+      std::memcpy(dest, slices_[slice].begin() + begin, len);
+      dest += len;
+    }
+  }
+
+  int64_t data_size = 0;
+  int64_t metadata_size = 0;
+  int64_t offset = 0;
+  int64_t data_length = 0;
+
+ private:
+  bool AtEnd() {
+    while (slice_ < slices_.size() && pos_ >= slices_[slice_].size()) {
+      ++slice_;
+      pos_ = 0;
+    }
+    return slice_ >= slices_.size();
+  }
+  bool Byte(uint8_t* b) {
+    if (AtEnd()) return false;
+    *b = slices_[slice_].begin()[pos_++];
+    return true;
+  }
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  }
+  bool Ranges(uint64_t len) {
+    while (len > 0) {
+      if (AtEnd()) return false;
+      size_t take = std::min<uint64_t>(len, slices_[slice_].size() - pos_);
+      ranges_.emplace_back(slice_, pos_, take);
+      pos_ += take;
+      len -= take;
+    }
+    return true;
+  }
+  bool Skip(uint64_t len) {
+    while (len > 0) {
+      if (AtEnd()) return false;
+      size_t take = std::min<uint64_t>(len, slices_[slice_].size() - pos_);
+      pos_ += take;
+      len -= take;
+    }
+    return true;
+  }
+
+  const std::vector<grpc::Slice>& slices_;
+  size_t slice_ = 0;
+  size_t pos_ = 0;
+  std::vector<std::tuple<size_t, size_t, size_t>> ranges_;
+};
+
+constexpr char kPullMethod[] = "/manta.rpc.ObjectManagerService/PullObject";
+
+// Client side of one stream from one location. Messages arrive as raw ByteBuffers
+// whose slices are copied straight into the local allocation (one copy).
+class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   using Done = std::function<void(PullReactor*, grpc::Status)>;
   PullReactor(EventLoop& loop, object_store::ObjectStore& store, ObjectID id, ClientId client,
               int64_t chunk_bytes, int64_t timeout_ms, Done done)
       : loop_(loop), store_(store), id_(id), client_(client), done_(std::move(done)) {
-    request_.set_object_id(id.Binary());
-    request_.set_chunk_bytes(chunk_bytes);
+    rpc::PullObjectRequest request;
+    request.set_object_id(id.Binary());
+    request.set_chunk_bytes(chunk_bytes);
+    grpc::Slice slice(request.SerializeAsString());
+    request_ = grpc::ByteBuffer(&slice, 1);
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   }
 
-  void Start(rpc::ObjectManagerService::Stub* stub) {
-    stub->async()->PullObject(&context_, &request_, this);
-    StartRead(&chunk_);
+  void Start(grpc::GenericStub* stub) {
+    stub->PrepareBidiStreamingCall(&context_, kPullMethod, grpc::StubOptions(), this);
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&message_);
     StartCall();
   }
+
+  void OnWriteDone(bool) override {}
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows
@@ -52,12 +164,15 @@ class PullReactor : public grpc::ClientReadReactor<rpc::ObjectChunk> {
       return;
     }
     if (!CopyChunk()) return;
-    StartRead(&chunk_);
+    StartRead(&message_);
   }
 
   void OnDone(const grpc::Status& status) override {
     grpc::Status s = status;
     if (s.ok() && !error_.empty()) s = grpc::Status(grpc::StatusCode::INTERNAL, error_);
+    if (!error_.empty() && status.error_code() == grpc::StatusCode::CANCELLED) {
+      s = grpc::Status(grpc::StatusCode::INTERNAL, error_);
+    }
     loop_.Post("ObjectManager.PullDone", [this, s] { done_(this, s); });
   }
 
@@ -69,12 +184,13 @@ class PullReactor : public grpc::ClientReadReactor<rpc::ObjectChunk> {
 
  private:
   void CreateFromFirstChunk() {
-    int64_t data_size = chunk_.data_size();
-    int64_t metadata_size = chunk_.metadata_size();
-    if (data_size < 0 || metadata_size < 0) {
-      Fail("sender sent negative sizes");
-      return;
-    }
+    std::vector<grpc::Slice> slices;
+    if (!message_.Dump(&slices).ok()) return Fail("unreadable chunk");
+    ChunkParser chunk(slices);
+    if (!chunk.Parse()) return Fail("malformed first chunk");
+    int64_t data_size = chunk.data_size;
+    int64_t metadata_size = chunk.metadata_size;
+    if (data_size < 0 || metadata_size < 0) return Fail("sender sent negative sizes");
     store_.Create(client_, id_, data_size, metadata_size, /*pin_on_seal=*/false,
                   [this, data_size, metadata_size](absl::StatusOr<ObjectLocation> loc) {
                     if (!loc.ok()) {
@@ -85,19 +201,23 @@ class PullReactor : public grpc::ClientReadReactor<rpc::ObjectChunk> {
                     total_ = data_size + metadata_size;
                     dest_ = store_.base() + loc->offset;
                     if (!CopyChunk()) return;
-                    StartRead(&chunk_);
+                    StartRead(&message_);
                   });
   }
 
   bool CopyChunk() {
-    const std::string& data = chunk_.data();
-    int64_t offset = chunk_.offset();
-    if (offset < 0 || offset + static_cast<int64_t>(data.size()) > total_) {
+    std::vector<grpc::Slice> slices;
+    if (!message_.Dump(&slices).ok()) {
+      Fail("unreadable chunk");
+      return false;
+    }
+    ChunkParser chunk(slices);
+    if (!chunk.Parse() || chunk.offset < 0 || chunk.offset + chunk.data_length > total_) {
       Fail("sender sent a chunk outside the object");
       return false;
     }
-    std::memcpy(dest_ + offset, data.data(), data.size());
-    received_ += static_cast<int64_t>(data.size());
+    chunk.CopyData(dest_ + chunk.offset);
+    received_ += chunk.data_length;
     return true;
   }
 
@@ -112,8 +232,8 @@ class PullReactor : public grpc::ClientReadReactor<rpc::ObjectChunk> {
   ClientId client_;
   Done done_;
   grpc::ClientContext context_;
-  rpc::PullObjectRequest request_;
-  rpc::ObjectChunk chunk_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer message_;
   uint8_t* dest_ = nullptr;
   int64_t total_ = -1;
   std::atomic<int64_t> received_{0};
@@ -121,8 +241,20 @@ class PullReactor : public grpc::ClientReadReactor<rpc::ObjectChunk> {
   bool already_local_ = false;
 };
 
-// Server side: streams one local object.
-class PushReactor : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
+// Appends `value` as a protobuf varint.
+void PutVarint(std::string* out, uint64_t value) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// Server side: streams one local object. Each chunk is an ObjectChunk on the wire,
+// encoded by hand so that its data field is a slice pointing into the arena: the
+// bytes go from shared memory to the socket with no user-space copy. The store
+// reference taken by Get keeps that memory valid until the stream is done.
+class PushReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   PushReactor(EventLoop& loop, object_store::ObjectStore& store, const rpc::PullObjectRequest& request,
               ClientId client, std::atomic<int64_t>& served)
@@ -178,13 +310,18 @@ class PushReactor : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
 
   void WriteNext() {
     int64_t n = std::min(chunk_bytes_, total_ - sent_);
-    chunk_.Clear();
-    if (sent_ == 0) {
-      chunk_.set_data_size(data_size_);
-      chunk_.set_metadata_size(metadata_size_);
-    }
-    chunk_.set_offset(sent_);
-    chunk_.set_data(reinterpret_cast<const char*>(src_ + sent_), static_cast<size_t>(n));
+    std::string header;
+    header.push_back(0x08);  // field 1: data_size
+    PutVarint(&header, static_cast<uint64_t>(data_size_));
+    header.push_back(0x10);  // field 2: metadata_size
+    PutVarint(&header, static_cast<uint64_t>(metadata_size_));
+    header.push_back(0x18);  // field 3: offset
+    PutVarint(&header, static_cast<uint64_t>(sent_));
+    header.push_back(0x22);  // field 4: data, length-delimited
+    PutVarint(&header, static_cast<uint64_t>(n));
+    grpc::Slice slices[2] = {grpc::Slice(header),
+                             grpc::Slice(src_ + sent_, static_cast<size_t>(n), grpc::Slice::STATIC_SLICE)};
+    chunk_ = grpc::ByteBuffer(slices, n > 0 ? 2 : 1);
     sent_ += n;
     served_ += n;
     StartWrite(&chunk_);
@@ -201,25 +338,33 @@ class PushReactor : public grpc::ServerWriteReactor<rpc::ObjectChunk> {
   int64_t metadata_size_ = 0;
   int64_t total_ = 0;
   int64_t sent_ = 0;
-  rpc::ObjectChunk chunk_;
+  grpc::ByteBuffer chunk_;
 };
 
 }  // namespace
 
-struct ObjectManager::Impl final : public rpc::ObjectManagerService::CallbackService {
+struct ObjectManager::Impl final
+    : public rpc::ObjectManagerService::WithRawCallbackMethod_PullObject<rpc::ObjectManagerService::Service> {
   Impl(ObjectManager& om) : om(om) {}
 
-  grpc::ServerWriteReactor<rpc::ObjectChunk>* PullObject(grpc::CallbackServerContext* context,
-                                                        const rpc::PullObjectRequest* request) override {
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* PullObject(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* raw_request) override {
     // Server client ids come from a separate (very negative) range than pulls'.
     ClientId client = std::numeric_limits<ClientId>::min() / 2 + next_serve_id.fetch_add(1);
-    return new PushReactor(om.loop_, om.store_, *request, client, served);
+    rpc::PullObjectRequest request;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (raw_request->Dump(&slices).ok()) {
+      for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    if (!request.ParseFromString(bytes)) request.Clear();  // an empty id is rejected below
+    return new PushReactor(om.loop_, om.store_, request, client, served);
   }
 
-  rpc::ObjectManagerService::Stub* StubFor(const std::string& address) {
+  grpc::GenericStub* StubFor(const std::string& address) {
     auto it = stubs.find(address);
     if (it == stubs.end()) {
-      it = stubs.emplace(address, rpc::ObjectManagerService::NewStub(
+      it = stubs.emplace(address, std::make_unique<grpc::GenericStub>(
                                       rpc::MakeChannel(address, om.options_.max_message_bytes))).first;
     }
     return it->second.get();
@@ -228,7 +373,7 @@ struct ObjectManager::Impl final : public rpc::ObjectManagerService::CallbackSer
   ObjectManager& om;
   std::atomic<int64_t> next_serve_id{0};
   std::atomic<int64_t> served{0};
-  absl::flat_hash_map<std::string, std::unique_ptr<rpc::ObjectManagerService::Stub>> stubs;
+  absl::flat_hash_map<std::string, std::unique_ptr<grpc::GenericStub>> stubs;
 };
 
 ObjectManager::ObjectManager(EventLoop& loop, object_store::ObjectStore& store, ObjectManagerOptions options)
@@ -236,7 +381,7 @@ ObjectManager::ObjectManager(EventLoop& loop, object_store::ObjectStore& store, 
 
 ObjectManager::~ObjectManager() = default;
 
-rpc::ObjectManagerService::CallbackService* ObjectManager::service() { return impl_.get(); }
+grpc::Service* ObjectManager::service() { return impl_.get(); }
 
 int64_t ObjectManager::bytes_served_total() const { return impl_->served.load(); }
 

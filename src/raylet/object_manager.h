@@ -44,7 +44,7 @@ class ObjectManager {
   // OK at once when already local. Errors name the object and the last failure.
   void Pull(const ObjectID& id, std::vector<std::string> locations, PullCallback callback);
 
-  rpc::ObjectManagerService::CallbackService* service();
+  grpc::Service* service();
 
   int64_t num_active_pulls() const { return active_streams_; }
   int64_t bytes_pulled_total() const { return bytes_pulled_; }
