@@ -34,7 +34,7 @@ MANTA_CONFIG(int64_t, object_store_full_timeout_ms, 10000, "a Create that cannot
 MANTA_CONFIG(int64_t, object_spilling_min_bytes, 100 * 1024 * 1024, "spill at least this much per batch (one file)")
 MANTA_CONFIG(int64_t, object_spilling_threads, 2, "threads writing and reading spill files")
 MANTA_CONFIG(std::string, object_spilling_dir, "", "spill directory (default: <session dir>/spill)")
-MANTA_CONFIG(int64_t, object_store_prefault_ahead_bytes, 1024 * 1024 * 1024, "pre-fault this far beyond the highest allocation (background thread)")
+MANTA_CONFIG(int64_t, object_store_prefault_bytes, -1, "bytes of the arena to pre-fault at start, at idle priority (-1 = all, 0 = none)")
 MANTA_CONFIG(int64_t, object_chunk_bytes, 4 * 1024 * 1024, "node-to-node transfer chunk size")
 MANTA_CONFIG(int64_t, object_manager_max_bytes_in_flight, 256 * 1024 * 1024, "per-node cap on bytes being pulled")
 MANTA_CONFIG(int64_t, object_manager_pull_timeout_ms, 30000, "one pull attempt from one location")

@@ -1,6 +1,8 @@
 #include "src/object_store/arena.h"
 
 #include <glog/logging.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -50,6 +52,10 @@ absl::StatusOr<std::unique_ptr<Arena>> Arena::Map(int fd, int64_t capacity_bytes
 }
 
 void Arena::PrefaultMain() {
+  // Pre-faulting only moves work earlier: it must never compete with real work for
+  // the CPU, so it runs at idle priority.
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
   for (;;) {
     int64_t from = prefaulted_.load(std::memory_order_relaxed);
     int64_t to;

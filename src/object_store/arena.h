@@ -5,11 +5,11 @@
 // are (offset, size) inside it.
 //
 // Pre-faulting: the owner populates pages (MADV_POPULATE_WRITE) on a background
-// thread ahead of use: PrefaultUpTo(n) makes sure [0, n) gets populated. The object
-// store keeps that mark a configurable distance beyond its allocation high-water
-// mark (the allocator hands out low offsets first), so writes land on ready pages
-// while memory is committed only as the store fills. Clients populate their own page
-// tables for large objects (PopulateRange). Thread-safe after construction.
+// thread at idle priority: PrefaultUpTo(n) makes sure [0, n) gets populated, front
+// first (the allocator hands out low offsets first). The raylet asks for the whole
+// arena at start (configurable), so writes land on pages that are already allocated
+// and zeroed. Clients populate their own page tables for large objects
+// (PopulateRange). Thread-safe after construction.
 #pragma once
 
 #include <atomic>

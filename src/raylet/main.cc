@@ -107,15 +107,16 @@ int main(int argc, char** argv) {
   int64_t store_bytes = static_cast<int64_t>(options.resources["object_store_memory"]);
   auto arena = manta::object_store::Arena::Create(store_bytes);
   if (!arena.ok()) return Fail(std::string(arena.status().message()));
-  (*arena)->PrefaultUpTo(config->object_store_prefault_ahead_bytes);
+  // Pages are allocated and zeroed in the background, at idle priority, so that
+  // writes into the store do not pay for it (ARCHITECTURE §8).
+  (*arena)->PrefaultUpTo(config->object_store_prefault_bytes < 0 ? (*arena)->capacity()
+                                                                 : config->object_store_prefault_bytes);
   std::string private_dir = session_dir.empty() ? "/tmp/manta_raylet_" + std::to_string(getpid()) : session_dir;
   std::string spill_dir = !config->object_spilling_dir.empty() ? config->object_spilling_dir : private_dir + "/spill";
   manta::object_store::FileSpiller spiller(loop, spill_dir, static_cast<int>(config->object_spilling_threads));
   manta::object_store::ObjectStoreOptions store_options;
   store_options.create_timeout_ms = config->object_store_full_timeout_ms;
   store_options.spill_min_bytes = config->object_spilling_min_bytes;
-  int64_t ahead = config->object_store_prefault_ahead_bytes;
-  store_options.on_allocate = [a = arena->get(), ahead](int64_t end) { a->PrefaultUpTo(end + ahead); };
   manta::object_store::ObjectStore store(loop, (*arena)->capacity(), store_options, &spiller, (*arena)->base());
   if (store_socket.empty()) store_socket = private_dir + "/store.sock";
   manta::object_store::StoreServer store_server(loop, store, **arena, store_socket);
@@ -158,7 +159,7 @@ int main(int argc, char** argv) {
   manta::raylet::NodeManagerGrpcService service(loop, node_manager);
   server.RegisterService(&service);
   server.RegisterService(object_manager.service());
-  node_manager.AttachObjectStore(&store, &object_manager, store_socket);
+  node_manager.AttachObjectStore(&store, &object_manager, store_socket, arena->get());
   if (auto s = server.Start(); !s.ok()) return Fail(std::string(s.message()));
   node_manager.SetPort(server.port());
 

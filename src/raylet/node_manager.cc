@@ -151,6 +151,7 @@ rpc::ResourceUsage NodeManager::MakeUsage() const {
     o->set_spilled_bytes_total(s.spilled_bytes_total);
     o->set_restored_bytes_total(s.restored_bytes_total);
     o->set_evicted_bytes_total(s.evicted_bytes_total);
+    if (arena_ != nullptr) o->set_prefaulted_bytes(arena_->prefaulted_bytes());
     if (object_manager_ != nullptr) {
       o->set_pulled_bytes_total(object_manager_->bytes_pulled_total());
       o->set_served_bytes_total(object_manager_->bytes_served_total());

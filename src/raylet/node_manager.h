@@ -19,6 +19,7 @@
 #include "src/common/rpc/grpc_server.h"
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
+#include "src/object_store/arena.h"
 #include "src/object_store/object_store.h"
 #include "src/raylet/cluster_resource_view.h"
 #include "src/raylet/object_manager.h"
@@ -48,10 +49,11 @@ class NodeManager {
   // Gives the node manager this node's object store (socket path advertised in the
   // node table) and object manager. REQUIRES: before Start(); both outlive this.
   void AttachObjectStore(object_store::ObjectStore* store, ObjectManager* object_manager,
-                         std::string socket_path) {
+                         std::string socket_path, const object_store::Arena* arena = nullptr) {
     store_ = store;
     object_manager_ = object_manager;
     store_socket_ = std::move(socket_path);
+    arena_ = arena;
   }
   // Registers with the GCS (retrying transient failures) and starts the subscriber and
   // timers. `on_registered` gets the outcome.
@@ -96,6 +98,7 @@ class NodeManager {
   std::string last_reported_;
   object_store::ObjectStore* store_ = nullptr;
   ObjectManager* object_manager_ = nullptr;
+  const object_store::Arena* arena_ = nullptr;
   std::string store_socket_;
   bool reported_once_ = false;
   int64_t last_gcs_ok_ms_ = 0;
