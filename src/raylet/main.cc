@@ -108,9 +108,15 @@ int main(int argc, char** argv) {
   auto arena = manta::object_store::Arena::Create(store_bytes);
   if (!arena.ok()) return Fail(std::string(arena.status().message()));
   // Pages are allocated and zeroed in the background, at idle priority, so that
-  // writes into the store do not pay for it (ARCHITECTURE §8).
-  (*arena)->PrefaultUpTo(config->object_store_prefault_bytes < 0 ? (*arena)->capacity()
-                                                                 : config->object_store_prefault_bytes);
+  // writes into the store do not pay for it (ARCHITECTURE §8). By default the whole
+  // arena, but never more than half of the memory still available, so several
+  // nodes started on one machine cannot commit it all between them.
+  int64_t prefault = config->object_store_prefault_bytes < 0 ? (*arena)->capacity()
+                                                             : config->object_store_prefault_bytes;
+  if (config->object_store_prefault_bytes < 0) {
+    prefault = std::min(prefault, manta::raylet::DetectAvailableMemoryBytes() / 2);
+  }
+  (*arena)->PrefaultUpTo(prefault);
   std::string private_dir = session_dir.empty() ? "/tmp/manta_raylet_" + std::to_string(getpid()) : session_dir;
   std::string spill_dir = !config->object_spilling_dir.empty() ? config->object_spilling_dir : private_dir + "/spill";
   manta::object_store::FileSpiller spiller(loop, spill_dir, static_cast<int>(config->object_spilling_threads));

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "nlohmann/json.hpp"
@@ -53,6 +54,17 @@ int64_t DetectMemoryBytes() {
   long page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return 0;
   return static_cast<int64_t>(pages) * page_size;
+}
+
+int64_t DetectAvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
 }
 
 std::string FormatResources(const ResourceMap& resources) {

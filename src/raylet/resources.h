@@ -21,6 +21,8 @@ absl::StatusOr<ResourceMap> ParseCustomResources(const std::string& json);
 int DetectNumCpus();
 // Total physical memory in bytes.
 int64_t DetectMemoryBytes();
+// Memory available for new allocations now (MemAvailable), in bytes; 0 if unknown.
+int64_t DetectAvailableMemoryBytes();
 // Renders "CPU: 2, GPU: 0, ..." with memory quantities in GiB.
 std::string FormatResources(const ResourceMap& resources);
 

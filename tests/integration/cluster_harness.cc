@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -38,9 +39,22 @@ CommandResult ClusterHarness::Manta(const std::vector<std::string>& args,
   return RunCommand(argv, env, timeout_ms);
 }
 
+namespace {
+
+// Test nodes get a small object store unless a test asks otherwise: many raylets
+// run at once on a CI machine, and each pre-faults its whole store.
+void AddDefaultStoreSize(std::vector<std::string>* args) {
+  if (std::find(args->begin(), args->end(), "--object-store-memory") == args->end()) {
+    args->insert(args->end(), {"--object-store-memory", std::to_string(64 << 20)});
+  }
+}
+
+}  // namespace
+
 std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args) {
   std::vector<std::string> args = {"start", "--head", "--port", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
+  AddDefaultStoreSize(&args);
   CommandResult r = Manta(args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
@@ -52,6 +66,7 @@ std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args
 void ClusterHarness::StartNode(const std::vector<std::string>& extra_args) {
   std::vector<std::string> args = {"start", "--address", gcs_address_};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
+  AddDefaultStoreSize(&args);
   CommandResult r = Manta(args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }

@@ -165,7 +165,7 @@ TEST(ClusterTest, RayletExitsWhenGcsStaysUnreachable) {
   cluster.StartHead();
   std::vector<std::pair<std::string, std::string>> env = {{"MANTA_gcs_rpc_server_reconnect_timeout_s", "2"},
                                                           {"MANTA_raylet_gcs_check_period_ms", "200"}};
-  CommandResult r = cluster.Manta({"start", "--address", cluster.gcs_address()}, env);
+  CommandResult r = cluster.Manta({"start", "--address", cluster.gcs_address(), "--object-store-memory", "67108864"}, env);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<pid_t> raylets = cluster.Pids("raylet");
   ASSERT_EQ(raylets.size(), 2u);
@@ -188,7 +188,7 @@ TEST(ClusterTest, HeadSystemConfigReachesJoinedNodes) {
 TEST(ClusterTest, BlockingStartStopsItsProcessesOnSignal) {
   ClusterHarness cluster;
   ProcessOptions p;
-  p.argv = {BinaryPath("manta"), "start", "--head", "--port", "0", "--block"};
+  p.argv = {BinaryPath("manta"), "start", "--head", "--port", "0", "--block", "--object-store-memory", "67108864"};
   p.env["MANTA_TEMP_DIR"] = cluster.temp_root();
   p.output_file = cluster.temp_root() + "/block.out";
   auto cli = StartProcess(p);
