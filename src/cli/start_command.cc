@@ -277,8 +277,7 @@ int RunStart(const StartOptions& o) {
   std::cout << "  Session dir:      " << session->dir() << "\n";
   if (o.head) {
     std::cout << "\nTo add another node to this cluster, run\n"
-              << "  manta start --address " << gcs_address << "\n"
-              << "To connect a program: ray::RayConfig config; config.address = \"" << gcs_address << "\";\n";
+              << "  manta start --address " << gcs_address << "\n";
   }
   std::cout << "To see the cluster: manta status\nTo stop: manta stop" << std::endl;
   if (o.block) return Block(launcher);

@@ -19,7 +19,7 @@ absl::Status ParseValue(const std::string& name, const std::string& text, int64_
   *out = value;
   return absl::OkStatus();
 }
-absl::Status ParseValue(const std::string& name, const std::string& text, double* out) {
+[[maybe_unused]] absl::Status ParseValue(const std::string& name, const std::string& text, double* out) {
   double value;
   if (!absl::SimpleAtod(text, &value)) {
     return absl::InvalidArgumentError("config " + name + ": '" + text + "' is not a number");
@@ -27,7 +27,7 @@ absl::Status ParseValue(const std::string& name, const std::string& text, double
   *out = value;
   return absl::OkStatus();
 }
-absl::Status ParseValue(const std::string& name, const std::string& text, bool* out) {
+[[maybe_unused]] absl::Status ParseValue(const std::string& name, const std::string& text, bool* out) {
   bool value;
   if (!absl::SimpleAtob(text, &value)) {
     return absl::InvalidArgumentError("config " + name + ": '" + text + "' is not a boolean");
@@ -62,6 +62,13 @@ absl::StatusOr<Config> Config::FromEnvironment() {
   }
 #include "src/common/config_def.h"
 #undef MANTA_CONFIG
+  return config;
+}
+
+absl::StatusOr<Config> Config::Load(const std::string& system_config) {
+  absl::StatusOr<Config> config = FromEnvironment();
+  if (!config.ok() || system_config.empty()) return config;
+  if (absl::Status s = config->ApplyJson(system_config); !s.ok()) return s;
   return config;
 }
 

@@ -22,6 +22,10 @@ struct Config {
   // Malformed values are an InvalidArgument error naming the variable.
   static absl::StatusOr<Config> FromEnvironment();
 
+  // The configuration of a daemon: defaults, then MANTA_<name> variables, then the
+  // `system_config` JSON (may be empty). Errors name the variable or key.
+  static absl::StatusOr<Config> Load(const std::string& system_config);
+
   // Applies `name=value` overrides. Unknown names and malformed values are an error,
   // and leave the current value unchanged.
   absl::Status Set(const std::string& name, const std::string& value);

@@ -54,6 +54,11 @@ void GcsNodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request,
   }
   reply->set_cluster_id(cluster_id_.Binary());
   reply->set_system_config(system_config_);
+  if (auto pending = pending_registrations_.find(*id); pending != pending_registrations_.end()) {
+    // The first registration is still being written: answer with its outcome.
+    pending->second.emplace_back(reply, std::move(send_reply));
+    return;
+  }
   auto existing = nodes_.find(*id);
   if (existing != nodes_.end()) {
     if (existing->second.state() == rpc::NodeInfo::DEAD) {
@@ -71,9 +76,16 @@ void GcsNodeManager::HandleRegisterNode(const rpc::RegisterNodeRequest& request,
   info.set_state(rpc::NodeInfo::ALIVE);
   if (info.start_time_ms() == 0) info.set_start_time_ms(now_ms_());
   nodes_[*id] = info;
-  Persist(info, [this, info, send_reply = std::move(send_reply)](absl::Status s) mutable {
+  pending_registrations_[*id];
+  Persist(info, [this, info, id = *id, send_reply = std::move(send_reply)](absl::Status s) mutable {
+    auto waiters = std::move(pending_registrations_[id]);
+    pending_registrations_.erase(id);
+    for (auto& [waiting_reply, waiting_send] : waiters) {
+      if (s.ok()) waiting_reply->set_already_registered(true);
+      std::move(waiting_send)(s);
+    }
     if (!s.ok()) {
-      nodes_.erase(NodeID::FromBinary(info.node_id()));
+      nodes_.erase(id);
       std::move(send_reply)(s);
       return;
     }

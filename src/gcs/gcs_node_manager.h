@@ -66,6 +66,10 @@ class GcsNodeManager {
   std::string system_config_;
   absl::flat_hash_map<NodeID, rpc::NodeInfo> nodes_;
   absl::flat_hash_map<NodeID, rpc::ResourceUsage> usage_;
+  // Registrations whose store write is in flight, with the repeated requests waiting
+  // for its outcome.
+  absl::flat_hash_map<NodeID, std::vector<std::pair<rpc::RegisterNodeReply*, rpc::SendReply>>>
+      pending_registrations_;
   std::vector<NodeListener> added_listeners_;
   std::vector<NodeListener> removed_listeners_;
 };

@@ -34,16 +34,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::InitLogging(argv[0], log_dir);
-  auto config = manta::Config::FromEnvironment();
+  auto config = manta::Config::Load(system_config);
   if (!config.ok()) {
     std::cerr << "manta_gcs: " << config.status().message() << std::endl;
     return 2;
-  }
-  if (!system_config.empty()) {
-    if (auto s = config->ApplyJson(system_config); !s.ok()) {
-      std::cerr << "manta_gcs: " << s.message() << std::endl;
-      return 2;
-    }
   }
   auto faults = manta::rpc::FaultInjector::Parse(config->testing_rpc_failure);
   if (!faults.ok()) {

@@ -67,11 +67,8 @@ int main(int argc, char** argv) {
   // mmapping (and page-faulting) fresh memory for every chunk.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  auto config = manta::Config::FromEnvironment();
+  auto config = manta::Config::Load(system_config);
   if (!config.ok()) return Fail(std::string(config.status().message()), 2);
-  if (!system_config.empty()) {
-    if (auto s = config->ApplyJson(system_config); !s.ok()) return Fail(std::string(s.message()), 2);
-  }
   auto faults = manta::rpc::FaultInjector::Parse(config->testing_rpc_failure);
   if (!faults.ok()) return Fail(std::string(faults.status().message()), 2);
   if (auto hp = manta::ParseHostPort(gcs_address); !hp.ok()) {

@@ -57,6 +57,24 @@ TEST(ConfigTest, MalformedEnvironmentValueNamesTheVariable) {
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("five"));
 }
 
+TEST(ConfigTest, LoadAppliesEnvironmentThenSystemConfig) {
+  ScopedEnv period("MANTA_health_check_period_ms", "250");
+  ScopedEnv attempts("MANTA_redis_retry_attempts", "7");
+  auto config = Config::Load(R"({"health_check_period_ms": 300})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->health_check_period_ms, 300);  // the system config wins
+  EXPECT_EQ(config->redis_retry_attempts, 7);
+  EXPECT_TRUE(Config::Load("").ok());
+}
+
+TEST(ConfigTest, LoadReportsEitherSourcesError) {
+  EXPECT_FALSE(Config::Load("[1]").ok());
+  ScopedEnv bad("MANTA_redis_retry_attempts", "five");
+  auto config = Config::Load("");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("MANTA_redis_retry_attempts"), std::string::npos);
+}
+
 TEST(ConfigTest, SetKnownName) {
   Config config;
   ASSERT_TRUE(config.Set("resource_report_ms", "7").ok());

@@ -197,6 +197,37 @@ TEST_F(GcsNodeManagerTest, FailedStoreWriteFailsRegistrationAndKeepsNothing) {
   EXPECT_THAT(added_, SizeIs(1));
 }
 
+TEST_F(GcsNodeManagerTest, RepeatedRegistrationDuringAFailingWriteGetsTheFailure) {
+  store_.fail_writes = true;
+  rpc::RegisterNodeRequest request;
+  *request.mutable_node_info() = MakeNode(node_);
+  rpc::RegisterNodeReply first_reply, second_reply;
+  ReplyRecorder first, second;
+  manager_->HandleRegisterNode(request, &first_reply, first.Sender());
+  // A retry arrives while the first write is still in flight.
+  manager_->HandleRegisterNode(request, &second_reply, second.Sender());
+  EXPECT_FALSE(second.replied()) << "answered before the first write finished";
+  loop_.RunUntilIdle();
+  EXPECT_THAT(first.status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(second.status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(second_reply.already_registered());
+  EXPECT_EQ(manager_->GetNode(node_), nullptr);
+}
+
+TEST_F(GcsNodeManagerTest, RepeatedRegistrationDuringASuccessfulWriteIsAlreadyRegistered) {
+  rpc::RegisterNodeRequest request;
+  *request.mutable_node_info() = MakeNode(node_);
+  rpc::RegisterNodeReply first_reply, second_reply;
+  ReplyRecorder first, second;
+  manager_->HandleRegisterNode(request, &first_reply, first.Sender());
+  manager_->HandleRegisterNode(request, &second_reply, second.Sender());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(first.status(), IsOk());
+  EXPECT_THAT(second.status(), IsOk());
+  EXPECT_TRUE(second_reply.already_registered());
+  EXPECT_THAT(added_, SizeIs(1));
+}
+
 TEST_F(GcsNodeManagerTest, UnregisterMarksDeadWithReasonPersistsAndPublishes) {
   ASSERT_THAT(Register(MakeNode(node_)), IsOk());
   published_.TakeNew();
