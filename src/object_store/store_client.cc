@@ -21,9 +21,9 @@ absl::Status StatusOf(const rpc::StoreReply& reply) {
 
 absl::Status ReadExact(int fd, void* buf, size_t n) {
   size_t got = 0;
-  // A reply usually arrives within a few microseconds: poll briefly before sleeping,
-  // since a sleep and wake-up across CPUs costs far more than the wait itself.
-  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  // A reply usually arrives within tens of microseconds: poll for up to 200 us before
+  // sleeping, since a sleep and wake-up across CPUs costs more than the wait itself.
+  auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   while (got < n) {
     ssize_t r = recv(fd, static_cast<char*>(buf) + got, n - got, MSG_DONTWAIT);
     if (r > 0) {

@@ -134,13 +134,22 @@ void NodeManager::CheckGcs() {
                          });
 }
 
-rpc::ResourceUsage NodeManager::MakeUsage() const {
+const object_store::ObjectStoreStats& NodeManager::StoreStats(bool fresh) {
+  int64_t now = now_ms_();
+  if (fresh || store_stats_ms_ < 0 || now - store_stats_ms_ >= 1000) {
+    store_stats_ = store_->Stats();
+    store_stats_ms_ = now;
+  }
+  return store_stats_;
+}
+
+rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
   rpc::ResourceUsage usage;
   usage.set_node_id(options_.node_id.Binary());
   for (const auto& [k, v] : available_) (*usage.mutable_resources_available())[k] = v;
   for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_total())[k] = v;
   if (store_ != nullptr) {
-    object_store::ObjectStoreStats s = store_->Stats();
+    const object_store::ObjectStoreStats& s = StoreStats(fresh);
     rpc::ObjectStoreStats* o = usage.mutable_object_store();
     o->set_capacity_bytes(s.capacity_bytes);
     o->set_used_bytes(s.used_bytes);
@@ -161,7 +170,7 @@ rpc::ResourceUsage NodeManager::MakeUsage() const {
 }
 
 void NodeManager::ReportUsage(bool force) {
-  rpc::ResourceUsage usage = MakeUsage();
+  rpc::ResourceUsage usage = MakeUsage(/*fresh=*/false);
   std::string serialized = usage.SerializeAsString();
   if (!force && reported_once_ && serialized == last_reported_) return;
   reported_once_ = true;
@@ -196,7 +205,7 @@ void NodeManager::HandleHealthCheck(const rpc::HealthCheckRequest&, rpc::HealthC
 void NodeManager::HandleGetNodeStats(const rpc::GetNodeStatsRequest&, rpc::GetNodeStatsReply* reply,
                                      rpc::SendReply send_reply) {
   *reply->mutable_node_info() = MakeNodeInfo();
-  *reply->mutable_usage() = MakeUsage();
+  *reply->mutable_usage() = MakeUsage(/*fresh=*/true);
   reply->set_num_alive_nodes_in_view(static_cast<int32_t>(view_.NumNodes()));
   std::move(send_reply)(absl::OkStatus());
 }

@@ -85,7 +85,11 @@ class NodeManager {
   void CheckGcs();
   void ReportUsage(bool force);
   void MarkGcsReachable() { last_gcs_ok_ms_ = now_ms_(); }
-  rpc::ResourceUsage MakeUsage() const;
+  // With `fresh`, store stats are recomputed now (GetNodeStats); otherwise at most
+  // once a second: computing them walks the object table, which is too slow for
+  // every 100 ms resource report under heavy load.
+  rpc::ResourceUsage MakeUsage(bool fresh);
+  const object_store::ObjectStoreStats& StoreStats(bool fresh);
 
   EventLoop& loop_;
   NodeManagerOptions options_;
@@ -99,6 +103,8 @@ class NodeManager {
   object_store::ObjectStore* store_ = nullptr;
   ObjectManager* object_manager_ = nullptr;
   const object_store::Arena* arena_ = nullptr;
+  object_store::ObjectStoreStats store_stats_;
+  int64_t store_stats_ms_ = -1;
   std::string store_socket_;
   bool reported_once_ = false;
   int64_t last_gcs_ok_ms_ = 0;
