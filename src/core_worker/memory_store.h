@@ -1,0 +1,71 @@
+// MemoryStore: the core worker's in-process store of small object values
+// (ARCHITECTURE §5 step 6): inline task results, small Puts, and errors stored as
+// an object's value so every Get of it (and of its dependents) fails the same way.
+//
+// A value is immutable once put. Get blocks the calling user thread until every
+// requested object is present or the timeout passes; GetAsync runs a callback once
+// one object is present. Threading: every method is thread-safe (one absl::Mutex);
+// callbacks run on the thread that made the object available (Put), or inline when
+// it already was, always outside the mutex.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "src/common/id.h"
+
+namespace manta::core {
+
+// One object's value: serialized bytes and metadata, or an error. Shared so that a
+// Get hands out the same bytes to every caller without copying.
+struct StoredObject {
+  std::string data;
+  std::string metadata;
+  // Not OK when the object is an error value (task failed, owner died, ...).
+  absl::Status error;
+  // The value lives in the node's shared-memory store, not here (a marker put by
+  // the owner when a large result was stored there).
+  bool in_plasma = false;
+};
+using StoredObjectPtr = std::shared_ptr<const StoredObject>;
+
+class MemoryStore {
+ public:
+  MemoryStore() = default;
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  // Stores `object` under `id` and wakes its waiters. Returns false (and keeps the
+  // first value) when `id` is already present: values are immutable.
+  bool Put(const ObjectID& id, StoredObjectPtr object);
+
+  // Waits until at least `num_required` of `ids` are present, or `timeout_ms` passes
+  // (-1 = forever, 0 = no wait). Returns one entry per id, null where absent.
+  // num_required is clamped to [0, ids.size()].
+  std::vector<StoredObjectPtr> Get(const std::vector<ObjectID>& ids, size_t num_required, int64_t timeout_ms);
+
+  // Runs `callback(object)` once `id` is present: inline if it already is.
+  void GetAsync(const ObjectID& id, std::function<void(StoredObjectPtr)> callback);
+
+  // The value, or null. Never waits.
+  StoredObjectPtr GetIfExists(const ObjectID& id) const;
+  bool Contains(const ObjectID& id) const;
+  // Forgets the values (pending async callbacks stay registered for a later Put).
+  void Delete(const std::vector<ObjectID>& ids);
+  size_t Size() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ObjectID, StoredObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>> async_waiters_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace manta::core

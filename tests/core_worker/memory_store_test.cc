@@ -1,0 +1,180 @@
+// MemoryStore: immutable values, blocking and asynchronous gets, error values.
+#include "src/core_worker/memory_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace manta::core {
+namespace {
+
+StoredObjectPtr Value(const std::string& data) {
+  auto o = std::make_shared<StoredObject>();
+  o->data = data;
+  return o;
+}
+
+std::vector<ObjectID> Ids(int n) {
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(ObjectID::FromRandom());
+  return ids;
+}
+
+TEST(MemoryStoreTest, PutThenGetReturnsTheSameValueWithoutCopying) {
+  MemoryStore store;
+  auto id = ObjectID::FromRandom();
+  auto v = Value("hello");
+  ASSERT_TRUE(store.Put(id, v));
+  auto got = store.Get({id}, 1, 0);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], v);
+  EXPECT_TRUE(store.Contains(id));
+  EXPECT_EQ(store.GetIfExists(id), v);
+}
+
+TEST(MemoryStoreTest, ValuesAreImmutable) {
+  MemoryStore store;
+  auto id = ObjectID::FromRandom();
+  ASSERT_TRUE(store.Put(id, Value("first")));
+  EXPECT_FALSE(store.Put(id, Value("second")));
+  EXPECT_EQ(store.GetIfExists(id)->data, "first");
+}
+
+TEST(MemoryStoreTest, GetWithoutWaitingReturnsNullForMissing) {
+  MemoryStore store;
+  auto ids = Ids(2);
+  store.Put(ids[0], Value("a"));
+  auto got = store.Get(ids, 2, 0);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NE(got[0], nullptr);
+  EXPECT_EQ(got[1], nullptr);
+  EXPECT_EQ(store.GetIfExists(ids[1]), nullptr);
+}
+
+TEST(MemoryStoreTest, GetWaitsForAPutFromAnotherThread) {
+  MemoryStore store;
+  auto ids = Ids(3);
+  std::vector<StoredObjectPtr> got;
+  std::thread getter([&] { got = store.Get(ids, ids.size(), -1); });
+  for (const auto& id : ids) store.Put(id, Value(id.Hex()));
+  getter.join();
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_NE(got[i], nullptr);
+    EXPECT_EQ(got[i]->data, ids[i].Hex());
+  }
+}
+
+TEST(MemoryStoreTest, GetReturnsOnceEnoughArePresent) {
+  MemoryStore store;
+  auto ids = Ids(2);
+  std::vector<StoredObjectPtr> got;
+  std::thread getter([&] { got = store.Get(ids, 1, -1); });
+  store.Put(ids[1], Value("b"));
+  getter.join();
+  EXPECT_EQ(got[0], nullptr);
+  ASSERT_NE(got[1], nullptr);
+  EXPECT_EQ(got[1]->data, "b");
+}
+
+TEST(MemoryStoreTest, GetTimesOutWithNulls) {
+  MemoryStore store;
+  auto ids = Ids(1);
+  auto start = std::chrono::steady_clock::now();
+  auto got = store.Get(ids, 1, 20);
+  auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(got[0], nullptr);
+  EXPECT_GE(waited, std::chrono::milliseconds(15));
+}
+
+TEST(MemoryStoreTest, RequiredCountIsClampedToTheNumberOfIds) {
+  MemoryStore store;
+  auto ids = Ids(1);
+  store.Put(ids[0], Value("x"));
+  auto got = store.Get(ids, 5, -1);  // would wait forever without the clamp
+  ASSERT_NE(got[0], nullptr);
+}
+
+TEST(MemoryStoreTest, GetAsyncRunsInlineWhenPresentAndOnPutOtherwise) {
+  MemoryStore store;
+  auto ids = Ids(2);
+  store.Put(ids[0], Value("now"));
+  std::string inline_value;
+  store.GetAsync(ids[0], [&](StoredObjectPtr o) { inline_value = o->data; });
+  EXPECT_EQ(inline_value, "now");
+
+  int calls = 0;
+  std::string later_value;
+  store.GetAsync(ids[1], [&](StoredObjectPtr o) {
+    ++calls;
+    later_value = o->data;
+  });
+  EXPECT_EQ(calls, 0);
+  store.Put(ids[1], Value("later"));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(later_value, "later");
+  store.Put(ids[1], Value("ignored"));  // immutable: no second call
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(MemoryStoreTest, CallbacksMayCallBackIntoTheStore) {
+  MemoryStore store;
+  auto ids = Ids(2);
+  store.GetAsync(ids[0], [&](StoredObjectPtr o) { store.Put(ids[1], Value(o->data + "!")); });
+  store.Put(ids[0], Value("chain"));
+  ASSERT_NE(store.GetIfExists(ids[1]), nullptr);
+  EXPECT_EQ(store.GetIfExists(ids[1])->data, "chain!");
+}
+
+TEST(MemoryStoreTest, ErrorValuesAreStoredAndReturned) {
+  MemoryStore store;
+  auto id = ObjectID::FromRandom();
+  auto error = std::make_shared<StoredObject>();
+  error->error = absl::InternalError("task failed: std::logic_error: boom");
+  store.Put(id, error);
+  auto got = store.Get({id}, 1, 0);
+  ASSERT_NE(got[0], nullptr);
+  EXPECT_EQ(got[0]->error.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(got[0]->error.message().find("boom"), std::string::npos);
+}
+
+TEST(MemoryStoreTest, DeleteForgetsValues) {
+  MemoryStore store;
+  auto ids = Ids(3);
+  for (const auto& id : ids) store.Put(id, Value("v"));
+  EXPECT_EQ(store.Size(), 3u);
+  store.Delete({ids[0], ids[2]});
+  EXPECT_EQ(store.Size(), 1u);
+  EXPECT_FALSE(store.Contains(ids[0]));
+  EXPECT_TRUE(store.Contains(ids[1]));
+  store.Delete({ObjectID::FromRandom()});  // unknown: ignored
+  EXPECT_EQ(store.Size(), 1u);
+}
+
+TEST(MemoryStoreTest, ManyPuttersAndGettersAgree) {
+  MemoryStore store;
+  auto ids = Ids(200);
+  std::atomic<int> complete{0};
+  std::vector<std::thread> threads;
+  for (int g = 0; g < 4; ++g) {
+    threads.emplace_back([&] {
+      auto got = store.Get(ids, ids.size(), -1);
+      bool all = true;
+      for (const auto& o : got) all &= o != nullptr;
+      complete += all ? 1 : 0;
+    });
+  }
+  for (int p = 0; p < 4; ++p) {
+    threads.emplace_back([&, p] {
+      for (size_t i = p; i < ids.size(); i += 4) store.Put(ids[i], Value("x"));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(complete, 4);
+  EXPECT_EQ(store.Size(), ids.size());
+}
+
+}  // namespace
+}  // namespace manta::core
