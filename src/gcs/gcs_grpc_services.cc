@@ -7,29 +7,25 @@ namespace manta::gcs {
 using rpc::SendReply;
 using rpc::ServeOnLoop;
 
-// Binds a manager method as a ServeOnLoop handler.
-template <typename Manager, typename Request, typename Reply>
-auto Bind(Manager& m, void (Manager::*method)(const Request&, Reply*, SendReply)) {
-  return [&m, method](const Request& q, Reply* r, SendReply s) { (m.*method)(q, r, std::move(s)); };
-}
+using rpc::BindHandler;
 
 ServerUnaryReactor* NodeInfoService::RegisterNode(CallbackServerContext* c, const rpc::RegisterNodeRequest* q,
                                                   rpc::RegisterNodeReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.RegisterNode", c, q, r, Bind(nodes_, &GcsNodeManager::HandleRegisterNode));
+  return ServeOnLoop(loop_, "NodeInfo.RegisterNode", c, q, r, BindHandler(nodes_, &GcsNodeManager::HandleRegisterNode));
 }
 ServerUnaryReactor* NodeInfoService::UnregisterNode(CallbackServerContext* c, const rpc::UnregisterNodeRequest* q,
                                                     rpc::UnregisterNodeReply* r) {
   return ServeOnLoop(loop_, "NodeInfo.UnregisterNode", c, q, r,
-                     Bind(nodes_, &GcsNodeManager::HandleUnregisterNode));
+                     BindHandler(nodes_, &GcsNodeManager::HandleUnregisterNode));
 }
 ServerUnaryReactor* NodeInfoService::DrainNode(CallbackServerContext* c, const rpc::DrainNodeRequest* q,
                                                rpc::DrainNodeReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.DrainNode", c, q, r, Bind(nodes_, &GcsNodeManager::HandleDrainNode));
+  return ServeOnLoop(loop_, "NodeInfo.DrainNode", c, q, r, BindHandler(nodes_, &GcsNodeManager::HandleDrainNode));
 }
 ServerUnaryReactor* NodeInfoService::GetAllNodeInfo(CallbackServerContext* c, const rpc::GetAllNodeInfoRequest* q,
                                                     rpc::GetAllNodeInfoReply* r) {
   return ServeOnLoop(loop_, "NodeInfo.GetAllNodeInfo", c, q, r,
-                     Bind(nodes_, &GcsNodeManager::HandleGetAllNodeInfo));
+                     BindHandler(nodes_, &GcsNodeManager::HandleGetAllNodeInfo));
 }
 ServerUnaryReactor* NodeInfoService::GetClusterId(CallbackServerContext* c, const rpc::GetClusterIdRequest* q,
                                                   rpc::GetClusterIdReply* r) {
@@ -44,46 +40,46 @@ ServerUnaryReactor* NodeInfoService::ReportResourceUsage(CallbackServerContext* 
                                                          const rpc::ReportResourceUsageRequest* q,
                                                          rpc::ReportResourceUsageReply* r) {
   return ServeOnLoop(loop_, "NodeInfo.ReportResourceUsage", c, q, r,
-                     Bind(nodes_, &GcsNodeManager::HandleReportResourceUsage));
+                     BindHandler(nodes_, &GcsNodeManager::HandleReportResourceUsage));
 }
 
 ServerUnaryReactor* JobInfoService::GetNextJobID(CallbackServerContext* c, const rpc::GetNextJobIDRequest* q,
                                                  rpc::GetNextJobIDReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.GetNextJobID", c, q, r, Bind(jobs_, &GcsJobManager::HandleGetNextJobID));
+  return ServeOnLoop(loop_, "JobInfo.GetNextJobID", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleGetNextJobID));
 }
 ServerUnaryReactor* JobInfoService::AddJob(CallbackServerContext* c, const rpc::AddJobRequest* q,
                                            rpc::AddJobReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.AddJob", c, q, r, Bind(jobs_, &GcsJobManager::HandleAddJob));
+  return ServeOnLoop(loop_, "JobInfo.AddJob", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleAddJob));
 }
 ServerUnaryReactor* JobInfoService::MarkJobFinished(CallbackServerContext* c, const rpc::MarkJobFinishedRequest* q,
                                                     rpc::MarkJobFinishedReply* r) {
   return ServeOnLoop(loop_, "JobInfo.MarkJobFinished", c, q, r,
-                     Bind(jobs_, &GcsJobManager::HandleMarkJobFinished));
+                     BindHandler(jobs_, &GcsJobManager::HandleMarkJobFinished));
 }
 ServerUnaryReactor* JobInfoService::GetAllJobInfo(CallbackServerContext* c, const rpc::GetAllJobInfoRequest* q,
                                                   rpc::GetAllJobInfoReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.GetAllJobInfo", c, q, r, Bind(jobs_, &GcsJobManager::HandleGetAllJobInfo));
+  return ServeOnLoop(loop_, "JobInfo.GetAllJobInfo", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleGetAllJobInfo));
 }
 
 ServerUnaryReactor* KVService::InternalKVGet(CallbackServerContext* c, const rpc::InternalKVGetRequest* q,
                                              rpc::InternalKVGetReply* r) {
-  return ServeOnLoop(loop_, "KV.Get", c, q, r, Bind(kv_, &GcsKVManager::HandleGet));
+  return ServeOnLoop(loop_, "KV.Get", c, q, r, BindHandler(kv_, &GcsKVManager::HandleGet));
 }
 ServerUnaryReactor* KVService::InternalKVPut(CallbackServerContext* c, const rpc::InternalKVPutRequest* q,
                                              rpc::InternalKVPutReply* r) {
-  return ServeOnLoop(loop_, "KV.Put", c, q, r, Bind(kv_, &GcsKVManager::HandlePut));
+  return ServeOnLoop(loop_, "KV.Put", c, q, r, BindHandler(kv_, &GcsKVManager::HandlePut));
 }
 ServerUnaryReactor* KVService::InternalKVDel(CallbackServerContext* c, const rpc::InternalKVDelRequest* q,
                                              rpc::InternalKVDelReply* r) {
-  return ServeOnLoop(loop_, "KV.Del", c, q, r, Bind(kv_, &GcsKVManager::HandleDel));
+  return ServeOnLoop(loop_, "KV.Del", c, q, r, BindHandler(kv_, &GcsKVManager::HandleDel));
 }
 ServerUnaryReactor* KVService::InternalKVExists(CallbackServerContext* c, const rpc::InternalKVExistsRequest* q,
                                                 rpc::InternalKVExistsReply* r) {
-  return ServeOnLoop(loop_, "KV.Exists", c, q, r, Bind(kv_, &GcsKVManager::HandleExists));
+  return ServeOnLoop(loop_, "KV.Exists", c, q, r, BindHandler(kv_, &GcsKVManager::HandleExists));
 }
 ServerUnaryReactor* KVService::InternalKVKeys(CallbackServerContext* c, const rpc::InternalKVKeysRequest* q,
                                               rpc::InternalKVKeysReply* r) {
-  return ServeOnLoop(loop_, "KV.Keys", c, q, r, Bind(kv_, &GcsKVManager::HandleKeys));
+  return ServeOnLoop(loop_, "KV.Keys", c, q, r, BindHandler(kv_, &GcsKVManager::HandleKeys));
 }
 
 ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerContext* c,
@@ -98,7 +94,7 @@ ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerConte
 }
 ServerUnaryReactor* PubSubService::GcsSubscriberPoll(CallbackServerContext* c, const rpc::GcsSubscriberPollRequest* q,
                                                      rpc::GcsSubscriberPollReply* r) {
-  return ServeOnLoop(loop_, "PubSub.Poll", c, q, r, Bind(publisher_, &GcsPublisher::HandlePoll));
+  return ServeOnLoop(loop_, "PubSub.Poll", c, q, r, BindHandler(publisher_, &GcsPublisher::HandlePoll));
 }
 
 }  // namespace manta::gcs

@@ -121,17 +121,19 @@ void GcsServer::CheckNodeHealth(const NodeID& node_id, std::function<void(absl::
                        }));
 }
 
-void GcsServer::Stop() {
+void GcsServer::StopWork() {
   health_timer_.reset();
   pubsub_timer_.reset();
-  publisher_.FlushAll();
+  publisher_.FlushAll();  // held long polls must be answered before the server can stop
+}
+
+void GcsServer::Stop() {
+  StopWork();
   if (server_) server_->Shutdown(200);
 }
 
 void GcsServer::StopAsync(absl::AnyInvocable<void()> done) {
-  health_timer_.reset();
-  pubsub_timer_.reset();
-  publisher_.FlushAll();
+  StopWork();
   if (server_ == nullptr) return done();
   server_->ShutdownAsync(loop_, 200, std::move(done));
 }

@@ -62,6 +62,8 @@ class GcsServer {
   void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
   void LoadTables(absl::AnyInvocable<void(absl::Status)> done);
   absl::Status StartRpc();
+  // Stops the timers and answers held polls: the common start of Stop and StopAsync.
+  void StopWork();
   void CheckNodeHealth(const NodeID& node_id, std::function<void(absl::Status)> done);
 
   EventLoop& loop_;

@@ -280,16 +280,14 @@ grpc::ServerUnaryReactor* NodeManagerGrpcService::HealthCheck(grpc::CallbackServ
                                                               const rpc::HealthCheckRequest* q,
                                                               rpc::HealthCheckReply* r) {
   return rpc::ServeOnLoop(loop_, "NodeManager.HealthCheck", c, q, r,
-                          [m = &manager_](const rpc::HealthCheckRequest& q, rpc::HealthCheckReply* r,
-                                          rpc::SendReply s) { m->HandleHealthCheck(q, r, std::move(s)); });
+                          rpc::BindHandler(manager_, &NodeManager::HandleHealthCheck));
 }
 
 grpc::ServerUnaryReactor* NodeManagerGrpcService::GetNodeStats(grpc::CallbackServerContext* c,
                                                                const rpc::GetNodeStatsRequest* q,
                                                                rpc::GetNodeStatsReply* r) {
   return rpc::ServeOnLoop(loop_, "NodeManager.GetNodeStats", c, q, r,
-                          [m = &manager_](const rpc::GetNodeStatsRequest& q, rpc::GetNodeStatsReply* r,
-                                          rpc::SendReply s) { m->HandleGetNodeStats(q, r, std::move(s)); });
+                          rpc::BindHandler(manager_, &NodeManager::HandleGetNodeStats));
 }
 
 }  // namespace manta::raylet
@@ -297,34 +295,29 @@ grpc::ServerUnaryReactor* NodeManagerGrpcService::GetNodeStats(grpc::CallbackSer
 namespace manta::raylet {
 
 // The object RPCs: each posted to the loop and handed to the node manager.
-template <typename Request, typename Reply>
-static auto Forward(NodeManager& m, void (NodeManager::*method)(const Request&, Reply*, rpc::SendReply)) {
-  return [&m, method](const Request& q, Reply* r, rpc::SendReply s) { (m.*method)(q, r, std::move(s)); };
-}
-
 grpc::ServerUnaryReactor* NodeManagerGrpcService::PinObjectIDs(grpc::CallbackServerContext* c,
                                                                const rpc::PinObjectIDsRequest* q,
                                                                rpc::PinObjectIDsReply* r) {
   return rpc::ServeOnLoop(loop_, "NodeManager.PinObjectIDs", c, q, r,
-                          Forward(manager_, &NodeManager::HandlePinObjectIDs));
+                          rpc::BindHandler(manager_, &NodeManager::HandlePinObjectIDs));
 }
 grpc::ServerUnaryReactor* NodeManagerGrpcService::UnpinObjectIDs(grpc::CallbackServerContext* c,
                                                                  const rpc::UnpinObjectIDsRequest* q,
                                                                  rpc::UnpinObjectIDsReply* r) {
   return rpc::ServeOnLoop(loop_, "NodeManager.UnpinObjectIDs", c, q, r,
-                          Forward(manager_, &NodeManager::HandleUnpinObjectIDs));
+                          rpc::BindHandler(manager_, &NodeManager::HandleUnpinObjectIDs));
 }
 grpc::ServerUnaryReactor* NodeManagerGrpcService::FreeObjects(grpc::CallbackServerContext* c,
                                                               const rpc::FreeObjectsRequest* q,
                                                               rpc::FreeObjectsReply* r) {
   return rpc::ServeOnLoop(loop_, "NodeManager.FreeObjects", c, q, r,
-                          Forward(manager_, &NodeManager::HandleFreeObjects));
+                          rpc::BindHandler(manager_, &NodeManager::HandleFreeObjects));
 }
 grpc::ServerUnaryReactor* NodeManagerGrpcService::FetchObjects(grpc::CallbackServerContext* c,
                                                                const rpc::FetchObjectsRequest* q,
                                                                rpc::FetchObjectsReply* r) {
   return rpc::ServeOnLoop(loop_, "NodeManager.FetchObjects", c, q, r,
-                          Forward(manager_, &NodeManager::HandleFetchObjects));
+                          rpc::BindHandler(manager_, &NodeManager::HandleFetchObjects));
 }
 
 }  // namespace manta::raylet

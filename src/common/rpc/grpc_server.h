@@ -74,4 +74,11 @@ grpc::ServerUnaryReactor* ServeOnLoop(EventLoop& loop, const char* name,
   return reactor;
 }
 
+// Adapts a component method `void Handle(const Request&, Reply*, SendReply)` into a
+// ServeOnLoop handler: ServeOnLoop(loop, name, c, q, r, BindHandler(m, &M::HandleFoo)).
+template <typename Component, typename Request, typename Reply>
+auto BindHandler(Component& component, void (Component::*method)(const Request&, Reply*, SendReply)) {
+  return [&component, method](const Request& q, Reply* r, SendReply s) { (component.*method)(q, r, std::move(s)); };
+}
+
 }  // namespace manta::rpc
