@@ -1,0 +1,105 @@
+// The seam between the public API templates (ray/api.h) and a runtime.
+//
+// The templates serialize values with msgpack and talk to the process's runtime only
+// through RayRuntime. Two runtimes implement it: the native one (src/api, a core
+// worker connected to a cluster) and the local-mode one (everything in-process).
+// Object ids cross this seam as binary strings (28 bytes); owner addresses as
+// opaque serialized strings. Every method is thread-safe and may be called from any
+// user thread. Methods throw the exceptions of ray/api/ray_exception.h.
+//
+// This header is internal to Manta's API: user code never includes it directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ray {
+namespace internal {
+
+// Read-only bytes of an object, kept alive (a heap copy or a mapping of the node's
+// shared-memory store) for as long as `holder` is.
+struct ObjectData {
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> holder;
+};
+
+// A value serialized lazily: `write(dst)` fills exactly `size` bytes, so the runtime
+// can place large values straight into shared memory without an intermediate copy.
+// `contained_ids` are the ObjectRefs serialized inside the value (nested refs).
+struct SerializedValue {
+  size_t size = 0;
+  std::function<void(char* dst)> write;
+  std::vector<std::string> contained_ids;
+};
+
+// One argument of a remote call: a value, or a reference resolved by the runtime
+// (the executing function then receives the referenced object's value).
+struct TaskArgument {
+  bool by_ref = false;
+  std::string object_id;  // when by_ref
+  SerializedValue value;  // otherwise
+};
+
+struct TaskOptions {
+  std::string name;
+  // Resource name → quantity. Empty means the default of 1 CPU.
+  std::unordered_map<std::string, double> resources;
+  // Retries when the worker or node dies; -1 = the runtime default (3).
+  int max_retries = -1;
+};
+
+// Runs a registered function: deserializes `args` (one per parameter), calls the
+// function, and serializes its result. Throws whatever the user function throws;
+// the executing runtime turns that into a RayTaskException for the caller.
+using RemoteFunction = std::function<SerializedValue(const std::vector<ObjectData>& args)>;
+
+class RayRuntime {
+ public:
+  virtual ~RayRuntime() = default;
+
+  // Stores a value owned by this process; returns its object id. The returned id
+  // already carries one local reference, which the ObjectRef built from it adopts
+  // (see AdoptLocalReference semantics in ObjectRef).
+  virtual std::string Put(SerializedValue value) = 0;
+
+  // Waits for every object (`timeout_ms` -1 = forever) and returns their bytes in
+  // order. Throws the exception matching an object's error value, and
+  // RayTimeoutException (a RayException) when the timeout passes first.
+  virtual std::vector<ObjectData> Get(const std::vector<std::string>& ids, int64_t timeout_ms) = 0;
+
+  // Waits until `num_objects` of `ids` are ready (value or error) or the timeout
+  // passes (-1 = forever). Returns one flag per id: ready or not.
+  virtual std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms) = 0;
+
+  // Submits a task running the function registered as `function_name`. Returns the
+  // id of its return object, which (like Put) already carries one local reference.
+  virtual std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                                 const TaskOptions& options) = 0;
+
+  // ObjectRef copies: one local reference per live ObjectRef in this process.
+  virtual void AddLocalReference(const std::string& id) = 0;
+  virtual void RemoveLocalReference(const std::string& id) = 0;
+
+  // The owner of an object known to this process (serialized into nested refs).
+  // Empty when unknown.
+  virtual std::string GetOwnerAddress(const std::string& id) = 0;
+  // A ref was deserialized: record it as borrowed from `owner_address` (unless this
+  // process owns it). `outer_id`, when not empty, is the object it was found in.
+  virtual void RegisterBorrowedRef(const std::string& id, const std::string& owner_address,
+                                   const std::string& outer_id) = 0;
+
+  // True for the local (single-process) runtime.
+  virtual bool IsLocalMode() const = 0;
+};
+
+// The runtime of this process, or null before ray::Init() and after ray::Shutdown().
+RayRuntime* GetRayRuntime();
+
+}  // namespace internal
+}  // namespace ray
