@@ -28,11 +28,22 @@ namespace manta::core {
 struct StoredObject {
   std::string data;
   std::string metadata;
-  // Not OK when the object is an error value (task failed, owner died, ...).
+  // Not OK when the object is an error value (task failed, owner died, ...); its
+  // message is the human-readable error.
   absl::Status error;
-  // The value lives in the node's shared-memory store, not here (a marker put by
-  // the owner when a large result was stored there).
+  // With an error: the rpc::ErrorType, and for user exceptions the C++ type name.
+  int error_type = 0;
+  std::string exception_type;
+  // The value lives in a node's shared-memory store, not here (a marker put by the
+  // owner when a large result was stored there): the node holding the primary copy
+  // and its raylet's "ip:port".
   bool in_plasma = false;
+  NodeID plasma_node;
+  std::string plasma_raylet_address;
+  int64_t size_bytes = -1;
+  // Set by the owner on its own plasma markers: freeing the object deletes the
+  // primary copy (borrowers' cached markers leave it alone).
+  bool owner_copy = false;
 };
 using StoredObjectPtr = std::shared_ptr<const StoredObject>;
 

@@ -4,9 +4,10 @@ namespace manta::gcs {
 
 using NodeStub = rpc::NodeInfoGcsService::Stub;
 using PubSubStub = rpc::InternalPubSubGcsService::Stub;
+using JobStub = rpc::JobInfoGcsService::Stub;
 
 GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
-    : node_(loop, address, options), pubsub_(loop, address, options) {}
+    : node_(loop, address, options), pubsub_(loop, address, options), job_(loop, address, options) {}
 
 void GrpcGcsClient::AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) {
   rpc::RegisterNodeRequest request;
@@ -51,6 +52,25 @@ void GrpcGcsClient::AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& req
                                         Callback<rpc::GcsSubscriberPollReply> cb) {
   pubsub_.Call(&PubSubStub::async::GcsSubscriberPoll, "GcsSubscriberPoll", request, std::move(cb),
                {deadline_ms, false});
+}
+
+// Not idempotent: a retried GetNextJobID could skip an id, which is harmless, but
+// a retry after a lost reply would hand out two; callers retry themselves.
+void GrpcGcsClient::AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) {
+  job_.Call(&JobStub::async::GetNextJobID, "GetNextJobID", rpc::GetNextJobIDRequest(), std::move(cb), {0, false});
+}
+
+// Writing the same job record twice is harmless.
+void GrpcGcsClient::AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) {
+  rpc::AddJobRequest request;
+  *request.mutable_job_info() = info;
+  job_.Call(&JobStub::async::AddJob, "AddJob", std::move(request), std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) {
+  rpc::MarkJobFinishedRequest request;
+  request.set_job_id(job_id);
+  job_.Call(&JobStub::async::MarkJobFinished, "MarkJobFinished", std::move(request), std::move(cb), {2000, true});
 }
 
 }  // namespace manta::gcs

@@ -33,6 +33,11 @@ class GcsClientInterface {
                                            Callback<rpc::GcsSubscriberCommandBatchReply> cb) = 0;
   virtual void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
                                    Callback<rpc::GcsSubscriberPollReply> cb) = 0;
+  // Jobs: a driver takes the next job id, then records its job; it marks the job
+  // finished at shutdown.
+  virtual void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) = 0;
+  virtual void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) = 0;
+  virtual void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) = 0;
 };
 
 class GrpcGcsClient : public GcsClientInterface {
@@ -49,10 +54,14 @@ class GrpcGcsClient : public GcsClientInterface {
                                    Callback<rpc::GcsSubscriberCommandBatchReply> cb) override;
   void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
                            Callback<rpc::GcsSubscriberPollReply> cb) override;
+  void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override;
+  void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) override;
+  void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override;
 
  private:
   rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
   rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;
+  rpc::GrpcClient<rpc::JobInfoGcsService> job_;
 };
 
 }  // namespace manta::gcs

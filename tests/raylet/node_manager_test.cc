@@ -84,6 +84,15 @@ class FakeGcsClient : public gcs::GcsClientInterface {
                            Callback<rpc::GcsSubscriberPollReply> cb) override {
     poll.Add(request, std::move(cb));
   }
+  void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncAddJob(const rpc::JobInfo&, Callback<rpc::AddJobReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncMarkJobFinished(const std::string&, Callback<rpc::MarkJobFinishedReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
 
   CallQueue<rpc::NodeInfo, rpc::RegisterNodeReply> register_node;
   CallQueue<UnregisterRequest, rpc::UnregisterNodeReply> unregister_node;
@@ -215,7 +224,8 @@ TEST_F(NodeManagerTest, RegistrationSubscribesAndLoadsTheNodeTable) {
   ASSERT_EQ(gcs_.subscribe.pending(), 1u);
   std::vector<rpc::ChannelType> channels;
   for (const auto& c : gcs_.subscribe.Next().commands()) channels.push_back(c.channel_type());
-  EXPECT_THAT(channels, ::testing::UnorderedElementsAre(rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL));
+  EXPECT_THAT(channels, ::testing::UnorderedElementsAre(rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL,
+                                                       rpc::GCS_JOB_CHANNEL));
   EXPECT_EQ(gcs_.get_all_node_info.pending(), 1u);
 
   NodeID other = NodeID::FromRandom();

@@ -1,0 +1,240 @@
+// CoreWorker: the part of Manta inside every driver and worker process
+// (ARCHITECTURE.md §1, §4, §5).
+//
+// It owns the process's ownership table (ReferenceCounter), its in-process memory
+// store, its connection to the node's object store, the task manager and normal
+// task submitter, and the CoreWorkerService gRPC server through which owners push
+// tasks and borrowers ask about objects. A driver gets a job id from the GCS and
+// registers with its node's raylet; a worker (started by a raylet) registers with
+// its startup token and then serves pushed tasks on the thread that calls
+// RunTaskExecutionLoop().
+//
+// Threading: the public methods are thread-safe and called from user threads. The
+// core worker runs one EventLoop thread of its own (RPC callbacks, submitter,
+// handlers); task execution in workers runs on the thread in
+// RunTaskExecutionLoop(). The reference counter, memory store, task manager and
+// object-store client are thread-safe; everything else belongs to the loop.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "protos/core_worker.pb.h"
+#include "protos/node_manager.pb.h"
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/core_worker/memory_store.h"
+#include "src/core_worker/normal_task_submitter.h"
+#include "src/core_worker/reference_counter.h"
+#include "src/core_worker/rpc_clients.h"
+#include "src/core_worker/task_manager.h"
+
+namespace grpc {
+class Service;
+}
+namespace manta::object_store {
+class ObjectStoreClient;
+}
+namespace manta::rpc {
+class GrpcServer;
+}
+namespace manta::gcs {
+class GcsClientInterface;
+}
+
+namespace manta::core {
+
+struct CoreWorkerOptions {
+  bool is_driver = true;
+  // Worker: from the MANTA_WORKER_* environment. Driver: job id assigned by the GCS.
+  JobID job_id;
+  WorkerID worker_id;
+  int64_t startup_token = -1;
+  std::string node_ip_address = "127.0.0.1";
+  std::string gcs_address;
+  // Driver: empty = find the node's raylet through the GCS (the head, else the
+  // first alive node). Worker: given by its raylet.
+  std::string raylet_address;
+  // Driver: how the raylets start this job's workers.
+  rpc::JobConfig job_config;
+  std::string driver_entrypoint;
+  Config config;
+};
+
+// A readable object value: bytes (in the memory store or mapped from the node's
+// object store, kept alive by `holder`), or an error.
+struct ObjectValue {
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> holder;
+  // Set for error values (the exception to throw); data is then empty.
+  StoredObjectPtr error;
+};
+
+// One argument as the API hands it to SubmitTask.
+struct TaskArgInput {
+  bool by_ref = false;
+  ObjectID ref;                       // by_ref
+  std::string data;                   // by value: serialized bytes
+  std::vector<ObjectID> nested_ids;   // refs serialized inside `data`
+};
+
+// What a task function produced: a serialized value written lazily, or an error.
+struct TaskOutput {
+  size_t size = 0;
+  std::function<void(char* dst)> write;
+  std::vector<ObjectID> contained_ids;
+  bool failed = false;
+  rpc::ErrorInfo error;
+};
+
+// Runs a task (worker side). Must not throw; user exceptions become `failed`.
+using TaskExecutor = std::function<TaskOutput(const rpc::TaskSpec& spec, const std::vector<ObjectValue>& args)>;
+
+class CoreWorker {
+ public:
+  // Connects to the GCS and raylet, starts the RPC server and loop thread, and (as a
+  // driver) creates the job. Errors name what could not be reached.
+  static absl::StatusOr<std::unique_ptr<CoreWorker>> Create(CoreWorkerOptions options);
+  ~CoreWorker();
+  CoreWorker(const CoreWorker&) = delete;
+  CoreWorker& operator=(const CoreWorker&) = delete;
+
+  // Returns leases, marks the job finished (driver) and stops the loop. Idempotent.
+  void Shutdown();
+
+  // --- Objects (any thread) -------------------------------------------------
+  // Stores a value this process owns. The id carries one local reference.
+  absl::StatusOr<ObjectID> Put(size_t size, const std::function<void(char*)>& write,
+                               const std::vector<ObjectID>& contained_ids);
+  // Waits for every object (timeout -1 = forever). DeadlineExceeded on timeout.
+  absl::StatusOr<std::vector<ObjectValue>> Get(const std::vector<ObjectID>& ids, int64_t timeout_ms);
+  // Ready flags once `num_objects` are ready or the timeout passes.
+  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms);
+
+  // --- Tasks (any thread) ---------------------------------------------------
+  // Submits a normal task; returns its return object id carrying one local reference.
+  absl::StatusOr<ObjectID> SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
+                                      const std::string& name,
+                                      const std::map<std::string, double>& resources, int max_retries);
+
+  // --- References (any thread) ----------------------------------------------
+  void AddLocalReference(const ObjectID& id) { reference_counter_->AddLocalReference(id); }
+  void RemoveLocalReference(const ObjectID& id) { reference_counter_->RemoveLocalReference(id); }
+  // Serialized rpc::Address of the owner, empty if unknown.
+  std::string GetOwnerAddress(const ObjectID& id) const;
+  void RegisterBorrowedRef(const ObjectID& id, const std::string& owner_address,
+                           std::optional<ObjectID> outer_id);
+
+  // --- Worker mode ----------------------------------------------------------
+  // Serves pushed tasks on the calling thread until Exit is requested or the raylet
+  // goes away; then returns. REQUIRES: a worker (not a driver).
+  void RunTaskExecutionLoop(TaskExecutor executor);
+
+  // --- Introspection (tests, debugging) -------------------------------------
+  const JobID& job_id() const { return options_.job_id; }
+  const WorkerID& worker_id() const { return options_.worker_id; }
+  const rpc::Address& address() const { return rpc_address_; }
+  bool is_driver() const { return options_.is_driver; }
+  ReferenceCounter& reference_counter() { return *reference_counter_; }
+  MemoryStore& memory_store() { return memory_store_; }
+  size_t NumPendingTasks() const { return task_manager_->NumPending(); }
+  const std::string& gcs_address() const { return options_.gcs_address; }
+
+  // RPC handlers (loop thread).
+  void HandlePushTask(std::shared_ptr<const rpc::PushTaskRequest> request, rpc::PushTaskReply* reply,
+                      std::function<void(absl::Status)> send_reply);
+  void HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
+                             std::function<void(absl::Status)> send_reply);
+  void HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request, rpc::WaitForRefRemovedReply* reply,
+                               std::function<void(absl::Status)> send_reply);
+  void HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply,
+                  std::function<void(absl::Status)> send_reply);
+
+ private:
+  class BorrowerClient;
+  struct PushedBatch {
+    std::shared_ptr<const rpc::PushTaskRequest> request;
+    rpc::PushTaskReply* reply;
+    std::function<void(absl::Status)> send_reply;
+  };
+
+  explicit CoreWorker(CoreWorkerOptions options);
+  absl::Status Connect();
+  // Runs `fn` on the loop and waits for the status it reports.
+  absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
+                                int64_t timeout_ms);
+  absl::Status FindLocalRaylet();
+  absl::Status RegisterWithRaylet();
+  absl::Status CreateJob();
+
+  TaskID CurrentTaskId() const;
+  // Resolves owned by-ref arguments (inlining small ready values), then submits.
+  void ResolveAndSubmit(rpc::TaskSpec spec);
+  // Borrowed objects absent here: ask their owners (loop thread).
+  void RequestFromOwners(const std::vector<ObjectID>& ids);
+  void OnObjectFreed(const ObjectID& id);
+  // Reads plasma-resident values through the local store, fetching remote ones.
+  absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
+                                int64_t deadline_ms, std::vector<ObjectValue>* out,
+                                const std::vector<size_t>& positions);
+  void NotifyBlocked(bool blocked);
+
+  // Worker-mode execution.
+  rpc::TaskResult ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                              const std::shared_ptr<const rpc::PushTaskRequest>& holder);
+  absl::Status ResolveArgs(const rpc::TaskSpec& spec, const std::shared_ptr<const rpc::PushTaskRequest>& holder,
+                           std::vector<ObjectValue>* args, rpc::ErrorInfo* error);
+  void StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, TaskOutput output,
+                   rpc::ReturnObject* out);
+
+  CoreWorkerOptions options_;
+  rpc::Address rpc_address_;
+  Address self_;
+  NodeID node_id_;
+  std::string store_socket_;
+  TaskID root_task_id_;
+
+  EventLoop loop_;
+  std::thread loop_thread_;
+  std::unique_ptr<rpc::GrpcServer> server_;
+  std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<gcs::GcsClientInterface> gcs_;
+  std::unique_ptr<RayletClientPool> raylets_;
+  std::unique_ptr<CoreWorkerClientPool> workers_;
+  std::unique_ptr<BorrowerClient> borrower_client_;
+  std::unique_ptr<ReferenceCounter> reference_counter_;
+  MemoryStore memory_store_;
+  std::unique_ptr<object_store::ObjectStoreClient> store_;
+  std::unique_ptr<TaskManager> task_manager_;
+  std::unique_ptr<NormalTaskSubmitter> submitter_;
+
+  std::atomic<uint64_t> task_counter_{0};
+  std::atomic<uint64_t> put_counter_{0};
+  std::atomic<bool> shut_down_{false};
+  // Borrowed ids we asked the owner about (loop thread).
+  absl::flat_hash_set<ObjectID> owner_requests_;
+
+  // Worker mode: batches pushed by owners, run in order by the execution thread.
+  std::mutex exec_mu_;
+  std::condition_variable exec_cv_;
+  std::deque<PushedBatch> exec_queue_;
+  bool exit_requested_ = false;
+  std::atomic<bool> executing_{false};
+  TaskID executing_task_id_;  // guarded by exec_mu_ for writers; read on the execution thread
+};
+
+}  // namespace manta::core

@@ -1,0 +1,194 @@
+// CoreWorker, worker side: receiving pushed tasks and running them
+// (ARCHITECTURE.md §5 step 6). Split from core_worker.cc to keep files small.
+#include <glog/logging.h>
+
+#include "src/core_worker/common.h"
+#include "src/core_worker/core_worker.h"
+#include "src/object_store/store_client.h"
+
+namespace manta::core {
+
+void CoreWorker::HandlePushTask(std::shared_ptr<const rpc::PushTaskRequest> request, rpc::PushTaskReply* reply,
+                                std::function<void(absl::Status)> send_reply) {
+  if (options_.is_driver) {
+    return send_reply(absl::FailedPreconditionError("tasks cannot be pushed to a driver"));
+  }
+  if (request->intended_worker_id() != options_.worker_id.Binary()) {
+    return send_reply(absl::FailedPreconditionError("this push was meant for another worker"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(exec_mu_);
+    if (exit_requested_) {
+      return send_reply(absl::UnavailableError("the worker is exiting"));
+    }
+    exec_queue_.push_back(PushedBatch{std::move(request), reply, std::move(send_reply)});
+  }
+  exec_cv_.notify_one();
+}
+
+void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
+  CHECK(!options_.is_driver) << "RunTaskExecutionLoop is for workers";
+  while (true) {
+    PushedBatch batch;
+    {
+      std::unique_lock<std::mutex> lock(exec_mu_);
+      exec_cv_.wait(lock, [this] { return exit_requested_ || !exec_queue_.empty(); });
+      if (exec_queue_.empty()) break;  // exit requested and nothing left to run
+      batch = std::move(exec_queue_.front());
+      exec_queue_.pop_front();
+    }
+    for (const rpc::TaskSpec& spec : batch.request->tasks()) {
+      {
+        std::lock_guard<std::mutex> lock(exec_mu_);
+        executing_task_id_ = TaskID::FromBinary(spec.task_id());
+        task_counter_ = 0;
+        put_counter_ = 0;
+      }
+      executing_.store(true, std::memory_order_release);
+      rpc::TaskResult result = ExecuteTask(spec, executor, batch.request);
+      executing_.store(false, std::memory_order_release);
+      *batch.reply->add_results() = std::move(result);
+    }
+    batch.send_reply(absl::OkStatus());
+  }
+  VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
+}
+
+absl::Status CoreWorker::ResolveArgs(const rpc::TaskSpec& spec,
+                                     const std::shared_ptr<const rpc::PushTaskRequest>& holder,
+                                     std::vector<ObjectValue>* args, rpc::ErrorInfo* error) {
+  args->resize(spec.args_size());
+  std::vector<ObjectID> fetch_ids;
+  std::vector<size_t> fetch_pos;
+  for (int i = 0; i < spec.args_size(); ++i) {
+    const rpc::TaskArg& arg = spec.args(i);
+    if (arg.is_ref() && arg.data().empty() && !arg.ref().object_id().empty()) {
+      auto id = ObjectID::FromBinaryChecked(arg.ref().object_id());
+      if (!id.ok()) return absl::InvalidArgumentError("argument " + std::to_string(i) + ": malformed object id");
+      fetch_ids.push_back(*id);
+      fetch_pos.push_back(i);
+      continue;
+    }
+    ObjectValue& v = (*args)[i];
+    v.data = arg.data().data();
+    v.size = arg.data().size();
+    v.holder = holder;
+  }
+  if (fetch_ids.empty()) return absl::OkStatus();
+  auto values = Get(fetch_ids, -1);
+  if (!values.ok()) return values.status();
+  for (size_t k = 0; k < fetch_ids.size(); ++k) {
+    ObjectValue& v = (*values)[k];
+    if (v.error) {
+      *error = ToErrorInfo(*v.error);
+      return absl::OkStatus();
+    }
+    (*args)[fetch_pos[k]] = std::move(v);
+  }
+  return absl::OkStatus();
+}
+
+rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                                        const std::shared_ptr<const rpc::PushTaskRequest>& holder) {
+  rpc::TaskResult result;
+  result.set_task_id(spec.task_id());
+  result.set_attempt_number(spec.attempt_number());
+  TaskID task_id = TaskID::FromBinary(spec.task_id());
+  ObjectID return_id = ObjectID::FromIndex(task_id, 1);
+  const Address caller = FromRpc(spec.caller_address());
+
+  // Hold every ref the task receives (by reference, or nested inside a value) for
+  // the duration of the task; whatever is still held afterwards is reported to the
+  // owner as borrowed.
+  std::vector<std::pair<ObjectID, Address>> held;
+  for (const rpc::TaskArg& arg : spec.args()) {
+    if (arg.is_ref() && !arg.ref().object_id().empty()) {
+      auto id = ObjectID::FromBinaryChecked(arg.ref().object_id());
+      if (id.ok()) held.emplace_back(*id, FromRpc(arg.ref().owner_address()));
+    }
+    for (const rpc::ObjectReference& ref : arg.nested_refs()) {
+      auto id = ObjectID::FromBinaryChecked(ref.object_id());
+      if (id.ok()) held.emplace_back(*id, FromRpc(ref.owner_address()));
+    }
+  }
+  for (const auto& [id, owner] : held) {
+    reference_counter_->AddBorrowedObject(id, owner);
+    reference_counter_->AddLocalReference(id);
+  }
+
+  std::vector<ObjectValue> args;
+  rpc::ErrorInfo arg_error;
+  absl::Status resolved = ResolveArgs(spec, holder, &args, &arg_error);
+  TaskOutput output;
+  if (!resolved.ok()) {
+    output.failed = true;
+    output.error.set_type(rpc::OBJECT_LOST);
+    output.error.set_message("resolving the arguments of " + spec.function_name() +
+                             " failed: " + std::string(resolved.message()));
+  } else if (arg_error.type() != rpc::ERROR_TYPE_UNSPECIFIED) {
+    output.failed = true;
+    output.error = arg_error;
+  } else {
+    output = executor(spec, args);
+  }
+  args.clear();  // releases argument buffers before the refs go
+  StoreReturn(spec, return_id, std::move(output), result.add_returns());
+
+  for (const auto& [id, owner] : held) reference_counter_->RemoveLocalReference(id);
+  for (const auto& [id, owner] : held) {
+    if (!reference_counter_->HasReference(id) || reference_counter_->IsOwnedByUs(id)) continue;
+    rpc::BorrowedRefReport* report = result.add_borrowed_refs();
+    report->mutable_ref()->set_object_id(id.Binary());
+    *report->mutable_ref()->mutable_owner_address() = ToRpc(owner);
+    *report->mutable_borrower() = rpc_address_;
+  }
+  (void)caller;
+  return result;
+}
+
+void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, TaskOutput output,
+                             rpc::ReturnObject* out) {
+  out->set_object_id(return_id.Binary());
+  if (output.failed) {
+    *out->mutable_error() = output.error;
+    return;
+  }
+  if (!output.contained_ids.empty()) {
+    for (const ObjectID& inner : output.contained_ids) {
+      auto owner = reference_counter_->GetOwner(inner);
+      if (!owner.ok()) continue;
+      rpc::ObjectReference* ref = out->add_nested_refs();
+      ref->set_object_id(inner.Binary());
+      *ref->mutable_owner_address() = ToRpc(*owner);
+    }
+    // The caller owns the return value; it becomes a borrower of the refs inside
+    // that this worker owns.
+    reference_counter_->AddNestedObjectIds(return_id, output.contained_ids, FromRpc(spec.caller_address()));
+  }
+  out->set_size_bytes(static_cast<int64_t>(output.size));
+  if (static_cast<int64_t>(output.size) <= options_.config.max_inline_result_bytes) {
+    std::string* data = out->mutable_data();
+    data->resize(output.size);
+    if (output.size > 0) output.write(data->data());
+    return;
+  }
+  auto dst = store_->Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true);
+  if (dst.ok()) {
+    output.write(reinterpret_cast<char*>(*dst));
+    absl::Status sealed = store_->Seal(return_id);
+    if (!sealed.ok()) dst = sealed;
+  } else if (dst.status().code() == absl::StatusCode::kAlreadyExists) {
+    dst = nullptr;  // a previous attempt stored it on this node already
+  }
+  if (!dst.ok()) {
+    out->mutable_error()->set_type(rpc::OBJECT_LOST);
+    out->mutable_error()->set_message("storing the " + std::to_string(output.size) + "-byte result of " +
+                                      spec.function_name() + " failed: " + std::string(dst.status().message()));
+    return;
+  }
+  out->set_in_plasma(true);
+  out->set_node_id(node_id_.Binary());
+  out->set_raylet_address(options_.raylet_address);
+}
+
+}  // namespace manta::core
