@@ -424,6 +424,8 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids) {
             value = std::move(obj);
           }
           memory_store_.Put(id, std::move(value));
+          // The last ref may have gone while we asked: nothing will free it later.
+          if (!reference_counter_->HasReference(id)) memory_store_.Delete({id});
         });
   }
 }
@@ -434,6 +436,10 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<Objec
   bool all_present = true;
   for (const ObjectID& id : ids) {
     if (memory_store_.Contains(id)) continue;
+    if (!reference_counter_->HasReference(id)) {
+      return absl::NotFoundError("object " + id.Hex() +
+                                 " is unknown to this process (no live ObjectRef to it was created here)");
+    }
     all_present = false;
     if (!reference_counter_->IsOwnedByUs(id)) borrowed_absent.push_back(id);
   }
@@ -571,14 +577,31 @@ void CoreWorker::OnObjectFreed(const ObjectID& id) {
   StoredObjectPtr obj = memory_store_.GetIfExists(id);
   memory_store_.Delete({id});
   if (!obj || !obj->in_plasma || !obj->owner_copy || obj->plasma_raylet_address.empty()) return;
-  std::string raylet = obj->plasma_raylet_address;
-  loop_.Post("CoreWorker.FreePlasma", [this, id, raylet] {
+  // Frees are batched: one FreeObjects per raylet per loop turn.
+  bool post;
+  {
+    absl::MutexLock lock(&free_mu_);
+    pending_frees_[obj->plasma_raylet_address].push_back(id);
+    post = !free_flush_posted_;
+    free_flush_posted_ = true;
+  }
+  if (post) loop_.Post("CoreWorker.FreePlasma", [this] { FlushFrees(); });
+}
+
+void CoreWorker::FlushFrees() {
+  absl::flat_hash_map<std::string, std::vector<ObjectID>> frees;
+  {
+    absl::MutexLock lock(&free_mu_);
+    frees.swap(pending_frees_);
+    free_flush_posted_ = false;
+  }
+  for (const auto& [raylet, ids] : frees) {
     rpc::FreeObjectsRequest request;
-    request.add_object_ids(id.Binary());
-    raylets_->Get(raylet)->FreeObjects(request, [id](const absl::Status& s, rpc::FreeObjectsReply&&) {
-      if (!s.ok()) VLOG(1) << "freeing " << id.Hex() << ": " << s;
+    for (const ObjectID& id : ids) request.add_object_ids(id.Binary());
+    raylets_->Get(raylet)->FreeObjects(request, [raylet](const absl::Status& s, rpc::FreeObjectsReply&&) {
+      if (!s.ok()) VLOG(1) << "freeing objects at " << raylet << ": " << s;
     });
-  });
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -29,7 +29,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "protos/core_worker.pb.h"
 #include "protos/node_manager.pb.h"
@@ -187,6 +189,7 @@ class CoreWorker {
   // Borrowed objects absent here: ask their owners (loop thread).
   void RequestFromOwners(const std::vector<ObjectID>& ids);
   void OnObjectFreed(const ObjectID& id);
+  void FlushFrees();
   // Reads plasma-resident values through the local store, fetching remote ones.
   absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                 int64_t deadline_ms, std::vector<ObjectValue>* out,
@@ -225,6 +228,10 @@ class CoreWorker {
   std::atomic<uint64_t> task_counter_{0};
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
+  // Plasma copies of freed objects, deleted in batches (by raylet address).
+  absl::Mutex free_mu_;
+  absl::flat_hash_map<std::string, std::vector<ObjectID>> pending_frees_ ABSL_GUARDED_BY(free_mu_);
+  bool free_flush_posted_ ABSL_GUARDED_BY(free_mu_) = false;
   // Borrowed ids we asked the owner about (loop thread).
   absl::flat_hash_set<ObjectID> owner_requests_;
 

@@ -9,6 +9,10 @@ bool MemoryStore::Put(const ObjectID& id, StoredObjectPtr object) {
   {
     absl::MutexLock lock(&mu_);
     if (!objects_.emplace(id, object).second) return false;
+    if (auto w = blocking_waiters_.find(id); w != blocking_waiters_.end()) {
+      for (auto& [waiter, count] : w->second) waiter->remaining -= count;
+      blocking_waiters_.erase(w);
+    }
     auto it = async_waiters_.find(id);
     if (it != async_waiters_.end()) {
       callbacks = std::move(it->second);
@@ -23,17 +27,36 @@ bool MemoryStore::Put(const ObjectID& id, StoredObjectPtr object) {
 std::vector<StoredObjectPtr> MemoryStore::Get(const std::vector<ObjectID>& ids, size_t num_required,
                                               int64_t timeout_ms) {
   num_required = std::min(num_required, ids.size());
-  auto count_present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    size_t n = 0;
-    for (const auto& id : ids) n += objects_.contains(id) ? 1 : 0;
-    return n;
-  };
   absl::MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_present() >= num_required; };
-  if (timeout_ms < 0) {
-    mu_.Await(absl::Condition(&ready));
-  } else if (timeout_ms > 0) {
-    mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(timeout_ms));
+  // Positions still absent, by id (an id may appear more than once).
+  absl::flat_hash_map<ObjectID, int64_t> absent;
+  int64_t present = 0;
+  for (const auto& id : ids) {
+    if (objects_.contains(id)) {
+      ++present;
+    } else {
+      ++absent[id];
+    }
+  }
+  BlockingWaiter waiter;
+  waiter.remaining = static_cast<int64_t>(num_required) - present;
+  if (waiter.remaining > 0 && timeout_ms != 0) {
+    for (const auto& [id, count] : absent) blocking_waiters_[id].emplace_back(&waiter, count);
+    auto done = [](BlockingWaiter* w) { return w->remaining <= 0; };
+    absl::Condition cond(+done, &waiter);
+    if (timeout_ms < 0) {
+      mu_.Await(cond);
+    } else {
+      mu_.AwaitWithTimeout(cond, absl::Milliseconds(timeout_ms));
+    }
+    for (const auto& [id, count] : absent) {
+      auto it = blocking_waiters_.find(id);
+      if (it == blocking_waiters_.end()) continue;
+      auto& list = it->second;
+      list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& e) { return e.first == &waiter; }),
+                 list.end());
+      if (list.empty()) blocking_waiters_.erase(it);
+    }
   }
   std::vector<StoredObjectPtr> out;
   out.reserve(ids.size());

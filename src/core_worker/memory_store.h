@@ -73,8 +73,18 @@ class MemoryStore {
   size_t Size() const;
 
  private:
+  // A blocked Get: how many more of its positions must become present. Put
+  // decrements it, so waking a Get of n ids costs O(1) per Put, not O(n).
+  struct BlockingWaiter {
+    int64_t remaining = 0;
+  };
+
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectID, StoredObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
+  // Per absent id: the blocked Gets waiting for it and how many of their positions
+  // it fills.
+  absl::flat_hash_map<ObjectID, std::vector<std::pair<BlockingWaiter*, int64_t>>> blocking_waiters_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>> async_waiters_
       ABSL_GUARDED_BY(mu_);
 };

@@ -84,7 +84,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
       inner.push_back(*inner_id);
     }
     if (!inner.empty()) reference_counter_.AddNestedObjectIds(*id, inner, self);
-    memory_store_.Put(*id, std::move(value));
+    PutIfReferenced(*id, std::move(value));
   }
   std::vector<BorrowedRef> borrowed;
   for (const rpc::BorrowedRefReport& b : result.borrowed_refs()) {
@@ -137,12 +137,19 @@ void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
   StoreErrorAndRelease(std::move(failed), error);
 }
 
+void TaskManager::PutIfReferenced(const ObjectID& id, StoredObjectPtr value) {
+  memory_store_.Put(id, std::move(value));
+  // Every ref may have gone while the task ran: the free already happened, so drop
+  // the value now (checked after the Put, so a concurrent free cannot slip between).
+  if (!reference_counter_.HasReference(id)) memory_store_.Delete({id});
+}
+
 void TaskManager::StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error) {
   TaskID task_id = TaskID::FromBinary(entry.spec.task_id());
   for (int i = 1; i <= entry.spec.num_returns(); ++i) {
     ObjectID id = ObjectID::FromIndex(task_id, i);
     reference_counter_.UpdateObjectFailed(id);
-    memory_store_.Put(id, MakeErrorObject(error));
+    PutIfReferenced(id, MakeErrorObject(error));
   }
   reference_counter_.UpdateFinishedTaskReferences(entry.argument_ids, {});
 }

@@ -55,6 +55,8 @@ class TaskManager {
     int retries_left = 0;
   };
   void StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error);
+  // Stores a return value unless the object is no longer referenced.
+  void PutIfReferenced(const ObjectID& id, StoredObjectPtr value);
 
   MemoryStore& memory_store_;
   ReferenceCounter& reference_counter_;

@@ -1,0 +1,327 @@
+// NormalTaskSubmitter + TaskManager with fake raylets and workers: lease requests,
+// reuse, spillback, batching and pipelining, idle return, retries after worker
+// death, and errors stored as values. One EventLoop driven by the test.
+#include "src/core_worker/normal_task_submitter.h"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "src/core_worker/common.h"
+
+namespace manta::core {
+namespace {
+
+// Runs the loop until `done` (timers due "now" need a loop turn), at most ~1 s.
+template <typename F>
+bool DriveUntil(EventLoop& loop, F done) {
+  for (int i = 0; i < 1000; ++i) {
+    loop.RunUntilIdle();
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+template <typename Request, typename Reply>
+struct Pending {
+  Request request;
+  RpcCallback<Reply> callback;
+};
+
+class FakeRaylet : public RayletClientInterface {
+ public:
+  explicit FakeRaylet(std::string address) : address_(std::move(address)) {}
+  const std::string& address() const override { return address_; }
+  void RegisterWorker(const rpc::RegisterWorkerRequest&, RpcCallback<rpc::RegisterWorkerReply> cb) override {
+    cb(absl::UnimplementedError("unused"), {});
+  }
+  void RequestWorkerLease(const rpc::RequestWorkerLeaseRequest& q,
+                          RpcCallback<rpc::RequestWorkerLeaseReply> cb) override {
+    leases.push_back({q, std::move(cb)});
+  }
+  void ReturnWorker(const rpc::ReturnWorkerRequest& q, RpcCallback<rpc::ReturnWorkerReply> cb) override {
+    returns.push_back(q);
+    cb(absl::OkStatus(), {});
+  }
+  void CancelWorkerLease(const rpc::CancelWorkerLeaseRequest&, RpcCallback<rpc::CancelWorkerLeaseReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void NotifyWorkerBlocked(const rpc::NotifyWorkerBlockedRequest&,
+                           RpcCallback<rpc::NotifyWorkerBlockedReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void PinObjectIDs(const rpc::PinObjectIDsRequest&, RpcCallback<rpc::PinObjectIDsReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void FreeObjects(const rpc::FreeObjectsRequest&, RpcCallback<rpc::FreeObjectsReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void FetchObjects(const rpc::FetchObjectsRequest&, int64_t, RpcCallback<rpc::FetchObjectsReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+
+  // Grants the oldest pending lease request with a worker at `worker_port`.
+  void Grant(int worker_port) {
+    ASSERT_FALSE(leases.empty());
+    auto p = std::move(leases.front());
+    leases.pop_front();
+    rpc::RequestWorkerLeaseReply reply;
+    reply.mutable_worker_address()->set_ip_address("127.0.0.1");
+    reply.mutable_worker_address()->set_port(worker_port);
+    reply.mutable_worker_address()->set_worker_id(WorkerID::FromRandom().Binary());
+    reply.set_lease_id(LeaseID::FromRandom().Binary());
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+  void SpillTo(const std::string& ip, int port) {
+    ASSERT_FALSE(leases.empty());
+    auto p = std::move(leases.front());
+    leases.pop_front();
+    rpc::RequestWorkerLeaseReply reply;
+    reply.mutable_retry_at_raylet_address()->set_ip_address(ip);
+    reply.mutable_retry_at_raylet_address()->set_port(port);
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+
+  std::deque<Pending<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> leases;
+  std::vector<rpc::ReturnWorkerRequest> returns;
+
+ private:
+  std::string address_;
+};
+
+class FakeWorker : public CoreWorkerClientInterface {
+ public:
+  explicit FakeWorker(std::string address) : address_(std::move(address)) {}
+  const std::string& address() const override { return address_; }
+  void PushTask(const rpc::PushTaskRequest& q, RpcCallback<rpc::PushTaskReply> cb) override {
+    pushes.push_back({q, std::move(cb)});
+  }
+  void GetObjectStatus(const rpc::GetObjectStatusRequest&, RpcCallback<rpc::GetObjectStatusReply> cb) override {
+    cb(absl::UnimplementedError("unused"), {});
+  }
+  void WaitForRefRemoved(const rpc::WaitForRefRemovedRequest&, RpcCallback<rpc::WaitForRefRemovedReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void Exit(const rpc::ExitRequest&, RpcCallback<rpc::ExitReply> cb) override { cb(absl::OkStatus(), {}); }
+
+  // Answers the oldest push: every task returns the int-like bytes "ok".
+  void ReplyOk() {
+    ASSERT_FALSE(pushes.empty());
+    auto p = std::move(pushes.front());
+    pushes.pop_front();
+    rpc::PushTaskReply reply;
+    for (const auto& spec : p.request.tasks()) {
+      rpc::TaskResult* r = reply.add_results();
+      r->set_task_id(spec.task_id());
+      r->set_attempt_number(spec.attempt_number());
+      rpc::ReturnObject* ret = r->add_returns();
+      ret->set_object_id(ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1).Binary());
+      ret->set_data("ok");
+      ret->set_size_bytes(2);
+    }
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+  void Fail() {
+    ASSERT_FALSE(pushes.empty());
+    auto p = std::move(pushes.front());
+    pushes.pop_front();
+    p.callback(absl::UnavailableError("Socket closed"), {});
+  }
+
+  std::deque<Pending<rpc::PushTaskRequest, rpc::PushTaskReply>> pushes;
+
+ private:
+  std::string address_;
+};
+
+class NoopBorrowerClient : public BorrowerClientInterface {
+ public:
+  void WaitForRefRemoved(const Address&, const ObjectID&, const Address&,
+                         std::function<void(absl::Status, std::vector<BorrowedRef>)> done) override {
+    done(absl::OkStatus(), {});
+  }
+};
+
+class SubmitterTest : public ::testing::Test {
+ protected:
+  SubmitterTest()
+      : raylets_([this](const std::string& address) {
+          auto r = std::make_shared<FakeRaylet>(address);
+          raylet_by_address_[address] = r.get();
+          return r;
+        }),
+        workers_([this](const std::string& address) {
+          auto w = std::make_shared<FakeWorker>(address);
+          worker_by_address_[address] = w.get();
+          return w;
+        }),
+        self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()},
+        refs_(self_, &borrowers_),
+        tasks_(store_, refs_, [this](const rpc::TaskSpec& spec) { submitter_->Submit(spec); }) {
+    SubmitterOptions options;
+    options.job_id = JobID::FromInt(1);
+    options.self = ToRpc(self_);
+    options.local_raylet_address = "127.0.0.1:2000";
+    options.max_tasks_in_flight_per_worker = 4;
+    options.max_tasks_per_push = 3;
+    options.lease_idle_ms = 0;
+    options.max_pending_lease_requests_per_key = 2;
+    submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, options, raylets_, workers_, tasks_);
+    raylets_.Get("127.0.0.1:2000");  // creates the local raylet fake
+  }
+
+  // Submits a task through the task manager as the core worker does.
+  ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}) {
+    TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
+    rpc::TaskSpec spec;
+    spec.set_task_id(task_id.Binary());
+    spec.set_function_name("f");
+    spec.set_num_returns(1);
+    spec.set_max_retries(max_retries);
+    *spec.mutable_caller_address() = ToRpc(self_);
+    for (const auto& [k, v] : resources) (*spec.mutable_required_resources())[k] = v;
+    ObjectID id = ObjectID::FromIndex(task_id, 1);
+    refs_.AddOwnedObject(id, self_, {});
+    refs_.AddLocalReference(id);
+    tasks_.AddPendingTask(spec, {});
+    submitter_->Submit(spec);
+    loop_.RunUntilIdle();
+    return id;
+  }
+
+  FakeRaylet& LocalRaylet() { return *raylet_by_address_.at("127.0.0.1:2000"); }
+  FakeWorker& Worker(int port) { return *worker_by_address_.at("127.0.0.1:" + std::to_string(port)); }
+  size_t TotalPushes() {
+    size_t n = 0;
+    for (auto& [a, w] : worker_by_address_) n += w->pushes.size();
+    return n;
+  }
+
+  EventLoop loop_;
+  std::map<std::string, FakeRaylet*> raylet_by_address_;
+  std::map<std::string, FakeWorker*> worker_by_address_;
+  RayletClientPool raylets_;
+  CoreWorkerClientPool workers_;
+  Address self_;
+  NoopBorrowerClient borrowers_;
+  ReferenceCounter refs_;
+  MemoryStore store_;
+  TaskManager tasks_;
+  std::unique_ptr<NormalTaskSubmitter> submitter_;
+  TaskID root_ = TaskID::ForDriver(JobID::FromInt(1));
+  uint64_t counter_ = 0;
+};
+
+TEST_F(SubmitterTest, RequestsALeaseAndPushesTheTask) {
+  ObjectID id = Submit();
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  EXPECT_EQ(LocalRaylet().leases.front().request.required_resources().at("CPU"), 1);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  auto value = store_.GetIfExists(id);
+  ASSERT_NE(value, nullptr);
+  EXPECT_EQ(value->data, "ok");
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
+TEST_F(SubmitterTest, ReusesTheLeaseAndReturnsItWhenIdle) {
+  Submit();
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();
+  // A second task before the idle timer fires goes to the same worker, no new lease.
+  Submit();
+  EXPECT_EQ(Worker(3000).pushes.size(), 1u);
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  // lease_idle_ms = 0: returned once idle.
+  EXPECT_TRUE(DriveUntil(loop_, [&] { return LocalRaylet().returns.size() == 1; }));
+  EXPECT_EQ(submitter_->NumLeases(), 0u);
+  EXPECT_FALSE(LocalRaylet().returns[0].disconnect_worker());
+}
+
+TEST_F(SubmitterTest, BatchesAndPipelinesUpToTheLimits) {
+  for (int i = 0; i < 10; ++i) Submit();
+  // At most 2 lease requests in flight per key.
+  EXPECT_EQ(LocalRaylet().leases.size(), 2u);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  // 4 in flight per worker, 3 per push: one push of 3, one of 1.
+  ASSERT_EQ(Worker(3000).pushes.size(), 2u);
+  EXPECT_EQ(Worker(3000).pushes[0].request.tasks_size(), 3);
+  EXPECT_EQ(Worker(3000).pushes[1].request.tasks_size(), 1);
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Worker(3000).pushes.size(), 2u);  // refilled to 4 in flight
+  while (TotalPushes() > 0) {
+    Worker(3000).ReplyOk();
+    loop_.RunUntilIdle();
+  }
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
+TEST_F(SubmitterTest, FollowsSpillbackWithGrantOrReject) {
+  Submit(3, {{"special", 1}});
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  LocalRaylet().SpillTo("127.0.0.1", 2001);
+  loop_.RunUntilIdle();
+  FakeRaylet& remote = *raylet_by_address_.at("127.0.0.1:2001");
+  ASSERT_EQ(remote.leases.size(), 1u);
+  EXPECT_TRUE(remote.leases.front().request.grant_or_reject());
+  remote.Grant(3001);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3001).pushes.size(), 1u);
+  Worker(3001).ReplyOk();
+  loop_.RunUntilIdle();
+  // The lease is returned to the raylet that granted it.
+  EXPECT_TRUE(DriveUntil(loop_, [&] { return remote.returns.size() == 1; }));
+}
+
+TEST_F(SubmitterTest, WorkerDeathRetriesThenFailsWithWorkerDied) {
+  ObjectID id = Submit(/*max_retries=*/1);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).Fail();
+  loop_.RunUntilIdle();
+  // The dead worker's lease went back with disconnect; a new lease is requested.
+  ASSERT_EQ(LocalRaylet().returns.size(), 1u);
+  EXPECT_TRUE(LocalRaylet().returns[0].disconnect_worker());
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  LocalRaylet().Grant(3002);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3002).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3002).pushes[0].request.tasks(0).attempt_number(), 1);
+  Worker(3002).Fail();
+  loop_.RunUntilIdle();
+  auto value = store_.GetIfExists(id);
+  ASSERT_NE(value, nullptr);
+  EXPECT_FALSE(value->error.ok());
+  EXPECT_EQ(value->error_type, rpc::WORKER_DIED);
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
+TEST_F(SubmitterTest, LateResultOfAnOlderAttemptIsIgnored) {
+  ObjectID id = Submit();
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  rpc::PushTaskReply stale;
+  auto first = std::move(Worker(3000).pushes.front());
+  Worker(3000).pushes.pop_front();
+  rpc::TaskResult result;
+  result.set_task_id(first.request.tasks(0).task_id());
+  result.set_attempt_number(7);  // no such attempt
+  tasks_.CompletePendingTask(result);
+  EXPECT_EQ(store_.GetIfExists(id), nullptr);
+  EXPECT_EQ(tasks_.NumPending(), 1u);
+  first.callback(absl::UnavailableError("gone"), {});
+  loop_.RunUntilIdle();
+}
+
+}  // namespace
+}  // namespace manta::core
