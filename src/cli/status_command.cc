@@ -1,7 +1,9 @@
-// `manta status`: alive and dead nodes with total and available resources.
+// `manta status`: alive and dead nodes with total and available resources, and the
+// lease requests waiting at each node that no node can ever satisfy (infeasible).
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "protos/gcs.grpc.pb.h"
@@ -72,8 +74,12 @@ int RunStatus(const std::string& address_flag, bool json) {
   }
   std::map<std::string, raylet::ResourceMap> available;
   std::map<std::string, rpc::ObjectStoreStats> stores;
+  std::map<std::string, std::vector<std::string>> infeasible;
   for (const auto& u : nodes.resource_usage()) {
     available[u.node_id()] = ToMap(u.resources_available());
+    if (u.infeasible_shapes_size() > 0) {
+      infeasible[u.node_id()] = std::vector<std::string>(u.infeasible_shapes().begin(), u.infeasible_shapes().end());
+    }
     if (u.has_object_store()) stores[u.node_id()] = u.object_store();
   }
 
@@ -94,6 +100,8 @@ int RunStatus(const std::string& address_flag, bool json) {
       auto a = available.find(n.node_id());
       j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
       if (n.state() == rpc::NodeInfo::DEAD) j["death_reason"] = n.death_reason();
+      auto inf = infeasible.find(n.node_id());
+      j["infeasible_shapes"] = inf != infeasible.end() ? inf->second : std::vector<std::string>();
       if (auto st = stores.find(n.node_id()); st != stores.end()) {
         const rpc::ObjectStoreStats& o = st->second;
         j["object_store"] = {{"capacity_bytes", o.capacity_bytes()},
@@ -133,6 +141,11 @@ int RunStatus(const std::string& address_flag, bool json) {
       raylet::ResourceMap avail = a != available.end() ? a->second : total;
       std::cout << "      total:     " << raylet::FormatResources(total) << "\n"
                 << "      available: " << raylet::FormatResources(avail) << "\n";
+      if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
+        for (const std::string& shape : inf->second) {
+          std::cout << "      infeasible: {" << shape << "} (lease requests waiting: no node has these resources)\n";
+        }
+      }
       if (auto st = stores.find(n.node_id()); st != stores.end()) {
         const rpc::ObjectStoreStats& o = st->second;
         std::cout << "      objects:   " << Bytes(o.used_bytes()) << " / " << Bytes(o.capacity_bytes()) << " used, "

@@ -47,6 +47,7 @@ MANTA_CONFIG(int64_t, idle_worker_killing_time_ms, 60000, "an idle worker beyond
 MANTA_CONFIG(int64_t, worker_maximum_startup_concurrency, 0, "workers starting at once per node (0 = number of CPUs)")
 MANTA_CONFIG(int64_t, num_workers_soft_limit, -1, "idle workers kept per node (-1 = number of CPUs)")
 MANTA_CONFIG(int64_t, driver_liveness_check_ms, 1000, "raylet checks that local drivers and lease owners are alive this often")
+MANTA_CONFIG(int64_t, worker_exit_grace_ms, 5000, "a worker asked to exit (idle, or its job ended) that is still alive after this is killed with SIGKILL")
 
 // ---- core worker (drivers and workers)
 MANTA_CONFIG(int64_t, max_inline_arg_bytes, 100 * 1024, "task arguments up to this size travel inside the task spec")

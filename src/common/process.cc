@@ -1,6 +1,7 @@
 #include "src/common/process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -53,6 +54,7 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     if (out_fd >= 0) close(out_fd);
     return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
   }
+  const pid_t parent_pid = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
@@ -63,6 +65,11 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   }
   if (pid == 0) {
     close(err_pipe[0]);
+    if (options.die_with_parent) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // The parent may have died before prctl took effect: then we were reparented.
+      if (getppid() != parent_pid) _exit(127);
+    }
     if (options.new_session) setsid();
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
@@ -163,9 +170,11 @@ std::string FindExecutable(const std::string& name) {
     // Next to us (install prefix bin/ or a flat build dir), then sibling build folders.
     for (const std::string& candidate :
          {dir + "/" + name, dir + "/../gcs/" + name, dir + "/../raylet/" + name,
-          dir + "/../cli/" + name, dir + "/../src/gcs/" + name, dir + "/../src/raylet/" + name,
-          dir + "/../src/cli/" + name, dir + "/../../src/gcs/" + name,
-          dir + "/../../src/raylet/" + name, dir + "/../../src/cli/" + name}) {
+          dir + "/../cli/" + name, dir + "/../core_worker/" + name, dir + "/../api/" + name,
+          dir + "/../src/gcs/" + name, dir + "/../src/raylet/" + name, dir + "/../src/cli/" + name,
+          dir + "/../src/core_worker/" + name, dir + "/../src/api/" + name, dir + "/../../src/gcs/" + name,
+          dir + "/../../src/raylet/" + name, dir + "/../../src/cli/" + name,
+          dir + "/../../src/core_worker/" + name, dir + "/../../src/api/" + name}) {
       if (is_exec(candidate)) return candidate;
     }
   }

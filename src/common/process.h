@@ -21,6 +21,10 @@ struct ProcessOptions {
   std::string output_file;
   // Starts the child in a new session, so it outlives the parent's terminal.
   bool new_session = false;
+  // The child gets SIGKILL when the parent dies (Linux PR_SET_PDEATHSIG). The kernel
+  // ties this to the *thread* that forked: call StartProcess from a thread that lives
+  // as long as the parent process (e.g. the daemon's loop thread on its main thread).
+  bool die_with_parent = false;
 };
 
 // Starts the process. Returns its pid, or an error naming the executable when it

@@ -20,8 +20,10 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
  public:
   explicit BorrowerClient(CoreWorkerClientPool& pool) : pool_(pool) {}
   void WaitForRefRemoved(const Address& borrower, const ObjectID& id, const Address& owner,
+                         std::optional<ObjectID> contained_in,
                          std::function<void(absl::Status, std::vector<BorrowedRef>)> done) override {
     rpc::WaitForRefRemovedRequest request;
+    if (contained_in) request.set_contained_in_id(contained_in->Binary());
     request.mutable_ref()->set_object_id(id.Binary());
     *request.mutable_ref()->mutable_owner_address() = ToRpc(owner);
     request.set_intended_worker_id(borrower.worker_id.Binary());
@@ -718,6 +720,10 @@ void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& re
                                          std::function<void(absl::Status)> send_reply) {
   auto id = ObjectID::FromBinaryChecked(request.ref().object_id());
   if (!id.ok()) return send_reply(id.status());
+  std::optional<ObjectID> contained_in;
+  if (auto outer = ObjectID::FromBinaryChecked(request.contained_in_id()); outer.ok()) contained_in = *outer;
+  std::optional<Address> owner;
+  if (request.ref().has_owner_address()) owner = FromRpc(request.ref().owner_address());
   reference_counter_->HandleWaitForRefRemoved(*id, [this, reply, send_reply](std::vector<BorrowedRef> subs) {
     for (const BorrowedRef& b : subs) {
       rpc::BorrowedRefReport* report = reply->add_sub_borrowers();
@@ -725,7 +731,7 @@ void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& re
       *report->mutable_borrower() = ToRpc(b.borrower);
     }
     send_reply(absl::OkStatus());
-  });
+  }, contained_in, owner);
 }
 
 void CoreWorker::HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply,

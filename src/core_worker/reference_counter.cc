@@ -174,7 +174,7 @@ void ReferenceCounter::AddNestedObjectIds(const ObjectID& outer,
         inner_it->second.contained_in.insert(outer);
       } else if (inner_it->second.owned_by_us) {
         // The outer object's owner will deserialize our ref: it borrows it.
-        AddBorrowerLocked(inner, inner_it->second, owner_address, deferred);
+        AddBorrowerLocked(inner, inner_it->second, owner_address, deferred, outer);
       } else {
         VLOG(1) << "AddNestedObjectIds: borrowed " << inner.Hex() << " nested in foreign "
                 << outer.Hex() << " is not tracked";
@@ -209,16 +209,16 @@ void ReferenceCounter::RemoveLineageReference(const ObjectID& id) {
   deferred.Run();
 }
 
-void ReferenceCounter::AddBorrowerLocked(const ObjectID& id, Entry& entry,
-                                         const Address& borrower, Deferred& deferred) {
+void ReferenceCounter::AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower,
+                                         Deferred& deferred, std::optional<ObjectID> contained_in) {
   if (borrower == self_) return;  // We are not our own borrower.
   if (!entry.borrowers.insert(borrower).second) return;
   VLOG(1) << "Object " << id.Hex() << " borrowed by " << borrower.ToString();
   // Borrowers of objects we only borrow are handed to our owner when it asks.
   if (!entry.owned_by_us) return;
-  deferred.actions.push_back([this, id, borrower] {
+  deferred.actions.push_back([this, id, borrower, contained_in] {
     borrower_client_->WaitForRefRemoved(
-        borrower, id, self_,
+        borrower, id, self_, contained_in,
         [this, id, borrower](absl::Status status, std::vector<BorrowedRef> new_borrowers) {
           OnBorrowerReply(id, borrower, status, std::move(new_borrowers));
         });
@@ -257,11 +257,24 @@ void ReferenceCounter::OnBorrowerReply(const ObjectID& id, const Address& borrow
   deferred.Run();
 }
 
-void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply reply) {
+void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply reply,
+                                               std::optional<ObjectID> contained_in,
+                                               std::optional<Address> owner) {
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);
     auto it = objects_.find(id);
+    if (it == objects_.end() && contained_in.has_value() && owner.has_value()) {
+      // The ref travels inside an object we hold but have not read yet (a task's
+      // return value racing its WaitForRefRemoved): record the borrow now.
+      auto outer_it = objects_.find(*contained_in);
+      if (outer_it != objects_.end() && *contained_in != id) {
+        outer_it->second.contains.insert(id);
+        it = objects_.try_emplace(id).first;
+        it->second.owner = *owner;
+        it->second.contained_in.insert(*contained_in);
+      }
+    }
     if (it == objects_.end()) {
       // Either we already dropped it, or the borrow is not recorded yet (out-of-order
       // delivery); in both cases we hold nothing now.

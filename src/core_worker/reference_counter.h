@@ -96,8 +96,11 @@ class BorrowerClientInterface {
   // success `new_borrowers` lists the sub-borrowers the borrower created and hands
   // over to the owner. A non-OK status means the borrower is unreachable (dead).
   // `done` is called exactly once, on any thread.
+  // `contained_in`, when set, is the object (owned by the borrower) whose value
+  // carries the ref: a borrower that has not yet seen the ref records it as
+  // contained in that object instead of replying at once.
   virtual void WaitForRefRemoved(
-      const Address& borrower, const ObjectID& id, const Address& owner,
+      const Address& borrower, const ObjectID& id, const Address& owner, std::optional<ObjectID> contained_in,
       std::function<void(absl::Status, std::vector<BorrowedRef> new_borrowers)> done) = 0;
 };
 
@@ -168,7 +171,11 @@ class ReferenceCounter {
   // mutex) once local, submitted and contained-in counts for `id` are zero —
   // immediately if they already are or if `id` is unknown here — with the
   // sub-borrowers we recorded, which are then forgotten here.
-  void HandleWaitForRefRemoved(const ObjectID& id, WaitReply reply);
+  // If `id` is unknown here but `contained_in` is an object we hold, the borrow is
+  // recorded first (the ref is inside that object's value, which we have not read
+  // yet) and the reply waits until that object is gone too.
+  void HandleWaitForRefRemoved(const ObjectID& id, WaitReply reply, std::optional<ObjectID> contained_in = std::nullopt,
+                               std::optional<Address> owner = std::nullopt);
 
   // The owner `owner` died: GetOwnerStatus of its objects returns Unavailable.
   // Matched by worker id.
@@ -233,8 +240,8 @@ class ReferenceCounter {
   };
 
   // Records `borrower` for `id`; if we own it, arranges a WaitForRefRemoved.
-  void AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower,
-                         Deferred& deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower, Deferred& deferred,
+                         std::optional<ObjectID> contained_in = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The reply to our WaitForRefRemoved(borrower, id).
   void OnBorrowerReply(const ObjectID& id, const Address& borrower,
                        const absl::Status& status, std::vector<BorrowedRef> new_borrowers);

@@ -1,5 +1,7 @@
 #include "src/raylet/cluster_resource_view.h"
 
+#include "src/raylet/resources.h"
+
 namespace manta::raylet {
 
 void ClusterResourceView::ResetFromSnapshot(const rpc::GetAllNodeInfoReply& snapshot) {
@@ -21,6 +23,7 @@ void ClusterResourceView::OnNodeInfo(const rpc::NodeInfo& info) {
   if (inserted) node.available = node.total;
   node.address = info.node_manager_address();
   node.port = info.node_manager_port();
+  node.draining = info.draining();
 }
 
 void ClusterResourceView::OnResourceUsage(const rpc::ResourceUsage& usage) {
@@ -30,6 +33,11 @@ void ClusterResourceView::OnResourceUsage(const rpc::ResourceUsage& usage) {
   if (it == nodes_.end()) return;  // usage of a node we have not seen alive: ignore
   it->second.available =
       std::map<std::string, double>(usage.resources_available().begin(), usage.resources_available().end());
+}
+
+void ClusterResourceView::SubtractAvailable(const NodeID& id, const std::map<std::string, double>& amount) {
+  auto it = nodes_.find(id);
+  if (it != nodes_.end()) SubtractResources(it->second.available, amount);
 }
 
 const ClusterResourceView::NodeResources* ClusterResourceView::Get(const NodeID& id) const {

@@ -2,7 +2,9 @@
 //
 // Fed by the GCS: a full GetAllNodeInfo snapshot at start and after a GCS restart,
 // then node and resource-usage pubsub messages. Dead nodes are removed. Used by the
-// lease manager's scheduling policy (a later issue) and reported by GetNodeStats.
+// lease manager's scheduling policy (scheduling_policy.h) and reported by
+// GetNodeStats. Availability may be stale by a report period; the lease manager
+// subtracts what it spills to a node (SubtractAvailable) until that node's next report.
 // Loop thread only.
 #pragma once
 
@@ -21,6 +23,8 @@ class ClusterResourceView {
     std::map<std::string, double> available;
     std::string address;
     int port = 0;
+    // The node accepted a drain: it takes no new work.
+    bool draining = false;
   };
 
   // Replaces the whole view with a GCS snapshot.
@@ -28,6 +32,9 @@ class ClusterResourceView {
   // Applies a node event: ALIVE adds (keeping known availability), DEAD removes.
   void OnNodeInfo(const rpc::NodeInfo& info);
   void OnResourceUsage(const rpc::ResourceUsage& usage);
+  // Optimistically takes `amount` from a node's availability (work just sent there),
+  // until its next usage report replaces it. No-op for an unknown node.
+  void SubtractAvailable(const NodeID& id, const std::map<std::string, double>& amount);
 
   bool Contains(const NodeID& id) const { return nodes_.contains(id); }
   const NodeResources* Get(const NodeID& id) const;

@@ -4,16 +4,23 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <random>
 
 #include "src/common/config.h"
 #include "src/common/logging.h"
+#include "src/common/process.h"
 #include "src/common/util.h"
 #include "src/object_store/arena.h"
 #include "src/object_store/object_store.h"
 #include "src/object_store/spiller.h"
 #include "src/object_store/store_server.h"
+#include "src/raylet/child_reaper.h"
+#include "src/raylet/lease_manager.h"
 #include "src/raylet/node_manager.h"
+#include "src/raylet/node_manager_worker_grpc_service.h"
 #include "src/raylet/object_manager.h"
+#include "src/raylet/process_worker_launcher.h"
+#include "src/raylet/worker_pool.h"
 
 namespace {
 
@@ -146,10 +153,12 @@ int main(int argc, char** argv) {
   // Stops the RPC server while the loop still runs the handlers of calls in flight,
   // then the loop. Safe to call more than once.
   bool quitting = false;
+  manta::raylet::WorkerPool* worker_pool = nullptr;
   auto quit = [&](int code) {
     if (quitting) return;
     quitting = true;
     exit_code = code;
+    if (worker_pool != nullptr) worker_pool->Shutdown();
     store_server.Stop();
     server.ShutdownAsync(loop, 100, [&] { loop.Stop(); });
     loop.PostAfter("Raylet.ForceStop", 3000, [&] { loop.Stop(); });
@@ -163,8 +172,35 @@ int main(int argc, char** argv) {
   server.RegisterService(&service);
   server.RegisterService(object_manager.service());
   node_manager.AttachObjectStore(&store, &object_manager, store_socket, arena->get());
+
+  // Workers and leases (ARCHITECTURE.md §5, §7, §11). Both read the node manager's
+  // config, which takes the head's overrides at registration.
+  manta::raylet::ProcessWorkerLauncher launcher(loop, client_options);
+  manta::raylet::WorkerPoolOptions pool_options;
+  pool_options.node_id = options.node_id;
+  pool_options.node_ip_address = node_ip_address;
+  pool_options.gcs_address = gcs_address;
+  pool_options.store_socket = store_socket;
+  pool_options.session_dir = private_dir;
+  pool_options.default_worker_path = manta::FindExecutable("manta_worker");
+  pool_options.num_cpus = static_cast<int>(options.resources["CPU"]);
+  manta::raylet::WorkerPool pool(loop, pool_options, node_manager.config(), launcher);
+  worker_pool = &pool;
+  std::mt19937_64 rng(std::random_device{}());
+  manta::raylet::LeaseManager lease_manager(
+      loop, manta::raylet::LeaseManagerOptions{options.node_id, options.resources}, node_manager.config(),
+      node_manager.mutable_view(), pool,
+      [&rng](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); });
+  node_manager.AttachWorkers(&pool, &lease_manager);
+  manta::raylet::NodeManagerWorkerGrpcService worker_service(loop, pool, lease_manager);
+  server.RegisterService(&worker_service);
+  // Worker exits arrive as SIGCHLD.
+  manta::raylet::ChildReaper reaper(loop, [&pool](pid_t pid, int status) { pool.OnProcessExit(pid, status); });
+  reaper.Start();
+
   if (auto s = server.Start(); !s.ok()) return Fail(std::string(s.message()));
   node_manager.SetPort(server.port());
+  pool.SetRayletPort(server.port());
 
   node_manager.Start([&](absl::Status s) {
     if (!s.ok()) {
@@ -173,6 +209,7 @@ int main(int argc, char** argv) {
       quit(1);
       return;
     }
+    pool.Start();
     if (!ready_file.empty()) {
       if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n"); !w.ok()) {
         std::cerr << "manta_raylet: " << w.message() << std::endl;

@@ -3,6 +3,8 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "src/common/util.h"
 
 namespace manta::raylet {
@@ -14,10 +16,35 @@ NodeManager::NodeManager(EventLoop& loop, NodeManagerOptions options, gcs::GcsCl
       gcs_(gcs),
       now_ms_(std::move(now_ms)),
       on_fatal_(std::move(on_fatal)),
-      available_(options_.resources),
       start_time_ms_(NowMs()) {}
 
-NodeManager::~NodeManager() = default;
+NodeManager::~NodeManager() { *alive_ = false; }
+
+void NodeManager::AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager) {
+  pool_ = pool;
+  lease_manager_ = lease_manager;
+  pool_->AddGoneListener([this, alive = std::weak_ptr<bool>(alive_)](const WorkerGone& gone) {
+    if (!alive.expired() && gone.is_driver) OnDriverGone(gone);
+  });
+}
+
+void NodeManager::OnDriverGone(const WorkerGone& gone) {
+  // The GCS publishes the job's end, so every raylet releases what the job holds.
+  gcs_.AsyncMarkJobFinished(gone.job_id.Binary(), [job = gone.job_id](const absl::Status& s,
+                                                                      rpc::MarkJobFinishedReply&&) {
+    if (!s.ok()) LOG(WARNING) << "could not mark job " << job.Hex() << " finished at the GCS: " << s;
+  });
+}
+
+void NodeManager::ViewChanged() {
+  if (lease_manager_ == nullptr || view_change_posted_) return;
+  view_change_posted_ = true;
+  loop_.Post("NodeManager.ViewChanged", [this, alive = std::weak_ptr<bool>(alive_)] {
+    if (alive.expired()) return;
+    view_change_posted_ = false;
+    lease_manager_->OnClusterViewChanged();
+  });
+}
 
 rpc::NodeInfo NodeManager::MakeNodeInfo() const {
   rpc::NodeInfo info;
@@ -54,7 +81,8 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
     LOG(INFO) << "registered node " << options_.node_id.Hex() << " with cluster " << cluster_id_.Hex()
               << (reply.already_registered() ? " (already known)" : "");
     subscriber_ = std::make_unique<gcs::GcsSubscriber>(
-        loop_, gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL},
+        loop_, gcs_,
+        std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL, rpc::GCS_JOB_CHANNEL},
         options_.config.gcs_pubsub_poll_timeout_ms, [this](const rpc::PubMessage& m) { OnPubMessage(m); },
         [this] { Resync(); });
     subscriber_->SetOnPollResult([this](const absl::Status& s) {
@@ -92,7 +120,14 @@ void NodeManager::Resync() {
       return;
     }
     MarkGcsReachable();
+    std::vector<NodeID> known;
+    for (const auto& [id, node] : view_.nodes()) known.push_back(id);
     view_.ResetFromSnapshot(reply);
+    // Nodes that died while we were not listening.
+    for (const NodeID& id : known) {
+      if (!view_.Contains(id) && lease_manager_ != nullptr) lease_manager_->OnNodeDead(id);
+    }
+    ViewChanged();
     reported_once_ = false;  // the GCS may have lost our availability
     ReportUsage(true);
   });
@@ -106,8 +141,18 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
       return;
     }
     view_.OnNodeInfo(info);
+    if (info.state() == rpc::NodeInfo::DEAD && lease_manager_ != nullptr) {
+      auto id = NodeID::FromBinaryChecked(info.node_id());
+      if (id.ok()) lease_manager_->OnNodeDead(*id);
+    }
+    ViewChanged();
   } else if (message.has_resource_usage_message()) {
     view_.OnResourceUsage(message.resource_usage_message());
+    ViewChanged();
+  } else if (message.has_job_message()) {
+    const rpc::JobInfo& job = message.job_message();
+    auto id = JobID::FromBinaryChecked(job.job_id());
+    if (job.is_dead() && id.ok() && lease_manager_ != nullptr) lease_manager_->OnJobFinished(*id);
   }
 }
 
@@ -146,7 +191,16 @@ const object_store::ObjectStoreStats& NodeManager::StoreStats(bool fresh) {
 rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
   rpc::ResourceUsage usage;
   usage.set_node_id(options_.node_id.Binary());
-  for (const auto& [k, v] : available_) (*usage.mutable_resources_available())[k] = v;
+  if (lease_manager_ != nullptr) {
+    // Blocked workers that took their CPU back may oversubscribe the node for a while;
+    // others see it as full, not as negative.
+    for (const auto& [k, v] : lease_manager_->available()) {
+      (*usage.mutable_resources_available())[k] = std::max(0.0, v);
+    }
+    for (const std::string& shape : lease_manager_->InfeasibleShapes()) usage.add_infeasible_shapes(shape);
+  } else {
+    for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_available())[k] = v;
+  }
   for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_total())[k] = v;
   if (store_ != nullptr) {
     const object_store::ObjectStoreStats& s = StoreStats(fresh);

@@ -1,8 +1,11 @@
 // NodeManager: the raylet's control plane for issue-level "node membership".
 //
 // Registers this node with the GCS, answers health checks, keeps the cluster
-// resource view fed by GCS pubsub, reports this node's availability, watches that the
-// GCS stays reachable, and unregisters on clean shutdown. Fatal conditions (the GCS
+// resource view fed by GCS pubsub, reports this node's availability (from the lease
+// manager, with its infeasible requests), watches that the GCS stays reachable, and
+// unregisters on clean shutdown. With workers attached it also forwards cluster
+// events to the lease manager (view changes, dead nodes, finished jobs) and tells the
+// GCS when a local driver is gone (MarkJobFinished). Fatal conditions (the GCS
 // unreachable longer than gcs_rpc_server_reconnect_timeout_s, this node declared
 // DEAD, the GCS serving another cluster) are handed to `on_fatal`, which stops the
 // raylet. Loop thread only.
@@ -22,8 +25,10 @@
 #include "src/object_store/arena.h"
 #include "src/object_store/object_store.h"
 #include "src/raylet/cluster_resource_view.h"
+#include "src/raylet/lease_manager.h"
 #include "src/raylet/object_manager.h"
 #include "src/raylet/resources.h"
+#include "src/raylet/worker_pool.h"
 
 namespace manta::raylet {
 
@@ -55,6 +60,11 @@ class NodeManager {
     store_socket_ = std::move(socket_path);
     arena_ = arena;
   }
+  // Gives the node manager this node's worker pool and lease manager: usage reports
+  // then carry the lease manager's availability and infeasible shapes, cluster events
+  // reach the lease manager, and a local driver that is gone is reported to the GCS.
+  // REQUIRES: called once; both outlive this.
+  void AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager);
   // Registers with the GCS (retrying transient failures) and starts the subscriber and
   // timers. `on_registered` gets the outcome.
   void Start(absl::AnyInvocable<void(absl::Status)> on_registered);
@@ -76,12 +86,19 @@ class NodeManager {
                           rpc::SendReply send_reply);
 
   const ClusterResourceView& view() const { return view_; }
+  // For the lease manager, which counts what it spills to a node as taken.
+  ClusterResourceView& mutable_view() { return view_; }
+  // The configuration, with the head's overrides once registered.
+  const Config& config() const { return options_.config; }
   const ClusterID& cluster_id() const { return cluster_id_; }
   rpc::NodeInfo MakeNodeInfo() const;
 
  private:
   void Resync();
   void OnPubMessage(const rpc::PubMessage& message);
+  // Tells the lease manager, once per loop turn, that the view changed.
+  void ViewChanged();
+  void OnDriverGone(const WorkerGone& gone);
   void CheckGcs();
   void ReportUsage(bool force);
   void MarkGcsReachable() { last_gcs_ok_ms_ = now_ms_(); }
@@ -98,7 +115,9 @@ class NodeManager {
   std::function<void(const std::string&)> on_fatal_;
   ClusterID cluster_id_;
   ClusterResourceView view_;
-  ResourceMap available_;
+  WorkerPool* pool_ = nullptr;
+  LeaseManager* lease_manager_ = nullptr;
+  bool view_change_posted_ = false;
   std::string last_reported_;
   object_store::ObjectStore* store_ = nullptr;
   ObjectManager* object_manager_ = nullptr;
@@ -114,6 +133,8 @@ class NodeManager {
   std::unique_ptr<gcs::GcsSubscriber> subscriber_;
   std::unique_ptr<Timer> gcs_check_timer_;
   std::unique_ptr<Timer> report_timer_;
+  // Cleared on destruction, so that posted view-change notices do nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // The NodeManagerService gRPC front: posts each call to the loop.

@@ -84,4 +84,30 @@ std::string FormatResources(const ResourceMap& resources) {
   return out;
 }
 
+bool ResourcesFit(const ResourceMap& request, const ResourceMap& available) {
+  for (const auto& [name, amount] : request) {
+    auto it = available.find(name);
+    double have = it == available.end() ? 0.0 : it->second;
+    if (have + kResourceEpsilon < amount) return false;
+  }
+  return true;
+}
+
+void AddResources(ResourceMap& to, const ResourceMap& amount) {
+  for (const auto& [name, value] : amount) {
+    double& v = to[name];
+    v += value;
+    // Snap values that drifted next to an integer back onto it (0.1 + 0.2 - 0.3 ...).
+    if (std::abs(v - std::round(v)) < kResourceEpsilon) v = std::round(v);
+  }
+}
+
+void SubtractResources(ResourceMap& from, const ResourceMap& amount) {
+  for (const auto& [name, value] : amount) {
+    double& v = from[name];
+    v -= value;
+    if (std::abs(v - std::round(v)) < kResourceEpsilon) v = std::round(v);
+  }
+}
+
 }  // namespace manta::raylet

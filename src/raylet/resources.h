@@ -1,4 +1,5 @@
-// Node resources: parsing the --resources JSON and detecting machine defaults.
+// Node resources: parsing the --resources JSON, detecting machine defaults, and the
+// arithmetic the lease manager and scheduling policy do on resource maps.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +26,17 @@ int64_t DetectMemoryBytes();
 int64_t DetectAvailableMemoryBytes();
 // Renders "CPU: 2, GPU: 0, ..." with memory quantities in GiB.
 std::string FormatResources(const ResourceMap& resources);
+
+// Quantities are compared with this tolerance, so that fractional amounts added and
+// subtracted many times cannot drift into "not enough".
+inline constexpr double kResourceEpsilon = 1e-6;
+// True when every quantity of `request` is available in `available` (a missing name
+// counts as 0).
+bool ResourcesFit(const ResourceMap& request, const ResourceMap& available);
+// `to[name] += amount[name]` for every name of `amount`.
+void AddResources(ResourceMap& to, const ResourceMap& amount);
+// `from[name] -= amount[name]` for every name of `amount`; may go negative (a blocked
+// worker taking its CPU back oversubscribes the node for a while).
+void SubtractResources(ResourceMap& from, const ResourceMap& amount);
 
 }  // namespace manta::raylet

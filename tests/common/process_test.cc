@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "src/common/util.h"
 #include "test_util/test_util.h"
@@ -149,6 +150,32 @@ TEST(ProcessTest, FindExecutable) {
   ASSERT_FALSE(self.empty());
   std::string name = self.substr(self.rfind('/') + 1);
   EXPECT_EQ(FindExecutable(name), self);
+}
+
+TEST(ProcessTest, DieWithParentKillsTheChildWhenItsParentExits) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t middle = fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    // The parent of the child under test: starts it, reports its pid, and exits.
+    ProcessOptions options;
+    options.argv = {"sleep", "30"};
+    options.die_with_parent = true;
+    auto pid = StartProcess(options);
+    pid_t child = pid.ok() ? *pid : -1;
+    ssize_t ignored = write(fds[1], &child, sizeof(child));
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  pid_t child = -1;
+  ASSERT_EQ(read(fds[0], &child, sizeof(child)), static_cast<ssize_t>(sizeof(child)));
+  close(fds[0]);
+  ASSERT_TRUE(WaitForExit(middle, 5000));
+  ASSERT_GT(child, 0);
+  ChildGuard guard(child);  // not ours to reap; kills it if the test fails
+  EXPECT_TRUE(WaitFor([&] { return !IsProcessAlive(child); }, 5000));
 }
 
 }  // namespace

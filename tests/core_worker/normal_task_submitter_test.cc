@@ -139,7 +139,7 @@ class FakeWorker : public CoreWorkerClientInterface {
 
 class NoopBorrowerClient : public BorrowerClientInterface {
  public:
-  void WaitForRefRemoved(const Address&, const ObjectID&, const Address&,
+  void WaitForRefRemoved(const Address&, const ObjectID&, const Address&, std::optional<ObjectID>,
                          std::function<void(absl::Status, std::vector<BorrowedRef>)> done) override {
     done(absl::OkStatus(), {});
   }

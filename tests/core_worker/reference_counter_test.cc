@@ -26,7 +26,7 @@ class FakeBorrowerClient : public BorrowerClientInterface {
   };
 
   void WaitForRefRemoved(const Address& borrower, const ObjectID& id, const Address& owner,
-                         DoneCallback done) override {
+                         std::optional<ObjectID> /*contained_in*/, DoneCallback done) override {
     absl::MutexLock lock(&mu_);
     requests_.push_back({borrower, id, owner, std::move(done)});
   }
@@ -517,10 +517,10 @@ TEST_F(ReferenceCounterTest, EndToEndBetweenOwnerAndBorrower) {
   class Loopback : public BorrowerClientInterface {
    public:
     ReferenceCounter* borrower = nullptr;
-    void WaitForRefRemoved(const Address&, const ObjectID& id, const Address&,
-                           DoneCallback done) override {
+    void WaitForRefRemoved(const Address&, const ObjectID& id, const Address& owner,
+                           std::optional<ObjectID> contained_in, DoneCallback done) override {
       borrower->HandleWaitForRefRemoved(
-          id, [done](std::vector<BorrowedRef> subs) { done(absl::OkStatus(), subs); });
+          id, [done](std::vector<BorrowedRef> subs) { done(absl::OkStatus(), subs); }, contained_in, owner);
     }
   };
   Loopback to_borrower;
@@ -602,6 +602,37 @@ TEST_F(ReferenceCounterTest, ConcurrentBorrowRepliesAndLocalRefs) {
   user.join();
   EXPECT_EQ(rc_.NumObjects(), 0u);
   for (const ObjectID& id : ids) EXPECT_EQ(Freed(id), 1);
+}
+
+
+TEST_F(ReferenceCounterTest, WaitForRefRemovedBeforeTheNestedReturnIsReadKeepsTheRef) {
+  // The owner of `inner` returned it inside `outer` (owned by the borrower); its
+  // WaitForRefRemoved can reach the borrower before the task reply does.
+  Address owner_addr = MakeAddress(6100);
+  ObjectID outer = ObjectID::FromRandom();
+  ObjectID inner = ObjectID::FromRandom();
+  rc_.AddOwnedObject(outer, self_, {});
+  rc_.AddLocalReference(outer);
+  bool replied = false;
+  rc_.HandleWaitForRefRemoved(inner, [&](std::vector<BorrowedRef>) { replied = true; }, outer, owner_addr);
+  EXPECT_FALSE(replied);
+  EXPECT_TRUE(rc_.HasReference(inner));
+  // The reply is read: the ref is deserialized (borrowed, local ref) and dropped.
+  rc_.AddBorrowedObject(inner, owner_addr, outer);
+  rc_.AddLocalReference(inner);
+  rc_.RemoveLocalReference(inner);
+  EXPECT_FALSE(replied);  // still inside `outer`
+  rc_.RemoveLocalReference(outer);
+  EXPECT_TRUE(replied);
+  EXPECT_EQ(rc_.NumObjects(), 0u);
+}
+
+TEST_F(ReferenceCounterTest, WaitForRefRemovedAfterTheOuterIsGoneRepliesAtOnce) {
+  bool replied = false;
+  rc_.HandleWaitForRefRemoved(ObjectID::FromRandom(), [&](std::vector<BorrowedRef>) { replied = true; },
+                              ObjectID::FromRandom(), MakeAddress(6101));
+  EXPECT_TRUE(replied);
+  EXPECT_EQ(rc_.NumObjects(), 0u);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "test_util/test_util.h"
+#include "tests/raylet/fake_worker_launcher.h"
 
 namespace manta::raylet {
 namespace {
@@ -473,6 +474,89 @@ TEST_F(NodeManagerTest, ShutdownStopsTheGcsCheck) {
   ASSERT_TRUE(RunUntil([&] { return sentinel; }));
   EXPECT_TRUE(fatal_reasons_.empty());
   EXPECT_EQ(gcs_.get_cluster_id.total(), checks);
+}
+
+// With workers attached, usage reports carry the lease manager's view of this node
+// and cluster events reach it.
+class NodeManagerWithWorkersTest : public NodeManagerTest {
+ protected:
+  void AttachWorkers() {
+    WorkerPoolOptions pool_options;
+    pool_options.node_id = options_.node_id;
+    pool_ = std::make_unique<WorkerPool>(loop_, pool_options, manager_->config(), launcher_);
+    leases_ = std::make_unique<LeaseManager>(loop_, LeaseManagerOptions{options_.node_id, options_.resources},
+                                             manager_->config(), manager_->mutable_view(), *pool_,
+                                             [](size_t) { return 0; });
+    manager_->AttachWorkers(pool_.get(), leases_.get());
+  }
+
+  struct Call {
+    rpc::RequestWorkerLeaseReply reply;
+    bool sent = false;
+  };
+  std::shared_ptr<Call> RequestLease(const std::map<std::string, double>& resources) {
+    rpc::RequestWorkerLeaseRequest request;
+    request.set_lease_request_id(LeaseID::FromRandom().Binary());
+    request.set_job_id(JobID::FromInt(3).Binary());
+    request.mutable_job_config()->add_worker_command("/bin/driver");
+    for (const auto& [k, v] : resources) (*request.mutable_required_resources())[k] = v;
+    auto call = std::make_shared<Call>();
+    leases_->HandleRequestWorkerLease(request, &call->reply, rpc::SendReply([call](absl::Status) { call->sent = true; }));
+    loop_.RunUntilIdle();
+    return call;
+  }
+
+  rpc::ResourceUsage Usage() {
+    rpc::GetNodeStatsReply reply;
+    manager_->HandleGetNodeStats(rpc::GetNodeStatsRequest(), &reply, rpc::SendReply([](absl::Status) {}));
+    return reply.usage();
+  }
+
+  FakeWorkerLauncher launcher_{loop_};
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<LeaseManager> leases_;
+};
+
+TEST_F(NodeManagerWithWorkersTest, UsageListsInfeasibleRequestsUntilANodeCanRunThem) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  std::shared_ptr<Call> gpu = RequestLease({{"GPU", 1}});
+  std::shared_ptr<Call> cpu = RequestLease({{"CPU", 1}});
+  EXPECT_FALSE(gpu->sent);
+  rpc::ResourceUsage usage = Usage();
+  EXPECT_THAT(usage.infeasible_shapes(), ::testing::ElementsAre("GPU: 1"));
+  EXPECT_EQ(usage.resources_available().at("CPU"), 1);  // one CPU held for the starting worker
+
+  NodeID gpu_node = NodeID::FromRandom();
+  rpc::PubMessage joined = NodeMessage(gpu_node, rpc::NodeInfo::ALIVE, 1);
+  (*joined.mutable_node_info_message()->mutable_resources_total())["GPU"] = 1;
+  joined.mutable_node_info_message()->set_node_manager_address("10.9.9.9");
+  Publish({joined});
+  ASSERT_TRUE(gpu->sent);
+  EXPECT_EQ(gpu->reply.retry_at_raylet_address().node_id(), gpu_node.Binary());
+  EXPECT_EQ(gpu->reply.retry_at_raylet_address().ip_address(), "10.9.9.9");
+  EXPECT_EQ(Usage().infeasible_shapes_size(), 0);
+}
+
+TEST_F(NodeManagerWithWorkersTest, PublishedJobEndDropsItsRequestsAndWorkers) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  std::shared_ptr<Call> call = RequestLease({{"CPU", 1}});
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_FALSE(call->sent);
+
+  rpc::PubMessage job;
+  job.set_channel_type(rpc::GCS_JOB_CHANNEL);
+  job.set_sequence_id(1);
+  job.mutable_job_message()->set_job_id(JobID::FromInt(3).Binary());
+  job.mutable_job_message()->set_is_dead(true);
+  Publish({job});
+  ASSERT_TRUE(call->sent);
+  EXPECT_TRUE(call->reply.canceled());
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  EXPECT_EQ(Usage().resources_available().at("CPU"), 2);
 }
 
 }  // namespace

@@ -27,11 +27,25 @@ struct ObjectData {
   const char* data = nullptr;
   size_t size = 0;
   std::shared_ptr<const void> holder;
+  // Added for the task-argument deserializer: the id of the object these bytes are,
+  // set by the executing runtime for arguments passed by reference (even when the
+  // owner inlined their value); empty for arguments passed by value. Refs found
+  // inside the bytes are registered as contained in this object. Get may leave it
+  // empty.
+  std::string object_id;
 };
 
 // A value serialized lazily: `write(dst)` fills exactly `size` bytes, so the runtime
 // can place large values straight into shared memory without an intermediate copy.
 // `contained_ids` are the ObjectRefs serialized inside the value (nested refs).
+//
+// Lifetime of `write` (the API templates guarantee this; runtimes rely on it):
+// - for Put, `write` reads the caller's value in place: call it before Put returns;
+// - for a task argument passed by value, `write` owns a copy of the bytes: it may be
+//   called any number of times, on any thread, for as long as the value is kept;
+// - for a RemoteFunction's result, `write` owns the result: same as for arguments.
+// `write` throws RayException if the value no longer has `size` bytes (it changed
+// on another thread while being serialized).
 struct SerializedValue {
   size_t size = 0;
   std::function<void(char* dst)> write;
@@ -57,6 +71,11 @@ struct TaskOptions {
 // Runs a registered function: deserializes `args` (one per parameter), calls the
 // function, and serializes its result. Throws whatever the user function throws;
 // the executing runtime turns that into a RayTaskException for the caller.
+// Details (ray/api/function_manager.h): a wrong number of args or bytes that do not
+// decode as the parameter type throw RayException; refs inside an argument are
+// registered (RegisterBorrowedRef) with outer id = that ObjectData's `object_id`;
+// a void function's result is msgpack nil (1 byte, 0xc0). Call it on any thread
+// while the runtime is installed (refs built while decoding need GetRayRuntime()).
 using RemoteFunction = std::function<SerializedValue(const std::vector<ObjectData>& args)>;
 
 class RayRuntime {
@@ -79,10 +98,14 @@ class RayRuntime {
 
   // Submits a task running the function registered as `function_name`. Returns the
   // id of its return object, which (like Put) already carries one local reference.
+  // The caller may drop its ObjectRefs to by-ref arguments (and to refs contained in
+  // value arguments) as soon as this returns: the runtime keeps those objects alive
+  // until the task is done.
   virtual std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                                  const TaskOptions& options) = 0;
 
   // ObjectRef copies: one local reference per live ObjectRef in this process.
+  // Must not throw (they run in destructors); unknown ids are ignored.
   virtual void AddLocalReference(const std::string& id) = 0;
   virtual void RemoveLocalReference(const std::string& id) = 0;
 
@@ -99,7 +122,14 @@ class RayRuntime {
 };
 
 // The runtime of this process, or null before ray::Init() and after ray::Shutdown().
+// Safe to call from any thread.
 RayRuntime* GetRayRuntime();
+
+// Added for ObjectRef: a number that changes at every ray::Init and ray::Shutdown.
+// An ObjectRef remembers the epoch in which it took its local reference and gives
+// the reference back only to a runtime of the same epoch, so refs that outlive
+// Shutdown (or a later Init) do nothing when destroyed. Safe from any thread.
+uint64_t GetRayRuntimeEpoch();
 
 }  // namespace internal
 }  // namespace ray

@@ -18,12 +18,10 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "src/common/event_loop.h"
+#include "src/common/rpc/send_reply.h"
 #include "src/common/rpc/status_convert.h"
 
 namespace manta::rpc {
-
-// Completes one RPC with a status; the reply message must be filled before calling.
-using SendReply = absl::AnyInvocable<void(absl::Status) &&>;
 
 class GrpcServer {
  public:

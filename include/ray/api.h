@@ -1,0 +1,169 @@
+// The Manta public API: the one header a program includes. Source-compatible with
+// Ray's C++ API.
+//
+//   #include <ray/api.h>
+//
+//   int Plus(int a, int b) { return a + b; }
+//   RAY_REMOTE(Plus);
+//
+//   int main(int argc, char** argv) {
+//     ray::RayConfig config;
+//     ray::Init(config, argc, argv);
+//     ray::ObjectRef<int> sum = ray::Task(Plus).Remote(1, ray::Put(2));
+//     int three = *sum.Get();  // or *ray::Get(sum)
+//     ray::Shutdown();
+//   }
+//
+// Futures: every ObjectRef<T> is pending, ready or failed (ray/api/object_ref.h);
+// Get blocks until it is not pending and returns the value or throws the error.
+//
+// Threads: ray::Init and ray::Shutdown are called by one thread, while no other
+// thread uses the API. Between them every other function, ObjectRef and TaskCaller
+// may be used from any thread.
+//
+// Errors: every function here throws ray::internal::RayException (or a subclass,
+// ray/api/ray_exception.h) — in particular RayException when called before Init.
+//
+// Worker processes: the cluster runs tasks by starting this same program again as a
+// worker; its call to ray::Init() then serves tasks and never returns. Keep work
+// that must happen only once (reading input, printing results) after ray::Init().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ray/api/function_manager.h"
+#include "ray/api/object_ref.h"
+#include "ray/api/ray_config.h"
+#include "ray/api/ray_exception.h"
+#include "ray/api/ray_runtime.h"
+#include "ray/api/serializer.h"
+#include "ray/api/task_caller.h"
+#include "ray/api/wait_result.h"
+
+namespace ray {
+
+// Connects this process to a cluster as a driver (see RayConfig for where the
+// cluster comes from), or, in a worker process, serves tasks and never returns.
+// With argc/argv, flags override the config: --ray_address=, --ray_redis_password=,
+// --ray_code_search_path= (':'-separated), --ray_job_namespace=, --ray_logs_dir=,
+// --ray_head_args= (space-separated); other arguments are ignored. The native
+// runtime also uses argv to start workers from this program's binary.
+// Throws RayException when already initialized or when the cluster cannot be
+// reached or started. A program may Init again after Shutdown.
+void Init(RayConfig& config, int argc, char** argv);
+void Init(RayConfig& config);
+void Init();
+
+// Whether Init succeeded and Shutdown has not been called since.
+bool IsInitialized();
+
+// Disconnects (and stops a private cluster Init started). Pending work is
+// abandoned; threads blocked in Get/Wait are woken with a RayException. ObjectRefs
+// that outlive Shutdown become inert. A no-op when not initialized.
+void Shutdown();
+
+// Stores a copy of `obj` in the object store. The returned ref is ready at once.
+template <typename T>
+ObjectRef<T> Put(const T& obj) {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::Put");
+  // `write` reads obj in place; RayRuntime::Put calls it before returning.
+  internal::SerializedValue value = internal::SerializeBorrowed(obj);
+  return ObjectRef<T>(runtime->Put(std::move(value)), internal::AdoptReference{});
+}
+
+// Blocks until the object is ready and returns a fresh copy of its value. Throws the
+// object's error if it failed (RayTaskException when its task threw, ...), and
+// RayException for a nil ref or bytes that do not decode as T.
+template <typename T>
+std::shared_ptr<T> Get(const ObjectRef<T>& object) {
+  return internal::GetObject<T>(object.ID(), -1, "ray::Get");
+}
+
+// As above, giving up after `timeout_ms` (-1 = forever) with RayTimeoutException.
+template <typename T>
+std::shared_ptr<T> Get(const ObjectRef<T>& object, int timeout_ms) {
+  return internal::GetObject<T>(object.ID(), timeout_ms, "ray::Get");
+}
+
+
+namespace internal {
+// Non-template helpers of the functions below (src/api/ray.cc).
+// Throws RayException naming `caller` if an id is empty (a nil ObjectRef).
+void CheckNoNilIds(const std::vector<std::string>& ids, const char* caller);
+// Throws RayException if a runtime returned `actual` results for `expected` ids.
+void CheckResultCount(size_t actual, size_t expected, const char* caller);
+// ray::Wait on ids: validates the arguments, waits on the distinct ids, and returns
+// one ready flag per entry of `ids`.
+std::vector<bool> WaitForIds(const std::vector<std::string>& ids, int num_objects, int timeout_ms);
+
+// The ids of `objects`, checking none is nil (RayException naming `caller`).
+template <typename T>
+std::vector<std::string> IdsOf(const std::vector<ObjectRef<T>>& objects, const char* caller) {
+  std::vector<std::string> ids;
+  ids.reserve(objects.size());
+  for (const ObjectRef<T>& object : objects) ids.push_back(object.ID());
+  CheckNoNilIds(ids, caller);
+  return ids;
+}
+
+template <typename T>
+std::vector<std::shared_ptr<T>> GetObjects(const std::vector<ObjectRef<T>>& objects, int64_t timeout_ms) {
+  RayRuntime* runtime = RequireRuntime("ray::Get");
+  std::vector<std::string> ids = IdsOf(objects, "ray::Get");
+  std::vector<ObjectData> data = runtime->Get(ids, timeout_ms);
+  CheckResultCount(data.size(), ids.size(), "ray::Get");
+  std::vector<std::shared_ptr<T>> values;
+  values.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    values.push_back(DecodeShared<T>(data[i], ids[i], "ray::Get of object " + HexId(ids[i])));
+  }
+  return values;
+}
+}  // namespace internal
+
+// Blocks until every object is ready; returns their values in order. Throws the
+// error of the first failed object (in list order), as Get of one object does.
+template <typename T>
+std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& objects) {
+  return internal::GetObjects(objects, -1);
+}
+template <typename T>
+std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& objects, int timeout_ms) {
+  return internal::GetObjects(objects, timeout_ms);
+}
+
+// Waits until void tasks finished; throws the error of the first failed one.
+void Get(const ObjectRef<void>& object);
+void Get(const ObjectRef<void>& object, int timeout_ms);
+void Get(const std::vector<ObjectRef<void>>& objects);
+void Get(const std::vector<ObjectRef<void>>& objects, int timeout_ms);
+
+// Waits until `num_objects` of `objects` are ready (a value or an error) or
+// `timeout_ms` passes (-1 = forever; 0 = just look), then splits the list into
+// ready and unready refs, both in list order. At most `num_objects` distinct objects
+// are reported ready; a ref listed twice lands twice in the same list.
+// Throws RayException unless 1 <= num_objects <= objects.size() and
+// timeout_ms >= -1, and for nil refs. Never throws RayTimeoutException: on timeout
+// the not-yet-ready refs are simply in `unready`.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& objects, int num_objects, int timeout_ms) {
+  std::vector<bool> ready =
+      internal::WaitForIds(internal::IdsOf(objects, "ray::Wait"), num_objects, timeout_ms);
+  WaitResult<T> result;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    (ready[i] ? result.ready : result.unready).push_back(objects[i]);
+  }
+  return result;
+}
+
+// A caller for the remote function `func` (registered with RAY_REMOTE); see
+// ray/api/task_caller.h for the options and the argument rules of Remote.
+template <typename F>
+internal::TaskCaller<F> Task(F func) {
+  return internal::TaskCaller<F>(func);
+}
+
+}  // namespace ray

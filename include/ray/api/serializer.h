@@ -1,0 +1,218 @@
+// Msgpack serialization of API values, and the thread-local context nested refs need.
+//
+// Internal to the API templates (user code includes ray/api.h). Values are encoded
+// with msgpack-cxx: any type msgpack can pack and convert works, including structs
+// with MSGPACK_DEFINE and the standard containers; ObjectRef<T> has its own adaptor
+// (ray/api/object_ref.h).
+//
+// Serialization is two-pass so a runtime can write a large value straight into its
+// final place (shared memory): a counting pass computes the exact size and collects
+// the ids of ObjectRefs inside the value, then `write(dst)` packs again into dst.
+//
+// Two thread-local scopes connect the ObjectRef adaptor to the code around it:
+// - ContainedRefCollector: while alive on a thread, every ObjectRef packed on that
+//   thread appends its id to the collector's list (SerializedValue::contained_ids);
+// - DeserializationScope: while alive on a thread, every ObjectRef unpacked on that
+//   thread is registered (RayRuntime::RegisterBorrowedRef) as found inside the
+//   scope's object id (empty: found in a task argument passed by value).
+// Both nest (an inner scope hides the outer one until it ends).
+#pragma once
+
+#include <msgpack.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "ray/api/ray_exception.h"
+#include "ray/api/ray_runtime.h"
+
+namespace ray {
+namespace internal {
+
+// ---- Helpers implemented in src/api/serializer.cc -------------------------------
+
+// The demangled name of a type, e.g. "std::vector<int, std::allocator<int> >".
+std::string DemangledTypeName(const std::type_info& type);
+template <typename T>
+std::string TypeName() {
+  return DemangledTypeName(typeid(T));
+}
+
+// Lower-case hex of a binary id, for messages ("nil" when empty).
+std::string HexId(const std::string& id);
+
+// The runtime, or throws RayException("<caller>: ray::Init() has not been called").
+RayRuntime* RequireRuntime(const char* caller);
+
+// Parses one msgpack value from `data` without copying strings or binaries out of
+// it: `data` must stay alive while the returned handle is used. Throws
+// msgpack::unpack_error (a std::exception) on malformed bytes.
+msgpack::object_handle UnpackView(const char* data, size_t size);
+
+class ContainedRefCollector {
+ public:
+  explicit ContainedRefCollector(std::vector<std::string>* ids);
+  ~ContainedRefCollector();
+  ContainedRefCollector(const ContainedRefCollector&) = delete;
+  ContainedRefCollector& operator=(const ContainedRefCollector&) = delete;
+
+  // Adds `id` to the innermost collector alive on this thread, if any.
+  static void Record(const std::string& id);
+
+ private:
+  std::vector<std::string>* previous_;
+};
+
+class DeserializationScope {
+ public:
+  explicit DeserializationScope(const std::string& outer_id);
+  ~DeserializationScope();
+  DeserializationScope(const DeserializationScope&) = delete;
+  DeserializationScope& operator=(const DeserializationScope&) = delete;
+
+  // The innermost scope's object id on this thread; empty without a scope.
+  static const std::string& CurrentOuterId();
+
+ private:
+  const std::string* previous_;
+};
+
+// ---- Streams for msgpack::packer ---------------------------------------------------
+
+// Counts the bytes packed into it.
+class CountingStream {
+ public:
+  void write(const char* /*data*/, size_t size) { size_ += size; }
+  size_t size() const { return size_; }
+
+ private:
+  size_t size_ = 0;
+};
+
+// Writes into a fixed buffer of known capacity; throws RayException on overflow.
+class FixedBufferStream {
+ public:
+  FixedBufferStream(char* dst, size_t capacity) : dst_(dst), capacity_(capacity) {}
+  void write(const char* data, size_t size) {
+    if (size > capacity_ - used_) ThrowSizeChanged();
+    std::memcpy(dst_ + used_, data, size);
+    used_ += size;
+  }
+  size_t used() const { return used_; }
+  [[noreturn]] void ThrowSizeChanged() const {
+    throw RayException(
+        "serialization: the value changed size between the counting and the writing "
+        "pass (was it modified on another thread while ray::Put or Remote ran?)");
+  }
+
+ private:
+  char* dst_;
+  size_t capacity_;
+  size_t used_ = 0;
+};
+
+// ---- Serialization -------------------------------------------------------------------
+
+// Packs `value` into exactly `size` bytes at dst (the size a counting pass found).
+template <typename T>
+void PackInto(const T& value, char* dst, size_t size) {
+  FixedBufferStream stream(dst, size);
+  msgpack::pack(stream, value);
+  if (stream.used() != size) stream.ThrowSizeChanged();
+}
+
+// Counting pass: the packed size of `value`; appends nested ref ids to `contained`.
+template <typename T>
+size_t PackedSize(const T& value, std::vector<std::string>* contained) {
+  ContainedRefCollector collector(contained);
+  CountingStream counter;
+  msgpack::pack(counter, value);
+  return counter.size();
+}
+
+// A lazy SerializedValue that keeps `value` alive (shares ownership).
+template <typename T>
+SerializedValue SerializeShared(std::shared_ptr<const T> value) {
+  SerializedValue out;
+  out.size = PackedSize(*value, &out.contained_ids);
+  out.write = [value = std::move(value), size = out.size](char* dst) { PackInto(*value, dst, size); };
+  return out;
+}
+
+// A lazy SerializedValue that reads `value` in place: `write` is valid only while
+// `value` lives unchanged (ray::Put: until RayRuntime::Put returns).
+template <typename T>
+SerializedValue SerializeBorrowed(const T& value) {
+  // Aliasing constructor with an empty owner: a non-owning shared_ptr.
+  return SerializeShared(std::shared_ptr<const T>(std::shared_ptr<const void>(), &value));
+}
+
+// A SerializedValue holding its own copy of the packed bytes (task arguments).
+template <typename T>
+SerializedValue SerializeCopy(const T& value) {
+  SerializedValue out;
+  out.size = PackedSize(value, &out.contained_ids);
+  auto bytes = std::make_shared<std::string>(out.size, '\0');
+  PackInto(value, bytes->data(), out.size);
+  out.write = [bytes](char* dst) { std::memcpy(dst, bytes->data(), bytes->size()); };
+  return out;
+}
+
+// The result of a function returning void: msgpack nil (one byte, 0xc0).
+SerializedValue SerializeNil();
+
+// ---- Deserialization ----------------------------------------------------------------
+
+// Decodes `size` bytes at `data` into `out`; refs inside are registered as contained
+// in `outer_id`. Errors: RayException naming `context` and T when the bytes do not
+// decode as T (exceptions thrown by nested ObjectRef adaptors pass through).
+template <typename T>
+void DecodeInto(const char* data, size_t size, const std::string& outer_id, const std::string& context,
+                T& out) {
+  DeserializationScope scope(outer_id);
+  try {
+    msgpack::object_handle handle = UnpackView(data, size);
+    handle.get().convert(out);
+  } catch (const RayException&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RayException(context + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() + ")");
+  }
+}
+
+// Like DecodeInto, returning a value (for types without a default constructor).
+template <typename T>
+T DecodeValue(const char* data, size_t size, const std::string& outer_id, const std::string& context) {
+  DeserializationScope scope(outer_id);
+  try {
+    msgpack::object_handle handle = UnpackView(data, size);
+    return handle.get().as<T>();
+  } catch (const RayException&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RayException(context + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() + ")");
+  }
+}
+
+// Decodes an object into a new heap value (no large temporaries on the stack).
+template <typename T>
+std::shared_ptr<T> DecodeShared(const ObjectData& object, const std::string& object_id,
+                                const std::string& context) {
+  if constexpr (std::is_default_constructible_v<T>) {
+    auto value = std::make_shared<T>();
+    DecodeInto(object.data, object.size, object_id, context, *value);
+    return value;
+  } else {
+    return std::make_shared<T>(DecodeValue<T>(object.data, object.size, object_id, context));
+  }
+}
+
+}  // namespace internal
+}  // namespace ray

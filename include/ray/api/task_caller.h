@@ -1,0 +1,150 @@
+// ray::internal::TaskCaller<F>: what ray::Task(f) returns; `.Remote(args...)` submits.
+//
+//   ray::ObjectRef<int> sum = ray::Task(Plus).SetName("plus").Remote(1, ray::Put(2));
+//
+// Options (each returns the caller, so they chain):
+//   SetName(name)                 a name for the task in logs and tools
+//   SetResources({{"CPU", 2}})    the resources one run of the task needs (default 1 CPU)
+//   SetResource("GPU", 1)         one entry of the above
+//   SetMaxRetries(n)              (Manta addition) how often the task is re-run when its
+//                                 worker or node dies; -1 = the default (3), 0 = never.
+//                                 Exceptions thrown by the function are not retried.
+//
+// Arguments of Remote, one per parameter of f, checked at compile time:
+//   - a value implicitly convertible to the parameter's type: serialized and sent;
+//   - an ObjectRef<U> for a parameter of plain type P: passed by reference: the task
+//     waits for the object and f receives its value (U must be P, or an arithmetic
+//     type msgpack decodes as P). If that object failed, the task fails the same way;
+//   - an ObjectRef<U> for a parameter declared ObjectRef<U>: the ref itself is
+//     passed, f receives a working ref (and may Get it, or pass it on).
+// A wrong number of arguments or a mismatching type is a compile error
+// ("ray::Task(f).Remote(args...): ...").
+//
+// Remote returns at once with a pending ObjectRef<R> (R = f's return type;
+// ObjectRef<void> for void). It throws RayException before ray::Init() (or after
+// Shutdown), RayFunctionNotFound when f was not registered with RAY_REMOTE, and
+// RayException for a nil ObjectRef argument. A TaskCaller may be used from any
+// thread, one thread at a time; Remote may be called on it several times.
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ray/api/function_manager.h"
+#include "ray/api/function_traits.h"
+#include "ray/api/object_ref.h"
+#include "ray/api/ray_exception.h"
+#include "ray/api/ray_runtime.h"
+#include "ray/api/serializer.h"
+
+namespace ray {
+namespace internal {
+
+// Instantiated once per argument so a compile error names the position (1-based)
+// and both types: look for "CheckArgument<position, parameter, argument>" in the
+// compiler's "required from" notes.
+template <size_t Position, typename Param, typename Arg>
+struct CheckArgument {
+  static constexpr bool kOk = ArgumentMatches<Param, Arg>();
+  static_assert(kOk,
+                "ray::Task(f).Remote(args...): an argument does not match f's parameter type "
+                "(see CheckArgument<position, parameter type, argument type> in the notes): "
+                "pass a value convertible to the parameter type, an ObjectRef of the parameter "
+                "type, or, for a parameter declared ObjectRef<T>, an ObjectRef<T>");
+};
+
+template <typename Params, typename... Args, size_t... I>
+constexpr bool CheckArguments(std::index_sequence<I...>) {
+  return (CheckArgument<I + 1, std::tuple_element_t<I, Params>, Args>::kOk && ...);
+}
+
+// [[noreturn]] helpers keeping string building out of the templates.
+[[noreturn]] void ThrowNilArgument(const std::string& function_name, size_t position);
+
+template <typename Param, typename Arg>
+TaskArgument MakeTaskArgument(Arg&& arg, const std::string& function_name, size_t position) {
+  using P = std::remove_cvref_t<Param>;
+  using A = std::remove_cvref_t<Arg>;
+  TaskArgument out;
+  if constexpr (IsObjectRef<A>::value && !IsObjectRef<P>::value) {
+    if (arg.IsNil()) ThrowNilArgument(function_name, position);
+    out.by_ref = true;
+    out.object_id = arg.ID();
+  } else if constexpr (std::is_same_v<A, P>) {
+    out.value = SerializeCopy<P>(arg);
+  } else {
+    const P converted = std::forward<Arg>(arg);
+    out.value = SerializeCopy<P>(converted);
+  }
+  return out;
+}
+
+template <typename F>
+class TaskCaller {
+  static_assert(FunctionTraits<F>::kIsFunctionPointer,
+                "ray::Task(f): f must be a free function or a static member function registered "
+                "with RAY_REMOTE (lambdas, functors and member functions cannot run as tasks)");
+
+ public:
+  using Traits = FunctionTraits<F>;
+  using ReturnType = typename Traits::ReturnType;
+
+  explicit TaskCaller(F function) : function_(function) {}
+
+  TaskCaller& SetName(std::string name) {
+    options_.name = std::move(name);
+    return *this;
+  }
+  TaskCaller& SetResources(std::unordered_map<std::string, double> resources) {
+    options_.resources = std::move(resources);
+    return *this;
+  }
+  TaskCaller& SetResource(const std::string& name, double value) {
+    options_.resources[name] = value;
+    return *this;
+  }
+  TaskCaller& SetMaxRetries(int max_retries) {
+    options_.max_retries = max_retries;
+    return *this;
+  }
+
+  // Submits the task; see the top of this file.
+  template <typename... Args>
+  ObjectRef<ReturnType> Remote(Args&&... args) {
+    static_assert(sizeof...(Args) == Traits::kArity,
+                  "ray::Task(f).Remote(args...): wrong number of arguments: pass exactly one "
+                  "argument per parameter of f");
+    if constexpr (sizeof...(Args) == Traits::kArity) {
+      if constexpr (CheckArguments<typename Traits::Params, Args...>(std::index_sequence_for<Args...>{})) {
+        return Submit(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+      }
+    }
+    return ObjectRef<ReturnType>();
+  }
+
+ private:
+  template <size_t... I, typename... Args>
+  ObjectRef<ReturnType> Submit(std::index_sequence<I...>, Args&&... args) {
+    RayRuntime* runtime = RequireRuntime("ray::Task(...).Remote()");
+    const FunctionKey key = KeyOfFunction(function_);
+    std::string name = FunctionManager::Instance().GetFunctionName(key);
+    if (name.empty()) throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(key));
+    std::vector<TaskArgument> task_args;
+    task_args.reserve(sizeof...(Args));
+    (task_args.push_back(MakeTaskArgument<std::tuple_element_t<I, typename Traits::Params>>(
+         std::forward<Args>(args), name, I + 1)),
+     ...);
+    std::string id = runtime->SubmitTask(name, std::move(task_args), options_);
+    return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
+  }
+
+  F function_;
+  TaskOptions options_;
+};
+
+}  // namespace internal
+}  // namespace ray

@@ -1,0 +1,170 @@
+#include "ray/api/function_manager.h"
+
+#include "ray/api/task_caller.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace ray {
+namespace internal {
+namespace {
+
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Drops whitespace, keeping one space where it separates two identifier characters
+// ("unsigned int", "const Foo&"): "RAY_FUNC(f, const Foo &)" -> "RAY_FUNC(f,const Foo&)".
+std::string NormalizeSpelling(const std::string& text) {
+  std::string out;
+  bool pending_space = false;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      pending_space = true;
+      continue;
+    }
+    if (pending_space && !out.empty() && IsIdentifierChar(out.back()) && IsIdentifierChar(c)) out.push_back(' ');
+    pending_space = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Splits at commas outside parentheses and angle brackets.
+std::vector<std::string> SplitTopLevel(const std::string& text) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '(' || c == '<' || c == '[') ++depth;
+    if (c == ')' || c == '>' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      parts.push_back(current);
+      current.clear();
+    } else {
+      current.push_back(c);
+    }
+  }
+  parts.push_back(current);
+  return parts;
+}
+
+// "RAY_FUNC(f,A,B)" -> "f(A,B)"; anything else unchanged.
+std::string RewriteRayFunc(const std::string& name) {
+  static const std::string kPrefix = "RAY_FUNC(";
+  if (name.rfind(kPrefix, 0) != 0 || name.back() != ')') return name;
+  std::string inner = name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1);
+  std::vector<std::string> parts = SplitTopLevel(inner);
+  std::string out = parts[0] + "(";
+  for (size_t i = 1; i < parts.size(); ++i) out += (i > 1 ? "," : "") + parts[i];
+  return out + ")";
+}
+
+std::string DemangleSymbol(const char* symbol) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
+  if (status != 0 || demangled == nullptr) return symbol;
+  std::string name(demangled);
+  std::free(demangled);
+  return name;
+}
+
+}  // namespace
+
+FunctionManager& FunctionManager::Instance() {
+  // Never destroyed: registrations and lookups may happen during static
+  // initialization and destruction of other objects.
+  static FunctionManager* const instance = new FunctionManager();
+  return *instance;
+}
+
+void FunctionManager::RegisterFunction(const std::string& name, FunctionKey key, RemoteFunction invoker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(name);
+  if (it != by_name_.end()) {
+    if (it->second->key == key) return;
+    std::ostringstream message;
+    message << "the name \"" << name << "\" is registered for two different functions (at " << std::hex
+            << it->second->key << " and " << key
+            << "). Overloads need RAY_FUNC(f, parameter types...); two functions spelled the same "
+               "(e.g. static functions in different files) need different names.";
+    AbortRemoteRegistration(name.c_str(), message.str());
+  }
+  by_name_.emplace(name, std::make_unique<Entry>(Entry{key, std::move(invoker)}));
+  name_by_key_.emplace(key, name);  // keeps the first name of a function
+}
+
+const RemoteFunction* FunctionManager::GetFunction(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &it->second->invoker;
+}
+
+std::string FunctionManager::GetFunctionName(FunctionKey key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = name_by_key_.find(key);
+  return it == name_by_key_.end() ? std::string() : it->second;
+}
+
+std::vector<std::string> FunctionManager::GetRegisteredNames() const {
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, entry] : by_name_) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string FunctionManager::NotRegisteredMessage(FunctionKey key) {
+  std::string function;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(key), &info) != 0 && info.dli_sname != nullptr &&
+      info.dli_saddr == reinterpret_cast<void*>(key)) {
+    function = DemangleSymbol(info.dli_sname);
+  } else {
+    std::ostringstream address;
+    address << "at address 0x" << std::hex << key;
+    function = address.str();
+  }
+  return "ray::Task(f).Remote(): the function " + function +
+         " is not registered as a remote function; register it with RAY_REMOTE(f) at namespace "
+         "scope in a .cc file linked into this program";
+}
+
+std::vector<std::string> SplitRemoteFunctionNames(const char* text) {
+  std::vector<std::string> names;
+  for (const std::string& part : SplitTopLevel(text)) {
+    std::string name = RewriteRayFunc(NormalizeSpelling(part));
+    if (name.empty()) return {};
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+void AbortRemoteRegistration(const char* text, const std::string& message) {
+  std::fprintf(stderr, "RAY_REMOTE(%s): %s\n", text, message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+std::string ArgumentContext(const std::string& function_name, size_t index) {
+  return function_name + ": argument #" + std::to_string(index + 1);
+}
+
+void ThrowArgumentCount(const std::string& function_name, size_t expected, size_t actual) {
+  throw RayException(function_name + " takes " + std::to_string(expected) + " argument(s) but the task carries " +
+                     std::to_string(actual));
+}
+
+void ThrowNilArgument(const std::string& function_name, size_t position) {
+  throw RayException("ray::Task(" + function_name + ").Remote(): argument #" + std::to_string(position) +
+                     " is a nil ObjectRef (default-constructed or moved from)");
+}
+
+}  // namespace internal
+}  // namespace ray

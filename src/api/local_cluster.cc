@@ -1,0 +1,134 @@
+#include "src/api/local_cluster.h"
+
+#include <glog/logging.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include "src/common/process.h"
+#include "src/common/util.h"
+
+namespace ray {
+namespace internal {
+namespace {
+
+constexpr int64_t kStartTimeoutMs = 60000;
+constexpr int64_t kStopTimeoutMs = 30000;
+
+bool IsExecutable(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// Runs `argv` with MANTA_TEMP_DIR=`temp_root`, output to `log`; returns its exit code.
+absl::StatusOr<int> RunManta(const std::vector<std::string>& argv, const std::string& temp_root,
+                             const std::string& log, int64_t timeout_ms) {
+  manta::ProcessOptions options;
+  options.argv = argv;
+  options.env["MANTA_TEMP_DIR"] = temp_root;
+  options.output_file = log;
+  auto pid = manta::StartProcess(options);
+  if (!pid.ok()) return pid.status();
+  int64_t deadline = manta::MonotonicMs() + timeout_ms;
+  int64_t sleep_us = 200;
+  while (true) {
+    int status = 0;
+    pid_t r = waitpid(*pid, &status, WNOHANG);
+    if (r == *pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return absl::InternalError("waiting for " + argv[0] + " failed");
+    if (manta::MonotonicMs() > deadline) {
+      kill(*pid, SIGKILL);
+      waitpid(*pid, &status, 0);
+      return absl::DeadlineExceededError(argv[0] + " " + argv[1] + " did not finish within " +
+                                         std::to_string(timeout_ms) + " ms");
+    }
+    usleep(static_cast<useconds_t>(sleep_us));
+    sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
+  }
+}
+
+std::string Tail(const std::string& path) {
+  auto content = manta::ReadFile(path);
+  if (!content.ok()) return "";
+  std::string text = *content;
+  if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+std::string LocalCluster::FindMantaExecutable(const std::string& name) {
+  if (const char* dir = std::getenv("MANTA_BIN_DIR"); dir != nullptr && *dir != '\0') {
+    std::string candidate = std::string(dir) + "/" + name;
+    if (IsExecutable(candidate)) return candidate;
+  }
+  // Next to the program (an installed app), then the tree this library was built
+  // in, then the prefix it installs to, then PATH.
+  std::string self = manta::SelfExecutablePath();
+  std::string subdir = name == "manta" ? "cli" : name == "manta_gcs" ? "gcs" : name == "manta_raylet" ? "raylet" : "api";
+  for (const std::string& candidate : {self.substr(0, self.rfind('/') + 1) + name,
+                                       std::string(MANTA_BUILD_DIR) + "/src/" + subdir + "/" + name,
+                                       std::string(MANTA_INSTALL_BINDIR) + "/" + name}) {
+    if (IsExecutable(candidate)) return candidate;
+  }
+  return manta::FindExecutable(name);
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vector<std::string>& head_args) {
+  std::string manta = FindMantaExecutable("manta");
+  if (manta.empty()) {
+    return absl::NotFoundError(
+        "cannot find the `manta` executable to start a local cluster (looked in MANTA_BIN_DIR, next to this "
+        "program, in " MANTA_BUILD_DIR " and " MANTA_INSTALL_BINDIR ", and in PATH); set RAY_ADDRESS to join an "
+        "existing cluster instead");
+  }
+  const char* base_env = std::getenv("MANTA_TEMP_DIR");
+  std::string base = base_env != nullptr && *base_env != '\0' ? base_env : "/tmp/manta";
+  std::random_device rd;
+  std::string root = base + "/private/" + std::to_string(getpid()) + "-" + std::to_string(rd() % 1000000);
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec) return absl::InternalError("cannot create " + root + ": " + ec.message());
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster(manta, root));
+  std::vector<std::string> argv = {manta, "start", "--head", "--port", "0"};
+  argv.insert(argv.end(), head_args.begin(), head_args.end());
+  std::string log = root + "/start.out";
+  auto code = RunManta(argv, root, log, kStartTimeoutMs);
+  if (!code.ok() || *code != 0) {
+    std::string why = code.ok() ? "exit code " + std::to_string(*code) : std::string(code.status().message());
+    return absl::UnavailableError("starting a local cluster failed (" + why + "): " + Tail(log));
+  }
+  auto address = manta::ReadFile(root + "/head_address");
+  if (!address.ok()) return absl::InternalError("the local cluster did not record its address: " + Tail(log));
+  cluster->address_ = *address;
+  while (!cluster->address_.empty() && (cluster->address_.back() == '\n' || cluster->address_.back() == ' ')) {
+    cluster->address_.pop_back();
+  }
+  return cluster;
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+void LocalCluster::Stop() {
+  if (temp_root_.empty()) return;
+  std::string log = temp_root_ + "/stop.out";
+  auto code = RunManta({manta_, "stop"}, temp_root_, log, kStopTimeoutMs);
+  if (!code.ok() || *code != 0) {
+    LOG(WARNING) << "stopping the local cluster in " << temp_root_ << " failed: "
+                 << (code.ok() ? "exit code " + std::to_string(*code) : std::string(code.status().message())) << ": "
+                 << Tail(log);
+    return;  // keep the session for inspection
+  }
+  if (std::getenv("MANTA_KEEP_SESSION") == nullptr) {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_root_, ec);
+  }
+  temp_root_.clear();
+}
+
+}  // namespace internal
+}  // namespace ray

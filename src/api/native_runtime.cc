@@ -1,0 +1,344 @@
+// The native runtime: RayRuntime over a core worker connected to a cluster.
+//
+// In a driver it joins the cluster at the resolved address, or starts a private
+// LocalCluster when there is none. In a worker (MANTA_WORKER_MODE=1, started by a
+// raylet from the driver's own binary or as the generic manta_worker) it registers
+// with its raylet, installs itself, serves pushed tasks on the calling thread and
+// exits the process when told to, never returning to the caller of ray::Init.
+#include <dlfcn.h>
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "ray/api/function_manager.h"
+#include "ray/api/ray_exception.h"
+#include "src/api/exception_util.h"
+#include "src/api/local_cluster.h"
+#include "src/api/native_runtime.h"
+#include "src/api/runtime_factory.h"
+#include "src/common/config.h"
+#include "src/common/logging.h"
+#include "src/common/process.h"
+#include "src/core_worker/core_worker.h"
+
+namespace ray {
+namespace internal {
+namespace {
+
+using manta::ObjectID;
+using manta::core::CoreWorker;
+
+ErrorKind KindOf(int error_type) {
+  switch (error_type) {
+    case manta::rpc::TASK_EXECUTION_EXCEPTION:
+      return ErrorKind::kTask;
+    case manta::rpc::WORKER_DIED:
+    case manta::rpc::NODE_DIED:
+      return ErrorKind::kWorker;
+    case manta::rpc::FUNCTION_NOT_FOUND:
+      return ErrorKind::kFunctionNotFound;
+    case manta::rpc::OWNER_DIED:
+      return ErrorKind::kOwnerDied;
+    case manta::rpc::OBJECT_LOST:
+      return ErrorKind::kUnreconstructable;
+    default:
+      return ErrorKind::kOther;
+  }
+}
+
+ObjectID ParseId(const std::string& id) {
+  auto parsed = ObjectID::FromBinaryChecked(id);
+  if (!parsed.ok()) throw RayException("invalid object id (" + std::to_string(id.size()) + " bytes, expected 28)");
+  return *parsed;
+}
+
+std::vector<ObjectID> ParseIds(const std::vector<std::string>& ids) {
+  std::vector<ObjectID> out;
+  out.reserve(ids.size());
+  for (const auto& id : ids) out.push_back(ParseId(id));
+  return out;
+}
+
+[[noreturn]] void ThrowStatus(const std::string& what, const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kDeadlineExceeded) ThrowError(ErrorKind::kTimeout, std::string(s.message()));
+  throw RayException(what + ": " + std::string(s.message()));
+}
+
+class NativeRuntime final : public RayRuntime {
+ public:
+  NativeRuntime(std::unique_ptr<CoreWorker> core, std::unique_ptr<LocalCluster> cluster, int64_t max_inline_arg_bytes)
+      : core_(std::move(core)), cluster_(std::move(cluster)), max_inline_arg_bytes_(max_inline_arg_bytes) {}
+  ~NativeRuntime() override {
+    core_->Shutdown();
+    core_.reset();
+    cluster_.reset();
+  }
+
+  CoreWorker& core() { return *core_; }
+
+  std::string Put(SerializedValue value) override {
+    auto id = core_->Put(value.size, value.write, ParseIds(value.contained_ids));
+    if (!id.ok()) ThrowStatus("ray::Put failed", id.status());
+    return id->Binary();
+  }
+
+  std::vector<ObjectData> Get(const std::vector<std::string>& ids, int64_t timeout_ms) override {
+    auto values = core_->Get(ParseIds(ids), timeout_ms);
+    if (!values.ok()) ThrowStatus("ray::Get failed", values.status());
+    std::vector<ObjectData> out(values->size());
+    for (size_t i = 0; i < values->size(); ++i) {
+      manta::core::ObjectValue& v = (*values)[i];
+      if (v.error) ThrowError(KindOf(v.error->error_type), std::string(v.error->error.message()));
+      out[i].data = v.data;
+      out[i].size = v.size;
+      out[i].holder = std::move(v.holder);
+      out[i].object_id = ids[i];
+    }
+    return out;
+  }
+
+  std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms) override {
+    return core_->Wait(ParseIds(ids), num_objects, timeout_ms);
+  }
+
+  std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                         const TaskOptions& options) override {
+    std::vector<manta::core::TaskArgInput> inputs(args.size());
+    std::vector<ObjectID> temporary_puts;
+    for (size_t i = 0; i < args.size(); ++i) {
+      TaskArgument& arg = args[i];
+      manta::core::TaskArgInput& in = inputs[i];
+      if (arg.by_ref) {
+        in.by_ref = true;
+        in.ref = ParseId(arg.object_id);
+      } else if (static_cast<int64_t>(arg.value.size) > max_inline_arg_bytes_) {
+        // Large values go to the object store first and travel by reference.
+        auto id = core_->Put(arg.value.size, arg.value.write, ParseIds(arg.value.contained_ids));
+        if (!id.ok()) ThrowStatus("storing argument " + std::to_string(i + 1) + " of " + function_name, id.status());
+        in.by_ref = true;
+        in.ref = *id;
+        temporary_puts.push_back(*id);
+      } else {
+        in.data.resize(arg.value.size);
+        if (arg.value.size > 0) arg.value.write(in.data.data());
+        in.nested_ids = ParseIds(arg.value.contained_ids);
+      }
+    }
+    std::map<std::string, double> resources(options.resources.begin(), options.resources.end());
+    auto id = core_->SubmitTask(function_name, std::move(inputs), options.name, resources, options.max_retries);
+    // The submitted task holds its arguments now.
+    for (const ObjectID& put : temporary_puts) core_->RemoveLocalReference(put);
+    if (!id.ok()) ThrowStatus("submitting " + function_name + " failed", id.status());
+    return id->Binary();
+  }
+
+  void AddLocalReference(const std::string& id) override {
+    auto parsed = ObjectID::FromBinaryChecked(id);
+    if (parsed.ok()) core_->AddLocalReference(*parsed);
+  }
+  void RemoveLocalReference(const std::string& id) override {
+    auto parsed = ObjectID::FromBinaryChecked(id);
+    if (parsed.ok()) core_->RemoveLocalReference(*parsed);
+  }
+  std::string GetOwnerAddress(const std::string& id) override {
+    auto parsed = ObjectID::FromBinaryChecked(id);
+    return parsed.ok() ? core_->GetOwnerAddress(*parsed) : "";
+  }
+  void RegisterBorrowedRef(const std::string& id, const std::string& owner_address,
+                           const std::string& outer_id) override {
+    auto parsed = ObjectID::FromBinaryChecked(id);
+    if (!parsed.ok()) return;
+    std::optional<ObjectID> outer;
+    if (auto o = ObjectID::FromBinaryChecked(outer_id); o.ok()) outer = *o;
+    core_->RegisterBorrowedRef(*parsed, owner_address, outer);
+  }
+  bool IsLocalMode() const override { return false; }
+
+ private:
+  std::unique_ptr<CoreWorker> core_;
+  std::unique_ptr<LocalCluster> cluster_;
+  int64_t max_inline_arg_bytes_;
+};
+
+// Runs one task in a worker: finds the function, calls it, and turns whatever it
+// throws into the task's error.
+manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
+                                    const std::vector<manta::core::ObjectValue>& args) {
+  manta::core::TaskOutput out;
+  const RemoteFunction* function = FunctionManager::Instance().GetFunction(spec.function_name());
+  if (function == nullptr) {
+    out.failed = true;
+    out.error.set_type(manta::rpc::FUNCTION_NOT_FOUND);
+    out.error.set_message("function '" + spec.function_name() + "' is not registered in worker " +
+                          manta::SelfExecutablePath() + " (pid " + std::to_string(getpid()) +
+                          "); register it with RAY_REMOTE");
+    return out;
+  }
+  std::vector<ObjectData> data(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    data[i].data = args[i].data;
+    data[i].size = args[i].size;
+    data[i].holder = args[i].holder;
+    const auto& arg = spec.args(static_cast<int>(i));
+    if (arg.is_ref()) data[i].object_id = arg.ref().object_id();
+  }
+  try {
+    SerializedValue result = (*function)(data);
+    out.size = result.size;
+    out.write = std::move(result.write);
+    for (const std::string& id : result.contained_ids) {
+      if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
+    }
+  } catch (...) {
+    out.failed = true;
+    out.error.set_type(manta::rpc::TASK_EXECUTION_EXCEPTION);
+    out.error.set_message(TaskExceptionMessage(spec.function_name()));
+    out.error.set_exception_type(CurrentExceptionTypeName());
+  }
+  return out;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+manta::Config LoadConfig() {
+  auto config = manta::Config::FromEnvironment();
+  if (!config.ok()) throw RayException("bad Manta configuration in the environment: " +
+                                       std::string(config.status().message()));
+  return *config;
+}
+
+// Loads the shared libraries of code_search_path (files, or every .so in a folder),
+// so their RAY_REMOTE registrations run.
+void LoadCodeSearchPath(const std::string& joined) {
+  std::stringstream paths(joined);
+  std::string path;
+  while (std::getline(paths, path, ':')) {
+    if (path.empty()) continue;
+    std::vector<std::string> libs;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+        if (entry.path().extension() == ".so") libs.push_back(entry.path().string());
+      }
+    } else {
+      libs.push_back(path);
+    }
+    for (const std::string& lib : libs) {
+      if (dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+        LOG(ERROR) << "code_search_path: cannot load " << lib << ": " << dlerror();
+      }
+    }
+  }
+}
+
+[[noreturn]] void RunWorker() {
+  manta::InitLogging("manta_worker", "");
+  manta::core::CoreWorkerOptions options;
+  options.is_driver = false;
+  options.config = LoadConfig();
+  auto job = manta::JobID::FromHex(Env("MANTA_JOB_ID"));
+  auto worker = manta::WorkerID::FromHex(Env("MANTA_WORKER_ID"));
+  if (!job.ok() || !worker.ok()) {
+    LOG(ERROR) << "MANTA_WORKER_MODE is set but MANTA_JOB_ID / MANTA_WORKER_ID are missing or malformed";
+    _exit(2);
+  }
+  options.job_id = *job;
+  options.worker_id = *worker;
+  options.startup_token = std::atoll(Env("MANTA_WORKER_STARTUP_TOKEN").c_str());
+  options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS").empty() ? "127.0.0.1" : Env("MANTA_NODE_IP_ADDRESS");
+  options.raylet_address = Env("MANTA_RAYLET_ADDRESS");
+  options.gcs_address = Env("MANTA_GCS_ADDRESS");
+  LoadCodeSearchPath(Env("MANTA_CODE_SEARCH_PATH"));
+  auto core = CoreWorker::Create(options);
+  if (!core.ok()) {
+    LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << core.status();
+    _exit(1);
+  }
+  CoreWorker* raw = core->get();
+  int64_t max_inline = options.config.max_inline_arg_bytes;
+  InstallRayRuntime(std::make_unique<NativeRuntime>(std::move(*core), nullptr, max_inline));
+  raw->RunTaskExecutionLoop(ExecuteTask);
+  UninstallRayRuntime().reset();
+  google::FlushLogFiles(google::GLOG_INFO);
+  _exit(0);
+}
+
+// The driver's command line, for workers started from the same binary.
+std::vector<std::string> WorkerCommand(int argc, char** argv) {
+  std::vector<std::string> command = {manta::SelfExecutablePath()};
+  if (argc > 0 && argv != nullptr) {
+    for (int i = 1; i < argc; ++i) command.push_back(argv[i]);
+    return command;
+  }
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  bool first = true;
+  while (std::getline(in, arg, '\0')) {
+    if (!first) command.push_back(arg);
+    first = false;
+  }
+  return command;
+}
+
+}  // namespace
+
+manta::core::CoreWorker* GetCoreWorkerForTesting() {
+  auto* native = dynamic_cast<NativeRuntime*>(GetRayRuntime());
+  return native == nullptr ? nullptr : &native->core();
+}
+
+std::string GetClusterAddress() {
+  manta::core::CoreWorker* core = GetCoreWorkerForTesting();
+  return core == nullptr ? "" : core->gcs_address();
+}
+
+std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, int argc, char** argv) {
+  if (Env("MANTA_WORKER_MODE") == "1") RunWorker();
+  manta::core::CoreWorkerOptions options;
+  options.is_driver = true;
+  options.config = LoadConfig();
+  std::unique_ptr<LocalCluster> cluster;
+  std::string address = config.address;
+  if (address.empty()) {
+    std::vector<std::string> head_args = config.head_args;
+    if (config.num_cpus >= 0) head_args.push_back("--num-cpus=" + std::to_string(config.num_cpus));
+    if (config.num_gpus >= 0) head_args.push_back("--num-gpus=" + std::to_string(config.num_gpus));
+    if (config.redis_password_) head_args.push_back("--redis-password=" + *config.redis_password_);
+    if (!config.resources.empty()) {
+      std::string json = "{";
+      for (const auto& [name, quantity] : config.resources) {
+        if (json.size() > 1) json += ",";
+        json += "\"" + name + "\":" + std::to_string(quantity);
+      }
+      head_args.push_back("--resources=" + json + "}");
+    }
+    auto started = LocalCluster::Start(head_args);
+    if (!started.ok()) throw RayException("ray::Init: " + std::string(started.status().message()));
+    cluster = std::move(*started);
+    address = cluster->address();
+  }
+  options.gcs_address = address;
+  if (config.code_search_path.empty()) {
+    for (const std::string& arg : WorkerCommand(argc, argv)) options.job_config.add_worker_command(arg);
+  } else {
+    for (const std::string& path : config.code_search_path) options.job_config.add_code_search_path(path);
+  }
+  options.job_config.set_ray_namespace(config.ray_namespace);
+  options.driver_entrypoint = manta::SelfExecutablePath();
+  auto core = CoreWorker::Create(options);
+  if (!core.ok()) {
+    throw RayException("ray::Init: cannot connect to the cluster at " + address + ": " +
+                       std::string(core.status().message()));
+  }
+  return std::make_unique<NativeRuntime>(std::move(*core), std::move(cluster), options.config.max_inline_arg_bytes);
+}
+
+}  // namespace internal
+}  // namespace ray

@@ -1,0 +1,105 @@
+// The non-template half of ray/api/serializer.h and of the ObjectRef adaptor.
+#include "ray/api/serializer.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+
+#include "ray/api/object_ref.h"
+
+namespace ray {
+namespace internal {
+namespace {
+
+thread_local std::vector<std::string>* tls_collector = nullptr;
+thread_local const std::string* tls_outer_id = nullptr;
+
+// Strings and binaries inside a value are read where they lie: every caller keeps
+// the bytes alive while it converts the parsed object.
+bool ReferenceEverything(msgpack::type::object_type /*type*/, size_t /*size*/, void* /*user_data*/) {
+  return true;
+}
+
+std::string ReadBytes(const msgpack::object& object) {
+  if (object.type == msgpack::type::BIN) return std::string(object.via.bin.ptr, object.via.bin.size);
+  if (object.type == msgpack::type::STR) return std::string(object.via.str.ptr, object.via.str.size);
+  throw msgpack::type_error();
+}
+
+}  // namespace
+
+std::string DemangledTypeName(const std::type_info& type) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  if (status != 0 || demangled == nullptr) return type.name();
+  std::string name(demangled);
+  std::free(demangled);
+  return name;
+}
+
+std::string HexId(const std::string& id) {
+  if (id.empty()) return "nil";
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(id.size() * 2);
+  for (unsigned char c : id) {
+    hex.push_back(kDigits[c >> 4]);
+    hex.push_back(kDigits[c & 0xf]);
+  }
+  return hex;
+}
+
+RayRuntime* RequireRuntime(const char* caller) {
+  RayRuntime* runtime = GetRayRuntime();
+  if (runtime == nullptr) {
+    throw RayException(std::string(caller) + ": ray::Init() has not been called (or ray::Shutdown() has)");
+  }
+  return runtime;
+}
+
+msgpack::object_handle UnpackView(const char* data, size_t size) {
+  return msgpack::unpack(data, size, &ReferenceEverything);
+}
+
+ContainedRefCollector::ContainedRefCollector(std::vector<std::string>* ids) : previous_(tls_collector) {
+  tls_collector = ids;
+}
+ContainedRefCollector::~ContainedRefCollector() { tls_collector = previous_; }
+void ContainedRefCollector::Record(const std::string& id) {
+  if (tls_collector != nullptr) tls_collector->push_back(id);
+}
+
+DeserializationScope::DeserializationScope(const std::string& outer_id) : previous_(tls_outer_id) {
+  tls_outer_id = &outer_id;
+}
+DeserializationScope::~DeserializationScope() { tls_outer_id = previous_; }
+const std::string& DeserializationScope::CurrentOuterId() {
+  static const std::string kNone;
+  return tls_outer_id != nullptr ? *tls_outer_id : kNone;
+}
+
+SerializedValue SerializeNil() {
+  SerializedValue out;
+  out.size = 1;
+  out.write = [](char* dst) { dst[0] = static_cast<char>(0xc0); };
+  return out;
+}
+
+std::string OwnerAddressForPacking(const std::string& id) {
+  RayRuntime* runtime = RequireRuntime("serializing an ObjectRef");
+  ContainedRefCollector::Record(id);
+  return runtime->GetOwnerAddress(id);
+}
+
+std::string UnpackObjectRef(const msgpack::object& object) {
+  if (object.type != msgpack::type::ARRAY || object.via.array.size != 2) throw msgpack::type_error();
+  std::string id = ReadBytes(object.via.array.ptr[0]);
+  if (id.empty()) return id;
+  std::string owner = ReadBytes(object.via.array.ptr[1]);
+  RayRuntime* runtime = RequireRuntime("deserializing an ObjectRef");
+  runtime->RegisterBorrowedRef(id, owner, DeserializationScope::CurrentOuterId());
+  return id;
+}
+
+}  // namespace internal
+}  // namespace ray

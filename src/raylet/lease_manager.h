@@ -1,0 +1,156 @@
+// LeaseManager: grants this node's workers to task owners (ARCHITECTURE.md §5 step 4,
+// §7).
+//
+// A RequestWorkerLease is validated, then placed by the hybrid scheduling policy
+// (scheduling_policy.h): granted here (resources taken from this node's available
+// map, a worker popped from the WorkerPool), queued here until resources free up
+// (FIFO per resource shape), spilled back to another raylet ("retry at"), or — when no
+// alive node could ever satisfy it — kept pending as infeasible: warned about once
+// per shape, listed in this node's usage reports, and placed again when the cluster
+// view changes. A spilled-back request (grant_or_reject) is never spilled again.
+//
+// Leased resources always come back: ReturnWorker, the worker's exit, the death of
+// the lease's owner (a local driver or worker, or any worker of a node marked DEAD)
+// and the end of the job. A worker blocked in Get/Wait gives its lease's CPU back
+// while it waits (NotifyWorkerBlocked) and takes it back after, even if that
+// oversubscribes the node for a while.
+//
+// Thread: loop thread only. Replies to queued requests are sent later, from the loop.
+// Ownership: owns the pending requests (and their RPC completions) and the leases;
+// `loop`, `config`, `view` and `pool` outlive it. It listens to the pool's gone
+// workers from construction to destruction.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "protos/node_manager.pb.h"
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/common/rpc/send_reply.h"
+#include "src/raylet/cluster_resource_view.h"
+#include "src/raylet/resources.h"
+#include "src/raylet/scheduling_policy.h"
+#include "src/raylet/worker_pool.h"
+
+namespace manta::raylet {
+
+struct LeaseManagerOptions {
+  NodeID node_id;
+  // This node's total resources.
+  ResourceMap total;
+};
+
+class LeaseManager {
+ public:
+  // `random_index` is the policy's random source (tests make it deterministic).
+  LeaseManager(EventLoop& loop, LeaseManagerOptions options, const Config& config, ClusterResourceView& view,
+               WorkerPool& pool, RandomIndexFn random_index);
+  ~LeaseManager();
+  LeaseManager(const LeaseManager&) = delete;
+  LeaseManager& operator=(const LeaseManager&) = delete;
+
+  // Replies (status OK) with a grant, a spillback, `rejected` + failure_message
+  // (malformed request; grant_or_reject that this node can never satisfy; the worker
+  // could not be started) or `canceled` (CancelWorkerLease, owner gone, job ended).
+  // Queued and infeasible requests are answered when that happens.
+  void HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request, rpc::RequestWorkerLeaseReply* reply,
+                                rpc::SendReply send_reply);
+  // Frees the lease's resources and returns the worker to the pool (kills it with
+  // disconnect_worker). An unknown lease is not an error (it was already released).
+  void HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply* reply,
+                          rpc::SendReply send_reply);
+  // success = the request was still pending (it is answered with canceled = true).
+  void HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& request, rpc::CancelWorkerLeaseReply* reply,
+                               rpc::SendReply send_reply);
+  // A leased worker blocked (gives its CPU back) or unblocked (takes it back). Workers
+  // without a lease (drivers) are ignored.
+  void HandleNotifyWorkerBlocked(const rpc::NotifyWorkerBlockedRequest& request,
+                                 rpc::NotifyWorkerBlockedReply* reply, rpc::SendReply send_reply);
+
+  // The cluster view changed (a node joined, availability was reported): places
+  // infeasible requests again, and spills queued ones another node can run now.
+  void OnClusterViewChanged();
+  // A node was marked DEAD: leases owned by workers on it are released (their
+  // workers killed) and their queued requests dropped.
+  void OnNodeDead(const NodeID& node_id);
+  // The job ended (its driver is gone): its workers here are killed, its leases
+  // released and its queued requests dropped.
+  void OnJobFinished(const JobID& job_id);
+
+  const ResourceMap& total() const { return options_.total; }
+  // May hold negative quantities while unblocked workers oversubscribe the node.
+  const ResourceMap& available() const { return available_; }
+  // Shapes of the infeasible requests waiting here, as FormatResources renders them.
+  std::vector<std::string> InfeasibleShapes() const;
+  size_t num_leases() const { return leases_.size(); }
+  // Requests waiting here for resources (not infeasible ones).
+  size_t num_queued() const;
+  size_t num_infeasible() const;
+
+ private:
+  struct Request;
+  using RequestPtr = std::shared_ptr<Request>;
+  struct Lease {
+    LeaseID lease_id;
+    WorkerID worker_id;
+    JobID job_id;
+    WorkerID owner_worker_id;
+    NodeID owner_node_id;
+    ResourceMap resources;
+    // CPU given back while the worker is blocked (0 when not blocked).
+    bool blocked = false;
+    double released_cpu = 0;
+  };
+  enum class AfterRelease { kReturnToPool, kKillWorker, kWorkerGone };
+
+  void Place(const RequestPtr& request);
+  SchedulingDecision Schedule(const ResourceMap& resources) const;
+  bool LocalDraining() const;
+  void Enqueue(const RequestPtr& request);
+  void AddInfeasible(const RequestPtr& request);
+  void Spill(const RequestPtr& request, const NodeID& node_id);
+  void Reject(const RequestPtr& request, const std::string& message);
+  // Grants every queued request that fits, FIFO per shape.
+  void Dispatch();
+  void Grant(const RequestPtr& request);
+  void OnWorkerPopped(const RequestPtr& request, absl::StatusOr<WorkerInfo> worker);
+  // Takes a pending request out of wherever it waits, giving back resources held for
+  // it; the caller answers it.
+  void Unlink(const RequestPtr& request);
+  // Answers and forgets every pending request matching `match` with canceled = true.
+  void DropRequests(const std::function<bool(const Request&)>& match, const std::string& reason);
+  void ReleaseLease(const LeaseID& lease_id, AfterRelease after, const std::string& reason);
+  // Releases (killing their workers) every lease matching `match`.
+  void ReleaseLeases(const std::function<bool(const Lease&)>& match, const std::string& reason);
+  void OnWorkerGone(const WorkerGone& gone);
+  void PlaceInfeasible();
+  void SpillQueuedElsewhere();
+
+  EventLoop& loop_;
+  LeaseManagerOptions options_;
+  const Config& config_;
+  ClusterResourceView& view_;
+  WorkerPool& pool_;
+  RandomIndexFn random_index_;
+  ResourceMap available_;
+  // Pending requests by lease_request_id, and where they wait.
+  absl::flat_hash_map<std::string, RequestPtr> requests_;
+  std::map<ResourceMap, std::deque<RequestPtr>> queued_;
+  std::map<ResourceMap, std::deque<RequestPtr>> infeasible_;
+  std::set<ResourceMap> warned_infeasible_;
+  absl::flat_hash_map<LeaseID, Lease> leases_;
+  absl::flat_hash_map<WorkerID, LeaseID> lease_by_worker_;
+  // Cleared on destruction, so that late pool callbacks do nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace manta::raylet

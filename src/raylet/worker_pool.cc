@@ -1,0 +1,453 @@
+#include "src/raylet/worker_pool.h"
+
+#include <glog/logging.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_join.h"
+
+namespace manta::raylet {
+
+namespace {
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  }
+  return "wait status " + std::to_string(status);
+}
+
+bool HasStartInfo(const rpc::JobConfig& config) {
+  return config.worker_command_size() > 0 || config.code_search_path_size() > 0 || config.worker_env_size() > 0;
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(EventLoop& loop, WorkerPoolOptions options, const Config& config,
+                       WorkerLauncherInterface& launcher)
+    : loop_(loop), options_(std::move(options)), config_(config), launcher_(launcher) {}
+
+WorkerPool::~WorkerPool() {
+  Shutdown();
+  *alive_ = false;
+}
+
+void WorkerPool::Start() {
+  driver_check_timer_ = loop_.RunEvery("WorkerPool.CheckDrivers", std::max<int64_t>(1, config_.driver_liveness_check_ms),
+                                       [this] { CheckDrivers(); });
+}
+
+int64_t WorkerPool::StartupConcurrency() const {
+  if (config_.worker_maximum_startup_concurrency > 0) return config_.worker_maximum_startup_concurrency;
+  return std::max(1, options_.num_cpus);
+}
+
+int64_t WorkerPool::IdleSoftLimit() const {
+  if (config_.num_workers_soft_limit >= 0) return config_.num_workers_soft_limit;
+  return std::max(0, options_.num_cpus);
+}
+
+void WorkerPool::FillRegisterReply(rpc::RegisterWorkerReply* reply) const {
+  reply->set_node_id(options_.node_id.Binary());
+  reply->set_object_store_socket(options_.store_socket);
+  reply->set_session_dir(options_.session_dir);
+}
+
+void WorkerPool::HandleRegisterWorker(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
+                                      rpc::SendReply send_reply) {
+  if (shut_down_) return std::move(send_reply)(absl::UnavailableError("the raylet is shutting down"));
+  if (request.worker_type() == rpc::DRIVER) return RegisterDriver(request, reply, std::move(send_reply));
+  RegisterWorkerProcess(request, reply, std::move(send_reply));
+}
+
+void WorkerPool::RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
+                                rpc::SendReply send_reply) {
+  auto job_id = JobID::FromBinaryChecked(request.job_id());
+  if (!job_id.ok()) return std::move(send_reply)(absl::InvalidArgumentError("RegisterWorker (driver): bad job_id"));
+  auto worker_id = WorkerID::FromBinaryChecked(request.worker_id());
+  if (!worker_id.ok()) {
+    return std::move(send_reply)(absl::InvalidArgumentError("RegisterWorker (driver): bad worker_id"));
+  }
+  if (request.pid() <= 0) return std::move(send_reply)(absl::InvalidArgumentError("RegisterWorker (driver): bad pid"));
+  Driver& driver = drivers_[*worker_id];
+  driver.job_id = *job_id;
+  driver.pid = request.pid();
+  driver.address = request.address();
+  driver.address.set_node_id(options_.node_id.Binary());
+  driver.address.set_worker_id(worker_id->Binary());
+  if (HasStartInfo(request.job_config())) jobs_[*job_id].config = request.job_config();
+  LOG(INFO) << "driver " << worker_id->Hex() << " (pid " << request.pid() << ") of job " << job_id->Hex()
+            << " registered";
+  FillRegisterReply(reply);
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void WorkerPool::RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
+                                       rpc::SendReply send_reply) {
+  auto token = by_token_.find(request.startup_token());
+  if (token == by_token_.end()) {
+    LOG(WARNING) << "RegisterWorker from pid " << request.pid() << " with unknown startup token "
+                 << request.startup_token();
+    return std::move(send_reply)(absl::InvalidArgumentError(
+        "RegisterWorker: unknown startup token " + std::to_string(request.startup_token()) +
+        " (not a worker this raylet started, or one it already gave up on)"));
+  }
+  Worker& worker = *workers_.at(token->second);
+  if (!request.worker_id().empty() && request.worker_id() != worker.worker_id.Binary()) {
+    return std::move(send_reply)(absl::InvalidArgumentError(
+        "RegisterWorker: worker id does not match MANTA_WORKER_ID " + worker.worker_id.Hex()));
+  }
+  FillRegisterReply(reply);
+  if (worker.state != State::kStarting) {
+    // A retried registration whose first reply was lost.
+    return std::move(send_reply)(absl::OkStatus());
+  }
+  worker.address = request.address();
+  worker.address.set_node_id(options_.node_id.Binary());
+  worker.address.set_worker_id(worker.worker_id.Binary());
+  if (worker.address.ip_address().empty()) worker.address.set_ip_address(options_.node_ip_address);
+  if (request.pid() != 0 && request.pid() != worker.pid) {
+    VLOG(1) << "worker " << worker.worker_id.Hex() << " registered from pid " << request.pid() << ", started as pid "
+            << worker.pid;
+  }
+  worker.timer.reset();
+  --num_starting_;
+  --jobs_[worker.job_id].starting;
+  VLOG(1) << "worker " << worker.worker_id.Hex() << " (pid " << worker.pid << ") of job " << worker.job_id.Hex()
+          << " registered at port " << worker.address.port();
+  std::move(send_reply)(absl::OkStatus());
+  ServeOrIdle(worker);
+  TryStartWorkers();
+}
+
+void WorkerPool::PopWorker(const JobID& job_id, const rpc::JobConfig& job_config, PopCallback callback) {
+  if (shut_down_) {
+    loop_.Post("WorkerPool.PopFailed", [callback = std::move(callback)]() mutable {
+      callback(absl::UnavailableError("the raylet is shutting down"));
+    });
+    return;
+  }
+  JobState& job = jobs_[job_id];
+  if (HasStartInfo(job_config)) job.config = job_config;
+  if (!job.idle.empty()) {
+    WorkerID id = job.idle.back();
+    job.idle.pop_back();
+    --num_idle_;
+    HandOut(*workers_.at(id), std::move(callback));
+    return;
+  }
+  job.pending_pops.push_back(std::move(callback));
+  TryStartWorkers();
+}
+
+void WorkerPool::PushWorker(const WorkerID& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second->state != State::kLeased) return;
+  ServeOrIdle(*it->second);
+}
+
+void WorkerPool::HandOut(Worker& worker, PopCallback callback) {
+  worker.state = State::kLeased;
+  worker.timer.reset();
+  WorkerInfo info{worker.worker_id, worker.job_id, worker.pid, worker.address};
+  loop_.Post("WorkerPool.PopResult", [this, alive = alive_, info = std::move(info),
+                                      callback = std::move(callback)]() mutable {
+    if (!*alive) return;
+    auto it = workers_.find(info.worker_id);
+    if (it == workers_.end() || it->second->state != State::kLeased) {
+      // It died between being chosen and this callback: find another.
+      PopWorker(info.job_id, rpc::JobConfig(), std::move(callback));
+      return;
+    }
+    callback(std::move(info));
+  });
+}
+
+void WorkerPool::ServeOrIdle(Worker& worker) {
+  JobState& job = jobs_[worker.job_id];
+  if (!job.pending_pops.empty()) {
+    PopCallback callback = std::move(job.pending_pops.front());
+    job.pending_pops.pop_front();
+    HandOut(worker, std::move(callback));
+    return;
+  }
+  MakeIdle(worker);
+}
+
+void WorkerPool::MakeIdle(Worker& worker) {
+  worker.state = State::kIdle;
+  worker.timer.reset();
+  jobs_[worker.job_id].idle.push_back(worker.worker_id);
+  ++num_idle_;
+  if (static_cast<int64_t>(num_idle_) > IdleSoftLimit()) {
+    WorkerID id = worker.worker_id;
+    worker.timer = loop_.RunAfter("WorkerPool.IdleTimeout", config_.idle_worker_killing_time_ms,
+                                  [this, id] { OnIdleTimeout(id); });
+  }
+}
+
+void WorkerPool::OnIdleTimeout(const WorkerID& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second->state != State::kIdle) return;
+  if (static_cast<int64_t>(num_idle_) <= IdleSoftLimit()) return;
+  Worker& worker = *it->second;
+  std::vector<WorkerID>& idle = jobs_[worker.job_id].idle;
+  idle.erase(std::remove(idle.begin(), idle.end(), worker_id), idle.end());
+  --num_idle_;
+  worker.state = State::kExiting;
+  worker.timer.reset();
+  VLOG(1) << "asking idle worker " << worker_id.Hex() << " (pid " << worker.pid << ") to exit: " << num_idle_ + 1
+          << " idle workers, soft limit " << IdleSoftLimit();
+  launcher_.AsyncRequestExit(worker.address, [this, alive = alive_, worker_id](const absl::Status& s, bool accepted) {
+    if (*alive) OnExitReply(worker_id, s, accepted);
+  });
+}
+
+void WorkerPool::OnExitReply(const WorkerID& worker_id, const absl::Status& status, bool accepted) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second->state != State::kExiting) return;
+  Worker& worker = *it->second;
+  if (status.ok() && !accepted) {
+    // It still owns objects others use: keep it, and ask again after another idle period.
+    VLOG(1) << "idle worker " << worker_id.Hex() << " declined to exit";
+    ServeOrIdle(worker);
+    return;
+  }
+  if (!status.ok()) {
+    VLOG(1) << "Exit to idle worker " << worker_id.Hex() << " failed (" << status << "); sending SIGTERM";
+    launcher_.Signal(worker.pid, SIGTERM);
+  }
+  worker.timer = loop_.RunAfter("WorkerPool.ExitGrace", config_.worker_exit_grace_ms, [this, worker_id] {
+    KillWorker(worker_id, "did not exit within worker_exit_grace_ms of being asked to");
+  });
+}
+
+void WorkerPool::TryStartWorkers() {
+  if (shut_down_) return;
+  const auto cap = static_cast<size_t>(StartupConcurrency());
+  for (auto& [job_id, job] : jobs_) {
+    while (num_starting_ < cap && job.pending_pops.size() > job.starting) {
+      absl::Status s = StartWorker(job_id, job);
+      if (s.ok()) continue;
+      LOG(WARNING) << s;
+      // Starting workers serve the oldest pops: the first uncovered one fails.
+      auto uncovered = job.pending_pops.begin() + static_cast<std::ptrdiff_t>(job.starting);
+      PopCallback callback = std::move(*uncovered);
+      job.pending_pops.erase(uncovered);
+      loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), s]() mutable {
+        if (*alive) callback(s);
+      });
+    }
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> WorkerPool::WorkerCommand(const rpc::JobConfig& config) const {
+  if (config.worker_command_size() > 0) {
+    return std::vector<std::string>(config.worker_command().begin(), config.worker_command().end());
+  }
+  if (options_.default_worker_path.empty()) {
+    return absl::FailedPreconditionError(
+        "the job has no worker command and no manta_worker executable was found next to manta_raylet or in PATH");
+  }
+  return std::vector<std::string>{options_.default_worker_path};
+}
+
+std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, const rpc::JobConfig& config) const {
+  // The cluster's system config first, then the job's own variables, then the
+  // worker's identity, which nothing may override.
+  std::map<std::string, std::string> env = config_.NonDefaultEnv();
+  for (const auto& [k, v] : config.worker_env()) env[k] = v;
+  if (config.code_search_path_size() > 0) env["MANTA_CODE_SEARCH_PATH"] = absl::StrJoin(config.code_search_path(), ":");
+  env["MANTA_WORKER_MODE"] = "1";
+  env["MANTA_WORKER_ID"] = worker.worker_id.Hex();
+  env["MANTA_WORKER_STARTUP_TOKEN"] = std::to_string(worker.startup_token);
+  env["MANTA_JOB_ID"] = worker.job_id.Hex();
+  env["MANTA_NODE_ID"] = options_.node_id.Hex();
+  env["MANTA_NODE_IP_ADDRESS"] = options_.node_ip_address;
+  env["MANTA_RAYLET_ADDRESS"] = options_.node_ip_address + ":" + std::to_string(options_.raylet_port);
+  env["MANTA_GCS_ADDRESS"] = options_.gcs_address;
+  env["MANTA_STORE_SOCKET"] = options_.store_socket;
+  env["MANTA_SESSION_DIR"] = options_.session_dir;
+  return env;
+}
+
+absl::Status WorkerPool::StartWorker(const JobID& job_id, JobState& job) {
+  auto argv = WorkerCommand(job.config);
+  if (!argv.ok()) return absl::Status(argv.status().code(), "cannot start a worker for job " + job_id.Hex() + ": " +
+                                                                std::string(argv.status().message()));
+  auto worker = std::make_unique<Worker>();
+  worker->worker_id = WorkerID::FromRandom();
+  worker->job_id = job_id;
+  worker->startup_token = next_token_++;
+  worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
+  auto pid = launcher_.Start(*argv, WorkerEnv(*worker, job.config), worker->log_file);
+  if (!pid.ok()) {
+    return absl::Status(pid.status().code(), "cannot start a worker for job " + job_id.Hex() + " (" + (*argv)[0] +
+                                                 "): " + std::string(pid.status().message()));
+  }
+  worker->pid = *pid;
+  WorkerID id = worker->worker_id;
+  worker->timer = loop_.RunAfter("WorkerPool.RegisterTimeout", config_.worker_register_timeout_ms,
+                                 [this, id] { OnRegisterTimeout(id); });
+  VLOG(1) << "started worker " << id.Hex() << " (pid " << *pid << ") for job " << job_id.Hex() << ": " << (*argv)[0]
+          << ", log " << worker->log_file;
+  by_token_[worker->startup_token] = id;
+  by_pid_[*pid] = id;
+  workers_[id] = std::move(worker);
+  ++num_starting_;
+  ++job.starting;
+  return absl::OkStatus();
+}
+
+void WorkerPool::OnRegisterTimeout(const WorkerID& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second->state != State::kStarting) return;
+  Worker& worker = *it->second;
+  JobID job_id = worker.job_id;
+  std::string message = "worker " + worker_id.Hex() + " (pid " + std::to_string(worker.pid) +
+                        ") did not register within " + std::to_string(config_.worker_register_timeout_ms) +
+                        " ms; see " + worker.log_file;
+  LOG(WARNING) << message << "; killing it";
+  KillWorker(worker_id, "did not register in time");
+  FailUncoveredPop(job_id, absl::DeadlineExceededError(message));
+  TryStartWorkers();
+}
+
+void WorkerPool::FailUncoveredPop(const JobID& job_id, const absl::Status& error) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobState& job = it->second;
+  if (job.pending_pops.size() <= job.starting) return;  // every pop is still covered
+  auto uncovered = job.pending_pops.begin() + static_cast<std::ptrdiff_t>(job.starting);
+  PopCallback callback = std::move(*uncovered);
+  job.pending_pops.erase(uncovered);
+  loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), error]() mutable {
+    if (*alive) callback(error);
+  });
+}
+
+WorkerGone WorkerPool::Forget(const WorkerID& worker_id, const std::string& reason) {
+  auto it = workers_.find(worker_id);
+  Worker& worker = *it->second;
+  JobState& job = jobs_[worker.job_id];
+  if (worker.state == State::kStarting) {
+    --num_starting_;
+    --job.starting;
+  } else if (worker.state == State::kIdle) {
+    job.idle.erase(std::remove(job.idle.begin(), job.idle.end(), worker_id), job.idle.end());
+    --num_idle_;
+  }
+  WorkerGone gone{worker_id, worker.job_id, false, worker.state != State::kStarting, reason};
+  by_token_.erase(worker.startup_token);
+  by_pid_.erase(worker.pid);
+  workers_.erase(it);
+  return gone;
+}
+
+void WorkerPool::KillWorker(const WorkerID& worker_id, const std::string& reason) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  launcher_.Signal(it->second->pid, SIGKILL);
+  Notify(Forget(worker_id, reason));
+}
+
+void WorkerPool::DisconnectWorker(const WorkerID& worker_id, const std::string& reason) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  LOG(INFO) << "killing worker " << worker_id.Hex() << " (pid " << it->second->pid << "): " << reason;
+  KillWorker(worker_id, reason);
+  TryStartWorkers();
+}
+
+void WorkerPool::KillJobWorkers(const JobID& job_id, const std::string& reason) {
+  std::vector<WorkerID> victims;
+  for (const auto& [id, worker] : workers_) {
+    if (worker->job_id == job_id) victims.push_back(id);
+  }
+  if (!victims.empty()) {
+    LOG(INFO) << "killing the " << victims.size() << " worker(s) of job " << job_id.Hex() << ": " << reason;
+  }
+  for (const WorkerID& id : victims) KillWorker(id, reason);
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) {
+    std::deque<PopCallback> pops = std::move(it->second.pending_pops);
+    it->second.pending_pops.clear();
+    for (PopCallback& callback : pops) {
+      loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), reason]() mutable {
+        if (*alive) callback(absl::CancelledError(reason));
+      });
+    }
+  }
+  TryStartWorkers();
+}
+
+void WorkerPool::OnProcessExit(pid_t pid, int status) {
+  auto it = by_pid_.find(pid);
+  if (it == by_pid_.end()) {
+    VLOG(2) << "reaped pid " << pid << " (not a live worker)";
+    return;
+  }
+  Worker& worker = *workers_.at(it->second);
+  const WorkerID worker_id = worker.worker_id;
+  const JobID job_id = worker.job_id;
+  const State state = worker.state;
+  const std::string how = DescribeExit(status);
+  if (state == State::kStarting) {
+    LOG(WARNING) << "worker " << worker_id.Hex() << " (pid " << pid << ") of job " << job_id.Hex()
+                 << " exited before registering (" << how << "); see " << worker.log_file;
+  } else if (state == State::kLeased) {
+    LOG(WARNING) << "leased worker " << worker_id.Hex() << " (pid " << pid << ") of job " << job_id.Hex()
+                 << " exited (" << how << "); see " << worker.log_file;
+  } else {
+    VLOG(1) << "worker " << worker_id.Hex() << " (pid " << pid << ") exited (" << how << ")";
+  }
+  std::string log_file = worker.log_file;
+  WorkerGone gone = Forget(worker_id, "worker process exited (" + how + ")");
+  if (state == State::kStarting) {
+    FailUncoveredPop(job_id, absl::UnavailableError("worker " + worker_id.Hex() + " exited before registering (" +
+                                                    how + "); see " + log_file));
+  }
+  Notify(gone);
+  TryStartWorkers();
+}
+
+void WorkerPool::CheckDrivers() {
+  std::vector<WorkerID> dead;
+  for (const auto& [id, driver] : drivers_) {
+    if (!launcher_.IsAlive(driver.pid)) dead.push_back(id);
+  }
+  for (const WorkerID& id : dead) {
+    Driver driver = drivers_.at(id);
+    drivers_.erase(id);
+    LOG(INFO) << "driver " << id.Hex() << " (pid " << driver.pid << ") of job " << driver.job_id.Hex() << " exited";
+    Notify(WorkerGone{id, driver.job_id, true, true, "driver exited"});
+    bool job_has_driver = std::any_of(drivers_.begin(), drivers_.end(),
+                                      [&](const auto& entry) { return entry.second.job_id == driver.job_id; });
+    if (!job_has_driver) KillJobWorkers(driver.job_id, "the job's driver exited");
+  }
+}
+
+void WorkerPool::Notify(const WorkerGone& gone) {
+  for (size_t i = 0; i < gone_listeners_.size(); ++i) gone_listeners_[i](gone);
+}
+
+void WorkerPool::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  driver_check_timer_.reset();
+  for (const auto& [id, worker] : workers_) launcher_.Signal(worker->pid, SIGKILL);
+  if (!workers_.empty()) LOG(INFO) << "killed " << workers_.size() << " worker(s) at shutdown";
+  workers_.clear();
+  by_token_.clear();
+  by_pid_.clear();
+  jobs_.clear();
+  drivers_.clear();
+  num_idle_ = 0;
+  num_starting_ = 0;
+}
+
+}  // namespace manta::raylet

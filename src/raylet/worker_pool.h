@@ -1,0 +1,211 @@
+// WorkerPool: the worker processes of this node (ARCHITECTURE.md §11).
+//
+// Workers are started per job on demand (PopWorker) through a WorkerLauncherInterface,
+// at most worker_maximum_startup_concurrency at a time. Each start gets a fresh
+// WorkerID and startup token, passed in the MANTA_* environment; RegisterWorker
+// matches the token to the process. A registered worker of the job that is idle is
+// handed out again before a new one is started; PushWorker returns one. Idle workers
+// beyond num_workers_soft_limit are asked to exit after idle_worker_killing_time_ms;
+// a worker that has not registered within worker_register_timeout_ms is killed.
+// Drivers register here too: their pids are checked every driver_liveness_check_ms
+// and the workers of a job whose driver is gone are killed. Every worker or driver
+// that goes away (exit, kill) is announced once to the gone-listeners (the lease
+// manager releases its leases; the node manager tells the GCS a driver is gone).
+//
+// Worker exits are learned from OnProcessExit, which the raylet calls after reaping
+// a child on SIGCHLD (child_reaper.h). A worker the pool kills is forgotten at once;
+// its later exit is ignored.
+//
+// Thread: loop thread only. Pop results are posted to the loop (never run inside
+// PopWorker); gone-listeners run synchronously, after the pool's own state is
+// consistent, and may call back into the pool. Ownership: the pool owns its
+// bookkeeping only; `loop`, `config` and `launcher` outlive it. `config` is read at
+// each use (the head's overrides arrive after construction).
+#pragma once
+
+#include <sys/types.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "protos/node_manager.pb.h"
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/common/rpc/send_reply.h"
+#include "src/raylet/worker_launcher.h"
+
+namespace manta::raylet {
+
+struct WorkerPoolOptions {
+  NodeID node_id;
+  std::string node_ip_address = "127.0.0.1";
+  // This raylet's gRPC port; may be set later with SetRayletPort().
+  int raylet_port = 0;
+  std::string gcs_address;
+  std::string store_socket;
+  // Worker logs go to <session_dir>/logs/.
+  std::string session_dir;
+  // The generic worker executable used when a job has no worker_command (the raylet
+  // looks up "manta_worker"); empty when there is none.
+  std::string default_worker_path;
+  // "Number of CPUs" for the config defaults 0/-1 of the startup concurrency and the
+  // idle soft limit.
+  int num_cpus = 1;
+};
+
+// A registered worker as PopWorker hands it out.
+struct WorkerInfo {
+  WorkerID worker_id;
+  JobID job_id;
+  pid_t pid = 0;
+  // Its core worker's RPC address (node_id and worker_id filled in).
+  rpc::Address address;
+};
+
+// A worker or driver that went away.
+struct WorkerGone {
+  WorkerID worker_id;
+  JobID job_id;
+  bool is_driver = false;
+  // Whether it had registered (a worker that died while starting had not).
+  bool registered = true;
+  std::string reason;
+};
+
+class WorkerPool {
+ public:
+  using PopCallback = absl::AnyInvocable<void(absl::StatusOr<WorkerInfo>)>;
+  using GoneListener = std::function<void(const WorkerGone&)>;
+
+  WorkerPool(EventLoop& loop, WorkerPoolOptions options, const Config& config, WorkerLauncherInterface& launcher);
+  // Kills every worker (Shutdown()).
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // REQUIRES: before the first worker is started.
+  void SetRayletPort(int port) { options_.raylet_port = port; }
+  // Starts the driver liveness check (every driver_liveness_check_ms).
+  void Start();
+  // `listener` is called for every worker or driver that goes away.
+  void AddGoneListener(GoneListener listener) { gone_listeners_.push_back(std::move(listener)); }
+
+  // RegisterWorker. Workers: INVALID_ARGUMENT for an unknown startup token or a
+  // worker id other than the one the pool assigned; a repeated registration of the
+  // same worker is answered again. Drivers: INVALID_ARGUMENT for a malformed job or
+  // worker id; re-registration updates the record.
+  void HandleRegisterWorker(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
+                            rpc::SendReply send_reply);
+
+  // Hands out an idle registered worker of `job_id`, else starts one (or waits for a
+  // startup slot) and hands it out once it registers. `job_config` says how to start
+  // the job's workers (the latest non-empty one seen for the job is used).
+  // `callback` runs later on the loop with the worker (now leased: it is not handed
+  // out again until PushWorker), or an error: the worker could not be started, it
+  // exited or timed out before registering, or the job's driver is gone.
+  void PopWorker(const JobID& job_id, const rpc::JobConfig& job_config, PopCallback callback);
+  // Returns a leased worker: it serves a waiting PopWorker of its job or goes idle.
+  // Unknown or not-leased workers are ignored.
+  void PushWorker(const WorkerID& worker_id);
+  // Kills a worker (SIGKILL) and forgets it; the gone-listeners hear of it.
+  void DisconnectWorker(const WorkerID& worker_id, const std::string& reason);
+  // Kills every worker of `job_id` and fails its waiting PopWorker calls.
+  void KillJobWorkers(const JobID& job_id, const std::string& reason);
+  // A child process exited (`status` as from waitpid). Unknown pids are ignored.
+  void OnProcessExit(pid_t pid, int status);
+  // Checks that every registered driver still runs; for each one gone: forgets it,
+  // tells the gone-listeners, and kills its job's workers. Runs every
+  // driver_liveness_check_ms after Start().
+  void CheckDrivers();
+  // Kills every worker (SIGKILL) and stops the timers; pending pops are dropped.
+  void Shutdown();
+
+  // Introspection.
+  size_t num_workers() const { return workers_.size(); }
+  size_t num_idle() const { return num_idle_; }
+  size_t num_starting() const { return num_starting_; }
+  size_t num_drivers() const { return drivers_.size(); }
+
+ private:
+  enum class State { kStarting, kIdle, kLeased, kExiting };
+  struct Worker {
+    WorkerID worker_id;
+    JobID job_id;
+    pid_t pid = 0;
+    int64_t startup_token = 0;
+    State state = State::kStarting;
+    rpc::Address address;
+    std::string log_file;
+    // The registration deadline, the idle deadline or the exit grace period.
+    std::unique_ptr<Timer> timer;
+  };
+  struct Driver {
+    JobID job_id;
+    pid_t pid = 0;
+    rpc::Address address;
+  };
+  struct JobState {
+    rpc::JobConfig config;
+    std::deque<PopCallback> pending_pops;
+    // Idle registered workers, most recently used last (handed out first).
+    std::vector<WorkerID> idle;
+    // Workers started for this job that have not registered yet.
+    size_t starting = 0;
+  };
+
+  void RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
+                             rpc::SendReply send_reply);
+  void RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
+                      rpc::SendReply send_reply);
+  void FillRegisterReply(rpc::RegisterWorkerReply* reply) const;
+  // Starts workers for the pops that no starting worker covers, within the startup
+  // concurrency; pops whose start failed get the error.
+  void TryStartWorkers();
+  absl::Status StartWorker(const JobID& job_id, JobState& job);
+  absl::StatusOr<std::vector<std::string>> WorkerCommand(const rpc::JobConfig& config) const;
+  std::map<std::string, std::string> WorkerEnv(const Worker& worker, const rpc::JobConfig& config) const;
+  // Leases `worker` to `callback` (posted to the loop).
+  void HandOut(Worker& worker, PopCallback callback);
+  // `worker` (registered, not leased) serves the job's oldest pop or goes idle.
+  void ServeOrIdle(Worker& worker);
+  void MakeIdle(Worker& worker);
+  void OnIdleTimeout(const WorkerID& worker_id);
+  void OnExitReply(const WorkerID& worker_id, const absl::Status& status, bool accepted);
+  void OnRegisterTimeout(const WorkerID& worker_id);
+  // Kills (SIGKILL) and forgets the worker, then notifies.
+  void KillWorker(const WorkerID& worker_id, const std::string& reason);
+  // Forgets the worker (every index), returns what to announce.
+  WorkerGone Forget(const WorkerID& worker_id, const std::string& reason);
+  // After a starting worker went away: the oldest pop it would have served fails.
+  void FailUncoveredPop(const JobID& job_id, const absl::Status& error);
+  void Notify(const WorkerGone& gone);
+  int64_t StartupConcurrency() const;
+  int64_t IdleSoftLimit() const;
+
+  EventLoop& loop_;
+  WorkerPoolOptions options_;
+  const Config& config_;
+  WorkerLauncherInterface& launcher_;
+  std::vector<GoneListener> gone_listeners_;
+  absl::flat_hash_map<WorkerID, std::unique_ptr<Worker>> workers_;
+  absl::flat_hash_map<int64_t, WorkerID> by_token_;
+  absl::flat_hash_map<pid_t, WorkerID> by_pid_;
+  absl::flat_hash_map<WorkerID, Driver> drivers_;
+  absl::flat_hash_map<JobID, JobState> jobs_;
+  int64_t next_token_ = 1;
+  size_t num_idle_ = 0;
+  size_t num_starting_ = 0;
+  bool shut_down_ = false;
+  std::unique_ptr<Timer> driver_check_timer_;
+  // Cleared on destruction, so that posted pop results do nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace manta::raylet

@@ -1,0 +1,33 @@
+// Compiled by check_compile_fails.cmake twice: with CASE_OK it must compile; with
+// CASE_ERRORS every function below must fail with the API's static_assert message,
+// and nothing else may fail (one compile for all cases keeps the test fast).
+#include <string>
+
+#include "ray/api.h"
+
+int Plus(int a, int b) { return a + b; }
+int TakesRef(ray::ObjectRef<int> ref) { return 0; }
+RAY_REMOTE(Plus, TakesRef);
+
+ray::ObjectRef<int> int_ref;
+ray::ObjectRef<std::string> string_ref;
+
+#if defined(CASE_OK)
+void Valid() {
+  ray::Task(Plus).Remote(1, 2L);
+  ray::Task(Plus).Remote(int_ref, static_cast<short>(2));
+  ray::Task(TakesRef).Remote(int_ref);
+}
+#elif defined(CASE_ERRORS)
+// "wrong number of arguments" x2
+void TooFew() { ray::Task(Plus).Remote(1); }
+void TooMany() { ray::Task(Plus).Remote(1, 2, 3); }
+// "an argument does not match f's parameter type" x3
+void WrongType() { ray::Task(Plus).Remote(std::string("one"), 2); }
+void WrongRefType() { ray::Task(Plus).Remote(string_ref, 2); }
+void ValueForRefParameter() { ray::Task(TakesRef).Remote(5); }
+// "f must be a free function" x1
+void Lambda() { ray::Task([](int a) { return a; }).Remote(1); }
+#else
+#error "define CASE_OK or CASE_ERRORS"
+#endif

@@ -1,0 +1,121 @@
+// The public API on a 3-node cluster on this machine (three raylets with their own
+// ports and session dirs): tasks needing a custom resource spill back to the node
+// that has it, large results move between nodes, refs nested in values keep their
+// objects alive through the borrower protocol, and a dead owner makes a borrower's
+// Get fail clearly. This binary is its own worker.
+#include <ray/api.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cluster_harness.h"
+#include "gtest/gtest.h"
+#include "src/api/native_runtime.h"
+#include "src/core_worker/core_worker.h"
+
+namespace {
+
+std::string WhereAmI() { return std::getenv("MANTA_NODE_ID"); }
+
+using Big = std::array<int, 100000>;
+Big MakeBig(int seed) {
+  Big b;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = seed + static_cast<int>(i);
+  return b;
+}
+long long SumBig(Big b) { return std::accumulate(b.begin(), b.end(), 0LL); }
+
+// A value carrying a ref owned by the worker that made it.
+struct Holder {
+  int pid = 0;
+  ray::ObjectRef<int> ref;
+  MSGPACK_DEFINE(pid, ref);
+};
+Holder MakeHolder(int v) { return Holder{getpid(), ray::Put(v)}; }
+int ReadNested(ray::ObjectRef<ray::ObjectRef<int>> outer) { return *outer.Get()->Get(); }
+ray::ObjectRef<int> Wrap(int v) { return ray::Put(v); }
+
+RAY_REMOTE(WhereAmI, MakeBig, SumBig, MakeHolder, ReadNested, Wrap);
+
+class ApiClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    harness_ = new manta::testing::ClusterHarness();
+    harness_->StartHead({"--num-cpus=1"});
+    harness_->StartNode({"--num-cpus=1", "--resources={\"special\": 1}"});
+    harness_->StartNode({"--num-cpus=1", "--resources={\"other\": 1}"});
+    ray::RayConfig config;
+    config.address = harness_->gcs_address();
+    ray::Init(config);
+  }
+  static void TearDownTestSuite() {
+    ray::Shutdown();
+    delete harness_;
+  }
+  // Hex node id of the node offering `resource`.
+  static std::string NodeWith(const std::string& resource) {
+    for (const auto& node : harness_->AliveNodes()) {
+      if (node.resources_total().count(resource)) return manta::NodeID::FromBinary(node.node_id()).Hex();
+    }
+    return "";
+  }
+  static manta::testing::ClusterHarness* harness_;
+};
+manta::testing::ClusterHarness* ApiClusterTest::harness_ = nullptr;
+
+TEST_F(ApiClusterTest, CustomResourceTasksSpillToTheNodeThatHasThem) {
+  std::string special = NodeWith("special");
+  std::string other = NodeWith("other");
+  ASSERT_FALSE(special.empty());
+  ASSERT_FALSE(other.empty());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(*ray::Task(WhereAmI).SetResource("special", 1).Remote().Get(), special);
+    EXPECT_EQ(*ray::Task(WhereAmI).SetResource("other", 0.5).Remote().Get(), other);
+  }
+}
+
+TEST_F(ApiClusterTest, LargeResultsMoveBetweenNodes) {
+  // Made on the "special" node, read by the driver (head) and by a task on "other".
+  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(3);
+  long long expected = SumBig(MakeBig(3));
+  EXPECT_EQ((*big.Get())[99999], 3 + 99999);
+  EXPECT_EQ(*ray::Task(SumBig).SetResource("other", 1).Remote(big).Get(), expected);
+}
+
+TEST_F(ApiClusterTest, NestedRefsKeepTheirObjectsAlive) {
+  // A ref inside a struct, owned by the worker that made it.
+  Holder holder = *ray::Task(MakeHolder).SetResource("special", 1).Remote(41).Get();
+  EXPECT_EQ(*holder.ref.Get(), 41);
+  // ObjectRef<ObjectRef<int>>: the outer value is a ref; passing it as a ref.
+  ray::ObjectRef<ray::ObjectRef<int>> outer = ray::Task(Wrap).SetResource("other", 1).Remote(7);
+  EXPECT_EQ(*outer.Get()->Get(), 7);
+  EXPECT_EQ(*ray::Task(ReadNested).Remote(outer).Get(), 7);
+}
+
+TEST_F(ApiClusterTest, BorrowerGetThrowsWhenTheOwnerDied) {
+  Holder holder = *ray::Task(MakeHolder).SetResource("special", 1).Remote(5).Get();
+  ASSERT_GT(holder.pid, 0);
+  ASSERT_EQ(kill(holder.pid, SIGKILL), 0);
+  try {
+    holder.ref.Get();
+    FAIL() << "expected the owner's death to surface";
+  } catch (const ray::internal::RayException& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("owner"), std::string::npos) << what;
+    EXPECT_NE(what.find("died"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,248 @@
+// Tasks and objects through the public API (#include <ray/api.h>) on a real local
+// cluster started by ray::Init(). This binary is also its own worker: main() hands
+// worker processes to ray::Init() before GoogleTest runs anything.
+#include <ray/api.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/api/native_runtime.h"
+#include "src/core_worker/core_worker.h"
+#include "test_util/test_util.h"
+
+namespace {
+
+// ---- Remote functions -------------------------------------------------------
+
+int Plus(int a, int b) { return a + b; }
+int Twice(int x) { return 2 * x; }
+std::string Concat(std::string a, std::string b) { return a + b; }
+int Sum(std::vector<int> xs) { return std::accumulate(xs.begin(), xs.end(), 0); }
+
+struct Point {
+  int x = 0;
+  double y = 0;
+  std::string label;
+  MSGPACK_DEFINE(x, y, label);
+};
+Point Move(Point p, int dx) {
+  p.x += dx;
+  p.label += "+moved";
+  return p;
+}
+
+using Big = std::array<int, 100000>;
+Big MakeBig(int seed) {
+  Big b;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = seed + static_cast<int>(i);
+  return b;
+}
+long long SumBig(Big b) { return std::accumulate(b.begin(), b.end(), 0LL); }
+
+int SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+int Throws(int x) {
+  if (x >= 0) throw std::logic_error("x must be negative, got " + std::to_string(x));
+  return x;
+}
+
+// Reads a value through a ref passed as a ref (the parameter is an ObjectRef).
+int Deref(ray::ObjectRef<int> ref) { return *ref.Get() + 1; }
+
+// Nested tasks: each level submits the next and waits for it inside the task.
+int NestedChain(int depth) {
+  if (depth == 0) return 0;
+  return *ray::Task(NestedChain).Remote(depth - 1).Get() + 1;
+}
+
+// Crashes the worker on the first attempt (a marker file tells attempts apart).
+int CrashOnce(std::string marker) {
+  struct stat st;
+  if (stat(marker.c_str(), &st) != 0) {
+    std::ofstream(marker) << getpid();
+    raise(SIGKILL);
+  }
+  return 42;
+}
+int CrashAlways(int) {
+  raise(SIGKILL);
+  return 0;
+}
+
+RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, Throws, Deref, NestedChain, CrashOnce,
+           CrashAlways);
+
+int NotRegistered(int x) { return x; }
+
+// ---- Fixture: one private cluster for the whole suite -------------------------
+
+class ApiTaskTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ray::RayConfig config;
+    config.head_args = {"--num-cpus=2", "--object-store-memory=268435456"};
+    ray::Init(config);
+  }
+  static void TearDownTestSuite() { ray::Shutdown(); }
+
+  static manta::core::CoreWorker& Core() { return *ray::internal::GetCoreWorkerForTesting(); }
+
+  // Objects in the node's object store, per `manta status --json`.
+  static int64_t StoreObjectCount() {
+    auto result = manta::testing::RunCommand(
+        {manta::testing::BinaryPath("manta"), "status", "--json", "--address", ray::internal::GetClusterAddress()}, {},
+        10000);
+    if (result.exit_code != 0) return -1;
+    auto status = nlohmann::json::parse(result.output, nullptr, false);
+    if (status.is_discarded()) return -1;
+    int64_t n = 0;
+    for (const auto& node : status["nodes"]) n += node["object_store"]["num_objects"].get<int64_t>();
+    return n;
+  }
+};
+
+TEST_F(ApiTaskTest, TaskWithValues) {
+  EXPECT_EQ(*ray::Task(Plus).Remote(1, 2).Get(), 3);
+  EXPECT_EQ(*ray::Get(ray::Task(Concat).Remote(std::string("ab"), std::string("cd"))), "abcd");
+  Point p = *ray::Task(Move).Remote(Point{1, 2.5, "p"}, 10).Get();
+  EXPECT_EQ(p.x, 11);
+  EXPECT_EQ(p.y, 2.5);
+  EXPECT_EQ(p.label, "p+moved");
+  EXPECT_EQ(*ray::Task(Sum).Remote(std::vector<int>{1, 2, 3, 4}).Get(), 10);
+}
+
+TEST_F(ApiTaskTest, PutAndRefArguments) {
+  auto five = ray::Put(5);
+  EXPECT_EQ(*five.Get(), 5);
+  EXPECT_EQ(*ray::Task(Plus).Remote(five, 1).Get(), 6);
+  EXPECT_EQ(*ray::Task(Deref).Remote(five).Get(), 6);  // the callee gets the ref itself
+}
+
+TEST_F(ApiTaskTest, ChainAndFanIn) {
+  ray::ObjectRef<int> x = ray::Task(Twice).Remote(1);
+  for (int i = 0; i < 10; ++i) x = ray::Task(Twice).Remote(x);
+  EXPECT_EQ(*x.Get(), 2048);
+
+  std::vector<ray::ObjectRef<int>> parts;
+  for (int i = 0; i < 20; ++i) parts.push_back(ray::Task(Plus).Remote(i, 0));
+  auto values = ray::Get(parts);
+  int total = 0;
+  for (const auto& v : values) total += *v;
+  EXPECT_EQ(total, 190);
+}
+
+TEST_F(ApiTaskTest, WaitWithTimeout) {
+  auto fast = ray::Task(SleepMs).Remote(0);
+  auto slow = ray::Task(SleepMs).Remote(3000);
+  fast.Get();
+  std::vector<ray::ObjectRef<int>> refs = {fast, slow};
+  auto t0 = std::chrono::steady_clock::now();
+  auto result = ray::Wait(refs, 2, 300);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(result.ready.size(), 1u);
+  EXPECT_EQ(result.unready.size(), 1u);
+  EXPECT_LT(waited, std::chrono::seconds(2));
+  result = ray::Wait(refs, 1, 0);
+  EXPECT_EQ(result.ready.size(), 1u);
+}
+
+TEST_F(ApiTaskTest, LargeArgumentsAndResults) {
+  auto big = ray::Task(MakeBig).Remote(7);
+  std::shared_ptr<Big> value = big.Get();
+  EXPECT_EQ((*value)[0], 7);
+  EXPECT_EQ((*value)[99999], 7 + 99999);
+  long long expected = 0;
+  for (int i = 0; i < 100000; ++i) expected += 7 + i;
+  EXPECT_EQ(*ray::Task(SumBig).Remote(big).Get(), expected);     // big ref argument
+  EXPECT_EQ(*ray::Task(SumBig).Remote(*value).Get(), expected);  // big value argument
+}
+
+TEST_F(ApiTaskTest, TaskExceptionReachesGetAndWorkerSurvives) {
+  auto failed = ray::Task(Throws).Remote(3);
+  try {
+    failed.Get();
+    FAIL() << "expected RayTaskException";
+  } catch (const ray::internal::RayTaskException& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("std::logic_error"), std::string::npos) << what;
+    EXPECT_NE(what.find("x must be negative, got 3"), std::string::npos) << what;
+  }
+  // A dependent task fails with the same error.
+  EXPECT_THROW(ray::Task(Twice).Remote(failed).Get(), ray::internal::RayTaskException);
+  EXPECT_EQ(*ray::Task(Throws).Remote(-1).Get(), -1);
+}
+
+TEST_F(ApiTaskTest, UnregisteredFunctionFailsAtRemote) {
+  EXPECT_THROW(ray::Task(NotRegistered).Remote(1), ray::internal::RayFunctionNotFound);
+}
+
+TEST_F(ApiTaskTest, UnknownFunctionAtWorkerIsRayFunctionNotFound) {
+  ray::internal::TaskArgument arg;
+  auto id = ray::internal::GetRayRuntime()->SubmitTask("NoSuchFunction", {}, {});
+  ray::ObjectRef<int> ref(id);
+  ray::internal::GetRayRuntime()->RemoveLocalReference(id);  // the ref adopted it
+  EXPECT_THROW(ref.Get(), ray::internal::RayFunctionNotFound);
+  EXPECT_EQ(*ray::Task(Plus).Remote(2, 2).Get(), 4);
+}
+
+TEST_F(ApiTaskTest, InfeasibleTaskStaysPending) {
+  auto never = ray::Task(Plus).SetResource("CPU", 10000).Remote(1, 1);
+  std::vector<ray::ObjectRef<int>> refs = {never};
+  auto result = ray::Wait(refs, 1, 500);
+  EXPECT_EQ(result.ready.size(), 0u);
+  EXPECT_EQ(result.unready.size(), 1u);
+}
+
+TEST_F(ApiTaskTest, NestedTasksDeeperThanCpuCount) {
+  EXPECT_EQ(*ray::Task(NestedChain).Remote(5).Get(), 5);
+}
+
+TEST_F(ApiTaskTest, WorkerKilledMidTaskIsRetried) {
+  manta::testing::TempDir dir;
+  std::string marker = dir.path() + "/crashed";
+  EXPECT_EQ(*ray::Task(CrashOnce).Remote(marker).Get(), 42);
+  struct stat st;
+  EXPECT_EQ(stat(marker.c_str(), &st), 0);  // the first attempt did run and die
+}
+
+TEST_F(ApiTaskTest, WorkerKilledMoreThanMaxRetriesIsRayWorkerException) {
+  EXPECT_THROW(ray::Task(CrashAlways).SetMaxRetries(1).Remote(0).Get(), ray::internal::RayWorkerException);
+}
+
+TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {
+  {
+    auto big = ray::Task(MakeBig).Remote(1);
+    auto put = ray::Put(MakeBig(2));
+    auto small = ray::Task(Plus).Remote(big.Get()->at(0), 1);
+    EXPECT_EQ(*ray::Task(SumBig).Remote(put).Get(), SumBig(MakeBig(2)));
+    small.Get();
+  }
+  EXPECT_TRUE(manta::testing::WaitFor([] { return Core().reference_counter().NumObjects() == 0; }, 10000))
+      << Core().reference_counter().NumObjects() << " objects still in the ownership table";
+  EXPECT_TRUE(manta::testing::WaitFor([] { return Core().memory_store().Size() == 0; }, 10000));
+  // And the node's object store holds none of them.
+  EXPECT_TRUE(manta::testing::WaitFor([] { return StoreObjectCount() == 0; }, 10000))
+      << StoreObjectCount() << " objects left in the object store";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,517 @@
+// Tests of the raylet's LeaseManager (src/raylet/lease_manager.h) over a real
+// WorkerPool with a fake launcher and a hand-fed cluster view. The test registers the
+// "workers" the pool starts and drives the loop; no sockets, no sleeps.
+#include "src/raylet/lease_manager.h"
+
+#include <glog/logging.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "tests/raylet/fake_worker_launcher.h"
+
+namespace manta::raylet {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+struct LeaseCall {
+  rpc::RequestWorkerLeaseReply reply;
+  std::optional<absl::Status> status;
+  bool done() const { return status.has_value(); }
+  bool granted() const { return done() && !reply.lease_id().empty(); }
+};
+using LeaseCallPtr = std::shared_ptr<LeaseCall>;
+
+class LeaseManagerTest : public ::testing::Test {
+ protected:
+  LeaseManagerTest() {
+    config_.worker_register_timeout_ms = 1000000;
+    config_.idle_worker_killing_time_ms = 1000000;
+    config_.worker_maximum_startup_concurrency = 10;
+    config_.num_workers_soft_limit = 10;
+    config_.driver_liveness_check_ms = 1000000;
+    pool_options_.node_id = local_id_;
+    pool_options_.node_ip_address = "10.0.0.1";
+    pool_options_.raylet_port = 7000;
+    pool_options_.session_dir = "/tmp/session_l";
+    pool_options_.num_cpus = 2;
+    job_config_.add_worker_command("/bin/driver");
+    owner_.set_node_id(local_id_.Binary());
+    owner_.set_ip_address("10.0.0.1");
+    owner_.set_port(30000);
+    owner_.set_worker_id(WorkerID::FromRandom().Binary());
+  }
+
+  void SetUp() override { Make({{"CPU", 2}}); }
+
+  void Make(ResourceMap total) {
+    lease_manager_.reset();
+    pool_ = std::make_unique<WorkerPool>(loop_, pool_options_, config_, launcher_);
+    lease_manager_ = std::make_unique<LeaseManager>(loop_, LeaseManagerOptions{local_id_, std::move(total)}, config_,
+                                                    view_, *pool_, [](size_t) { return 0; });
+  }
+
+  rpc::RequestWorkerLeaseRequest MakeRequest(const ResourceMap& resources) {
+    rpc::RequestWorkerLeaseRequest request;
+    request.set_lease_request_id(LeaseID::FromRandom().Binary());
+    request.set_job_id(job_.Binary());
+    *request.mutable_owner_address() = owner_;
+    for (const auto& [k, v] : resources) (*request.mutable_required_resources())[k] = v;
+    *request.mutable_job_config() = job_config_;
+    request.set_function_name("Plus");
+    return request;
+  }
+
+  LeaseCallPtr Send(const rpc::RequestWorkerLeaseRequest& request) {
+    auto call = std::make_shared<LeaseCall>();
+    lease_manager_->HandleRequestWorkerLease(request, &call->reply,
+                                             rpc::SendReply([call](absl::Status s) { call->status = s; }));
+    loop_.RunUntilIdle();
+    return call;
+  }
+  LeaseCallPtr Request(const ResourceMap& resources) { return Send(MakeRequest(resources)); }
+
+  // Registers every worker the pool started and that has not registered yet.
+  void RegisterStarted() {
+    for (; registered_ < launcher_.starts.size(); ++registered_) {
+      const FakeWorkerLauncher::StartRecord& start = launcher_.starts[registered_];
+      rpc::RegisterWorkerRequest request;
+      request.set_worker_type(rpc::WORKER);
+      request.set_startup_token(std::stoll(start.env.at("MANTA_WORKER_STARTUP_TOKEN")));
+      request.set_worker_id(WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"))->Binary());
+      request.set_pid(start.pid);
+      request.mutable_address()->set_ip_address("10.0.0.1");
+      request.mutable_address()->set_port(20000 + static_cast<int>(registered_));
+      rpc::RegisterWorkerReply reply;
+      std::optional<absl::Status> sent;
+      pool_->HandleRegisterWorker(request, &reply, rpc::SendReply([&](absl::Status s) { sent = s; }));
+      ASSERT_TRUE(sent.has_value() && sent->ok());
+    }
+    loop_.RunUntilIdle();
+  }
+
+  // Requests a lease and lets its worker register; the call must be granted.
+  LeaseCallPtr Lease(const ResourceMap& resources) {
+    LeaseCallPtr call = Request(resources);
+    RegisterStarted();
+    EXPECT_TRUE(call->granted()) << call->reply.DebugString();
+    return call;
+  }
+
+  void Return(const LeaseCallPtr& lease, bool disconnect = false) {
+    rpc::ReturnWorkerRequest request;
+    request.set_lease_id(lease->reply.lease_id());
+    request.set_worker_id(lease->reply.worker_address().worker_id());
+    request.set_disconnect_worker(disconnect);
+    rpc::ReturnWorkerReply reply;
+    std::optional<absl::Status> sent;
+    lease_manager_->HandleReturnWorker(request, &reply, rpc::SendReply([&](absl::Status s) { sent = s; }));
+    ASSERT_TRUE(sent.has_value() && sent->ok());
+    loop_.RunUntilIdle();
+  }
+
+  bool Cancel(const rpc::RequestWorkerLeaseRequest& request) {
+    rpc::CancelWorkerLeaseRequest cancel;
+    cancel.set_lease_request_id(request.lease_request_id());
+    rpc::CancelWorkerLeaseReply reply;
+    std::optional<absl::Status> sent;
+    lease_manager_->HandleCancelWorkerLease(cancel, &reply, rpc::SendReply([&](absl::Status s) { sent = s; }));
+    EXPECT_TRUE(sent.has_value() && sent->ok());
+    loop_.RunUntilIdle();
+    return reply.success();
+  }
+
+  void Block(const LeaseCallPtr& lease, bool blocked) {
+    rpc::NotifyWorkerBlockedRequest request;
+    request.set_worker_id(lease->reply.worker_address().worker_id());
+    request.set_blocked(blocked);
+    rpc::NotifyWorkerBlockedReply reply;
+    std::optional<absl::Status> sent;
+    lease_manager_->HandleNotifyWorkerBlocked(request, &reply, rpc::SendReply([&](absl::Status s) { sent = s; }));
+    ASSERT_TRUE(sent.has_value() && sent->ok());
+    loop_.RunUntilIdle();
+  }
+
+  NodeID AddNode(const ResourceMap& total, const ResourceMap& available, const std::string& ip) {
+    NodeID id = NodeID::FromRandom();
+    rpc::NodeInfo info;
+    info.set_node_id(id.Binary());
+    info.set_node_manager_address(ip);
+    info.set_node_manager_port(7777);
+    for (const auto& [k, v] : total) (*info.mutable_resources_total())[k] = v;
+    view_.OnNodeInfo(info);
+    SetAvailable(id, available);
+    return id;
+  }
+  void SetAvailable(const NodeID& id, const ResourceMap& available) {
+    rpc::ResourceUsage usage;
+    usage.set_node_id(id.Binary());
+    for (const auto& [k, v] : available) (*usage.mutable_resources_available())[k] = v;
+    view_.OnResourceUsage(usage);
+  }
+
+  double Cpu() const { return lease_manager_->available().at("CPU"); }
+  pid_t PidOf(const LeaseCallPtr& lease) const { return lease->reply.worker_pid(); }
+
+  EventLoop loop_;
+  Config config_;
+  NodeID local_id_ = NodeID::FromRandom();
+  WorkerPoolOptions pool_options_;
+  FakeWorkerLauncher launcher_{loop_};
+  ClusterResourceView view_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<LeaseManager> lease_manager_;
+  size_t registered_ = 0;
+  JobID job_ = JobID::FromInt(7);
+  rpc::JobConfig job_config_;
+  rpc::Address owner_;
+};
+
+TEST_F(LeaseManagerTest, GrantsALocalWorker) {
+  LeaseCallPtr call = Request({{"CPU", 1}});
+  EXPECT_FALSE(call->done());  // waiting for its worker
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_EQ(launcher_.starts[0].env.at("MANTA_JOB_ID"), job_.Hex());
+  RegisterStarted();
+  ASSERT_TRUE(call->granted());
+  EXPECT_TRUE(call->status->ok());
+  EXPECT_EQ(call->reply.worker_address().ip_address(), "10.0.0.1");
+  EXPECT_EQ(call->reply.worker_address().port(), 20000);
+  EXPECT_EQ(call->reply.worker_pid(), launcher_.starts[0].pid);
+  EXPECT_FALSE(call->reply.rejected());
+  EXPECT_FALSE(call->reply.has_retry_at_raylet_address());
+  EXPECT_EQ(Cpu(), 1);
+  EXPECT_EQ(lease_manager_->num_leases(), 1u);
+}
+
+TEST_F(LeaseManagerTest, EmptyResourceMapMeansOneCpu) {
+  Lease({});
+  EXPECT_EQ(Cpu(), 1);
+}
+
+TEST_F(LeaseManagerTest, QueuesWhenBusyThenGrantsOnReturn) {
+  LeaseCallPtr a = Lease({{"CPU", 1}});
+  LeaseCallPtr b = Lease({{"CPU", 1}});
+  EXPECT_EQ(Cpu(), 0);
+  LeaseCallPtr c = Request({{"CPU", 1}});
+  EXPECT_FALSE(c->done());
+  EXPECT_EQ(lease_manager_->num_queued(), 1u);
+  EXPECT_EQ(launcher_.starts.size(), 2u);  // no worker started for a request that waits
+
+  Return(a);
+  ASSERT_TRUE(c->granted());
+  EXPECT_EQ(c->reply.worker_address().worker_id(), a->reply.worker_address().worker_id());  // reused
+  EXPECT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_EQ(Cpu(), 0);
+  Return(b);
+  Return(c);
+  EXPECT_EQ(Cpu(), 2);
+  EXPECT_EQ(pool_->num_idle(), 2u);
+  // A second return of the same lease is harmless.
+  Return(c);
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, DisconnectOnReturnKillsTheWorker) {
+  LeaseCallPtr a = Lease({{"CPU", 1}});
+  Return(a, /*disconnect=*/true);
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(a)), ElementsAre(SIGKILL));
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, SpillsBackToTheNodeThatHasACustomResource) {
+  NodeID special = AddNode({{"CPU", 1}, {"special", 1}}, {{"CPU", 1}, {"special", 1}}, "10.0.0.9");
+  LeaseCallPtr call = Request({{"special", 1}});
+  ASSERT_TRUE(call->done());
+  ASSERT_TRUE(call->status->ok());
+  EXPECT_FALSE(call->granted());
+  EXPECT_FALSE(call->reply.rejected());
+  EXPECT_EQ(call->reply.retry_at_raylet_address().node_id(), special.Binary());
+  EXPECT_EQ(call->reply.retry_at_raylet_address().ip_address(), "10.0.0.9");
+  EXPECT_EQ(call->reply.retry_at_raylet_address().port(), 7777);
+  EXPECT_TRUE(launcher_.starts.empty());
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, GrantOrRejectIsNeverSpilledAgain) {
+  AddNode({{"CPU", 4}, {"special", 1}}, {{"CPU", 4}, {"special", 1}}, "10.0.0.9");
+  rpc::RequestWorkerLeaseRequest special = MakeRequest({{"special", 1}});
+  special.set_grant_or_reject(true);
+  LeaseCallPtr rejected = Send(special);
+  ASSERT_TRUE(rejected->done());
+  EXPECT_TRUE(rejected->reply.rejected());
+  EXPECT_THAT(rejected->reply.failure_message(), HasSubstr("special"));
+  EXPECT_FALSE(rejected->reply.has_retry_at_raylet_address());
+
+  // Locally feasible but busy: it waits here although the other node is idle.
+  Lease({{"CPU", 2}});
+  rpc::RequestWorkerLeaseRequest cpu = MakeRequest({{"CPU", 1}});
+  cpu.set_grant_or_reject(true);
+  LeaseCallPtr waiting = Send(cpu);
+  EXPECT_FALSE(waiting->done());
+  lease_manager_->OnClusterViewChanged();
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(waiting->done());
+  EXPECT_EQ(lease_manager_->num_queued(), 1u);
+}
+
+TEST_F(LeaseManagerTest, QueuedRequestSpillsWhenAnotherNodeFreesUp) {
+  NodeID other = AddNode({{"CPU", 2}}, {{"CPU", 0}}, "10.0.0.9");
+  Lease({{"CPU", 2}});
+  LeaseCallPtr waiting = Request({{"CPU", 1}});
+  EXPECT_FALSE(waiting->done());  // nobody can run it now: it waits here
+  SetAvailable(other, {{"CPU", 1}});
+  lease_manager_->OnClusterViewChanged();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(waiting->done());
+  EXPECT_EQ(waiting->reply.retry_at_raylet_address().node_id(), other.Binary());
+  // What was sent there counts as taken until the node reports again.
+  EXPECT_EQ(view_.Get(other)->available.at("CPU"), 0);
+}
+
+TEST_F(LeaseManagerTest, InfeasibleRequestIsKeptListedAndPlacedWhenANodeJoins) {
+  LeaseCallPtr a = Request({{"GPU", 1}});
+  LeaseCallPtr b = Request({{"GPU", 1}});
+  EXPECT_FALSE(a->done());
+  EXPECT_FALSE(b->done());
+  EXPECT_EQ(lease_manager_->num_infeasible(), 2u);
+  EXPECT_THAT(lease_manager_->InfeasibleShapes(), ElementsAre("GPU: 1"));  // one entry per shape
+  lease_manager_->OnClusterViewChanged();  // nothing new: still waiting
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(a->done());
+
+  NodeID gpu_node = AddNode({{"CPU", 4}, {"GPU", 2}}, {{"CPU", 4}, {"GPU", 2}}, "10.0.0.8");
+  lease_manager_->OnClusterViewChanged();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(a->done());
+  ASSERT_TRUE(b->done());
+  EXPECT_EQ(a->reply.retry_at_raylet_address().node_id(), gpu_node.Binary());
+  EXPECT_EQ(b->reply.retry_at_raylet_address().node_id(), gpu_node.Binary());
+  EXPECT_THAT(lease_manager_->InfeasibleShapes(), IsEmpty());
+}
+
+// Counts WARNING lines that mention "infeasible".
+class InfeasibleWarnings : public google::LogSink {
+ public:
+  InfeasibleWarnings() { google::AddLogSink(this); }
+  ~InfeasibleWarnings() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity severity, const char*, const char*, int, const google::LogMessageTime&,
+            const char* message, size_t length) override {
+    std::string text(message, length);
+    if (severity == google::GLOG_WARNING && text.find("infeasible") != std::string::npos) lines.push_back(text);
+  }
+  std::vector<std::string> lines;
+};
+
+TEST_F(LeaseManagerTest, InfeasibleShapeIsWarnedAboutOnce) {
+  InfeasibleWarnings warnings;
+  Request({{"GPU", 1}});
+  Request({{"GPU", 1}});
+  lease_manager_->OnClusterViewChanged();
+  loop_.RunUntilIdle();
+  Request({{"GPU", 2}});
+  ASSERT_EQ(warnings.lines.size(), 2u);
+  EXPECT_THAT(warnings.lines[0], HasSubstr("GPU: 1"));
+  EXPECT_THAT(warnings.lines[1], HasSubstr("GPU: 2"));
+  EXPECT_THAT(lease_manager_->InfeasibleShapes(), ElementsAre("GPU: 1", "GPU: 2"));
+}
+
+TEST_F(LeaseManagerTest, CancelAnswersTheQueuedRequest) {
+  Lease({{"CPU", 2}});
+  rpc::RequestWorkerLeaseRequest request = MakeRequest({{"CPU", 1}});
+  LeaseCallPtr waiting = Send(request);
+  ASSERT_FALSE(waiting->done());
+  EXPECT_TRUE(Cancel(request));
+  ASSERT_TRUE(waiting->done());
+  EXPECT_TRUE(waiting->reply.canceled());
+  EXPECT_FALSE(waiting->granted());
+  EXPECT_EQ(lease_manager_->num_queued(), 0u);
+  EXPECT_FALSE(Cancel(request));  // already gone
+
+  // Infeasible requests can be cancelled too.
+  rpc::RequestWorkerLeaseRequest gpu = MakeRequest({{"GPU", 1}});
+  LeaseCallPtr infeasible = Send(gpu);
+  EXPECT_TRUE(Cancel(gpu));
+  EXPECT_TRUE(infeasible->reply.canceled());
+  EXPECT_THAT(lease_manager_->InfeasibleShapes(), IsEmpty());
+}
+
+TEST_F(LeaseManagerTest, CancelWhileTheWorkerStartsGivesResourcesBack) {
+  rpc::RequestWorkerLeaseRequest request = MakeRequest({{"CPU", 1}});
+  LeaseCallPtr call = Send(request);
+  EXPECT_EQ(Cpu(), 1);  // held for the worker that is starting
+  EXPECT_TRUE(Cancel(request));
+  EXPECT_TRUE(call->reply.canceled());
+  EXPECT_EQ(Cpu(), 2);
+  RegisterStarted();  // the worker arrives late: it goes idle, no lease
+  EXPECT_EQ(pool_->num_idle(), 1u);
+  EXPECT_EQ(lease_manager_->num_leases(), 0u);
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, BlockedWorkerLendsItsCpu) {
+  Make({{"CPU", 1}});
+  LeaseCallPtr outer = Lease({{"CPU", 1}});
+  LeaseCallPtr inner = Request({{"CPU", 1}});
+  EXPECT_FALSE(inner->done());
+
+  Block(outer, true);  // outer waits on inner: its CPU is lent
+  RegisterStarted();
+  ASSERT_TRUE(inner->granted());
+  EXPECT_EQ(Cpu(), 0);
+  Block(outer, true);  // repeated: no double credit
+  EXPECT_EQ(Cpu(), 0);
+
+  Block(outer, false);  // takes it back: oversubscribed for a while
+  EXPECT_EQ(Cpu(), -1);
+  Return(inner);
+  EXPECT_EQ(Cpu(), 0);
+  Return(outer);
+  EXPECT_EQ(Cpu(), 1);
+
+  // Returned while blocked: the lent CPU is not counted twice.
+  LeaseCallPtr again = Lease({{"CPU", 1}});
+  Block(again, true);
+  EXPECT_EQ(Cpu(), 1);
+  Return(again);
+  EXPECT_EQ(Cpu(), 1);
+}
+
+TEST_F(LeaseManagerTest, NestedBlockingDeeperThanTheCpuCountDoesNotDeadlock) {
+  Make({{"CPU", 1}});
+  std::vector<LeaseCallPtr> chain{Lease({{"CPU", 1}})};
+  for (int depth = 1; depth < 5; ++depth) {
+    Block(chain.back(), true);
+    LeaseCallPtr next = Request({{"CPU", 1}});
+    RegisterStarted();
+    ASSERT_TRUE(next->granted()) << "depth " << depth;
+    chain.push_back(next);
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    Block(*it, false);
+    Return(*it);
+  }
+  EXPECT_EQ(Cpu(), 1);
+}
+
+TEST_F(LeaseManagerTest, MalformedRequestsAreRejected) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const ResourceMap& bad : std::vector<ResourceMap>{{{"CPU", -1}}, {{"CPU", nan}}, {{"GPU", inf}}, {{"", 1}}}) {
+    LeaseCallPtr call = Request(bad);
+    ASSERT_TRUE(call->done());
+    EXPECT_TRUE(call->status->ok());
+    EXPECT_TRUE(call->reply.rejected());
+    EXPECT_THAT(call->reply.failure_message(), HasSubstr("malformed"));
+  }
+  rpc::RequestWorkerLeaseRequest bad_job = MakeRequest({{"CPU", 1}});
+  bad_job.set_job_id("x");
+  LeaseCallPtr call = Send(bad_job);
+  EXPECT_TRUE(call->reply.rejected());
+  EXPECT_EQ(lease_manager_->num_queued() + lease_manager_->num_infeasible() + lease_manager_->num_leases(), 0u);
+  EXPECT_TRUE(launcher_.starts.empty());
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, WorkerThatCannotStartRejectsTheLease) {
+  launcher_.FailNextStart(absl::NotFoundError("cannot execute /bin/driver"));
+  LeaseCallPtr call = Request({{"CPU", 1}});
+  ASSERT_TRUE(call->done());
+  EXPECT_TRUE(call->reply.rejected());
+  EXPECT_THAT(call->reply.failure_message(), HasSubstr("cannot execute"));
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, WorkerExitWhileLeasedReturnsItsResources) {
+  LeaseCallPtr a = Lease({{"CPU", 2}});
+  LeaseCallPtr waiting = Request({{"CPU", 1}});
+  EXPECT_EQ(Cpu(), 0);
+  pool_->OnProcessExit(PidOf(a), SIGKILL);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 0u);
+  RegisterStarted();  // the waiting request got a new worker
+  EXPECT_TRUE(waiting->granted());
+  EXPECT_EQ(Cpu(), 1);
+  Return(a);  // the owner's late return is harmless
+  EXPECT_EQ(Cpu(), 1);
+}
+
+TEST_F(LeaseManagerTest, OwnerDeathReturnsItsLeasesAndDropsItsRequests) {
+  LeaseCallPtr parent = Lease({{"CPU", 1}});
+  // The parent's worker owns a nested lease and a queued request.
+  owner_ = parent->reply.worker_address();
+  LeaseCallPtr child = Lease({{"CPU", 1}});
+  LeaseCallPtr queued = Request({{"CPU", 1}});
+  EXPECT_FALSE(queued->done());
+  EXPECT_EQ(Cpu(), 0);
+
+  pool_->OnProcessExit(PidOf(parent), SIGKILL);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 0u);
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(child)), ElementsAre(SIGKILL));  // its tasks' owner is gone
+  ASSERT_TRUE(queued->done());
+  EXPECT_TRUE(queued->reply.canceled());
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, DriverDeathReturnsItsLeases) {
+  WorkerID driver = WorkerID::FromRandom();
+  launcher_.alive.insert(5555);
+  rpc::RegisterWorkerRequest reg;
+  reg.set_worker_type(rpc::DRIVER);
+  reg.set_worker_id(driver.Binary());
+  reg.set_job_id(job_.Binary());
+  reg.set_pid(5555);
+  rpc::RegisterWorkerReply reg_reply;
+  pool_->HandleRegisterWorker(reg, &reg_reply, rpc::SendReply([](absl::Status s) { ASSERT_TRUE(s.ok()); }));
+  owner_.set_worker_id(driver.Binary());
+  LeaseCallPtr a = Lease({{"CPU", 1}});
+  LeaseCallPtr b = Lease({{"CPU", 1}});
+  EXPECT_EQ(Cpu(), 0);
+
+  launcher_.alive.erase(5555);
+  pool_->CheckDrivers();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 0u);
+  EXPECT_EQ(Cpu(), 2);
+  EXPECT_EQ(pool_->num_workers(), 0u);
+}
+
+TEST_F(LeaseManagerTest, LeasesOwnedFromADeadNodeAreReleased) {
+  NodeID remote = AddNode({{"CPU", 2}}, {{"CPU", 0}}, "10.0.0.9");  // busy: leases stay here
+  owner_.set_node_id(remote.Binary());
+  owner_.set_worker_id(WorkerID::FromRandom().Binary());
+  LeaseCallPtr a = Lease({{"CPU", 1}});
+  owner_.set_node_id(local_id_.Binary());
+  LeaseCallPtr mine = Lease({{"CPU", 1}});
+  lease_manager_->OnNodeDead(remote);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 1u);
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(a)), ElementsAre(SIGKILL));
+  EXPECT_TRUE(launcher_.SignalsTo(PidOf(mine)).empty());
+  EXPECT_EQ(Cpu(), 1);
+}
+
+TEST_F(LeaseManagerTest, FinishedJobReleasesEverything) {
+  LeaseCallPtr a = Lease({{"CPU", 2}});
+  LeaseCallPtr queued = Request({{"CPU", 1}});
+  lease_manager_->OnJobFinished(job_);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 0u);
+  ASSERT_TRUE(queued->done());
+  EXPECT_TRUE(queued->reply.canceled());
+  EXPECT_EQ(Cpu(), 2);
+  EXPECT_EQ(pool_->num_workers(), 0u);
+}
+
+}  // namespace
+}  // namespace manta::raylet

@@ -1,0 +1,422 @@
+// Tests of the raylet's WorkerPool (src/raylet/worker_pool.h) with a fake launcher:
+// no process is started, the test registers "workers" itself and drives the loop.
+#include "src/raylet/worker_pool.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <memory>
+#include <optional>
+
+#include "tests/raylet/fake_worker_launcher.h"
+
+namespace manta::raylet {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+using PopResult = std::shared_ptr<std::optional<absl::StatusOr<WorkerInfo>>>;
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  WorkerPoolTest() {
+    options_.node_id = NodeID::FromRandom();
+    options_.node_ip_address = "10.0.0.5";
+    options_.raylet_port = 7100;
+    options_.gcs_address = "10.0.0.1:6380";
+    options_.store_socket = "/tmp/session_t/store.sock";
+    options_.session_dir = "/tmp/session_t";
+    options_.default_worker_path = "/opt/manta/bin/manta_worker";
+    options_.num_cpus = 4;
+    // Timers the tests do not exercise are pushed far out.
+    config_.worker_register_timeout_ms = 1000000;
+    config_.idle_worker_killing_time_ms = 1000000;
+    config_.worker_maximum_startup_concurrency = 4;
+    config_.num_workers_soft_limit = 10;
+    config_.driver_liveness_check_ms = 1000000;
+    job_config_.add_worker_command("/home/u/my_driver");
+    job_config_.add_worker_command("--flag");
+  }
+
+  void SetUp() override { MakePool(); }
+
+  void MakePool() {
+    pool_ = std::make_unique<WorkerPool>(loop_, options_, config_, launcher_);
+    pool_->AddGoneListener([this](const WorkerGone& g) { gone_.push_back(g); });
+  }
+
+  PopResult Pop(const JobID& job, const rpc::JobConfig& config) {
+    auto result = std::make_shared<std::optional<absl::StatusOr<WorkerInfo>>>();
+    pool_->PopWorker(job, config, [result](absl::StatusOr<WorkerInfo> w) { *result = std::move(w); });
+    return result;
+  }
+  PopResult Pop(const JobID& job) { return Pop(job, job_config_); }
+
+  // Registers the worker of the `index`-th start with its own token and id.
+  absl::Status Register(size_t index, int port = 0) {
+    const FakeWorkerLauncher::StartRecord& start = launcher_.starts.at(index);
+    rpc::RegisterWorkerRequest request;
+    request.set_worker_type(rpc::WORKER);
+    request.set_startup_token(std::stoll(start.env.at("MANTA_WORKER_STARTUP_TOKEN")));
+    request.set_worker_id(WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"))->Binary());
+    request.set_job_id(JobID::FromHex(start.env.at("MANTA_JOB_ID"))->Binary());
+    request.set_pid(start.pid);
+    request.mutable_address()->set_ip_address("10.0.0.5");
+    request.mutable_address()->set_port(port != 0 ? port : 20000 + static_cast<int>(index));
+    return CallRegister(request);
+  }
+
+  absl::Status CallRegister(const rpc::RegisterWorkerRequest& request) {
+    std::optional<absl::Status> sent;
+    pool_->HandleRegisterWorker(request, &last_register_reply_, rpc::SendReply([&](absl::Status s) { sent = s; }));
+    loop_.RunUntilIdle();
+    EXPECT_TRUE(sent.has_value());
+    return sent.value_or(absl::InternalError("no reply"));
+  }
+
+  absl::Status RegisterDriver(const WorkerID& id, const JobID& job, pid_t pid) {
+    rpc::RegisterWorkerRequest request;
+    request.set_worker_type(rpc::DRIVER);
+    request.set_worker_id(id.Binary());
+    request.set_job_id(job.Binary());
+    request.set_pid(pid);
+    request.mutable_address()->set_ip_address("10.0.0.5");
+    request.mutable_address()->set_port(30000);
+    return CallRegister(request);
+  }
+
+  EventLoop loop_;
+  WorkerPoolOptions options_;
+  Config config_;
+  rpc::JobConfig job_config_;
+  FakeWorkerLauncher launcher_{loop_};
+  std::unique_ptr<WorkerPool> pool_;
+  std::vector<WorkerGone> gone_;
+  rpc::RegisterWorkerReply last_register_reply_;
+  const JobID job1_ = JobID::FromInt(1);
+  const JobID job2_ = JobID::FromInt(2);
+};
+
+TEST_F(WorkerPoolTest, PopStartsAWorkerWithTheJobsCommandAndEnvironment) {
+  config_.scheduler_spread_threshold = 0.75;  // a non-default setting the workers must see
+  MakePool();
+  rpc::JobConfig config = job_config_;
+  (*config.mutable_worker_env())["USER_VAR"] = "x";
+  (*config.mutable_worker_env())["MANTA_WORKER_ID"] = "not-allowed";
+  config.add_code_search_path("/lib/a.so");
+  config.add_code_search_path("/lib/b.so");
+  PopResult result = Pop(job1_, config);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_FALSE(result->has_value());  // not before it registers
+
+  const FakeWorkerLauncher::StartRecord& start = launcher_.starts[0];
+  EXPECT_THAT(start.argv, ElementsAre("/home/u/my_driver", "--flag"));
+  const auto& env = start.env;
+  EXPECT_EQ(env.at("MANTA_WORKER_MODE"), "1");
+  auto worker_id = WorkerID::FromHex(env.at("MANTA_WORKER_ID"));
+  ASSERT_TRUE(worker_id.ok()) << env.at("MANTA_WORKER_ID");
+  EXPECT_GT(std::stoll(env.at("MANTA_WORKER_STARTUP_TOKEN")), 0);
+  EXPECT_EQ(env.at("MANTA_JOB_ID"), job1_.Hex());
+  EXPECT_EQ(env.at("MANTA_NODE_ID"), options_.node_id.Hex());
+  EXPECT_EQ(env.at("MANTA_NODE_IP_ADDRESS"), "10.0.0.5");
+  EXPECT_EQ(env.at("MANTA_RAYLET_ADDRESS"), "10.0.0.5:7100");
+  EXPECT_EQ(env.at("MANTA_GCS_ADDRESS"), "10.0.0.1:6380");
+  EXPECT_EQ(env.at("MANTA_STORE_SOCKET"), "/tmp/session_t/store.sock");
+  EXPECT_EQ(env.at("MANTA_SESSION_DIR"), "/tmp/session_t");
+  EXPECT_EQ(env.at("MANTA_CODE_SEARCH_PATH"), "/lib/a.so:/lib/b.so");
+  EXPECT_DOUBLE_EQ(std::stod(env.at("MANTA_scheduler_spread_threshold")), 0.75);
+  EXPECT_EQ(env.at("USER_VAR"), "x");
+  EXPECT_EQ(start.log_file, "/tmp/session_t/logs/worker-" + worker_id->Hex() + "-" + job1_.Hex() + ".log");
+
+  ASSERT_TRUE(Register(0, 23456).ok());
+  EXPECT_EQ(last_register_reply_.node_id(), options_.node_id.Binary());
+  EXPECT_EQ(last_register_reply_.object_store_socket(), "/tmp/session_t/store.sock");
+  EXPECT_EQ(last_register_reply_.session_dir(), "/tmp/session_t");
+  ASSERT_TRUE(result->has_value());
+  ASSERT_TRUE(result->value().ok()) << result->value().status();
+  const WorkerInfo& worker = *result->value();
+  EXPECT_EQ(worker.worker_id, *worker_id);
+  EXPECT_EQ(worker.job_id, job1_);
+  EXPECT_EQ(worker.pid, start.pid);
+  EXPECT_EQ(worker.address.port(), 23456);
+  EXPECT_EQ(worker.address.ip_address(), "10.0.0.5");
+  EXPECT_EQ(worker.address.worker_id(), worker_id->Binary());
+  EXPECT_EQ(worker.address.node_id(), options_.node_id.Binary());
+  EXPECT_EQ(pool_->num_starting(), 0u);
+}
+
+TEST_F(WorkerPoolTest, WithoutAWorkerCommandTheGenericWorkerIsStarted) {
+  rpc::JobConfig config;
+  config.add_code_search_path("/lib/tasks.so");
+  Pop(job1_, config);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_THAT(launcher_.starts[0].argv, ElementsAre("/opt/manta/bin/manta_worker"));
+  EXPECT_EQ(launcher_.starts[0].env.at("MANTA_CODE_SEARCH_PATH"), "/lib/tasks.so");
+}
+
+TEST_F(WorkerPoolTest, StartFailureIsReportedToThePop) {
+  launcher_.FailNextStart(absl::NotFoundError("cannot execute /nope: No such file or directory"));
+  PopResult result = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(result->has_value());
+  ASSERT_FALSE(result->value().ok());
+  EXPECT_THAT(std::string(result->value().status().message()), HasSubstr("No such file"));
+  EXPECT_EQ(pool_->num_workers(), 0u);
+
+  // No command at all: an error, not a crash.
+  options_.default_worker_path = "";
+  MakePool();
+  PopResult none = Pop(job1_, rpc::JobConfig());
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(none->has_value());
+  EXPECT_THAT(std::string(none->value().status().message()), HasSubstr("manta_worker"));
+}
+
+TEST_F(WorkerPoolTest, ReturnedWorkersAreReusedPerJob) {
+  PopResult first = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(first->has_value() && first->value().ok());
+  WorkerID w1 = first->value()->worker_id;
+  pool_->PushWorker(w1);
+  EXPECT_EQ(pool_->num_idle(), 1u);
+
+  // Same job: the idle worker, no new process.
+  PopResult again = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(again->has_value() && again->value().ok());
+  EXPECT_EQ(again->value()->worker_id, w1);
+  EXPECT_EQ(launcher_.starts.size(), 1u);
+
+  // Another job never gets job 1's worker.
+  pool_->PushWorker(w1);
+  PopResult other = Pop(job2_);
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(other->has_value());
+  ASSERT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_EQ(launcher_.starts[1].env.at("MANTA_JOB_ID"), job2_.Hex());
+  ASSERT_TRUE(Register(1).ok());
+  ASSERT_TRUE(other->has_value() && other->value().ok());
+  EXPECT_NE(other->value()->worker_id, w1);
+  EXPECT_EQ(pool_->num_idle(), 1u);  // job 1's worker is still idle
+}
+
+TEST_F(WorkerPoolTest, StartupConcurrencyIsCapped) {
+  config_.worker_maximum_startup_concurrency = 2;
+  MakePool();
+  std::vector<PopResult> results;
+  for (int i = 0; i < 5; ++i) results.push_back(Pop(job1_));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_EQ(pool_->num_starting(), 2u);
+
+  ASSERT_TRUE(Register(0).ok());  // a slot frees: one more start
+  EXPECT_EQ(launcher_.starts.size(), 3u);
+  ASSERT_TRUE(Register(1).ok());
+  ASSERT_TRUE(Register(2).ok());
+  EXPECT_EQ(launcher_.starts.size(), 5u);
+  ASSERT_TRUE(Register(3).ok());
+  ASSERT_TRUE(Register(4).ok());
+  EXPECT_EQ(launcher_.starts.size(), 5u);
+  for (const PopResult& r : results) {
+    ASSERT_TRUE(r->has_value());
+    EXPECT_TRUE(r->value().ok());
+  }
+}
+
+TEST_F(WorkerPoolTest, ZeroStartupConcurrencyMeansTheCpuCount) {
+  config_.worker_maximum_startup_concurrency = 0;
+  options_.num_cpus = 3;
+  MakePool();
+  for (int i = 0; i < 10; ++i) Pop(job1_);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(launcher_.starts.size(), 3u);
+}
+
+TEST_F(WorkerPoolTest, UnknownTokenIsRejected) {
+  rpc::RegisterWorkerRequest request;
+  request.set_worker_type(rpc::WORKER);
+  request.set_startup_token(424242);
+  request.set_pid(77);
+  absl::Status s = CallRegister(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown startup token"));
+
+  // A known token with someone else's worker id is rejected too.
+  Pop(job1_);
+  loop_.RunUntilIdle();
+  request.set_startup_token(std::stoll(launcher_.starts[0].env.at("MANTA_WORKER_STARTUP_TOKEN")));
+  request.set_worker_id(WorkerID::FromRandom().Binary());
+  EXPECT_EQ(CallRegister(request).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool_->num_starting(), 1u);
+}
+
+TEST_F(WorkerPoolTest, RepeatedRegistrationIsAnsweredAgain) {
+  PopResult result = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(Register(0).ok());
+  EXPECT_EQ(pool_->num_workers(), 1u);
+}
+
+TEST_F(WorkerPoolTest, WorkerThatDoesNotRegisterInTimeIsKilled) {
+  config_.worker_register_timeout_ms = 0;
+  MakePool();
+  PopResult result = Pop(job1_);
+  loop_.RunUntilIdle();  // the deadline passes at once
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  pid_t pid = launcher_.starts[0].pid;
+  EXPECT_THAT(launcher_.SignalsTo(pid), ElementsAre(SIGKILL));
+  ASSERT_TRUE(result->has_value());
+  EXPECT_EQ(result->value().status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(result->value().status().message()), HasSubstr("did not register"));
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  // Too late now.
+  EXPECT_EQ(Register(0).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WorkerPoolTest, WorkerExitingBeforeRegisteringFailsItsPop) {
+  PopResult result = Pop(job1_);
+  loop_.RunUntilIdle();
+  pool_->OnProcessExit(launcher_.starts[0].pid, 1 << 8);  // exit code 1
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(result->has_value());
+  ASSERT_FALSE(result->value().ok());
+  EXPECT_THAT(std::string(result->value().status().message()), HasSubstr("exit code 1"));
+  EXPECT_THAT(std::string(result->value().status().message()), HasSubstr(launcher_.starts[0].log_file));
+  EXPECT_EQ(pool_->num_starting(), 0u);
+}
+
+TEST_F(WorkerPoolTest, IdleWorkersBeyondTheSoftLimitAreAskedToExit) {
+  config_.num_workers_soft_limit = 1;
+  config_.idle_worker_killing_time_ms = 0;
+  MakePool();
+  PopResult a = Pop(job1_);
+  PopResult b = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(Register(1).ok());
+  pool_->PushWorker(a->value()->worker_id);
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(launcher_.exit_requests.empty());  // one idle worker: within the limit
+  pool_->PushWorker(b->value()->worker_id);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.exit_requests.size(), 1u);
+  EXPECT_EQ(launcher_.exit_requests[0].address.port(), 20001);
+  EXPECT_EQ(pool_->num_idle(), 1u);
+
+  // It agrees and exits: gone, and the other stays.
+  launcher_.ReplyExit(absl::OkStatus(), true);
+  loop_.RunUntilIdle();
+  pool_->OnProcessExit(launcher_.starts[1].pid, 0);
+  ASSERT_EQ(gone_.size(), 1u);
+  EXPECT_EQ(gone_[0].worker_id, b->value()->worker_id);
+  EXPECT_EQ(pool_->num_workers(), 1u);
+  EXPECT_EQ(pool_->num_idle(), 1u);
+}
+
+TEST_F(WorkerPoolTest, IdleWorkerThatDeclinesToExitIsKept) {
+  config_.num_workers_soft_limit = 0;
+  config_.idle_worker_killing_time_ms = 0;
+  config_.worker_exit_grace_ms = 1000000;
+  MakePool();
+  PopResult a = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  pool_->PushWorker(a->value()->worker_id);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.exit_requests.size(), 1u);
+  launcher_.ReplyExit(absl::OkStatus(), false);  // it still owns objects
+  loop_.RunUntilIdle();
+  EXPECT_EQ(pool_->num_workers(), 1u);
+  EXPECT_TRUE(launcher_.SignalsTo(launcher_.starts[0].pid).empty());
+  // It is asked again after another idle period.
+  ASSERT_EQ(launcher_.exit_requests.size(), 1u);
+  // This time the RPC fails: SIGTERM.
+  launcher_.ReplyExit(absl::UnavailableError("connection refused"), false);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(launcher_.SignalsTo(launcher_.starts[0].pid), ElementsAre(SIGTERM));
+}
+
+TEST_F(WorkerPoolTest, LeasedWorkerExitIsAnnounced) {
+  PopResult a = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  pool_->OnProcessExit(launcher_.starts[0].pid, SIGKILL);  // killed by signal 9
+  ASSERT_EQ(gone_.size(), 1u);
+  EXPECT_EQ(gone_[0].worker_id, a->value()->worker_id);
+  EXPECT_FALSE(gone_[0].is_driver);
+  EXPECT_THAT(gone_[0].reason, HasSubstr("signal 9"));
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  // Unknown pids are ignored; pushing the dead worker does nothing.
+  pool_->OnProcessExit(999999, 0);
+  pool_->PushWorker(a->value()->worker_id);
+  EXPECT_EQ(pool_->num_idle(), 0u);
+  EXPECT_EQ(gone_.size(), 1u);
+}
+
+TEST_F(WorkerPoolTest, DriverDeathKillsItsJobsWorkers) {
+  WorkerID driver = WorkerID::FromRandom();
+  launcher_.alive.insert(4242);
+  ASSERT_TRUE(RegisterDriver(driver, job1_, 4242).ok());
+  EXPECT_EQ(pool_->num_drivers(), 1u);
+  PopResult a = Pop(job1_);
+  PopResult b = Pop(job2_);
+  PopResult starting = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(Register(1).ok());
+  ASSERT_EQ(launcher_.starts.size(), 3u);
+
+  pool_->CheckDrivers();  // still alive
+  EXPECT_TRUE(gone_.empty());
+
+  launcher_.alive.erase(4242);
+  pool_->CheckDrivers();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(pool_->num_drivers(), 0u);
+  ASSERT_FALSE(gone_.empty());
+  EXPECT_TRUE(gone_[0].is_driver);
+  EXPECT_EQ(gone_[0].worker_id, driver);
+  EXPECT_EQ(gone_[0].job_id, job1_);
+  // Job 1's workers (leased and starting) are killed; job 2's is not.
+  EXPECT_THAT(launcher_.SignalsTo(launcher_.starts[0].pid), ElementsAre(SIGKILL));
+  EXPECT_THAT(launcher_.SignalsTo(launcher_.starts[2].pid), ElementsAre(SIGKILL));
+  EXPECT_TRUE(launcher_.SignalsTo(launcher_.starts[1].pid).empty());
+  EXPECT_EQ(pool_->num_workers(), 1u);
+  ASSERT_TRUE(starting->has_value());
+  EXPECT_FALSE(starting->value().ok());
+}
+
+TEST_F(WorkerPoolTest, MalformedDriverRegistrationIsRejected) {
+  rpc::RegisterWorkerRequest request;
+  request.set_worker_type(rpc::DRIVER);
+  request.set_worker_id("short");
+  request.set_job_id(job1_.Binary());
+  request.set_pid(10);
+  EXPECT_EQ(CallRegister(request).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool_->num_drivers(), 0u);
+}
+
+TEST_F(WorkerPoolTest, ShutdownKillsEveryWorker) {
+  Pop(job1_);
+  Pop(job2_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  pool_->Shutdown();
+  EXPECT_THAT(launcher_.SignalsTo(launcher_.starts[0].pid), ElementsAre(SIGKILL));
+  EXPECT_THAT(launcher_.SignalsTo(launcher_.starts[1].pid), ElementsAre(SIGKILL));
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  PopResult late = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(late->has_value());
+  EXPECT_EQ(late->value().status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace manta::raylet
