@@ -7,8 +7,10 @@
 #include <iostream>
 #include <regex>
 #include <stdexcept>
+#include <thread>
 
 #include "protos/gcs.grpc.pb.h"
+#include "protos/node_manager.grpc.pb.h"
 #include "src/common/process.h"
 #include "src/common/util.h"
 
@@ -71,6 +73,23 @@ std::vector<rpc::NodeInfo> BenchCluster::Nodes() const {
     if (n.state() == rpc::NodeInfo::ALIVE) nodes.push_back(n);
   }
   return nodes;
+}
+
+void BenchCluster::WaitForPrefault() const {
+  for (const auto& node : Nodes()) {
+    auto stub = rpc::NodeManagerService::NewStub(
+        grpc::CreateChannel(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
+                            grpc::InsecureChannelCredentials()));
+    for (int i = 0; i < 1200; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      rpc::GetNodeStatsReply stats;
+      if (!stub->GetNodeStats(&ctx, rpc::GetNodeStatsRequest(), &stats).ok()) Die("GetNodeStats");
+      const auto& o = stats.usage().object_store();
+      if (o.prefaulted_bytes() >= o.capacity_bytes()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
 }
 
 }  // namespace manta::bench

@@ -21,6 +21,9 @@ class BenchCluster {
   // Every alive node, in start order, from the GCS.
   std::vector<rpc::NodeInfo> Nodes() const;
   const std::string& gcs_address() const { return gcs_address_; }
+  // Waits (up to a minute per node) until every raylet has pre-faulted its object
+  // store, so figures measure warm memory, not the first touch of fresh pages.
+  void WaitForPrefault() const;
 
  private:
   std::string RunManta(const std::vector<std::string>& args) const;

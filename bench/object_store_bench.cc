@@ -302,20 +302,9 @@ int Run(int64_t big_bytes, int64_t big_store, int64_t spill_store, double small_
   cluster.StartNode({"--num-cpus", "1", "--object-store-memory", std::to_string(spill_store)});
   auto nodes = cluster.Nodes();
   if (nodes.size() != 3) Die("expected 3 nodes");
-  // Measure warm stores: wait until each raylet has pre-faulted its arena (the first
-  // write to never-touched memory pays page allocation and zeroing).
-  for (const auto& node : nodes) {
-    auto stub = RayletStub(node);
-    for (int i = 0; i < 600; ++i) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      rpc::GetNodeStatsReply stats;
-      if (!stub->GetNodeStats(&ctx, rpc::GetNodeStatsRequest(), &stats).ok()) Die("GetNodeStats");
-      const auto& o = stats.usage().object_store();
-      if (o.prefaulted_bytes() >= o.capacity_bytes()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
+  // Measure warm stores: the first write to never-touched memory pays page
+  // allocation and zeroing.
+  cluster.WaitForPrefault();
   auto a = ConnectTo(nodes[0]);
   auto b = ConnectTo(nodes[1]);
   auto c = ConnectTo(nodes[2]);

@@ -114,7 +114,9 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<std::string, double>> results;
   manta::bench::BenchCluster cluster;
-  cluster.StartHead({});
+  // 2 GiB of object store (room for the 1 GiB puts), pre-faulted before measuring.
+  cluster.StartHead({"--object-store-memory", std::to_string(int64_t{2} << 30)});
+  cluster.WaitForPrefault();
   ray::RayConfig config;
   config.address = cluster.gcs_address();
   ray::Init(config, argc, argv);

@@ -301,6 +301,11 @@ std::string GetClusterAddress() {
 
 std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, int argc, char** argv) {
   if (Env("MANTA_WORKER_MODE") == "1") RunWorker();
+  // A driver's own logging is the program's business: unless it set glog up, Manta
+  // prints warnings and errors only (GLOG_minloglevel / GLOG_v still apply).
+  if (!google::IsGoogleLoggingInitialized() && std::getenv("GLOG_minloglevel") == nullptr) {
+    FLAGS_minloglevel = google::GLOG_WARNING;
+  }
   manta::core::CoreWorkerOptions options;
   options.is_driver = true;
   options.config = LoadConfig();

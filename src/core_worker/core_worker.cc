@@ -7,6 +7,7 @@
 
 #include "protos/core_worker.grpc.pb.h"
 #include "src/common/rpc/grpc_server.h"
+#include "src/common/logging.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
@@ -56,6 +57,13 @@ class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackServi
     // The request lives until Finish, which comes after the batch has run.
     std::shared_ptr<const rpc::PushTaskRequest> request(q, [](const rpc::PushTaskRequest*) {});
     core_.HandlePushTask(request, r, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* ReportTaskResults(grpc::CallbackServerContext* c, const rpc::ReportTaskResultsRequest* q,
+                                              rpc::ReportTaskResultsReply* r) override {
+    grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
+    core_.HandleReportTaskResults(*q);
+    reactor->Finish(grpc::Status::OK);
     return reactor;
   }
   grpc::ServerUnaryReactor* GetObjectStatus(grpc::CallbackServerContext* c, const rpc::GetObjectStatusRequest* q,
@@ -119,6 +127,7 @@ rpc::ClientOptions MakeClientOptions(const Config& config) {
 CoreWorker::CoreWorker(CoreWorkerOptions options)
     : options_(std::move(options)), loop_(options_.config.slow_handler_warn_ms) {
   if (options_.worker_id.IsNil()) options_.worker_id = WorkerID::FromRandom();
+  DisableMutexDeadlockDetection();
 }
 
 absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Create(CoreWorkerOptions options) {
@@ -654,8 +663,26 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   reference_counter_->AddLocalReference(return_id);
   reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
   task_manager_->AddPendingTask(spec, std::move(arg_ids));
-  loop_.Post("CoreWorker.SubmitTask", [this, spec = std::move(spec)]() mutable { ResolveAndSubmit(std::move(spec)); });
+  // Submissions are handed to the loop in batches: one wake-up for many tasks.
+  bool post;
+  {
+    absl::MutexLock lock(&submit_mu_);
+    submit_queue_.push_back(std::move(spec));
+    post = !submit_drain_posted_;
+    submit_drain_posted_ = true;
+  }
+  if (post) loop_.Post("CoreWorker.SubmitTasks", [this] { DrainSubmissions(); });
   return return_id;
+}
+
+void CoreWorker::DrainSubmissions() {
+  std::vector<rpc::TaskSpec> specs;
+  {
+    absl::MutexLock lock(&submit_mu_);
+    specs.swap(submit_queue_);
+    submit_drain_posted_ = false;
+  }
+  for (rpc::TaskSpec& spec : specs) ResolveAndSubmit(std::move(spec));
 }
 
 void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
@@ -687,6 +714,11 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
 
 // ---------------------------------------------------------------------------
 // RPC handlers
+
+void CoreWorker::HandleReportTaskResults(const rpc::ReportTaskResultsRequest& request) {
+  if (!task_manager_) return;
+  for (const rpc::TaskResult& result : request.results()) task_manager_->CompletePendingTask(result);
+}
 
 void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
                                        std::function<void(absl::Status)> send_reply) {

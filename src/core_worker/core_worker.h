@@ -159,6 +159,8 @@ class CoreWorker {
   // RPC handlers (loop thread).
   void HandlePushTask(std::shared_ptr<const rpc::PushTaskRequest> request, rpc::PushTaskReply* reply,
                       std::function<void(absl::Status)> send_reply);
+  // Owner side; any thread (the task manager is thread-safe).
+  void HandleReportTaskResults(const rpc::ReportTaskResultsRequest& request);
   void HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
                              std::function<void(absl::Status)> send_reply);
   void HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request, rpc::WaitForRefRemovedReply* reply,
@@ -172,6 +174,10 @@ class CoreWorker {
     std::shared_ptr<const rpc::PushTaskRequest> request;
     rpc::PushTaskReply* reply;
     std::function<void(absl::Status)> send_reply;
+    // Early reports of this batch's results still unacknowledged, and whether every
+    // task ran; the reply goes once both allow (guarded by report_mu_).
+    int reports_in_flight = 0;
+    bool executed = false;
   };
 
   explicit CoreWorker(CoreWorkerOptions options);
@@ -186,6 +192,7 @@ class CoreWorker {
   TaskID CurrentTaskId() const;
   // Resolves owned by-ref arguments (inlining small ready values), then submits.
   void ResolveAndSubmit(rpc::TaskSpec spec);
+  void DrainSubmissions();
   // Borrowed objects absent here: ask their owners (loop thread).
   void RequestFromOwners(const std::vector<ObjectID>& ids);
   void OnObjectFreed(const ObjectID& id);
@@ -228,12 +235,25 @@ class CoreWorker {
   std::atomic<uint64_t> task_counter_{0};
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
+  // Tasks submitted by user threads, not yet taken by the loop.
+  absl::Mutex submit_mu_;
+  std::vector<rpc::TaskSpec> submit_queue_ ABSL_GUARDED_BY(submit_mu_);
+  bool submit_drain_posted_ ABSL_GUARDED_BY(submit_mu_) = false;
   // Plasma copies of freed objects, deleted in batches (by raylet address).
   absl::Mutex free_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectID>> pending_frees_ ABSL_GUARDED_BY(free_mu_);
   bool free_flush_posted_ ABSL_GUARDED_BY(free_mu_) = false;
   // Borrowed ids we asked the owner about (loop thread).
   absl::flat_hash_set<ObjectID> owner_requests_;
+
+  // Worker mode: finished results not yet sent to their owner (all of the batch
+  // being executed); flushed from the loop at most every millisecond.
+  void FlushReports();
+  void MaybeSendBatchReply(const std::shared_ptr<PushedBatch>& batch);
+  absl::Mutex report_mu_;
+  std::vector<rpc::TaskResult> unreported_ ABSL_GUARDED_BY(report_mu_);
+  std::shared_ptr<PushedBatch> reporting_batch_ ABSL_GUARDED_BY(report_mu_);
+  bool report_flush_posted_ ABSL_GUARDED_BY(report_mu_) = false;
 
   // Worker mode: batches pushed by owners, run in order by the execution thread.
   std::mutex exec_mu_;

@@ -29,15 +29,21 @@ void CoreWorker::HandlePushTask(std::shared_ptr<const rpc::PushTaskRequest> requ
 void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
   CHECK(!options_.is_driver) << "RunTaskExecutionLoop is for workers";
   while (true) {
-    PushedBatch batch;
+    auto batch = std::make_shared<PushedBatch>();
     {
       std::unique_lock<std::mutex> lock(exec_mu_);
       exec_cv_.wait(lock, [this] { return exit_requested_ || !exec_queue_.empty(); });
       if (exec_queue_.empty()) break;  // exit requested and nothing left to run
-      batch = std::move(exec_queue_.front());
+      *batch = std::move(exec_queue_.front());
       exec_queue_.pop_front();
     }
-    for (const rpc::TaskSpec& spec : batch.request->tasks()) {
+    {
+      absl::MutexLock lock(&report_mu_);
+      reporting_batch_ = batch;
+    }
+    const int n = batch->request->tasks_size();
+    for (int i = 0; i < n; ++i) {
+      const rpc::TaskSpec& spec = batch->request->tasks(i);
       {
         std::lock_guard<std::mutex> lock(exec_mu_);
         executing_task_id_ = TaskID::FromBinary(spec.task_id());
@@ -45,13 +51,63 @@ void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
         put_counter_ = 0;
       }
       executing_.store(true, std::memory_order_release);
-      rpc::TaskResult result = ExecuteTask(spec, executor, batch.request);
+      rpc::TaskResult result = ExecuteTask(spec, executor, batch->request);
       executing_.store(false, std::memory_order_release);
-      *batch.reply->add_results() = std::move(result);
+      absl::MutexLock lock(&report_mu_);
+      unreported_.push_back(std::move(result));
+      // More tasks follow: hand finished results over soon rather than at the end.
+      if (i + 1 < n && !report_flush_posted_) {
+        report_flush_posted_ = true;
+        loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
+      }
     }
-    batch.send_reply(absl::OkStatus());
+    {
+      absl::MutexLock lock(&report_mu_);
+      for (rpc::TaskResult& result : unreported_) *batch->reply->add_results() = std::move(result);
+      unreported_.clear();
+      reporting_batch_.reset();
+      batch->executed = true;
+    }
+    MaybeSendBatchReply(batch);
   }
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
+}
+
+void CoreWorker::FlushReports() {
+  std::shared_ptr<PushedBatch> batch;
+  rpc::ReportTaskResultsRequest request;
+  {
+    absl::MutexLock lock(&report_mu_);
+    report_flush_posted_ = false;
+    if (unreported_.empty() || !reporting_batch_) return;
+    batch = reporting_batch_;
+    for (rpc::TaskResult& result : unreported_) *request.add_results() = std::move(result);
+    unreported_.clear();
+    ++batch->reports_in_flight;
+  }
+  request.set_worker_id(options_.worker_id.Binary());
+  const rpc::Address& owner = batch->request->tasks(0).caller_address();
+  workers_->Get(HostPort(owner))
+      ->ReportTaskResults(request, [this, batch](const absl::Status& s, rpc::ReportTaskResultsReply&&) {
+        if (!s.ok()) VLOG(1) << "reporting task results: " << s;
+        {
+          absl::MutexLock lock(&report_mu_);
+          --batch->reports_in_flight;
+        }
+        MaybeSendBatchReply(batch);
+      });
+}
+
+void CoreWorker::MaybeSendBatchReply(const std::shared_ptr<PushedBatch>& batch) {
+  {
+    absl::MutexLock lock(&report_mu_);
+    // The reply comes after every early report was acknowledged, so the owner never
+    // sees the batch end before all of its results.
+    if (!batch->executed || batch->reports_in_flight > 0 || !batch->send_reply) return;
+  }
+  auto send = std::move(batch->send_reply);
+  batch->send_reply = nullptr;
+  send(absl::OkStatus());
 }
 
 absl::Status CoreWorker::ResolveArgs(const rpc::TaskSpec& spec,

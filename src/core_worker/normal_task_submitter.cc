@@ -52,7 +52,19 @@ void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
     if (state.resources.empty()) state.resources["CPU"] = 1;
   }
   state.queue.push_back(std::move(spec));
-  Pump(key);
+  // Push at the end of this loop turn, so tasks submitted together travel together.
+  dirty_keys_.insert(key);
+  if (!flush_posted_) {
+    flush_posted_ = true;
+    std::weak_ptr<bool> alive = alive_;
+    loop_.Post("Submitter.Flush", [this, alive] {
+      if (alive.expired()) return;
+      flush_posted_ = false;
+      absl::flat_hash_set<std::string> keys;
+      keys.swap(dirty_keys_);
+      for (const std::string& k : keys) Pump(k);
+    });
+  }
 }
 
 void NormalTaskSubmitter::Pump(const std::string& key) {
@@ -171,29 +183,36 @@ void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
   lease.in_flight += n;
   std::weak_ptr<bool> alive = alive_;
   std::string lease_id = lease.lease_id;
+  TaskManager* task_manager = &task_manager_;
+  EventLoop* loop = &loop_;
   workers_.Get(HostPort(lease.worker))
-      ->PushTask(request, [this, alive, lease_id, tasks = std::move(tasks)](const absl::Status& status,
-                                                                            rpc::PushTaskReply&& reply) mutable {
+      ->PushTask(request, [this, alive, loop, task_manager, lease_id, tasks = std::move(tasks)](
+                              const absl::Status& status, rpc::PushTaskReply&& reply) mutable {
+        // On a gRPC thread: results go to their waiters right away (the task manager
+        // is thread-safe); the lease bookkeeping runs on the loop.
         if (alive.expired()) return;
-        OnPushReply(lease_id, std::move(tasks), status, std::move(reply));
+        if (status.ok()) {
+          for (const rpc::TaskResult& result : reply.results()) task_manager->CompletePendingTask(result);
+        }
+        loop->Post("Submitter.PushReply", [this, alive, lease_id, tasks = std::move(tasks), status]() mutable {
+          if (alive.expired()) return;
+          OnPushReply(lease_id, std::move(tasks), status);
+        });
       });
 }
 
 void NormalTaskSubmitter::OnPushReply(const std::string& lease_id, std::vector<rpc::TaskSpec> tasks,
-                                      const absl::Status& status, rpc::PushTaskReply&& reply) {
+                                      const absl::Status& status) {
   auto it = leases_.find(lease_id);
   std::string key = it != leases_.end() ? it->second.key : "";
   if (status.ok()) {
     if (it != leases_.end()) it->second.in_flight -= static_cast<int64_t>(tasks.size());
-    size_t i = 0;
-    for (const rpc::TaskResult& result : reply.results()) {
-      task_manager_.CompletePendingTask(result);
-      ++i;
-    }
-    // A worker that answered without some results: those tasks are retried.
-    for (; i < tasks.size(); ++i) {
-      task_manager_.RetryOrFailTask(TaskID::FromBinary(tasks[i].task_id()), rpc::WORKER_DIED,
-                                    "the worker replied without the task's result");
+    // Every result came (in early reports or in the reply) before the reply did; a
+    // task still pending was answered without a result, and is retried.
+    for (const rpc::TaskSpec& spec : tasks) {
+      TaskID task_id = TaskID::FromBinary(spec.task_id());
+      if (!task_manager_.IsPending(task_id)) continue;
+      task_manager_.RetryOrFailTask(task_id, rpc::WORKER_DIED, "the worker replied without the task's result");
     }
   } else {
     std::string where = it != leases_.end() ? HostPort(it->second.worker) : "a leased worker";

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
@@ -78,8 +79,8 @@ class NormalTaskSubmitter {
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
                     const absl::Status& status, rpc::RequestWorkerLeaseReply&& reply);
   void PushBatch(Lease& lease, KeyState& state);
-  void OnPushReply(const std::string& lease_id, std::vector<rpc::TaskSpec> tasks, const absl::Status& status,
-                   rpc::PushTaskReply&& reply);
+  // After a push's reply results were handed to the task manager.
+  void OnPushReply(const std::string& lease_id, std::vector<rpc::TaskSpec> tasks, const absl::Status& status);
   void MaybeStartIdleTimer(Lease& lease);
   void ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason);
   void FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message);
@@ -92,6 +93,9 @@ class NormalTaskSubmitter {
   absl::flat_hash_map<std::string, KeyState> keys_;
   absl::flat_hash_map<std::string, Lease> leases_;
   bool shutting_down_ = false;
+  // Keys with newly queued tasks, pumped once per loop turn.
+  absl::flat_hash_set<std::string> dirty_keys_;
+  bool flush_posted_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -58,10 +58,32 @@ class GrpcRayletClient final : public RayletClientInterface {
 class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
  public:
   GrpcCoreWorkerClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
-      : address_(address), client_(loop, address, options) {}
+      : address_(address), client_(loop, address, options),
+        stub_(rpc::CoreWorkerService::NewStub(rpc::MakeChannel(address, options.max_message_bytes))) {}
   const std::string& address() const override { return address_; }
   void PushTask(const rpc::PushTaskRequest& q, RpcCallback<rpc::PushTaskReply> cb) override {
-    client_.Call(&CoreStub::async::PushTask, "PushTask", q, std::move(cb), {kNoDeadlineMs, false});
+    struct Call {
+      grpc::ClientContext context;
+      rpc::PushTaskRequest request;
+      rpc::PushTaskReply reply;
+      RpcCallback<rpc::PushTaskReply> cb;
+    };
+    auto call = std::make_shared<Call>();
+    call->request = q;
+    call->cb = std::move(cb);
+    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kNoDeadlineMs));
+    std::string address = address_;
+    stub_->async()->PushTask(&call->context, &call->request, &call->reply, [call, address](grpc::Status s) {
+      absl::Status status = rpc::FromGrpcStatus(s);
+      if (!status.ok()) {
+        status = absl::Status(status.code(), "PushTask to " + address + ": " + std::string(status.message()));
+      }
+      call->cb(status, std::move(call->reply));
+    });
+  }
+  void ReportTaskResults(const rpc::ReportTaskResultsRequest& q,
+                         RpcCallback<rpc::ReportTaskResultsReply> cb) override {
+    client_.Call(&CoreStub::async::ReportTaskResults, "ReportTaskResults", q, std::move(cb), {0, false});
   }
   void GetObjectStatus(const rpc::GetObjectStatusRequest& q, RpcCallback<rpc::GetObjectStatusReply> cb) override {
     client_.Call(&CoreStub::async::GetObjectStatus, "GetObjectStatus", q, std::move(cb), {kNoDeadlineMs, false});
@@ -78,6 +100,8 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
  private:
   std::string address_;
   rpc::GrpcClient<rpc::CoreWorkerService> client_;
+  // PushTask bypasses GrpcClient (whose callbacks always hop to the loop).
+  std::unique_ptr<rpc::CoreWorkerService::Stub> stub_;
 };
 
 }  // namespace

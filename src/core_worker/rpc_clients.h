@@ -52,7 +52,11 @@ class CoreWorkerClientInterface {
   virtual ~CoreWorkerClientInterface() = default;
   virtual const std::string& address() const = 0;
   // No deadline: tasks may run for as long as they like; a dead worker fails the call.
+  // Unlike the other calls, `cb` runs on a gRPC thread (the task path skips the hop
+  // to the loop), so it must be thread-safe.
   virtual void PushTask(const rpc::PushTaskRequest& request, RpcCallback<rpc::PushTaskReply> cb) = 0;
+  virtual void ReportTaskResults(const rpc::ReportTaskResultsRequest& request,
+                                 RpcCallback<rpc::ReportTaskResultsReply> cb) = 0;
   // Answered by the owner once the object is ready (or failed, or out of scope).
   virtual void GetObjectStatus(const rpc::GetObjectStatusRequest& request,
                                RpcCallback<rpc::GetObjectStatusReply> cb) = 0;

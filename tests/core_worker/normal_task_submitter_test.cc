@@ -99,6 +99,9 @@ class FakeWorker : public CoreWorkerClientInterface {
   void PushTask(const rpc::PushTaskRequest& q, RpcCallback<rpc::PushTaskReply> cb) override {
     pushes.push_back({q, std::move(cb)});
   }
+  void ReportTaskResults(const rpc::ReportTaskResultsRequest&, RpcCallback<rpc::ReportTaskResultsReply> cb) override {
+    cb(absl::UnimplementedError("unused"), {});
+  }
   void GetObjectStatus(const rpc::GetObjectStatusRequest&, RpcCallback<rpc::GetObjectStatusReply> cb) override {
     cb(absl::UnimplementedError("unused"), {});
   }
