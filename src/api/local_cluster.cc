@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "src/api/install_location.h"
 #include "src/common/process.h"
 #include "src/common/util.h"
 
@@ -66,8 +67,10 @@ std::string LocalCluster::FindMantaExecutable(const std::string& name) {
     std::string candidate = std::string(dir) + "/" + name;
     if (IsExecutable(candidate)) return candidate;
   }
-  // Next to the program (an installed app), then the tree this library was built
-  // in, then the prefix it installs to, then PATH.
+  // The prefix of the shared libmanta this code is in (an installed package), next
+  // to the program, the tree this library was built in, the prefix it installs to,
+  // then PATH.
+  if (std::string dir = InstalledBinDir(); !dir.empty() && IsExecutable(dir + "/" + name)) return dir + "/" + name;
   std::string self = manta::SelfExecutablePath();
   std::string subdir = name == "manta" ? "cli" : name == "manta_gcs" ? "gcs" : name == "manta_raylet" ? "raylet" : "api";
   for (const std::string& candidate : {self.substr(0, self.rfind('/') + 1) + name,

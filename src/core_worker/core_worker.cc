@@ -3,7 +3,9 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "protos/core_worker.grpc.pb.h"
 #include "src/common/rpc/grpc_server.h"
@@ -324,11 +326,30 @@ void CoreWorker::Shutdown() {
           .IgnoreError();
     }
   }
+  if (loop_thread_.joinable()) CancelRpcsAndDrain(2000);
   if (server_) server_->Shutdown(100);
   loop_.Stop();
   if (loop_thread_.joinable()) loop_thread_.join();
   // Callbacks still queued on the stopped loop refer to these; keep them alive
   // until the loop itself goes (members are destroyed in reverse order).
+}
+
+void CoreWorker::CancelRpcsAndDrain(int64_t timeout_ms) {
+  // Callbacks of calls in flight post to the loop: they must run before it goes.
+  auto in_flight = [this] {
+    int64_t n = gcs_ ? gcs_->InFlight() : 0;
+    if (raylets_) raylets_->ForEach([&n](RayletClientInterface& c) { n += c.InFlight(); });
+    if (workers_) workers_->ForEach([&n](CoreWorkerClientInterface& c) { n += c.InFlight(); });
+    return n;
+  };
+  if (gcs_) gcs_->CancelAll();
+  if (raylets_) raylets_->ForEach([](RayletClientInterface& c) { c.CancelAll(); });
+  if (workers_) workers_->ForEach([](CoreWorkerClientInterface& c) { c.CancelAll(); });
+  int64_t deadline = MonotonicMs() + timeout_ms;
+  while (in_flight() > 0 && MonotonicMs() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Let the loop run what the last callbacks posted.
+  RunOnLoopAndWait([](std::function<void(absl::Status)> done) { done(absl::OkStatus()); }, 1000).IgnoreError();
+  if (int64_t left = in_flight(); left > 0) LOG(WARNING) << left << " RPCs still in flight at shutdown";
 }
 
 TaskID CoreWorker::CurrentTaskId() const {
@@ -607,6 +628,12 @@ void CoreWorker::FlushFrees() {
     free_flush_posted_ = false;
   }
   for (const auto& [raylet, ids] : frees) {
+    if (raylet == options_.raylet_address) {
+      // Our own node: straight to the store over its socket, no RPC to the raylet.
+      absl::Status s = store_->Delete(ids);
+      if (s.ok()) continue;
+      VLOG(1) << "deleting " << ids.size() << " objects from the local store: " << s;
+    }
     rpc::FreeObjectsRequest request;
     for (const ObjectID& id : ids) request.add_object_ids(id.Binary());
     raylets_->Get(raylet)->FreeObjects(request, [raylet](const absl::Status& s, rpc::FreeObjectsReply&&) {

@@ -54,7 +54,7 @@ namespace manta::rpc {
 class GrpcServer;
 }
 namespace manta::gcs {
-class GcsClientInterface;
+class GrpcGcsClient;
 }
 
 namespace manta::core {
@@ -186,6 +186,8 @@ class CoreWorker {
   absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
                                 int64_t timeout_ms);
   absl::Status FindLocalRaylet();
+  // Cancels every RPC in flight and waits (bounded) until the loop ran their callbacks.
+  void CancelRpcsAndDrain(int64_t timeout_ms);
   absl::Status RegisterWithRaylet();
   absl::Status CreateJob();
 
@@ -222,7 +224,7 @@ class CoreWorker {
   std::thread loop_thread_;
   std::unique_ptr<rpc::GrpcServer> server_;
   std::unique_ptr<grpc::Service> service_;
-  std::unique_ptr<gcs::GcsClientInterface> gcs_;
+  std::unique_ptr<gcs::GrpcGcsClient> gcs_;
   std::unique_ptr<RayletClientPool> raylets_;
   std::unique_ptr<CoreWorkerClientPool> workers_;
   std::unique_ptr<BorrowerClient> borrower_client_;

@@ -3,6 +3,9 @@
 #include "protos/core_worker.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
 
+#include <mutex>
+#include <unordered_set>
+
 namespace manta::core {
 namespace {
 
@@ -48,6 +51,11 @@ class GrpcRayletClient final : public RayletClientInterface {
                     RpcCallback<rpc::FetchObjectsReply> cb) override {
     node_.Call(&NodeStub::async::FetchObjects, "FetchObjects", q, std::move(cb), {deadline_ms, false});
   }
+  void CancelAll() override {
+    worker_.CancelAll();
+    node_.CancelAll();
+  }
+  int64_t InFlight() const override { return worker_.InFlight() + node_.InFlight(); }
 
  private:
   std::string address_;
@@ -72,14 +80,40 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
     call->request = q;
     call->cb = std::move(cb);
     call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kNoDeadlineMs));
+    {
+      std::lock_guard<std::mutex> lock(pushes_->mu);
+      if (pushes_->cancelled) {
+        call->cb(absl::CancelledError("PushTask to " + address_ + ": the client is shutting down"), {});
+        return;
+      }
+      pushes_->contexts.insert(&call->context);
+      pushes_->in_flight++;
+    }
     std::string address = address_;
-    stub_->async()->PushTask(&call->context, &call->request, &call->reply, [call, address](grpc::Status s) {
+    auto pushes = pushes_;
+    stub_->async()->PushTask(&call->context, &call->request, &call->reply, [call, address, pushes](grpc::Status s) {
+      {
+        std::lock_guard<std::mutex> lock(pushes->mu);
+        pushes->contexts.erase(&call->context);
+      }
       absl::Status status = rpc::FromGrpcStatus(s);
       if (!status.ok()) {
         status = absl::Status(status.code(), "PushTask to " + address + ": " + std::string(status.message()));
       }
       call->cb(status, std::move(call->reply));
+      std::lock_guard<std::mutex> lock(pushes->mu);
+      pushes->in_flight--;
     });
+  }
+  void CancelAll() override {
+    client_.CancelAll();
+    std::lock_guard<std::mutex> lock(pushes_->mu);
+    pushes_->cancelled = true;
+    for (grpc::ClientContext* context : pushes_->contexts) context->TryCancel();
+  }
+  int64_t InFlight() const override {
+    std::lock_guard<std::mutex> lock(pushes_->mu);
+    return client_.InFlight() + pushes_->in_flight;
   }
   void ReportTaskResults(const rpc::ReportTaskResultsRequest& q,
                          RpcCallback<rpc::ReportTaskResultsReply> cb) override {
@@ -102,6 +136,13 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
   rpc::GrpcClient<rpc::CoreWorkerService> client_;
   // PushTask bypasses GrpcClient (whose callbacks always hop to the loop).
   std::unique_ptr<rpc::CoreWorkerService::Stub> stub_;
+  struct Pushes {
+    std::mutex mu;
+    std::unordered_set<grpc::ClientContext*> contexts;
+    int64_t in_flight = 0;
+    bool cancelled = false;
+  };
+  std::shared_ptr<Pushes> pushes_ = std::make_shared<Pushes>();
 };
 
 }  // namespace

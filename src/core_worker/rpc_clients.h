@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -44,6 +45,9 @@ class RayletClientInterface {
   // Deadline `deadline_ms` (0 = the default).
   virtual void FetchObjects(const rpc::FetchObjectsRequest& request, int64_t deadline_ms,
                             RpcCallback<rpc::FetchObjectsReply> cb) = 0;
+  // Shutdown: cancel every call in flight (callbacks still run), and count them.
+  virtual void CancelAll() = 0;
+  virtual int64_t InFlight() const = 0;
 };
 
 // Another core worker.
@@ -63,6 +67,9 @@ class CoreWorkerClientInterface {
   virtual void WaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request,
                                  RpcCallback<rpc::WaitForRefRemovedReply> cb) = 0;
   virtual void Exit(const rpc::ExitRequest& request, RpcCallback<rpc::ExitReply> cb) = 0;
+  // Shutdown: cancel every call in flight (callbacks still run), and count them.
+  virtual void CancelAll() = 0;
+  virtual int64_t InFlight() const = 0;
 };
 
 // Hands out one client per address. Thread-safe.
@@ -77,16 +84,27 @@ class ClientPool {
     if (!slot) slot = factory_(address);
     return slot;
   }
-  // Forgets a client (a peer that died); later Gets create a fresh one.
+  // Forgets a client (a peer that died); later Gets create a fresh one. Calls in
+  // flight on it still complete; the pool keeps counting them (Retired()).
   void Disconnect(const std::string& address) {
     absl::MutexLock lock(&mu_);
-    clients_.erase(address);
+    auto it = clients_.find(address);
+    if (it == clients_.end()) return;
+    retired_.push_back(std::move(it->second));
+    clients_.erase(it);
+  }
+  // Runs `fn` on every client, current and retired.
+  void ForEach(const std::function<void(Interface&)>& fn) {
+    absl::MutexLock lock(&mu_);
+    for (auto& [address, client] : clients_) fn(*client);
+    for (auto& client : retired_) fn(*client);
   }
 
  private:
   Factory factory_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Interface>> clients_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Interface>> retired_ ABSL_GUARDED_BY(mu_);
 };
 
 using RayletClientPool = ClientPool<RayletClientInterface>;

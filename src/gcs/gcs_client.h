@@ -58,6 +58,14 @@ class GrpcGcsClient : public GcsClientInterface {
   void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) override;
   void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override;
 
+  // Shutdown: cancels every call in flight (callbacks still run on the loop).
+  void CancelAll() {
+    node_.CancelAll();
+    pubsub_.CancelAll();
+    job_.CancelAll();
+  }
+  int64_t InFlight() const { return node_.InFlight() + pubsub_.InFlight() + job_.InFlight(); }
+
  private:
   rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
   rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;

@@ -295,6 +295,11 @@ StoreServer::StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena
 StoreServer::~StoreServer() { Stop(); }
 
 absl::Status StoreServer::Start() {
+  if (socket_path_.size() >= kMaxSocketPathBytes) {
+    return absl::InvalidArgumentError("store socket path " + socket_path_ + " is " +
+                                      std::to_string(socket_path_.size()) + " bytes; Unix sockets allow at most " +
+                                      std::to_string(kMaxSocketPathBytes - 1));
+  }
   unlink(socket_path_.c_str());
   boost::system::error_code ec;
   auto acceptor = std::make_unique<stream_protocol::acceptor>(impl_->io);

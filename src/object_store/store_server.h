@@ -18,6 +18,9 @@
 
 namespace manta::object_store {
 
+// Longest Unix socket path + 1 (sockaddr_un::sun_path holds 108 bytes with its NUL).
+inline constexpr size_t kMaxSocketPathBytes = 108;
+
 class StoreServer {
  public:
   static constexpr uint32_t kMaxFrameBytes = 16 << 20;

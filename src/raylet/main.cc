@@ -2,6 +2,8 @@
 #include <glog/logging.h>
 #include <malloc.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <random>
@@ -129,6 +131,13 @@ int main(int argc, char** argv) {
   store_options.spill_min_bytes = config->object_spilling_min_bytes;
   manta::object_store::ObjectStore store(loop, (*arena)->capacity(), store_options, &spiller, (*arena)->base());
   if (store_socket.empty()) store_socket = private_dir + "/store.sock";
+  if (store_socket.size() >= manta::object_store::kMaxSocketPathBytes) {
+    // A deep session folder: Unix socket paths are short, so use a name in /tmp.
+    std::string short_path = "/tmp/manta-store-" + std::to_string(getpid()) + "-" +
+                             options.node_id.Hex().substr(0, 12) + ".sock";
+    LOG(INFO) << "store socket path " << store_socket << " is too long for a Unix socket; using " << short_path;
+    store_socket = short_path;
+  }
   manta::object_store::StoreServer store_server(loop, store, **arena, store_socket);
   if (auto s = store_server.Start(); !s.ok()) return Fail(std::string(s.message()));
   manta::raylet::ObjectManagerOptions om_options;

@@ -62,6 +62,12 @@ class FakeRaylet : public RayletClientInterface {
   void FetchObjects(const rpc::FetchObjectsRequest&, int64_t, RpcCallback<rpc::FetchObjectsReply> cb) override {
     cb(absl::OkStatus(), {});
   }
+  void CancelAll() override {
+    auto pending = std::move(leases);
+    leases.clear();
+    for (auto& p : pending) p.callback(absl::CancelledError("cancelled"), {});
+  }
+  int64_t InFlight() const override { return static_cast<int64_t>(leases.size()); }
 
   // Grants the oldest pending lease request with a worker at `worker_port`.
   void Grant(int worker_port) {
@@ -109,6 +115,12 @@ class FakeWorker : public CoreWorkerClientInterface {
     cb(absl::OkStatus(), {});
   }
   void Exit(const rpc::ExitRequest&, RpcCallback<rpc::ExitReply> cb) override { cb(absl::OkStatus(), {}); }
+  void CancelAll() override {
+    auto pending = std::move(pushes);
+    pushes.clear();
+    for (auto& p : pending) p.callback(absl::CancelledError("cancelled"), {});
+  }
+  int64_t InFlight() const override { return static_cast<int64_t>(pushes.size()); }
 
   // Answers the oldest push: every task returns the int-like bytes "ok".
   void ReplyOk() {

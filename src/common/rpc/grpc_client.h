@@ -10,7 +10,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <unordered_set>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,10 +60,22 @@ class GrpcClient {
 
   const std::string& address() const { return state_->address; }
 
+  // Cancels every call in flight and fails later ones at once (CANCELLED); their
+  // callbacks still run on the loop. For shutdown: cancel, let the loop drain the
+  // callbacks (InFlight() reaches 0), then stop the loop. Thread-safe.
+  void CancelAll() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->cancelled = true;
+    for (grpc::ClientContext* context : state_->contexts) context->TryCancel();
+  }
+  // Calls started and not yet finished (their callbacks not yet run).
+  int64_t InFlight() const { return state_->in_flight.load(); }
+
   // Sends `request` through `method` (e.g. &Svc::Stub::async::Foo) named `name`.
   template <typename Request, typename Reply>
   void Call(AsyncMethod<Request, Reply> method, const char* name, Request request,
             Callback<Reply> callback, CallOptions call_options = {}) {
+    state_->in_flight.fetch_add(1);
     auto call = std::make_shared<PendingCall<Request, Reply>>();
     call->method = method;
     call->name = name;
@@ -80,6 +95,10 @@ class GrpcClient {
     ClientOptions options;
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<Stub> stub;
+    std::mutex mu;
+    std::unordered_set<grpc::ClientContext*> contexts;  // guarded by mu
+    bool cancelled = false;                             // guarded by mu
+    std::atomic<int64_t> in_flight{0};
   };
 
   template <typename Request, typename Reply>
@@ -117,8 +136,22 @@ class GrpcClient {
       call->context = std::make_unique<grpc::ClientContext>();
       call->context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
       call->reply = Reply();
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        if (state->cancelled) {
+          state->loop.Post(call->name, [state, call] {
+            Finish(state, call, grpc::Status(grpc::StatusCode::CANCELLED, "the client is shutting down"));
+          });
+          return;
+        }
+        state->contexts.insert(call->context.get());
+      }
       (state->stub->async()->*(call->method))(
           call->context.get(), &call->request, &call->reply, [state, call, drop_reply](grpc::Status s) {
+            {
+              std::lock_guard<std::mutex> lock(state->mu);
+              state->contexts.erase(call->context.get());
+            }
             if (drop_reply && s.ok()) {
               s = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                std::string("injected fault: reply of ") + call->name + " dropped");
@@ -137,7 +170,12 @@ class GrpcClient {
   template <typename Request, typename Reply>
   static void Finish(std::shared_ptr<State> state, std::shared_ptr<PendingCall<Request, Reply>> call,
                      const grpc::Status& status) {
-    if (!status.ok() && call->call_options.idempotent && Retryable(status) &&
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      cancelled = state->cancelled;
+    }
+    if (!status.ok() && !cancelled && call->call_options.idempotent && Retryable(status) &&
         call->attempt < state->options.max_attempts) {
       int64_t backoff = state->options.initial_backoff_ms;
       for (int i = 1; i < call->attempt && backoff < state->options.max_backoff_ms; ++i) backoff *= 2;
@@ -151,6 +189,7 @@ class GrpcClient {
                                                std::string(result.message()));
     }
     call->callback(result, std::move(call->reply));
+    state->in_flight.fetch_sub(1);
   }
 
   std::shared_ptr<State> state_;

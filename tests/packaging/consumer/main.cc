@@ -1,0 +1,18 @@
+// The packaging test's driver: runs one task and reports which executables ran it.
+// With --ray_code_search_path=<libconsumer_tasks.so> its workers are the installed
+// manta_worker; without, they are this program.
+#include <ray/api.h>
+
+#include <iostream>
+
+#include "tasks.h"
+
+int main(int argc, char** argv) {
+  ray::RayConfig config;
+  ray::Init(config, argc, argv);
+  std::cout << "Square(7) = " << *ray::Task(Square).Remote(7).Get() << std::endl;
+  std::cout << "worker: " << *ray::Task(WorkerExecutable).Remote().Get() << std::endl;
+  std::cout << "raylet: " << *ray::Task(WorkerParentExecutable).Remote().Get() << std::endl;
+  ray::Shutdown();
+  return 0;
+}

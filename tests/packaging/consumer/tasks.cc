@@ -1,0 +1,16 @@
+#include "tasks.h"
+
+#include <ray/api.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+int Square(int x) { return x * x; }
+
+std::string WorkerExecutable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+std::string WorkerParentExecutable() {
+  return std::filesystem::read_symlink("/proc/" + std::to_string(getppid()) + "/exe").string();
+}
+
+RAY_REMOTE(Square, WorkerExecutable, WorkerParentExecutable);
