@@ -114,8 +114,9 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<std::string, double>> results;
   manta::bench::BenchCluster cluster;
-  // 2 GiB of object store (room for the 1 GiB puts), pre-faulted before measuring.
-  cluster.StartHead({"--object-store-memory", std::to_string(int64_t{2} << 30)});
+  // 4 GiB of object store (room for a 1 GiB put while the previous one is being
+  // freed), pre-faulted before measuring.
+  cluster.StartHead({"--object-store-memory", std::to_string(int64_t{4} << 30)});
   cluster.WaitForPrefault();
   ray::RayConfig config;
   config.address = cluster.gcs_address();

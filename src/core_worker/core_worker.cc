@@ -630,7 +630,7 @@ void CoreWorker::FlushFrees() {
   for (const auto& [raylet, ids] : frees) {
     if (raylet == options_.raylet_address) {
       // Our own node: straight to the store over its socket, no RPC to the raylet.
-      absl::Status s = store_->Delete(ids);
+      absl::Status s = store_->Delete(ids, /*wait=*/false);
       if (s.ok()) continue;
       VLOG(1) << "deleting " << ids.size() << " objects from the local store: " << s;
     }

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "src/core_worker/common.h"
@@ -10,6 +11,12 @@
 namespace manta::core {
 namespace {
 constexpr int64_t kLeaseRetryDelayMs = 100;
+constexpr double kPipelineTargetUs = 10000;
+
+int64_t MonotonicUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 constexpr int64_t kMaxConsecutiveLeaseFailures = 10;
 }  // namespace
 
@@ -45,7 +52,8 @@ void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
                                   "the submitting process is shutting down");
     return;
   }
-  std::string key = SchedulingKey(spec.required_resources());
+  // Per function too, as in Ray: task durations (and so pipelining) are per function.
+  std::string key = SchedulingKey(spec.required_resources()) + "|" + spec.function_name();
   KeyState& state = keys_[key];
   if (state.resources.empty()) {
     state.resources = spec.required_resources();
@@ -76,7 +84,7 @@ void NormalTaskSubmitter::Pump(const std::string& key) {
     Lease* best = nullptr;
     for (const std::string& lease_id : state.leases) {
       Lease& lease = leases_.at(lease_id);
-      if (lease.in_flight >= options_.max_tasks_in_flight_per_worker) continue;
+      if (lease.in_flight >= PipelineDepth(state)) continue;
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) break;
@@ -167,7 +175,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
 }
 
 void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
-  int64_t room = options_.max_tasks_in_flight_per_worker - lease.in_flight;
+  int64_t room = PipelineDepth(state) - lease.in_flight;
   int64_t n = std::min<int64_t>({room, options_.max_tasks_per_push, static_cast<int64_t>(state.queue.size())});
   if (n <= 0) return;
   if (lease.idle_timer) lease.idle_timer.reset();
@@ -181,12 +189,13 @@ void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
     state.queue.pop_front();
   }
   lease.in_flight += n;
+  int64_t pushed_us = MonotonicUs();
   std::weak_ptr<bool> alive = alive_;
   std::string lease_id = lease.lease_id;
   TaskManager* task_manager = &task_manager_;
   EventLoop* loop = &loop_;
   workers_.Get(HostPort(lease.worker))
-      ->PushTask(request, [this, alive, loop, task_manager, lease_id, tasks = std::move(tasks)](
+      ->PushTask(request, [this, alive, loop, task_manager, lease_id, pushed_us, tasks = std::move(tasks)](
                               const absl::Status& status, rpc::PushTaskReply&& reply) mutable {
         // On a gRPC thread: results go to their waiters right away (the task manager
         // is thread-safe); the lease bookkeeping runs on the loop.
@@ -194,11 +203,34 @@ void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
         if (status.ok()) {
           for (const rpc::TaskResult& result : reply.results()) task_manager->CompletePendingTask(result);
         }
-        loop->Post("Submitter.PushReply", [this, alive, lease_id, tasks = std::move(tasks), status]() mutable {
+        loop->Post("Submitter.PushReply", [this, alive, lease_id, tasks = std::move(tasks), status,
+                                           pushed_us]() mutable {
           if (alive.expired()) return;
+          if (status.ok()) RecordBatchTime(lease_id, tasks.size(), MonotonicUs() - pushed_us);
           OnPushReply(lease_id, std::move(tasks), status);
         });
       });
+}
+
+int64_t NormalTaskSubmitter::PipelineDepth(const KeyState& state) const {
+  // Queue about kPipelineTargetUs of work per worker: many tiny tasks travel and
+  // run back to back, while long tasks go one per worker so that more workers (and
+  // leases) share them. Unknown durations start at one task per worker.
+  if (state.avg_task_us <= 0) return 1;
+  int64_t depth = static_cast<int64_t>(kPipelineTargetUs / state.avg_task_us);
+  return std::clamp<int64_t>(depth, 1, options_.max_tasks_in_flight_per_worker);
+}
+
+void NormalTaskSubmitter::RecordBatchTime(const std::string& lease_id, size_t num_tasks, int64_t elapsed_us) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end() || num_tasks == 0) return;
+  auto key_it = keys_.find(it->second.key);
+  if (key_it == keys_.end()) return;
+  // Round trip per task: an overestimate while batches queue behind each other,
+  // which errs towards spreading work.
+  double per_task = std::max(1.0, static_cast<double>(elapsed_us) / static_cast<double>(num_tasks));
+  double& avg = key_it->second.avg_task_us;
+  avg = avg <= 0 ? per_task : 0.7 * avg + 0.3 * per_task;
 }
 
 void NormalTaskSubmitter::OnPushReply(const std::string& lease_id, std::vector<rpc::TaskSpec> tasks,

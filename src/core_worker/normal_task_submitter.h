@@ -1,12 +1,13 @@
 // NormalTaskSubmitter: sends an owner's ready tasks to leased workers
 // (ARCHITECTURE.md §5 steps 4-5).
 //
-// Tasks are queued by scheduling key (their resource shape). For a key with queued
+// Tasks are queued by scheduling key (resource shape + function). For a key with queued
 // tasks and too few workers it asks the local raylet for a worker lease (several in
 // flight per key, up to max_pending_lease_requests_per_key); a spillback reply is
 // followed to the named raylet with grant_or_reject set. Granted workers get the
-// key's queued tasks pushed straight to them, many per PushTask, pipelining up to
-// max_tasks_in_flight_per_worker; a lease is reused while its key has work and is
+// key's queued tasks pushed straight to them, many per PushTask, pipelining as many
+// as fit in ~10 ms of measured task time (at most max_tasks_in_flight_per_worker; one
+// while durations are unknown); a lease is reused while its key has work and is
 // returned after worker_lease_idle_ms without any. A failed push means the worker
 // (or its node) died: its tasks go back to the task manager for retry.
 //
@@ -71,7 +72,12 @@ class NormalTaskSubmitter {
     int64_t pending_lease_requests = 0;
     std::vector<std::string> leases;  // lease ids
     int64_t consecutive_lease_failures = 0;
+    // Moving average of a task's share of its push round trip (µs); <= 0: unknown.
+    double avg_task_us = 0;
   };
+  // Tasks to keep in flight per worker for this key (adaptive, see .cc).
+  int64_t PipelineDepth(const KeyState& state) const;
+  void RecordBatchTime(const std::string& lease_id, size_t num_tasks, int64_t elapsed_us);
 
   // Pushes queued tasks to the key's leases and requests more leases if needed.
   void Pump(const std::string& key);

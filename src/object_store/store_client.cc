@@ -314,7 +314,7 @@ absl::StatusOr<bool> ObjectStoreClient::Contains(const ObjectID& id) {
   return reply->contains().has_object();
 }
 
-absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids) {
+absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids, bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
   // Lingering references of released objects must not hold the deletion up.
   for (const auto& id : ids) {
@@ -323,7 +323,7 @@ absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids) {
   }
   rpc::StoreRequest request;
   for (const auto& id : ids) request.mutable_delete_()->add_object_ids(id.Binary());
-  auto reply = Call(request, false);
+  auto reply = Call(request, /*one_way=*/!wait);
   if (!reply.ok()) return reply.status();
   return StatusOf(*reply);
 }

@@ -71,7 +71,9 @@ class ObjectStoreClient {
   // Drops one reference. Asynchronous unless `wait`.
   absl::Status Release(const ObjectID& id, bool wait = false);
   absl::StatusOr<bool> Contains(const ObjectID& id);
-  absl::Status Delete(const std::vector<ObjectID>& ids);
+  // Deletes objects (every copy on this node). Without `wait` it is one-way, like
+  // Seal and Release.
+  absl::Status Delete(const std::vector<ObjectID>& ids, bool wait = true);
   // The first error of an asynchronous Seal/Release since the last call, if any.
   absl::Status TakeAsyncError();
 

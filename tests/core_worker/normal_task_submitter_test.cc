@@ -267,7 +267,12 @@ TEST_F(SubmitterTest, BatchesAndPipelinesUpToTheLimits) {
   EXPECT_EQ(LocalRaylet().leases.size(), 2u);
   LocalRaylet().Grant(3000);
   loop_.RunUntilIdle();
-  // 4 in flight per worker, 3 per push: one push of 3, one of 1.
+  // Task durations are unknown yet: one task per worker.
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3000).pushes[0].request.tasks_size(), 1);
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  // Tasks proved short: 4 in flight per worker, 3 per push.
   ASSERT_EQ(Worker(3000).pushes.size(), 2u);
   EXPECT_EQ(Worker(3000).pushes[0].request.tasks_size(), 3);
   EXPECT_EQ(Worker(3000).pushes[1].request.tasks_size(), 1);
@@ -278,6 +283,22 @@ TEST_F(SubmitterTest, BatchesAndPipelinesUpToTheLimits) {
     Worker(3000).ReplyOk();
     loop_.RunUntilIdle();
   }
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
+TEST_F(SubmitterTest, TasksOfUnknownDurationSpreadOverWorkers) {
+  Submit();
+  Submit();
+  LocalRaylet().Grant(3000);
+  LocalRaylet().Grant(3001);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  ASSERT_EQ(Worker(3001).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3000).pushes[0].request.tasks_size(), 1);
+  EXPECT_EQ(Worker(3001).pushes[0].request.tasks_size(), 1);
+  Worker(3000).ReplyOk();
+  Worker(3001).ReplyOk();
+  loop_.RunUntilIdle();
   EXPECT_EQ(tasks_.NumPending(), 0u);
 }
 

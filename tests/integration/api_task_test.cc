@@ -54,6 +54,10 @@ int SleepMs(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;
 }
+int SleepThenPid(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return getpid();
+}
 int Throws(int x) {
   if (x >= 0) throw std::logic_error("x must be negative, got " + std::to_string(x));
   return x;
@@ -82,7 +86,7 @@ int CrashAlways(int) {
   return 0;
 }
 
-RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, Throws, Deref, NestedChain, CrashOnce,
+RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
            CrashAlways);
 
 int NotRegistered(int x) { return x; }
@@ -157,6 +161,14 @@ TEST_F(ApiTaskTest, WaitWithTimeout) {
   EXPECT_LT(waited, std::chrono::seconds(2));
   result = ray::Wait(refs, 1, 0);
   EXPECT_EQ(result.ready.size(), 1u);
+  slow.Get();  // frees its CPU for the next tests
+}
+
+TEST_F(ApiTaskTest, LongTasksSubmittedTogetherRunInParallel) {
+  // The cluster has 2 CPUs: two long tasks go to two workers, not one after the other.
+  auto a = ray::Task(SleepThenPid).Remote(400);
+  auto b = ray::Task(SleepThenPid).Remote(400);
+  EXPECT_NE(*a.Get(), *b.Get());
 }
 
 TEST_F(ApiTaskTest, LargeArgumentsAndResults) {
