@@ -798,7 +798,9 @@ void CoreWorker::HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* rep
   bool busy;
   {
     std::lock_guard<std::mutex> lock(exec_mu_);
-    busy = executing_.load() || !exec_queue_.empty();
+    // A worker that owns or borrows objects stays: its borrowers and owners need it.
+    busy = executing_.load() || !exec_queue_.empty() ||
+           (reference_counter_ && reference_counter_->NumObjects() > 0);
     if (!busy || request.force()) exit_requested_ = true;
   }
   exec_cv_.notify_all();

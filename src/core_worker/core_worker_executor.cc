@@ -151,7 +151,6 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
   result.set_attempt_number(spec.attempt_number());
   TaskID task_id = TaskID::FromBinary(spec.task_id());
   ObjectID return_id = ObjectID::FromIndex(task_id, 1);
-  const Address caller = FromRpc(spec.caller_address());
 
   // Hold every ref the task receives (by reference, or nested inside a value) for
   // the duration of the task; whatever is still held afterwards is reported to the
@@ -198,7 +197,6 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
     *report->mutable_ref()->mutable_owner_address() = ToRpc(owner);
     *report->mutable_borrower() = rpc_address_;
   }
-  (void)caller;
   return result;
 }
 

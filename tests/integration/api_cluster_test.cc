@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cluster_harness.h"
+#include "big_array.h"
 #include "gtest/gtest.h"
 #include "src/api/native_runtime.h"
 #include "src/core_worker/core_worker.h"
@@ -22,13 +23,10 @@ namespace {
 
 std::string WhereAmI() { return std::getenv("MANTA_NODE_ID"); }
 
-using Big = std::array<int, 100000>;
-Big MakeBig(int seed) {
-  Big b;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = seed + static_cast<int>(i);
-  return b;
-}
-long long SumBig(Big b) { return std::accumulate(b.begin(), b.end(), 0LL); }
+using manta::testing::Big;
+// Registered under these names in this binary.
+Big MakeBig(int seed) { return manta::testing::MakeBig(seed); }
+long long SumBig(Big b) { return manta::testing::SumBig(b); }
 
 // A value carrying a ref owned by the worker that made it.
 struct Holder {

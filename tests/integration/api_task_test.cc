@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "big_array.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/api/native_runtime.h"
@@ -42,13 +43,10 @@ Point Move(Point p, int dx) {
   return p;
 }
 
-using Big = std::array<int, 100000>;
-Big MakeBig(int seed) {
-  Big b;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = seed + static_cast<int>(i);
-  return b;
-}
-long long SumBig(Big b) { return std::accumulate(b.begin(), b.end(), 0LL); }
+using manta::testing::Big;
+// Registered under these names in this binary.
+Big MakeBig(int seed) { return manta::testing::MakeBig(seed); }
+long long SumBig(Big b) { return manta::testing::SumBig(b); }
 
 int SleepMs(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
