@@ -17,6 +17,7 @@
 #include "big_array.h"
 #include "gtest/gtest.h"
 #include "src/api/native_runtime.h"
+#include "src/common/process.h"
 #include "src/core_worker/core_worker.h"
 
 namespace {
@@ -37,8 +38,12 @@ struct Holder {
 Holder MakeHolder(int v) { return Holder{getpid(), ray::Put(v)}; }
 int ReadNested(ray::ObjectRef<ray::ObjectRef<int>> outer) { return *outer.Get()->Get(); }
 ray::ObjectRef<int> Wrap(int v) { return ray::Put(v); }
+int SleepLong(int seconds) {
+  sleep(static_cast<unsigned>(seconds));
+  return seconds;
+}
 
-RAY_REMOTE(WhereAmI, MakeBig, SumBig, MakeHolder, ReadNested, Wrap);
+RAY_REMOTE(WhereAmI, MakeBig, SumBig, MakeHolder, ReadNested, Wrap, SleepLong);
 
 class ApiClusterTest : public ::testing::Test {
  protected:
@@ -109,11 +114,46 @@ TEST_F(ApiClusterTest, BorrowerGetThrowsWhenTheOwnerDied) {
   }
 }
 
+// CPUs available across the cluster, per `manta status --json`; -1 if unknown.
+double AvailableCpus(manta::testing::ClusterHarness& harness) {
+  nlohmann::json status = harness.Status();
+  if (!status.contains("nodes")) return -1;
+  double cpus = 0;
+  for (const auto& node : status["nodes"]) {
+    if (node["state"] == "ALIVE") cpus += node["resources_available"].value("CPU", 0.0);
+  }
+  return cpus;
+}
+
+TEST_F(ApiClusterTest, LeasesComeBackWhenTheOwnerDies) {
+  ASSERT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) == 3; }, 20000));
+  // Another driver (this binary, in child mode) leases a CPU for a long task, then
+  // is killed with SIGKILL: the raylet must return the CPU and stop its worker.
+  manta::ProcessOptions child;
+  child.argv = {manta::SelfExecutablePath(), "--child-driver=" + harness_->gcs_address()};
+  auto pid = manta::StartProcess(child);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) == 2; }, 20000))
+      << "the child's task never took a CPU";
+  ASSERT_TRUE(manta::SignalProcess(*pid, SIGKILL).ok());
+  manta::WaitForExit(*pid, 5000);
+  EXPECT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) == 3; }, 20000))
+      << "the dead owner's lease was not returned: " << AvailableCpus(*harness_) << " CPUs available";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Worker processes re-run main(): ray::Init() serves tasks and never returns.
   if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  // Child-driver mode (LeasesComeBackWhenTheOwnerDies): submit a long task, block.
+  if (argc == 2 && std::string(argv[1]).rfind("--child-driver=", 0) == 0) {
+    ray::RayConfig config;
+    config.address = std::string(argv[1]).substr(std::string("--child-driver=").size());
+    ray::Init(config, argc, argv);
+    ray::Task(SleepLong).Remote(600).Get();
+    return 0;
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
