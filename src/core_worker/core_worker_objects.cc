@@ -1,0 +1,283 @@
+// CoreWorker, objects: Put, Get and Wait across the memory store, the node's object
+// store and owners elsewhere, and freeing. Split from core_worker.cc to keep files
+// small.
+#include <glog/logging.h>
+
+#include "src/common/status_util.h"
+#include "src/common/util.h"
+#include "src/core_worker/common.h"
+#include "src/core_worker/core_worker.h"
+#include "src/object_store/store_client.h"
+
+namespace manta::core {
+
+// ---------------------------------------------------------------------------
+// Objects
+
+absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(char*)>& write,
+                                         const std::vector<ObjectID>& contained_ids) {
+  ObjectID id = ObjectID::ForPut(CurrentTaskId(), static_cast<uint32_t>(put_counter_.fetch_add(1)));
+  auto obj = std::make_shared<StoredObject>();
+  obj->size_bytes = static_cast<int64_t>(size);
+  if (static_cast<int64_t>(size) <= options_.config.max_direct_put_bytes) {
+    obj->data.resize(size);
+    if (size > 0) write(obj->data.data());
+  } else {
+    auto dst = store_->Create(id, static_cast<int64_t>(size), 0, /*pin_on_seal=*/true);
+    if (!dst.ok()) return dst.status();
+    write(reinterpret_cast<char*>(*dst));
+    MANTA_RETURN_IF_ERROR(store_->Seal(id));
+    obj->in_plasma = true;
+    obj->owner_copy = true;
+    obj->plasma_node = node_id_;
+    obj->plasma_raylet_address = options_.raylet_address;
+  }
+  reference_counter_->AddOwnedObject(id, self_, contained_ids, static_cast<int64_t>(size), /*pending=*/false);
+  reference_counter_->AddLocalReference(id);
+  if (obj->in_plasma) {
+    reference_counter_->AddObjectLocation(id, node_id_);
+    reference_counter_->UpdatePinnedAt(id, node_id_);
+  }
+  memory_store_.Put(id, std::move(obj));
+  return id;
+}
+
+void CoreWorker::NotifyBlocked(bool blocked) {
+  if (options_.is_driver || !executing_.load()) return;
+  rpc::NotifyWorkerBlockedRequest request;
+  request.set_worker_id(options_.worker_id.Binary());
+  request.set_blocked(blocked);
+  raylets_->Get(options_.raylet_address)
+      ->NotifyWorkerBlocked(request, [](const absl::Status& s, rpc::NotifyWorkerBlockedReply&&) {
+        if (!s.ok()) LOG(WARNING) << "NotifyWorkerBlocked: " << s;
+      });
+}
+
+void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids) {
+  for (const ObjectID& id : ids) {
+    if (memory_store_.Contains(id) || !owner_requests_.insert(id).second) continue;
+    auto owner = reference_counter_->GetOwner(id);
+    if (!owner.ok()) {
+      owner_requests_.erase(id);
+      memory_store_.Put(id, MakeErrorObject(rpc::OBJECT_LOST, "object " + id.Hex() + " is unknown to this process"));
+      continue;
+    }
+    rpc::GetObjectStatusRequest request;
+    request.set_object_id(id.Binary());
+    request.set_owner_worker_id(owner->worker_id.Binary());
+    Address owner_address = *owner;
+    workers_->Get(HostPort(owner_address))
+        ->GetObjectStatus(request, [this, id, owner_address](const absl::Status& s, rpc::GetObjectStatusReply&& r) {
+          owner_requests_.erase(id);
+          StoredObjectPtr value;
+          if (!s.ok()) {
+            reference_counter_->HandleOwnerDied(owner_address);
+            value = MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " (" +
+                                                         owner_address.ToString() +
+                                                         ") died or is unreachable: " + std::string(s.message()));
+          } else if (r.status() == rpc::GetObjectStatusReply::FAILED) {
+            value = MakeErrorObject(r.error());
+          } else if (r.status() == rpc::GetObjectStatusReply::OUT_OF_SCOPE) {
+            value = MakeErrorObject(rpc::OBJECT_LOST,
+                                    "object " + id.Hex() + " was already freed by its owner " + owner_address.ToString());
+          } else {
+            auto obj = std::make_shared<StoredObject>();
+            obj->size_bytes = r.size_bytes();
+            if (r.node_ids_size() > 0 && r.raylet_addresses_size() > 0) {
+              obj->in_plasma = true;
+              if (auto n = NodeID::FromBinaryChecked(r.node_ids(0)); n.ok()) obj->plasma_node = *n;
+              obj->plasma_raylet_address = r.raylet_addresses(0);
+            } else {
+              obj->data = std::move(*r.mutable_data());
+              obj->metadata = std::move(*r.mutable_metadata());
+            }
+            value = std::move(obj);
+          }
+          memory_store_.Put(id, std::move(value));
+          // The last ref may have gone while we asked: nothing will free it later.
+          if (!reference_counter_->HasReference(id)) memory_store_.Delete({id});
+        });
+  }
+}
+
+absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
+  int64_t deadline = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
+  std::vector<ObjectID> borrowed_absent;
+  bool all_present = true;
+  for (const ObjectID& id : ids) {
+    if (memory_store_.Contains(id)) continue;
+    if (!reference_counter_->HasReference(id)) {
+      return absl::NotFoundError("object " + id.Hex() +
+                                 " is unknown to this process (no live ObjectRef to it was created here)");
+    }
+    all_present = false;
+    if (!reference_counter_->IsOwnedByUs(id)) borrowed_absent.push_back(id);
+  }
+  if (!borrowed_absent.empty()) {
+    loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
+  }
+  if (!all_present) NotifyBlocked(true);
+  std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), timeout_ms);
+  std::vector<ObjectValue> out(ids.size());
+  std::vector<ObjectID> plasma_ids;
+  std::vector<StoredObjectPtr> markers;
+  std::vector<size_t> positions;
+  absl::Status status;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const StoredObjectPtr& v = values[i];
+    if (!v) {
+      status = absl::DeadlineExceededError("Get timed out after " + std::to_string(timeout_ms) +
+                                           " ms waiting for object " + ids[i].Hex());
+      break;
+    }
+    if (!v->error.ok()) {
+      out[i].error = v;
+    } else if (v->in_plasma) {
+      plasma_ids.push_back(ids[i]);
+      markers.push_back(v);
+      positions.push_back(i);
+    } else {
+      out[i].data = v->data.data();
+      out[i].size = v->data.size();
+      out[i].holder = v;
+    }
+  }
+  if (status.ok() && !plasma_ids.empty()) status = ReadPlasmaValues(plasma_ids, markers, deadline, &out, positions);
+  if (!all_present) NotifyBlocked(false);
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
+                                          int64_t deadline_ms, std::vector<ObjectValue>* out,
+                                          const std::vector<size_t>& positions) {
+  object_store::ObjectStoreClient* store = store_.get();
+  auto hold = [store](const ObjectID& id) {
+    return std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
+  };
+  auto got = store_->Get(ids, 0);
+  if (!got.ok()) return got.status();
+  std::vector<ObjectID> missing;
+  std::vector<size_t> missing_pos;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if ((*got)[i]) {
+      ObjectValue& v = (*out)[positions[i]];
+      v.data = reinterpret_cast<const char*>((*got)[i]->data);
+      v.size = static_cast<size_t>((*got)[i]->data_size);
+      v.holder = hold(ids[i]);
+    } else {
+      missing.push_back(ids[i]);
+      missing_pos.push_back(i);
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  // Pull the missing objects to this node, from the node holding each primary copy.
+  absl::flat_hash_map<std::string, std::vector<ObjectID>> by_location;
+  for (size_t k = 0; k < missing.size(); ++k) {
+    by_location[markers[missing_pos[k]]->plasma_raylet_address].push_back(missing[k]);
+  }
+  auto remaining = [deadline_ms] { return deadline_ms < 0 ? int64_t{-1} : std::max<int64_t>(0, deadline_ms - MonotonicMs()); };
+  for (const auto& [location, location_ids] : by_location) {
+    rpc::FetchObjectsRequest request;
+    for (const ObjectID& id : location_ids) request.add_object_ids(id.Binary());
+    if (!location.empty()) request.add_locations(location);
+    int64_t wait_ms = remaining();
+    int64_t rpc_deadline = wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
+    auto raylet = raylets_->Get(options_.raylet_address);
+    absl::Status s = RunOnLoopAndWait(
+        [raylet, request, rpc_deadline](std::function<void(absl::Status)> done) {
+          raylet->FetchObjects(request, rpc_deadline,
+                               [done](const absl::Status& s, rpc::FetchObjectsReply&&) { done(s); });
+        },
+        rpc_deadline + 1000);
+    if (!s.ok()) {
+      if (s.code() == absl::StatusCode::kDeadlineExceeded && wait_ms >= 0) {
+        return absl::DeadlineExceededError("Get timed out fetching object " + location_ids[0].Hex() + " from " +
+                                           location);
+      }
+      for (size_t k = 0; k < missing.size(); ++k) {
+        if (markers[missing_pos[k]]->plasma_raylet_address != location) continue;
+        (*out)[positions[missing_pos[k]]].error =
+            MakeErrorObject(rpc::OBJECT_LOST, "object " + missing[k].Hex() + " could not be fetched from " +
+                                                  location + ": " + std::string(s.message()));
+      }
+    }
+  }
+  std::vector<ObjectID> fetch_ids;
+  std::vector<size_t> fetch_pos;
+  for (size_t k = 0; k < missing.size(); ++k) {
+    if ((*out)[positions[missing_pos[k]]].error) continue;
+    fetch_ids.push_back(missing[k]);
+    fetch_pos.push_back(missing_pos[k]);
+  }
+  if (fetch_ids.empty()) return absl::OkStatus();
+  int64_t wait_ms = remaining();
+  auto again = store_->Get(fetch_ids, wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms : wait_ms);
+  if (!again.ok()) return again.status();
+  for (size_t k = 0; k < fetch_ids.size(); ++k) {
+    ObjectValue& v = (*out)[positions[fetch_pos[k]]];
+    if (!(*again)[k]) {
+      v.error = MakeErrorObject(rpc::OBJECT_LOST, "object " + fetch_ids[k].Hex() + " was fetched but is not readable");
+      continue;
+    }
+    v.data = reinterpret_cast<const char*>((*again)[k]->data);
+    v.size = static_cast<size_t>((*again)[k]->data_size);
+    v.holder = hold(fetch_ids[k]);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms) {
+  std::vector<ObjectID> borrowed_absent;
+  for (const ObjectID& id : ids) {
+    if (!memory_store_.Contains(id) && !reference_counter_->IsOwnedByUs(id)) borrowed_absent.push_back(id);
+  }
+  if (!borrowed_absent.empty()) {
+    loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
+  }
+  NotifyBlocked(true);
+  auto values = memory_store_.Get(ids, static_cast<size_t>(std::max(num_objects, 0)), timeout_ms);
+  NotifyBlocked(false);
+  std::vector<bool> ready(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ready[i] = values[i] != nullptr;
+  return ready;
+}
+
+void CoreWorker::OnObjectFreed(const ObjectID& id) {
+  StoredObjectPtr obj = memory_store_.GetIfExists(id);
+  memory_store_.Delete({id});
+  if (!obj || !obj->in_plasma || !obj->owner_copy || obj->plasma_raylet_address.empty()) return;
+  // Frees are batched: one FreeObjects per raylet per loop turn.
+  bool post;
+  {
+    absl::MutexLock lock(&free_mu_);
+    pending_frees_[obj->plasma_raylet_address].push_back(id);
+    post = !free_flush_posted_;
+    free_flush_posted_ = true;
+  }
+  if (post) loop_.Post("CoreWorker.FreePlasma", [this] { FlushFrees(); });
+}
+
+void CoreWorker::FlushFrees() {
+  absl::flat_hash_map<std::string, std::vector<ObjectID>> frees;
+  {
+    absl::MutexLock lock(&free_mu_);
+    frees.swap(pending_frees_);
+    free_flush_posted_ = false;
+  }
+  for (const auto& [raylet, ids] : frees) {
+    if (raylet == options_.raylet_address) {
+      // Our own node: straight to the store over its socket, no RPC to the raylet.
+      absl::Status s = store_->Delete(ids, /*wait=*/false);
+      if (s.ok()) continue;
+      VLOG(1) << "deleting " << ids.size() << " objects from the local store: " << s;
+    }
+    rpc::FreeObjectsRequest request;
+    for (const ObjectID& id : ids) request.add_object_ids(id.Binary());
+    raylets_->Get(raylet)->FreeObjects(request, [raylet](const absl::Status& s, rpc::FreeObjectsReply&&) {
+      if (!s.ok()) VLOG(1) << "freeing objects at " << raylet << ": " << s;
+    });
+  }
+}
+
+}  // namespace manta::core
