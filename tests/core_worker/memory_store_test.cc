@@ -89,6 +89,41 @@ TEST(MemoryStoreTest, GetTimesOutWithNulls) {
   EXPECT_GE(waited, std::chrono::milliseconds(15));
 }
 
+TEST(MemoryStoreTest, DuplicateIdsCountOncePerPosition) {
+  MemoryStore store;
+  auto ids = Ids(2);
+  std::vector<ObjectID> request = {ids[0], ids[0], ids[1]};
+  std::vector<StoredObjectPtr> got;
+  // Two of three positions are the same id: its one Put satisfies both.
+  std::thread getter([&] { got = store.Get(request, 2, -1); });
+  store.Put(ids[0], Value("a"));
+  getter.join();
+  ASSERT_NE(got[0], nullptr);
+  ASSERT_NE(got[1], nullptr);
+  EXPECT_EQ(got[2], nullptr);
+}
+
+TEST(MemoryStoreTest, ManyIdGetWakesOnlyWhenTheLastArrives) {
+  MemoryStore store;
+  auto ids = Ids(2000);
+  std::atomic<bool> done{false};
+  std::vector<StoredObjectPtr> got;
+  std::thread getter([&] {
+    got = store.Get(ids, ids.size(), -1);
+    done = true;
+  });
+  for (size_t i = 0; i + 1 < ids.size(); ++i) store.Put(ids[i], Value("x"));
+  EXPECT_FALSE(done.load());
+  store.Put(ids.back(), Value("last"));
+  getter.join();
+  for (const auto& v : got) ASSERT_NE(v, nullptr);
+  // A later Get of a Put id after a timed-out Get leaves no waiter behind.
+  auto more = Ids(1);
+  EXPECT_EQ(store.Get(more, 1, 1)[0], nullptr);
+  store.Put(more[0], Value("late"));
+  EXPECT_EQ(store.Get(more, 1, 0)[0]->data, "late");
+}
+
 TEST(MemoryStoreTest, RequiredCountIsClampedToTheNumberOfIds) {
   MemoryStore store;
   auto ids = Ids(1);
