@@ -118,7 +118,7 @@ std::vector<std::shared_ptr<T>> GetObjects(const std::vector<ObjectRef<T>>& obje
   std::vector<std::shared_ptr<T>> values;
   values.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    values.push_back(DecodeShared<T>(data[i], ids[i], "ray::Get of object " + HexId(ids[i])));
+    values.push_back(DecodeShared<T>(data[i], ids[i], [&] { return "ray::Get of object " + HexId(ids[i]); }));
   }
   return values;
 }

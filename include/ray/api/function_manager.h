@@ -95,11 +95,11 @@ std::string ArgumentContext(const std::string& function_name, size_t index);
 // Decodes argument `index` (0-based) of a task running `function_name`.
 template <typename T>
 void DecodeArgument(const ObjectData& arg, const std::string& function_name, size_t index, T& out) {
-  DecodeInto(arg.data, arg.size, arg.object_id, ArgumentContext(function_name, index), out);
+  DecodeInto(arg.data, arg.size, arg.object_id, [&] { return ArgumentContext(function_name, index); }, out);
 }
 template <typename T>
 T DecodeArgumentValue(const ObjectData& arg, const std::string& function_name, size_t index) {
-  return DecodeValue<T>(arg.data, arg.size, arg.object_id, ArgumentContext(function_name, index));
+  return DecodeValue<T>(arg.data, arg.size, arg.object_id, [&] { return ArgumentContext(function_name, index); });
 }
 template <typename R, typename... P, size_t... I>
 SerializedValue InvokeRemoteFunction(R (*function)(P...), const std::string& name,

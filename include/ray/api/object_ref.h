@@ -98,7 +98,7 @@ std::shared_ptr<T> GetObject(const std::string& id, int64_t timeout_ms, const ch
   RayRuntime* runtime = RequireRuntime(caller);
   if (id.empty()) throw RayException(std::string(caller) + ": the ObjectRef is nil (default-constructed or moved from)");
   std::vector<ObjectData> data = runtime->Get({id}, timeout_ms);
-  return DecodeShared<T>(data.at(0), id, std::string(caller) + " of object " + HexId(id));
+  return DecodeShared<T>(data.at(0), id, [&] { return std::string(caller) + " of object " + HexId(id); });
 }
 
 // Waits for one object and throws its error, if any; see ray::Get(ObjectRef<void>).

@@ -170,12 +170,23 @@ SerializedValue SerializeNil();
 
 // ---- Deserialization ----------------------------------------------------------------
 
+// The text of a decoding context: a string, or a callable building it (so the hot
+// path never formats a message it does not throw).
+template <typename Context>
+std::string ContextText(const Context& context) {
+  if constexpr (std::is_invocable_v<const Context&>) {
+    return context();
+  } else {
+    return std::string(context);
+  }
+}
+
 // Decodes `size` bytes at `data` into `out`; refs inside are registered as contained
-// in `outer_id`. Errors: RayException naming `context` and T when the bytes do not
-// decode as T (exceptions thrown by nested ObjectRef adaptors pass through).
-template <typename T>
-void DecodeInto(const char* data, size_t size, const std::string& outer_id, const std::string& context,
-                T& out) {
+// in `outer_id`. Errors: RayException naming `context` (a string, or a callable
+// returning one) and T when the bytes do not decode as T (exceptions thrown by
+// nested ObjectRef adaptors pass through).
+template <typename T, typename Context>
+void DecodeInto(const char* data, size_t size, const std::string& outer_id, const Context& context, T& out) {
   DeserializationScope scope(outer_id);
   try {
     msgpack::object_handle handle = UnpackView(data, size);
@@ -183,13 +194,14 @@ void DecodeInto(const char* data, size_t size, const std::string& outer_id, cons
   } catch (const RayException&) {
     throw;
   } catch (const std::exception& e) {
-    throw RayException(context + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() + ")");
+    throw RayException(ContextText(context) + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() +
+                       ")");
   }
 }
 
 // Like DecodeInto, returning a value (for types without a default constructor).
-template <typename T>
-T DecodeValue(const char* data, size_t size, const std::string& outer_id, const std::string& context) {
+template <typename T, typename Context>
+T DecodeValue(const char* data, size_t size, const std::string& outer_id, const Context& context) {
   DeserializationScope scope(outer_id);
   try {
     msgpack::object_handle handle = UnpackView(data, size);
@@ -197,14 +209,14 @@ T DecodeValue(const char* data, size_t size, const std::string& outer_id, const 
   } catch (const RayException&) {
     throw;
   } catch (const std::exception& e) {
-    throw RayException(context + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() + ")");
+    throw RayException(ContextText(context) + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() +
+                       ")");
   }
 }
 
 // Decodes an object into a new heap value (no large temporaries on the stack).
-template <typename T>
-std::shared_ptr<T> DecodeShared(const ObjectData& object, const std::string& object_id,
-                                const std::string& context) {
+template <typename T, typename Context>
+std::shared_ptr<T> DecodeShared(const ObjectData& object, const std::string& object_id, const Context& context) {
   if constexpr (std::is_default_constructible_v<T>) {
     auto value = std::make_shared<T>();
     DecodeInto(object.data, object.size, object_id, context, *value);
