@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <csignal>
 #include <random>
 
 #include "src/api/install_location.h"
@@ -107,6 +108,19 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   }
   auto address = manta::ReadFile(root + "/head_address");
   if (!address.ok()) return absl::InternalError("the local cluster did not record its address: " + Tail(log));
+  // A watchdog stops the cluster if this process dies without ray::Shutdown()
+  // (Ctrl-C, a crash, SIGKILL); it exits by itself once the cluster is stopped.
+  manta::ProcessOptions watchdog;
+  watchdog.argv = {manta, "stop", "--after-pid", std::to_string(getpid())};
+  watchdog.env["MANTA_TEMP_DIR"] = root;
+  watchdog.output_file = root + "/watchdog.out";
+  watchdog.new_session = true;
+  auto watchdog_pid = manta::StartProcess(watchdog);
+  if (watchdog_pid.ok()) {
+    cluster->watchdog_pid_ = *watchdog_pid;
+  } else {
+    LOG(WARNING) << "no watchdog for the local cluster in " << root << ": " << watchdog_pid.status();
+  }
   cluster->address_ = *address;
   while (!cluster->address_.empty() && (cluster->address_.back() == '\n' || cluster->address_.back() == ' ')) {
     cluster->address_.pop_back();
@@ -125,6 +139,11 @@ void LocalCluster::Stop() {
                  << (code.ok() ? "exit code " + std::to_string(*code) : std::string(code.status().message())) << ": "
                  << Tail(log);
     return;  // keep the session for inspection
+  }
+  if (watchdog_pid_ > 0) {
+    kill(watchdog_pid_, SIGTERM);
+    waitpid(watchdog_pid_, nullptr, 0);
+    watchdog_pid_ = 0;
   }
   if (std::getenv("MANTA_KEEP_SESSION") == nullptr) {
     std::error_code ec;

@@ -24,7 +24,9 @@ struct StartOptions {
 };
 
 int RunStart(const StartOptions& options);
-int RunStop(bool force);
+// With `after_pid` > 0, first waits until that process exits (or until nothing
+// recorded is left running, when it returns 0 without stopping anything).
+int RunStop(bool force, int after_pid = 0);
 int RunStatus(const std::string& address, bool json);
 
 }  // namespace manta::cli

@@ -29,6 +29,11 @@ int main(int argc, char** argv) {
   bool force = false;
   CLI::App* stop_cmd = app.add_subcommand("stop", "stop every Manta process started on this machine");
   stop_cmd->add_flag("--force,-f", force, "SIGKILL instead of SIGTERM");
+  int after_pid = 0;
+  stop_cmd->add_option("--after-pid", after_pid,
+                       "first wait until process PID exits (ray::Init's private clusters stop with their driver); "
+                       "returns early when nothing is left to stop")
+      ->check(CLI::PositiveNumber);
 
   std::string status_address;
   bool status_json = false;
@@ -48,7 +53,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (start_cmd->parsed()) return manta::cli::RunStart(start);
-  if (stop_cmd->parsed()) return manta::cli::RunStop(force);
+  if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_address, status_json);
   return 2;
 }

@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
@@ -12,7 +14,26 @@
 
 namespace manta::cli {
 
-int RunStop(bool force) {
+namespace {
+
+bool AnyRecordedProcessRunning() {
+  for (const ProcessRecord& r : ListRecords()) {
+    if (IsProcessAlive(r.pid) && ProcessCommandLine(r.pid).find(r.exe_name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int RunStop(bool force, int after_pid) {
+  if (after_pid > 0) {
+    int ticks = 0;
+    while (IsProcessAlive(after_pid)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      // Stopped by someone else meanwhile (the driver's own Shutdown): done.
+      if (++ticks % 5 == 0 && !AnyRecordedProcessRunning()) return 0;
+    }
+  }
   std::vector<ProcessRecord> records = ListRecords();
   std::stable_sort(records.begin(), records.end(),
                    [](const ProcessRecord& a, const ProcessRecord& b) { return a.role < b.role; });

@@ -20,6 +20,8 @@
 #include "nlohmann/json.hpp"
 #include "src/api/native_runtime.h"
 #include "src/core_worker/core_worker.h"
+#include "src/common/process.h"
+#include "src/common/util.h"
 #include "test_util/test_util.h"
 
 namespace {
@@ -248,11 +250,48 @@ TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {
       << StoreObjectCount() << " objects left in the object store";
 }
 
+TEST(PrivateClusterTest, StopsWhenItsDriverIsKilled) {
+  // A driver (this binary in child mode) starts a private cluster and is killed
+  // with SIGKILL, so ray::Shutdown() never runs: the watchdog must stop the cluster.
+  manta::testing::TempDir dir;
+  std::string ready = dir.path() + "/address";
+  manta::ProcessOptions child;
+  child.argv = {manta::SelfExecutablePath(), "--child-private-cluster=" + ready};
+  auto pid = manta::StartProcess(child);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  std::string address;
+  ASSERT_TRUE(manta::testing::WaitFor(
+      [&] {
+        auto content = manta::ReadFile(ready);
+        if (content.ok() && !content->empty() && content->back() == '\n') address = content->substr(0, content->size() - 1);
+        return !address.empty();
+      },
+      60000));
+  auto host_port = manta::ParseHostPort(address);
+  ASSERT_TRUE(host_port.ok()) << address;
+  ASSERT_TRUE(manta::IsPortOpen(host_port->host, host_port->port));
+  ASSERT_TRUE(manta::SignalProcess(*pid, SIGKILL).ok());
+  manta::WaitForExit(*pid, 5000);
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] { return !manta::IsPortOpen(host_port->host, host_port->port); }, 20000))
+      << "the private cluster's GCS at " << address << " outlived its driver";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Worker processes re-run main(): ray::Init() serves tasks and never returns.
   if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  // Child mode (StopsWhenItsDriverIsKilled): start a private cluster, report its
+  // address, and wait to be killed.
+  if (argc == 2 && std::string(argv[1]).rfind("--child-private-cluster=", 0) == 0) {
+    std::string file = std::string(argv[1]).substr(std::string("--child-private-cluster=").size());
+    ray::RayConfig config;
+    config.head_args = {"--num-cpus=1", "--object-store-memory=67108864"};
+    ray::Init(config, argc, argv);
+    (void)manta::WriteFileAtomic(file, ray::internal::GetClusterAddress() + "\n");
+    while (true) pause();
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
