@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
@@ -52,6 +53,13 @@ void BenchCluster::StartHead(const std::vector<std::string>& args) {
   std::smatch m;
   if (!std::regex_search(out, m, std::regex("GCS address:\\s+(\\S+)"))) Die("head did not start: " + out);
   gcs_address_ = m[1];
+  // Stops the cluster if this benchmark is killed before its destructor runs.
+  ProcessOptions watchdog;
+  watchdog.argv = {FindExecutable("manta"), "stop", "--force", "--after-pid", std::to_string(getpid())};
+  watchdog.env["MANTA_TEMP_DIR"] = root_;
+  watchdog.output_file = root_ + "/watchdog.out";
+  watchdog.new_session = true;
+  (void)StartProcess(watchdog);
 }
 
 void BenchCluster::StartNode(const std::vector<std::string>& args) {

@@ -60,6 +60,13 @@ std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args
   std::smatch m;
   if (std::regex_search(r.output, m, std::regex("GCS address:\\s+(\\S+)"))) gcs_address_ = m[1];
   EXPECT_FALSE(gcs_address_.empty()) << r.output;
+  // Stops this harness's clusters if the test binary dies before its destructor.
+  ProcessOptions watchdog;
+  watchdog.argv = {BinaryPath("manta"), "stop", "--force", "--after-pid", std::to_string(getpid())};
+  watchdog.env["MANTA_TEMP_DIR"] = root_.path();
+  watchdog.output_file = root_.path() + "/watchdog.out";
+  watchdog.new_session = true;
+  (void)StartProcess(watchdog);
   return gcs_address_;
 }
 
