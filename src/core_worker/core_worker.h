@@ -13,7 +13,13 @@
 // core worker runs one EventLoop thread of its own (RPC callbacks, submitter,
 // handlers); task execution in workers runs on the thread in
 // RunTaskExecutionLoop(). The reference counter, memory store, task manager and
-// object-store client are thread-safe; everything else belongs to the loop.
+// object-store client are thread-safe; everything else belongs to the loop. Three
+// paths skip the loop because they are latency-bound: a pushed batch goes from the
+// gRPC thread straight to the execution queue, and PushTask replies and early
+// ReportTaskResults complete tasks on the gRPC thread that received them.
+//
+// Shutdown cancels every RPC still in flight and lets the loop run their
+// callbacks before it stops, so no callback outlives the loop.
 #pragma once
 
 #include <atomic>
