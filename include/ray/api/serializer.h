@@ -181,16 +181,15 @@ std::string ContextText(const Context& context) {
   }
 }
 
-// Decodes `size` bytes at `data` into `out`; refs inside are registered as contained
-// in `outer_id`. Errors: RayException naming `context` (a string, or a callable
-// returning one) and T when the bytes do not decode as T (exceptions thrown by
-// nested ObjectRef adaptors pass through).
-template <typename T, typename Context>
-void DecodeInto(const char* data, size_t size, const std::string& outer_id, const Context& context, T& out) {
+// Unpacks the bytes and runs `convert(msgpack::object)` inside the scope and error
+// translation both decoders share.
+template <typename T, typename Context, typename Convert>
+auto DecodeWith(const char* data, size_t size, const std::string& outer_id, const Context& context,
+                Convert convert) {
   DeserializationScope scope(outer_id);
   try {
     msgpack::object_handle handle = UnpackView(data, size);
-    handle.get().convert(out);
+    return convert(handle.get());
   } catch (const RayException&) {
     throw;
   } catch (const std::exception& e) {
@@ -199,19 +198,19 @@ void DecodeInto(const char* data, size_t size, const std::string& outer_id, cons
   }
 }
 
+// Decodes `size` bytes at `data` into `out`; refs inside are registered as contained
+// in `outer_id`. Errors: RayException naming `context` (a string, or a callable
+// returning one) and T when the bytes do not decode as T (exceptions thrown by
+// nested ObjectRef adaptors pass through).
+template <typename T, typename Context>
+void DecodeInto(const char* data, size_t size, const std::string& outer_id, const Context& context, T& out) {
+  DecodeWith<T>(data, size, outer_id, context, [&out](const msgpack::object& o) { o.convert(out); });
+}
+
 // Like DecodeInto, returning a value (for types without a default constructor).
 template <typename T, typename Context>
 T DecodeValue(const char* data, size_t size, const std::string& outer_id, const Context& context) {
-  DeserializationScope scope(outer_id);
-  try {
-    msgpack::object_handle handle = UnpackView(data, size);
-    return handle.get().as<T>();
-  } catch (const RayException&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw RayException(ContextText(context) + ": the bytes do not decode as " + TypeName<T>() + " (" + e.what() +
-                       ")");
-  }
+  return DecodeWith<T>(data, size, outer_id, context, [](const msgpack::object& o) { return o.as<T>(); });
 }
 
 // Decodes an object into a new heap value (no large temporaries on the stack).
