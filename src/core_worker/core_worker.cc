@@ -47,27 +47,12 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
 
 namespace {
 
-// The CoreWorkerService front. PushTask goes straight to the execution queue (no
-// hop through the loop: the task path is latency-bound); the rest run on the loop.
+// The CoreWorkerService front: every handler runs on the loop. (Tasks do not come
+// this way: they travel over the task channel.)
 class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackService {
  public:
   CoreWorkerGrpcService(EventLoop& loop, CoreWorker& core) : loop_(loop), core_(core) {}
 
-  grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* c, const rpc::PushTaskRequest* q,
-                                     rpc::PushTaskReply* r) override {
-    grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
-    // The request lives until Finish, which comes after the batch has run.
-    std::shared_ptr<const rpc::PushTaskRequest> request(q, [](const rpc::PushTaskRequest*) {});
-    core_.HandlePushTask(request, r, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* ReportTaskResults(grpc::CallbackServerContext* c, const rpc::ReportTaskResultsRequest* q,
-                                              rpc::ReportTaskResultsReply* r) override {
-    grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
-    core_.HandleReportTaskResults(*q);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
   grpc::ServerUnaryReactor* GetObjectStatus(grpc::CallbackServerContext* c, const rpc::GetObjectStatusRequest* q,
                                             rpc::GetObjectStatusReply* r) override {
     return Serve("CoreWorker.GetObjectStatus", c, q, r, &CoreWorker::HandleGetObjectStatus);
@@ -170,6 +155,14 @@ absl::Status CoreWorker::Connect() {
   workers_ = std::make_unique<CoreWorkerClientPool>([this, client_options](const std::string& address) {
     return MakeGrpcCoreWorkerClient(loop_, address, client_options);
   });
+  channels_ = std::make_unique<TaskChannelPool>([this](const std::string& address) {
+    return MakeTcpTaskChannel(loop_, address, options_.config.grpc_max_message_bytes);
+  });
+  if (!options_.is_driver) {
+    auto channel_server = TaskChannelServer::Listen(options_.node_ip_address, config.grpc_max_message_bytes);
+    if (!channel_server.ok()) return channel_server.status();
+    channel_server_ = std::move(*channel_server);
+  }
   if (options_.is_driver) {
     if (options_.raylet_address.empty()) MANTA_RETURN_IF_ERROR(FindLocalRaylet());
     MANTA_RETURN_IF_ERROR(CreateJob());
@@ -186,6 +179,7 @@ absl::Status CoreWorker::Connect() {
 
   self_ = Address{node_id_, options_.node_ip_address, server_->port(), options_.worker_id};
   rpc_address_ = ToRpc(self_);
+  if (channel_server_) rpc_address_.set_task_port(channel_server_->port());
   borrower_client_ = std::make_unique<BorrowerClient>(*workers_);
   reference_counter_ = std::make_unique<ReferenceCounter>(self_, borrower_client_.get());
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
@@ -201,7 +195,7 @@ absl::Status CoreWorker::Connect() {
   submitter_options.max_tasks_per_push = config.max_tasks_per_push;
   submitter_options.lease_idle_ms = config.worker_lease_idle_ms;
   submitter_options.max_pending_lease_requests_per_key = config.max_pending_lease_requests_per_key;
-  submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, *raylets_, *workers_, *task_manager_);
+  submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, *raylets_, *channels_, *task_manager_);
 
   if (options_.is_driver) {
     rpc::JobInfo job;
@@ -273,6 +267,7 @@ absl::Status CoreWorker::RegisterWithRaylet() {
   request.mutable_address()->set_ip_address(options_.node_ip_address);
   request.mutable_address()->set_port(server_->port());
   request.mutable_address()->set_worker_id(options_.worker_id.Binary());
+  if (channel_server_) request.mutable_address()->set_task_port(channel_server_->port());
   request.set_startup_token(options_.startup_token);
   *request.mutable_job_config() = options_.job_config;
   rpc::RegisterWorkerReply reply;
@@ -302,7 +297,7 @@ void CoreWorker::Shutdown() {
     std::lock_guard<std::mutex> lock(exec_mu_);
     exit_requested_ = true;
   }
-  exec_cv_.notify_all();
+  if (channel_server_) channel_server_->Wake();
   if (loop_thread_.joinable()) {
     if (submitter_) {
       RunOnLoopAndWait(
@@ -333,11 +328,13 @@ void CoreWorker::CancelRpcsAndDrain(int64_t timeout_ms) {
     int64_t n = gcs_ ? gcs_->InFlight() : 0;
     if (raylets_) raylets_->ForEach([&n](RayletClientInterface& c) { n += c.InFlight(); });
     if (workers_) workers_->ForEach([&n](CoreWorkerClientInterface& c) { n += c.InFlight(); });
+    if (channels_) channels_->ForEach([&n](TaskChannelInterface& c) { n += c.InFlight(); });
     return n;
   };
   if (gcs_) gcs_->CancelAll();
   if (raylets_) raylets_->ForEach([](RayletClientInterface& c) { c.CancelAll(); });
   if (workers_) workers_->ForEach([](CoreWorkerClientInterface& c) { c.CancelAll(); });
+  if (channels_) channels_->ForEach([](TaskChannelInterface& c) { c.CancelAll(); });
   int64_t deadline = MonotonicMs() + timeout_ms;
   while (in_flight() > 0 && MonotonicMs() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // Let the loop run what the last callbacks posted.
@@ -414,26 +411,9 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   reference_counter_->AddLocalReference(return_id);
   reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
   task_manager_->AddPendingTask(spec, std::move(arg_ids));
-  // Submissions are handed to the loop in batches: one wake-up for many tasks.
-  bool post;
-  {
-    absl::MutexLock lock(&submit_mu_);
-    submit_queue_.push_back(std::move(spec));
-    post = !submit_drain_posted_;
-    submit_drain_posted_ = true;
-  }
-  if (post) loop_.Post("CoreWorker.SubmitTasks", [this] { DrainSubmissions(); });
+  // On this thread: when a leased worker has room the task goes to its socket now.
+  ResolveAndSubmit(std::move(spec));
   return return_id;
-}
-
-void CoreWorker::DrainSubmissions() {
-  std::vector<rpc::TaskSpec> specs;
-  {
-    absl::MutexLock lock(&submit_mu_);
-    specs.swap(submit_queue_);
-    submit_drain_posted_ = false;
-  }
-  for (rpc::TaskSpec& spec : specs) ResolveAndSubmit(std::move(spec));
 }
 
 void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
@@ -465,11 +445,6 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
 
 // ---------------------------------------------------------------------------
 // RPC handlers
-
-void CoreWorker::HandleReportTaskResults(const rpc::ReportTaskResultsRequest& request) {
-  if (!task_manager_) return;
-  for (const rpc::TaskResult& result : request.results()) task_manager_->CompletePendingTask(result);
-}
 
 void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
                                        std::function<void(absl::Status)> send_reply) {
@@ -523,11 +498,11 @@ void CoreWorker::HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* rep
   {
     std::lock_guard<std::mutex> lock(exec_mu_);
     // A worker that owns or borrows objects stays: its borrowers and owners need it.
-    busy = executing_.load() || !exec_queue_.empty() ||
+    busy = executing_.load() || running_push_.load() ||
            (reference_counter_ && reference_counter_->NumObjects() > 0);
     if (!busy || request.force()) exit_requested_ = true;
   }
-  exec_cv_.notify_all();
+  if (channel_server_ && (!busy || request.force())) channel_server_->Wake();
   reply->set_success(!busy || request.force());
   send_reply(absl::OkStatus());
 }

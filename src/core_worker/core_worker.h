@@ -10,22 +10,22 @@
 // RunTaskExecutionLoop().
 //
 // Threading: the public methods are thread-safe and called from user threads. The
-// core worker runs one EventLoop thread of its own (RPC callbacks, submitter,
+// core worker runs one EventLoop thread of its own (RPC callbacks, lease replies,
 // handlers); task execution in workers runs on the thread in
-// RunTaskExecutionLoop(). The reference counter, memory store, task manager and
-// object-store client are thread-safe; everything else belongs to the loop. Three
-// paths skip the loop because they are latency-bound: a pushed batch goes from the
-// gRPC thread straight to the execution queue, and PushTask replies and early
-// ReportTaskResults complete tasks on the gRPC thread that received them.
+// RunTaskExecutionLoop(). The reference counter, memory store, task manager,
+// submitter and object-store client are thread-safe; everything else belongs to the
+// loop. The task path skips the loop because it is latency-bound (task_channel.h):
+// a submitting thread pushes to the leased worker's socket itself, the worker's
+// execution thread reads pushes and writes results itself, and a thread waiting in
+// Get/Wait reads the results of this process's tasks itself, busy-polling for
+// task_channel_spin_us before it sleeps.
 //
 // Shutdown cancels every RPC still in flight and lets the loop run their
 // callbacks before it stops, so no callback outlives the loop.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,6 +48,7 @@
 #include "src/core_worker/normal_task_submitter.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/rpc_clients.h"
+#include "src/core_worker/task_channel.h"
 #include "src/core_worker/task_manager.h"
 
 namespace grpc {
@@ -163,10 +164,6 @@ class CoreWorker {
   const std::string& gcs_address() const { return options_.gcs_address; }
 
   // RPC handlers (loop thread).
-  void HandlePushTask(std::shared_ptr<const rpc::PushTaskRequest> request, rpc::PushTaskReply* reply,
-                      std::function<void(absl::Status)> send_reply);
-  // Owner side; any thread (the task manager is thread-safe).
-  void HandleReportTaskResults(const rpc::ReportTaskResultsRequest& request);
   void HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
                              std::function<void(absl::Status)> send_reply);
   void HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request, rpc::WaitForRefRemovedReply* reply,
@@ -176,15 +173,6 @@ class CoreWorker {
 
  private:
   class BorrowerClient;
-  struct PushedBatch {
-    std::shared_ptr<const rpc::PushTaskRequest> request;
-    rpc::PushTaskReply* reply;
-    std::function<void(absl::Status)> send_reply;
-    // Early reports of this batch's results still unacknowledged, and whether every
-    // task ran; the reply goes once both allow (guarded by report_mu_).
-    int reports_in_flight = 0;
-    bool executed = false;
-  };
 
   explicit CoreWorker(CoreWorkerOptions options);
   absl::Status Connect();
@@ -200,7 +188,12 @@ class CoreWorker {
   TaskID CurrentTaskId() const;
   // Resolves owned by-ref arguments (inlining small ready values), then submits.
   void ResolveAndSubmit(rpc::TaskSpec spec);
-  void DrainSubmissions();
+  // Reads the replies of this process's task channels (any thread, non-blocking).
+  // Returns true when anything was read; *in_flight tells whether any push awaits
+  // replies.
+  bool PollTaskChannels(bool* in_flight);
+  // Busy-polls the task channels for up to task_channel_spin_us while `done` is false.
+  void SpinOnTaskChannels(const std::function<bool()>& done);
   // Borrowed objects absent here: ask their owners (loop thread).
   void RequestFromOwners(const std::vector<ObjectID>& ids);
   void OnObjectFreed(const ObjectID& id);
@@ -212,6 +205,7 @@ class CoreWorker {
   void NotifyBlocked(bool blocked);
 
   // Worker-mode execution.
+  void RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor);
   rpc::TaskResult ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
                               const std::shared_ptr<const rpc::PushTaskRequest>& holder);
   absl::Status ResolveArgs(const rpc::TaskSpec& spec, const std::shared_ptr<const rpc::PushTaskRequest>& holder,
@@ -233,6 +227,9 @@ class CoreWorker {
   std::unique_ptr<gcs::GrpcGcsClient> gcs_;
   std::unique_ptr<RayletClientPool> raylets_;
   std::unique_ptr<CoreWorkerClientPool> workers_;
+  std::unique_ptr<TaskChannelPool> channels_;
+  // Workers: where owners push tasks (read by the execution thread).
+  std::unique_ptr<TaskChannelServer> channel_server_;
   std::unique_ptr<BorrowerClient> borrower_client_;
   std::unique_ptr<ReferenceCounter> reference_counter_;
   MemoryStore memory_store_;
@@ -243,10 +240,6 @@ class CoreWorker {
   std::atomic<uint64_t> task_counter_{0};
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
-  // Tasks submitted by user threads, not yet taken by the loop.
-  absl::Mutex submit_mu_;
-  std::vector<rpc::TaskSpec> submit_queue_ ABSL_GUARDED_BY(submit_mu_);
-  bool submit_drain_posted_ ABSL_GUARDED_BY(submit_mu_) = false;
   // Plasma copies of freed objects, deleted in batches (by raylet address).
   absl::Mutex free_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectID>> pending_frees_ ABSL_GUARDED_BY(free_mu_);
@@ -254,20 +247,23 @@ class CoreWorker {
   // Borrowed ids we asked the owner about (loop thread).
   absl::flat_hash_set<ObjectID> owner_requests_;
 
-  // Worker mode: finished results not yet sent to their owner (all of the batch
-  // being executed); flushed from the loop at most every millisecond.
+  // Worker mode: finished results not yet sent to their owners, in order. The
+  // execution thread sends them when it runs out of input; a loop timer sends them
+  // when a batch runs for more than a millisecond, so a slow task does not hold
+  // back the results before it.
+  struct UnsentReply {
+    int64_t connection;
+    rpc::PushTaskReply reply;
+  };
   void FlushReports();
-  void MaybeSendBatchReply(const std::shared_ptr<PushedBatch>& batch);
   absl::Mutex report_mu_;
-  std::vector<rpc::TaskResult> unreported_ ABSL_GUARDED_BY(report_mu_);
-  std::shared_ptr<PushedBatch> reporting_batch_ ABSL_GUARDED_BY(report_mu_);
+  std::vector<UnsentReply> unreported_ ABSL_GUARDED_BY(report_mu_);
   bool report_flush_posted_ ABSL_GUARDED_BY(report_mu_) = false;
 
-  // Worker mode: batches pushed by owners, run in order by the execution thread.
+  // Worker mode: exit requests and what the execution thread is doing.
   std::mutex exec_mu_;
-  std::condition_variable exec_cv_;
-  std::deque<PushedBatch> exec_queue_;
-  bool exit_requested_ = false;
+  bool exit_requested_ = false;          // guarded by exec_mu_
+  std::atomic<bool> running_push_{false};
   std::atomic<bool> executing_{false};
   TaskID executing_task_id_;  // guarded by exec_mu_ for writers; read on the execution thread
 };

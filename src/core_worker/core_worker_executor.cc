@@ -2,112 +2,110 @@
 // (ARCHITECTURE.md §5 step 6). Split from core_worker.cc to keep files small.
 #include <glog/logging.h>
 
+#include <chrono>
+
 #include "src/core_worker/common.h"
 #include "src/core_worker/core_worker.h"
 #include "src/object_store/store_client.h"
 
 namespace manta::core {
 
-void CoreWorker::HandlePushTask(std::shared_ptr<const rpc::PushTaskRequest> request, rpc::PushTaskReply* reply,
-                                std::function<void(absl::Status)> send_reply) {
-  if (options_.is_driver) {
-    return send_reply(absl::FailedPreconditionError("tasks cannot be pushed to a driver"));
-  }
-  if (request->intended_worker_id() != options_.worker_id.Binary()) {
-    return send_reply(absl::FailedPreconditionError("this push was meant for another worker"));
-  }
-  {
-    std::lock_guard<std::mutex> lock(exec_mu_);
-    if (exit_requested_) {
-      return send_reply(absl::UnavailableError("the worker is exiting"));
-    }
-    exec_queue_.push_back(PushedBatch{std::move(request), reply, std::move(send_reply)});
-  }
-  exec_cv_.notify_one();
-}
-
 void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
   CHECK(!options_.is_driver) << "RunTaskExecutionLoop is for workers";
+  const int64_t spin_us = options_.config.task_channel_spin_us;
   while (true) {
-    auto batch = std::make_shared<PushedBatch>();
     {
-      std::unique_lock<std::mutex> lock(exec_mu_);
-      exec_cv_.wait(lock, [this] { return exit_requested_ || !exec_queue_.empty(); });
-      if (exec_queue_.empty()) break;  // exit requested and nothing left to run
-      *batch = std::move(exec_queue_.front());
-      exec_queue_.pop_front();
+      std::lock_guard<std::mutex> lock(exec_mu_);
+      if (exit_requested_) break;
     }
-    {
-      absl::MutexLock lock(&report_mu_);
-      reporting_batch_ = batch;
-    }
-    const int n = batch->request->tasks_size();
-    for (int i = 0; i < n; ++i) {
-      const rpc::TaskSpec& spec = batch->request->tasks(i);
-      {
-        std::lock_guard<std::mutex> lock(exec_mu_);
-        executing_task_id_ = TaskID::FromBinary(spec.task_id());
-        task_counter_ = 0;
-        put_counter_ = 0;
-      }
-      executing_.store(true, std::memory_order_release);
-      rpc::TaskResult result = ExecuteTask(spec, executor, batch->request);
-      executing_.store(false, std::memory_order_release);
-      absl::MutexLock lock(&report_mu_);
-      unreported_.push_back(std::move(result));
-      // More tasks follow: hand finished results over soon rather than at the end.
-      if (i + 1 < n && !report_flush_posted_) {
-        report_flush_posted_ = true;
-        loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
-      }
-    }
-    {
-      absl::MutexLock lock(&report_mu_);
-      for (rpc::TaskResult& result : unreported_) *batch->reply->add_results() = std::move(result);
-      unreported_.clear();
-      reporting_batch_.reset();
-      batch->executed = true;
-    }
-    MaybeSendBatchReply(batch);
+    std::optional<TaskChannelServer::Push> push = channel_server_->Next(spin_us);
+    if (!push) continue;  // woken: look at exit_requested_ again
+    running_push_.store(true, std::memory_order_release);
+    RunPush(*push, executor);
+    running_push_.store(false, std::memory_order_release);
   }
+  FlushReports();
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
 }
 
-void CoreWorker::FlushReports() {
-  std::shared_ptr<PushedBatch> batch;
-  rpc::ReportTaskResultsRequest request;
-  {
+void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor) {
+  const rpc::PushTaskRequest& request = *push.request;
+  if (request.intended_worker_id() != options_.worker_id.Binary()) {
     absl::MutexLock lock(&report_mu_);
-    report_flush_posted_ = false;
-    if (unreported_.empty() || !reporting_batch_) return;
-    batch = reporting_batch_;
-    for (rpc::TaskResult& result : unreported_) *request.add_results() = std::move(result);
-    unreported_.clear();
-    ++batch->reports_in_flight;
+    UnsentReply refusal{push.connection, {}};
+    refusal.reply.set_push_id(request.push_id());
+    refusal.reply.set_done(true);
+    refusal.reply.set_error("the push was meant for another worker (this is " + options_.worker_id.Hex() + ")");
+    unreported_.push_back(std::move(refusal));
   }
-  request.set_worker_id(options_.worker_id.Binary());
-  const rpc::Address& owner = batch->request->tasks(0).caller_address();
-  workers_->Get(HostPort(owner))
-      ->ReportTaskResults(request, [this, batch](const absl::Status& s, rpc::ReportTaskResultsReply&&) {
-        if (!s.ok()) VLOG(1) << "reporting task results: " << s;
-        {
-          absl::MutexLock lock(&report_mu_);
-          --batch->reports_in_flight;
-        }
-        MaybeSendBatchReply(batch);
-      });
+  const int n = request.intended_worker_id() == options_.worker_id.Binary() ? request.tasks_size() : 0;
+  for (int i = 0; i < n; ++i) {
+    const rpc::TaskSpec& spec = request.tasks(i);
+    {
+      std::lock_guard<std::mutex> lock(exec_mu_);
+      executing_task_id_ = TaskID::FromBinary(spec.task_id());
+      task_counter_ = 0;
+      put_counter_ = 0;
+    }
+    executing_.store(true, std::memory_order_release);
+    auto started = std::chrono::steady_clock::now();
+    rpc::TaskResult result = ExecuteTask(spec, executor, push.request);
+    result.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                            started)
+                          .count());
+    executing_.store(false, std::memory_order_release);
+    const bool last = i + 1 == n;
+    absl::MutexLock lock(&report_mu_);
+    if (unreported_.empty() || unreported_.back().connection != push.connection ||
+        unreported_.back().reply.push_id() != request.push_id()) {
+      unreported_.push_back(UnsentReply{push.connection, {}});
+      unreported_.back().reply.set_push_id(request.push_id());
+    }
+    *unreported_.back().reply.add_results() = std::move(result);
+    unreported_.back().reply.set_done(last);
+    // More tasks follow: hand finished results over soon rather than at the end.
+    if (!last && !report_flush_posted_) {
+      report_flush_posted_ = true;
+      loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
+    }
+  }
+  if (n == 0) {
+    absl::MutexLock lock(&report_mu_);
+    if (unreported_.empty() || unreported_.back().reply.push_id() != request.push_id()) {
+      // An empty push still gets its (done) reply.
+      unreported_.push_back(UnsentReply{push.connection, {}});
+      unreported_.back().reply.set_push_id(request.push_id());
+      unreported_.back().reply.set_done(true);
+    }
+  }
+  // Reply now unless more work has arrived: replies to pushes that came together
+  // travel together (the loop's timer sends them within a millisecond anyway).
+  if (!channel_server_->InputPending()) {
+    FlushReports();
+  } else {
+    absl::MutexLock lock(&report_mu_);
+    if (!report_flush_posted_) {
+      report_flush_posted_ = true;
+      loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
+    }
+  }
 }
 
-void CoreWorker::MaybeSendBatchReply(const std::shared_ptr<PushedBatch>& batch) {
-  {
-    absl::MutexLock lock(&report_mu_);
-    // The reply comes after every early report was acknowledged, so the owner never
-    // sees the batch end before all of its results.
-    if (!batch->executed || batch->reports_in_flight > 0 || !batch->send_reply) return;
+void CoreWorker::FlushReports() {
+  absl::MutexLock lock(&report_mu_);
+  report_flush_posted_ = false;
+  if (unreported_.empty()) return;
+  // One write per connection; sent under the mutex so replies never overtake each
+  // other (the owner relies on a push's results arriving before its last reply).
+  std::vector<std::pair<int64_t, std::string>> writes;
+  for (const UnsentReply& unsent : unreported_) {
+    if (writes.empty() || writes.back().first != unsent.connection) writes.emplace_back(unsent.connection, "");
+    AppendFrame(FrameKind::kReply, unsent.reply, &writes.back().second);
   }
-  auto send = std::move(batch->send_reply);
-  batch->send_reply = nullptr;
-  send(absl::OkStatus());
+  unreported_.clear();
+  for (const auto& [connection, bytes] : writes) {
+    if (!channel_server_->Send(connection, bytes)) VLOG(1) << "the owner behind task channel " << connection << " is gone";
+  }
 }
 
 absl::Status CoreWorker::ResolveArgs(const rpc::TaskSpec& spec,

@@ -3,6 +3,8 @@
 // small.
 #include <glog/logging.h>
 
+#include <chrono>
+
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
@@ -116,7 +118,17 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<Objec
   if (!borrowed_absent.empty()) {
     loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
   }
-  if (!all_present) NotifyBlocked(true);
+  bool blocked = false;
+  if (!all_present && timeout_ms != 0) {
+    // Results of our own tasks: read them here rather than wait for the loop to.
+    size_t next = 0;
+    SpinOnTaskChannels([&] {
+      while (next < ids.size() && memory_store_.Contains(ids[next])) ++next;
+      return next == ids.size();
+    });
+    blocked = next < ids.size();
+    if (blocked) NotifyBlocked(true);
+  }
   std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), timeout_ms);
   std::vector<ObjectValue> out(ids.size());
   std::vector<ObjectID> plasma_ids;
@@ -143,9 +155,42 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<Objec
     }
   }
   if (status.ok() && !plasma_ids.empty()) status = ReadPlasmaValues(plasma_ids, markers, deadline, &out, positions);
-  if (!all_present) NotifyBlocked(false);
+  if (blocked) NotifyBlocked(false);
   if (!status.ok()) return status;
   return out;
+}
+
+bool CoreWorker::PollTaskChannels(bool* in_flight) {
+  bool any = false;
+  *in_flight = false;
+  channels_->ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) {
+    if (c->InFlight() == 0) return;
+    *in_flight = true;
+    any |= c->Poll();
+  });
+  return any;
+}
+
+void CoreWorker::SpinOnTaskChannels(const std::function<bool()>& done) {
+  const int64_t spin_us = options_.config.task_channel_spin_us;
+  if (spin_us <= 0 || !channels_) return;
+  auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t until = now_us() + spin_us;
+  for (int round = 1;; ++round) {
+    bool in_flight = false;
+    if (PollTaskChannels(&in_flight)) {
+      if (done()) return;
+      until = now_us() + spin_us;  // results keep coming: keep reading them here
+    } else if (!in_flight || now_us() >= until) {
+      return;  // nothing of ours is on the way, or it is slow: sleep
+    } else if (round % 16 == 0 && done()) {
+      return;  // the value came another way (the loop, another thread)
+    }
+  }
 }
 
 absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
@@ -235,8 +280,16 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
   if (!borrowed_absent.empty()) {
     loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
   }
+  const size_t wanted = std::min(static_cast<size_t>(std::max(num_objects, 0)), ids.size());
+  if (timeout_ms != 0) {
+    SpinOnTaskChannels([&] {
+      size_t present = 0;
+      for (const ObjectID& id : ids) present += memory_store_.Contains(id) ? 1 : 0;
+      return present >= wanted;
+    });
+  }
   NotifyBlocked(true);
-  auto values = memory_store_.Get(ids, static_cast<size_t>(std::max(num_objects, 0)), timeout_ms);
+  auto values = memory_store_.Get(ids, wanted, timeout_ms);
   NotifyBlocked(false);
   std::vector<bool> ready(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) ready[i] = values[i] != nullptr;

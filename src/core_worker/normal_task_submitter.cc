@@ -3,29 +3,28 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
+#include "src/common/util.h"
 #include "src/core_worker/common.h"
 
 namespace manta::core {
 namespace {
 constexpr int64_t kLeaseRetryDelayMs = 100;
-constexpr double kPipelineTargetUs = 10000;
-
-int64_t MonotonicUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 constexpr int64_t kMaxConsecutiveLeaseFailures = 10;
+// Work kept in flight per worker, in reported task time.
+constexpr double kPipelineTargetUs = 10000;
+// Added to each reported run time: the per-task cost of the channel and the
+// executor, so that empty tasks do not count as free.
+constexpr double kTaskOverheadUs = 5;
 }  // namespace
 
 NormalTaskSubmitter::NormalTaskSubmitter(EventLoop& loop, SubmitterOptions options, RayletClientPool& raylets,
-                                         CoreWorkerClientPool& workers, TaskManager& task_manager)
-    : loop_(loop), options_(std::move(options)), raylets_(raylets), workers_(workers),
+                                         TaskChannelPool& channels, TaskManager& task_manager)
+    : loop_(loop), options_(std::move(options)), raylets_(raylets), channels_(channels),
       task_manager_(task_manager) {}
 
-NormalTaskSubmitter::~NormalTaskSubmitter() { *alive_ = false; }
+NormalTaskSubmitter::~NormalTaskSubmitter() { sweep_timer_.reset(); }
 
 std::string NormalTaskSubmitter::SchedulingKey(const google::protobuf::Map<std::string, double>& resources) {
   if (resources.empty()) return "CPU:1";
@@ -40,51 +39,59 @@ std::string NormalTaskSubmitter::SchedulingKey(const google::protobuf::Map<std::
   return key;
 }
 
+size_t NormalTaskSubmitter::NumLeases() const {
+  absl::MutexLock lock(&mu_);
+  return leases_.size();
+}
+
 size_t NormalTaskSubmitter::NumQueued() const {
+  absl::MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [key, state] : keys_) n += state.queue.size();
   return n;
 }
 
-void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
-  if (shutting_down_) {
-    task_manager_.RetryOrFailTask(TaskID::FromBinary(spec.task_id()), rpc::TASK_CANCELLED,
-                                  "the submitting process is shutting down");
-    return;
-  }
-  // Per function too, as in Ray: task durations (and so pipelining) are per function.
-  std::string key = SchedulingKey(spec.required_resources()) + "|" + spec.function_name();
-  KeyState& state = keys_[key];
-  if (state.resources.empty()) {
-    state.resources = spec.required_resources();
-    if (state.resources.empty()) state.resources["CPU"] = 1;
-  }
-  state.queue.push_back(std::move(spec));
-  // Push at the end of this loop turn, so tasks submitted together travel together.
-  dirty_keys_.insert(key);
-  if (!flush_posted_) {
-    flush_posted_ = true;
-    std::weak_ptr<bool> alive = alive_;
-    loop_.Post("Submitter.Flush", [this, alive] {
-      if (alive.expired()) return;
-      flush_posted_ = false;
-      absl::flat_hash_set<std::string> keys;
-      keys.swap(dirty_keys_);
-      for (const std::string& k : keys) Pump(k);
-    });
-  }
+void NormalTaskSubmitter::Run(Deferred& later) {
+  for (auto& fn : later) fn();
+  later.clear();
 }
 
-void NormalTaskSubmitter::Pump(const std::string& key) {
+void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      TaskID task_id = TaskID::FromBinary(spec.task_id());
+      int attempt = spec.attempt_number();
+      later.push_back([this, task_id, attempt] {
+        task_manager_.RetryOrFailTask(task_id, attempt, rpc::TASK_CANCELLED, "the submitting process is shutting down");
+      });
+    } else {
+      // Per function too, as in Ray: task durations (and so pipelining) are per function.
+      std::string key = SchedulingKey(spec.required_resources()) + "|" + spec.function_name();
+      KeyState& state = keys_[key];
+      if (state.resources.empty()) {
+        state.resources = spec.required_resources();
+        if (state.resources.empty()) state.resources["CPU"] = 1;
+      }
+      state.queue.push_back(std::move(spec));
+      Pump(key, &later);
+    }
+  }
+  Run(later);
+}
+
+void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& state = it->second;
   // Fill the least-loaded leases first so pipelined work spreads over workers.
+  const int64_t depth = PipelineDepth(state);
   while (!state.queue.empty()) {
     Lease* best = nullptr;
     for (const std::string& lease_id : state.leases) {
       Lease& lease = leases_.at(lease_id);
-      if (lease.in_flight >= PipelineDepth(state)) continue;
+      if (lease.in_flight >= depth) continue;
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) break;
@@ -124,92 +131,94 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
 void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string& raylet_address,
                                        bool grant_or_reject, const absl::Status& status,
                                        rpc::RequestWorkerLeaseReply&& reply) {
-  KeyState& state = keys_[key];
-  bool granted = status.ok() && !reply.worker_address().ip_address().empty() && !reply.lease_id().empty();
-  if (granted) {
-    --state.pending_lease_requests;
-    state.consecutive_lease_failures = 0;
-    Lease lease;
-    lease.lease_id = reply.lease_id();
-    lease.worker = reply.worker_address();
-    lease.raylet_address = raylet_address;
-    lease.key = key;
-    VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker "
-            << HostPort(lease.worker) << " for " << key;
-    std::string lease_id = lease.lease_id;
-    leases_.emplace(lease_id, std::move(lease));
-    state.leases.push_back(lease_id);
-    if (shutting_down_) {
-      ReturnLease(lease_id, false, "owner shutting down");
-      return;
-    }
-    Pump(key);
-    auto it = leases_.find(lease_id);
-    if (it != leases_.end()) MaybeStartIdleTimer(it->second);
-    return;
-  }
-  if (status.ok() && !reply.retry_at_raylet_address().ip_address().empty() && !grant_or_reject) {
-    std::string target = HostPort(reply.retry_at_raylet_address());
-    VLOG(1) << "lease for " << key << " spilled back to " << target;
-    RequestLease(key, target, true);
-    return;
-  }
-  --state.pending_lease_requests;
-  if (shutting_down_ || (status.ok() && reply.canceled())) return;
-  if (!status.ok() || reply.rejected()) {
-    std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
-    bool local = raylet_address == options_.local_raylet_address;
-    if (local) ++state.consecutive_lease_failures;
-    LOG(WARNING) << "lease request for " << key << " at " << raylet_address << " failed: " << why;
-    if (state.consecutive_lease_failures >= kMaxConsecutiveLeaseFailures) {
-      FailQueuedTasks(state, rpc::NODE_DIED, "no worker lease could be obtained from the local raylet " +
-                                                 options_.local_raylet_address + ": " + why);
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    KeyState& state = keys_[key];
+    bool granted = status.ok() && !reply.worker_address().ip_address().empty() && !reply.lease_id().empty();
+    if (granted) {
+      --state.pending_lease_requests;
       state.consecutive_lease_failures = 0;
-      return;
+      Lease lease;
+      lease.lease_id = reply.lease_id();
+      lease.worker = reply.worker_address();
+      lease.raylet_address = raylet_address;
+      lease.key = key;
+      lease.idle_since_ms = MonotonicMs();
+      lease.channel =
+          channels_.Get(lease.worker.ip_address() + ":" + std::to_string(lease.worker.task_port()));
+      VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker "
+              << HostPort(lease.worker) << " for " << key;
+      std::string lease_id = lease.lease_id;
+      leases_.emplace(lease_id, std::move(lease));
+      state.leases.push_back(lease_id);
+      if (shutting_down_) {
+        ReturnLease(lease_id, false, "owner shutting down");
+      } else {
+        Pump(key, &later);
+        EnsureSweeping();
+      }
+    } else if (status.ok() && !reply.retry_at_raylet_address().ip_address().empty() && !grant_or_reject) {
+      std::string target = HostPort(reply.retry_at_raylet_address());
+      VLOG(1) << "lease for " << key << " spilled back to " << target;
+      RequestLease(key, target, true);
+    } else {
+      --state.pending_lease_requests;
+      if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
+        std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
+        bool local = raylet_address == options_.local_raylet_address;
+        if (local) ++state.consecutive_lease_failures;
+        LOG(WARNING) << "lease request for " << key << " at " << raylet_address << " failed: " << why;
+        if (state.consecutive_lease_failures >= kMaxConsecutiveLeaseFailures) {
+          FailQueuedTasks(state, rpc::NODE_DIED,
+                          "no worker lease could be obtained from the local raylet " +
+                              options_.local_raylet_address + ": " + why,
+                          &later);
+          state.consecutive_lease_failures = 0;
+        } else {
+          std::weak_ptr<bool> alive = alive_;
+          loop_.PostAfter("RetryLease", kLeaseRetryDelayMs, [this, alive, key] {
+            if (alive.expired()) return;
+            Deferred retry_later;
+            {
+              absl::MutexLock lock(&mu_);
+              Pump(key, &retry_later);
+            }
+            Run(retry_later);
+          });
+        }
+      }
     }
-    std::weak_ptr<bool> alive = alive_;
-    loop_.PostAfter("RetryLease", kLeaseRetryDelayMs, [this, alive, key] {
-      if (!alive.expired()) Pump(key);
-    });
   }
+  Run(later);
 }
 
 void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
   int64_t room = PipelineDepth(state) - lease.in_flight;
   int64_t n = std::min<int64_t>({room, options_.max_tasks_per_push, static_cast<int64_t>(state.queue.size())});
   if (n <= 0) return;
-  if (lease.idle_timer) lease.idle_timer.reset();
   rpc::PushTaskRequest request;
   request.set_intended_worker_id(lease.worker.worker_id());
-  std::vector<rpc::TaskSpec> tasks;
-  tasks.reserve(n);
+  auto push = std::make_shared<PushState>();
+  push->lease_id = lease.lease_id;
+  push->tasks.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
-    *request.add_tasks() = state.queue.front();
-    tasks.push_back(std::move(state.queue.front()));
+    rpc::TaskSpec& spec = state.queue.front();
+    push->tasks.emplace_back(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
+    request.add_tasks()->Swap(&spec);
     state.queue.pop_front();
   }
   lease.in_flight += n;
-  int64_t pushed_us = MonotonicUs();
   std::weak_ptr<bool> alive = alive_;
-  std::string lease_id = lease.lease_id;
-  TaskManager* task_manager = &task_manager_;
-  EventLoop* loop = &loop_;
-  workers_.Get(HostPort(lease.worker))
-      ->PushTask(request, [this, alive, loop, task_manager, lease_id, pushed_us, tasks = std::move(tasks)](
-                              const absl::Status& status, rpc::PushTaskReply&& reply) mutable {
-        // On a gRPC thread: results go to their waiters right away (the task manager
-        // is thread-safe); the lease bookkeeping runs on the loop.
-        if (alive.expired()) return;
-        if (status.ok()) {
-          for (const rpc::TaskResult& result : reply.results()) task_manager->CompletePendingTask(result);
-        }
-        loop->Post("Submitter.PushReply", [this, alive, lease_id, tasks = std::move(tasks), status,
-                                           pushed_us]() mutable {
-          if (alive.expired()) return;
-          if (status.ok()) RecordBatchTime(lease_id, tasks.size(), MonotonicUs() - pushed_us);
-          OnPushReply(lease_id, std::move(tasks), status);
-        });
-      });
+  lease.channel->Push(std::move(request), [this, alive, push](const absl::Status& status,
+                                                             rpc::PushTaskReply&& reply) {
+    // On the thread that read the reply: results go to their waiters right away.
+    if (alive.expired()) return;
+    if (status.ok()) {
+      for (const rpc::TaskResult& result : reply.results()) task_manager_.CompletePendingTask(result);
+    }
+    OnPushProgress(push, status, reply);
+  });
 }
 
 int64_t NormalTaskSubmitter::PipelineDepth(const KeyState& state) const {
@@ -221,59 +230,91 @@ int64_t NormalTaskSubmitter::PipelineDepth(const KeyState& state) const {
   return std::clamp<int64_t>(depth, 1, options_.max_tasks_in_flight_per_worker);
 }
 
-void NormalTaskSubmitter::RecordBatchTime(const std::string& lease_id, size_t num_tasks, int64_t elapsed_us) {
-  auto it = leases_.find(lease_id);
-  if (it == leases_.end() || num_tasks == 0) return;
-  auto key_it = keys_.find(it->second.key);
-  if (key_it == keys_.end()) return;
-  // Round trip per task: an overestimate while batches queue behind each other,
-  // which errs towards spreading work.
-  double per_task = std::max(1.0, static_cast<double>(elapsed_us) / static_cast<double>(num_tasks));
-  double& avg = key_it->second.avg_task_us;
-  avg = avg <= 0 ? per_task : 0.7 * avg + 0.3 * per_task;
-}
-
-void NormalTaskSubmitter::OnPushReply(const std::string& lease_id, std::vector<rpc::TaskSpec> tasks,
-                                      const absl::Status& status) {
-  auto it = leases_.find(lease_id);
-  std::string key = it != leases_.end() ? it->second.key : "";
-  if (status.ok()) {
-    if (it != leases_.end()) it->second.in_flight -= static_cast<int64_t>(tasks.size());
-    // Every result came (in early reports or in the reply) before the reply did; a
-    // task still pending was answered without a result, and is retried.
-    for (const rpc::TaskSpec& spec : tasks) {
-      TaskID task_id = TaskID::FromBinary(spec.task_id());
-      if (!task_manager_.IsPending(task_id)) continue;
-      task_manager_.RetryOrFailTask(task_id, rpc::WORKER_DIED, "the worker replied without the task's result");
+void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
+                                         const rpc::PushTaskReply& reply) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(push->lease_id);
+    Lease* lease = it != leases_.end() ? &it->second : nullptr;
+    const std::string key = lease ? lease->key : "";
+    KeyState* state = nullptr;
+    if (lease) {
+      auto key_it = keys_.find(key);
+      if (key_it != keys_.end()) state = &key_it->second;
     }
-  } else {
-    std::string where = it != leases_.end() ? HostPort(it->second.worker) : "a leased worker";
-    LOG(WARNING) << "pushing " << tasks.size() << " task(s) to " << where << " failed: " << status;
-    if (it != leases_.end()) {
-      workers_.Disconnect(HostPort(it->second.worker));
-      ReturnLease(lease_id, true, "push failed: " + std::string(status.message()));
+    const int64_t unanswered = static_cast<int64_t>(push->tasks.size()) - push->answered;
+    if (status.ok()) {
+      const int64_t n = std::min<int64_t>(reply.results_size(), unanswered);
+      push->answered += n;
+      if (lease) lease->in_flight -= n;
+      if (state) {
+        for (const rpc::TaskResult& result : reply.results()) {
+          double run_us = static_cast<double>(std::max<int64_t>(result.run_us(), 0)) + kTaskOverheadUs;
+          double& avg = state->avg_task_us;
+          avg = avg <= 0 ? run_us : 0.8 * avg + 0.2 * run_us;
+        }
+      }
+      if (reply.done() && push->answered < static_cast<int64_t>(push->tasks.size())) {
+        if (lease) lease->in_flight -= (unanswered - n);
+        // Every result came before the last reply; a task still pending was
+        // answered without a result, and is retried.
+        for (const auto& [task_id, attempt] : push->tasks) {
+          later.push_back([this, task_id = task_id, attempt = attempt] {
+            task_manager_.RetryOrFailTask(task_id, attempt, rpc::WORKER_DIED,
+                                          "the worker replied without the task's result");
+          });
+        }
+      }
+    } else {
+      std::string where = lease ? HostPort(lease->worker) : "a leased worker";
+      LOG(WARNING) << "pushing " << push->tasks.size() << " task(s) to " << where << " failed: " << status;
+      if (lease) {
+        channels_.Disconnect(lease->channel->address());
+        ReturnLease(push->lease_id, true, "push failed: " + std::string(status.message()));
+        lease = nullptr;
+      }
+      std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
+      for (const auto& [task_id, attempt] : push->tasks) {
+        later.push_back([this, task_id = task_id, attempt = attempt, message] {
+          task_manager_.RetryOrFailTask(task_id, attempt, rpc::WORKER_DIED, message);
+        });
+      }
     }
-    for (const rpc::TaskSpec& spec : tasks) {
-      task_manager_.RetryOrFailTask(TaskID::FromBinary(spec.task_id()), rpc::WORKER_DIED,
-                                    "the worker running the task died (" + std::string(status.message()) + ")");
-    }
+    if (!key.empty()) Pump(key, &later);
+    it = leases_.find(push->lease_id);
+    if (it != leases_.end()) MarkIdleIfSo(it->second);
   }
-  if (key.empty()) return;
-  Pump(key);
-  it = leases_.find(lease_id);
-  if (it != leases_.end()) MaybeStartIdleTimer(it->second);
+  Run(later);
 }
 
-void NormalTaskSubmitter::MaybeStartIdleTimer(Lease& lease) {
-  if (lease.in_flight > 0 || lease.idle_timer) return;
-  auto key_it = keys_.find(lease.key);
-  if (key_it != keys_.end() && !key_it->second.queue.empty()) return;
-  std::string lease_id = lease.lease_id;
-  lease.idle_timer = loop_.RunAfter("ReturnIdleLease", options_.lease_idle_ms, [this, lease_id] {
-    auto it = leases_.find(lease_id);
-    if (it == leases_.end() || it->second.in_flight > 0) return;
-    ReturnLease(lease_id, false, "idle");
-  });
+void NormalTaskSubmitter::MarkIdleIfSo(Lease& lease) {
+  if (lease.in_flight > 0) return;
+  lease.idle_since_ms = MonotonicMs();
+}
+
+void NormalTaskSubmitter::EnsureSweeping() {
+  if (sweeping_) return;
+  sweeping_ = true;
+  int64_t period = std::max<int64_t>(1, options_.lease_idle_ms / 2);
+  sweep_timer_ = loop_.RunEvery("Submitter.SweepIdleLeases", period, [this] { SweepIdleLeases(); });
+}
+
+void NormalTaskSubmitter::SweepIdleLeases() {
+  absl::MutexLock lock(&mu_);
+  const int64_t now = MonotonicMs();
+  std::vector<std::string> idle;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.in_flight > 0 || now - lease.idle_since_ms < options_.lease_idle_ms) continue;
+    auto key_it = keys_.find(lease.key);
+    if (key_it != keys_.end() && !key_it->second.queue.empty()) continue;
+    idle.push_back(id);
+  }
+  for (const std::string& id : idle) ReturnLease(id, false, "idle");
+  if (leases_.empty()) {
+    sweeping_ = false;
+    sweep_timer_.reset();
+  }
 }
 
 void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason) {
@@ -299,18 +340,21 @@ void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconne
   });
 }
 
-void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message) {
+void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message,
+                                          Deferred* later) {
   std::deque<rpc::TaskSpec> queue = std::move(state.queue);
   state.queue.clear();
   for (const rpc::TaskSpec& spec : queue) {
     rpc::ErrorInfo error;
     error.set_type(type);
     error.set_message(message);
-    task_manager_.FailTask(TaskID::FromBinary(spec.task_id()), error);
+    TaskID task_id = TaskID::FromBinary(spec.task_id());
+    later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
   }
 }
 
 void NormalTaskSubmitter::Shutdown() {
+  absl::MutexLock lock(&mu_);
   shutting_down_ = true;
   std::vector<std::string> ids;
   for (const auto& [id, lease] : leases_) ids.push_back(id);

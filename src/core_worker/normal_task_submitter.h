@@ -5,27 +5,34 @@
 // tasks and too few workers it asks the local raylet for a worker lease (several in
 // flight per key, up to max_pending_lease_requests_per_key); a spillback reply is
 // followed to the named raylet with grant_or_reject set. Granted workers get the
-// key's queued tasks pushed straight to them, many per PushTask, pipelining as many
-// as fit in ~10 ms of measured task time (at most max_tasks_in_flight_per_worker; one
-// while durations are unknown); a lease is reused while its key has work and is
-// returned after worker_lease_idle_ms without any. A failed push means the worker
-// (or its node) died: its tasks go back to the task manager for retry.
+// key's queued tasks pushed over their task channel (task_channel.h), many per push,
+// pipelining as many as fit in ~10 ms of the task time the workers report (at most
+// max_tasks_in_flight_per_worker; one while durations are unknown). A lease is
+// reused while its key has work and is returned after worker_lease_idle_ms without
+// any. A failed push means the worker (or its node) died: its tasks go back to the
+// task manager for retry.
 //
-// Threading: loop thread only (Submit is called there; RPC callbacks run there).
+// Threading: thread-safe. Submit runs on the submitting thread and pushes from
+// there when a leased worker has room (the synchronous task path has no thread hop
+// before the socket); push replies are handled on the thread that read them; lease
+// replies and the idle sweep run on the loop. One absl::Mutex guards the state; the
+// task manager is called only after it is released (its resubmissions re-enter).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/core_worker/rpc_clients.h"
+#include "src/core_worker/task_channel.h"
 #include "src/core_worker/task_manager.h"
 
 namespace manta::core {
@@ -44,15 +51,16 @@ struct SubmitterOptions {
 class NormalTaskSubmitter {
  public:
   NormalTaskSubmitter(EventLoop& loop, SubmitterOptions options, RayletClientPool& raylets,
-                      CoreWorkerClientPool& workers, TaskManager& task_manager);
+                      TaskChannelPool& channels, TaskManager& task_manager);
   ~NormalTaskSubmitter();
 
-  // Queues a task whose arguments are resolved.
+  // Queues a task whose arguments are resolved, and pushes it at once when a
+  // leased worker of its key has room. Any thread.
   void Submit(rpc::TaskSpec spec);
-  // Returns every lease and cancels pending lease requests (shutdown).
+  // Returns every lease; later submissions fail as cancelled (shutdown). Any thread.
   void Shutdown();
 
-  size_t NumLeases() const { return leases_.size(); }
+  size_t NumLeases() const;
   size_t NumQueued() const;
   // The scheduling key of a resource shape: "CPU:1,GPU:1" (sorted; empty → CPU:1).
   static std::string SchedulingKey(const google::protobuf::Map<std::string, double>& resources);
@@ -63,8 +71,9 @@ class NormalTaskSubmitter {
     rpc::Address worker;
     std::string raylet_address;
     std::string key;
+    std::shared_ptr<TaskChannelInterface> channel;
     int64_t in_flight = 0;
-    std::unique_ptr<Timer> idle_timer;
+    int64_t idle_since_ms = 0;  // meaningful while in_flight == 0
   };
   struct KeyState {
     std::deque<rpc::TaskSpec> queue;
@@ -72,36 +81,52 @@ class NormalTaskSubmitter {
     int64_t pending_lease_requests = 0;
     std::vector<std::string> leases;  // lease ids
     int64_t consecutive_lease_failures = 0;
-    // Moving average of a task's share of its push round trip (µs); <= 0: unknown.
+    // Moving average of the run time the workers report (µs); <= 0: unknown.
     double avg_task_us = 0;
   };
-  // Tasks to keep in flight per worker for this key (adaptive, see .cc).
-  int64_t PipelineDepth(const KeyState& state) const;
-  void RecordBatchTime(const std::string& lease_id, size_t num_tasks, int64_t elapsed_us);
+  // One push in flight: what was sent, and how many results came back so far.
+  struct PushState {
+    std::string lease_id;
+    std::vector<std::pair<TaskID, int>> tasks;  // id, attempt
+    int64_t answered = 0;
+  };
+  // Task-manager calls decided under mu_, made after it is released.
+  using Deferred = std::vector<std::function<void()>>;
 
+  // Tasks to keep in flight per worker for this key (adaptive, see .cc).
+  int64_t PipelineDepth(const KeyState& state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes queued tasks to the key's leases and requests more leases if needed.
-  void Pump(const std::string& key);
-  void RequestLease(const std::string& key, const std::string& raylet_address, bool grant_or_reject);
+  void Pump(const std::string& key, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestLease(const std::string& key, const std::string& raylet_address, bool grant_or_reject)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
                     const absl::Status& status, rpc::RequestWorkerLeaseReply&& reply);
-  void PushBatch(Lease& lease, KeyState& state);
-  // After a push's reply results were handed to the task manager.
-  void OnPushReply(const std::string& lease_id, std::vector<rpc::TaskSpec> tasks, const absl::Status& status);
-  void MaybeStartIdleTimer(Lease& lease);
-  void ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason);
-  void FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message);
+  void PushBatch(Lease& lease, KeyState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A reply (or the failure) of a push arrived; its results are already stored.
+  void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
+                      const rpc::PushTaskReply& reply);
+  void MarkIdleIfSo(Lease& lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Loop thread: returns leases idle for lease_idle_ms; stops when none are left.
+  void SweepIdleLeases();
+  void EnsureSweeping() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message, Deferred* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Run(Deferred& later);
 
   EventLoop& loop_;
-  SubmitterOptions options_;
+  const SubmitterOptions options_;
   RayletClientPool& raylets_;
-  CoreWorkerClientPool& workers_;
+  TaskChannelPool& channels_;
   TaskManager& task_manager_;
-  absl::flat_hash_map<std::string, KeyState> keys_;
-  absl::flat_hash_map<std::string, Lease> leases_;
-  bool shutting_down_ = false;
-  // Keys with newly queued tasks, pumped once per loop turn.
-  absl::flat_hash_set<std::string> dirty_keys_;
-  bool flush_posted_ = false;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, KeyState> keys_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // The idle sweep runs while leases exist (loop thread owns the timer).
+  bool sweeping_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<Timer> sweep_timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -3,8 +3,6 @@
 #include "protos/core_worker.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
 
-#include <mutex>
-#include <unordered_set>
 
 namespace manta::core {
 namespace {
@@ -66,59 +64,10 @@ class GrpcRayletClient final : public RayletClientInterface {
 class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
  public:
   GrpcCoreWorkerClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
-      : address_(address), client_(loop, address, options),
-        stub_(rpc::CoreWorkerService::NewStub(rpc::MakeChannel(address, options.max_message_bytes))) {}
+      : address_(address), client_(loop, address, options) {}
   const std::string& address() const override { return address_; }
-  void PushTask(const rpc::PushTaskRequest& q, RpcCallback<rpc::PushTaskReply> cb) override {
-    struct Call {
-      grpc::ClientContext context;
-      rpc::PushTaskRequest request;
-      rpc::PushTaskReply reply;
-      RpcCallback<rpc::PushTaskReply> cb;
-    };
-    auto call = std::make_shared<Call>();
-    call->request = q;
-    call->cb = std::move(cb);
-    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kNoDeadlineMs));
-    {
-      std::lock_guard<std::mutex> lock(pushes_->mu);
-      if (pushes_->cancelled) {
-        call->cb(absl::CancelledError("PushTask to " + address_ + ": the client is shutting down"), {});
-        return;
-      }
-      pushes_->contexts.insert(&call->context);
-      pushes_->in_flight++;
-    }
-    std::string address = address_;
-    auto pushes = pushes_;
-    stub_->async()->PushTask(&call->context, &call->request, &call->reply, [call, address, pushes](grpc::Status s) {
-      {
-        std::lock_guard<std::mutex> lock(pushes->mu);
-        pushes->contexts.erase(&call->context);
-      }
-      absl::Status status = rpc::FromGrpcStatus(s);
-      if (!status.ok()) {
-        status = absl::Status(status.code(), "PushTask to " + address + ": " + std::string(status.message()));
-      }
-      call->cb(status, std::move(call->reply));
-      std::lock_guard<std::mutex> lock(pushes->mu);
-      pushes->in_flight--;
-    });
-  }
-  void CancelAll() override {
-    client_.CancelAll();
-    std::lock_guard<std::mutex> lock(pushes_->mu);
-    pushes_->cancelled = true;
-    for (grpc::ClientContext* context : pushes_->contexts) context->TryCancel();
-  }
-  int64_t InFlight() const override {
-    std::lock_guard<std::mutex> lock(pushes_->mu);
-    return client_.InFlight() + pushes_->in_flight;
-  }
-  void ReportTaskResults(const rpc::ReportTaskResultsRequest& q,
-                         RpcCallback<rpc::ReportTaskResultsReply> cb) override {
-    client_.Call(&CoreStub::async::ReportTaskResults, "ReportTaskResults", q, std::move(cb), {0, false});
-  }
+  void CancelAll() override { client_.CancelAll(); }
+  int64_t InFlight() const override { return client_.InFlight(); }
   void GetObjectStatus(const rpc::GetObjectStatusRequest& q, RpcCallback<rpc::GetObjectStatusReply> cb) override {
     client_.Call(&CoreStub::async::GetObjectStatus, "GetObjectStatus", q, std::move(cb), {kNoDeadlineMs, false});
   }
@@ -134,15 +83,6 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
  private:
   std::string address_;
   rpc::GrpcClient<rpc::CoreWorkerService> client_;
-  // PushTask bypasses GrpcClient (whose callbacks always hop to the loop).
-  std::unique_ptr<rpc::CoreWorkerService::Stub> stub_;
-  struct Pushes {
-    std::mutex mu;
-    std::unordered_set<grpc::ClientContext*> contexts;
-    int64_t in_flight = 0;
-    bool cancelled = false;
-  };
-  std::shared_ptr<Pushes> pushes_ = std::make_shared<Pushes>();
 };
 
 }  // namespace

@@ -55,12 +55,6 @@ class CoreWorkerClientInterface {
  public:
   virtual ~CoreWorkerClientInterface() = default;
   virtual const std::string& address() const = 0;
-  // No deadline: tasks may run for as long as they like; a dead worker fails the call.
-  // Unlike the other calls, `cb` runs on a gRPC thread (the task path skips the hop
-  // to the loop), so it must be thread-safe.
-  virtual void PushTask(const rpc::PushTaskRequest& request, RpcCallback<rpc::PushTaskReply> cb) = 0;
-  virtual void ReportTaskResults(const rpc::ReportTaskResultsRequest& request,
-                                 RpcCallback<rpc::ReportTaskResultsReply> cb) = 0;
   // Answered by the owner once the object is ready (or failed, or out of scope).
   virtual void GetObjectStatus(const rpc::GetObjectStatusRequest& request,
                                RpcCallback<rpc::GetObjectStatusReply> cb) = 0;
@@ -98,6 +92,17 @@ class ClientPool {
     absl::MutexLock lock(&mu_);
     for (auto& [address, client] : clients_) fn(*client);
     for (auto& client : retired_) fn(*client);
+  }
+  // Runs `fn` on every current client outside the pool's mutex, so `fn` may use
+  // the pool (and callbacks it triggers may too).
+  void ForEachShared(const std::function<void(const std::shared_ptr<Interface>&)>& fn) {
+    std::vector<std::shared_ptr<Interface>> clients;
+    {
+      absl::MutexLock lock(&mu_);
+      clients.reserve(clients_.size());
+      for (auto& [address, client] : clients_) clients.push_back(client);
+    }
+    for (const auto& client : clients) fn(client);
   }
 
  private:

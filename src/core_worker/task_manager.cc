@@ -94,13 +94,14 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   reference_counter_.UpdateFinishedTaskReferences(entry.argument_ids, borrowed);
 }
 
-bool TaskManager::RetryOrFailTask(const TaskID& task_id, rpc::ErrorType type, const std::string& message) {
+bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type,
+                                  const std::string& message) {
   rpc::TaskSpec resubmit;
   Entry failed;
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(task_id);
-    if (it == pending_.end()) return false;
+    if (it == pending_.end() || it->second.spec.attempt_number() != attempt) return false;
     Entry& e = it->second;
     if (e.retries_left != 0) {  // negative = retry forever
       if (e.retries_left > 0) --e.retries_left;

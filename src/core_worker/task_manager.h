@@ -40,10 +40,11 @@ class TaskManager {
   // older attempt are ignored (a late reply after a retry).
   void CompletePendingTask(const rpc::TaskResult& result);
 
-  // The worker or node running the task died (or the push failed): resubmits while
-  // retries remain and returns true; otherwise stores `type`/`message` as the error
-  // of every return and returns false.
-  bool RetryOrFailTask(const TaskID& task_id, rpc::ErrorType type, const std::string& message);
+  // The worker or node running attempt `attempt` of the task died (or the push
+  // failed): resubmits while retries remain and returns true; otherwise stores
+  // `type`/`message` as the error of every return and returns false. Nothing
+  // happens (false) when the task is not pending or at another attempt.
+  bool RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type, const std::string& message);
 
   // Fails the task for good with `error` (no retry): every return gets the error.
   void FailTask(const TaskID& task_id, const rpc::ErrorInfo& error);

@@ -76,7 +76,8 @@ class FakeRaylet : public RayletClientInterface {
     leases.pop_front();
     rpc::RequestWorkerLeaseReply reply;
     reply.mutable_worker_address()->set_ip_address("127.0.0.1");
-    reply.mutable_worker_address()->set_port(worker_port);
+    reply.mutable_worker_address()->set_port(worker_port + 10000);
+    reply.mutable_worker_address()->set_task_port(worker_port);
     reply.mutable_worker_address()->set_worker_id(WorkerID::FromRandom().Binary());
     reply.set_lease_id(LeaseID::FromRandom().Binary());
     p.callback(absl::OkStatus(), std::move(reply));
@@ -98,23 +99,13 @@ class FakeRaylet : public RayletClientInterface {
   std::string address_;
 };
 
-class FakeWorker : public CoreWorkerClientInterface {
+// A leased worker's task channel.
+class FakeWorker : public TaskChannelInterface {
  public:
   explicit FakeWorker(std::string address) : address_(std::move(address)) {}
   const std::string& address() const override { return address_; }
-  void PushTask(const rpc::PushTaskRequest& q, RpcCallback<rpc::PushTaskReply> cb) override {
-    pushes.push_back({q, std::move(cb)});
-  }
-  void ReportTaskResults(const rpc::ReportTaskResultsRequest&, RpcCallback<rpc::ReportTaskResultsReply> cb) override {
-    cb(absl::UnimplementedError("unused"), {});
-  }
-  void GetObjectStatus(const rpc::GetObjectStatusRequest&, RpcCallback<rpc::GetObjectStatusReply> cb) override {
-    cb(absl::UnimplementedError("unused"), {});
-  }
-  void WaitForRefRemoved(const rpc::WaitForRefRemovedRequest&, RpcCallback<rpc::WaitForRefRemovedReply> cb) override {
-    cb(absl::OkStatus(), {});
-  }
-  void Exit(const rpc::ExitRequest&, RpcCallback<rpc::ExitReply> cb) override { cb(absl::OkStatus(), {}); }
+  void Push(rpc::PushTaskRequest q, PushCallback cb) override { pushes.push_back({std::move(q), std::move(cb)}); }
+  bool Poll() override { return false; }
   void CancelAll() override {
     auto pending = std::move(pushes);
     pushes.clear();
@@ -122,21 +113,25 @@ class FakeWorker : public CoreWorkerClientInterface {
   }
   int64_t InFlight() const override { return static_cast<int64_t>(pushes.size()); }
 
+  static void AddResult(const rpc::TaskSpec& spec, rpc::PushTaskReply* reply) {
+    rpc::TaskResult* r = reply->add_results();
+    r->set_task_id(spec.task_id());
+    r->set_attempt_number(spec.attempt_number());
+    r->set_run_us(1);
+    rpc::ReturnObject* ret = r->add_returns();
+    ret->set_object_id(ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1).Binary());
+    ret->set_data("ok");
+    ret->set_size_bytes(2);
+  }
+
   // Answers the oldest push: every task returns the int-like bytes "ok".
   void ReplyOk() {
     ASSERT_FALSE(pushes.empty());
     auto p = std::move(pushes.front());
     pushes.pop_front();
     rpc::PushTaskReply reply;
-    for (const auto& spec : p.request.tasks()) {
-      rpc::TaskResult* r = reply.add_results();
-      r->set_task_id(spec.task_id());
-      r->set_attempt_number(spec.attempt_number());
-      rpc::ReturnObject* ret = r->add_returns();
-      ret->set_object_id(ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1).Binary());
-      ret->set_data("ok");
-      ret->set_size_bytes(2);
-    }
+    for (const auto& spec : p.request.tasks()) AddResult(spec, &reply);
+    reply.set_done(true);
     p.callback(absl::OkStatus(), std::move(reply));
   }
   void Fail() {
@@ -146,7 +141,11 @@ class FakeWorker : public CoreWorkerClientInterface {
     p.callback(absl::UnavailableError("Socket closed"), {});
   }
 
-  std::deque<Pending<rpc::PushTaskRequest, rpc::PushTaskReply>> pushes;
+  struct PendingPush {
+    rpc::PushTaskRequest request;
+    PushCallback callback;
+  };
+  std::deque<PendingPush> pushes;
 
  private:
   std::string address_;
@@ -219,7 +218,7 @@ class SubmitterTest : public ::testing::Test {
   std::map<std::string, FakeRaylet*> raylet_by_address_;
   std::map<std::string, FakeWorker*> worker_by_address_;
   RayletClientPool raylets_;
-  CoreWorkerClientPool workers_;
+  TaskChannelPool workers_;
   Address self_;
   NoopBorrowerClient borrowers_;
   ReferenceCounter refs_;

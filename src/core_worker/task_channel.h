@@ -1,0 +1,147 @@
+// The task channel: how an owner pushes tasks to a leased worker and gets their
+// results back (ARCHITECTURE.md §5 step 5).
+//
+// One plain TCP connection per (owner, worker) pair carries length-prefixed frames
+// (FrameKind below): PushTaskRequest from owner to worker, PushTaskReply back. It
+// replaces gRPC on the task path because a round trip through gRPC's callback API
+// costs 8-10 thread switches, and one switch across the two vCPUs of our machines
+// costs 50-100 µs. Here nothing sits between the threads that need the bytes:
+//
+//   - the owner's user thread writes a push straight to the socket (Push);
+//   - the worker's execution thread reads it, runs the tasks and writes the replies
+//     itself (TaskChannelServer);
+//   - on the owner, a thread waiting in Get reads the replies itself (Poll), and the
+//     core worker's EventLoop reads them when no such thread does.
+//
+// Both ends may busy-poll briefly before they sleep, which turns a synchronous task
+// into two socket round trips with no thread wake-up at all.
+//
+// Threading: TaskChannelInterface is thread-safe. Push callbacks run on the thread
+// that polled the reply (a user thread in Get, or the loop), or on the loop for
+// failures, one at a time per channel and in order; never inline from Push.
+// TaskChannelServer belongs to the worker's execution thread, except Send() and
+// Wake(), which any thread may call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "protos/core_worker.pb.h"
+#include "src/common/event_loop.h"
+#include "src/core_worker/rpc_clients.h"
+
+namespace manta::core {
+
+enum class FrameKind : uint8_t { kPush = 1, kReply = 2 };
+
+// Appends one frame ([u32 little-endian length of kind + body][u8 kind][body]).
+void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, std::string* out);
+
+// Accumulates bytes read from a socket and cuts them into frames.
+class FrameReader {
+ public:
+  explicit FrameReader(int64_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+  // Reads everything the socket holds now without blocking. Sets *got_bytes.
+  // Returns an error at end of stream, on a socket error, or when a frame header
+  // announces more than max_frame_bytes.
+  absl::Status ReadAvailable(int fd, bool* got_bytes);
+  // The next complete frame; the view stays valid until the next call of either
+  // method. False when no complete frame is buffered.
+  bool Next(FrameKind* kind, std::string_view* body);
+  bool HasCompleteFrame() const;
+
+ private:
+  int64_t max_frame_bytes_;
+  std::string buffer_;
+  size_t start_ = 0;
+};
+
+// Called once per reply of a push (reply.done() on the last), or once with an error
+// status when the push cannot complete (the worker or the connection died). Must
+// be thread-safe.
+using PushCallback = std::function<void(const absl::Status& status, rpc::PushTaskReply&& reply)>;
+
+class TaskChannelInterface {
+ public:
+  virtual ~TaskChannelInterface() = default;
+  // "ip:task_port" of the worker.
+  virtual const std::string& address() const = 0;
+  // Sends `request` (its push_id is assigned here). Never blocks on the peer: what
+  // the socket cannot take now is written from the loop when it can.
+  virtual void Push(rpc::PushTaskRequest request, PushCallback callback) = 0;
+  // Reads and dispatches the replies that have arrived, without blocking. Returns
+  // true when it read anything. Any thread.
+  virtual bool Poll() = 0;
+  // Pushes sent and not yet done or failed.
+  virtual int64_t InFlight() const = 0;
+  // Fails every push in flight (CANCELLED) and later ones at once. Shutdown.
+  virtual void CancelAll() = 0;
+};
+
+using TaskChannelPool = ClientPool<TaskChannelInterface>;
+
+// The TCP implementation; `address` is "ip:task_port". Connects on the first Push.
+std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,
+                                                         int64_t max_frame_bytes);
+
+// The worker's end: a listening socket and the owners' connections, read by the
+// execution thread.
+class TaskChannelServer {
+ public:
+  // Listens on `ip`, on a free port.
+  static absl::StatusOr<std::unique_ptr<TaskChannelServer>> Listen(const std::string& ip, int64_t max_frame_bytes);
+  ~TaskChannelServer();
+  TaskChannelServer(const TaskChannelServer&) = delete;
+  TaskChannelServer& operator=(const TaskChannelServer&) = delete;
+
+  int port() const { return port_; }
+
+  struct Push {
+    int64_t connection = 0;
+    std::shared_ptr<const rpc::PushTaskRequest> request;
+  };
+  // The next push, in arrival order. Reads the sockets, busy-polling them for
+  // `spin_us` before it sleeps; returns nullopt once Wake() was called (also when
+  // called before). Execution thread only.
+  std::optional<Push> Next(int64_t spin_us);
+  // Whether a push is buffered or readable right now. Execution thread only.
+  bool InputPending();
+  // Writes `frames` to a connection (blocking). False when the owner is gone. Any
+  // thread; concurrent Sends to one connection do not interleave.
+  bool Send(int64_t connection, const std::string& frames);
+  // Makes Next() return. Any thread.
+  void Wake();
+  // Connections open now (tests).
+  size_t NumConnections() const;
+
+ private:
+  struct Connection;
+  TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes);
+  // Accepts and reads whatever is ready (poll timeout in ms: 0 = do not wait).
+  void PollSockets(int timeout_ms);
+  void ReadConnection(const std::shared_ptr<Connection>& c);
+  void Close(int64_t connection, const std::string& why);
+
+  const int listen_fd_;
+  const int wake_fd_;
+  const int port_;
+  const int64_t max_frame_bytes_;
+  std::atomic<bool> woken_{false};
+  std::deque<Push> ready_;
+  int64_t next_connection_ = 1;
+  mutable std::mutex mu_;  // guards connections_ (Send runs on other threads)
+  absl::flat_hash_map<int64_t, std::shared_ptr<Connection>> connections_;
+};
+
+}  // namespace manta::core
