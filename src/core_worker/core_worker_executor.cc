@@ -13,16 +13,21 @@ namespace manta::core {
 void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
   CHECK(!options_.is_driver) << "RunTaskExecutionLoop is for workers";
   const int64_t spin_us = options_.config.task_channel_spin_us;
+  bool spin = false;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(exec_mu_);
       if (exit_requested_) break;
     }
-    std::optional<TaskChannelServer::Push> push = channel_server_->Next(spin_us);
+    std::optional<TaskChannelServer::Push> push = channel_server_->Next(spin ? spin_us : 0);
     if (!push) continue;  // woken: look at exit_requested_ again
     running_push_.store(true, std::memory_order_release);
     RunPush(*push, executor);
     running_push_.store(false, std::memory_order_release);
+    // A lone task is what a synchronous caller sends: its next one comes within a
+    // round trip, so wait for it awake. After a batch the owner is busy submitting,
+    // and spinning here would take the CPU it needs.
+    spin = push->request->tasks_size() == 1;
   }
   FlushReports();
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";

@@ -3,6 +3,8 @@
 // small.
 #include <glog/logging.h>
 
+#include <sched.h>
+
 #include <chrono>
 
 #include "src/common/status_util.h"
@@ -189,6 +191,8 @@ void CoreWorker::SpinOnTaskChannels(const std::function<bool()>& done) {
       return;  // nothing of ours is on the way, or it is slow: sleep
     } else if (round % 16 == 0 && done()) {
       return;  // the value came another way (the loop, another thread)
+    } else {
+      sched_yield();  // a thread runnable on this CPU (perhaps the worker) goes first
     }
   }
 }

@@ -75,13 +75,16 @@ void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
         if (state.resources.empty()) state.resources["CPU"] = 1;
       }
       state.queue.push_back(std::move(spec));
-      Pump(key, &later);
+      // Only an idle worker gets the task now. A busy one gets the tasks queued
+      // meanwhile in one push when its next reply comes: one frame and one wake-up
+      // for many tasks, and the batch grows with the submission rate.
+      Pump(key, &later, /*idle_only=*/true);
     }
   }
   Run(later);
 }
 
-void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later) {
+void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idle_only) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& state = it->second;
@@ -91,7 +94,7 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later) {
     Lease* best = nullptr;
     for (const std::string& lease_id : state.leases) {
       Lease& lease = leases_.at(lease_id);
-      if (lease.in_flight >= depth) continue;
+      if (lease.in_flight >= depth || (idle_only && lease.in_flight > 0)) continue;
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) break;

@@ -95,8 +95,9 @@ class NormalTaskSubmitter {
 
   // Tasks to keep in flight per worker for this key (adaptive, see .cc).
   int64_t PipelineDepth(const KeyState& state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Pushes queued tasks to the key's leases and requests more leases if needed.
-  void Pump(const std::string& key, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes queued tasks to the key's leases (only to idle ones if `idle_only`) and
+  // requests more leases if needed.
+  void Pump(const std::string& key, Deferred* later, bool idle_only = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestLease(const std::string& key, const std::string& raylet_address, bool grant_or_reject)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,

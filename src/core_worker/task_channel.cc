@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -457,7 +458,10 @@ std::optional<TaskChannelServer::Push> TaskChannelServer::Next(int64_t spin_us) 
       [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
       return std::nullopt;
     }
-    PollSockets(spin_until != 0 && NowUs() < spin_until ? 0 : -1);
+    const bool spinning = spin_until != 0 && NowUs() < spin_until;
+    PollSockets(spinning ? 0 : -1);
+    // Spin politely: a thread runnable on this CPU (perhaps the owner) goes first.
+    if (spinning && ready_.empty()) sched_yield();
   }
 }
 
