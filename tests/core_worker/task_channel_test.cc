@@ -1,0 +1,369 @@
+// The task channel over real loopback sockets: pushes and their (early and final)
+// replies in order, replies read by the loop or by a polling thread exactly once,
+// large frames, a dead or absent worker, cancellation, and malformed bytes from
+// either side (the reader drops the connection and keeps serving the others).
+#include "src/core_worker/task_channel.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace manta::core {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Every callback of the channel, recorded in the order it ran.
+struct Recorder {
+  struct Call {
+    absl::Status status;
+    rpc::PushTaskReply reply;
+  };
+  PushCallback Callback() {
+    return [this](const absl::Status& status, rpc::PushTaskReply&& reply) {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back({status, std::move(reply)});
+      cv.notify_all();
+    };
+  }
+  bool WaitFor(size_t n, int64_t timeout_ms = 5000) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, milliseconds(timeout_ms), [&] { return calls.size() >= n; });
+  }
+  std::vector<Call> Calls() {
+    std::lock_guard<std::mutex> lock(mu);
+    return calls;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Call> calls;
+};
+
+rpc::PushTaskRequest MakePush(int num_tasks, size_t arg_bytes = 0) {
+  rpc::PushTaskRequest push;
+  push.set_intended_worker_id("worker");
+  for (int i = 0; i < num_tasks; ++i) {
+    rpc::TaskSpec* spec = push.add_tasks();
+    spec->set_task_id("task-" + std::to_string(i));
+    spec->set_function_name("f");
+    if (arg_bytes > 0) spec->add_args()->set_data(std::string(arg_bytes, static_cast<char>('a' + i % 26)));
+  }
+  return push;
+}
+
+std::string ReplyFrames(uint64_t push_id, const std::vector<std::string>& task_ids, bool done) {
+  rpc::PushTaskReply reply;
+  reply.set_push_id(push_id);
+  reply.set_done(done);
+  for (const std::string& id : task_ids) reply.add_results()->set_task_id(id);
+  std::string frames;
+  AppendFrame(FrameKind::kReply, reply, &frames);
+  return frames;
+}
+
+// A raw TCP client or server for sending bytes that are not what the peer expects.
+int ConnectRaw(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+class TaskChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    loop_thread_ = std::thread([this] { loop_.Run(); });
+    channel_ = MakeTcpTaskChannel(loop_, Address(), 64 << 20);
+  }
+  void TearDown() override {
+    if (channel_) channel_->CancelAll();
+    channel_.reset();
+    loop_.Stop();
+    loop_thread_.join();
+  }
+  std::string Address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+
+  // The next push the server receives (the test thread plays the worker).
+  TaskChannelServer::Push NextPush() {
+    std::optional<TaskChannelServer::Push> push = server_->Next(0);
+    EXPECT_TRUE(push.has_value());
+    return push.value_or(TaskChannelServer::Push{});
+  }
+
+  EventLoop loop_;
+  std::thread loop_thread_;
+  std::unique_ptr<TaskChannelServer> server_;
+  std::shared_ptr<TaskChannelInterface> channel_;
+};
+
+TEST_F(TaskChannelTest, EarlyAndFinalRepliesArriveInOrder) {
+  Recorder rec;
+  channel_->Push(MakePush(3), rec.Callback());
+  TaskChannelServer::Push push = NextPush();
+  ASSERT_EQ(push.request->tasks_size(), 3);
+  EXPECT_EQ(push.request->intended_worker_id(), "worker");
+  EXPECT_EQ(channel_->InFlight(), 1);
+  // An early reply with the first result, then the rest with done, in one write.
+  std::string bytes = ReplyFrames(push.request->push_id(), {"task-0"}, false) +
+                      ReplyFrames(push.request->push_id(), {"task-1", "task-2"}, true);
+  ASSERT_TRUE(server_->Send(push.connection, bytes));
+  ASSERT_TRUE(rec.WaitFor(2));
+  auto calls = rec.Calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(calls[0].status.ok());
+  EXPECT_FALSE(calls[0].reply.done());
+  ASSERT_EQ(calls[0].reply.results_size(), 1);
+  EXPECT_EQ(calls[0].reply.results(0).task_id(), "task-0");
+  EXPECT_TRUE(calls[1].reply.done());
+  EXPECT_EQ(calls[1].reply.results_size(), 2);
+  EXPECT_EQ(channel_->InFlight(), 0);
+}
+
+TEST_F(TaskChannelTest, PipelinedPushesGetTheirOwnReplies) {
+  Recorder a, b;
+  channel_->Push(MakePush(1), a.Callback());
+  channel_->Push(MakePush(1), b.Callback());
+  TaskChannelServer::Push first = NextPush();
+  TaskChannelServer::Push second = NextPush();
+  EXPECT_NE(first.request->push_id(), second.request->push_id());
+  EXPECT_EQ(first.connection, second.connection);
+  // Answered in reverse: each callback gets its own push's reply.
+  ASSERT_TRUE(server_->Send(second.connection, ReplyFrames(second.request->push_id(), {"second"}, true)));
+  ASSERT_TRUE(server_->Send(first.connection, ReplyFrames(first.request->push_id(), {"first"}, true)));
+  ASSERT_TRUE(a.WaitFor(1));
+  ASSERT_TRUE(b.WaitFor(1));
+  EXPECT_EQ(a.Calls()[0].reply.results(0).task_id(), "first");
+  EXPECT_EQ(b.Calls()[0].reply.results(0).task_id(), "second");
+}
+
+TEST_F(TaskChannelTest, RepliesPolledByManyThreadsAreDispatchedOnce) {
+  // The loop watches the socket while several threads poll it too; every reply
+  // must reach its callback exactly once and in order.
+  constexpr int kPushes = 300;
+  std::atomic<int> calls{0};
+  std::atomic<bool> out_of_order{false};
+  std::atomic<int> last{-1};
+  for (int i = 0; i < kPushes; ++i) {
+    channel_->Push(MakePush(1), [&, i](const absl::Status& s, rpc::PushTaskReply&&) {
+      EXPECT_TRUE(s.ok()) << s;
+      if (last.exchange(i) != i - 1) out_of_order = true;
+      ++calls;
+    });
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pollers;
+  for (int t = 0; t < 3; ++t) {
+    pollers.emplace_back([&] {
+      while (!stop) channel_->Poll();
+    });
+  }
+  for (int i = 0; i < kPushes; ++i) {
+    TaskChannelServer::Push push = NextPush();
+    ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"t"}, true)));
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (calls < kPushes && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(milliseconds(1));
+  stop = true;
+  for (auto& t : pollers) t.join();
+  EXPECT_EQ(calls.load(), kPushes);
+  EXPECT_FALSE(out_of_order.load());
+  EXPECT_EQ(channel_->InFlight(), 0);
+}
+
+TEST_F(TaskChannelTest, LargeFramesCrossIntactBothWays) {
+  // 40 tasks of 256 KiB each: a 10 MiB push, more than the socket buffers take at
+  // once, so the owner finishes writing from the loop.
+  Recorder rec;
+  channel_->Push(MakePush(40, 256 * 1024), rec.Callback());
+  TaskChannelServer::Push push = NextPush();
+  ASSERT_EQ(push.request->tasks_size(), 40);
+  for (int i = 0; i < 40; ++i) {
+    const std::string& data = push.request->tasks(i).args(0).data();
+    ASSERT_EQ(data.size(), 256u * 1024);
+    EXPECT_EQ(data.find_first_not_of(static_cast<char>('a' + i % 26)), std::string::npos);
+  }
+  rpc::PushTaskReply reply;
+  reply.set_push_id(push.request->push_id());
+  reply.set_done(true);
+  reply.add_results()->add_returns()->set_data(std::string(8 << 20, 'z'));
+  std::string frames;
+  AppendFrame(FrameKind::kReply, reply, &frames);
+  ASSERT_TRUE(server_->Send(push.connection, frames));
+  ASSERT_TRUE(rec.WaitFor(1));
+  auto calls = rec.Calls();
+  ASSERT_TRUE(calls[0].status.ok()) << calls[0].status;
+  EXPECT_EQ(calls[0].reply.results(0).returns(0).data(), std::string(8 << 20, 'z'));
+}
+
+TEST_F(TaskChannelTest, WorkerDeathFailsPushesInFlightAndLaterOnes) {
+  Recorder rec;
+  channel_->Push(MakePush(2), rec.Callback());
+  NextPush();
+  server_.reset();  // the worker process is gone: its sockets close
+  ASSERT_TRUE(rec.WaitFor(1));
+  auto calls = rec.Calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(calls[0].status.message().find("127.0.0.1"), std::string::npos) << calls[0].status;
+  // A push on the dead channel fails too, from the loop (never inline).
+  Recorder later;
+  bool returned = false;
+  channel_->Push(MakePush(1), [&](const absl::Status& s, rpc::PushTaskReply&& r) {
+    EXPECT_TRUE(returned);
+    later.Callback()(s, std::move(r));
+  });
+  returned = true;
+  ASSERT_TRUE(later.WaitFor(1));
+  EXPECT_FALSE(later.Calls()[0].status.ok());
+}
+
+TEST_F(TaskChannelTest, NoWorkerListeningFailsThePushWithTheAddress) {
+  int port = server_->port();
+  server_.reset();
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20);
+  Recorder rec;
+  channel->Push(MakePush(1), rec.Callback());
+  ASSERT_TRUE(rec.WaitFor(1));
+  absl::Status s = rec.Calls()[0].status;
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(port)), std::string::npos) << s;
+}
+
+TEST_F(TaskChannelTest, CancelAllFailsPushesAsCancelled) {
+  Recorder rec;
+  channel_->Push(MakePush(1), rec.Callback());
+  NextPush();
+  channel_->CancelAll();
+  EXPECT_EQ(channel_->InFlight(), 0);
+  ASSERT_TRUE(rec.WaitFor(1));
+  EXPECT_EQ(rec.Calls()[0].status.code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(TaskChannelTest, RefusedPushFailsWithTheWorkersReason) {
+  Recorder rec;
+  channel_->Push(MakePush(1), rec.Callback());
+  TaskChannelServer::Push push = NextPush();
+  rpc::PushTaskReply reply;
+  reply.set_push_id(push.request->push_id());
+  reply.set_done(true);
+  reply.set_error("meant for another worker");
+  std::string frames;
+  AppendFrame(FrameKind::kReply, reply, &frames);
+  ASSERT_TRUE(server_->Send(push.connection, frames));
+  ASSERT_TRUE(rec.WaitFor(1));
+  EXPECT_NE(rec.Calls()[0].status.message().find("meant for another worker"), std::string::npos);
+}
+
+TEST_F(TaskChannelTest, ServerDropsAConnectionSendingGarbageAndServesOthers) {
+  int raw = ConnectRaw(server_->port());
+  // A length header far beyond the limit, then junk.
+  const char junk[] = "\xff\xff\xff\x7f\x01garbage";
+  ASSERT_EQ(send(raw, junk, sizeof(junk) - 1, 0), static_cast<ssize_t>(sizeof(junk) - 1));
+  // A well-formed owner still gets served.
+  Recorder rec;
+  channel_->Push(MakePush(1), rec.Callback());
+  TaskChannelServer::Push push = NextPush();
+  ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"x"}, true)));
+  ASSERT_TRUE(rec.WaitFor(1));
+  EXPECT_TRUE(rec.Calls()[0].status.ok());
+  // The garbage sender was dropped: its socket reads end of stream.
+  timeval timeout{5, 0};
+  setsockopt(raw, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char byte;
+  EXPECT_EQ(recv(raw, &byte, 1, 0), 0);
+  close(raw);
+  EXPECT_EQ(server_->NumConnections(), 1u);
+}
+
+TEST_F(TaskChannelTest, OwnerFailsPushesWhenTheWorkerSendsGarbage) {
+  // A fake "worker" that answers a push with bytes that are not a reply frame.
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1 << 20);
+  Recorder rec;
+  channel->Push(MakePush(1), rec.Callback());
+  int conn = accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  rpc::PushTaskRequest wrong_kind;  // a push frame where a reply belongs
+  std::string frames;
+  AppendFrame(FrameKind::kPush, wrong_kind, &frames);
+  ASSERT_EQ(send(conn, frames.data(), frames.size(), 0), static_cast<ssize_t>(frames.size()));
+  ASSERT_TRUE(rec.WaitFor(1));
+  absl::Status s = rec.Calls()[0].status;
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("malformed"), std::string::npos) << s;
+  close(conn);
+  close(listener);
+}
+
+TEST_F(TaskChannelTest, WakeMakesNextReturn) {
+  std::thread waker([this] {
+    std::this_thread::sleep_for(milliseconds(20));
+    server_->Wake();
+  });
+  EXPECT_FALSE(server_->Next(0).has_value());
+  waker.join();
+  // A Wake before Next counts too.
+  server_->Wake();
+  EXPECT_FALSE(server_->Next(100).has_value());
+}
+
+TEST(FrameReaderTest, FramesSplitAcrossReadsAreReassembled) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  rpc::PushTaskReply reply;
+  reply.set_push_id(7);
+  reply.add_results()->set_task_id(std::string(5000, 't'));
+  std::string frames;
+  AppendFrame(FrameKind::kReply, reply, &frames);
+  AppendFrame(FrameKind::kReply, reply, &frames);
+  FrameReader reader(1 << 20);
+  FrameKind kind;
+  std::string_view body;
+  int complete = 0;
+  for (size_t sent = 0; sent < frames.size();) {
+    size_t n = std::min<size_t>(777, frames.size() - sent);
+    ASSERT_EQ(send(fds[0], frames.data() + sent, n, 0), static_cast<ssize_t>(n));
+    sent += n;
+    bool got = false;
+    ASSERT_TRUE(reader.ReadAvailable(fds[1], &got).ok());
+    EXPECT_TRUE(got);
+    while (reader.Next(&kind, &body)) {
+      rpc::PushTaskReply parsed;
+      ASSERT_TRUE(parsed.ParseFromArray(body.data(), static_cast<int>(body.size())));
+      EXPECT_EQ(kind, FrameKind::kReply);
+      EXPECT_EQ(parsed.push_id(), 7u);
+      EXPECT_EQ(parsed.results(0).task_id().size(), 5000u);
+      ++complete;
+    }
+  }
+  EXPECT_EQ(complete, 2);
+  close(fds[0]);
+  bool got = false;
+  EXPECT_EQ(reader.ReadAvailable(fds[1], &got).code(), absl::StatusCode::kUnavailable);  // end of stream
+  close(fds[1]);
+}
+
+}  // namespace
+}  // namespace manta::core
