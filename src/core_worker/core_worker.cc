@@ -62,6 +62,11 @@ class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackServi
                                               rpc::WaitForRefRemovedReply* r) override {
     return Serve("CoreWorker.WaitForRefRemoved", c, q, r, &CoreWorker::HandleWaitForRefRemoved);
   }
+  grpc::ServerUnaryReactor* AddObjectLocation(grpc::CallbackServerContext* c,
+                                              const rpc::AddObjectLocationRequest* q,
+                                              rpc::AddObjectLocationReply* r) override {
+    return Serve("CoreWorker.AddObjectLocation", c, q, r, &CoreWorker::HandleAddObjectLocation);
+  }
   grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* c, const rpc::ExitRequest* q,
                                  rpc::ExitReply* r) override {
     return Serve("CoreWorker.Exit", c, q, r, &CoreWorker::HandleExit);

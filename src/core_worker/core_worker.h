@@ -168,6 +168,8 @@ class CoreWorker {
                              std::function<void(absl::Status)> send_reply);
   void HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request, rpc::WaitForRefRemovedReply* reply,
                                std::function<void(absl::Status)> send_reply);
+  void HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request, rpc::AddObjectLocationReply* reply,
+                               std::function<void(absl::Status)> send_reply);
   void HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply,
                   std::function<void(absl::Status)> send_reply);
 
@@ -197,7 +199,13 @@ class CoreWorker {
   // Borrowed objects absent here: ask their owners (loop thread).
   void RequestFromOwners(const std::vector<ObjectID>& ids);
   void OnObjectFreed(const ObjectID& id);
+  // Queues the deletion of `ids` at `raylet_address` (batched per loop turn).
+  void QueueFrees(const std::string& raylet_address, const std::vector<ObjectID>& ids);
   void FlushFrees();
+  // A copy of `id` now exists at `raylet_address` (beyond its primary copy): the
+  // owner deletes it with the object. Owner side: remembers it (or deletes it at
+  // once if the object is already freed). Borrower side: tells the owner.
+  void RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address);
   // Reads plasma-resident values through the local store, fetching remote ones.
   absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                 int64_t deadline_ms, std::vector<ObjectValue>* out,
@@ -244,6 +252,8 @@ class CoreWorker {
   absl::Mutex free_mu_;
   absl::flat_hash_map<std::string, std::vector<ObjectID>> pending_frees_ ABSL_GUARDED_BY(free_mu_);
   bool free_flush_posted_ ABSL_GUARDED_BY(free_mu_) = false;
+  // Owned objects: raylets holding copies other than the primary ("ip:port").
+  absl::flat_hash_map<ObjectID, std::vector<std::string>> copies_ ABSL_GUARDED_BY(free_mu_);
   // Borrowed ids we asked the owner about (loop thread).
   absl::flat_hash_set<ObjectID> owner_requests_;
 

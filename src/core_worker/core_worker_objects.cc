@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "src/common/status_util.h"
@@ -260,6 +261,9 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
     fetch_pos.push_back(missing_pos[k]);
   }
   if (fetch_ids.empty()) return absl::OkStatus();
+  // Each pulled object now has a copy on this node, which its owner must delete
+  // along with the object.
+  for (const ObjectID& id : fetch_ids) RecordCopy(id, node_id_, options_.raylet_address);
   int64_t wait_ms = remaining();
   auto again = store_->Get(fetch_ids, wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms : wait_ms);
   if (!again.ok()) return again.status();
@@ -303,16 +307,77 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
 void CoreWorker::OnObjectFreed(const ObjectID& id) {
   StoredObjectPtr obj = memory_store_.GetIfExists(id);
   memory_store_.Delete({id});
+  std::vector<std::string> copies;
+  {
+    absl::MutexLock lock(&free_mu_);
+    auto it = copies_.find(id);
+    if (it != copies_.end()) {
+      copies = std::move(it->second);
+      copies_.erase(it);
+    }
+  }
+  for (const std::string& raylet : copies) QueueFrees(raylet, {id});
   if (!obj || !obj->in_plasma || !obj->owner_copy || obj->plasma_raylet_address.empty()) return;
-  // Frees are batched: one FreeObjects per raylet per loop turn.
+  QueueFrees(obj->plasma_raylet_address, {id});
+}
+
+void CoreWorker::QueueFrees(const std::string& raylet_address, const std::vector<ObjectID>& ids) {
+  // Frees are batched: one FreeObjects (or store Delete) per raylet per loop turn.
   bool post;
   {
     absl::MutexLock lock(&free_mu_);
-    pending_frees_[obj->plasma_raylet_address].push_back(id);
+    auto& queued = pending_frees_[raylet_address];
+    queued.insert(queued.end(), ids.begin(), ids.end());
     post = !free_flush_posted_;
     free_flush_posted_ = true;
   }
   if (post) loop_.Post("CoreWorker.FreePlasma", [this] { FlushFrees(); });
+}
+
+void CoreWorker::RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address) {
+  if (!reference_counter_->IsOwnedByUs(id)) {
+    auto owner = reference_counter_->GetOwner(id);
+    if (!owner.ok()) return;
+    rpc::AddObjectLocationRequest request;
+    request.set_object_id(id.Binary());
+    request.set_node_id(node_id.Binary());
+    request.set_raylet_address(raylet_address);
+    workers_->Get(HostPort(*owner))
+        ->AddObjectLocation(request, [id](const absl::Status& s, rpc::AddObjectLocationReply&&) {
+          if (!s.ok()) VLOG(1) << "telling the owner of " << id.Hex() << " about a copy: " << s;
+        });
+    return;
+  }
+  reference_counter_->AddObjectLocation(id, node_id);
+  {
+    absl::MutexLock lock(&free_mu_);
+    auto& copies = copies_[id];
+    if (std::find(copies.begin(), copies.end(), raylet_address) == copies.end()) copies.push_back(raylet_address);
+  }
+  // Freed meanwhile (OnObjectFreed ran before the copy was recorded): delete it now.
+  if (!reference_counter_->IsOwnedByUs(id)) {
+    {
+      absl::MutexLock lock(&free_mu_);
+      copies_.erase(id);
+    }
+    QueueFrees(raylet_address, {id});
+  }
+}
+
+void CoreWorker::HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request,
+                                         rpc::AddObjectLocationReply* reply,
+                                         std::function<void(absl::Status)> send_reply) {
+  auto id = ObjectID::FromBinaryChecked(request.object_id());
+  if (!id.ok()) return send_reply(id.status());
+  if (request.raylet_address().empty()) return send_reply(absl::InvalidArgumentError("no raylet address"));
+  NodeID node_id;
+  if (auto n = NodeID::FromBinaryChecked(request.node_id()); n.ok()) node_id = *n;
+  if (reference_counter_->IsOwnedByUs(*id)) {
+    RecordCopy(*id, node_id, request.raylet_address());
+  } else {
+    QueueFrees(request.raylet_address(), {*id});  // already freed: the copy goes too
+  }
+  send_reply(absl::OkStatus());
 }
 
 void CoreWorker::FlushFrees() {

@@ -76,6 +76,10 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
     client_.Call(&CoreStub::async::WaitForRefRemoved, "WaitForRefRemoved", q, std::move(cb),
                  {kNoDeadlineMs, false});
   }
+  void AddObjectLocation(const rpc::AddObjectLocationRequest& q,
+                         RpcCallback<rpc::AddObjectLocationReply> cb) override {
+    client_.Call(&CoreStub::async::AddObjectLocation, "AddObjectLocation", q, std::move(cb), {0, true});
+  }
   void Exit(const rpc::ExitRequest& q, RpcCallback<rpc::ExitReply> cb) override {
     client_.Call(&CoreStub::async::Exit, "Exit", q, std::move(cb), {0, false});
   }

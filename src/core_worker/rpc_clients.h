@@ -60,6 +60,8 @@ class CoreWorkerClientInterface {
                                RpcCallback<rpc::GetObjectStatusReply> cb) = 0;
   virtual void WaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request,
                                  RpcCallback<rpc::WaitForRefRemovedReply> cb) = 0;
+  virtual void AddObjectLocation(const rpc::AddObjectLocationRequest& request,
+                                 RpcCallback<rpc::AddObjectLocationReply> cb) = 0;
   virtual void Exit(const rpc::ExitRequest& request, RpcCallback<rpc::ExitReply> cb) = 0;
   // Shutdown: cancel every call in flight (callbacks still run), and count them.
   virtual void CancelAll() = 0;

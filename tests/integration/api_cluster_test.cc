@@ -82,12 +82,34 @@ TEST_F(ApiClusterTest, CustomResourceTasksSpillToTheNodeThatHasThem) {
   }
 }
 
+// Objects in every node's store, per `manta status --json`; -1 if unknown.
+int64_t ObjectsInStores(manta::testing::ClusterHarness& harness) {
+  nlohmann::json status = harness.Status();
+  if (!status.contains("nodes")) return -1;
+  int64_t n = 0;
+  for (const auto& node : status["nodes"]) {
+    if (node["state"] == "ALIVE") n += node["object_store"]["num_objects"].get<int64_t>();
+  }
+  return n;
+}
+
 TEST_F(ApiClusterTest, LargeResultsMoveBetweenNodes) {
-  // Made on the "special" node, read by the driver (head) and by a task on "other".
-  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(3);
-  long long expected = SumBig(MakeBig(3));
-  EXPECT_EQ((*big.Get())[99999], 3 + 99999);
-  EXPECT_EQ(*ray::Task(SumBig).SetResource("other", 1).Remote(big).Get(), expected);
+  {
+    // Made on the "special" node, read by the driver (head) and by a task on "other":
+    // three nodes end up with a copy.
+    auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(3);
+    long long expected = SumBig(MakeBig(3));
+    EXPECT_EQ((*big.Get())[99999], 3 + 99999);
+    EXPECT_EQ(*ray::Task(SumBig).SetResource("other", 1).Remote(big).Get(), expected);
+    // (manta status reports store contents about once a second.)
+    EXPECT_TRUE(manta::testing::WaitFor([] { return ObjectsInStores(*harness_) >= 3; }, 10000))
+        << ObjectsInStores(*harness_) << " objects in the nodes' stores";
+  }
+  // Every copy goes with the last ref, not only the primary one.
+  EXPECT_TRUE(manta::testing::WaitFor([] { return ObjectsInStores(*harness_) == 0; }, 10000))
+      << ObjectsInStores(*harness_) << " objects left in the nodes' stores";
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [] { return ray::internal::GetCoreWorkerForTesting()->reference_counter().NumObjects() == 0; }, 10000));
 }
 
 TEST_F(ApiClusterTest, NestedRefsKeepTheirObjectsAlive) {
