@@ -47,6 +47,11 @@ inline StoredObjectPtr MakeErrorObject(const rpc::ErrorInfo& info) {
   return MakeErrorObject(info.type(), info.message(), info.exception_type());
 }
 
+// The value async waiters get when an object is freed before they had it.
+inline StoredObjectPtr FreedObject(const ObjectID& id) {
+  return MakeErrorObject(rpc::OBJECT_LOST, "object " + id.Hex() + " was freed by its owner (no reference to it is left)");
+}
+
 inline rpc::ErrorInfo ToErrorInfo(const StoredObject& obj) {
   rpc::ErrorInfo info;
   info.set_type(static_cast<rpc::ErrorType>(obj.error_type));

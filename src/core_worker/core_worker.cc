@@ -459,6 +459,7 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
     reply->set_status(rpc::GetObjectStatusReply::OUT_OF_SCOPE);
     return send_reply(absl::OkStatus());
   }
+  ObjectID object_id = *id;
   memory_store_.GetAsync(*id, [reply, send_reply](StoredObjectPtr value) {
     if (!value->error.ok()) {
       reply->set_status(rpc::GetObjectStatusReply::FAILED);
@@ -476,6 +477,10 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
     }
     send_reply(absl::OkStatus());
   });
+  // Freed between the ownership check and the registration: answer now.
+  if (!reference_counter_->IsOwnedByUs(object_id)) {
+    memory_store_.ResolveAsyncWaiters(object_id, FreedObject(object_id));
+  }
 }
 
 void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request,

@@ -307,6 +307,8 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
 void CoreWorker::OnObjectFreed(const ObjectID& id) {
   StoredObjectPtr obj = memory_store_.GetIfExists(id);
   memory_store_.Delete({id});
+  // Borrowers still asking about it (GetObjectStatus) get their answer now.
+  memory_store_.ResolveAsyncWaiters(id, FreedObject(id));
   std::vector<std::string> copies;
   {
     absl::MutexLock lock(&free_mu_);

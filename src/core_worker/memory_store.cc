@@ -97,6 +97,18 @@ void MemoryStore::Delete(const std::vector<ObjectID>& ids) {
   for (const auto& id : ids) objects_.erase(id);
 }
 
+void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value) {
+  std::vector<std::function<void(StoredObjectPtr)>> callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = async_waiters_.find(id);
+    if (it == async_waiters_.end()) return;
+    callbacks = std::move(it->second);
+    async_waiters_.erase(it);
+  }
+  for (auto& cb : callbacks) cb(value);
+}
+
 size_t MemoryStore::Size() const {
   absl::MutexLock lock(&mu_);
   return objects_.size();

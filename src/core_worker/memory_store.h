@@ -70,6 +70,10 @@ class MemoryStore {
   bool Contains(const ObjectID& id) const;
   // Forgets the values (pending async callbacks stay registered for a later Put).
   void Delete(const std::vector<ObjectID>& ids);
+  // Runs the async callbacks waiting for `id` with `value`, without storing it (an
+  // object freed before its value came: nobody else will be told). Blocked Gets
+  // keep waiting.
+  void ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value);
   size_t Size() const;
 
  private:

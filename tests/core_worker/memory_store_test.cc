@@ -211,5 +211,24 @@ TEST(MemoryStoreTest, ManyPuttersAndGettersAgree) {
   EXPECT_EQ(store.Size(), ids.size());
 }
 
+TEST(MemoryStoreTest, ResolveAsyncWaitersAnswersWithoutStoring) {
+  MemoryStore store;
+  ObjectID id = ObjectID::FromIndex(TaskID::ForDriver(JobID::FromInt(1)), 1);
+  StoredObjectPtr seen;
+  store.GetAsync(id, [&](StoredObjectPtr v) { seen = std::move(v); });
+  auto freed = std::make_shared<StoredObject>();
+  freed->error = absl::InternalError("freed");
+  store.ResolveAsyncWaiters(id, freed);
+  ASSERT_NE(seen, nullptr);
+  EXPECT_FALSE(seen->error.ok());
+  EXPECT_FALSE(store.Contains(id));
+  // The waiter ran once: a later Put does not call it again.
+  seen = nullptr;
+  auto value = std::make_shared<StoredObject>();
+  value->data = "v";
+  EXPECT_TRUE(store.Put(id, value));
+  EXPECT_EQ(seen, nullptr);
+}
+
 }  // namespace
 }  // namespace manta::core
