@@ -58,5 +58,6 @@ MANTA_CONFIG(int64_t, max_tasks_per_push, 1000, "tasks sent together in one push
 MANTA_CONFIG(int64_t, task_channel_spin_us, 200, "a worker waiting for tasks, or a thread in Get/Wait waiting for task results, busy-polls its task channels this long (µs) before it sleeps; 0 = never")
 MANTA_CONFIG(int64_t, worker_lease_idle_ms, 100, "an owner returns a leased worker after this long without work")
 MANTA_CONFIG(int64_t, max_pending_lease_requests_per_key, 10, "lease requests in flight per scheduling key")
+MANTA_CONFIG(int64_t, max_lineage_bytes, int64_t{1} << 30, "an owner keeps finished tasks' specs (to rebuild lost objects) up to this many bytes; beyond it the oldest are dropped")
 MANTA_CONFIG(int64_t, task_max_retries, 3, "default retries of a task whose worker or node died")
 MANTA_CONFIG(int64_t, raylet_lease_timeout_ms, 0, "deadline of one lease request (0 = none: infeasible requests wait)")

@@ -188,9 +188,13 @@ absl::Status CoreWorker::Connect() {
   borrower_client_ = std::make_unique<BorrowerClient>(*workers_);
   reference_counter_ = std::make_unique<ReferenceCounter>(self_, borrower_client_.get());
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
-  task_manager_ = std::make_unique<TaskManager>(memory_store_, *reference_counter_, [this](const rpc::TaskSpec& spec) {
-    loop_.Post("CoreWorker.Resubmit", [this, spec] { ResolveAndSubmit(spec); });
-  });
+  reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
+  task_manager_ = std::make_unique<TaskManager>(
+      memory_store_, *reference_counter_,
+      [this](const rpc::TaskSpec& spec) {
+        loop_.Post("CoreWorker.Resubmit", [this, spec] { ResolveAndSubmit(spec); });
+      },
+      config.max_lineage_bytes);
   SubmitterOptions submitter_options;
   submitter_options.job_id = options_.job_id;
   submitter_options.self = rpc_address_;
@@ -427,6 +431,12 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
     ObjectID id = ObjectID::FromBinary(arg.ref().object_id());
     if (!reference_counter_->IsOwnedByUs(id)) continue;  // the worker asks the owner
     StoredObjectPtr value = memory_store_.GetIfExists(id);
+    if (!value && !task_manager_->IsPending(id.Task())) {
+      // Not on its way: its value was freed while only lineage kept it (a task
+      // being run again needs it again). Rebuild it first.
+      RecoverObject(id, "needed again as an argument of " + spec.function_name());
+      value = memory_store_.GetIfExists(id);  // an error if it cannot be rebuilt
+    }
     if (!value) {
       // Wait for this dependency, then look at the spec again.
       auto shared = std::make_shared<rpc::TaskSpec>(std::move(spec));
@@ -460,6 +470,14 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
     return send_reply(absl::OkStatus());
   }
   ObjectID object_id = *id;
+  if (!request.lost_at().empty()) {
+    // A borrower could not fetch the copy we told it about: rebuild the object,
+    // unless it was rebuilt elsewhere meanwhile.
+    StoredObjectPtr current = memory_store_.GetIfExists(object_id);
+    if (current && current->in_plasma && current->plasma_raylet_address == request.lost_at()) {
+      RecoverObject(object_id, "a borrower could not fetch its copy from " + request.lost_at());
+    }
+  }
   memory_store_.GetAsync(*id, [reply, send_reply](StoredObjectPtr value) {
     if (!value->error.ok()) {
       reply->set_status(rpc::GetObjectStatusReply::FAILED);

@@ -161,6 +161,8 @@ class CoreWorker {
   ReferenceCounter& reference_counter() { return *reference_counter_; }
   MemoryStore& memory_store() { return memory_store_; }
   size_t NumPendingTasks() const { return task_manager_->NumPending(); }
+  // Finished tasks whose specs are kept to rebuild their returns (lineage).
+  size_t NumLineage() const { return task_manager_->NumLineage(); }
   const std::string& gcs_address() const { return options_.gcs_address; }
 
   // RPC handlers (loop thread).
@@ -196,9 +198,19 @@ class CoreWorker {
   bool PollTaskChannels(bool* in_flight);
   // Busy-polls the task channels for up to task_channel_spin_us while `done` is false.
   void SpinOnTaskChannels(const std::function<bool()>& done);
-  // Borrowed objects absent here: ask their owners (loop thread).
-  void RequestFromOwners(const std::vector<ObjectID>& ids);
+  // Borrowed objects absent here: ask their owners (loop thread). `lost_at` names,
+  // per object, the raylet where its copy could not be fetched.
+  void RequestFromOwners(const std::vector<ObjectID>& ids,
+                         const absl::flat_hash_map<ObjectID, std::string>& lost_at = {});
+  absl::StatusOr<std::vector<ObjectValue>> GetWithRecovery(const std::vector<ObjectID>& ids, int64_t timeout_ms,
+                                                           int recovery_rounds);
+  // Owner: `id` has no readable value (`cause`): run the task that made it again.
+  // When that is impossible its value becomes an OBJECT_LOST error; returns false.
+  bool RecoverObject(const ObjectID& id, const std::string& cause);
+  // The reference counter dropped `id` for good (OnObjectFreed), or only its value
+  // (FreeValue: out of scope, the entry kept for lineage).
   void OnObjectFreed(const ObjectID& id);
+  void FreeValue(const ObjectID& id);
   // Queues the deletion of `ids` at `raylet_address` (batched per loop turn).
   void QueueFrees(const std::string& raylet_address, const std::vector<ObjectID>& ids);
   void FlushFrees();
@@ -207,9 +219,11 @@ class CoreWorker {
   // once if the object is already freed). Borrower side: tells the owner.
   void RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address);
   // Reads plasma-resident values through the local store, fetching remote ones.
+  // Positions (in `ids`) whose copy could not be fetched go to *lost, with the
+  // error set in *out.
   absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                 int64_t deadline_ms, std::vector<ObjectValue>* out,
-                                const std::vector<size_t>& positions);
+                                const std::vector<size_t>& positions, std::vector<size_t>* lost);
   void NotifyBlocked(bool blocked);
 
   // Worker-mode execution.

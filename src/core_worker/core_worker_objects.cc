@@ -58,7 +58,8 @@ void CoreWorker::NotifyBlocked(bool blocked) {
       });
 }
 
-void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids) {
+void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids,
+                                   const absl::flat_hash_map<ObjectID, std::string>& lost_at) {
   for (const ObjectID& id : ids) {
     if (memory_store_.Contains(id) || !owner_requests_.insert(id).second) continue;
     auto owner = reference_counter_->GetOwner(id);
@@ -70,6 +71,7 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids) {
     rpc::GetObjectStatusRequest request;
     request.set_object_id(id.Binary());
     request.set_owner_worker_id(owner->worker_id.Binary());
+    if (auto lost = lost_at.find(id); lost != lost_at.end()) request.set_lost_at(lost->second);
     Address owner_address = *owner;
     workers_->Get(HostPort(owner_address))
         ->GetObjectStatus(request, [this, id, owner_address](const absl::Status& s, rpc::GetObjectStatusReply&& r) {
@@ -106,6 +108,13 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids) {
 }
 
 absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
+  // A copy lost with its node is rebuilt (by its owner) and read again, a few times.
+  constexpr int kRecoveryRounds = 3;
+  return GetWithRecovery(ids, timeout_ms, kRecoveryRounds);
+}
+
+absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::vector<ObjectID>& ids,
+                                                                     int64_t timeout_ms, int recovery_rounds) {
   int64_t deadline = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
   std::vector<ObjectID> borrowed_absent;
   bool all_present = true;
@@ -157,9 +166,40 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<Objec
       out[i].holder = v;
     }
   }
-  if (status.ok() && !plasma_ids.empty()) status = ReadPlasmaValues(plasma_ids, markers, deadline, &out, positions);
+  std::vector<size_t> lost;
+  if (status.ok() && !plasma_ids.empty()) {
+    status = ReadPlasmaValues(plasma_ids, markers, deadline, &out, positions, &lost);
+  }
   if (blocked) NotifyBlocked(false);
   if (!status.ok()) return status;
+  if (lost.empty() || recovery_rounds <= 0) return out;
+  // Copies that could not be fetched: the owner rebuilds them; then read again.
+  std::vector<ObjectID> lost_ids;
+  absl::flat_hash_map<ObjectID, std::string> borrowed_lost_at;
+  for (size_t pos : lost) {
+    const ObjectID& id = ids[pos];
+    lost_ids.push_back(id);
+    std::string cause(out[pos].error->error.message());
+    if (reference_counter_->IsOwnedByUs(id)) {
+      RecoverObject(id, cause);
+    } else if (StoredObjectPtr marker = memory_store_.GetIfExists(id); marker && marker->in_plasma) {
+      memory_store_.Delete({id});
+      borrowed_lost_at[id] = marker->plasma_raylet_address;
+    }
+  }
+  if (!borrowed_lost_at.empty()) {
+    std::vector<ObjectID> borrowed;
+    for (const auto& [id, at] : borrowed_lost_at) borrowed.push_back(id);
+    // Posted before the Get below posts its own request, so this one (with the
+    // hint) is the one sent.
+    loop_.Post("CoreWorker.ReportLost", [this, borrowed, borrowed_lost_at] {
+      RequestFromOwners(borrowed, borrowed_lost_at);
+    });
+  }
+  int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicMs());
+  auto again = GetWithRecovery(lost_ids, left, recovery_rounds - 1);
+  if (!again.ok()) return again.status();
+  for (size_t k = 0; k < lost.size(); ++k) out[lost[k]] = std::move((*again)[k]);
   return out;
 }
 
@@ -200,7 +240,7 @@ void CoreWorker::SpinOnTaskChannels(const std::function<bool()>& done) {
 
 absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                           int64_t deadline_ms, std::vector<ObjectValue>* out,
-                                          const std::vector<size_t>& positions) {
+                                          const std::vector<size_t>& positions, std::vector<size_t>* lost) {
   object_store::ObjectStoreClient* store = store_.get();
   auto hold = [store](const ObjectID& id) {
     return std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
@@ -250,6 +290,7 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
         (*out)[positions[missing_pos[k]]].error =
             MakeErrorObject(rpc::OBJECT_LOST, "object " + missing[k].Hex() + " could not be fetched from " +
                                                   location + ": " + std::string(s.message()));
+        lost->push_back(positions[missing_pos[k]]);
       }
     }
   }
@@ -305,6 +346,23 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
 }
 
 void CoreWorker::OnObjectFreed(const ObjectID& id) {
+  FreeValue(id);
+  // Its task's record (lineage) is not needed any more once every return is gone.
+  task_manager_->OnObjectFreed(id);
+}
+
+bool CoreWorker::RecoverObject(const ObjectID& id, const std::string& cause) {
+  std::string why;
+  if (task_manager_->ResubmitForRecovery(id, &why) != TaskManager::Recovery::kImpossible) return true;
+  LOG(WARNING) << "object " << id.Hex() << " is lost (" << cause << ") and cannot be rebuilt: " << why;
+  memory_store_.Delete({id});
+  reference_counter_->UpdateObjectFailed(id);
+  memory_store_.Put(id, MakeErrorObject(rpc::OBJECT_LOST, "object " + id.Hex() + " is lost (" + cause +
+                                                              ") and cannot be rebuilt: " + why));
+  return false;
+}
+
+void CoreWorker::FreeValue(const ObjectID& id) {
   StoredObjectPtr obj = memory_store_.GetIfExists(id);
   memory_store_.Delete({id});
   // Borrowers still asking about it (GetObjectStatus) get their answer now.

@@ -2,12 +2,16 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "src/core_worker/common.h"
 
 namespace manta::core {
 
-TaskManager::TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit)
-    : memory_store_(memory_store), reference_counter_(reference_counter), resubmit_(std::move(resubmit)) {}
+TaskManager::TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit,
+                         int64_t max_lineage_bytes)
+    : memory_store_(memory_store), reference_counter_(reference_counter), resubmit_(std::move(resubmit)),
+      max_lineage_bytes_(max_lineage_bytes) {}
 
 void TaskManager::AddPendingTask(const rpc::TaskSpec& spec, std::vector<ObjectID> argument_ids) {
   TaskID task_id = TaskID::FromBinary(spec.task_id());
@@ -46,6 +50,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     pending_.erase(it);
   }
   const Address self = FromRpc(entry.spec.caller_address());
+  bool failed = false;
   for (const rpc::ReturnObject& r : result.returns()) {
     auto id = ObjectID::FromBinaryChecked(r.object_id());
     if (!id.ok() || id->Task() != *task_id) {
@@ -54,6 +59,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     }
     StoredObjectPtr value;
     if (r.has_error() && r.error().type() != rpc::ERROR_TYPE_UNSPECIFIED) {
+      failed = true;
       value = MakeErrorObject(r.error());
       reference_counter_.UpdateObjectFailed(*id);
     } else {
@@ -91,7 +97,124 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     auto id = ObjectID::FromBinaryChecked(b.ref().object_id());
     if (id.ok()) borrowed.push_back(BorrowedRef{*id, FromRpc(b.borrower())});
   }
-  reference_counter_.UpdateFinishedTaskReferences(entry.argument_ids, borrowed);
+  std::vector<ObjectID> argument_ids = entry.argument_ids;
+  std::vector<ObjectID> evicted;
+  if (!failed) {
+    // Keep the spec for rebuilding the returns; the arguments we own stay known
+    // (lineage refs, taken before the submitted refs go) so they can be rebuilt too.
+    std::vector<ObjectID> owned_args;
+    for (const ObjectID& arg : argument_ids) {
+      if (!reference_counter_.IsOwnedByUs(arg)) continue;
+      reference_counter_.AddLineageReference(arg);
+      owned_args.push_back(arg);
+    }
+    absl::MutexLock lock(&mu_);
+    evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
+  }
+  reference_counter_.UpdateFinishedTaskReferences(argument_ids, borrowed);
+  for (const ObjectID& id : evicted) reference_counter_.RemoveLineageReference(id);
+  if (!failed) {
+    // Returns freed before the lineage was recorded never reach OnObjectFreed.
+    for (int i = 1; i <= result.returns_size(); ++i) {
+      ObjectID id = ObjectID::FromIndex(*task_id, i);
+      if (!reference_counter_.HasReference(id)) OnObjectFreed(id);
+    }
+  }
+}
+
+std::vector<ObjectID> TaskManager::KeepLineageLocked(Entry entry, std::vector<ObjectID> owned_args) {
+  TaskID task_id = TaskID::FromBinary(entry.spec.task_id());
+  LineageEntry& kept = lineage_[task_id];
+  kept.bytes = static_cast<int64_t>(entry.spec.ByteSizeLong());
+  for (int i = 1; i <= std::max(1, entry.spec.num_returns()); ++i) {
+    kept.returns_alive.push_back(ObjectID::FromIndex(task_id, i));
+  }
+  kept.task = std::move(entry);
+  kept.owned_args = std::move(owned_args);
+  kept.seq = next_lineage_seq_++;
+  lineage_order_.emplace(kept.seq, task_id);
+  lineage_bytes_ += kept.bytes;
+  std::vector<ObjectID> released;
+  while (lineage_bytes_ > max_lineage_bytes_ && !lineage_order_.empty()) {
+    TaskID oldest = lineage_order_.begin()->second;
+    LOG_EVERY_N(WARNING, 1000) << "lineage over max_lineage_bytes (" << max_lineage_bytes_
+                               << "): dropping the oldest; objects made by those tasks can no longer be rebuilt";
+    std::vector<ObjectID> args = DropLineageLocked(oldest);
+    released.insert(released.end(), args.begin(), args.end());
+  }
+  return released;
+}
+
+std::vector<ObjectID> TaskManager::DropLineageLocked(const TaskID& task_id) {
+  auto it = lineage_.find(task_id);
+  if (it == lineage_.end()) return {};
+  std::vector<ObjectID> args = std::move(it->second.owned_args);
+  lineage_bytes_ -= it->second.bytes;
+  lineage_order_.erase(it->second.seq);
+  lineage_.erase(it);
+  return args;
+}
+
+void TaskManager::OnObjectFreed(const ObjectID& id) {
+  std::vector<ObjectID> released;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lineage_.find(id.Task());
+    if (it == lineage_.end()) return;
+    auto& alive = it->second.returns_alive;
+    alive.erase(std::remove(alive.begin(), alive.end(), id), alive.end());
+    if (!alive.empty()) return;
+    released = DropLineageLocked(id.Task());
+  }
+  for (const ObjectID& arg : released) reference_counter_.RemoveLineageReference(arg);
+}
+
+TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, std::string* why) {
+  const TaskID task_id = id.Task();
+  rpc::TaskSpec spec;
+  std::vector<ObjectID> argument_ids;
+  std::vector<ObjectID> owned_args;
+  {
+    absl::MutexLock lock(&mu_);
+    if (pending_.contains(task_id)) return Recovery::kAlreadyPending;
+    auto it = lineage_.find(task_id);
+    if (it == lineage_.end()) {
+      *why = "no record of the task that made it is kept (objects from ray::Put cannot be rebuilt; a task's "
+             "record goes once none of its returns is referenced, or beyond max_lineage_bytes)";
+      return Recovery::kImpossible;
+    }
+    Entry& task = it->second.task;
+    if (task.retries_left == 0) {
+      *why = "its task " + task_id.Hex() + " (" + task.spec.function_name() + ") has no retries left";
+      return Recovery::kImpossible;
+    }
+    if (task.retries_left > 0) --task.retries_left;
+    task.spec.set_attempt_number(task.spec.attempt_number() + 1);
+    spec = task.spec;
+    argument_ids = task.argument_ids;
+    Entry pending = std::move(task);
+    std::vector<ObjectID> args = DropLineageLocked(task_id);
+    owned_args = std::move(args);
+    pending_[task_id] = std::move(pending);
+  }
+  // Submitted refs replace the lineage refs (taken first: nothing goes in between).
+  reference_counter_.UpdateSubmittedTaskReferences(argument_ids);
+  for (const ObjectID& arg : owned_args) reference_counter_.RemoveLineageReference(arg);
+  for (int i = 1; i <= std::max(1, spec.num_returns()); ++i) memory_store_.Delete({ObjectID::FromIndex(task_id, i)});
+  LOG(INFO) << "rebuilding object " << id.Hex() << ": running task " << task_id.Hex() << " ("
+            << spec.function_name() << ") again, attempt " << spec.attempt_number();
+  resubmit_(spec);
+  return Recovery::kResubmitted;
+}
+
+size_t TaskManager::NumLineage() const {
+  absl::MutexLock lock(&mu_);
+  return lineage_.size();
+}
+
+int64_t TaskManager::LineageBytes() const {
+  absl::MutexLock lock(&mu_);
+  return lineage_bytes_;
 }
 
 bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type,

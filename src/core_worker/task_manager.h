@@ -8,11 +8,20 @@
 // the task is resubmitted while retries remain; after that, or for errors that are
 // not retried (user exceptions), the error becomes the value of every return.
 //
+// Lineage. A task that finished successfully keeps its spec while any of its
+// returns is still known to the reference counter, and holds a lineage reference on
+// each argument it owns (so theirs is kept too): a return whose value is lost (its
+// node died, or it was freed while a kept task still needed it) is rebuilt by
+// running the task again (ResubmitForRecovery), with the same object ids. The specs
+// kept are capped at max_lineage_bytes; beyond it the oldest are dropped and their
+// returns can no longer be rebuilt.
+//
 // Threading: thread-safe (one absl::Mutex); the memory store and reference counter
 // are called outside it. `resubmit` runs on the thread that reported the failure.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,7 +38,8 @@ namespace manta::core {
 class TaskManager {
  public:
   using Resubmit = std::function<void(const rpc::TaskSpec& spec)>;
-  TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit);
+  TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit,
+              int64_t max_lineage_bytes = int64_t{1} << 30);
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
   void AddPendingTask(const rpc::TaskSpec& spec, std::vector<ObjectID> argument_ids);
@@ -49,21 +59,56 @@ class TaskManager {
   // Fails the task for good with `error` (no retry): every return gets the error.
   void FailTask(const TaskID& task_id, const rpc::ErrorInfo& error);
 
+  enum class Recovery { kResubmitted, kAlreadyPending, kImpossible };
+  // `id`, a return of a task we submitted, has no readable value any more: runs
+  // that task again. Its returns' stale values are dropped from the memory store
+  // first, so readers wait for the new ones. kAlreadyPending when the task is
+  // running (nothing to do); kImpossible (with *why) when no lineage is kept for it
+  // (a Put, dropped or evicted lineage) or no retries are left.
+  Recovery ResubmitForRecovery(const ObjectID& id, std::string* why);
+
+  // `id` is gone from the reference counter: the lineage of the task that created it
+  // goes once none of that task's returns is left.
+  void OnObjectFreed(const ObjectID& id);
+
+  size_t NumLineage() const;
+  int64_t LineageBytes() const;
+
  private:
   struct Entry {
     rpc::TaskSpec spec;
     std::vector<ObjectID> argument_ids;
     int retries_left = 0;
   };
+  struct LineageEntry {
+    Entry task;
+    // The arguments we own, each holding a lineage reference for this entry.
+    std::vector<ObjectID> owned_args;
+    // Returns still known to the reference counter; the entry goes with the last.
+    std::vector<ObjectID> returns_alive;
+    int64_t bytes = 0;
+    uint64_t seq = 0;  // key in lineage_order_
+  };
   void StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error);
+  // Keeps a finished task's spec; returns the argument ids whose lineage references
+  // dropped by eviction must be removed (outside the mutex).
+  std::vector<ObjectID> KeepLineageLocked(Entry entry, std::vector<ObjectID> owned_args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<ObjectID> DropLineageLocked(const TaskID& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores a return value unless the object is no longer referenced.
   void PutIfReferenced(const ObjectID& id, StoredObjectPtr value);
 
   MemoryStore& memory_store_;
   ReferenceCounter& reference_counter_;
   Resubmit resubmit_;
+  const int64_t max_lineage_bytes_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TaskID, Entry> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TaskID, LineageEntry> lineage_ ABSL_GUARDED_BY(mu_);
+  // Kept tasks, oldest first, for eviction.
+  std::map<uint64_t, TaskID> lineage_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_lineage_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t lineage_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace manta::core

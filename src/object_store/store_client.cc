@@ -146,6 +146,7 @@ absl::StatusOr<rpc::StoreReply> ObjectStoreClient::Call(rpc::StoreRequest& reque
     if (reply.request_id() == request_id) return reply;
     // The late error of an earlier one-way request.
     absl::Status s = StatusOf(reply);
+    if (s.ok()) continue;
     LOG(WARNING) << "object store rejected an earlier request: " << s;
     if (async_error_.ok()) async_error_ = s;
   }

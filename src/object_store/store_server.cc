@@ -273,7 +273,7 @@ void Connection::Handle(const rpc::StoreRequest& request) {
         ids.push_back(*oid);
       }
       store.Delete(ids);
-      Send(reply);
+      if (!request.no_reply()) Send(reply);
       return;
     }
     case rpc::StoreRequest::kAbort: {
@@ -281,7 +281,7 @@ void Connection::Handle(const rpc::StoreRequest& request) {
       if (!oid.ok()) return Close("Abort with a malformed object id");
       absl::Status s = store.Abort(id, *oid);
       if (!s.ok()) SetError(&reply, s);
-      Send(reply);
+      if (!request.no_reply() || !s.ok()) Send(reply);
       return;
     }
     case rpc::StoreRequest::REQUEST_NOT_SET:

@@ -393,6 +393,25 @@ TEST_F(StoreServerTest, OneWayErrorsComeBackThroughTakeAsyncError) {
   EXPECT_EQ(client->Contains(id).value_or(false), true);
 }
 
+// One-way Deletes and Aborts get no reply (a reply would sit in front of the next
+// call's answer).
+TEST_F(StoreServerTest, OneWayDeleteAndAbortAreNotAnswered) {
+  RawConnection raw(socket_path());
+  ASSERT_TRUE(raw.Connect());
+  rpc::StoreRequest del;
+  del.set_request_id(1);
+  del.set_no_reply(true);
+  del.mutable_delete_()->add_object_ids(ObjectID::FromRandom().Binary());
+  rpc::StoreRequest contains;
+  contains.set_request_id(2);
+  contains.mutable_contains()->set_object_id(ObjectID::FromRandom().Binary());
+  ASSERT_TRUE(raw.Send(del));
+  ASSERT_TRUE(raw.Send(contains));
+  std::optional<rpc::StoreReply> reply = raw.ReadReply();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->request_id(), 2u);
+}
+
 // Many one-way Seals and Releases in a row (the server reads them in batches).
 TEST_F(StoreServerTest, PipelinedSealsAndReleases) {
   auto writer = Connect();

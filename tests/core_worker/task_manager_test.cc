@@ -1,0 +1,186 @@
+// TaskManager lineage: a finished task's spec is kept while its return is known and
+// holds lineage refs on the arguments it owns; dropping the return drops it (and
+// cascades); ResubmitForRecovery runs the task again with the next attempt after
+// dropping the stale value; Puts and evicted records cannot be rebuilt.
+#include "src/core_worker/task_manager.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/core_worker/common.h"
+
+namespace manta::core {
+namespace {
+
+class NoopBorrowerClient : public BorrowerClientInterface {
+ public:
+  void WaitForRefRemoved(const Address&, const ObjectID&, const Address&, std::optional<ObjectID>,
+                         std::function<void(absl::Status, std::vector<BorrowedRef>)> done) override {
+    done(absl::OkStatus(), {});
+  }
+};
+
+class TaskManagerTest : public ::testing::Test {
+ protected:
+  explicit TaskManagerTest(int64_t max_lineage_bytes = int64_t{1} << 30)
+      : refs_(self_, &borrowers_),
+        tasks_(store_, refs_, [this](const rpc::TaskSpec& spec) { resubmitted_.push_back(spec); },
+               max_lineage_bytes) {
+    refs_.SetOnObjectFreed([this](const ObjectID& id) { tasks_.OnObjectFreed(id); });
+  }
+
+  // Submits a task taking `args` by reference, as the core worker does; returns its
+  // return id, which holds one local ref.
+  ObjectID Submit(const std::vector<ObjectID>& args = {}, int max_retries = 3) {
+    TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
+    rpc::TaskSpec spec;
+    spec.set_task_id(task_id.Binary());
+    spec.set_function_name("f");
+    spec.set_num_returns(1);
+    spec.set_max_retries(max_retries);
+    *spec.mutable_caller_address() = ToRpc(self_);
+    for (const ObjectID& arg : args) {
+      rpc::TaskArg* a = spec.add_args();
+      a->set_is_ref(true);
+      a->mutable_ref()->set_object_id(arg.Binary());
+    }
+    ObjectID id = ObjectID::FromIndex(task_id, 1);
+    refs_.AddOwnedObject(id, self_, {});
+    refs_.AddLocalReference(id);
+    refs_.UpdateSubmittedTaskReferences(args);
+    tasks_.AddPendingTask(spec, args);
+    return id;
+  }
+  void Finish(const ObjectID& id, int attempt = 0) {
+    rpc::TaskResult result;
+    result.set_task_id(id.Task().Binary());
+    result.set_attempt_number(attempt);
+    rpc::ReturnObject* r = result.add_returns();
+    r->set_object_id(id.Binary());
+    r->set_in_plasma(true);
+    r->set_node_id(NodeID::FromRandom().Binary());
+    r->set_raylet_address("127.0.0.1:9999");
+    r->set_size_bytes(400000);
+    tasks_.CompletePendingTask(result);
+  }
+
+  Address self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()};
+  NoopBorrowerClient borrowers_;
+  ReferenceCounter refs_;
+  MemoryStore store_;
+  std::vector<rpc::TaskSpec> resubmitted_;
+  TaskManager tasks_;
+  TaskID root_ = TaskID::ForDriver(JobID::FromInt(1));
+  uint64_t counter_ = 0;
+};
+
+TEST_F(TaskManagerTest, FinishedTaskIsKeptWhileItsReturnIsReferenced) {
+  ObjectID x = Submit();
+  Finish(x);
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+  EXPECT_EQ(tasks_.NumLineage(), 1u);
+  EXPECT_GT(tasks_.LineageBytes(), 0);
+  refs_.RemoveLocalReference(x);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+  EXPECT_EQ(tasks_.LineageBytes(), 0);
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, AReturnFreedBeforeTheResultCameLeavesNoLineage) {
+  ObjectID x = Submit();
+  refs_.RemoveLocalReference(x);  // freed while the task ran
+  Finish(x);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+  EXPECT_EQ(store_.Size(), 0u);
+}
+
+TEST_F(TaskManagerTest, ArgumentsStayKnownWhileADependentsRecordIsKept) {
+  ObjectID x = Submit();
+  Finish(x);
+  ObjectID y = Submit({x});
+  Finish(y);
+  // The user drops x: only y's record keeps x's entry (and x's own record).
+  refs_.RemoveLocalReference(x);
+  EXPECT_TRUE(refs_.HasReference(x));
+  EXPECT_EQ(refs_.LineageRefCount(x), 1);
+  EXPECT_EQ(tasks_.NumLineage(), 2u);
+  // Dropping y cascades: y's record, x's entry, x's record.
+  refs_.RemoveLocalReference(y);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, RecoveryRunsTheTaskAgainWithTheNextAttempt) {
+  ObjectID x = Submit();
+  Finish(x);
+  ASSERT_NE(store_.GetIfExists(x), nullptr);
+  std::string why;
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, &why), TaskManager::Recovery::kResubmitted);
+  ASSERT_EQ(resubmitted_.size(), 1u);
+  EXPECT_EQ(resubmitted_[0].attempt_number(), 1);
+  // The stale value is gone: readers wait for the new one.
+  EXPECT_EQ(store_.GetIfExists(x), nullptr);
+  EXPECT_TRUE(tasks_.IsPending(x.Task()));
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, &why), TaskManager::Recovery::kAlreadyPending);
+  EXPECT_EQ(resubmitted_.size(), 1u);
+  Finish(x, /*attempt=*/1);
+  EXPECT_NE(store_.GetIfExists(x), nullptr);
+  EXPECT_EQ(tasks_.NumLineage(), 1u);
+  refs_.RemoveLocalReference(x);
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, RecoveryOfAnArgumentHoldsItWhileTheTaskRunsAgain) {
+  ObjectID x = Submit();
+  Finish(x);
+  ObjectID y = Submit({x});
+  Finish(y);
+  refs_.RemoveLocalReference(x);
+  std::string why;
+  ASSERT_EQ(tasks_.ResubmitForRecovery(y, &why), TaskManager::Recovery::kResubmitted);
+  // x is held by a submitted-task ref now, not by y's record.
+  EXPECT_EQ(refs_.SubmittedTaskRefCount(x), 1);
+  EXPECT_EQ(refs_.LineageRefCount(x), 0);
+  Finish(y, 1);
+  EXPECT_EQ(refs_.LineageRefCount(x), 1);
+  refs_.RemoveLocalReference(y);
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+}
+
+TEST_F(TaskManagerTest, PutsAndTasksOutOfRetriesCannotBeRebuilt) {
+  std::string why;
+  ObjectID put = ObjectID::ForPut(root_, 1);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(put, &why), TaskManager::Recovery::kImpossible);
+  EXPECT_NE(why.find("ray::Put"), std::string::npos) << why;
+  ObjectID x = Submit({}, /*max_retries=*/0);
+  Finish(x);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, &why), TaskManager::Recovery::kImpossible);
+  EXPECT_NE(why.find("no retries left"), std::string::npos) << why;
+  refs_.RemoveLocalReference(x);
+}
+
+class SmallLineageTest : public TaskManagerTest {
+ protected:
+  SmallLineageTest() : TaskManagerTest(/*max_lineage_bytes=*/300) {}
+};
+
+TEST_F(SmallLineageTest, OldestRecordsAreDroppedBeyondTheCap) {
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < 10; ++i) {
+    ids.push_back(Submit());
+    Finish(ids.back());
+  }
+  EXPECT_LE(tasks_.LineageBytes(), 300);
+  EXPECT_LT(tasks_.NumLineage(), 10u);
+  std::string why;
+  EXPECT_EQ(tasks_.ResubmitForRecovery(ids.front(), &why), TaskManager::Recovery::kImpossible);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(ids.back(), &why), TaskManager::Recovery::kResubmitted);
+  Finish(ids.back(), 1);
+  for (const ObjectID& id : ids) refs_.RemoveLocalReference(id);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+}  // namespace
+}  // namespace manta::core

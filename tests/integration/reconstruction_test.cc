@@ -1,0 +1,136 @@
+// Lineage reconstruction through the public API (ARCHITECTURE.md §5 step 7, §15): on
+// a cluster of a head and nodes offering a "special" resource, a 400 KB task result
+// lives only in the store of the node that made it; that node's raylet is killed
+// with SIGKILL, and the owner rebuilds the object by running its task again
+// elsewhere — when the driver reads it, when another task needs it as an argument,
+// and when the intermediate object of a chain was already freed. Once every ref is
+// gone, the owner keeps no lineage and no objects. This binary is its own worker.
+#include <ray/api.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "big_array.h"
+#include "cluster_harness.h"
+#include "gtest/gtest.h"
+#include "src/api/native_runtime.h"
+#include "src/common/process.h"
+#include "src/core_worker/core_worker.h"
+
+namespace {
+
+using manta::testing::Big;
+Big MakeBig(int seed) { return manta::testing::MakeBig(seed); }
+long long SumBig(Big b) { return manta::testing::SumBig(b); }
+Big AddOne(Big b) {
+  for (int& v : b) ++v;
+  return b;
+}
+RAY_REMOTE(MakeBig, SumBig, AddOne);
+
+manta::core::CoreWorker& Core() { return *ray::internal::GetCoreWorkerForTesting(); }
+
+class ReconstructionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    harness_ = new manta::testing::ClusterHarness();
+    // Dead nodes are noticed within about a second.
+    harness_->StartHead({"--num-cpus=1", "--system-config",
+                         R"({"health_check_period_ms": 200, "health_check_timeout_ms": 200,
+                             "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 200})"});
+    ray::RayConfig config;
+    config.address = harness_->gcs_address();
+    ray::Init(config);
+  }
+  static void TearDownTestSuite() {
+    ray::Shutdown();
+    delete harness_;
+  }
+  // Each test kills a node: it starts with two fresh "special" nodes.
+  void SetUp() override {
+    harness_->StartNode({"--num-cpus=1", "--resources={\"special\": 1}"});
+    harness_->StartNode({"--num-cpus=1", "--resources={\"special\": 1}"});
+  }
+  void TearDown() override {
+    EXPECT_TRUE(manta::testing::WaitFor([] { return Core().reference_counter().NumObjects() == 0; }, 10000))
+        << Core().reference_counter().NumObjects() << " objects left in the ownership table";
+  }
+
+  // Waits until `ref` is ready without reading it (no copy reaches this node) and
+  // returns the node holding its primary copy.
+  template <typename T>
+  static manta::NodeID PrimaryNode(const ray::ObjectRef<T>& ref) {
+    ray::WaitResult<T> ready = ray::Wait(std::vector<ray::ObjectRef<T>>{ref}, 1, 30000);
+    EXPECT_EQ(ready.ready.size(), 1u);
+    auto id = manta::ObjectID::FromBinary(ref.ID());
+    return Core().reference_counter().GetPinnedAt(id).value_or(manta::NodeID::Nil());
+  }
+  // SIGKILLs the raylet of `node` (its store, and the workers on it, go with it).
+  static void KillNode(const manta::NodeID& node) {
+    for (const auto& info : harness_->AliveNodes()) {
+      if (info.node_id() != node.Binary()) continue;
+      ASSERT_TRUE(manta::SignalProcess(info.raylet_pid(), SIGKILL).ok());
+      manta::WaitForExit(info.raylet_pid(), 5000);
+      return;
+    }
+    FAIL() << "no alive node " << node.Hex();
+  }
+  static manta::testing::ClusterHarness* harness_;
+};
+manta::testing::ClusterHarness* ReconstructionTest::harness_ = nullptr;
+
+TEST_F(ReconstructionTest, LostResultIsRebuiltWhenTheOwnerReadsIt) {
+  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(5);
+  manta::NodeID first = PrimaryNode(big);
+  ASSERT_FALSE(first.IsNil());
+  KillNode(first);
+  EXPECT_EQ(*big.Get(), MakeBig(5));
+  // Made again on the other special node.
+  auto again = Core().reference_counter().GetPinnedAt(manta::ObjectID::FromBinary(big.ID()));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_NE(*again, first);
+}
+
+TEST_F(ReconstructionTest, LostArgumentIsRebuiltForTheTaskThatNeedsIt) {
+  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(7);
+  manta::NodeID first = PrimaryNode(big);
+  ASSERT_FALSE(first.IsNil());
+  KillNode(first);
+  // The worker running SumBig borrows `big`, cannot fetch it, and tells the owner,
+  // which rebuilds it.
+  EXPECT_EQ(*ray::Task(SumBig).Remote(big).Get(), SumBig(MakeBig(7)));
+}
+
+TEST_F(ReconstructionTest, ChainIsRebuiltThroughAnIntermediateAlreadyFreed) {
+  ray::ObjectRef<Big> last;
+  {
+    auto first = ray::Task(MakeBig).SetResource("special", 1).Remote(11);
+    last = ray::Task(AddOne).SetResource("special", 1).Remote(first);
+  }  // `first` is out of scope: its value is freed, its task's record is kept
+  manta::NodeID node = PrimaryNode(last);
+  ASSERT_FALSE(node.IsNil());
+  KillNode(node);
+  // AddOne runs again, which needs MakeBig to run again first.
+  EXPECT_EQ(*last.Get(), AddOne(MakeBig(11)));
+}
+
+TEST_F(ReconstructionTest, NoLineageIsLeftOnceEveryRefIsGone) {
+  {
+    auto first = ray::Task(MakeBig).SetResource("special", 1).Remote(2);
+    auto second = ray::Task(AddOne).Remote(first);
+    EXPECT_EQ((*second.Get())[0], 3);
+    EXPECT_GE(Core().NumLineage(), 1u);
+  }
+  EXPECT_TRUE(manta::testing::WaitFor([] { return Core().NumLineage() == 0; }, 10000))
+      << Core().NumLineage() << " task records still kept";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
