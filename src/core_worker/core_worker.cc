@@ -160,8 +160,8 @@ absl::Status CoreWorker::Connect() {
   workers_ = std::make_unique<CoreWorkerClientPool>([this, client_options](const std::string& address) {
     return MakeGrpcCoreWorkerClient(loop_, address, client_options);
   });
-  channels_ = std::make_unique<TaskChannelPool>([this](const std::string& address) {
-    return MakeTcpTaskChannel(loop_, address, options_.config.grpc_max_message_bytes);
+  channels_ = std::make_unique<TaskChannelPool>([this](const std::string& key) {
+    return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes);
   });
   if (!options_.is_driver) {
     auto channel_server = TaskChannelServer::Listen(options_.node_ip_address, config.grpc_max_message_bytes);

@@ -148,8 +148,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       lease.raylet_address = raylet_address;
       lease.key = key;
       lease.idle_since_ms = MonotonicMs();
-      lease.channel =
-          channels_.Get(lease.worker.ip_address() + ":" + std::to_string(lease.worker.task_port()));
+      lease.channel = channels_.Get(TaskChannelKey(lease.worker));
       VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker "
               << HostPort(lease.worker) << " for " << key;
       std::string lease_id = lease.lease_id;
@@ -273,7 +272,7 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
       std::string where = lease ? HostPort(lease->worker) : "a leased worker";
       LOG(WARNING) << "pushing " << push->tasks.size() << " task(s) to " << where << " failed: " << status;
       if (lease) {
-        channels_.Disconnect(lease->channel->address());
+        channels_.Disconnect(TaskChannelKey(lease->worker));
         ReturnLease(push->lease_id, true, "push failed: " + std::string(status.message()));
         lease = nullptr;
       }
@@ -314,6 +313,8 @@ void NormalTaskSubmitter::SweepIdleLeases() {
     idle.push_back(id);
   }
   for (const std::string& id : idle) ReturnLease(id, false, "idle");
+  // Channels to workers that went away (their leases were returned before).
+  channels_.Prune([](TaskChannelInterface& c) { return c.IsClosed() && c.InFlight() == 0; });
   if (leases_.empty()) {
     sweeping_ = false;
     sweep_timer_.reset();

@@ -7,7 +7,9 @@
 // Thread-safe: the pools take a mutex; the clients themselves are thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +90,19 @@ class ClientPool {
     if (it == clients_.end()) return;
     retired_.push_back(std::move(it->second));
     clients_.erase(it);
+  }
+  // Forgets every client, current or retired, for which `dead` is true (closed
+  // connections with nothing in flight).
+  void Prune(const std::function<bool(Interface&)>& dead) {
+    absl::MutexLock lock(&mu_);
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      auto next = std::next(it);
+      if (dead(*it->second)) clients_.erase(it);
+      it = next;
+    }
+    retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                  [&](const std::shared_ptr<Interface>& c) { return dead(*c); }),
+                   retired_.end());
   }
   // Runs `fn` on every client, current and retired.
   void ForEach(const std::function<void(Interface&)>& fn) {

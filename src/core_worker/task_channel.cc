@@ -62,6 +62,19 @@ absl::Status ParseAddress(const std::string& address, sockaddr_in* out) {
 
 }  // namespace
 
+std::string TaskChannelKey(const rpc::Address& worker) {
+  std::string worker_id = worker.worker_id();
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : worker_id) {
+    hex.push_back(kHex[c >> 4]);
+    hex.push_back(kHex[c & 15]);
+  }
+  return worker.ip_address() + ":" + std::to_string(worker.task_port()) + "@" + hex;
+}
+
+std::string TaskChannelAddress(const std::string& key) { return key.substr(0, key.find('@')); }
+
 void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, std::string* out) {
   size_t body = message.ByteSizeLong();
   uint32_t length = static_cast<uint32_t>(body + 1);
@@ -201,6 +214,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   int64_t InFlight() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int64_t>(pushes_.size());
+  }
+
+  bool IsClosed() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !status_.ok();
   }
 
   void CancelAll() override {

@@ -87,9 +87,17 @@ class TaskChannelInterface {
   virtual int64_t InFlight() const = 0;
   // Fails every push in flight (CANCELLED) and later ones at once. Shutdown.
   virtual void CancelAll() = 0;
+  // The connection failed or was cancelled: every later push fails.
+  virtual bool IsClosed() const = 0;
 };
 
+// Channels by TaskChannelKey(): one per worker process, so a new worker that
+// happens to reuse a dead one's port never gets the dead one's channel.
 using TaskChannelPool = ClientPool<TaskChannelInterface>;
+// "ip:task_port@<worker id hex>" of a leased worker's address.
+std::string TaskChannelKey(const rpc::Address& worker);
+// The "ip:task_port" part of a key.
+std::string TaskChannelAddress(const std::string& key);
 
 // The TCP implementation; `address` is "ip:task_port". Connects on the first Push.
 std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,

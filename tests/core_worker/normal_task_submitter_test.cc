@@ -102,9 +102,15 @@ class FakeRaylet : public RayletClientInterface {
 // A leased worker's task channel.
 class FakeWorker : public TaskChannelInterface {
  public:
-  explicit FakeWorker(std::string address) : address_(std::move(address)) {}
+  FakeWorker(std::string address, EventLoop& loop) : address_(std::move(address)), loop_(loop) {}
   const std::string& address() const override { return address_; }
-  void Push(rpc::PushTaskRequest q, PushCallback cb) override { pushes.push_back({std::move(q), std::move(cb)}); }
+  void Push(rpc::PushTaskRequest q, PushCallback cb) override {
+    if (closed) {  // as the real channel: the failure comes from the loop
+      loop_.Post("FakeWorker.Closed", [cb] { cb(absl::UnavailableError("connection closed"), {}); });
+      return;
+    }
+    pushes.push_back({std::move(q), std::move(cb)});
+  }
   bool Poll() override { return false; }
   void CancelAll() override {
     auto pending = std::move(pushes);
@@ -112,6 +118,8 @@ class FakeWorker : public TaskChannelInterface {
     for (auto& p : pending) p.callback(absl::CancelledError("cancelled"), {});
   }
   int64_t InFlight() const override { return static_cast<int64_t>(pushes.size()); }
+  bool IsClosed() const override { return closed; }
+  bool closed = false;  // the worker process went away
 
   static void AddResult(const rpc::TaskSpec& spec, rpc::PushTaskReply* reply) {
     rpc::TaskResult* r = reply->add_results();
@@ -149,6 +157,7 @@ class FakeWorker : public TaskChannelInterface {
 
  private:
   std::string address_;
+  EventLoop& loop_;
 };
 
 class NoopBorrowerClient : public BorrowerClientInterface {
@@ -167,8 +176,9 @@ class SubmitterTest : public ::testing::Test {
           raylet_by_address_[address] = r.get();
           return r;
         }),
-        workers_([this](const std::string& address) {
-          auto w = std::make_shared<FakeWorker>(address);
+        workers_([this](const std::string& key) {
+          std::string address = TaskChannelAddress(key);
+          auto w = std::make_shared<FakeWorker>(address, loop_);
           worker_by_address_[address] = w.get();
           return w;
         }),
@@ -339,6 +349,30 @@ TEST_F(SubmitterTest, WorkerDeathRetriesThenFailsWithWorkerDied) {
   EXPECT_FALSE(value->error.ok());
   EXPECT_EQ(value->error_type, rpc::WORKER_DIED);
   EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
+TEST_F(SubmitterTest, ANewWorkerOnADeadWorkersPortGetsAFreshChannel) {
+  Submit();
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  FakeWorker* first = &Worker(3000);
+  first->ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(DriveUntil(loop_, [&] { return LocalRaylet().returns.size() == 1; }));  // idle: returned
+  first->closed = true;  // that worker exits later; its connection closes
+  // A new worker that reuses the port is granted for the next task.
+  ObjectID id = Submit();
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  FakeWorker* second = &Worker(3000);
+  EXPECT_NE(second, first);
+  ASSERT_EQ(second->pushes.size(), 1u);
+  second->ReplyOk();
+  loop_.RunUntilIdle();
+  ASSERT_NE(store_.GetIfExists(id), nullptr);
+  EXPECT_EQ(store_.GetIfExists(id)->data, "ok");
+  EXPECT_EQ(LocalRaylet().returns.size(), 1u);  // no lease came back as failed
 }
 
 TEST_F(SubmitterTest, LateResultOfAnOlderAttemptIsIgnored) {
