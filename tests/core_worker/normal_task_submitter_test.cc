@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "src/core_worker/common.h"
+#include "tests/core_worker/noop_borrower_client.h"
 
 namespace manta::core {
 namespace {
@@ -158,14 +159,6 @@ class FakeWorker : public TaskChannelInterface {
  private:
   std::string address_;
   EventLoop& loop_;
-};
-
-class NoopBorrowerClient : public BorrowerClientInterface {
- public:
-  void WaitForRefRemoved(const Address&, const ObjectID&, const Address&, std::optional<ObjectID>,
-                         std::function<void(absl::Status, std::vector<BorrowedRef>)> done) override {
-    done(absl::OkStatus(), {});
-  }
 };
 
 class SubmitterTest : public ::testing::Test {

@@ -8,17 +8,10 @@
 
 #include "gtest/gtest.h"
 #include "src/core_worker/common.h"
+#include "tests/core_worker/noop_borrower_client.h"
 
 namespace manta::core {
 namespace {
-
-class NoopBorrowerClient : public BorrowerClientInterface {
- public:
-  void WaitForRefRemoved(const Address&, const ObjectID&, const Address&, std::optional<ObjectID>,
-                         std::function<void(absl::Status, std::vector<BorrowedRef>)> done) override {
-    done(absl::OkStatus(), {});
-  }
-};
 
 class TaskManagerTest : public ::testing::Test {
  protected:
