@@ -5,9 +5,11 @@ namespace manta::gcs {
 using NodeStub = rpc::NodeInfoGcsService::Stub;
 using PubSubStub = rpc::InternalPubSubGcsService::Stub;
 using JobStub = rpc::JobInfoGcsService::Stub;
+using WorkerStub = rpc::WorkerInfoGcsService::Stub;
 
 GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
-    : node_(loop, address, options), pubsub_(loop, address, options), job_(loop, address, options) {}
+    : node_(loop, address, options), pubsub_(loop, address, options), job_(loop, address, options),
+      worker_(loop, address, options) {}
 
 void GrpcGcsClient::AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) {
   rpc::RegisterNodeRequest request;
@@ -71,6 +73,15 @@ void GrpcGcsClient::AsyncMarkJobFinished(const std::string& job_id, Callback<rpc
   rpc::MarkJobFinishedRequest request;
   request.set_job_id(job_id);
   job_.Call(&JobStub::async::MarkJobFinished, "MarkJobFinished", std::move(request), std::move(cb), {2000, true});
+}
+
+// Publishing a death twice is harmless: releasing leases again finds none.
+void GrpcGcsClient::AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
+                                             Callback<rpc::ReportWorkerFailureReply> cb) {
+  rpc::ReportWorkerFailureRequest request;
+  *request.mutable_worker_failure() = failure;
+  worker_.Call(&WorkerStub::async::ReportWorkerFailure, "ReportWorkerFailure", std::move(request), std::move(cb),
+               {0, true});
 }
 
 }  // namespace manta::gcs

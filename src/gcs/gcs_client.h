@@ -38,6 +38,8 @@ class GcsClientInterface {
   virtual void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) = 0;
   virtual void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) = 0;
   virtual void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) = 0;
+  virtual void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
+                                        Callback<rpc::ReportWorkerFailureReply> cb) = 0;
 };
 
 class GrpcGcsClient : public GcsClientInterface {
@@ -57,19 +59,23 @@ class GrpcGcsClient : public GcsClientInterface {
   void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override;
   void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) override;
   void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override;
+  void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
+                                Callback<rpc::ReportWorkerFailureReply> cb) override;
 
   // Shutdown: cancels every call in flight (callbacks still run on the loop).
   void CancelAll() {
     node_.CancelAll();
     pubsub_.CancelAll();
     job_.CancelAll();
+    worker_.CancelAll();
   }
-  int64_t InFlight() const { return node_.InFlight() + pubsub_.InFlight() + job_.InFlight(); }
+  int64_t InFlight() const { return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight(); }
 
  private:
   rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
   rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;
   rpc::GrpcClient<rpc::JobInfoGcsService> job_;
+  rpc::GrpcClient<rpc::WorkerInfoGcsService> worker_;
 };
 
 }  // namespace manta::gcs

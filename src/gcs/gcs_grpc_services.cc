@@ -61,6 +61,13 @@ ServerUnaryReactor* JobInfoService::GetAllJobInfo(CallbackServerContext* c, cons
   return ServeOnLoop(loop_, "JobInfo.GetAllJobInfo", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleGetAllJobInfo));
 }
 
+ServerUnaryReactor* WorkerInfoService::ReportWorkerFailure(CallbackServerContext* c,
+                                                           const rpc::ReportWorkerFailureRequest* q,
+                                                           rpc::ReportWorkerFailureReply* r) {
+  return ServeOnLoop(loop_, "WorkerInfo.ReportWorkerFailure", c, q, r,
+                     BindHandler(workers_, &GcsWorkerManager::HandleReportWorkerFailure));
+}
+
 ServerUnaryReactor* KVService::InternalKVGet(CallbackServerContext* c, const rpc::InternalKVGetRequest* q,
                                              rpc::InternalKVGetReply* r) {
   return ServeOnLoop(loop_, "KV.Get", c, q, r, BindHandler(kv_, &GcsKVManager::HandleGet));

@@ -9,6 +9,7 @@
 #include "src/gcs/gcs_kv_manager.h"
 #include "src/gcs/gcs_node_manager.h"
 #include "src/gcs/gcs_publisher.h"
+#include "src/gcs/gcs_worker_manager.h"
 
 namespace manta::gcs {
 
@@ -54,6 +55,17 @@ class JobInfoService final : public rpc::JobInfoGcsService::CallbackService {
   GcsJobManager& jobs_;
 };
 
+class WorkerInfoService final : public rpc::WorkerInfoGcsService::CallbackService {
+ public:
+  WorkerInfoService(EventLoop& loop, GcsWorkerManager& workers) : loop_(loop), workers_(workers) {}
+  ServerUnaryReactor* ReportWorkerFailure(CallbackServerContext* c, const rpc::ReportWorkerFailureRequest* q,
+                                          rpc::ReportWorkerFailureReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsWorkerManager& workers_;
+};
+
 class KVService final : public rpc::InternalKVGcsService::CallbackService {
  public:
   KVService(EventLoop& loop, GcsKVManager& kv) : loop_(loop), kv_(kv) {}
@@ -90,11 +102,12 @@ class PubSubService final : public rpc::InternalPubSubGcsService::CallbackServic
 // All GCS services together, for the server to register.
 class GcsGrpcServices {
  public:
-  GcsGrpcServices(EventLoop& loop, GcsNodeManager& nodes, GcsJobManager& jobs, GcsKVManager& kv,
-                  GcsPublisher& publisher, const ClusterID& cluster_id)
-      : node(loop, nodes, cluster_id), job(loop, jobs), kv(loop, kv), pubsub(loop, publisher) {}
+  GcsGrpcServices(EventLoop& loop, GcsNodeManager& nodes, GcsJobManager& jobs, GcsWorkerManager& workers,
+                  GcsKVManager& kv, GcsPublisher& publisher, const ClusterID& cluster_id)
+      : node(loop, nodes, cluster_id), job(loop, jobs), worker(loop, workers), kv(loop, kv), pubsub(loop, publisher) {}
   NodeInfoService node;
   JobInfoService job;
+  WorkerInfoService worker;
   KVService kv;
   PubSubService pubsub;
 };

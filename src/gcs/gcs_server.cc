@@ -52,6 +52,7 @@ void GcsServer::LoadClusterId(absl::AnyInvocable<void(absl::Status)> done) {
 void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs, options_.system_config);
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
+  worker_manager_ = std::make_unique<GcsWorkerManager>(publisher_);
   kv_manager_ = std::make_unique<GcsKVManager>(*store_);
   health_checker_ = std::make_unique<GcsHealthChecker>(
       [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
@@ -88,12 +89,13 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
 }
 
 absl::Status GcsServer::StartRpc() {
-  services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *kv_manager_, publisher_,
-                                                cluster_id_);
+  services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *worker_manager_,
+                                                *kv_manager_, publisher_, cluster_id_);
   server_ = std::make_unique<rpc::GrpcServer>("manta_gcs", options_.bind_address, options_.port,
                                               options_.config.grpc_max_message_bytes);
   server_->RegisterService(&services_->node);
   server_->RegisterService(&services_->job);
+  server_->RegisterService(&services_->worker);
   server_->RegisterService(&services_->kv);
   server_->RegisterService(&services_->pubsub);
   MANTA_RETURN_IF_ERROR(server_->Start());

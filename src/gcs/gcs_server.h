@@ -17,6 +17,7 @@
 #include "src/common/rpc/grpc_server.h"
 #include "src/gcs/gcs_health_checker.h"
 #include "src/gcs/gcs_job_manager.h"
+#include "src/gcs/gcs_worker_manager.h"
 #include "src/gcs/gcs_kv_manager.h"
 #include "src/gcs/gcs_node_manager.h"
 #include "src/gcs/gcs_publisher.h"
@@ -73,6 +74,7 @@ class GcsServer {
   GcsPublisher publisher_;
   std::unique_ptr<GcsNodeManager> node_manager_;
   std::unique_ptr<GcsJobManager> job_manager_;
+  std::unique_ptr<GcsWorkerManager> worker_manager_;
   std::unique_ptr<GcsKVManager> kv_manager_;
   std::unique_ptr<GcsHealthChecker> health_checker_;
   absl::flat_hash_map<NodeID, std::unique_ptr<rpc::GrpcClient<rpc::NodeManagerService>>> raylet_clients_;

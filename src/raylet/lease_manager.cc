@@ -399,8 +399,21 @@ void LeaseManager::OnWorkerGone(const WorkerGone& gone) {
     LeaseID lease_id = held->second;
     ReleaseLease(lease_id, AfterRelease::kWorkerGone, "its worker went away: " + gone.reason);
   }
-  ReleaseLeases([&](const Lease& lease) { return lease.owner_worker_id == owner; }, why);
+  ReleaseOwnedBy(owner, why);
   Dispatch();
+}
+
+void LeaseManager::OnRemoteOwnerGone(const WorkerID& owner, const std::string& reason) {
+  if (owner.IsNil()) return;
+  const std::string why = "its owner " + owner.Hex() + " on another node is gone: " + reason;
+  DropRequests([&](const Request& r) { return r.owner_worker_id == owner; }, why);
+  ReleaseOwnedBy(owner, why);
+  Dispatch();
+}
+
+void LeaseManager::ReleaseOwnedBy(const WorkerID& owner, const std::string& why) {
+  if (owner.IsNil()) return;
+  ReleaseLeases([&](const Lease& lease) { return lease.owner_worker_id == owner; }, why);
 }
 
 void LeaseManager::OnNodeDead(const NodeID& node_id) {

@@ -82,6 +82,9 @@ class LeaseManager {
   // A node was marked DEAD: leases owned by workers on it are released (their
   // workers killed) and their queued requests dropped.
   void OnNodeDead(const NodeID& node_id);
+  // A worker or driver on another node exited (published by the GCS): the leases
+  // it owns here are released (their workers killed) and its requests dropped.
+  void OnRemoteOwnerGone(const WorkerID& owner, const std::string& reason);
   // The job ended (its driver is gone): its workers here are killed, its leases
   // released and its queued requests dropped.
   void OnJobFinished(const JobID& job_id);
@@ -131,6 +134,8 @@ class LeaseManager {
   void ReleaseLease(const LeaseID& lease_id, AfterRelease after, const std::string& reason);
   // Releases (killing their workers) every lease matching `match`.
   void ReleaseLeases(const std::function<bool(const Lease&)>& match, const std::string& reason);
+  // Releases every lease `owner` holds here.
+  void ReleaseOwnedBy(const WorkerID& owner, const std::string& why);
   void OnWorkerGone(const WorkerGone& gone);
   void PlaceInfeasible();
   void SpillQueuedElsewhere();

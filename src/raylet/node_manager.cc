@@ -24,7 +24,24 @@ void NodeManager::AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager) {
   pool_ = pool;
   lease_manager_ = lease_manager;
   pool_->AddGoneListener([this, alive = std::weak_ptr<bool>(alive_)](const WorkerGone& gone) {
-    if (!alive.expired() && gone.is_driver) OnDriverGone(gone);
+    if (alive.expired()) return;
+    if (gone.is_driver) OnDriverGone(gone);
+    ReportWorkerGone(gone);
+  });
+}
+
+void NodeManager::ReportWorkerGone(const WorkerGone& gone) {
+  // Leases it owns on other nodes: their raylets learn it from the GCS.
+  if (!gone.registered) return;  // never ran anything, owns nothing
+  rpc::WorkerDeltaData failure;
+  failure.set_worker_id(gone.worker_id.Binary());
+  failure.set_node_id(options_.node_id.Binary());
+  failure.set_job_id(gone.job_id.Binary());
+  failure.set_is_driver(gone.is_driver);
+  failure.set_exit_reason(gone.reason);
+  gcs_.AsyncReportWorkerFailure(failure, [worker = gone.worker_id](const absl::Status& s,
+                                                                   rpc::ReportWorkerFailureReply&&) {
+    if (!s.ok()) LOG(WARNING) << "could not report the exit of " << worker.Hex() << " to the GCS: " << s;
   });
 }
 
@@ -82,7 +99,8 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
               << (reply.already_registered() ? " (already known)" : "");
     subscriber_ = std::make_unique<gcs::GcsSubscriber>(
         loop_, gcs_,
-        std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL, rpc::GCS_JOB_CHANNEL},
+        std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL, rpc::GCS_JOB_CHANNEL,
+                                      rpc::GCS_WORKER_DELTA_CHANNEL},
         options_.config.gcs_pubsub_poll_timeout_ms, [this](const rpc::PubMessage& m) { OnPubMessage(m); },
         [this] { Resync(); });
     subscriber_->SetOnPollResult([this](const absl::Status& s) {
@@ -153,6 +171,12 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
     const rpc::JobInfo& job = message.job_message();
     auto id = JobID::FromBinaryChecked(job.job_id());
     if (job.is_dead() && id.ok() && lease_manager_ != nullptr) lease_manager_->OnJobFinished(*id);
+  } else if (message.has_worker_delta_message()) {
+    const rpc::WorkerDeltaData& failure = message.worker_delta_message();
+    // A process of this node was handled when the worker pool saw it go.
+    if (failure.node_id() == options_.node_id.Binary() || lease_manager_ == nullptr) return;
+    auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
+    if (worker.ok()) lease_manager_->OnRemoteOwnerGone(*worker, failure.exit_reason());
   }
 }
 

@@ -99,6 +99,8 @@ class NodeManager {
   // Tells the lease manager, once per loop turn, that the view changed.
   void ViewChanged();
   void OnDriverGone(const WorkerGone& gone);
+  // Tells the GCS, which tells every raylet (leases it owns elsewhere are released).
+  void ReportWorkerGone(const WorkerGone& gone);
   void CheckGcs();
   void ReportUsage(bool force);
   void MarkGcsReachable() { last_gcs_ok_ms_ = now_ms_(); }

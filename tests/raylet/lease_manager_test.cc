@@ -501,6 +501,31 @@ TEST_F(LeaseManagerTest, LeasesOwnedFromADeadNodeAreReleased) {
   EXPECT_EQ(Cpu(), 1);
 }
 
+TEST_F(LeaseManagerTest, LeasesOfARemoteOwnerThatDiedAreReleased) {
+  NodeID remote = AddNode({{"CPU", 2}}, {{"CPU", 0}}, "10.0.0.9");  // busy: requests stay here
+  WorkerID dead = WorkerID::FromRandom();
+  owner_.set_node_id(remote.Binary());
+  owner_.set_worker_id(dead.Binary());
+  LeaseCallPtr a = Lease({{"CPU", 1}});
+  owner_.set_worker_id(WorkerID::FromRandom().Binary());  // another owner on that node
+  LeaseCallPtr other = Lease({{"CPU", 1}});
+  owner_.set_worker_id(dead.Binary());
+  LeaseCallPtr queued = Request({{"CPU", 1}});
+  EXPECT_FALSE(queued->done());
+
+  lease_manager_->OnRemoteOwnerGone(dead, "SIGKILL");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 1u);
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(a)), ElementsAre(SIGKILL));
+  EXPECT_TRUE(launcher_.SignalsTo(PidOf(other)).empty());
+  ASSERT_TRUE(queued->done());
+  EXPECT_TRUE(queued->reply.canceled());
+  EXPECT_EQ(Cpu(), 1);
+  // A nil id (a malformed report) matches nothing.
+  lease_manager_->OnRemoteOwnerGone(WorkerID::Nil(), "bad report");
+  EXPECT_EQ(lease_manager_->num_leases(), 1u);
+}
+
 TEST_F(LeaseManagerTest, FinishedJobReleasesEverything) {
   LeaseCallPtr a = Lease({{"CPU", 2}});
   LeaseCallPtr queued = Request({{"CPU", 1}});

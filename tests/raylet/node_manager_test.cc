@@ -94,6 +94,10 @@ class FakeGcsClient : public gcs::GcsClientInterface {
   void AsyncMarkJobFinished(const std::string&, Callback<rpc::MarkJobFinishedReply> cb) override {
     cb(absl::UnimplementedError("not used by the node manager"), {});
   }
+  void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
+                                Callback<rpc::ReportWorkerFailureReply> cb) override {
+    worker_failures.Add(failure, std::move(cb));
+  }
 
   CallQueue<rpc::NodeInfo, rpc::RegisterNodeReply> register_node;
   CallQueue<UnregisterRequest, rpc::UnregisterNodeReply> unregister_node;
@@ -102,6 +106,7 @@ class FakeGcsClient : public gcs::GcsClientInterface {
   CallQueue<rpc::ResourceUsage, rpc::ReportResourceUsageReply> report_usage;
   CallQueue<rpc::GcsSubscriberCommandBatchRequest, rpc::GcsSubscriberCommandBatchReply> subscribe;
   CallQueue<rpc::GcsSubscriberPollRequest, rpc::GcsSubscriberPollReply> poll;
+  CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
 };
 
 rpc::RegisterNodeReply RegisterReply(const ClusterID& cluster_id) {
@@ -226,7 +231,7 @@ TEST_F(NodeManagerTest, RegistrationSubscribesAndLoadsTheNodeTable) {
   std::vector<rpc::ChannelType> channels;
   for (const auto& c : gcs_.subscribe.Next().commands()) channels.push_back(c.channel_type());
   EXPECT_THAT(channels, ::testing::UnorderedElementsAre(rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL,
-                                                       rpc::GCS_JOB_CHANNEL));
+                                                       rpc::GCS_JOB_CHANNEL, rpc::GCS_WORKER_DELTA_CHANNEL));
   EXPECT_EQ(gcs_.get_all_node_info.pending(), 1u);
 
   NodeID other = NodeID::FromRandom();
@@ -494,8 +499,10 @@ class NodeManagerWithWorkersTest : public NodeManagerTest {
     rpc::RequestWorkerLeaseReply reply;
     bool sent = false;
   };
-  std::shared_ptr<Call> RequestLease(const std::map<std::string, double>& resources) {
+  std::shared_ptr<Call> RequestLease(const std::map<std::string, double>& resources,
+                                     const WorkerID& owner = WorkerID::Nil()) {
     rpc::RequestWorkerLeaseRequest request;
+    if (!owner.IsNil()) request.mutable_owner_address()->set_worker_id(owner.Binary());
     request.set_lease_request_id(LeaseID::FromRandom().Binary());
     request.set_job_id(JobID::FromInt(3).Binary());
     request.mutable_job_config()->add_worker_command("/bin/driver");
@@ -557,6 +564,56 @@ TEST_F(NodeManagerWithWorkersTest, PublishedJobEndDropsItsRequestsAndWorkers) {
   EXPECT_TRUE(call->reply.canceled());
   EXPECT_EQ(pool_->num_workers(), 0u);
   EXPECT_EQ(Usage().resources_available().at("CPU"), 2);
+}
+
+rpc::PubMessage WorkerDeath(const WorkerID& worker, const NodeID& node, int64_t sequence_id) {
+  rpc::PubMessage message;
+  message.set_channel_type(rpc::GCS_WORKER_DELTA_CHANNEL);
+  message.set_sequence_id(sequence_id);
+  message.mutable_worker_delta_message()->set_worker_id(worker.Binary());
+  message.mutable_worker_delta_message()->set_node_id(node.Binary());
+  message.mutable_worker_delta_message()->set_exit_reason("SIGKILL");
+  return message;
+}
+
+TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerDropsItsRequests) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  WorkerID owner = WorkerID::FromRandom();
+  RequestLease({{"CPU", 2}});  // takes both CPUs while its worker starts
+  std::shared_ptr<Call> queued = RequestLease({{"CPU", 1}}, owner);
+  EXPECT_FALSE(queued->sent);
+  // Reported by this node's own raylet: already handled here, ignored.
+  Publish({WorkerDeath(owner, options_.node_id, 1)});
+  EXPECT_FALSE(queued->sent);
+  Publish({WorkerDeath(owner, NodeID::FromRandom(), 2)});
+  ASSERT_TRUE(queued->sent);
+  EXPECT_TRUE(queued->reply.canceled());
+}
+
+TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  WorkerID driver = WorkerID::FromRandom();
+  launcher_.alive.insert(4242);
+  rpc::RegisterWorkerRequest reg;
+  reg.set_worker_type(rpc::DRIVER);
+  reg.set_worker_id(driver.Binary());
+  reg.set_job_id(JobID::FromInt(3).Binary());
+  reg.set_pid(4242);
+  rpc::RegisterWorkerReply reg_reply;
+  pool_->HandleRegisterWorker(reg, &reg_reply, rpc::SendReply([](absl::Status s) { ASSERT_TRUE(s.ok()); }));
+  launcher_.alive.erase(4242);
+  pool_->CheckDrivers();
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gcs_.worker_failures.pending(), 1u);
+  const rpc::WorkerDeltaData& failure = gcs_.worker_failures.Next();
+  EXPECT_EQ(failure.worker_id(), driver.Binary());
+  EXPECT_EQ(failure.node_id(), options_.node_id.Binary());
+  EXPECT_EQ(failure.job_id(), JobID::FromInt(3).Binary());
+  EXPECT_TRUE(failure.is_driver());
 }
 
 }  // namespace

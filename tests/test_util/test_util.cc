@@ -42,6 +42,11 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // MANTA_TEST_KEEP_TMP=1 keeps the folder (daemon logs) for a failed test's post-mortem.
+  if (const char* keep = std::getenv("MANTA_TEST_KEEP_TMP"); keep != nullptr && std::string(keep) == "1") {
+    fprintf(stderr, "MANTA_TEST_KEEP_TMP: keeping %s\n", path_.c_str());
+    return;
+  }
   std::error_code ec;
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }

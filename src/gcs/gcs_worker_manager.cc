@@ -1,0 +1,26 @@
+#include "src/gcs/gcs_worker_manager.h"
+
+#include <glog/logging.h>
+
+#include "src/common/id.h"
+
+namespace manta::gcs {
+
+void GcsWorkerManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
+                                                 rpc::ReportWorkerFailureReply*, rpc::SendReply send_reply) {
+  const rpc::WorkerDeltaData& failure = request.worker_failure();
+  auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
+  if (!worker.ok()) return std::move(send_reply)(absl::InvalidArgumentError("ReportWorkerFailure: bad worker_id"));
+  auto node = NodeID::FromBinaryChecked(failure.node_id());
+  if (!node.ok()) return std::move(send_reply)(absl::InvalidArgumentError("ReportWorkerFailure: bad node_id"));
+  VLOG(1) << (failure.is_driver() ? "driver " : "worker ") << worker->Hex() << " on node " << node->Hex()
+          << " exited: " << failure.exit_reason();
+  rpc::PubMessage message;
+  message.set_channel_type(rpc::GCS_WORKER_DELTA_CHANNEL);
+  message.set_key_id(failure.worker_id());
+  *message.mutable_worker_delta_message() = failure;
+  publisher_.Publish(std::move(message));
+  std::move(send_reply)(absl::OkStatus());
+}
+
+}  // namespace manta::gcs

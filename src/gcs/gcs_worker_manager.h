@@ -1,0 +1,29 @@
+// GcsWorkerManager: worker and driver deaths, reported by the raylet that saw the
+// process exit and published on GCS_WORKER_DELTA_CHANNEL, so that every raylet
+// releases the leases (and drops the lease requests) the dead process owned — an
+// owner on one node may hold workers on any other (ARCHITECTURE.md §7).
+//
+// Nothing is stored: a death matters to the leases alive now, and a raylet that
+// missed it while the GCS restarted still frees them when the job ends.
+// Loop thread only.
+#pragma once
+
+#include "protos/gcs.pb.h"
+#include "src/common/rpc/grpc_server.h"
+#include "src/gcs/gcs_publisher.h"
+
+namespace manta::gcs {
+
+class GcsWorkerManager {
+ public:
+  explicit GcsWorkerManager(GcsPublisher& publisher) : publisher_(publisher) {}
+
+  // InvalidArgument when the worker or node id is malformed.
+  void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
+                                 rpc::ReportWorkerFailureReply* reply, rpc::SendReply send_reply);
+
+ private:
+  GcsPublisher& publisher_;
+};
+
+}  // namespace manta::gcs
