@@ -40,9 +40,16 @@ int64_t NowUs() {
       .count();
 }
 
-void SetNoDelay(int fd) {
+// No Nagle delay; and keepalive probes, so that a peer whose host vanished (no FIN
+// or RST ever comes) is noticed within about 20 s instead of never.
+void TuneSocket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  int idle_s = 10, interval_s = 3, probes = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
 // Splits "ip:port" into a sockaddr. Only numeric IPv4 addresses (what nodes report).
@@ -263,7 +270,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       close(fd);
       return s;
     }
-    SetNoDelay(fd);
+    TuneSocket(fd);
     fd_ = fd;
     loop_.Post("TaskChannel.Watch", [self = shared_from_this()] { self->Watch(); });
     return absl::OkStatus();
@@ -506,7 +513,7 @@ void TaskChannelServer::PollSockets(int timeout_ms) {
     while (true) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) break;
-      SetNoDelay(fd);
+      TuneSocket(fd);
       std::lock_guard<std::mutex> lock(mu_);
       int64_t id = next_connection_++;
       connections_.emplace(id, std::make_shared<Connection>(id, fd, max_frame_bytes_));
