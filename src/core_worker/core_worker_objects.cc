@@ -330,16 +330,19 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
     loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
   }
   const size_t wanted = std::min(static_cast<size_t>(std::max(num_objects, 0)), ids.size());
+  bool satisfied = false;
   if (timeout_ms != 0) {
     SpinOnTaskChannels([&] {
       size_t present = 0;
       for (const ObjectID& id : ids) present += memory_store_.Contains(id) ? 1 : 0;
-      return present >= wanted;
+      satisfied = present >= wanted;
+      return satisfied;
     });
   }
-  NotifyBlocked(true);
-  auto values = memory_store_.Get(ids, wanted, timeout_ms);
-  NotifyBlocked(false);
+  // A worker waiting for long lends its CPU to the raylet meanwhile.
+  if (!satisfied) NotifyBlocked(true);
+  auto values = memory_store_.Get(ids, wanted, satisfied ? 0 : timeout_ms);
+  if (!satisfied) NotifyBlocked(false);
   std::vector<bool> ready(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) ready[i] = values[i] != nullptr;
   return ready;
