@@ -431,11 +431,11 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
     ObjectID id = ObjectID::FromBinary(arg.ref().object_id());
     if (!reference_counter_->IsOwnedByUs(id)) continue;  // the worker asks the owner
     StoredObjectPtr value = memory_store_.GetIfExists(id);
-    if (!value && !task_manager_->IsPending(id.Task())) {
-      // Not on its way: its value was freed while only lineage kept it (a task
-      // being run again needs it again). Rebuild it first.
-      RecoverObject(id, "needed again as an argument of " + spec.function_name());
-      value = memory_store_.GetIfExists(id);  // an error if it cannot be rebuilt
+    if (!value) {
+      // Pending (its task runs): wait below. Otherwise its value was freed while only
+      // lineage kept it (a task being run again needs it again): rebuild it first.
+      RecoverObject(id, nullptr, "needed again as an argument of " + spec.function_name());
+      value = memory_store_.GetIfExists(id);  // arrived meanwhile, or an error if it cannot be rebuilt
     }
     if (!value) {
       // Wait for this dependency, then look at the spec again.
@@ -475,7 +475,7 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
     // unless it was rebuilt elsewhere meanwhile.
     StoredObjectPtr current = memory_store_.GetIfExists(object_id);
     if (current && current->in_plasma && current->plasma_raylet_address == request.lost_at()) {
-      RecoverObject(object_id, "a borrower could not fetch its copy from " + request.lost_at());
+      RecoverObject(object_id, current, "a borrower could not fetch its copy from " + request.lost_at());
     }
   }
   memory_store_.GetAsync(*id, [reply, send_reply](StoredObjectPtr value) {

@@ -204,9 +204,11 @@ class CoreWorker {
                          const absl::flat_hash_map<ObjectID, std::string>& lost_at = {});
   absl::StatusOr<std::vector<ObjectValue>> GetWithRecovery(const std::vector<ObjectID>& ids, int64_t timeout_ms,
                                                            int recovery_rounds);
-  // Owner: `id` has no readable value (`cause`): run the task that made it again.
-  // When that is impossible its value becomes an OBJECT_LOST error; returns false.
-  bool RecoverObject(const ObjectID& id, const std::string& cause);
+  // Owner: `id` has no readable value (`cause`); `stale` is the value whose copy
+  // could not be read (null: none). Runs the task that made it again, unless the
+  // value changed meanwhile. When that is impossible its value becomes an
+  // OBJECT_LOST error; returns false.
+  bool RecoverObject(const ObjectID& id, const StoredObjectPtr& stale, const std::string& cause);
   // The reference counter dropped `id` for good (OnObjectFreed), or only its value
   // (FreeValue: out of scope, the entry kept for lineage).
   void OnObjectFreed(const ObjectID& id);

@@ -181,7 +181,7 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::
     lost_ids.push_back(id);
     std::string cause(out[pos].error->error.message());
     if (reference_counter_->IsOwnedByUs(id)) {
-      RecoverObject(id, cause);
+      RecoverObject(id, values[pos], cause);
     } else if (StoredObjectPtr marker = memory_store_.GetIfExists(id); marker && marker->in_plasma) {
       memory_store_.Delete({id});
       borrowed_lost_at[id] = marker->plasma_raylet_address;
@@ -354,10 +354,17 @@ void CoreWorker::OnObjectFreed(const ObjectID& id) {
   task_manager_->OnObjectFreed(id);
 }
 
-bool CoreWorker::RecoverObject(const ObjectID& id, const std::string& cause) {
+bool CoreWorker::RecoverObject(const ObjectID& id, const StoredObjectPtr& stale, const std::string& cause) {
   std::string why;
-  if (task_manager_->ResubmitForRecovery(id, &why) != TaskManager::Recovery::kImpossible) return true;
+  TaskManager::Recovery recovery = task_manager_->ResubmitForRecovery(id, stale, &why);
+  if (recovery == TaskManager::Recovery::kResubmitted && stale && stale->in_plasma && stale->owner_copy) {
+    // The old primary copy (if its node still lives) goes when the object does.
+    RecordCopy(id, stale->plasma_node, stale->plasma_raylet_address);
+  }
+  if (recovery != TaskManager::Recovery::kImpossible) return true;
   LOG(WARNING) << "object " << id.Hex() << " is lost (" << cause << ") and cannot be rebuilt: " << why;
+  // Nothing can produce a value for it any more (no lineage, not pending).
+  if (memory_store_.GetIfExists(id) != stale) return true;
   memory_store_.Delete({id});
   reference_counter_->UpdateObjectFailed(id);
   memory_store_.Put(id, MakeErrorObject(rpc::OBJECT_LOST, "object " + id.Hex() + " is lost (" + cause +

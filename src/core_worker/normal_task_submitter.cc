@@ -62,10 +62,10 @@ void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       TaskID task_id = TaskID::FromBinary(spec.task_id());
-      int attempt = spec.attempt_number();
-      later.push_back([this, task_id, attempt] {
-        task_manager_.RetryOrFailTask(task_id, attempt, rpc::TASK_CANCELLED, "the submitting process is shutting down");
-      });
+      rpc::ErrorInfo error;
+      error.set_type(rpc::TASK_CANCELLED);
+      error.set_message("the submitting process is shutting down");
+      later.push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
       std::string key = SchedulingKey(spec.required_resources()) + "|" + spec.function_name();
@@ -358,11 +358,19 @@ void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, 
 }
 
 void NormalTaskSubmitter::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  shutting_down_ = true;
-  std::vector<std::string> ids;
-  for (const auto& [id, lease] : leases_) ids.push_back(id);
-  for (const auto& id : ids) ReturnLease(id, false, "owner shutting down");
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    // Nothing queued will run: a thread waiting for one of these gets the error.
+    for (auto& [key, state] : keys_) {
+      FailQueuedTasks(state, rpc::TASK_CANCELLED, "the submitting process is shutting down", &later);
+    }
+    std::vector<std::string> ids;
+    for (const auto& [id, lease] : leases_) ids.push_back(id);
+    for (const auto& id : ids) ReturnLease(id, false, "owner shutting down");
+  }
+  Run(later);
 }
 
 }  // namespace manta::core

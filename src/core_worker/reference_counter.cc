@@ -91,6 +91,8 @@ void ReferenceCounter::AddLocalReference(const ObjectID& id) {
     return;
   }
   it->second.local_ref_count++;
+  // Back in scope: when it leaves again, on_object_out_of_scope runs again.
+  it->second.out_of_scope = false;
 }
 
 void ReferenceCounter::RemoveLocalReference(const ObjectID& id) {
@@ -117,6 +119,7 @@ void ReferenceCounter::UpdateSubmittedTaskReferences(const std::vector<ObjectID>
       continue;
     }
     it->second.submitted_task_ref_count++;
+    it->second.out_of_scope = false;  // back in scope (a task kept for lineage runs again)
   }
 }
 

@@ -17,9 +17,9 @@
 // drops to zero the entry is erased. Whenever an entry is erased `on_object_freed`
 // runs exactly once for it. The callbacks run for borrowed entries too (a borrower
 // drops its cached value); owners also unpin the primary copy and delete spill files.
-// Deliberately simple: there is no "resurrection" — adding a local ref to an entry
-// that is out of scope but kept for lineage brings it back in scope, but
-// `on_object_out_of_scope` will not run a second time.
+// An entry kept for lineage comes back in scope when a local or submitted-task ref
+// is added (a task kept for lineage runs again and needs it); when it leaves scope
+// again, `on_object_out_of_scope` runs again.
 //
 // Borrowing (owner side). When a borrower is recorded for an object we own (a
 // finished task's report, a nested return, or a sub-borrower), we call

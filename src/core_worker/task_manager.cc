@@ -42,12 +42,16 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(*task_id);
-    if (it == pending_.end() || it->second.spec.attempt_number() != result.attempt_number()) {
+    if (it == pending_.end() || it->second.completing ||
+        it->second.spec.attempt_number() != result.attempt_number()) {
       VLOG(1) << "ignoring a result of task " << task_id->Hex() << " attempt " << result.attempt_number();
       return;
     }
+    // The task stays pending (as `completing`) until its returns are stored and its
+    // lineage kept, so no reader ever sees it neither pending nor stored.
     entry = std::move(it->second);
-    pending_.erase(it);
+    it->second = Entry();
+    it->second.completing = true;
   }
   const Address self = FromRpc(entry.spec.caller_address());
   bool failed = false;
@@ -99,17 +103,20 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   }
   std::vector<ObjectID> argument_ids = entry.argument_ids;
   std::vector<ObjectID> evicted;
+  // Keep the spec for rebuilding the returns; the arguments we own stay known
+  // (lineage refs, taken before the submitted refs go) so they can be rebuilt too.
+  std::vector<ObjectID> owned_args;
   if (!failed) {
-    // Keep the spec for rebuilding the returns; the arguments we own stay known
-    // (lineage refs, taken before the submitted refs go) so they can be rebuilt too.
-    std::vector<ObjectID> owned_args;
     for (const ObjectID& arg : argument_ids) {
       if (!reference_counter_.IsOwnedByUs(arg)) continue;
       reference_counter_.AddLineageReference(arg);
       owned_args.push_back(arg);
     }
+  }
+  {
     absl::MutexLock lock(&mu_);
-    evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
+    pending_.erase(*task_id);
+    if (!failed) evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
   }
   reference_counter_.UpdateFinishedTaskReferences(argument_ids, borrowed);
   for (const ObjectID& id : evicted) reference_counter_.RemoveLineageReference(id);
@@ -169,7 +176,8 @@ void TaskManager::OnObjectFreed(const ObjectID& id) {
   for (const ObjectID& arg : released) reference_counter_.RemoveLineageReference(arg);
 }
 
-TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, std::string* why) {
+TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const StoredObjectPtr& stale,
+                                                      std::string* why) {
   const TaskID task_id = id.Task();
   rpc::TaskSpec spec;
   std::vector<ObjectID> argument_ids;
@@ -177,6 +185,9 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, std::
   {
     absl::MutexLock lock(&mu_);
     if (pending_.contains(task_id)) return Recovery::kAlreadyPending;
+    // Under mu_, so a completion cannot slip in between (the memory store never
+    // calls out while holding its own mutex, so nesting it here is safe).
+    if (memory_store_.GetIfExists(id) != stale) return Recovery::kNotNeeded;
     auto it = lineage_.find(task_id);
     if (it == lineage_.end()) {
       *why = "no record of the task that made it is kept (objects from ray::Put cannot be rebuilt; a task's "
@@ -224,7 +235,7 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(task_id);
-    if (it == pending_.end() || it->second.spec.attempt_number() != attempt) return false;
+    if (it == pending_.end() || it->second.completing || it->second.spec.attempt_number() != attempt) return false;
     Entry& e = it->second;
     if (e.retries_left != 0) {  // negative = retry forever
       if (e.retries_left > 0) --e.retries_left;
@@ -254,7 +265,7 @@ void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(task_id);
-    if (it == pending_.end()) return;
+    if (it == pending_.end() || it->second.completing) return;
     failed = std::move(it->second);
     pending_.erase(it);
   }

@@ -59,13 +59,17 @@ class TaskManager {
   // Fails the task for good with `error` (no retry): every return gets the error.
   void FailTask(const TaskID& task_id, const rpc::ErrorInfo& error);
 
-  enum class Recovery { kResubmitted, kAlreadyPending, kImpossible };
-  // `id`, a return of a task we submitted, has no readable value any more: runs
-  // that task again. Its returns' stale values are dropped from the memory store
-  // first, so readers wait for the new ones. kAlreadyPending when the task is
-  // running (nothing to do); kImpossible (with *why) when no lineage is kept for it
-  // (a Put, dropped or evicted lineage) or no retries are left.
-  Recovery ResubmitForRecovery(const ObjectID& id, std::string* why);
+  enum class Recovery { kResubmitted, kAlreadyPending, kNotNeeded, kImpossible };
+  // `id`, a return of a task we submitted, has no readable value any more: its
+  // value in the memory store is `stale` (the marker whose copy could not be read,
+  // or null when there is none). Runs that task again; its returns' stale values are
+  // dropped from the memory store first, so readers wait for the new ones.
+  // kAlreadyPending when the task is running or finishing; kNotNeeded when the value
+  // is no longer `stale` (someone else rebuilt it, or it arrived meanwhile);
+  // kImpossible (with *why) when no lineage is kept for it (a Put, dropped or
+  // evicted lineage) or no retries are left. The check and the resubmission are
+  // atomic with respect to completions and to other recoveries.
+  Recovery ResubmitForRecovery(const ObjectID& id, const StoredObjectPtr& stale, std::string* why);
 
   // `id` is gone from the reference counter: the lineage of the task that created it
   // goes once none of that task's returns is left.
@@ -79,6 +83,9 @@ class TaskManager {
     rpc::TaskSpec spec;
     std::vector<ObjectID> argument_ids;
     int retries_left = 0;
+    // A result is being stored: the task is still pending (readers wait, recovery
+    // does nothing) but no retry or failure may touch it. The spec was moved out.
+    bool completing = false;
   };
   struct LineageEntry {
     Entry task;

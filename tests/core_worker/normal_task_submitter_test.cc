@@ -368,6 +368,19 @@ TEST_F(SubmitterTest, ANewWorkerOnADeadWorkersPortGetsAFreshChannel) {
   EXPECT_EQ(LocalRaylet().returns.size(), 1u);  // no lease came back as failed
 }
 
+TEST_F(SubmitterTest, ShutdownFailsQueuedTasksAndLaterSubmissions) {
+  ObjectID queued = Submit();  // no lease granted yet
+  submitter_->Shutdown();
+  loop_.RunUntilIdle();
+  ObjectID late = Submit();
+  for (const ObjectID& id : {queued, late}) {
+    auto value = store_.GetIfExists(id);
+    ASSERT_NE(value, nullptr);
+    EXPECT_EQ(value->error_type, rpc::TASK_CANCELLED);
+  }
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
 TEST_F(SubmitterTest, LateResultOfAnOlderAttemptIsIgnored) {
   ObjectID id = Submit();
   LocalRaylet().Grant(3000);

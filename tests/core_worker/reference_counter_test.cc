@@ -445,6 +445,23 @@ TEST_F(ReferenceCounterTest, LineageKeepsEntryAfterOutOfScope) {
   EXPECT_EQ(OutOfScope(id), 1);
 }
 
+TEST_F(ReferenceCounterTest, EntryBackInScopeReportsLeavingScopeAgain) {
+  ObjectID id = Owned();
+  rc_.AddLineageReference(id);
+  rc_.RemoveLocalReference(id);
+  EXPECT_EQ(OutOfScope(id), 1);
+  // A task kept for lineage runs again and takes it as an argument; it is rebuilt,
+  // and when that task finishes its value must be freed again.
+  rc_.UpdateSubmittedTaskReferences({id});
+  rc_.UpdateFinishedTaskReferences({id}, {});
+  EXPECT_EQ(OutOfScope(id), 2);
+  rc_.AddLocalReference(id);
+  rc_.RemoveLocalReference(id);
+  EXPECT_EQ(OutOfScope(id), 3);
+  rc_.RemoveLineageReference(id);
+  EXPECT_EQ(Freed(id), 1);
+}
+
 TEST_F(ReferenceCounterTest, OwnerDeathIsReportedForItsObjectsOnly) {
   Address dead = MakeAddress(5000);
   Address alive = MakeAddress(5001);

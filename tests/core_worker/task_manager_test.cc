@@ -4,6 +4,8 @@
 // dropping the stale value; Puts and evicted records cannot be rebuilt.
 #include "src/core_worker/task_manager.h"
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -108,19 +110,57 @@ TEST_F(TaskManagerTest, RecoveryRunsTheTaskAgainWithTheNextAttempt) {
   Finish(x);
   ASSERT_NE(store_.GetIfExists(x), nullptr);
   std::string why;
-  EXPECT_EQ(tasks_.ResubmitForRecovery(x, &why), TaskManager::Recovery::kResubmitted);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, store_.GetIfExists(x), &why), TaskManager::Recovery::kResubmitted);
   ASSERT_EQ(resubmitted_.size(), 1u);
   EXPECT_EQ(resubmitted_[0].attempt_number(), 1);
   // The stale value is gone: readers wait for the new one.
   EXPECT_EQ(store_.GetIfExists(x), nullptr);
   EXPECT_TRUE(tasks_.IsPending(x.Task()));
-  EXPECT_EQ(tasks_.ResubmitForRecovery(x, &why), TaskManager::Recovery::kAlreadyPending);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, store_.GetIfExists(x), &why), TaskManager::Recovery::kAlreadyPending);
   EXPECT_EQ(resubmitted_.size(), 1u);
   Finish(x, /*attempt=*/1);
   EXPECT_NE(store_.GetIfExists(x), nullptr);
   EXPECT_EQ(tasks_.NumLineage(), 1u);
   refs_.RemoveLocalReference(x);
   EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, ARecoveryBasedOnAStaleValueIsNotNeeded) {
+  ObjectID x = Submit();
+  Finish(x);
+  StoredObjectPtr first = store_.GetIfExists(x);
+  std::string why;
+  ASSERT_EQ(tasks_.ResubmitForRecovery(x, first, &why), TaskManager::Recovery::kResubmitted);
+  Finish(x, 1);
+  StoredObjectPtr rebuilt = store_.GetIfExists(x);
+  ASSERT_NE(rebuilt, nullptr);
+  // A reader that failed on the first copy reports late: the rebuilt value stays.
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, first, &why), TaskManager::Recovery::kNotNeeded);
+  EXPECT_EQ(store_.GetIfExists(x), rebuilt);
+  EXPECT_EQ(resubmitted_.size(), 1u);
+  refs_.RemoveLocalReference(x);
+}
+
+TEST_F(TaskManagerTest, RecoveryChecksRacingACompletionNeverResubmit) {
+  // A submitter looking for an absent argument while its task completes on another
+  // thread must see it pending or present, never lost.
+  for (int i = 0; i < 2000; ++i) {
+    ObjectID x = Submit();
+    std::atomic<bool> bad{false};
+    std::thread checker([&] {
+      std::string why;
+      while (!store_.Contains(x)) {
+        auto r = tasks_.ResubmitForRecovery(x, nullptr, &why);
+        if (r == TaskManager::Recovery::kResubmitted || r == TaskManager::Recovery::kImpossible) bad = true;
+      }
+    });
+    Finish(x);
+    checker.join();
+    ASSERT_FALSE(bad.load()) << "iteration " << i;
+    ASSERT_TRUE(resubmitted_.empty());
+    refs_.RemoveLocalReference(x);
+  }
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
 }
 
 TEST_F(TaskManagerTest, RecoveryOfAnArgumentHoldsItWhileTheTaskRunsAgain) {
@@ -130,7 +170,7 @@ TEST_F(TaskManagerTest, RecoveryOfAnArgumentHoldsItWhileTheTaskRunsAgain) {
   Finish(y);
   refs_.RemoveLocalReference(x);
   std::string why;
-  ASSERT_EQ(tasks_.ResubmitForRecovery(y, &why), TaskManager::Recovery::kResubmitted);
+  ASSERT_EQ(tasks_.ResubmitForRecovery(y, store_.GetIfExists(y), &why), TaskManager::Recovery::kResubmitted);
   // x is held by a submitted-task ref now, not by y's record.
   EXPECT_EQ(refs_.SubmittedTaskRefCount(x), 1);
   EXPECT_EQ(refs_.LineageRefCount(x), 0);
@@ -144,11 +184,11 @@ TEST_F(TaskManagerTest, RecoveryOfAnArgumentHoldsItWhileTheTaskRunsAgain) {
 TEST_F(TaskManagerTest, PutsAndTasksOutOfRetriesCannotBeRebuilt) {
   std::string why;
   ObjectID put = ObjectID::ForPut(root_, 1);
-  EXPECT_EQ(tasks_.ResubmitForRecovery(put, &why), TaskManager::Recovery::kImpossible);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(put, nullptr, &why), TaskManager::Recovery::kImpossible);
   EXPECT_NE(why.find("ray::Put"), std::string::npos) << why;
   ObjectID x = Submit({}, /*max_retries=*/0);
   Finish(x);
-  EXPECT_EQ(tasks_.ResubmitForRecovery(x, &why), TaskManager::Recovery::kImpossible);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(x, store_.GetIfExists(x), &why), TaskManager::Recovery::kImpossible);
   EXPECT_NE(why.find("no retries left"), std::string::npos) << why;
   refs_.RemoveLocalReference(x);
 }
@@ -167,8 +207,8 @@ TEST_F(SmallLineageTest, OldestRecordsAreDroppedBeyondTheCap) {
   EXPECT_LE(tasks_.LineageBytes(), 300);
   EXPECT_LT(tasks_.NumLineage(), 10u);
   std::string why;
-  EXPECT_EQ(tasks_.ResubmitForRecovery(ids.front(), &why), TaskManager::Recovery::kImpossible);
-  EXPECT_EQ(tasks_.ResubmitForRecovery(ids.back(), &why), TaskManager::Recovery::kResubmitted);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(ids.front(), store_.GetIfExists(ids.front()), &why), TaskManager::Recovery::kImpossible);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(ids.back(), store_.GetIfExists(ids.back()), &why), TaskManager::Recovery::kResubmitted);
   Finish(ids.back(), 1);
   for (const ObjectID& id : ids) refs_.RemoveLocalReference(id);
   EXPECT_EQ(tasks_.NumLineage(), 0u);
