@@ -202,6 +202,7 @@ absl::Status CoreWorker::Connect() {
   submitter_options.job_config = options_.job_config;
   submitter_options.max_tasks_in_flight_per_worker = config.max_tasks_in_flight_per_worker;
   submitter_options.max_tasks_per_push = config.max_tasks_per_push;
+  submitter_options.max_push_bytes = config.grpc_max_message_bytes / 2;
   submitter_options.lease_idle_ms = config.worker_lease_idle_ms;
   submitter_options.max_pending_lease_requests_per_key = config.max_pending_lease_requests_per_key;
   submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, *raylets_, *channels_, *task_manager_);

@@ -30,6 +30,7 @@ void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
     spin = push->request->tasks_size() == 1;
   }
   FlushReports();
+  channel_server_->FlushAll(/*timeout_ms=*/1000);
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
 }
 

@@ -98,7 +98,7 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idl
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) break;
-    PushBatch(*best, state);
+    PushBatch(*best, state, later);
   }
   // One lease request per queued task beyond what the leases in flight can absorb,
   // capped: most tasks are short and a lease is reused for many of them.
@@ -195,7 +195,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
   Run(later);
 }
 
-void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
+void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state, Deferred* later) {
   int64_t room = PipelineDepth(state) - lease.in_flight;
   int64_t n = std::min<int64_t>({room, options_.max_tasks_per_push, static_cast<int64_t>(state.queue.size())});
   if (n <= 0) return;
@@ -204,13 +204,30 @@ void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state) {
   auto push = std::make_shared<PushState>();
   push->lease_id = lease.lease_id;
   push->tasks.reserve(n);
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t bytes = 0;
+  while (static_cast<int64_t>(push->tasks.size()) < n && !state.queue.empty()) {
     rpc::TaskSpec& spec = state.queue.front();
+    const int64_t size = static_cast<int64_t>(spec.ByteSizeLong());
+    if (size > options_.max_push_bytes) {
+      // Can never be sent: fail it rather than take a worker down with it.
+      rpc::ErrorInfo error;
+      error.set_type(rpc::TASK_CANCELLED);
+      error.set_message("task " + spec.function_name() + " is " + std::to_string(size) +
+                        " bytes with its inline arguments, over the limit of " +
+                        std::to_string(options_.max_push_bytes) + " for one push");
+      TaskID task_id = TaskID::FromBinary(spec.task_id());
+      later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
+      state.queue.pop_front();
+      continue;
+    }
+    if (!push->tasks.empty() && bytes + size > options_.max_push_bytes) break;
+    bytes += size;
     push->tasks.emplace_back(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
     request.add_tasks()->Swap(&spec);
     state.queue.pop_front();
   }
-  lease.in_flight += n;
+  if (push->tasks.empty()) return;
+  lease.in_flight += static_cast<int64_t>(push->tasks.size());
   std::weak_ptr<bool> alive = alive_;
   lease.channel->Push(std::move(request), [this, alive, push](const absl::Status& status,
                                                              rpc::PushTaskReply&& reply) {
@@ -272,6 +289,9 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
       std::string where = lease ? HostPort(lease->worker) : "a leased worker";
       LOG(WARNING) << "pushing " << push->tasks.size() << " task(s) to " << where << " failed: " << status;
       if (lease) {
+        // The connection is no good any more (also when the worker refused the push:
+        // it is not the worker the lease was for).
+        lease->channel->Close(status);
         channels_.Disconnect(TaskChannelKey(lease->worker));
         ReturnLease(push->lease_id, true, "push failed: " + std::string(status.message()));
         lease = nullptr;

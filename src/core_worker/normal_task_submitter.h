@@ -44,6 +44,9 @@ struct SubmitterOptions {
   rpc::JobConfig job_config;
   int64_t max_tasks_in_flight_per_worker = 1000;
   int64_t max_tasks_per_push = 1000;
+  // A push stops growing at this many bytes of specs (the task channel's frames are
+  // capped); a single task over it fails.
+  int64_t max_push_bytes = 256 << 20;
   int64_t lease_idle_ms = 100;
   int64_t max_pending_lease_requests_per_key = 10;
 };
@@ -102,7 +105,7 @@ class NormalTaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
                     const absl::Status& status, rpc::RequestWorkerLeaseReply&& reply);
-  void PushBatch(Lease& lease, KeyState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushBatch(Lease& lease, KeyState& state, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A reply (or the failure) of a push arrived; its results are already stored.
   void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
                       const rpc::PushTaskReply& reply);

@@ -1,6 +1,6 @@
 #include "src/core_worker/task_channel.h"
 
-#include "absl/strings/match.h"
+#include "src/core_worker/task_channel_internal.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,51 +22,14 @@
 namespace manta::core {
 namespace asio = boost::asio;
 
+using task_channel_internal::Errno;
+using task_channel_internal::kHeaderBytes;
+using task_channel_internal::LoadLe32;
+using task_channel_internal::ParseAddress;
+using task_channel_internal::TuneSocket;
+
 namespace {
-
-constexpr size_t kHeaderBytes = 5;  // u32 length + u8 kind
 constexpr size_t kReadChunkBytes = 256 * 1024;
-constexpr int kConnectTimeoutMs = 5000;
-
-uint32_t LoadLe32(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  return uint32_t{u[0]} | (uint32_t{u[1]} << 8) | (uint32_t{u[2]} << 16) | (uint32_t{u[3]} << 24);
-}
-
-std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// No Nagle delay; and keepalive probes, so that a peer whose host vanished (no FIN
-// or RST ever comes) is noticed within about 20 s instead of never.
-void TuneSocket(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  int idle_s = 10, interval_s = 3, probes = 3;
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
-}
-
-// Splits "ip:port" into a sockaddr. Only numeric IPv4 addresses (what nodes report).
-absl::Status ParseAddress(const std::string& address, sockaddr_in* out) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return absl::InvalidArgumentError("no port in task channel address " + address);
-  std::string host = address.substr(0, colon);
-  int port = std::atoi(address.c_str() + colon + 1);
-  std::memset(out, 0, sizeof(*out));
-  out->sin_family = AF_INET;
-  out->sin_port = htons(static_cast<uint16_t>(port));
-  if (port <= 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &out->sin_addr) != 1) {
-    return absl::InvalidArgumentError("malformed task channel address " + address);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string TaskChannelKey(const rpc::Address& worker) {
@@ -96,8 +59,20 @@ void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, s
   message.SerializeWithCachedSizesToArray(p + kHeaderBytes);
 }
 
+absl::Status FrameReader::CheckHeader() {
+  if (!error_.ok()) return error_;
+  if (buffer_.size() - start_ < 4) return absl::OkStatus();
+  uint32_t length = LoadLe32(buffer_.data() + start_);
+  if (length == 0 || static_cast<int64_t>(length) > max_frame_bytes_ + 1) {
+    error_ = absl::DataLossError("task channel frame of " + std::to_string(length) + " bytes (the limit is " +
+                                 std::to_string(max_frame_bytes_) + ")");
+  }
+  return error_;
+}
+
 absl::Status FrameReader::ReadAvailable(int fd, bool* got_bytes) {
   *got_bytes = false;
+  if (!error_.ok()) return error_;
   if (start_ > 0 && (start_ == buffer_.size() || start_ >= (1u << 20))) {
     buffer_.erase(0, start_);
     start_ = 0;
@@ -106,6 +81,8 @@ absl::Status FrameReader::ReadAvailable(int fd, bool* got_bytes) {
   // behind would wait for the next arrival.
   char chunk[16 * 1024];
   while (true) {
+    // A malformed header stops the reading at once (no garbage is buffered).
+    if (absl::Status s = CheckHeader(); !s.ok()) return s;
     // Large frames: read straight into the buffer instead of through `chunk`.
     size_t have = buffer_.size() - start_;
     size_t want = sizeof(chunk);
@@ -136,25 +113,15 @@ absl::Status FrameReader::ReadAvailable(int fd, bool* got_bytes) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     return absl::UnavailableError(Errno("reading the task channel"));
   }
-  if (buffer_.size() - start_ >= 4) {
-    uint32_t length = LoadLe32(buffer_.data() + start_);
-    if (length == 0 || static_cast<int64_t>(length) > max_frame_bytes_ + 1) {
-      return absl::DataLossError("task channel frame of " + std::to_string(length) +
-                                 " bytes (the limit is " + std::to_string(max_frame_bytes_) + ")");
-    }
-  }
-  return absl::OkStatus();
-}
-
-bool FrameReader::HasCompleteFrame() const {
-  size_t have = buffer_.size() - start_;
-  return have >= kHeaderBytes && have >= 4 + static_cast<size_t>(LoadLe32(buffer_.data() + start_));
+  return CheckHeader();
 }
 
 bool FrameReader::Next(FrameKind* kind, std::string_view* body) {
-  if (!HasCompleteFrame()) return false;
+  if (!CheckHeader().ok()) return false;
+  size_t have = buffer_.size() - start_;
+  if (have < kHeaderBytes) return false;
   uint32_t length = LoadLe32(buffer_.data() + start_);
-  if (length == 0) return false;  // ReadAvailable reports it
+  if (have < 4 + static_cast<size_t>(length)) return false;
   *kind = static_cast<FrameKind>(static_cast<unsigned char>(buffer_[start_ + 4]));
   *body = std::string_view(buffer_.data() + start_ + kHeaderBytes, length - 1);
   start_ += 4 + length;
@@ -166,11 +133,15 @@ bool FrameReader::Next(FrameKind* kind, std::string_view* body) {
 
 namespace {
 
+// States: not connected (fd_ < 0) -> connecting (fd_ >= 0, !connected_; pushes are
+// buffered) -> connected (the loop watches for replies) -> closed (status_ not OK;
+// the pushes in flight are failed by the reader at end of stream, or at once when
+// there is no socket).
 class TcpTaskChannel final : public TaskChannelInterface, public std::enable_shared_from_this<TcpTaskChannel> {
  public:
   TcpTaskChannel(EventLoop& loop, std::string address, int64_t max_frame_bytes)
       : loop_(loop), io_(*static_cast<asio::io_context*>(loop.native_handle())), address_(std::move(address)),
-        reader_(max_frame_bytes) {}
+        max_frame_bytes_(max_frame_bytes), reader_(max_frame_bytes) {}
 
   ~TcpTaskChannel() override {
     if (descriptor_) {
@@ -186,19 +157,24 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     absl::Status failed;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (status_.ok() && fd_ < 0) status_ = Connect();
-      if (status_.ok()) {
+      if (status_.ok() && fd_ < 0) status_ = StartConnect();
+      if (status_.ok() && static_cast<int64_t>(request.ByteSizeLong()) + 1 > max_frame_bytes_) {
+        failed = absl::InvalidArgumentError("a push of " + std::to_string(request.ByteSizeLong()) +
+                                            " bytes is over the task channel's frame limit of " +
+                                            std::to_string(max_frame_bytes_) + " bytes");
+      } else if (status_.ok()) {
         uint64_t push_id = next_push_id_++;
         request.set_push_id(push_id);
         pushes_.emplace(push_id, std::make_shared<PushCallback>(std::move(callback)));
         AppendFrame(FrameKind::kPush, request, &out_);
-        if (!write_armed_ && WriteSome()) {
+        if (connected_ && !write_armed_ && WriteSome()) {
           write_armed_ = true;
           loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
         }
         return;
+      } else {
+        failed = status_;
       }
-      failed = status_;
     }
     loop_.Post("TaskChannel.PushFailed", [callback = std::move(callback), failed] { callback(failed, {}); });
   }
@@ -228,56 +204,52 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     return !status_.ok();
   }
 
-  void CancelAll() override {
-    std::vector<std::shared_ptr<PushCallback>> callbacks;
-    absl::Status why = absl::CancelledError("task channel to " + address_ + ": the owner is shutting down");
+  void Close(const absl::Status& why) override {
+    std::vector<std::shared_ptr<PushCallback>> orphans;
+    absl::Status reason;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (status_.ok()) status_ = why;
-      for (auto& [id, cb] : pushes_) callbacks.push_back(std::move(cb));
-      pushes_.clear();
-      if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+      reason = status_;
+      if (fd_ >= 0) {
+        // The reader (the loop, or a polling thread) sees the end of the stream and
+        // fails what is in flight, in order with the replies before it.
+        shutdown(fd_, SHUT_RDWR);
+      } else {
+        for (auto& [id, cb] : pushes_) orphans.push_back(std::move(cb));
+        pushes_.clear();
+      }
     }
-    for (auto& cb : callbacks) {
-      loop_.Post("TaskChannel.Cancelled", [cb, why] { (*cb)(why, {}); });
-    }
+    for (auto& cb : orphans) loop_.Post("TaskChannel.Closed", [cb, reason] { (*cb)(reason, {}); });
+  }
+
+  void CancelAll() override {
+    Close(absl::CancelledError("task channel to " + address_ + ": the owner is shutting down"));
   }
 
  private:
-  // REQUIRES: mu_ held.
-  absl::Status Connect() {
+  // Starts a non-blocking connect; the loop finishes it. REQUIRES: mu_ held.
+  absl::Status StartConnect() {
     sockaddr_in addr;
     absl::Status parsed = ParseAddress(address_, &addr);
     if (!parsed.ok()) return parsed;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return absl::UnavailableError(Errno("socket"));
+    TuneSocket(fd);
     int r = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    if (r < 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      r = poll(&p, 1, kConnectTimeoutMs);
-      int error = 0;
-      socklen_t len = sizeof(error);
-      if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0) {
-        r = 0;
-      } else {
-        errno = r == 0 ? ETIMEDOUT : (error != 0 ? error : errno);
-        r = -1;
-      }
-    }
-    if (r < 0) {
-      absl::Status s = absl::UnavailableError("connecting the task channel to the worker at " + address_ + ": " +
-                                              std::strerror(errno));
+    if (r < 0 && errno != EINPROGRESS) {
+      absl::Status s = absl::UnavailableError(Errno("connecting the task channel to the worker at " + address_));
       close(fd);
       return s;
     }
-    TuneSocket(fd);
     fd_ = fd;
+    connected_ = r == 0;
     loop_.Post("TaskChannel.Watch", [self = shared_from_this()] { self->Watch(); });
     return absl::OkStatus();
   }
 
   // Writes what the socket takes. Returns true when bytes remain (EAGAIN).
-  // REQUIRES: mu_ held.
+  // REQUIRES: mu_ held, connected_.
   bool WriteSome() {
     while (out_offset_ < out_.size()) {
       ssize_t n = send(fd_, out_.data() + out_offset_, out_.size() - out_offset_, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -288,7 +260,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       // The reader sees the shut-down socket and fails the pushes in flight.
-      if (status_.ok()) status_ = absl::UnavailableError(Errno(("writing to the worker at " + address_).c_str()));
+      if (status_.ok()) status_ = absl::UnavailableError(Errno("writing to the worker at " + address_));
       shutdown(fd_, SHUT_RDWR);
       break;
     }
@@ -300,7 +272,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // Loop thread: the socket may take more bytes.
   void OnWritable() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!descriptor_ || !WriteSome()) {
+    if (!descriptor_ || !connected_ || !WriteSome()) {
       write_armed_ = false;
       return;
     }
@@ -311,15 +283,52 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
                             });
   }
 
-  // Loop thread: starts reading replies whenever no other thread does.
+  // Loop thread: takes over the socket; finishes the connect if needed.
   void Watch() {
-    int fd;
+    bool connected;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      fd = fd_;
+      descriptor_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd_);
+      connected = connected_;
     }
-    descriptor_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    if (connected) {
+      ArmRead();
+      return;
+    }
+    descriptor_->async_wait(asio::posix::stream_descriptor::wait_write,
+                            [self = shared_from_this()](const boost::system::error_code& ec) {
+                              self->OnConnected(ec);
+                            });
+  }
+
+  // Loop thread: the connect finished, one way or the other.
+  void OnConnected(const boost::system::error_code& ec) {
+    absl::Status failure;
+    bool write_left = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int error = 0;
+      socklen_t len = sizeof(error);
+      if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+      if (!status_.ok()) {
+        failure = status_;
+      } else if (ec || error != 0) {
+        status_ = absl::UnavailableError("connecting the task channel to the worker at " + address_ + ": " +
+                                         (error != 0 ? std::strerror(error) : ec.message()));
+        failure = status_;
+      } else {
+        connected_ = true;
+        write_left = !write_armed_ && WriteSome();
+        if (write_left) write_armed_ = true;
+      }
+    }
+    if (!failure.ok()) {
+      std::lock_guard<std::mutex> reading(read_mu_);
+      FailAll(failure);
+      return;
+    }
     ArmRead();
+    if (write_left) OnWritable();
   }
 
   void ArmRead() {
@@ -336,9 +345,10 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     int fd;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (!connected_) return false;  // nothing to read before the connect finished
       fd = fd_;
     }
-    if (fd < 0 || closed_.load(std::memory_order_acquire)) return false;
+    if (closed_.load(std::memory_order_acquire)) return false;
     bool got = false;
     absl::Status read_status = reader_.ReadAvailable(fd, &got);
     FrameKind kind;
@@ -363,6 +373,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
                                                          reply.error());
       (*callback)(status, std::move(reply));
     }
+    if (read_status.ok() && !reader_.error().ok()) read_status = reader_.error();
     if (!read_status.ok()) FailAll(read_status);
     return got;
   }
@@ -390,10 +401,12 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   EventLoop& loop_;
   asio::io_context& io_;
   const std::string address_;
+  const int64_t max_frame_bytes_;
 
   mutable std::mutex mu_;
   int fd_ = -1;
-  absl::Status status_;  // not OK once the channel failed or was cancelled
+  bool connected_ = false;
+  absl::Status status_;  // not OK once the channel failed or was closed
   uint64_t next_push_id_ = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<PushCallback>> pushes_;
   std::string out_;  // bytes the socket did not take yet
@@ -413,181 +426,6 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,
                                                          int64_t max_frame_bytes) {
   return std::make_shared<TcpTaskChannel>(loop, address, max_frame_bytes);
-}
-
-// ---------------------------------------------------------------------------
-// Worker side
-
-struct TaskChannelServer::Connection {
-  Connection(int64_t id_in, int fd_in, int64_t max_frame_bytes) : id(id_in), fd(fd_in), reader(max_frame_bytes) {}
-  ~Connection() { close(fd); }
-  const int64_t id;
-  const int fd;
-  FrameReader reader;  // execution thread
-  std::mutex write_mu;
-  bool broken = false;  // guarded by write_mu
-};
-
-absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(const std::string& ip,
-                                                                             int64_t max_frame_bytes) {
-  sockaddr_in addr;
-  absl::Status parsed = ParseAddress(ip + ":1", &addr);
-  if (!parsed.ok()) return absl::InvalidArgumentError("cannot listen for tasks on " + ip + ": not an IPv4 address");
-  addr.sin_port = 0;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return absl::UnavailableError(Errno("socket"));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 || listen(fd, 128) < 0) {
-    absl::Status s = absl::UnavailableError(Errno(("listening for tasks on " + ip).c_str()));
-    close(fd);
-    return s;
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake < 0) {
-    close(fd);
-    return absl::UnavailableError(Errno("eventfd"));
-  }
-  return std::unique_ptr<TaskChannelServer>(new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes));
-}
-
-TaskChannelServer::TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes)
-    : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port), max_frame_bytes_(max_frame_bytes) {}
-
-TaskChannelServer::~TaskChannelServer() {
-  close(listen_fd_);
-  close(wake_fd_);
-}
-
-void TaskChannelServer::Wake() {
-  woken_.store(true, std::memory_order_release);
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
-}
-
-size_t TaskChannelServer::NumConnections() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return connections_.size();
-}
-
-std::optional<TaskChannelServer::Push> TaskChannelServer::Next(int64_t spin_us) {
-  const int64_t spin_until = spin_us > 0 ? NowUs() + spin_us : 0;
-  while (true) {
-    if (!ready_.empty()) {
-      Push push = std::move(ready_.front());
-      ready_.pop_front();
-      return push;
-    }
-    if (woken_.exchange(false, std::memory_order_acq_rel)) {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
-      return std::nullopt;
-    }
-    const bool spinning = spin_until != 0 && NowUs() < spin_until;
-    PollSockets(spinning ? 0 : -1);
-    // Spin politely: a thread runnable on this CPU (perhaps the owner) goes first.
-    if (spinning && ready_.empty()) sched_yield();
-  }
-}
-
-bool TaskChannelServer::InputPending() {
-  if (!ready_.empty()) return true;
-  PollSockets(0);
-  return !ready_.empty();
-}
-
-void TaskChannelServer::PollSockets(int timeout_ms) {
-  std::vector<std::shared_ptr<Connection>> connections;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    connections.reserve(connections_.size());
-    for (const auto& [id, c] : connections_) connections.push_back(c);
-  }
-  std::vector<pollfd> fds(2 + connections.size());
-  fds[0] = {listen_fd_, POLLIN, 0};
-  fds[1] = {wake_fd_, POLLIN, 0};
-  for (size_t i = 0; i < connections.size(); ++i) fds[2 + i] = {connections[i]->fd, POLLIN, 0};
-  int n = poll(fds.data(), fds.size(), timeout_ms);
-  if (n <= 0) return;
-  if (fds[0].revents & POLLIN) {
-    while (true) {
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) break;
-      TuneSocket(fd);
-      std::lock_guard<std::mutex> lock(mu_);
-      int64_t id = next_connection_++;
-      connections_.emplace(id, std::make_shared<Connection>(id, fd, max_frame_bytes_));
-    }
-  }
-  for (size_t i = 0; i < connections.size(); ++i) {
-    if (fds[2 + i].revents != 0) ReadConnection(connections[i]);
-  }
-}
-
-void TaskChannelServer::ReadConnection(const std::shared_ptr<Connection>& c) {
-  bool got = false;
-  absl::Status status = c->reader.ReadAvailable(c->fd, &got);
-  FrameKind kind;
-  std::string_view body;
-  while (c->reader.Next(&kind, &body)) {
-    auto request = std::make_shared<rpc::PushTaskRequest>();
-    if (kind != FrameKind::kPush || !request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-      status = absl::DataLossError("malformed push frame");
-      break;
-    }
-    ready_.push_back(Push{c->id, std::move(request)});
-  }
-  if (!status.ok()) Close(c->id, std::string(status.message()));
-}
-
-void TaskChannelServer::Close(int64_t connection, const std::string& why) {
-  std::shared_ptr<Connection> c;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = connections_.find(connection);
-    if (it == connections_.end()) return;
-    c = std::move(it->second);
-    connections_.erase(it);
-  }
-  if (absl::StrContains(why, "closed by the peer")) {
-    VLOG(1) << "task channel " << connection << " closed by its owner";
-  } else {
-    LOG(WARNING) << "dropping task channel " << connection << ": " << why;
-  }
-  std::lock_guard<std::mutex> lock(c->write_mu);
-  c->broken = true;
-  shutdown(c->fd, SHUT_RDWR);
-}
-
-bool TaskChannelServer::Send(int64_t connection, const std::string& frames) {
-  std::shared_ptr<Connection> c;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = connections_.find(connection);
-    if (it == connections_.end()) return false;
-    c = it->second;
-  }
-  std::lock_guard<std::mutex> lock(c->write_mu);
-  if (c->broken) return false;
-  size_t offset = 0;
-  while (offset < frames.size()) {
-    ssize_t n = send(c->fd, frames.data() + offset, frames.size() - offset, MSG_NOSIGNAL);
-    if (n > 0) {
-      offset += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{c->fd, POLLOUT, 0};
-      poll(&p, 1, 1000);
-      continue;
-    }
-    VLOG(1) << "task channel " << connection << ": " << Errno("send");
-    c->broken = true;
-    shutdown(c->fd, SHUT_RDWR);
-    return false;
-  }
-  return true;
 }
 
 }  // namespace manta::core

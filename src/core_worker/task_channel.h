@@ -48,23 +48,28 @@ enum class FrameKind : uint8_t { kPush = 1, kReply = 2 };
 // Appends one frame ([u32 little-endian length of kind + body][u8 kind][body]).
 void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, std::string* out);
 
-// Accumulates bytes read from a socket and cuts them into frames.
+// Accumulates bytes read from a socket and cuts them into frames. A malformed
+// header (length 0, or over max_frame_bytes) is an error as soon as it is seen,
+// wherever it stands in the stream; the reader stays failed.
 class FrameReader {
  public:
   explicit FrameReader(int64_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
   // Reads everything the socket holds now without blocking. Sets *got_bytes.
-  // Returns an error at end of stream, on a socket error, or when a frame header
-  // announces more than max_frame_bytes.
+  // Returns an error at end of stream, on a socket error, or on a malformed header
+  // (the frames before it can still be taken with Next).
   absl::Status ReadAvailable(int fd, bool* got_bytes);
-  // The next complete frame; the view stays valid until the next call of either
-  // method. False when no complete frame is buffered.
+  // The next complete frame; the view stays valid until the next ReadAvailable.
+  // False when no complete frame is buffered, or the next header is malformed
+  // (then error() says so).
   bool Next(FrameKind* kind, std::string_view* body);
-  bool HasCompleteFrame() const;
+  const absl::Status& error() const { return error_; }
 
  private:
+  absl::Status CheckHeader();
   int64_t max_frame_bytes_;
   std::string buffer_;
   size_t start_ = 0;
+  absl::Status error_;
 };
 
 // Called once per reply of a push (reply.done() on the last), or once with an error
@@ -85,7 +90,10 @@ class TaskChannelInterface {
   virtual bool Poll() = 0;
   // Pushes sent and not yet done or failed.
   virtual int64_t InFlight() const = 0;
-  // Fails every push in flight (CANCELLED) and later ones at once. Shutdown.
+  // Closes the channel: every push in flight fails with `why` (after the replies
+  // already received), later ones at once.
+  virtual void Close(const absl::Status& why) = 0;
+  // Close(CANCELLED): shutdown.
   virtual void CancelAll() = 0;
   // The connection failed or was cancelled: every later push fails.
   virtual bool IsClosed() const = 0;
@@ -125,9 +133,12 @@ class TaskChannelServer {
   std::optional<Push> Next(int64_t spin_us);
   // Whether a push is buffered or readable right now. Execution thread only.
   bool InputPending();
-  // Writes `frames` to a connection (blocking). False when the owner is gone. Any
-  // thread; concurrent Sends to one connection do not interleave.
+  // Queues `frames` for a connection and writes what the socket takes now, never
+  // blocking: the rest goes out from Next()/InputPending() as the owner reads. False
+  // when the owner is gone. Any thread; Sends to one connection keep their order.
   bool Send(int64_t connection, const std::string& frames);
+  // Waits up to `timeout_ms` for queued replies to go out (before the worker exits).
+  void FlushAll(int64_t timeout_ms);
   // Makes Next() return. Any thread.
   void Wake();
   // Connections open now (tests).
@@ -139,7 +150,7 @@ class TaskChannelServer {
   // Accepts and reads whatever is ready (poll timeout in ms: 0 = do not wait).
   void PollSockets(int timeout_ms);
   void ReadConnection(const std::shared_ptr<Connection>& c);
-  void Close(int64_t connection, const std::string& why);
+  void Close(int64_t connection, const absl::Status& why);
 
   const int listen_fd_;
   const int wake_fd_;

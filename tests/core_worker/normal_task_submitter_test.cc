@@ -120,6 +120,7 @@ class FakeWorker : public TaskChannelInterface {
   }
   int64_t InFlight() const override { return static_cast<int64_t>(pushes.size()); }
   bool IsClosed() const override { return closed; }
+  void Close(const absl::Status&) override { closed = true; }
   bool closed = false;  // the worker process went away
 
   static void AddResult(const rpc::TaskSpec& spec, rpc::PushTaskReply* reply) {
@@ -186,12 +187,13 @@ class SubmitterTest : public ::testing::Test {
     options.max_tasks_per_push = 3;
     options.lease_idle_ms = 0;
     options.max_pending_lease_requests_per_key = 2;
+    options.max_push_bytes = 2000;
     submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, options, raylets_, workers_, tasks_);
     raylets_.Get("127.0.0.1:2000");  // creates the local raylet fake
   }
 
   // Submits a task through the task manager as the core worker does.
-  ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}) {
+  ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}, size_t arg_bytes = 0) {
     TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
     rpc::TaskSpec spec;
     spec.set_task_id(task_id.Binary());
@@ -200,6 +202,7 @@ class SubmitterTest : public ::testing::Test {
     spec.set_max_retries(max_retries);
     *spec.mutable_caller_address() = ToRpc(self_);
     for (const auto& [k, v] : resources) (*spec.mutable_required_resources())[k] = v;
+    if (arg_bytes > 0) spec.add_args()->set_data(std::string(arg_bytes, 'a'));
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
@@ -366,6 +369,40 @@ TEST_F(SubmitterTest, ANewWorkerOnADeadWorkersPortGetsAFreshChannel) {
   ASSERT_NE(store_.GetIfExists(id), nullptr);
   EXPECT_EQ(store_.GetIfExists(id)->data, "ok");
   EXPECT_EQ(LocalRaylet().returns.size(), 1u);  // no lease came back as failed
+}
+
+TEST_F(SubmitterTest, PushesStayUnderTheByteLimitAndOversizedTasksFail) {
+  // Learn that tasks are short, so that several go in one push.
+  Submit();
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  Submit();  // keeps the worker busy: the next ones queue
+  ObjectID huge = Submit(3, {}, /*arg_bytes=*/5000);  // over max_push_bytes = 2000
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Submit(3, {}, /*arg_bytes=*/700));
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  auto value = store_.GetIfExists(huge);
+  ASSERT_NE(value, nullptr);
+  EXPECT_EQ(value->error_type, rpc::TASK_CANCELLED);
+  EXPECT_NE(value->error.message().find("over the limit"), std::string::npos) << value->error;
+  // The others go in pushes of at most 2000 bytes: two, then one.
+  size_t pushed = 0;
+  for (const auto& push : Worker(3000).pushes) {
+    EXPECT_LE(push.request.ByteSizeLong(), 2100u);
+    pushed += push.request.tasks_size();
+  }
+  EXPECT_GE(Worker(3000).pushes.size(), 2u);
+  while (TotalPushes() > 0) {
+    Worker(3000).ReplyOk();
+    loop_.RunUntilIdle();
+  }
+  for (const ObjectID& id : ids) EXPECT_NE(store_.GetIfExists(id), nullptr);
+  EXPECT_TRUE(LocalRaylet().returns.empty() || !LocalRaylet().returns[0].disconnect_worker());
+  EXPECT_EQ(tasks_.NumPending(), 0u);
 }
 
 TEST_F(SubmitterTest, ShutdownFailsQueuedTasksAndLaterSubmissions) {

@@ -1,0 +1,256 @@
+// TaskChannelServer: the worker's end of the task channel (task_channel.h).
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "src/core_worker/task_channel.h"
+#include "src/core_worker/task_channel_internal.h"
+
+namespace manta::core {
+
+using task_channel_internal::Errno;
+using task_channel_internal::ParseAddress;
+using task_channel_internal::TuneSocket;
+
+namespace {
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+struct TaskChannelServer::Connection {
+  Connection(int64_t id_in, int fd_in, int64_t max_frame_bytes) : id(id_in), fd(fd_in), reader(max_frame_bytes) {}
+  ~Connection() { close(fd); }
+
+  // Sends what the socket takes now. False when the owner is gone.
+  // REQUIRES: write_mu held.
+  bool WriteSome() {
+    while (out_offset < out.size()) {
+      ssize_t n = send(fd, out.data() + out_offset, out.size() - out_offset, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        out_offset += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      VLOG(1) << "task channel " << id << ": " << Errno("send");
+      broken = true;
+      shutdown(fd, SHUT_RDWR);
+      out.clear();
+      out_offset = 0;
+      has_output.store(false, std::memory_order_release);
+      return false;
+    }
+    if (out_offset == out.size()) {
+      out.clear();
+      out_offset = 0;
+    }
+    has_output.store(!out.empty(), std::memory_order_release);
+    return true;
+  }
+
+  const int64_t id;
+  const int fd;
+  FrameReader reader;  // execution thread
+  std::mutex write_mu;
+  bool broken = false;     // guarded by write_mu
+  std::string out;         // replies the socket did not take yet (write_mu)
+  size_t out_offset = 0;   // write_mu
+  std::atomic<bool> has_output{false};
+};
+
+absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(const std::string& ip,
+                                                                             int64_t max_frame_bytes) {
+  sockaddr_in addr;
+  absl::Status parsed = ParseAddress(ip + ":1", &addr);
+  if (!parsed.ok()) return absl::InvalidArgumentError("cannot listen for tasks on " + ip + ": not an IPv4 address");
+  addr.sin_port = 0;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::UnavailableError(Errno("socket"));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 || listen(fd, 128) < 0) {
+    absl::Status s = absl::UnavailableError(Errno("listening for tasks on " + ip));
+    close(fd);
+    return s;
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake < 0) {
+    close(fd);
+    return absl::UnavailableError(Errno("eventfd"));
+  }
+  return std::unique_ptr<TaskChannelServer>(new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes));
+}
+
+TaskChannelServer::TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes)
+    : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port), max_frame_bytes_(max_frame_bytes) {}
+
+TaskChannelServer::~TaskChannelServer() {
+  close(listen_fd_);
+  close(wake_fd_);
+}
+
+void TaskChannelServer::Wake() {
+  woken_.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+size_t TaskChannelServer::NumConnections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connections_.size();
+}
+
+std::optional<TaskChannelServer::Push> TaskChannelServer::Next(int64_t spin_us) {
+  const int64_t spin_until = spin_us > 0 ? NowUs() + spin_us : 0;
+  while (true) {
+    if (!ready_.empty()) {
+      Push push = std::move(ready_.front());
+      ready_.pop_front();
+      return push;
+    }
+    if (woken_.exchange(false, std::memory_order_acq_rel)) return std::nullopt;
+    const bool spinning = spin_until != 0 && NowUs() < spin_until;
+    PollSockets(spinning ? 0 : -1);
+    // Spin politely: a thread runnable on this CPU (perhaps the owner) goes first.
+    if (spinning && ready_.empty()) sched_yield();
+  }
+}
+
+bool TaskChannelServer::InputPending() {
+  if (!ready_.empty()) return true;
+  PollSockets(0);
+  return !ready_.empty();
+}
+
+void TaskChannelServer::PollSockets(int timeout_ms) {
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    connections.reserve(connections_.size());
+    for (const auto& [id, c] : connections_) connections.push_back(c);
+  }
+  std::vector<pollfd> fds(2 + connections.size());
+  fds[0] = {listen_fd_, POLLIN, 0};
+  fds[1] = {wake_fd_, POLLIN, 0};
+  for (size_t i = 0; i < connections.size(); ++i) {
+    short events = POLLIN;
+    // Replies the owner has not taken yet go out as soon as it reads.
+    if (connections[i]->has_output.load(std::memory_order_acquire)) events |= POLLOUT;
+    fds[2 + i] = {connections[i]->fd, events, 0};
+  }
+  int n = poll(fds.data(), fds.size(), timeout_ms);
+  if (n <= 0) return;
+  if (fds[1].revents & POLLIN) {
+    uint64_t count;  // drained here, so that a Wake() cannot leave it readable
+    [[maybe_unused]] ssize_t r = read(wake_fd_, &count, sizeof(count));
+  }
+  if (fds[0].revents & POLLIN) {
+    while (true) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel");
+        }
+        break;
+      }
+      TuneSocket(fd);
+      std::lock_guard<std::mutex> lock(mu_);
+      int64_t id = next_connection_++;
+      connections_.emplace(id, std::make_shared<Connection>(id, fd, max_frame_bytes_));
+    }
+  }
+  for (size_t i = 0; i < connections.size(); ++i) {
+    const short revents = fds[2 + i].revents;
+    if (revents & POLLOUT) {
+      std::lock_guard<std::mutex> lock(connections[i]->write_mu);
+      if (!connections[i]->broken) connections[i]->WriteSome();
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR)) ReadConnection(connections[i]);
+  }
+}
+
+void TaskChannelServer::ReadConnection(const std::shared_ptr<Connection>& c) {
+  bool got = false;
+  absl::Status status = c->reader.ReadAvailable(c->fd, &got);
+  FrameKind kind;
+  std::string_view body;
+  while (c->reader.Next(&kind, &body)) {
+    auto request = std::make_shared<rpc::PushTaskRequest>();
+    if (kind != FrameKind::kPush || !request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      status = absl::DataLossError("malformed push frame");
+      break;
+    }
+    ready_.push_back(Push{c->id, std::move(request)});
+  }
+  if (status.ok() && !c->reader.error().ok()) status = c->reader.error();
+  if (!status.ok()) Close(c->id, status);
+}
+
+void TaskChannelServer::Close(int64_t connection, const absl::Status& why) {
+  std::shared_ptr<Connection> c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = connections_.find(connection);
+    if (it == connections_.end()) return;
+    c = std::move(it->second);
+    connections_.erase(it);
+  }
+  if (absl::IsUnavailable(why)) {
+    VLOG(1) << "task channel " << connection << " closed: " << why.message();
+  } else {
+    LOG(WARNING) << "dropping task channel " << connection << ": " << why.message();
+  }
+  std::lock_guard<std::mutex> lock(c->write_mu);
+  c->broken = true;
+  shutdown(c->fd, SHUT_RDWR);
+}
+
+bool TaskChannelServer::Send(int64_t connection, const std::string& frames) {
+  std::shared_ptr<Connection> c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = connections_.find(connection);
+    if (it == connections_.end()) return false;
+    c = it->second;
+  }
+  std::lock_guard<std::mutex> lock(c->write_mu);
+  if (c->broken) return false;
+  c->out.append(frames);
+  bool ok = c->WriteSome();
+  // What the socket did not take goes when the owner reads (the execution thread
+  // polls for it); wake it if it sleeps.
+  if (ok && c->has_output.load(std::memory_order_acquire)) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+  return ok;
+}
+
+void TaskChannelServer::FlushAll(int64_t timeout_ms) {
+  const int64_t until = NowUs() + timeout_ms * 1000;
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, c] : connections_) connections.push_back(c);
+  }
+  for (const auto& c : connections) {
+    while (c->has_output.load(std::memory_order_acquire)) {
+      int64_t left_ms = (until - NowUs()) / 1000;
+      if (left_ms <= 0) return;
+      pollfd p{c->fd, POLLOUT, 0};
+      if (poll(&p, 1, static_cast<int>(left_ms)) <= 0) return;
+      std::lock_guard<std::mutex> lock(c->write_mu);
+      if (c->broken || !c->WriteSome()) break;
+    }
+  }
+}
+
+}  // namespace manta::core
