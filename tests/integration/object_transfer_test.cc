@@ -106,7 +106,11 @@ TEST_F(ObjectTransferTest, ConcurrentPullsOfOneObjectAreMerged) {
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] { ok += Fetch(nodes_[1], id, {AddressOf(nodes_[0])}).ok() ? 1 : 0; });
+    threads.emplace_back([&] {
+      grpc::Status s = Fetch(nodes_[1], id, {AddressOf(nodes_[0])});
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      ok += s.ok() ? 1 : 0;
+    });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 4);
