@@ -390,29 +390,28 @@ void LeaseManager::DropRequests(const std::function<bool(const Request&)>& match
 }
 
 void LeaseManager::OnWorkerGone(const WorkerGone& gone) {
-  const WorkerID owner = gone.worker_id;
-  const std::string why = std::string(gone.is_driver ? "driver " : "worker ") + owner.Hex() + " (the owner) is gone";
-  // Its requests first, so that the resources freed below do not go to them.
-  DropRequests([&](const Request& r) { return r.owner_worker_id == owner; }, why);
+  // The lease it held itself: its worker is already gone, nothing to kill.
   auto held = lease_by_worker_.find(gone.worker_id);
   if (held != lease_by_worker_.end()) {
     LeaseID lease_id = held->second;
     ReleaseLease(lease_id, AfterRelease::kWorkerGone, "its worker went away: " + gone.reason);
   }
-  ReleaseOwnedBy(owner, why);
+  ForgetOwner(gone.worker_id,
+              std::string(gone.is_driver ? "driver " : "worker ") + gone.worker_id.Hex() + " (the owner) is gone");
   Dispatch();
 }
 
 void LeaseManager::OnRemoteOwnerGone(const WorkerID& owner, const std::string& reason) {
-  if (owner.IsNil()) return;
-  const std::string why = "its owner " + owner.Hex() + " on another node is gone: " + reason;
-  DropRequests([&](const Request& r) { return r.owner_worker_id == owner; }, why);
-  ReleaseOwnedBy(owner, why);
+  ForgetOwner(owner, "its owner " + owner.Hex() + " on another node is gone: " + reason);
   Dispatch();
 }
 
-void LeaseManager::ReleaseOwnedBy(const WorkerID& owner, const std::string& why) {
+void LeaseManager::ForgetOwner(const WorkerID& owner, const std::string& why) {
+  // Requests without an owner id (nil) belong to no process that can die.
   if (owner.IsNil()) return;
+  // Its requests first: killing a leased worker below re-enters OnWorkerGone, whose
+  // Dispatch must not grant them the resources freed.
+  DropRequests([&](const Request& r) { return r.owner_worker_id == owner; }, why);
   ReleaseLeases([&](const Lease& lease) { return lease.owner_worker_id == owner; }, why);
 }
 

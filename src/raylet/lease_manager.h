@@ -10,10 +10,11 @@
 // view changes. A spilled-back request (grant_or_reject) is never spilled again.
 //
 // Leased resources always come back: ReturnWorker, the worker's exit, the death of
-// the lease's owner (a local driver or worker, or any worker of a node marked DEAD)
-// and the end of the job. A worker blocked in Get/Wait gives its lease's CPU back
-// while it waits (NotifyWorkerBlocked) and takes it back after, even if that
-// oversubscribes the node for a while.
+// the lease's owner (a local driver or worker; a worker or driver of another node,
+// as the GCS publishes it; any worker of a node marked DEAD) and the end of the
+// job. A worker blocked in Get/Wait gives its lease's CPU back while it waits
+// (NotifyWorkerBlocked) and takes it back after, even if that oversubscribes the
+// node for a while.
 //
 // Thread: loop thread only. Replies to queued requests are sent later, from the loop.
 // Ownership: owns the pending requests (and their RPC completions) and the leases;
@@ -83,7 +84,8 @@ class LeaseManager {
   // workers killed) and their queued requests dropped.
   void OnNodeDead(const NodeID& node_id);
   // A worker or driver on another node exited (published by the GCS): the leases
-  // it owns here are released (their workers killed) and its requests dropped.
+  // it owns here are released (their workers killed) and its requests dropped, as
+  // for a local owner. A nil or unknown `owner` changes nothing.
   void OnRemoteOwnerGone(const WorkerID& owner, const std::string& reason);
   // The job ended (its driver is gone): its workers here are killed, its leases
   // released and its queued requests dropped.
@@ -134,8 +136,10 @@ class LeaseManager {
   void ReleaseLease(const LeaseID& lease_id, AfterRelease after, const std::string& reason);
   // Releases (killing their workers) every lease matching `match`.
   void ReleaseLeases(const std::function<bool(const Lease&)>& match, const std::string& reason);
-  // Releases every lease `owner` holds here.
-  void ReleaseOwnedBy(const WorkerID& owner, const std::string& why);
+  // `owner` (a worker or driver, here or on another node) is gone: drops its pending
+  // requests (canceled), then releases the leases it holds here, killing their
+  // workers. Does not Dispatch. A nil `owner` matches nothing.
+  void ForgetOwner(const WorkerID& owner, const std::string& why);
   void OnWorkerGone(const WorkerGone& gone);
   void PlaceInfeasible();
   void SpillQueuedElsewhere();
