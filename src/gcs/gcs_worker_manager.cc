@@ -13,8 +13,10 @@ void GcsWorkerManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureR
   if (!worker.ok()) return std::move(send_reply)(absl::InvalidArgumentError("ReportWorkerFailure: bad worker_id"));
   auto node = NodeID::FromBinaryChecked(failure.node_id());
   if (!node.ok()) return std::move(send_reply)(absl::InvalidArgumentError("ReportWorkerFailure: bad node_id"));
+  auto job = JobID::FromBinaryChecked(failure.job_id());
+  if (!job.ok()) return std::move(send_reply)(absl::InvalidArgumentError("ReportWorkerFailure: bad job_id"));
   VLOG(1) << (failure.is_driver() ? "driver " : "worker ") << worker->Hex() << " on node " << node->Hex()
-          << " exited: " << failure.exit_reason();
+          << " (job " << job->Hex() << ") exited: " << failure.exit_reason();
   rpc::PubMessage message;
   message.set_channel_type(rpc::GCS_WORKER_DELTA_CHANNEL);
   message.set_key_id(failure.worker_id());

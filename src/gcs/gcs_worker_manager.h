@@ -18,7 +18,8 @@ class GcsWorkerManager {
  public:
   explicit GcsWorkerManager(GcsPublisher& publisher) : publisher_(publisher) {}
 
-  // InvalidArgument when the worker or node id is malformed.
+  // Publishes the failure. InvalidArgument (nothing published) when the worker, node
+  // or job id is malformed.
   void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                                  rpc::ReportWorkerFailureReply* reply, rpc::SendReply send_reply);
 

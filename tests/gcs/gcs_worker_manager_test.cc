@@ -54,15 +54,32 @@ TEST_F(GcsWorkerManagerTest, ReportedDeathIsPublished) {
   EXPECT_EQ(messages[0].worker_delta_message().exit_reason(), "killed by signal 9");
 }
 
+rpc::WorkerDeltaData ValidFailure() {
+  rpc::WorkerDeltaData failure;
+  failure.set_worker_id(WorkerID::FromRandom().Binary());
+  failure.set_node_id(NodeID::FromRandom().Binary());
+  failure.set_job_id(JobID::FromInt(2).Binary());
+  return failure;
+}
+
 TEST_F(GcsWorkerManagerTest, MalformedIdsAreRejected) {
-  rpc::WorkerDeltaData bad_worker;
+  rpc::WorkerDeltaData bad_worker = ValidFailure();
   bad_worker.set_worker_id("short");
-  bad_worker.set_node_id(NodeID::FromRandom().Binary());
   EXPECT_EQ(Report(bad_worker).code(), absl::StatusCode::kInvalidArgument);
-  rpc::WorkerDeltaData bad_node;
-  bad_node.set_worker_id(WorkerID::FromRandom().Binary());
+  rpc::WorkerDeltaData no_worker = ValidFailure();
+  no_worker.clear_worker_id();
+  EXPECT_EQ(Report(no_worker).code(), absl::StatusCode::kInvalidArgument);
+  rpc::WorkerDeltaData bad_node = ValidFailure();
+  bad_node.clear_node_id();
   EXPECT_EQ(Report(bad_node).code(), absl::StatusCode::kInvalidArgument);
+  rpc::WorkerDeltaData bad_job = ValidFailure();
+  bad_job.set_job_id("too long for a job id");
+  EXPECT_EQ(Report(bad_job).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Report(rpc::WorkerDeltaData()).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(published_.TakeNew(), IsEmpty());
+  // A well-formed report still goes through afterwards.
+  EXPECT_THAT(Report(ValidFailure()), IsOk());
+  EXPECT_THAT(published_.TakeNew(), SizeIs(1));
 }
 
 }  // namespace
