@@ -91,8 +91,8 @@ class FakeGcsClient : public gcs::GcsClientInterface {
   void AsyncAddJob(const rpc::JobInfo&, Callback<rpc::AddJobReply> cb) override {
     cb(absl::UnimplementedError("not used by the node manager"), {});
   }
-  void AsyncMarkJobFinished(const std::string&, Callback<rpc::MarkJobFinishedReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+  void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override {
+    mark_job_finished.Add(job_id, std::move(cb));
   }
   void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                 Callback<rpc::ReportWorkerFailureReply> cb) override {
@@ -106,6 +106,7 @@ class FakeGcsClient : public gcs::GcsClientInterface {
   CallQueue<rpc::ResourceUsage, rpc::ReportResourceUsageReply> report_usage;
   CallQueue<rpc::GcsSubscriberCommandBatchRequest, rpc::GcsSubscriberCommandBatchReply> subscribe;
   CallQueue<rpc::GcsSubscriberPollRequest, rpc::GcsSubscriberPollReply> poll;
+  CallQueue<std::string, rpc::MarkJobFinishedReply> mark_job_finished;
   CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
 };
 
@@ -513,6 +514,23 @@ class NodeManagerWithWorkersTest : public NodeManagerTest {
     return call;
   }
 
+  // Registers the worker of the `index`-th start; returns its id.
+  WorkerID RegisterStarted(size_t index) {
+    const FakeWorkerLauncher::StartRecord& start = launcher_.starts.at(index);
+    WorkerID worker_id = *WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"));
+    rpc::RegisterWorkerRequest request;
+    request.set_worker_type(rpc::WORKER);
+    request.set_startup_token(std::stoll(start.env.at("MANTA_WORKER_STARTUP_TOKEN")));
+    request.set_worker_id(worker_id.Binary());
+    request.set_pid(start.pid);
+    request.mutable_address()->set_ip_address("10.0.0.1");
+    request.mutable_address()->set_port(20000 + static_cast<int>(index));
+    rpc::RegisterWorkerReply reply;
+    pool_->HandleRegisterWorker(request, &reply, rpc::SendReply([](absl::Status s) { ASSERT_TRUE(s.ok()) << s; }));
+    loop_.RunUntilIdle();
+    return worker_id;
+  }
+
   rpc::ResourceUsage Usage() {
     rpc::GetNodeStatsReply reply;
     manager_->HandleGetNodeStats(rpc::GetNodeStatsRequest(), &reply, rpc::SendReply([](absl::Status) {}));
@@ -592,6 +610,27 @@ TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerDropsItsRequests)
   EXPECT_TRUE(queued->reply.canceled());
 }
 
+TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerReleasesItsLeases) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  WorkerID owner = WorkerID::FromRandom();
+  std::shared_ptr<Call> dead_owners = RequestLease({{"CPU", 1}}, owner);
+  RegisterStarted(0);
+  ASSERT_TRUE(dead_owners->sent);
+  ASSERT_FALSE(dead_owners->reply.lease_id().empty()) << dead_owners->reply.DebugString();
+  std::shared_ptr<Call> live_owners = RequestLease({{"CPU", 1}}, WorkerID::FromRandom());
+  RegisterStarted(1);
+  ASSERT_TRUE(live_owners->sent);
+  EXPECT_EQ(Usage().resources_available().at("CPU"), 0);
+
+  Publish({WorkerDeath(owner, NodeID::FromRandom(), 1)});
+  // The dead owner's worker is killed and its CPU comes back; the other lease stays.
+  EXPECT_THAT(launcher_.signals, ::testing::ElementsAre(std::make_pair(launcher_.starts[0].pid, SIGKILL)));
+  EXPECT_EQ(Usage().resources_available().at("CPU"), 1);
+  EXPECT_EQ(leases_->num_leases(), 1u);
+}
+
 TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
@@ -614,6 +653,40 @@ TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
   EXPECT_EQ(failure.node_id(), options_.node_id.Binary());
   EXPECT_EQ(failure.job_id(), JobID::FromInt(3).Binary());
   EXPECT_TRUE(failure.is_driver());
+  // A driver's exit also ends its job.
+  ASSERT_EQ(gcs_.mark_job_finished.pending(), 1u);
+  EXPECT_EQ(gcs_.mark_job_finished.Next(), JobID::FromInt(3).Binary());
+}
+
+TEST_F(NodeManagerWithWorkersTest, RegisteredWorkersThatExitAreReportedToTheGcs) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  // Two workers start (one lease each); only the first registers.
+  std::shared_ptr<Call> leased = RequestLease({{"CPU", 1}});
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  const WorkerID worker = RegisterStarted(0);
+  ASSERT_TRUE(leased->sent);
+  std::shared_ptr<Call> starting = RequestLease({{"CPU", 1}});
+  ASSERT_EQ(launcher_.starts.size(), 2u);
+
+  // Died while starting: it never ran anything, so it owns nothing to report.
+  pool_->OnProcessExit(launcher_.starts[1].pid, /*status=*/9);
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(starting->sent);  // its request fails with the start
+  EXPECT_EQ(gcs_.worker_failures.pending(), 0u);
+
+  pool_->OnProcessExit(launcher_.starts[0].pid, /*status=*/9);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gcs_.worker_failures.pending(), 1u);
+  const rpc::WorkerDeltaData& failure = gcs_.worker_failures.Next();
+  EXPECT_EQ(failure.worker_id(), worker.Binary());
+  EXPECT_EQ(failure.node_id(), options_.node_id.Binary());
+  EXPECT_EQ(failure.job_id(), JobID::FromInt(3).Binary());
+  EXPECT_FALSE(failure.is_driver());
+  EXPECT_THAT(failure.exit_reason(), HasSubstr("exited"));
+  // A worker's exit does not end its job.
+  EXPECT_EQ(gcs_.mark_job_finished.total(), 0);
 }
 
 }  // namespace
