@@ -4,11 +4,13 @@
 // resource view fed by GCS pubsub, reports this node's availability (from the lease
 // manager, with its infeasible requests), watches that the GCS stays reachable, and
 // unregisters on clean shutdown. With workers attached it also forwards cluster
-// events to the lease manager (view changes, dead nodes, finished jobs) and tells the
-// GCS when a local driver is gone (MarkJobFinished). Fatal conditions (the GCS
-// unreachable longer than gcs_rpc_server_reconnect_timeout_s, this node declared
-// DEAD, the GCS serving another cluster) are handed to `on_fatal`, which stops the
-// raylet. Loop thread only.
+// events to the lease manager (view changes, dead nodes, finished jobs, worker and
+// driver exits on other nodes), reports every exit of a registered local worker or
+// driver to the GCS (ReportWorkerFailure, published on GCS_WORKER_DELTA_CHANNEL) and
+// ends the job of a local driver that is gone (MarkJobFinished). Fatal conditions
+// (the GCS unreachable longer than gcs_rpc_server_reconnect_timeout_s, this node
+// declared DEAD, the GCS serving another cluster) are handed to `on_fatal`, which
+// stops the raylet. Loop thread only.
 #pragma once
 
 #include <functional>

@@ -10,7 +10,7 @@
 // Drivers register here too: their pids are checked every driver_liveness_check_ms
 // and the workers of a job whose driver is gone are killed. Every worker or driver
 // that goes away (exit, kill) is announced once to the gone-listeners (the lease
-// manager releases its leases; the node manager tells the GCS a driver is gone).
+// manager releases its leases; the node manager reports it to the GCS).
 //
 // Worker exits are learned from OnProcessExit, which the raylet calls after reaping
 // a child on SIGCHLD (child_reaper.h). A worker the pool kills is forgotten at once;
