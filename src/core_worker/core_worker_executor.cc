@@ -77,7 +77,8 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   }
   if (n == 0) {
     absl::MutexLock lock(&report_mu_);
-    if (unreported_.empty() || unreported_.back().reply.push_id() != request.push_id()) {
+    if (unreported_.empty() || unreported_.back().connection != push.connection ||
+        unreported_.back().reply.push_id() != request.push_id()) {
       // An empty push still gets its (done) reply.
       unreported_.push_back(UnsentReply{push.connection, {}});
       unreported_.back().reply.set_push_id(request.push_id());
