@@ -282,6 +282,8 @@ class CoreWorker {
     rpc::PushTaskReply reply;
   };
   void FlushReports();
+  // The reply being filled for (connection, push_id): the last one queued, or a new one.
+  rpc::PushTaskReply& UnsentReplyFor(int64_t connection, uint64_t push_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(report_mu_);
   absl::Mutex report_mu_;
   std::vector<UnsentReply> unreported_ ABSL_GUARDED_BY(report_mu_);
   bool report_flush_posted_ ABSL_GUARDED_BY(report_mu_) = false;

@@ -36,15 +36,13 @@ void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
 
 void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor) {
   const rpc::PushTaskRequest& request = *push.request;
-  if (request.intended_worker_id() != options_.worker_id.Binary()) {
+  const bool for_me = request.intended_worker_id() == options_.worker_id.Binary();
+  if (!for_me) {
     absl::MutexLock lock(&report_mu_);
-    UnsentReply refusal{push.connection, {}};
-    refusal.reply.set_push_id(request.push_id());
-    refusal.reply.set_done(true);
-    refusal.reply.set_error("the push was meant for another worker (this is " + options_.worker_id.Hex() + ")");
-    unreported_.push_back(std::move(refusal));
+    UnsentReplyFor(push.connection, request.push_id())
+        .set_error("the push was meant for another worker (this is " + options_.worker_id.Hex() + ")");
   }
-  const int n = request.intended_worker_id() == options_.worker_id.Binary() ? request.tasks_size() : 0;
+  const int n = for_me ? request.tasks_size() : 0;
   for (int i = 0; i < n; ++i) {
     const rpc::TaskSpec& spec = request.tasks(i);
     {
@@ -62,13 +60,9 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
     executing_.store(false, std::memory_order_release);
     const bool last = i + 1 == n;
     absl::MutexLock lock(&report_mu_);
-    if (unreported_.empty() || unreported_.back().connection != push.connection ||
-        unreported_.back().reply.push_id() != request.push_id()) {
-      unreported_.push_back(UnsentReply{push.connection, {}});
-      unreported_.back().reply.set_push_id(request.push_id());
-    }
-    *unreported_.back().reply.add_results() = std::move(result);
-    unreported_.back().reply.set_done(last);
+    rpc::PushTaskReply& reply = UnsentReplyFor(push.connection, request.push_id());
+    *reply.add_results() = std::move(result);
+    reply.set_done(last);
     // More tasks follow: hand finished results over soon rather than at the end.
     if (!last && !report_flush_posted_) {
       report_flush_posted_ = true;
@@ -77,13 +71,7 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   }
   if (n == 0) {
     absl::MutexLock lock(&report_mu_);
-    if (unreported_.empty() || unreported_.back().connection != push.connection ||
-        unreported_.back().reply.push_id() != request.push_id()) {
-      // An empty push still gets its (done) reply.
-      unreported_.push_back(UnsentReply{push.connection, {}});
-      unreported_.back().reply.set_push_id(request.push_id());
-      unreported_.back().reply.set_done(true);
-    }
+    UnsentReplyFor(push.connection, request.push_id()).set_done(true);  // refused or empty: still answered
   }
   // Reply now unless more work has arrived: replies to pushes that came together
   // travel together (the loop's timer sends them within a millisecond anyway).
@@ -96,6 +84,15 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
       loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
     }
   }
+}
+
+rpc::PushTaskReply& CoreWorker::UnsentReplyFor(int64_t connection, uint64_t push_id) {
+  if (unreported_.empty() || unreported_.back().connection != connection ||
+      unreported_.back().reply.push_id() != push_id) {
+    unreported_.push_back(UnsentReply{connection, {}});
+    unreported_.back().reply.set_push_id(push_id);
+  }
+  return unreported_.back().reply;
 }
 
 void CoreWorker::FlushReports() {

@@ -26,6 +26,8 @@ using task_channel_internal::Errno;
 using task_channel_internal::kHeaderBytes;
 using task_channel_internal::LoadLe32;
 using task_channel_internal::ParseAddress;
+using task_channel_internal::SendResult;
+using task_channel_internal::SendSome;
 using task_channel_internal::TuneSocket;
 
 namespace {
@@ -251,21 +253,19 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // Writes what the socket takes. Returns true when bytes remain (EAGAIN).
   // REQUIRES: mu_ held, connected_.
   bool WriteSome() {
-    while (out_offset_ < out_.size()) {
-      ssize_t n = send(fd_, out_.data() + out_offset_, out_.size() - out_offset_, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        out_offset_ += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      // The reader sees the shut-down socket and fails the pushes in flight.
-      if (status_.ok()) status_ = absl::UnavailableError(Errno("writing to the worker at " + address_));
-      shutdown(fd_, SHUT_RDWR);
-      break;
+    switch (SendSome(fd_, &out_, &out_offset_)) {
+      case SendResult::kAllSent:
+        return false;
+      case SendResult::kWouldBlock:
+        return true;
+      case SendResult::kFailed:
+        // The reader sees the shut-down socket and fails the pushes in flight.
+        if (status_.ok()) status_ = absl::UnavailableError(Errno("writing to the worker at " + address_));
+        shutdown(fd_, SHUT_RDWR);
+        out_.clear();
+        out_offset_ = 0;
+        return false;
     }
-    out_.clear();
-    out_offset_ = 0;
     return false;
   }
 

@@ -53,4 +53,23 @@ inline absl::Status ParseAddress(const std::string& address, sockaddr_in* out) {
   return absl::OkStatus();
 }
 
+enum class SendResult { kAllSent, kWouldBlock, kFailed };
+// Sends out[*offset..] without blocking, advancing *offset; clears `out` once all
+// of it went. On kFailed errno says why.
+inline SendResult SendSome(int fd, std::string* out, size_t* offset) {
+  while (*offset < out->size()) {
+    ssize_t n = send(fd, out->data() + *offset, out->size() - *offset, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *offset += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return SendResult::kWouldBlock;
+    return SendResult::kFailed;
+  }
+  out->clear();
+  *offset = 0;
+  return SendResult::kAllSent;
+}
+
 }  // namespace manta::core::task_channel_internal

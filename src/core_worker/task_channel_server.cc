@@ -16,6 +16,8 @@ namespace manta::core {
 
 using task_channel_internal::Errno;
 using task_channel_internal::ParseAddress;
+using task_channel_internal::SendResult;
+using task_channel_internal::SendSome;
 using task_channel_internal::TuneSocket;
 
 namespace {
@@ -32,14 +34,7 @@ struct TaskChannelServer::Connection {
   // Sends what the socket takes now. False when the owner is gone.
   // REQUIRES: write_mu held.
   bool WriteSome() {
-    while (out_offset < out.size()) {
-      ssize_t n = send(fd, out.data() + out_offset, out.size() - out_offset, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        out_offset += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (SendSome(fd, &out, &out_offset) == SendResult::kFailed) {
       VLOG(1) << "task channel " << id << ": " << Errno("send");
       broken = true;
       shutdown(fd, SHUT_RDWR);
@@ -47,10 +42,6 @@ struct TaskChannelServer::Connection {
       out_offset = 0;
       has_output.store(false, std::memory_order_release);
       return false;
-    }
-    if (out_offset == out.size()) {
-      out.clear();
-      out_offset = 0;
     }
     has_output.store(!out.empty(), std::memory_order_release);
     return true;
