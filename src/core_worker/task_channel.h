@@ -39,7 +39,7 @@
 #include "absl/status/statusor.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/event_loop.h"
-#include "src/core_worker/rpc_clients.h"
+#include "src/common/rpc/client_pool.h"
 
 namespace manta::core {
 
@@ -101,7 +101,7 @@ class TaskChannelInterface {
 
 // Channels by TaskChannelKey(): one per worker process, so a new worker that
 // happens to reuse a dead one's port never gets the dead one's channel.
-using TaskChannelPool = ClientPool<TaskChannelInterface>;
+using TaskChannelPool = rpc::ClientPool<TaskChannelInterface>;
 // "ip:task_port@<worker id hex>" of a leased worker's address.
 std::string TaskChannelKey(const rpc::Address& worker);
 // The "ip:task_port" part of a key.

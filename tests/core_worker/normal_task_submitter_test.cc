@@ -10,6 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "src/core_worker/common.h"
+#include "src/core_worker/fake_task_channel.h"
+#include "src/raylet/fake_raylet_client.h"
 #include "tests/core_worker/noop_borrower_client.h"
 
 namespace manta::core {
@@ -26,141 +28,8 @@ bool DriveUntil(EventLoop& loop, F done) {
   return false;
 }
 
-template <typename Request, typename Reply>
-struct Pending {
-  Request request;
-  RpcCallback<Reply> callback;
-};
-
-class FakeRaylet : public RayletClientInterface {
- public:
-  explicit FakeRaylet(std::string address) : address_(std::move(address)) {}
-  const std::string& address() const override { return address_; }
-  void RegisterWorker(const rpc::RegisterWorkerRequest&, RpcCallback<rpc::RegisterWorkerReply> cb) override {
-    cb(absl::UnimplementedError("unused"), {});
-  }
-  void RequestWorkerLease(const rpc::RequestWorkerLeaseRequest& q,
-                          RpcCallback<rpc::RequestWorkerLeaseReply> cb) override {
-    leases.push_back({q, std::move(cb)});
-  }
-  void ReturnWorker(const rpc::ReturnWorkerRequest& q, RpcCallback<rpc::ReturnWorkerReply> cb) override {
-    returns.push_back(q);
-    cb(absl::OkStatus(), {});
-  }
-  void CancelWorkerLease(const rpc::CancelWorkerLeaseRequest&, RpcCallback<rpc::CancelWorkerLeaseReply> cb) override {
-    cb(absl::OkStatus(), {});
-  }
-  void NotifyWorkerBlocked(const rpc::NotifyWorkerBlockedRequest&,
-                           RpcCallback<rpc::NotifyWorkerBlockedReply> cb) override {
-    cb(absl::OkStatus(), {});
-  }
-  void PinObjectIDs(const rpc::PinObjectIDsRequest&, RpcCallback<rpc::PinObjectIDsReply> cb) override {
-    cb(absl::OkStatus(), {});
-  }
-  void FreeObjects(const rpc::FreeObjectsRequest&, RpcCallback<rpc::FreeObjectsReply> cb) override {
-    cb(absl::OkStatus(), {});
-  }
-  void FetchObjects(const rpc::FetchObjectsRequest&, int64_t, RpcCallback<rpc::FetchObjectsReply> cb) override {
-    cb(absl::OkStatus(), {});
-  }
-  void CancelAll() override {
-    auto pending = std::move(leases);
-    leases.clear();
-    for (auto& p : pending) p.callback(absl::CancelledError("cancelled"), {});
-  }
-  int64_t InFlight() const override { return static_cast<int64_t>(leases.size()); }
-
-  // Grants the oldest pending lease request with a worker at `worker_port`.
-  void Grant(int worker_port) {
-    ASSERT_FALSE(leases.empty());
-    auto p = std::move(leases.front());
-    leases.pop_front();
-    rpc::RequestWorkerLeaseReply reply;
-    reply.mutable_worker_address()->set_ip_address("127.0.0.1");
-    reply.mutable_worker_address()->set_port(worker_port + 10000);
-    reply.mutable_worker_address()->set_task_port(worker_port);
-    reply.mutable_worker_address()->set_worker_id(WorkerID::FromRandom().Binary());
-    reply.set_lease_id(LeaseID::FromRandom().Binary());
-    p.callback(absl::OkStatus(), std::move(reply));
-  }
-  void SpillTo(const std::string& ip, int port) {
-    ASSERT_FALSE(leases.empty());
-    auto p = std::move(leases.front());
-    leases.pop_front();
-    rpc::RequestWorkerLeaseReply reply;
-    reply.mutable_retry_at_raylet_address()->set_ip_address(ip);
-    reply.mutable_retry_at_raylet_address()->set_port(port);
-    p.callback(absl::OkStatus(), std::move(reply));
-  }
-
-  std::deque<Pending<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> leases;
-  std::vector<rpc::ReturnWorkerRequest> returns;
-
- private:
-  std::string address_;
-};
-
-// A leased worker's task channel.
-class FakeWorker : public TaskChannelInterface {
- public:
-  FakeWorker(std::string address, EventLoop& loop) : address_(std::move(address)), loop_(loop) {}
-  const std::string& address() const override { return address_; }
-  void Push(rpc::PushTaskRequest q, PushCallback cb) override {
-    if (closed) {  // as the real channel: the failure comes from the loop
-      loop_.Post("FakeWorker.Closed", [cb] { cb(absl::UnavailableError("connection closed"), {}); });
-      return;
-    }
-    pushes.push_back({std::move(q), std::move(cb)});
-  }
-  bool Poll() override { return false; }
-  void CancelAll() override {
-    auto pending = std::move(pushes);
-    pushes.clear();
-    for (auto& p : pending) p.callback(absl::CancelledError("cancelled"), {});
-  }
-  int64_t InFlight() const override { return static_cast<int64_t>(pushes.size()); }
-  bool IsClosed() const override { return closed; }
-  void Close(const absl::Status&) override { closed = true; }
-  bool closed = false;  // the worker process went away
-
-  static void AddResult(const rpc::TaskSpec& spec, rpc::PushTaskReply* reply) {
-    rpc::TaskResult* r = reply->add_results();
-    r->set_task_id(spec.task_id());
-    r->set_attempt_number(spec.attempt_number());
-    r->set_run_us(1);
-    rpc::ReturnObject* ret = r->add_returns();
-    ret->set_object_id(ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1).Binary());
-    ret->set_data("ok");
-    ret->set_size_bytes(2);
-  }
-
-  // Answers the oldest push: every task returns the int-like bytes "ok".
-  void ReplyOk() {
-    ASSERT_FALSE(pushes.empty());
-    auto p = std::move(pushes.front());
-    pushes.pop_front();
-    rpc::PushTaskReply reply;
-    for (const auto& spec : p.request.tasks()) AddResult(spec, &reply);
-    reply.set_done(true);
-    p.callback(absl::OkStatus(), std::move(reply));
-  }
-  void Fail() {
-    ASSERT_FALSE(pushes.empty());
-    auto p = std::move(pushes.front());
-    pushes.pop_front();
-    p.callback(absl::UnavailableError("Socket closed"), {});
-  }
-
-  struct PendingPush {
-    rpc::PushTaskRequest request;
-    PushCallback callback;
-  };
-  std::deque<PendingPush> pushes;
-
- private:
-  std::string address_;
-  EventLoop& loop_;
-};
+using FakeRaylet = raylet::FakeRayletClient;
+using FakeWorker = FakeTaskChannel;
 
 class SubmitterTest : public ::testing::Test {
  protected:

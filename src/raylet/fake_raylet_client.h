@@ -1,0 +1,118 @@
+// FakeRayletClient: the in-process fake of RayletClientInterface for unit tests.
+//
+// Lease requests are recorded and answered by the test (Grant, SpillTo, Reject);
+// returned and cancelled leases are recorded and answered at once; the other calls
+// succeed at once. Not thread-safe: for tests that drive one loop.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "src/common/id.h"
+#include "src/raylet/raylet_client.h"
+
+namespace manta::raylet {
+
+class FakeRayletClient : public RayletClientInterface {
+ public:
+  template <typename Request, typename Reply>
+  struct Pending {
+    Request request;
+    Callback<Reply> callback;
+  };
+
+  explicit FakeRayletClient(std::string address) : address_(std::move(address)) {}
+  const std::string& address() const override { return address_; }
+  void RegisterWorker(const rpc::RegisterWorkerRequest&, Callback<rpc::RegisterWorkerReply> cb) override {
+    cb(absl::UnimplementedError("FakeRayletClient: RegisterWorker is not faked"), {});
+  }
+  void RequestWorkerLease(const rpc::RequestWorkerLeaseRequest& q, Callback<rpc::RequestWorkerLeaseReply> cb) override {
+    leases.push_back({q, std::move(cb)});
+  }
+  void ReturnWorker(const rpc::ReturnWorkerRequest& q, Callback<rpc::ReturnWorkerReply> cb) override {
+    returns.push_back(q);
+    cb(absl::OkStatus(), {});
+  }
+  void CancelWorkerLease(const rpc::CancelWorkerLeaseRequest& q, Callback<rpc::CancelWorkerLeaseReply> cb) override {
+    cancels.push_back(q);
+    rpc::CancelWorkerLeaseReply reply;
+    for (auto it = leases.begin(); it != leases.end(); ++it) {
+      if (it->request.lease_request_id() != q.lease_request_id()) continue;
+      auto pending = std::move(*it);
+      leases.erase(it);
+      rpc::RequestWorkerLeaseReply canceled;
+      canceled.set_canceled(true);
+      pending.callback(absl::OkStatus(), std::move(canceled));
+      reply.set_success(true);
+      break;
+    }
+    cb(absl::OkStatus(), std::move(reply));
+  }
+  void NotifyWorkerBlocked(const rpc::NotifyWorkerBlockedRequest&,
+                           Callback<rpc::NotifyWorkerBlockedReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void PinObjectIDs(const rpc::PinObjectIDsRequest&, Callback<rpc::PinObjectIDsReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void FreeObjects(const rpc::FreeObjectsRequest&, Callback<rpc::FreeObjectsReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void FetchObjects(const rpc::FetchObjectsRequest&, int64_t, Callback<rpc::FetchObjectsReply> cb) override {
+    cb(absl::OkStatus(), {});
+  }
+  void CancelAll() override {
+    auto pending = std::move(leases);
+    leases.clear();
+    for (auto& p : pending) p.callback(absl::CancelledError("cancelled"), {});
+  }
+  int64_t InFlight() const override { return static_cast<int64_t>(leases.size()); }
+
+  // Grants the oldest pending lease request with a worker whose task channel listens
+  // on `worker_port` (its gRPC port is worker_port + 10000). Returns the reply sent.
+  rpc::RequestWorkerLeaseReply Grant(int worker_port, const WorkerID& worker_id = WorkerID::FromRandom()) {
+    rpc::RequestWorkerLeaseReply reply;
+    if (leases.empty()) return reply;
+    auto p = std::move(leases.front());
+    leases.pop_front();
+    reply.mutable_worker_address()->set_ip_address("127.0.0.1");
+    reply.mutable_worker_address()->set_port(worker_port + 10000);
+    reply.mutable_worker_address()->set_task_port(worker_port);
+    reply.mutable_worker_address()->set_worker_id(worker_id.Binary());
+    reply.set_lease_id(LeaseID::FromRandom().Binary());
+    reply.set_worker_pid(worker_port);
+    p.callback(absl::OkStatus(), rpc::RequestWorkerLeaseReply(reply));
+    return reply;
+  }
+  // Spills the oldest pending request back to the raylet at ip:port (node `node_id`).
+  void SpillTo(const std::string& ip, int port, const NodeID& node_id = NodeID::FromRandom()) {
+    if (leases.empty()) return;
+    auto p = std::move(leases.front());
+    leases.pop_front();
+    rpc::RequestWorkerLeaseReply reply;
+    reply.mutable_retry_at_raylet_address()->set_ip_address(ip);
+    reply.mutable_retry_at_raylet_address()->set_port(port);
+    reply.mutable_retry_at_raylet_address()->set_node_id(node_id.Binary());
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+  // Rejects the oldest pending request with `message`.
+  void Reject(const std::string& message) {
+    if (leases.empty()) return;
+    auto p = std::move(leases.front());
+    leases.pop_front();
+    rpc::RequestWorkerLeaseReply reply;
+    reply.set_rejected(true);
+    reply.set_failure_message(message);
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+
+  std::deque<Pending<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> leases;
+  std::vector<rpc::ReturnWorkerRequest> returns;
+  std::vector<rpc::CancelWorkerLeaseRequest> cancels;
+
+ private:
+  std::string address_;
+};
+
+}  // namespace manta::raylet
