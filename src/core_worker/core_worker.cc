@@ -353,8 +353,18 @@ void CoreWorker::CancelRpcsAndDrain(int64_t timeout_ms) {
 }
 
 TaskID CoreWorker::CurrentTaskId() const {
-  if (executing_.load(std::memory_order_acquire)) return executing_task_id_;
-  return root_task_id_;
+  const TaskContext* context = ScopedTaskContext::Current(this);
+  return context != nullptr ? context->task_id : root_task_id_;
+}
+
+uint64_t CoreWorker::NextTaskIndex() {
+  TaskContext* context = ScopedTaskContext::Current(this);
+  return context != nullptr ? context->next_task_index++ : task_counter_.fetch_add(1);
+}
+
+uint64_t CoreWorker::NextPutIndex() {
+  TaskContext* context = ScopedTaskContext::Current(this);
+  return context != nullptr ? context->next_put_index++ : put_counter_.fetch_add(1);
 }
 
 std::string CoreWorker::GetOwnerAddress(const ObjectID& id) const {
@@ -380,7 +390,7 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
                                                 const std::string& name,
                                                 const std::map<std::string, double>& resources, int max_retries) {
   TaskID parent = CurrentTaskId();
-  TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, task_counter_.fetch_add(1));
+  TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, NextTaskIndex());
   rpc::TaskSpec spec;
   spec.set_task_id(task_id.Binary());
   spec.set_job_id(options_.job_id.Binary());

@@ -49,6 +49,7 @@
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/rpc_clients.h"
 #include "src/core_worker/task_channel.h"
+#include "src/core_worker/task_context.h"
 #include "src/core_worker/task_manager.h"
 
 namespace grpc {
@@ -189,7 +190,11 @@ class CoreWorker {
   absl::Status RegisterWithRaylet();
   absl::Status CreateJob();
 
+  // The task the calling thread runs (its TaskContext), or the process's root task.
   TaskID CurrentTaskId() const;
+  // The next child / put index of that task (per task with a context, else per process).
+  uint64_t NextTaskIndex();
+  uint64_t NextPutIndex();
   // Resolves owned by-ref arguments (inlining small ready values), then submits.
   void ResolveAndSubmit(rpc::TaskSpec spec);
   // Reads the replies of this process's task channels (any thread, non-blocking).
@@ -261,6 +266,7 @@ class CoreWorker {
   std::unique_ptr<TaskManager> task_manager_;
   std::unique_ptr<NormalTaskSubmitter> submitter_;
 
+  // Children and puts of threads without a TaskContext (task_context.h).
   std::atomic<uint64_t> task_counter_{0};
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
@@ -292,8 +298,8 @@ class CoreWorker {
   std::mutex exec_mu_;
   bool exit_requested_ = false;          // guarded by exec_mu_
   std::atomic<bool> running_push_{false};
+  // A task runs on the execution thread (user code, or resolving its arguments).
   std::atomic<bool> executing_{false};
-  TaskID executing_task_id_;  // guarded by exec_mu_ for writers; read on the execution thread
 };
 
 }  // namespace manta::core

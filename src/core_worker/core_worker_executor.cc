@@ -45,12 +45,8 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   const int n = for_me ? request.tasks_size() : 0;
   for (int i = 0; i < n; ++i) {
     const rpc::TaskSpec& spec = request.tasks(i);
-    {
-      std::lock_guard<std::mutex> lock(exec_mu_);
-      executing_task_id_ = TaskID::FromBinary(spec.task_id());
-      task_counter_ = 0;
-      put_counter_ = 0;
-    }
+    TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
+    ScopedTaskContext in_task(&context);
     executing_.store(true, std::memory_order_release);
     auto started = std::chrono::steady_clock::now();
     rpc::TaskResult result = ExecuteTask(spec, executor, push.request);

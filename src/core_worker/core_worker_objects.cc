@@ -21,7 +21,7 @@ namespace manta::core {
 
 absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(char*)>& write,
                                          const std::vector<ObjectID>& contained_ids) {
-  ObjectID id = ObjectID::ForPut(CurrentTaskId(), static_cast<uint32_t>(put_counter_.fetch_add(1)));
+  ObjectID id = ObjectID::ForPut(CurrentTaskId(), static_cast<uint32_t>(NextPutIndex()));
   auto obj = std::make_shared<StoredObject>();
   obj->size_bytes = static_cast<int64_t>(size);
   if (static_cast<int64_t>(size) <= options_.config.max_direct_put_bytes) {
@@ -48,7 +48,8 @@ absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(c
 }
 
 void CoreWorker::NotifyBlocked(bool blocked) {
-  if (options_.is_driver || !executing_.load()) return;
+  // Only a thread running a task holds the lease's CPU.
+  if (options_.is_driver || ScopedTaskContext::Current(this) == nullptr) return;
   rpc::NotifyWorkerBlockedRequest request;
   request.set_worker_id(options_.worker_id.Binary());
   request.set_blocked(blocked);

@@ -1,0 +1,42 @@
+// TaskContext: the task a thread is running, as the ids of what it creates need it.
+//
+// A task's children are numbered per task (TaskID::ForNormalTask(parent, n)) and so
+// are its puts, so a task run again (retry, lineage reconstruction) recreates the
+// same ids. The executor installs a context on the thread that runs a task (the
+// execution thread, or a pool thread of a threaded actor) for the duration of the
+// task; a thread without one (a driver's threads, threads a task started itself)
+// counts under the process's root task instead.
+//
+// Threading: a context belongs to the thread that installed it; ScopedTaskContext
+// nests (the previous context comes back when it ends).
+#pragma once
+
+#include <cstdint>
+
+#include "src/common/id.h"
+
+namespace manta::core {
+
+struct TaskContext {
+  TaskID task_id;
+  uint64_t next_task_index = 0;
+  uint64_t next_put_index = 0;
+  // The core worker the task belongs to (a process may hold several in tests).
+  const void* owner = nullptr;
+};
+
+class ScopedTaskContext {
+ public:
+  explicit ScopedTaskContext(TaskContext* context);
+  ~ScopedTaskContext();
+  ScopedTaskContext(const ScopedTaskContext&) = delete;
+  ScopedTaskContext& operator=(const ScopedTaskContext&) = delete;
+
+  // The calling thread's context if it belongs to `owner`, else null.
+  static TaskContext* Current(const void* owner);
+
+ private:
+  TaskContext* previous_;
+};
+
+}  // namespace manta::core
