@@ -6,10 +6,11 @@ using NodeStub = rpc::NodeInfoGcsService::Stub;
 using PubSubStub = rpc::InternalPubSubGcsService::Stub;
 using JobStub = rpc::JobInfoGcsService::Stub;
 using WorkerStub = rpc::WorkerInfoGcsService::Stub;
+using ActorStub = rpc::ActorInfoGcsService::Stub;
 
 GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
     : node_(loop, address, options), pubsub_(loop, address, options), job_(loop, address, options),
-      worker_(loop, address, options) {}
+      worker_(loop, address, options), actor_(loop, address, options) {}
 
 void GrpcGcsClient::AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) {
   rpc::RegisterNodeRequest request;
@@ -82,6 +83,50 @@ void GrpcGcsClient::AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure
   *request.mutable_worker_failure() = failure;
   worker_.Call(&WorkerStub::async::ReportWorkerFailure, "ReportWorkerFailure", std::move(request), std::move(cb),
                {0, true});
+}
+
+// Registering an actor twice is answered OK by the GCS (the second is a repeat).
+void GrpcGcsClient::AsyncRegisterActor(const rpc::RegisterActorRequest& request,
+                                       Callback<rpc::RegisterActorReply> cb) {
+  actor_.Call(&ActorStub::async::RegisterActor, "RegisterActor", request, std::move(cb), {0, true});
+}
+
+// Repeats are answered OK without effect.
+void GrpcGcsClient::AsyncCreateActor(const rpc::CreateActorRequest& request, Callback<rpc::CreateActorReply> cb) {
+  actor_.Call(&ActorStub::async::CreateActor, "CreateActor", request, std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncGetActorInfo(const std::string& actor_id, Callback<rpc::GetActorInfoReply> cb) {
+  rpc::GetActorInfoRequest request;
+  request.set_actor_id(actor_id);
+  actor_.Call(&ActorStub::async::GetActorInfo, "GetActorInfo", std::move(request), std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncGetNamedActorInfo(const std::string& name, const std::string& ray_namespace,
+                                           Callback<rpc::GetNamedActorInfoReply> cb) {
+  rpc::GetNamedActorInfoRequest request;
+  request.set_name(name);
+  request.set_ray_namespace(ray_namespace);
+  actor_.Call(&ActorStub::async::GetNamedActorInfo, "GetNamedActorInfo", std::move(request), std::move(cb),
+              {0, true});
+}
+
+void GrpcGcsClient::AsyncGetAllActorInfo(Callback<rpc::GetAllActorInfoReply> cb) {
+  actor_.Call(&ActorStub::async::GetAllActorInfo, "GetAllActorInfo", rpc::GetAllActorInfoRequest(), std::move(cb),
+              {0, true});
+}
+
+// Killing twice is harmless (the second finds the actor dead or restarting).
+void GrpcGcsClient::AsyncKillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) {
+  actor_.Call(&ActorStub::async::KillActor, "KillActor", request, std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncReportActorOutOfScope(const std::string& actor_id,
+                                               Callback<rpc::ReportActorOutOfScopeReply> cb) {
+  rpc::ReportActorOutOfScopeRequest request;
+  request.set_actor_id(actor_id);
+  actor_.Call(&ActorStub::async::ReportActorOutOfScope, "ReportActorOutOfScope", std::move(request), std::move(cb),
+              {0, true});
 }
 
 }  // namespace manta::gcs

@@ -42,8 +42,29 @@ class GcsClientInterface {
                                         Callback<rpc::ReportWorkerFailureReply> cb) = 0;
 };
 
-class GrpcGcsClient : public GcsClientInterface {
+
+// The actor calls (ActorInfoGcsService): what a core worker needs to create, find,
+// follow and kill actors. A separate interface so fakes of the rest stay small.
+class ActorInfoClientInterface {
  public:
+  template <typename Reply>
+  using Callback = std::function<void(const absl::Status&, Reply&&)>;
+  virtual ~ActorInfoClientInterface() = default;
+  virtual void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) = 0;
+  virtual void AsyncCreateActor(const rpc::CreateActorRequest& request, Callback<rpc::CreateActorReply> cb) = 0;
+  virtual void AsyncGetActorInfo(const std::string& actor_id, Callback<rpc::GetActorInfoReply> cb) = 0;
+  virtual void AsyncGetNamedActorInfo(const std::string& name, const std::string& ray_namespace,
+                                      Callback<rpc::GetNamedActorInfoReply> cb) = 0;
+  virtual void AsyncGetAllActorInfo(Callback<rpc::GetAllActorInfoReply> cb) = 0;
+  virtual void AsyncKillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) = 0;
+  virtual void AsyncReportActorOutOfScope(const std::string& actor_id,
+                                          Callback<rpc::ReportActorOutOfScopeReply> cb) = 0;
+};
+
+class GrpcGcsClient : public GcsClientInterface, public ActorInfoClientInterface {
+ public:
+  template <typename Reply>
+  using Callback = GcsClientInterface::Callback<Reply>;
   GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options);
 
   void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) override;
@@ -61,6 +82,14 @@ class GrpcGcsClient : public GcsClientInterface {
   void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override;
   void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                 Callback<rpc::ReportWorkerFailureReply> cb) override;
+  void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override;
+  void AsyncCreateActor(const rpc::CreateActorRequest& request, Callback<rpc::CreateActorReply> cb) override;
+  void AsyncGetActorInfo(const std::string& actor_id, Callback<rpc::GetActorInfoReply> cb) override;
+  void AsyncGetNamedActorInfo(const std::string& name, const std::string& ray_namespace,
+                              Callback<rpc::GetNamedActorInfoReply> cb) override;
+  void AsyncGetAllActorInfo(Callback<rpc::GetAllActorInfoReply> cb) override;
+  void AsyncKillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) override;
+  void AsyncReportActorOutOfScope(const std::string& actor_id, Callback<rpc::ReportActorOutOfScopeReply> cb) override;
 
   // Shutdown: cancels every call in flight (callbacks still run on the loop).
   void CancelAll() {
@@ -68,14 +97,18 @@ class GrpcGcsClient : public GcsClientInterface {
     pubsub_.CancelAll();
     job_.CancelAll();
     worker_.CancelAll();
+    actor_.CancelAll();
   }
-  int64_t InFlight() const { return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight(); }
+  int64_t InFlight() const {
+    return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight() + actor_.InFlight();
+  }
 
  private:
   rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
   rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;
   rpc::GrpcClient<rpc::JobInfoGcsService> job_;
   rpc::GrpcClient<rpc::WorkerInfoGcsService> worker_;
+  rpc::GrpcClient<rpc::ActorInfoGcsService> actor_;
 };
 
 }  // namespace manta::gcs

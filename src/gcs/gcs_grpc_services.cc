@@ -89,6 +89,40 @@ ServerUnaryReactor* KVService::InternalKVKeys(CallbackServerContext* c, const rp
   return ServeOnLoop(loop_, "KV.Keys", c, q, r, BindHandler(kv_, &GcsKVManager::HandleKeys));
 }
 
+ServerUnaryReactor* ActorInfoService::RegisterActor(CallbackServerContext* c, const rpc::RegisterActorRequest* q,
+                                                    rpc::RegisterActorReply* r) {
+  return ServeOnLoop(loop_, "Actor.RegisterActor", c, q, r, BindHandler(actors_, &GcsActorManager::HandleRegisterActor));
+}
+ServerUnaryReactor* ActorInfoService::CreateActor(CallbackServerContext* c, const rpc::CreateActorRequest* q,
+                                                  rpc::CreateActorReply* r) {
+  return ServeOnLoop(loop_, "Actor.CreateActor", c, q, r, BindHandler(actors_, &GcsActorManager::HandleCreateActor));
+}
+ServerUnaryReactor* ActorInfoService::GetActorInfo(CallbackServerContext* c, const rpc::GetActorInfoRequest* q,
+                                                   rpc::GetActorInfoReply* r) {
+  return ServeOnLoop(loop_, "Actor.GetActorInfo", c, q, r, BindHandler(actors_, &GcsActorManager::HandleGetActorInfo));
+}
+ServerUnaryReactor* ActorInfoService::GetNamedActorInfo(CallbackServerContext* c,
+                                                        const rpc::GetNamedActorInfoRequest* q,
+                                                        rpc::GetNamedActorInfoReply* r) {
+  return ServeOnLoop(loop_, "Actor.GetNamedActorInfo", c, q, r,
+                     BindHandler(actors_, &GcsActorManager::HandleGetNamedActorInfo));
+}
+ServerUnaryReactor* ActorInfoService::GetAllActorInfo(CallbackServerContext* c, const rpc::GetAllActorInfoRequest* q,
+                                                      rpc::GetAllActorInfoReply* r) {
+  return ServeOnLoop(loop_, "Actor.GetAllActorInfo", c, q, r,
+                     BindHandler(actors_, &GcsActorManager::HandleGetAllActorInfo));
+}
+ServerUnaryReactor* ActorInfoService::KillActor(CallbackServerContext* c, const rpc::KillActorRequest* q,
+                                                rpc::KillActorReply* r) {
+  return ServeOnLoop(loop_, "Actor.KillActor", c, q, r, BindHandler(actors_, &GcsActorManager::HandleKillActor));
+}
+ServerUnaryReactor* ActorInfoService::ReportActorOutOfScope(CallbackServerContext* c,
+                                                            const rpc::ReportActorOutOfScopeRequest* q,
+                                                            rpc::ReportActorOutOfScopeReply* r) {
+  return ServeOnLoop(loop_, "Actor.ReportActorOutOfScope", c, q, r,
+                     BindHandler(actors_, &GcsActorManager::HandleReportActorOutOfScope));
+}
+
 ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerContext* c,
                                                              const rpc::GcsSubscriberCommandBatchRequest* q,
                                                              rpc::GcsSubscriberCommandBatchReply* r) {

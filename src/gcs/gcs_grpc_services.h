@@ -5,6 +5,7 @@
 #include "protos/gcs.grpc.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
+#include "src/gcs/gcs_actor_manager.h"
 #include "src/gcs/gcs_job_manager.h"
 #include "src/gcs/gcs_kv_manager.h"
 #include "src/gcs/gcs_node_manager.h"
@@ -99,16 +100,41 @@ class PubSubService final : public rpc::InternalPubSubGcsService::CallbackServic
   GcsPublisher& publisher_;
 };
 
+class ActorInfoService final : public rpc::ActorInfoGcsService::CallbackService {
+ public:
+  ActorInfoService(EventLoop& loop, GcsActorManager& actors) : loop_(loop), actors_(actors) {}
+  ServerUnaryReactor* RegisterActor(CallbackServerContext* c, const rpc::RegisterActorRequest* q,
+                                    rpc::RegisterActorReply* r) override;
+  ServerUnaryReactor* CreateActor(CallbackServerContext* c, const rpc::CreateActorRequest* q,
+                                  rpc::CreateActorReply* r) override;
+  ServerUnaryReactor* GetActorInfo(CallbackServerContext* c, const rpc::GetActorInfoRequest* q,
+                                   rpc::GetActorInfoReply* r) override;
+  ServerUnaryReactor* GetNamedActorInfo(CallbackServerContext* c, const rpc::GetNamedActorInfoRequest* q,
+                                        rpc::GetNamedActorInfoReply* r) override;
+  ServerUnaryReactor* GetAllActorInfo(CallbackServerContext* c, const rpc::GetAllActorInfoRequest* q,
+                                      rpc::GetAllActorInfoReply* r) override;
+  ServerUnaryReactor* KillActor(CallbackServerContext* c, const rpc::KillActorRequest* q,
+                                rpc::KillActorReply* r) override;
+  ServerUnaryReactor* ReportActorOutOfScope(CallbackServerContext* c, const rpc::ReportActorOutOfScopeRequest* q,
+                                            rpc::ReportActorOutOfScopeReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsActorManager& actors_;
+};
+
 // All GCS services together, for the server to register.
 class GcsGrpcServices {
  public:
   GcsGrpcServices(EventLoop& loop, GcsNodeManager& nodes, GcsJobManager& jobs, GcsWorkerManager& workers,
-                  GcsKVManager& kv, GcsPublisher& publisher, const ClusterID& cluster_id)
-      : node(loop, nodes, cluster_id), job(loop, jobs), worker(loop, workers), kv(loop, kv), pubsub(loop, publisher) {}
+                  GcsKVManager& kv, GcsActorManager& actors, GcsPublisher& publisher, const ClusterID& cluster_id)
+      : node(loop, nodes, cluster_id), job(loop, jobs), worker(loop, workers), kv(loop, kv), actor(loop, actors),
+        pubsub(loop, publisher) {}
   NodeInfoService node;
   JobInfoService job;
   WorkerInfoService worker;
   KVService kv;
+  ActorInfoService actor;
   PubSubService pubsub;
 };
 

@@ -18,6 +18,10 @@ void GcsJobManager::Initialize(const absl::flat_hash_map<std::string, std::strin
     }
     jobs_[*id] = info;
   }
+  for (const auto& [id, info] : jobs_) {
+    if (!info.is_dead()) continue;
+    for (const auto& listener : finished_listeners_) listener(id);
+  }
   LOG(INFO) << "job table loaded: " << jobs_.size() << " jobs";
 }
 
@@ -72,6 +76,7 @@ void GcsJobManager::HandleMarkJobFinished(const rpc::MarkJobFinishedRequest& req
   it->second.set_is_dead(true);
   it->second.set_end_time_ms(now_ms_());
   PersistAndPublish(it->second, std::move(send_reply));
+  for (const auto& listener : finished_listeners_) listener(*id);
 }
 
 void GcsJobManager::HandleGetAllJobInfo(const rpc::GetAllJobInfoRequest& request, rpc::GetAllJobInfoReply* reply,

@@ -5,6 +5,9 @@
 // Loop thread only.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "absl/container/flat_hash_map.h"
 #include "protos/gcs.pb.h"
 #include "src/common/id.h"
@@ -22,6 +25,11 @@ class GcsJobManager {
   GcsJobManager(StoreClientInterface& store, GcsPublisher& publisher, std::function<int64_t()> now_ms);
 
   void Initialize(const absl::flat_hash_map<std::string, std::string>& rows);
+  // Called (on the loop) when a job is marked finished, and at Initialize for every
+  // finished job loaded.
+  void AddJobFinishedListener(std::function<void(const JobID&)> listener) {
+    finished_listeners_.push_back(std::move(listener));
+  }
 
   void HandleGetNextJobID(const rpc::GetNextJobIDRequest& request, rpc::GetNextJobIDReply* reply,
                           rpc::SendReply send_reply);
@@ -38,6 +46,7 @@ class GcsJobManager {
   GcsPublisher& publisher_;
   std::function<int64_t()> now_ms_;
   absl::flat_hash_map<JobID, rpc::JobInfo> jobs_;
+  std::vector<std::function<void(const JobID&)>> finished_listeners_;
 };
 
 }  // namespace manta::gcs

@@ -12,7 +12,7 @@ GcsPublisher::GcsPublisher(Options options, std::function<int64_t()> now_ms)
 void GcsPublisher::Publish(rpc::PubMessage message) {
   message.set_sequence_id(next_sequence_id_++);
   for (auto& [id, subscriber] : subscribers_) {
-    if (subscriber.channels.count(message.channel_type()) == 0) continue;
+    if (!subscriber.Wants(message)) continue;
     subscriber.queue.push_back(message);
     if (static_cast<int64_t>(subscriber.queue.size()) > options_.max_queued_messages) {
       LOG_EVERY_N(WARNING, 1000) << "pubsub queue full for a subscriber; dropping oldest messages";
@@ -26,10 +26,20 @@ void GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBatchReques
   Subscriber& subscriber = subscribers_[request.subscriber_id()];
   subscriber.last_seen_ms = now_ms_();
   for (const auto& command : request.commands()) {
-    if (command.unsubscribe()) {
-      subscriber.channels.erase(command.channel_type());
+    const int channel = command.channel_type();
+    if (command.key_id().empty()) {
+      if (command.unsubscribe()) {
+        subscriber.channels.erase(channel);
+      } else {
+        subscriber.channels.insert(channel);
+      }
+    } else if (command.unsubscribe()) {
+      auto keys = subscriber.keys.find(channel);
+      if (keys == subscriber.keys.end()) continue;
+      keys->second.erase(command.key_id());
+      if (keys->second.empty()) subscriber.keys.erase(keys);
     } else {
-      subscriber.channels.insert(command.channel_type());
+      subscriber.keys[channel].insert(command.key_id());
     }
   }
 }

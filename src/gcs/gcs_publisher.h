@@ -1,7 +1,7 @@
-// GcsPublisher: long-poll pubsub for node, job, resource and error events (§10).
+// GcsPublisher: long-poll pubsub for node, job, resource, worker and actor events (§10).
 //
-// A subscriber (identified by a random id) subscribes to channels with a command
-// batch, then polls. A poll returns at once when messages are queued for it, else it
+// A subscriber (identified by a random id) subscribes to channels, or to single keys
+// of a channel (one actor id), with a command batch, then polls. A poll returns at once when messages are queued for it, else it
 // is held until a message arrives or `poll_timeout_ms` passes (empty reply). The
 // subscriber acknowledges by sending the highest sequence id it processed with the
 // next poll, so a lost reply is resent. Subscribers silent for
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "protos/gcs.pb.h"
 #include "src/common/rpc/grpc_server.h"
 
@@ -56,7 +57,14 @@ class GcsPublisher {
     int64_t since_ms;
   };
   struct Subscriber {
+    bool Wants(const rpc::PubMessage& m) const {
+      if (channels.count(m.channel_type()) > 0) return true;
+      auto it = keys.find(m.channel_type());
+      return it != keys.end() && it->second.contains(m.key_id());
+    }
     std::set<int> channels;
+    // Channel -> the keys subscribed one by one.
+    absl::flat_hash_map<int, absl::flat_hash_set<std::string>> keys;
     std::deque<rpc::PubMessage> queue;
     std::optional<HeldPoll> poll;
     int64_t last_seen_ms = 0;

@@ -54,6 +54,24 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
   worker_manager_ = std::make_unique<GcsWorkerManager>(publisher_);
   kv_manager_ = std::make_unique<GcsKVManager>(*store_);
+  rpc::ClientOptions lease_options;
+  lease_options.deadline_ms = options_.config.grpc_client_deadline_ms;
+  lease_options.max_attempts = options_.config.grpc_client_max_attempts;
+  lease_options.max_message_bytes = options_.config.grpc_max_message_bytes;
+  lease_options.faults = options_.faults;
+  lease_clients_ = std::make_unique<raylet::RayletClientPool>([this, lease_options](const std::string& address) {
+    return raylet::MakeGrpcRayletClient(loop_, address, lease_options);
+  });
+  actor_channels_ = std::make_unique<core::TaskChannelPool>([this](const std::string& key) {
+    return core::MakeTcpTaskChannel(loop_, core::TaskChannelAddress(key), options_.config.grpc_max_message_bytes);
+  });
+  actor_scheduler_ = std::make_unique<GcsActorScheduler>(loop_, *node_manager_, *lease_clients_, *actor_channels_);
+  actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);
+  worker_manager_->AddDeathListener([this](const rpc::WorkerDeltaData& failure) {
+    auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
+    if (worker.ok()) actor_manager_->OnWorkerDead(*worker, failure.exit_reason());
+  });
+  job_manager_->AddJobFinishedListener([this](const JobID& job) { actor_manager_->OnJobFinished(job); });
   health_checker_ = std::make_unique<GcsHealthChecker>(
       [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
       [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
@@ -73,6 +91,7 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     NodeID id = NodeID::FromBinary(info.node_id());
     health_checker_->RemoveNode(id);
     raylet_clients_.erase(id);
+    actor_manager_->OnNodeDead(id, info.death_reason());
   });
 
   store_->AsyncGetAll(kNodeTable, [this, done = std::move(done)](
@@ -83,20 +102,26 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
                                        absl::StatusOr<absl::flat_hash_map<std::string, std::string>> jobs) mutable {
       if (!jobs.ok()) return done(Annotate(jobs.status(), "loading the job table"));
       job_manager_->Initialize(*jobs);
-      done(absl::OkStatus());
+      store_->AsyncGetAll(kActorTable, [this, done = std::move(done)](
+                                           absl::StatusOr<absl::flat_hash_map<std::string, std::string>> actors) mutable {
+        if (!actors.ok()) return done(Annotate(actors.status(), "loading the actor table"));
+        actor_manager_->Initialize(*actors);
+        done(absl::OkStatus());
+      });
     });
   });
 }
 
 absl::Status GcsServer::StartRpc() {
   services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *worker_manager_,
-                                                *kv_manager_, publisher_, cluster_id_);
+                                                *kv_manager_, *actor_manager_, publisher_, cluster_id_);
   server_ = std::make_unique<rpc::GrpcServer>("manta_gcs", options_.bind_address, options_.port,
                                               options_.config.grpc_max_message_bytes);
   server_->RegisterService(&services_->node);
   server_->RegisterService(&services_->job);
   server_->RegisterService(&services_->worker);
   server_->RegisterService(&services_->kv);
+  server_->RegisterService(&services_->actor);
   server_->RegisterService(&services_->pubsub);
   MANTA_RETURN_IF_ERROR(server_->Start());
   health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,

@@ -2,7 +2,7 @@
 // the GCS gRPC services, health-checks raylets and runs the pubsub timers.
 //
 // All state lives on the one loop passed in (ARCHITECTURE §12). Restart safety: the
-// cluster id, node table, job table, job counter and KV live in the store, so a new
+// cluster id, node, job, actor and KV tables and the job counter live in the store, so a new
 // GcsServer over the same Redis serves the same cluster.
 #pragma once
 
@@ -15,6 +15,9 @@
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/grpc_server.h"
+#include "src/core_worker/task_channel.h"
+#include "src/gcs/gcs_actor_manager.h"
+#include "src/gcs/gcs_actor_scheduler.h"
 #include "src/gcs/gcs_health_checker.h"
 #include "src/gcs/gcs_job_manager.h"
 #include "src/gcs/gcs_worker_manager.h"
@@ -23,6 +26,7 @@
 #include "src/gcs/gcs_publisher.h"
 #include "src/gcs/store_client.h"
 #include "protos/node_manager.grpc.pb.h"
+#include "src/raylet/raylet_client.h"
 
 namespace manta::gcs {
 
@@ -58,6 +62,7 @@ class GcsServer {
   int port() const { return server_ ? server_->port() : 0; }
   const ClusterID& cluster_id() const { return cluster_id_; }
   GcsNodeManager& node_manager() { return *node_manager_; }
+  GcsActorManager& actor_manager() { return *actor_manager_; }
 
  private:
   void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
@@ -76,6 +81,11 @@ class GcsServer {
   std::unique_ptr<GcsJobManager> job_manager_;
   std::unique_ptr<GcsWorkerManager> worker_manager_;
   std::unique_ptr<GcsKVManager> kv_manager_;
+  // Actors: leases through raylets, creation tasks over task channels.
+  std::unique_ptr<raylet::RayletClientPool> lease_clients_;
+  std::unique_ptr<core::TaskChannelPool> actor_channels_;
+  std::unique_ptr<GcsActorScheduler> actor_scheduler_;
+  std::unique_ptr<GcsActorManager> actor_manager_;
   std::unique_ptr<GcsHealthChecker> health_checker_;
   absl::flat_hash_map<NodeID, std::unique_ptr<rpc::GrpcClient<rpc::NodeManagerService>>> raylet_clients_;
   std::unique_ptr<GcsGrpcServices> services_;

@@ -19,7 +19,40 @@ GcsSubscriber::GcsSubscriber(EventLoop& loop, GcsClientInterface& gcs, std::vect
 
 GcsSubscriber::~GcsSubscriber() { *alive_ = false; }
 
-void GcsSubscriber::Start() { Subscribe(); }
+void GcsSubscriber::Start() {
+  started_ = true;
+  Subscribe();
+}
+
+void GcsSubscriber::SubscribeKey(rpc::ChannelType channel, const std::string& key,
+                                 std::function<void(absl::Status)> done) {
+  keys_.emplace(channel, key);
+  if (!started_) {
+    if (done) loop_.Post("GcsSubscriber.KeyQueued", [done] { done(absl::OkStatus()); });
+    return;
+  }
+  rpc::GcsSubscriberCommandBatchRequest request;
+  request.set_subscriber_id(subscriber_id_);
+  rpc::SubscribeCommand* command = request.add_commands();
+  command->set_channel_type(channel);
+  command->set_key_id(key);
+  gcs_.AsyncSubscriberCommandBatch(request, [done](const absl::Status& s, rpc::GcsSubscriberCommandBatchReply&&) {
+    if (done) done(s);
+  });
+}
+
+void GcsSubscriber::UnsubscribeKey(rpc::ChannelType channel, const std::string& key) {
+  if (keys_.erase({channel, key}) == 0 || !started_) return;
+  rpc::GcsSubscriberCommandBatchRequest request;
+  request.set_subscriber_id(subscriber_id_);
+  rpc::SubscribeCommand* command = request.add_commands();
+  command->set_channel_type(channel);
+  command->set_key_id(key);
+  command->set_unsubscribe(true);
+  gcs_.AsyncSubscriberCommandBatch(request, [](const absl::Status& s, rpc::GcsSubscriberCommandBatchReply&&) {
+    if (!s.ok()) VLOG(1) << "unsubscribing a key failed: " << s;
+  });
+}
 
 void GcsSubscriber::RetryLater(void (GcsSubscriber::*step)()) {
   int64_t delay = backoff_ms_;
@@ -33,6 +66,11 @@ void GcsSubscriber::Subscribe() {
   rpc::GcsSubscriberCommandBatchRequest request;
   request.set_subscriber_id(subscriber_id_);
   for (auto c : channels_) request.add_commands()->set_channel_type(c);
+  for (const auto& [channel, key] : keys_) {
+    rpc::SubscribeCommand* command = request.add_commands();
+    command->set_channel_type(channel);
+    command->set_key_id(key);
+  }
   gcs_.AsyncSubscriberCommandBatch(
       request, [this, alive = alive_](const absl::Status& s, rpc::GcsSubscriberCommandBatchReply&&) {
         if (!*alive) return;

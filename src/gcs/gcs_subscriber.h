@@ -1,6 +1,7 @@
 // GcsSubscriber: the client side of the GCS long-poll pubsub.
 //
-// Subscribes to a set of channels and keeps one poll outstanding. Each message is
+// Subscribes to a set of channels, and to single keys of channels added and removed
+// later (SubscribeKey), and keeps one poll outstanding. Each message is
 // handed to `on_message` once, in order. When the GCS restarted (the publisher id
 // changed or the GCS forgot this subscriber) it subscribes again and calls
 // `on_resync`, because messages may have been lost: the owner re-reads the state it
@@ -9,6 +10,9 @@
 
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "src/common/event_loop.h"
@@ -24,6 +28,11 @@ class GcsSubscriber {
   ~GcsSubscriber();
 
   void Start();
+  // Adds a key of `channel` (e.g. one actor id); `done` (may be null) runs on the
+  // loop once the GCS has it, so state read after `done` misses no later message.
+  // Kept across GCS restarts. Before Start() the key goes with the first subscribe.
+  void SubscribeKey(rpc::ChannelType channel, const std::string& key, std::function<void(absl::Status)> done);
+  void UnsubscribeKey(rpc::ChannelType channel, const std::string& key);
   // Called after every poll answer or failure, with its status (for liveness tracking).
   void SetOnPollResult(std::function<void(const absl::Status&)> fn) { on_poll_result_ = std::move(fn); }
 
@@ -35,6 +44,8 @@ class GcsSubscriber {
   EventLoop& loop_;
   GcsClientInterface& gcs_;
   std::vector<rpc::ChannelType> channels_;
+  std::set<std::pair<rpc::ChannelType, std::string>> keys_;
+  bool started_ = false;
   int64_t poll_timeout_ms_;
   std::function<void(const rpc::PubMessage&)> on_message_;
   std::function<void()> on_resync_;

@@ -22,6 +22,7 @@ void GcsWorkerManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureR
   message.set_key_id(failure.worker_id());
   *message.mutable_worker_delta_message() = failure;
   publisher_.Publish(std::move(message));
+  for (const DeathListener& listener : listeners_) listener(failure);
   std::move(send_reply)(absl::OkStatus());
 }
 

@@ -8,6 +8,9 @@
 // Loop thread only.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "protos/gcs.pb.h"
 #include "src/common/rpc/grpc_server.h"
 #include "src/gcs/gcs_publisher.h"
@@ -16,7 +19,11 @@ namespace manta::gcs {
 
 class GcsWorkerManager {
  public:
+  using DeathListener = std::function<void(const rpc::WorkerDeltaData&)>;
   explicit GcsWorkerManager(GcsPublisher& publisher) : publisher_(publisher) {}
+
+  // Called (on the loop) for every failure accepted, after it was published.
+  void AddDeathListener(DeathListener listener) { listeners_.push_back(std::move(listener)); }
 
   // Publishes the failure. InvalidArgument (nothing published) when the worker, node
   // or job id is malformed.
@@ -25,6 +32,7 @@ class GcsWorkerManager {
 
  private:
   GcsPublisher& publisher_;
+  std::vector<DeathListener> listeners_;
 };
 
 }  // namespace manta::gcs
