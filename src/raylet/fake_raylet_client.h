@@ -80,6 +80,7 @@ class FakeRayletClient : public RayletClientInterface {
     reply.mutable_worker_address()->set_port(worker_port + 10000);
     reply.mutable_worker_address()->set_task_port(worker_port);
     reply.mutable_worker_address()->set_worker_id(worker_id.Binary());
+    reply.mutable_worker_address()->set_node_id(node_id.Binary());
     reply.set_lease_id(LeaseID::FromRandom().Binary());
     reply.set_worker_pid(worker_port);
     p.callback(absl::OkStatus(), rpc::RequestWorkerLeaseReply(reply));
@@ -110,6 +111,8 @@ class FakeRayletClient : public RayletClientInterface {
   std::deque<Pending<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> leases;
   std::vector<rpc::ReturnWorkerRequest> returns;
   std::vector<rpc::CancelWorkerLeaseRequest> cancels;
+  // The node of the workers it grants.
+  NodeID node_id = NodeID::FromRandom();
 
  private:
   std::string address_;
