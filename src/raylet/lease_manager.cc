@@ -17,6 +17,10 @@ struct LeaseManager::Request {
   bool grant_or_reject = false;
   rpc::JobConfig job_config;
   std::string function_name;
+  // Actor leases: the worker outlives the job (detached); the resources only place
+  // the actor and come back once its worker is granted (placement_only).
+  bool detached = false;
+  bool placement_only = false;
   rpc::RequestWorkerLeaseReply* reply = nullptr;
   rpc::SendReply send_reply;
   Stage stage = Stage::kQueued;
@@ -128,6 +132,8 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   r.owner_node_id = ParseIdOrNil<NodeID>(request.owner_address().node_id());
   r.grant_or_reject = request.grant_or_reject();
   r.job_config = request.job_config();
+  r.detached = request.actor().detached();
+  r.placement_only = request.actor().placement_only();
   if (requests_.contains(r.id)) return Reject(request_ptr, "a lease request with this id is already pending here");
 
   if (r.grant_or_reject) {
@@ -244,6 +250,13 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   lease.owner_worker_id = request->owner_worker_id;
   lease.owner_node_id = request->owner_node_id;
   lease.resources = request->resources;
+  lease.detached = request->detached;
+  if (request->placement_only) {
+    // Placed: an actor without explicit resources holds none while it lives.
+    AddResources(available_, lease.resources);
+    lease.resources.clear();
+  }
+  if (lease.detached) pool_.KeepPastJobEnd(worker->worker_id);
   rpc::RequestWorkerLeaseReply* reply = request->reply;
   *reply->mutable_worker_address() = worker->address;
   reply->set_lease_id(lease.lease_id.Binary());
@@ -425,10 +438,11 @@ void LeaseManager::OnNodeDead(const NodeID& node_id) {
 
 void LeaseManager::OnJobFinished(const JobID& job_id) {
   const std::string why = "job " + job_id.Hex() + " finished";
-  DropRequests([&](const Request& r) { return r.job_id == job_id; }, why);
-  // Killing the job's workers releases their leases (OnWorkerGone).
+  DropRequests([&](const Request& r) { return r.job_id == job_id && !r.detached; }, why);
+  // Killing the job's workers releases their leases (OnWorkerGone); detached actors
+  // keep theirs.
   pool_.KillJobWorkers(job_id, why);
-  ReleaseLeases([&](const Lease& lease) { return lease.job_id == job_id; }, why);
+  ReleaseLeases([&](const Lease& lease) { return lease.job_id == job_id && !lease.detached; }, why);
   Dispatch();
 }
 

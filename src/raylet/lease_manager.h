@@ -12,7 +12,9 @@
 // Leased resources always come back: ReturnWorker, the worker's exit, the death of
 // the lease's owner (a local driver or worker; a worker or driver of another node,
 // as the GCS publishes it; any worker of a node marked DEAD) and the end of the
-// job. A worker blocked in Get/Wait gives its lease's CPU back while it waits
+// job. Actor leases (requested by the GCS, ARCHITECTURE.md §6) differ in two ways: an
+// actor given no resources is placed with one CPU that comes back once its worker
+// is granted (placement_only), and a detached actor's worker outlives its job. A worker blocked in Get/Wait gives its lease's CPU back while it waits
 // (NotifyWorkerBlocked) and takes it back after, even if that oversubscribes the
 // node for a while.
 //
@@ -111,6 +113,8 @@ class LeaseManager {
     WorkerID owner_worker_id;
     NodeID owner_node_id;
     ResourceMap resources;
+    // A detached actor's: kept when its job ends.
+    bool detached = false;
     // CPU given back while the worker is blocked (0 when not blocked).
     bool blocked = false;
     double released_cpu = 0;

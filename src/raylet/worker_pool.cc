@@ -363,10 +363,15 @@ void WorkerPool::DisconnectWorker(const WorkerID& worker_id, const std::string& 
   TryStartWorkers();
 }
 
+void WorkerPool::KeepPastJobEnd(const WorkerID& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) it->second->keep_past_job_end = true;
+}
+
 void WorkerPool::KillJobWorkers(const JobID& job_id, const std::string& reason) {
   std::vector<WorkerID> victims;
   for (const auto& [id, worker] : workers_) {
-    if (worker->job_id == job_id) victims.push_back(id);
+    if (worker->job_id == job_id && !worker->keep_past_job_end) victims.push_back(id);
   }
   if (!victims.empty()) {
     LOG(INFO) << "killing the " << victims.size() << " worker(s) of job " << job_id.Hex() << ": " << reason;

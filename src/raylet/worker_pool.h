@@ -116,8 +116,12 @@ class WorkerPool {
   void PushWorker(const WorkerID& worker_id);
   // Kills a worker (SIGKILL) and forgets it; the gone-listeners hear of it.
   void DisconnectWorker(const WorkerID& worker_id, const std::string& reason);
-  // Kills every worker of `job_id` and fails its waiting PopWorker calls.
+  // Kills every worker of `job_id` except those kept past the job (KeepPastJobEnd),
+  // and fails its waiting PopWorker calls.
   void KillJobWorkers(const JobID& job_id, const std::string& reason);
+  // The worker (a detached actor's) outlives the end of its job: KillJobWorkers and
+  // the driver check leave it alone. Unknown workers are ignored.
+  void KeepPastJobEnd(const WorkerID& worker_id);
   // A child process exited (`status` as from waitpid). Unknown pids are ignored.
   void OnProcessExit(pid_t pid, int status);
   // Checks that every registered driver still runs; for each one gone: forgets it,
@@ -143,6 +147,7 @@ class WorkerPool {
     State state = State::kStarting;
     rpc::Address address;
     std::string log_file;
+    bool keep_past_job_end = false;
     // The registration deadline, the idle deadline or the exit grace period.
     std::unique_ptr<Timer> timer;
   };

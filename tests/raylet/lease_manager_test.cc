@@ -538,5 +538,54 @@ TEST_F(LeaseManagerTest, FinishedJobReleasesEverything) {
   EXPECT_EQ(pool_->num_workers(), 0u);
 }
 
+TEST_F(LeaseManagerTest, AnActorWithoutResourcesIsPlacedWithACpuAndHoldsNone) {
+  rpc::RequestWorkerLeaseRequest request = MakeRequest({{"CPU", 1}});
+  request.mutable_actor()->set_actor_id(std::string(16, 'a'));
+  request.mutable_actor()->set_placement_only(true);
+  LeaseCallPtr actor = Send(request);
+  RegisterStarted();
+  ASSERT_TRUE(actor->granted());
+  EXPECT_EQ(Cpu(), 2);  // its CPU came back
+  // So more actors than CPUs fit, as in Ray.
+  for (int i = 0; i < 3; ++i) {
+    rpc::RequestWorkerLeaseRequest more = MakeRequest({{"CPU", 1}});
+    more.mutable_actor()->set_placement_only(true);
+    LeaseCallPtr call = Send(more);
+    RegisterStarted();
+    EXPECT_TRUE(call->granted());
+  }
+  EXPECT_EQ(Cpu(), 2);
+  EXPECT_EQ(lease_manager_->num_leases(), 4u);
+  Return(actor, /*disconnect=*/true);
+  EXPECT_EQ(Cpu(), 2);  // nothing more to give back
+  // An actor with explicit resources holds them for its life.
+  LeaseCallPtr holding = Send(MakeRequest({{"CPU", 1}}));
+  RegisterStarted();
+  ASSERT_TRUE(holding->granted());
+  EXPECT_EQ(Cpu(), 1);
+}
+
+TEST_F(LeaseManagerTest, ADetachedActorOutlivesItsJob) {
+  rpc::RequestWorkerLeaseRequest request = MakeRequest({{"CPU", 1}});
+  request.clear_owner_address();  // the GCS leases it for no process
+  request.mutable_actor()->set_actor_id(std::string(16, 'd'));
+  request.mutable_actor()->set_detached(true);
+  LeaseCallPtr detached = Send(request);
+  RegisterStarted();
+  ASSERT_TRUE(detached->granted());
+  LeaseCallPtr plain = Lease({{"CPU", 1}});
+  lease_manager_->OnJobFinished(job_);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_leases(), 1u);
+  EXPECT_EQ(pool_->num_workers(), 1u);
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(plain)), ::testing::Contains(SIGKILL));
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(detached)), IsEmpty());
+  EXPECT_EQ(Cpu(), 1);
+  // Killed when the GCS gives the lease back.
+  Return(detached, /*disconnect=*/true);
+  EXPECT_EQ(pool_->num_workers(), 0u);
+  EXPECT_EQ(Cpu(), 2);
+}
+
 }  // namespace
 }  // namespace manta::raylet
