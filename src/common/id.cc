@@ -134,6 +134,13 @@ TaskID TaskID::ForActorTask(const ActorID& actor_id, const TaskID& parent, uint6
   return id;
 }
 
+TaskID TaskID::ForActorCreationTask(const ActorID& actor_id) {
+  TaskID id;
+  DeriveBytes("creation:" + actor_id.Binary(), id.bytes_.data(), kUniqueBytes);
+  std::memcpy(id.bytes_.data() + kUniqueBytes, actor_id.Data(), ActorID::kSize);
+  return id;
+}
+
 ActorID TaskID::Actor() const {
   return ActorID::FromBinary(std::string_view(reinterpret_cast<const char*>(bytes_.data()) + kUniqueBytes,
                                               ActorID::kSize));

@@ -108,6 +108,8 @@ class TaskID : public BaseID<TaskID, 24> {
   // The n-th task submitted by `parent`: deterministic.
   static TaskID ForNormalTask(const JobID& job_id, const TaskID& parent, uint64_t counter);
   static TaskID ForActorTask(const ActorID& actor_id, const TaskID& parent, uint64_t counter);
+  // The task that creates (and re-creates) the actor: one per actor.
+  static TaskID ForActorCreationTask(const ActorID& actor_id);
   ActorID Actor() const;
   JobID Job() const;
 };

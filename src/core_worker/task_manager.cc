@@ -106,7 +106,9 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   // Keep the spec for rebuilding the returns; the arguments we own stay known
   // (lineage refs, taken before the submitted refs go) so they can be rebuilt too.
   std::vector<ObjectID> owned_args;
-  if (!failed) {
+  // Actor calls are not run again to rebuild their returns (the actor's state moved on).
+  const bool keep_lineage = !failed && entry.spec.type() == rpc::NORMAL_TASK;
+  if (keep_lineage) {
     for (const ObjectID& arg : argument_ids) {
       if (!reference_counter_.IsOwnedByUs(arg)) continue;
       reference_counter_.AddLineageReference(arg);
@@ -116,11 +118,11 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   {
     absl::MutexLock lock(&mu_);
     pending_.erase(*task_id);
-    if (!failed) evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
+    if (keep_lineage) evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
   }
   reference_counter_.UpdateFinishedTaskReferences(argument_ids, borrowed);
   for (const ObjectID& id : evicted) reference_counter_.RemoveLineageReference(id);
-  if (!failed) {
+  if (keep_lineage) {
     // Returns freed before the lineage was recorded never reach OnObjectFreed.
     for (int i = 1; i <= result.returns_size(); ++i) {
       ObjectID id = ObjectID::FromIndex(*task_id, i);

@@ -8,7 +8,7 @@
 // the task is resubmitted while retries remain; after that, or for errors that are
 // not retried (user exceptions), the error becomes the value of every return.
 //
-// Lineage. A task that finished successfully keeps its spec while any of its
+// Lineage. A normal task (not an actor call) that finished successfully keeps its spec while any of its
 // returns is still known to the reference counter, and holds a lineage reference on
 // each argument it owns (so theirs is kept too): a return whose value is lost (its
 // node died, or it was freed while a kept task still needed it) is rebuilt by

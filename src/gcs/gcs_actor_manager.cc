@@ -142,6 +142,7 @@ void GcsActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& reque
   actor.set_max_restarts(creation.max_restarts());
   actor.set_detached(creation.detached());
   actor.set_class_name(creation.class_name());
+  actor.set_max_concurrency(std::max(1, creation.max_concurrency()));
   *actor.mutable_creation_spec() = spec;
   *actor.mutable_job_config() = request.job_config();
   actor.set_start_time_ms(now_ms_());

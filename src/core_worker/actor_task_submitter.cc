@@ -1,0 +1,330 @@
+#include "src/core_worker/actor_task_submitter.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "src/core_worker/common.h"
+
+namespace manta::core {
+
+struct ActorTaskSubmitter::Actor {
+  bool known = false;  // the GCS has reported a state
+  rpc::ActorTableData::ActorState state = rpc::ActorTableData::DEPENDENCIES_UNREADY;
+  int64_t version = -1;
+  std::string describe;
+  int32_t max_concurrency = 1;
+  rpc::ErrorInfo death_cause;
+  // The incarnation calls go to, while ALIVE.
+  std::string worker_id;
+  rpc::Address address;
+  std::shared_ptr<TaskChannelInterface> channel;
+  // A push to this incarnation failed: nothing is sent until the GCS says more.
+  bool broken = false;
+  bool recheck_pending = false;
+  uint64_t next_sequence = 1;
+  // This caller's calls not sent yet, by sequence number; empty until resolved.
+  std::map<uint64_t, std::optional<rpc::TaskSpec>> queue;
+  int64_t in_flight = 0;  // calls sent to the current incarnation, unanswered
+  struct Lost {
+    TaskID task_id;
+    int attempt;
+    std::string connection_error;
+  };
+  // Calls whose worker went away while they ran; failed (or retried) once the GCS
+  // has said what became of the actor.
+  std::vector<Lost> lost;
+};
+
+struct ActorTaskSubmitter::Push {
+  ActorID actor_id;
+  std::string worker_id;  // the incarnation it went to
+  std::vector<std::pair<TaskID, int>> tasks;
+  int64_t answered = 0;
+};
+
+ActorTaskSubmitter::ActorTaskSubmitter(EventLoop& loop, ActorSubmitterOptions options, TaskChannelPool& channels,
+                                       TaskManager& task_manager, std::function<void(const ActorID&)> recheck)
+    : loop_(loop), options_(std::move(options)), channels_(channels), task_manager_(task_manager),
+      recheck_(std::move(recheck)) {}
+
+ActorTaskSubmitter::~ActorTaskSubmitter() { *alive_ = false; }
+
+void ActorTaskSubmitter::Run(Deferred& later) {
+  for (auto& fn : later) fn();
+  later.clear();
+}
+
+ActorTaskSubmitter::Actor& ActorTaskSubmitter::GetActor(const ActorID& actor_id) {
+  std::unique_ptr<Actor>& slot = actors_[actor_id];
+  if (!slot) {
+    slot = std::make_unique<Actor>();
+    slot->describe = "actor " + actor_id.Hex();
+  }
+  return *slot;
+}
+
+void ActorTaskSubmitter::Enqueue(rpc::TaskSpec* spec) {
+  ActorID actor_id = ActorID::FromBinary(spec->actor_task().actor_id());
+  absl::MutexLock lock(&mu_);
+  Actor& actor = GetActor(actor_id);
+  const uint64_t sequence = actor.next_sequence++;
+  spec->mutable_actor_task()->set_sequence_number(sequence);
+  actor.queue.emplace(sequence, std::nullopt);
+}
+
+void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec) {
+  ActorID actor_id = ActorID::FromBinary(spec.actor_task().actor_id());
+  const uint64_t sequence = spec.actor_task().sequence_number();
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    Actor& actor = GetActor(actor_id);
+    std::optional<rpc::ErrorInfo> error;
+    if (shutting_down_) {
+      error.emplace();
+      error->set_type(rpc::TASK_CANCELLED);
+      error->set_message("the calling process is shutting down");
+    } else if (actor.known && actor.state == rpc::ActorTableData::DEAD) {
+      error = actor.death_cause;
+    }
+    if (error) {
+      actor.queue.erase(sequence);
+      TaskID task_id = TaskID::FromBinary(spec.task_id());
+      later.push_back([this, task_id, error = *error] { task_manager_.FailTask(task_id, error); });
+      Pump(actor_id, actor, &later);
+    } else {
+      actor.queue[sequence] = std::move(spec);
+      Pump(actor_id, actor, &later);
+    }
+  }
+  Run(later);
+}
+
+void ActorTaskSubmitter::Drop(const ActorID& actor_id, uint64_t sequence_number) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    Actor& actor = GetActor(actor_id);
+    actor.queue.erase(sequence_number);
+    Pump(actor_id, actor, &later);
+  }
+  Run(later);
+}
+
+void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later) {
+  if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
+  const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);
+  while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.has_value()) {
+    rpc::PushTaskRequest request;
+    request.set_intended_worker_id(actor.worker_id);
+    auto push = std::make_shared<Push>();
+    push->actor_id = actor_id;
+    push->worker_id = actor.worker_id;
+    int64_t bytes = 0;
+    while (!actor.queue.empty() && actor.queue.begin()->second.has_value() &&
+           static_cast<int64_t>(push->tasks.size()) < options_.max_tasks_per_push) {
+      rpc::TaskSpec& spec = *actor.queue.begin()->second;
+      const int64_t size = static_cast<int64_t>(spec.ByteSizeLong());
+      if (size > options_.max_push_bytes) {
+        rpc::ErrorInfo error;
+        error.set_type(rpc::TASK_CANCELLED);
+        error.set_message("call " + spec.function_name() + " of " + actor.describe + " is " + std::to_string(size) +
+                          " bytes with its inline arguments, over the limit of " +
+                          std::to_string(options_.max_push_bytes) + " for one push");
+        TaskID task_id = TaskID::FromBinary(spec.task_id());
+        later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
+        actor.queue.erase(actor.queue.begin());
+        continue;
+      }
+      if (!push->tasks.empty() && bytes + size > options_.max_push_bytes) break;
+      bytes += size;
+      push->tasks.emplace_back(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
+      request.add_tasks()->Swap(&spec);
+      actor.queue.erase(actor.queue.begin());
+    }
+    if (push->tasks.empty()) continue;
+    actor.in_flight += static_cast<int64_t>(push->tasks.size());
+    std::weak_ptr<bool> alive = alive_;
+    actor.channel->Push(std::move(request), [this, alive, push](const absl::Status& status,
+                                                                rpc::PushTaskReply&& reply) {
+      if (alive.expired()) return;
+      if (status.ok()) {
+        for (const rpc::TaskResult& result : reply.results()) task_manager_.CompletePendingTask(result);
+      }
+      OnPushProgress(push, status, reply);
+    });
+  }
+}
+
+void ActorTaskSubmitter::OnPushProgress(const std::shared_ptr<Push>& push, const absl::Status& status,
+                                        const rpc::PushTaskReply& reply) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    Actor& actor = GetActor(push->actor_id);
+    const bool current = push->worker_id == actor.worker_id && !actor.broken;
+    const int64_t unanswered = static_cast<int64_t>(push->tasks.size()) - push->answered;
+    if (status.ok()) {
+      const int64_t n = std::min<int64_t>(reply.results_size(), unanswered);
+      push->answered += n;
+      if (current) actor.in_flight -= n;
+      if (reply.done() && push->answered < static_cast<int64_t>(push->tasks.size())) {
+        if (current) actor.in_flight -= static_cast<int64_t>(push->tasks.size()) - push->answered;
+        // Every result comes before the last reply: a call still pending got none.
+        for (const auto& [task_id, attempt] : push->tasks) {
+          later.push_back([this, task_id = task_id, attempt = attempt, describe = actor.describe] {
+            task_manager_.RetryOrFailTask(task_id, attempt, rpc::ACTOR_DIED,
+                                          describe + " answered without the call's result");
+          });
+        }
+      }
+    } else {
+      for (size_t i = static_cast<size_t>(push->answered); i < push->tasks.size(); ++i) {
+        actor.lost.push_back({push->tasks[i].first, push->tasks[i].second, std::string(status.message())});
+      }
+      if (current) {
+        LOG(WARNING) << "calls to " << actor.describe << " failed: " << status
+                     << "; waiting for the GCS to report what became of it";
+        actor.broken = true;
+        actor.in_flight = 0;
+        if (actor.channel) actor.channel->Close(status);
+        channels_.Disconnect(TaskChannelKey(actor.address));
+        actor.channel = nullptr;
+        ScheduleRecheck(push->actor_id);
+      }
+      // Known already: the actor is dead or runs in another worker now.
+      if (!current || actor.state == rpc::ActorTableData::DEAD) FailLost(push->actor_id, actor, &later);
+    }
+    Pump(push->actor_id, actor, &later);
+  }
+  Run(later);
+}
+
+void ActorTaskSubmitter::FailLost(const ActorID& actor_id, Actor& actor, Deferred* later) {
+  for (const Actor::Lost& lost : actor.lost) {
+    std::string message;
+    if (actor.state == rpc::ActorTableData::DEAD) {
+      message = actor.death_cause.message() + " (the call was running: " + lost.connection_error + ")";
+    } else if (actor.state == rpc::ActorTableData::ALIVE && !actor.broken) {
+      message = actor.describe + ": the connection to its worker broke while the call ran (" +
+                lost.connection_error + ")";
+    } else {
+      message = actor.describe + " died while running the call and is being restarted (" + lost.connection_error +
+                ")";
+    }
+    later->push_back([this, task_id = lost.task_id, attempt = lost.attempt, message] {
+      task_manager_.RetryOrFailTask(task_id, attempt, rpc::ACTOR_DIED, message);
+    });
+  }
+  actor.lost.clear();
+}
+
+void ActorTaskSubmitter::FailQueued(Actor& actor, const rpc::ErrorInfo& error, Deferred* later) {
+  for (auto it = actor.queue.begin(); it != actor.queue.end();) {
+    if (!it->second.has_value()) {  // failed when it is resolved
+      ++it;
+      continue;
+    }
+    TaskID task_id = TaskID::FromBinary(it->second->task_id());
+    later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
+    it = actor.queue.erase(it);
+  }
+}
+
+void ActorTaskSubmitter::ScheduleRecheck(const ActorID& actor_id) {
+  Actor& actor = GetActor(actor_id);
+  if (actor.recheck_pending) return;
+  actor.recheck_pending = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_.PostAfter("ActorTaskSubmitter.Recheck", options_.reconnect_check_ms, [this, alive, actor_id] {
+    if (alive.expired()) return;
+    {
+      absl::MutexLock lock(&mu_);
+      Actor& actor = GetActor(actor_id);
+      actor.recheck_pending = false;
+      if (!actor.broken) return;  // the GCS has spoken meanwhile
+    }
+    recheck_(actor_id);
+  });
+}
+
+void ActorTaskSubmitter::OnActorState(const rpc::ActorTableData& data) {
+  auto actor_id = ActorID::FromBinaryChecked(data.actor_id());
+  if (!actor_id.ok()) return;
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    Actor& actor = GetActor(*actor_id);
+    const bool alive = data.state() == rpc::ActorTableData::ALIVE;
+    if (actor.known && data.version() < actor.version) return;
+    // The same report again only matters to reopen a broken connection.
+    if (actor.known && data.version() == actor.version && !(actor.broken && alive)) return;
+    actor.known = true;
+    actor.version = data.version();
+    actor.state = data.state();
+    actor.max_concurrency = std::max(1, data.max_concurrency());
+    actor.describe = "actor " + actor_id->Hex();
+    if (!data.class_name().empty()) actor.describe += " (" + data.class_name() + ")";
+    if (!data.name().empty()) actor.describe += " named '" + data.name() + "'";
+    const bool new_incarnation = alive && data.address().worker_id() != actor.worker_id;
+    if ((!alive || new_incarnation) && actor.channel) {
+      channels_.Disconnect(TaskChannelKey(actor.address));
+      actor.channel = nullptr;
+    }
+    if (alive && (new_incarnation || actor.broken || !actor.channel)) {
+      actor.worker_id = data.address().worker_id();
+      actor.address = data.address();
+      actor.channel = channels_.Get(TaskChannelKey(actor.address));
+      actor.broken = false;
+      actor.in_flight = 0;
+    } else if (!alive) {
+      actor.worker_id.clear();  // pushes still in flight belong to no current incarnation
+      actor.broken = false;
+      actor.in_flight = 0;
+    }
+    if (data.state() == rpc::ActorTableData::DEAD) {
+      actor.death_cause = data.death_cause();
+      actor.death_cause.set_type(rpc::ACTOR_DIED);
+      if (actor.death_cause.message().empty()) actor.death_cause.set_message(actor.describe + " is dead");
+      FailQueued(actor, actor.death_cause, &later);
+    }
+    FailLost(*actor_id, actor, &later);
+    Pump(*actor_id, actor, &later);
+  }
+  Run(later);
+}
+
+void ActorTaskSubmitter::Shutdown() {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    rpc::ErrorInfo error;
+    error.set_type(rpc::TASK_CANCELLED);
+    error.set_message("the calling process is shutting down");
+    for (auto& [id, actor] : actors_) {
+      FailQueued(*actor, error, &later);
+      for (const Actor::Lost& lost : actor->lost) {
+        later.push_back([this, task_id = lost.task_id, error] { task_manager_.FailTask(task_id, error); });
+      }
+      actor->lost.clear();
+    }
+  }
+  Run(later);
+}
+
+std::optional<rpc::ActorTableData::ActorState> ActorTaskSubmitter::StateOf(const ActorID& actor_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end() || !it->second->known) return std::nullopt;
+  return it->second->state;
+}
+
+size_t ActorTaskSubmitter::NumQueued(const ActorID& actor_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(actor_id);
+  return it == actors_.end() ? 0 : it->second->queue.size();
+}
+
+}  // namespace manta::core
