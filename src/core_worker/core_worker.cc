@@ -14,6 +14,7 @@
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
 #include "src/gcs/gcs_client.h"
+#include "src/gcs/gcs_subscriber.h"
 #include "src/object_store/store_client.h"
 
 namespace manta::core {
@@ -206,6 +207,27 @@ absl::Status CoreWorker::Connect() {
   submitter_options.lease_idle_ms = config.worker_lease_idle_ms;
   submitter_options.max_pending_lease_requests_per_key = config.max_pending_lease_requests_per_key;
   submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, *raylets_, *channels_, *task_manager_);
+  ActorSubmitterOptions actor_options;
+  actor_options.self = rpc_address_;
+  actor_options.max_tasks_per_push = config.max_tasks_per_push;
+  actor_options.max_push_bytes = config.grpc_max_message_bytes / 2;
+  actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, *channels_, *task_manager_,
+                                                          [this](const ActorID& id) { RefreshActor(id); });
+  actor_subscriber_ = std::make_unique<gcs::GcsSubscriber>(
+      loop_, *gcs_, std::vector<rpc::ChannelType>{}, config.gcs_pubsub_poll_timeout_ms,
+      [this](const rpc::PubMessage& m) {
+        if (m.has_actor_message()) OnActorState(m.actor_message());
+      },
+      [this] {
+        // The GCS restarted: messages may have been lost; read every followed actor again.
+        std::vector<ActorID> followed;
+        {
+          absl::MutexLock lock(&actors_mu_);
+          followed.assign(followed_actors_.begin(), followed_actors_.end());
+        }
+        for (const ActorID& id : followed) RefreshActor(id);
+      });
+  loop_.Post("CoreWorker.StartActorSubscriber", [this] { actor_subscriber_->Start(); });
 
   if (options_.is_driver) {
     rpc::JobInfo job;
@@ -216,6 +238,7 @@ absl::Status CoreWorker::Connect() {
     job.set_start_time_ms(NowMs());
     job.set_entrypoint(options_.driver_entrypoint);
     job.set_driver_ip_address(options_.node_ip_address);
+    *job.mutable_config() = options_.job_config;
     MANTA_RETURN_IF_ERROR(RunOnLoopAndWait(
         [this, job](std::function<void(absl::Status)> done) {
           gcs_->AsyncAddJob(job, [done](const absl::Status& s, rpc::AddJobReply&&) { done(s); });
@@ -313,6 +336,7 @@ void CoreWorker::Shutdown() {
       RunOnLoopAndWait(
           [this](std::function<void(absl::Status)> done) {
             submitter_->Shutdown();
+            actor_submitter_->Shutdown();
             if (options_.is_driver && gcs_ && !options_.job_id.IsNil()) {
               gcs_->AsyncMarkJobFinished(options_.job_id.Binary(),
                                          [done](const absl::Status& s, rpc::MarkJobFinishedReply&&) { done(s); });
@@ -386,6 +410,35 @@ void CoreWorker::RegisterBorrowedRef(const ObjectID& id, const std::string& owne
 // ---------------------------------------------------------------------------
 // Tasks (owner side)
 
+absl::Status CoreWorker::AddArgs(rpc::TaskSpec* spec, std::vector<TaskArgInput>& args,
+                                 std::vector<ObjectID>* arg_ids) {
+  for (TaskArgInput& in : args) {
+    rpc::TaskArg* arg = spec->add_args();
+    if (in.by_ref) {
+      auto owner = reference_counter_->GetOwner(in.ref);
+      if (!owner.ok()) {
+        return absl::InvalidArgumentError("argument ObjectRef " + in.ref.Hex() +
+                                          " is unknown to this process (was it created by another driver?)");
+      }
+      arg->set_is_ref(true);
+      arg->mutable_ref()->set_object_id(in.ref.Binary());
+      *arg->mutable_ref()->mutable_owner_address() = ToRpc(*owner);
+      arg_ids->push_back(in.ref);
+    } else {
+      arg->set_data(std::move(in.data));
+      for (const ObjectID& nested : in.nested_ids) {
+        auto owner = reference_counter_->GetOwner(nested);
+        if (!owner.ok()) continue;
+        rpc::ObjectReference* ref = arg->add_nested_refs();
+        ref->set_object_id(nested.Binary());
+        *ref->mutable_owner_address() = ToRpc(*owner);
+        arg_ids->push_back(nested);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
                                                 const std::string& name,
                                                 const std::map<std::string, double>& resources, int max_retries) {
@@ -402,30 +455,7 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   spec.set_name(name);
   for (const auto& [resource, quantity] : resources) (*spec.mutable_required_resources())[resource] = quantity;
   std::vector<ObjectID> arg_ids;
-  for (TaskArgInput& in : args) {
-    rpc::TaskArg* arg = spec.add_args();
-    if (in.by_ref) {
-      auto owner = reference_counter_->GetOwner(in.ref);
-      if (!owner.ok()) {
-        return absl::InvalidArgumentError("argument ObjectRef " + in.ref.Hex() +
-                                          " is unknown to this process (was it created by another driver?)");
-      }
-      arg->set_is_ref(true);
-      arg->mutable_ref()->set_object_id(in.ref.Binary());
-      *arg->mutable_ref()->mutable_owner_address() = ToRpc(*owner);
-      arg_ids.push_back(in.ref);
-    } else {
-      arg->set_data(std::move(in.data));
-      for (const ObjectID& nested : in.nested_ids) {
-        auto owner = reference_counter_->GetOwner(nested);
-        if (!owner.ok()) continue;
-        rpc::ObjectReference* ref = arg->add_nested_refs();
-        ref->set_object_id(nested.Binary());
-        *ref->mutable_owner_address() = ToRpc(*owner);
-        arg_ids.push_back(nested);
-      }
-    }
-  }
+  MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
   ObjectID return_id = ObjectID::FromIndex(task_id, 1);
   reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
   reference_counter_->AddLocalReference(return_id);
@@ -458,7 +488,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
     }
     if (!value->error.ok()) {
       // A failed dependency fails the task with the same error.
-      task_manager_->FailTask(TaskID::FromBinary(spec.task_id()), ToErrorInfo(*value));
+      FailBeforeDispatch(spec, ToErrorInfo(*value));
       return;
     }
     if (!value->in_plasma) {
@@ -466,7 +496,32 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
       arg.set_metadata(value->metadata);
     }
   }
-  submitter_->Submit(std::move(spec));
+  Dispatch(std::move(spec));
+}
+
+void CoreWorker::Dispatch(rpc::TaskSpec spec) {
+  switch (spec.type()) {
+    case rpc::ACTOR_TASK:
+      actor_submitter_->Resolved(std::move(spec));
+      return;
+    case rpc::ACTOR_CREATION_TASK:
+      SendCreateActor(spec);
+      return;
+    default:
+      submitter_->Submit(std::move(spec));
+  }
+}
+
+void CoreWorker::FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error) {
+  if (spec.type() == rpc::ACTOR_CREATION_TASK) {
+    FailActorCreation(ActorID::FromBinary(spec.actor_creation().actor_id()),
+                      "an argument of its factory " + spec.function_name() + " failed: " + error.message());
+    return;
+  }
+  if (spec.type() == rpc::ACTOR_TASK) {
+    actor_submitter_->Drop(ActorID::FromBinary(spec.actor_task().actor_id()), spec.actor_task().sequence_number());
+  }
+  task_manager_->FailTask(TaskID::FromBinary(spec.task_id()), error);
 }
 
 // ---------------------------------------------------------------------------

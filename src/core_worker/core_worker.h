@@ -45,6 +45,8 @@
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
+#include "src/core_worker/actor_task_submitter.h"
+#include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/normal_task_submitter.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/rpc_clients.h"
@@ -63,6 +65,7 @@ class GrpcServer;
 }
 namespace manta::gcs {
 class GrpcGcsClient;
+class GcsSubscriber;
 }
 
 namespace manta::core {
@@ -109,6 +112,27 @@ struct TaskOutput {
   std::vector<ObjectID> contained_ids;
   bool failed = false;
   rpc::ErrorInfo error;
+  // An actor's method called ray::ExitActor(): the actor ends after this call.
+  bool exit_actor = false;
+};
+
+// What ray::Actor(factory) asks for (ARCHITECTURE.md §6).
+struct ActorCreationOptions {
+  std::string name;           // empty: unnamed
+  std::string ray_namespace;  // empty: the job's namespace
+  bool detached = false;
+  int max_restarts = 0;  // -1: unlimited
+  int max_concurrency = 1;
+  // Empty: one CPU to place it, none held while it lives.
+  std::map<std::string, double> resources;
+  std::string class_name;
+};
+
+// A new actor: its id, and the object its handles count references on (carrying
+// one local reference for the caller's first handle).
+struct CreatedActor {
+  ActorID actor_id;
+  ObjectID handle_object;
 };
 
 // Runs a task (worker side). Must not throw; user exceptions become `failed`.
@@ -140,6 +164,33 @@ class CoreWorker {
   absl::StatusOr<ObjectID> SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
                                       const std::string& name,
                                       const std::map<std::string, double>& resources, int max_retries);
+
+  // --- Actors (any thread) --------------------------------------------------
+  // Creates an actor running the factory registered as `factory_name`. Returns at
+  // once; calls made before it is up wait for it. A name already taken in the
+  // namespace is ALREADY_EXISTS (named actors register synchronously).
+  absl::StatusOr<CreatedActor> CreateActor(const std::string& factory_name, std::vector<TaskArgInput> args,
+                                           const ActorCreationOptions& options);
+  // Calls `method_name` of the actor; returns the result's id carrying one local
+  // reference. `handle_object` (when the caller's handle counts references) is kept
+  // alive until the call is done.
+  absl::StatusOr<ObjectID> SubmitActorTask(const ActorID& actor_id, const std::string& method_name,
+                                           std::vector<TaskArgInput> args, const std::string& name, int max_retries,
+                                           const std::optional<ObjectID>& handle_object);
+  // Kills the actor (ray::ActorHandle::Kill). NOT_FOUND for an unknown actor.
+  absl::Status KillActor(const ActorID& actor_id, bool no_restart);
+  // A live actor by name in `ray_namespace` (empty: the job's); nullopt when none.
+  absl::StatusOr<std::optional<rpc::ActorTableData>> GetNamedActor(const std::string& name,
+                                                                   const std::string& ray_namespace);
+  // The job's namespace (a fresh anonymous one unless RayConfig::ray_namespace).
+  const std::string& ray_namespace() const { return options_.job_config.ray_namespace(); }
+  bool default_actor_detached() const { return options_.job_config.default_actor_detached(); }
+  // Worker side: the actor this process runs (nil if none), and whether this run of
+  // it is a restart.
+  ActorID CurrentActorId() const;
+  bool WasCurrentActorRestarted() const;
+  // The state of an actor as last reported to this process (tests).
+  std::optional<rpc::ActorTableData::ActorState> ActorState(const ActorID& actor_id) const;
 
   // --- References (any thread) ----------------------------------------------
   void AddLocalReference(const ObjectID& id) { reference_counter_->AddLocalReference(id); }
@@ -192,6 +243,28 @@ class CoreWorker {
 
   // The task the calling thread runs (its TaskContext), or the process's root task.
   TaskID CurrentTaskId() const;
+  // Adds the arguments to `spec`, collecting the ids whose submitted-task references
+  // the task holds. INVALID_ARGUMENT for a ref unknown here.
+  absl::Status AddArgs(rpc::TaskSpec* spec, std::vector<TaskArgInput>& args, std::vector<ObjectID>* arg_ids);
+  // A task whose arguments are resolved goes to its submitter (by type).
+  void Dispatch(rpc::TaskSpec spec);
+  // A task that cannot run because an argument failed with `error`.
+  void FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error);
+  // Actors: follow an actor's state from the GCS (once per actor). Any thread.
+  void FollowActor(const ActorID& actor_id);
+  void RefreshActor(const ActorID& actor_id);  // loop thread
+  void OnActorState(const rpc::ActorTableData& actor);
+  void SendCreateActor(const rpc::TaskSpec& spec);
+  // The actor could not be created (`why`): tell the GCS so every caller learns it.
+  void FailActorCreation(const ActorID& actor_id, const std::string& why);
+  // Worker side: an actor call of `spec` may run (its caller's order is kept).
+  bool AcceptActorCall(const rpc::TaskSpec& spec, std::string* why);
+  void OnActorCreated(const rpc::TaskSpec& spec);
+  // Runs one call of a threaded actor on its pool, replying when it finishes.
+  void RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,
+                      const TaskExecutor& executor, const std::shared_ptr<int>& remaining);
+  // The actor called ray::ExitActor(): tell the GCS, then leave the execution loop.
+  void ExitCurrentActor(const std::string& method);
   // The next child / put index of that task (per task with a context, else per process).
   uint64_t NextTaskIndex();
   uint64_t NextPutIndex();
@@ -265,6 +338,15 @@ class CoreWorker {
   std::unique_ptr<object_store::ObjectStoreClient> store_;
   std::unique_ptr<TaskManager> task_manager_;
   std::unique_ptr<NormalTaskSubmitter> submitter_;
+  std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
+  // Follows the actors this process calls (GCS_ACTOR_CHANNEL, one key per actor).
+  std::unique_ptr<gcs::GcsSubscriber> actor_subscriber_;
+  mutable absl::Mutex actors_mu_;
+  absl::flat_hash_set<ActorID> followed_actors_ ABSL_GUARDED_BY(actors_mu_);
+  // Owner: the handle object of each actor it created, and the factory arguments
+  // it keeps alive (for restarts) until the actor is DEAD.
+  absl::flat_hash_map<ObjectID, ActorID> handle_objects_ ABSL_GUARDED_BY(actors_mu_);
+  absl::flat_hash_map<ActorID, std::vector<ObjectID>> creation_args_ ABSL_GUARDED_BY(actors_mu_);
 
   // Children and puts of threads without a TaskContext (task_context.h).
   std::atomic<uint64_t> task_counter_{0};
@@ -293,6 +375,15 @@ class CoreWorker {
   absl::Mutex report_mu_;
   std::vector<UnsentReply> unreported_ ABSL_GUARDED_BY(report_mu_);
   bool report_flush_posted_ ABSL_GUARDED_BY(report_mu_) = false;
+
+  // Worker mode, actors: the actor this worker runs, its calls' order per caller, and
+  // the pool of a threaded actor (max_concurrency > 1).
+  ActorID actor_id_ ABSL_GUARDED_BY(actors_mu_);  // set by the creation task
+  bool actor_restarted_ ABSL_GUARDED_BY(actors_mu_) = false;
+  // A call ran ray::ExitActor(): the worker leaves once the call is answered.
+  std::atomic<bool> exit_actor_requested_{false};
+  absl::flat_hash_map<std::string, uint64_t> last_sequence_by_caller_;  // execution thread
+  std::unique_ptr<ActorThreadPool> actor_pool_;
 
   // Worker mode: exit requests and what the execution thread is doing.
   std::mutex exec_mu_;

@@ -34,6 +34,22 @@ void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
 }
 
+namespace {
+
+// The result of a call refused without running: its return holds `error`.
+rpc::TaskResult RefusedResult(const rpc::TaskSpec& spec, rpc::ErrorType type, const std::string& message) {
+  rpc::TaskResult result;
+  result.set_task_id(spec.task_id());
+  result.set_attempt_number(spec.attempt_number());
+  rpc::ReturnObject* ret = result.add_returns();
+  ret->set_object_id(ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1).Binary());
+  ret->mutable_error()->set_type(type);
+  ret->mutable_error()->set_message(message);
+  return result;
+}
+
+}  // namespace
+
 void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor) {
   const rpc::PushTaskRequest& request = *push.request;
   const bool for_me = request.intended_worker_id() == options_.worker_id.Binary();
@@ -43,8 +59,24 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
         .set_error("the push was meant for another worker (this is " + options_.worker_id.Hex() + ")");
   }
   const int n = for_me ? request.tasks_size() : 0;
+  // A threaded actor's calls run on its pool; each answers when it finishes.
+  auto remaining = std::make_shared<int>(n);
+  bool on_pool = false;
   for (int i = 0; i < n; ++i) {
     const rpc::TaskSpec& spec = request.tasks(i);
+    std::string refused;
+    if (spec.type() == rpc::ACTOR_TASK && !AcceptActorCall(spec, &refused)) {
+      absl::MutexLock lock(&report_mu_);
+      rpc::PushTaskReply& reply = UnsentReplyFor(push.connection, request.push_id());
+      *reply.add_results() = RefusedResult(spec, rpc::TASK_CANCELLED, refused);
+      if (--*remaining == 0) reply.set_done(true);
+      continue;
+    }
+    if (spec.type() == rpc::ACTOR_TASK && actor_pool_) {
+      on_pool = true;
+      RunOnActorPool(spec, push, executor, remaining);
+      continue;
+    }
     TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
     ScopedTaskContext in_task(&context);
     executing_.store(true, std::memory_order_release);
@@ -54,11 +86,16 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
                                                                             started)
                           .count());
     executing_.store(false, std::memory_order_release);
-    const bool last = i + 1 == n;
+    if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
+      OnActorCreated(spec);
+    }
+    const bool exiting = exit_actor_requested_.load();
     absl::MutexLock lock(&report_mu_);
     rpc::PushTaskReply& reply = UnsentReplyFor(push.connection, request.push_id());
     *reply.add_results() = std::move(result);
+    const bool last = --*remaining == 0 || exiting;
     reply.set_done(last);
+    if (exiting) break;  // the calls after it do not run: their callers get no result
     // More tasks follow: hand finished results over soon rather than at the end.
     if (!last && !report_flush_posted_) {
       report_flush_posted_ = true;
@@ -68,6 +105,11 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   if (n == 0) {
     absl::MutexLock lock(&report_mu_);
     UnsentReplyFor(push.connection, request.push_id()).set_done(true);  // refused or empty: still answered
+  }
+  if (exit_actor_requested_.load() && !on_pool) {
+    FlushReports();
+    ExitCurrentActor(n > 0 ? request.tasks(0).function_name() : "");
+    return;
   }
   // Reply now unless more work has arrived: replies to pushes that came together
   // travel together (the loop's timer sends them within a millisecond anyway).
@@ -183,6 +225,13 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
     output.error = arg_error;
   } else {
     output = executor(spec, args);
+  }
+  if (output.exit_actor) {
+    exit_actor_requested_.store(true);
+    output.failed = true;
+    output.error.set_type(rpc::ACTOR_DIED);
+    output.error.set_message("actor " + CurrentActorId().Hex() + " exited: its method " + spec.function_name() +
+                             " called ray::ExitActor()");
   }
   args.clear();  // releases argument buffers before the refs go
   StoreReturn(spec, return_id, std::move(output), result.add_returns());

@@ -12,6 +12,7 @@
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
 #include "src/core_worker/core_worker.h"
+#include "src/gcs/gcs_client.h"
 #include "src/object_store/store_client.h"
 
 namespace manta::core {
@@ -351,6 +352,24 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
 
 void CoreWorker::OnObjectFreed(const ObjectID& id) {
   FreeValue(id);
+  std::optional<ActorID> out_of_scope;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = handle_objects_.find(id);
+    if (it != handle_objects_.end()) {
+      out_of_scope = it->second;
+      handle_objects_.erase(it);
+    }
+  }
+  if (out_of_scope) {
+    // No handle to the actor is left anywhere: unless named or detached it dies.
+    loop_.Post("CoreWorker.ActorOutOfScope", [this, actor_id = *out_of_scope] {
+      gcs_->AsyncReportActorOutOfScope(actor_id.Binary(), [actor_id](const absl::Status& s,
+                                                                     rpc::ReportActorOutOfScopeReply&&) {
+        if (!s.ok()) LOG(WARNING) << "could not report actor " << actor_id.Hex() << " out of scope: " << s;
+      });
+    });
+  }
   // Its task's record (lineage) is not needed any more once every return is gone.
   task_manager_->OnObjectFreed(id);
 }

@@ -47,8 +47,11 @@ inline constexpr char kActorTable[] = "actors";
 
 class GcsActorManager {
  public:
+  // `job_config(job)` is the job's config as its driver registered it (null when
+  // unknown): actors' workers start with it, whichever process created them.
+  using JobConfigLookup = std::function<const rpc::JobConfig*(const JobID&)>;
   GcsActorManager(StoreClientInterface& store, GcsPublisher& publisher, GcsActorScheduler& scheduler,
-                  std::function<int64_t()> now_ms);
+                  std::function<int64_t()> now_ms, JobConfigLookup job_config = nullptr);
 
   // Loads the table read from the store at start-up (field = actor id, value =
   // ActorTableData) and schedules the actors that were being created. Malformed rows
@@ -109,6 +112,7 @@ class GcsActorManager {
   GcsPublisher& publisher_;
   GcsActorScheduler& scheduler_;
   std::function<int64_t()> now_ms_;
+  JobConfigLookup job_config_;
   absl::flat_hash_map<ActorID, rpc::ActorTableData> actors_;
   absl::flat_hash_map<NamedKey, ActorID> named_;
   // The worker each live actor runs in.

@@ -272,6 +272,8 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   env["MANTA_GCS_ADDRESS"] = options_.gcs_address;
   env["MANTA_STORE_SOCKET"] = options_.store_socket;
   env["MANTA_SESSION_DIR"] = options_.session_dir;
+  env["MANTA_JOB_NAMESPACE"] = config.ray_namespace();
+  if (config.default_actor_detached()) env["MANTA_DEFAULT_ACTOR_DETACHED"] = "1";
   return env;
 }
 

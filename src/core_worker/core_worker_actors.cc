@@ -1,0 +1,349 @@
+// CoreWorker, actors (ARCHITECTURE.md §6): creating them through the GCS, following
+// their state, calling them, killing and finding them; and, in the actor's own
+// worker, running its calls in order or on a pool. Split from core_worker.cc to keep
+// files small.
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <limits>
+
+#include "src/common/status_util.h"
+#include "src/core_worker/common.h"
+#include "src/core_worker/core_worker.h"
+#include "src/gcs/gcs_client.h"
+#include "src/gcs/gcs_subscriber.h"
+
+namespace manta::core {
+
+namespace {
+
+// What the submitter is told about an actor the GCS cannot tell about.
+rpc::ActorTableData DeadActor(const ActorID& actor_id, const std::string& why) {
+  rpc::ActorTableData actor;
+  actor.set_actor_id(actor_id.Binary());
+  actor.set_state(rpc::ActorTableData::DEAD);
+  actor.set_version(std::numeric_limits<int64_t>::max());
+  actor.mutable_death_cause()->set_type(rpc::ACTOR_DIED);
+  actor.mutable_death_cause()->set_message("actor " + actor_id.Hex() + " is dead: " + why);
+  return actor;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Caller side
+
+absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_name, std::vector<TaskArgInput> args,
+                                                     const ActorCreationOptions& options) {
+  TaskID parent = CurrentTaskId();
+  ActorID actor_id = ActorID::Of(options_.job_id, parent, NextTaskIndex());
+  TaskID task_id = TaskID::ForActorCreationTask(actor_id);
+  rpc::TaskSpec spec;
+  spec.set_type(rpc::ACTOR_CREATION_TASK);
+  spec.set_task_id(task_id.Binary());
+  spec.set_job_id(options_.job_id.Binary());
+  spec.set_parent_task_id(parent.Binary());
+  *spec.mutable_caller_address() = rpc_address_;
+  spec.set_function_name(factory_name);
+  spec.set_num_returns(1);
+  spec.set_name(options.class_name);
+  for (const auto& [resource, quantity] : options.resources) (*spec.mutable_required_resources())[resource] = quantity;
+  rpc::ActorCreationSpec* creation = spec.mutable_actor_creation();
+  creation->set_actor_id(actor_id.Binary());
+  creation->set_max_restarts(options.max_restarts);
+  creation->set_max_concurrency(std::max(1, options.max_concurrency));
+  creation->set_name(options.name);
+  creation->set_ray_namespace(options.ray_namespace.empty() ? ray_namespace() : options.ray_namespace);
+  creation->set_detached(options.detached);
+  creation->set_class_name(options.class_name);
+  std::vector<ObjectID> arg_ids;
+  MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
+
+  // The object every handle of the actor holds a reference on: when none is left
+  // anywhere, the actor is out of scope.
+  const ObjectID handle = ObjectID::FromIndex(task_id, 1);
+  reference_counter_->AddOwnedObject(handle, self_, {}, 0, /*pending=*/false);
+  reference_counter_->AddLocalReference(handle);
+  auto value = std::make_shared<StoredObject>();
+  value->data = actor_id.Binary();
+  memory_store_.Put(handle, std::move(value));
+  reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
+  {
+    absl::MutexLock lock(&actors_mu_);
+    handle_objects_[handle] = actor_id;
+    creation_args_[actor_id] = arg_ids;
+    followed_actors_.insert(actor_id);
+  }
+
+  rpc::RegisterActorRequest request;
+  *request.mutable_creation_spec() = spec;
+  *request.mutable_job_config() = options_.job_config;
+  auto register_actor = [this, request, spec, actor_id](std::function<void(absl::Status)> done) {
+    gcs_->AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
+      if (s.ok()) {
+        actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
+                                        [this, actor_id](absl::Status) { RefreshActor(actor_id); });
+        ResolveAndSubmit(spec);
+      }
+      done(s);
+    });
+  };
+  if (!options.name.empty()) {
+    // Named: a name already taken must fail this call.
+    absl::Status s = RunOnLoopAndWait(register_actor, options_.config.grpc_client_deadline_ms);
+    if (!s.ok()) {
+      {
+        absl::MutexLock lock(&actors_mu_);
+        handle_objects_.erase(handle);
+        creation_args_.erase(actor_id);
+        followed_actors_.erase(actor_id);
+      }
+      reference_counter_->UpdateFinishedTaskReferences(arg_ids, {});
+      reference_counter_->RemoveLocalReference(handle);
+      if (s.code() == absl::StatusCode::kAlreadyExists) return s;
+      return absl::Status(s.code(), "registering actor " + actor_id.Hex() + " with the GCS: " +
+                                        std::string(s.message()));
+    }
+  } else {
+    loop_.Post("CoreWorker.RegisterActor", [this, register_actor, actor_id] {
+      register_actor([this, actor_id](absl::Status s) {
+        if (!s.ok()) OnActorState(DeadActor(actor_id, "the GCS refused to register it: " + std::string(s.message())));
+      });
+    });
+  }
+  return CreatedActor{actor_id, handle};
+}
+
+void CoreWorker::SendCreateActor(const rpc::TaskSpec& spec) {
+  rpc::CreateActorRequest request;
+  *request.mutable_creation_spec() = spec;
+  ActorID actor_id = ActorID::FromBinary(spec.actor_creation().actor_id());
+  loop_.Post("CoreWorker.CreateActor", [this, request, actor_id] {
+    gcs_->AsyncCreateActor(request, [this, actor_id](const absl::Status& s, rpc::CreateActorReply&&) {
+      if (!s.ok()) OnActorState(DeadActor(actor_id, "the GCS could not create it: " + std::string(s.message())));
+    });
+  });
+}
+
+void CoreWorker::FailActorCreation(const ActorID& actor_id, const std::string& why) {
+  rpc::KillActorRequest request;
+  request.set_actor_id(actor_id.Binary());
+  request.set_no_restart(true);
+  request.set_reason(why);
+  loop_.Post("CoreWorker.FailActorCreation", [this, request, actor_id, why] {
+    gcs_->AsyncKillActor(request, [this, actor_id, why](const absl::Status& s, rpc::KillActorReply&&) {
+      if (!s.ok()) OnActorState(DeadActor(actor_id, why));
+    });
+  });
+}
+
+void CoreWorker::FollowActor(const ActorID& actor_id) {
+  {
+    absl::MutexLock lock(&actors_mu_);
+    if (!followed_actors_.insert(actor_id).second) return;
+  }
+  loop_.Post("CoreWorker.FollowActor", [this, actor_id] {
+    actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
+                                    [this, actor_id](absl::Status) { RefreshActor(actor_id); });
+  });
+}
+
+void CoreWorker::RefreshActor(const ActorID& actor_id) {
+  if (shut_down_.load()) return;
+  gcs_->AsyncGetActorInfo(actor_id.Binary(), [this, actor_id](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
+    if (s.code() == absl::StatusCode::kCancelled || shut_down_.load()) return;
+    if (!s.ok()) {
+      LOG(WARNING) << "cannot read the state of actor " << actor_id.Hex() << " from the GCS: " << s
+                   << "; asking again in 1 s";
+      loop_.PostAfter("CoreWorker.RefreshActor", 1000, [this, actor_id] { RefreshActor(actor_id); });
+      return;
+    }
+    if (!reply.found()) {
+      OnActorState(DeadActor(actor_id, "the cluster at " + options_.gcs_address +
+                                           " does not know it (a handle from another cluster?)"));
+      return;
+    }
+    OnActorState(reply.actor());
+  });
+}
+
+void CoreWorker::OnActorState(const rpc::ActorTableData& actor) {
+  actor_submitter_->OnActorState(actor);
+  if (actor.state() != rpc::ActorTableData::DEAD) return;
+  auto actor_id = ActorID::FromBinaryChecked(actor.actor_id());
+  if (!actor_id.ok()) return;
+  std::vector<ObjectID> args;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = creation_args_.find(*actor_id);
+    if (it == creation_args_.end()) return;
+    args = std::move(it->second);
+    creation_args_.erase(it);
+  }
+  // No restart will need the factory's arguments any more.
+  reference_counter_->UpdateFinishedTaskReferences(args, {});
+}
+
+absl::StatusOr<ObjectID> CoreWorker::SubmitActorTask(const ActorID& actor_id, const std::string& method_name,
+                                                     std::vector<TaskArgInput> args, const std::string& name,
+                                                     int max_retries, const std::optional<ObjectID>& handle_object) {
+  FollowActor(actor_id);
+  TaskID parent = CurrentTaskId();
+  TaskID task_id = TaskID::ForActorTask(actor_id, parent, NextTaskIndex());
+  rpc::TaskSpec spec;
+  spec.set_type(rpc::ACTOR_TASK);
+  spec.set_task_id(task_id.Binary());
+  spec.set_job_id(options_.job_id.Binary());
+  spec.set_parent_task_id(parent.Binary());
+  *spec.mutable_caller_address() = rpc_address_;
+  spec.set_function_name(method_name);
+  spec.set_num_returns(1);
+  spec.set_max_retries(std::max(0, max_retries));
+  spec.set_name(name);
+  spec.mutable_actor_task()->set_actor_id(actor_id.Binary());
+  spec.mutable_actor_task()->set_caller_worker_id(options_.worker_id.Binary());
+  std::vector<ObjectID> arg_ids;
+  MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
+  // The caller's handle stays counted while the call is pending: the actor is not
+  // out of scope before its calls are done.
+  if (handle_object && reference_counter_->HasReference(*handle_object)) arg_ids.push_back(*handle_object);
+  actor_submitter_->Enqueue(&spec);
+  ObjectID return_id = ObjectID::FromIndex(task_id, 1);
+  reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
+  reference_counter_->AddLocalReference(return_id);
+  reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
+  task_manager_->AddPendingTask(spec, std::move(arg_ids));
+  ResolveAndSubmit(std::move(spec));
+  return return_id;
+}
+
+absl::Status CoreWorker::KillActor(const ActorID& actor_id, bool no_restart) {
+  rpc::KillActorRequest request;
+  request.set_actor_id(actor_id.Binary());
+  request.set_no_restart(no_restart);
+  request.set_reason(no_restart ? "killed by ray::ActorHandle::Kill()"
+                                : "killed by ray::ActorHandle::Kill(/*no_restart=*/false)");
+  return RunOnLoopAndWait(
+      [this, request](std::function<void(absl::Status)> done) {
+        gcs_->AsyncKillActor(request, [done](const absl::Status& s, rpc::KillActorReply&&) { done(s); });
+      },
+      options_.config.grpc_client_deadline_ms);
+}
+
+absl::StatusOr<std::optional<rpc::ActorTableData>> CoreWorker::GetNamedActor(const std::string& name,
+                                                                             const std::string& ray_namespace) {
+  std::optional<rpc::ActorTableData> found;
+  const std::string ns = ray_namespace.empty() ? this->ray_namespace() : ray_namespace;
+  absl::Status s = RunOnLoopAndWait(
+      [this, name, ns, &found](std::function<void(absl::Status)> done) {
+        gcs_->AsyncGetNamedActorInfo(name, ns, [done, &found](const absl::Status& s, rpc::GetNamedActorInfoReply&& r) {
+          if (s.ok() && r.found()) found = std::move(*r.mutable_actor());
+          done(s);
+        });
+      },
+      options_.config.grpc_client_deadline_ms);
+  if (!s.ok()) return s;
+  if (found) {
+    ActorID actor_id = ActorID::FromBinary(found->actor_id());
+    FollowActor(actor_id);
+    actor_submitter_->OnActorState(*found);
+  }
+  return found;
+}
+
+std::optional<rpc::ActorTableData::ActorState> CoreWorker::ActorState(const ActorID& actor_id) const {
+  return actor_submitter_->StateOf(actor_id);
+}
+
+// ---------------------------------------------------------------------------
+// The actor's worker
+
+ActorID CoreWorker::CurrentActorId() const {
+  absl::MutexLock lock(&actors_mu_);
+  return actor_id_;
+}
+
+bool CoreWorker::WasCurrentActorRestarted() const {
+  absl::MutexLock lock(&actors_mu_);
+  return actor_restarted_;
+}
+
+void CoreWorker::OnActorCreated(const rpc::TaskSpec& spec) {
+  const rpc::ActorCreationSpec& creation = spec.actor_creation();
+  {
+    absl::MutexLock lock(&actors_mu_);
+    actor_id_ = ActorID::FromBinary(creation.actor_id());
+    actor_restarted_ = creation.num_restarts() > 0;
+  }
+  last_sequence_by_caller_.clear();
+  if (creation.max_concurrency() > 1) actor_pool_ = std::make_unique<ActorThreadPool>(creation.max_concurrency());
+  VLOG(1) << "worker " << options_.worker_id.Hex() << " runs actor " << creation.actor_id().size()
+          << (creation.max_concurrency() > 1 ? " on " + std::to_string(creation.max_concurrency()) + " threads" : "");
+}
+
+bool CoreWorker::AcceptActorCall(const rpc::TaskSpec& spec, std::string* why) {
+  const rpc::ActorTaskSpec& call = spec.actor_task();
+  ActorID actor = CurrentActorId();
+  if (actor.IsNil() || call.actor_id() != actor.Binary()) {
+    *why = "worker " + options_.worker_id.Hex() + " does not run the actor this call is for";
+    return false;
+  }
+  // One connection per caller delivers its calls in sequence order; a number seen
+  // before is a call that already ran here.
+  uint64_t& last = last_sequence_by_caller_[call.caller_worker_id()];
+  if (call.sequence_number() <= last) {
+    *why = "call " + std::to_string(call.sequence_number()) + " of this caller already ran on the actor";
+    return false;
+  }
+  last = call.sequence_number();
+  return true;
+}
+
+void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,
+                                const TaskExecutor& executor, const std::shared_ptr<int>& remaining) {
+  const rpc::TaskSpec* spec_ptr = &spec;  // lives in push.request, which the closure holds
+  actor_pool_->Post([this, spec_ptr, request = push.request, connection = push.connection, executor, remaining] {
+    const rpc::TaskSpec& spec = *spec_ptr;
+    TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
+    ScopedTaskContext in_task(&context);
+    auto started = std::chrono::steady_clock::now();
+    rpc::TaskResult result = ExecuteTask(spec, executor, request);
+    result.set_run_us(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
+    {
+      absl::MutexLock lock(&report_mu_);
+      rpc::PushTaskReply& reply = UnsentReplyFor(connection, request->push_id());
+      *reply.add_results() = std::move(result);
+      if (--*remaining == 0) reply.set_done(true);
+    }
+    FlushReports();
+    if (exit_actor_requested_.load()) ExitCurrentActor(spec.function_name());
+  });
+}
+
+void CoreWorker::ExitCurrentActor(const std::string& method) {
+  {
+    std::lock_guard<std::mutex> lock(exec_mu_);
+    if (exit_requested_) return;
+  }
+  ActorID actor_id = CurrentActorId();
+  LOG(INFO) << "actor " << actor_id.Hex() << " exits: its method " << method << " called ray::ExitActor()";
+  rpc::KillActorRequest request;
+  request.set_actor_id(actor_id.Binary());
+  request.set_no_restart(true);
+  request.set_reason("the actor called ray::ExitActor() in " + method);
+  absl::Status s = RunOnLoopAndWait(
+      [this, request](std::function<void(absl::Status)> done) {
+        gcs_->AsyncKillActor(request, [done](const absl::Status& s, rpc::KillActorReply&&) { done(s); });
+      },
+      options_.config.grpc_client_deadline_ms);
+  if (!s.ok()) LOG(WARNING) << "could not tell the GCS that actor " << actor_id.Hex() << " exits: " << s;
+  {
+    std::lock_guard<std::mutex> lock(exec_mu_);
+    exit_requested_ = true;
+  }
+  channel_server_->Wake();
+}
+
+}  // namespace manta::core
