@@ -24,17 +24,27 @@
 // Errors: every function here throws ray::internal::RayException (or a subclass,
 // ray/api/ray_exception.h) — in particular RayException when called before Init.
 //
+// Actors: ray::Actor(factory).Remote(args...) creates one and returns its
+// ray::ActorHandle<T> (ray/api/actor_creator.h, actor_handle.h); handle.Task(&T::M)
+// calls it (ray/api/actor_task_caller.h).
+//
 // Worker processes: the cluster runs tasks by starting this same program again as a
 // worker; its call to ray::Init() then serves tasks and never returns. Keep work
 // that must happen only once (reading input, printing results) after ray::Init().
 #pragma once
 
+#include <boost/optional.hpp>
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ray/api/actor_creator.h"
+#include "ray/api/actor_handle.h"
+#include "ray/api/actor_task_caller.h"
 #include "ray/api/function_manager.h"
+#include "ray/api/logging.h"
 #include "ray/api/object_ref.h"
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_exception.h"
@@ -47,12 +57,13 @@ namespace ray {
 
 // Connects this process to a cluster as a driver (see RayConfig for where the
 // cluster comes from), or, in a worker process, serves tasks and never returns.
+// Does nothing when already initialized (as Ray).
 // With argc/argv, flags override the config: --ray_address=, --ray_redis_password=,
 // --ray_code_search_path= (':'-separated), --ray_job_namespace=, --ray_logs_dir=,
 // --ray_head_args= (space-separated); other arguments are ignored. The native
 // runtime also uses argv to start workers from this program's binary.
-// Throws RayException when already initialized or when the cluster cannot be
-// reached or started. A program may Init again after Shutdown.
+// Throws RayException when the cluster cannot be reached or started. A program may
+// Init again after Shutdown.
 void Init(RayConfig& config, int argc, char** argv);
 void Init(RayConfig& config);
 void Init();
@@ -165,5 +176,47 @@ template <typename F>
 internal::TaskCaller<F> Task(F func) {
   return internal::TaskCaller<F>(func);
 }
+
+// A creator of actors made by `factory` (a free or static function returning T*,
+// registered with RAY_REMOTE); see ray/api/actor_creator.h.
+template <typename F>
+internal::ActorCreator<F> Actor(F factory) {
+  return internal::ActorCreator<F>(factory);
+}
+
+namespace internal {
+// The live actor named `name` in `ray_namespace` (empty: the job's); empty id when
+// none. Throws RayException for an empty name or before Init.
+std::string GetNamedActorId(const std::string& name, const std::string& ray_namespace);
+}  // namespace internal
+
+// A handle of the live (not DEAD) actor named `actor_name` in the job's namespace, or
+// in `ray_namespace`; empty when there is none. The handle does not keep the actor
+// alive (named actors are not counted). Throws RayException for an empty name.
+template <typename T>
+boost::optional<ActorHandle<T>> GetActor(const std::string& actor_name) {
+  std::string id = internal::GetNamedActorId(actor_name, "");
+  if (id.empty()) return boost::none;
+  return ActorHandle<T>(std::move(id), ObjectRef<void>());
+}
+template <typename T>
+boost::optional<ActorHandle<T>> GetActor(const std::string& actor_name, const std::string& ray_namespace) {
+  std::string id = internal::GetNamedActorId(actor_name, ray_namespace);
+  if (id.empty()) return boost::none;
+  return ActorHandle<T>(std::move(id), ObjectRef<void>());
+}
+
+// The namespace of this job (RayConfig::ray_namespace, or a fresh anonymous one),
+// the same in the driver, its tasks and its actors.
+std::string GetNamespace();
+
+// Called in an actor's method: the actor ends once this call returns (its caller
+// gets RayActorException, as do all later calls); it is not restarted. Throws
+// RayException outside an actor.
+void ExitActor();
+
+// In an actor: whether this run of it is a restart (its process died before and the
+// factory ran again). False outside actors.
+bool WasCurrentActorRestarted();
 
 }  // namespace ray

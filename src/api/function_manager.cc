@@ -110,11 +110,57 @@ std::string FunctionManager::GetFunctionName(FunctionKey key) const {
   return it == name_by_key_.end() ? std::string() : it->second;
 }
 
+void FunctionManager::RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = factories_.find(name);
+  if (it != factories_.end()) {
+    if (it->second->key == key) return;
+    AbortRemoteRegistration(name.c_str(), "the name \"" + name +
+                                              "\" is registered for two different actor factories; overloads need "
+                                              "RAY_FUNC(f, parameter types...)");
+  }
+  factories_.emplace(name, std::make_unique<FactoryEntry>(FactoryEntry{key, std::move(factory)}));
+  name_by_key_.emplace(key, name);
+}
+
+const ActorFactory* FunctionManager::GetActorFactory(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = factories_.find(name);
+  return it == factories_.end() ? nullptr : &it->second->factory;
+}
+
+void FunctionManager::RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = methods_.find(name);
+  if (it != methods_.end()) {
+    if (it->second->key == key) return;
+    AbortRemoteRegistration(name.c_str(), "the name \"" + name +
+                                              "\" is registered for two different member functions (overloaded "
+                                              "methods cannot be actor methods)");
+  }
+  methods_.emplace(name, std::make_unique<MethodEntry>(MethodEntry{key, std::move(method)}));
+  method_name_by_key_.emplace(key, name);
+}
+
+const ActorMethod* FunctionManager::GetActorMethod(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = methods_.find(name);
+  return it == methods_.end() ? nullptr : &it->second->method;
+}
+
+std::string FunctionManager::GetActorMethodName(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = method_name_by_key_.find(key);
+  return it == method_name_by_key_.end() ? std::string() : it->second;
+}
+
 std::vector<std::string> FunctionManager::GetRegisteredNames() const {
   std::vector<std::string> names;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [name, entry] : by_name_) names.push_back(name);
+    for (const auto& [name, entry] : factories_) names.push_back(name);
+    for (const auto& [name, entry] : methods_) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;

@@ -19,6 +19,14 @@ namespace {
 
 // The runtime whose pool runs the current thread, if any.
 thread_local const LocalModeRuntime* tls_pool_owner = nullptr;
+// The actor whose call (or factory) the current thread runs: its id and whether its
+// instance came from a restart.
+thread_local const std::string* tls_actor_id = nullptr;
+thread_local bool tls_actor_restarted = false;
+
+std::string NamedKey(const std::string& ray_namespace, const std::string& name) {
+  return ray_namespace + std::string(1, '\0') + name;
+}
 
 size_t PoolSize(const ray::RayConfig& config) {
   if (config.num_cpus > 0) return static_cast<size_t>(config.num_cpus);
@@ -49,7 +57,16 @@ std::unique_ptr<RayRuntime> CreateLocalModeRuntime(const ray::RayConfig& config)
 }
 
 LocalModeRuntime::LocalModeRuntime(const ray::RayConfig& config)
-    : base_threads_(PoolSize(config)), id_prefix_(RandomPrefix()) {}
+    : base_threads_(PoolSize(config)),
+      id_prefix_(RandomPrefix()),
+      namespace_(config.ray_namespace.empty() ? "anonymous_namespace_" + HexId(id_prefix_) : config.ray_namespace) {}
+
+std::string LocalModeRuntime::Actor::Describe() const {
+  std::string out = "actor " + HexId(id);
+  if (!class_name.empty()) out += " (" + class_name + ")";
+  if (!name.empty()) out += " named '" + name + "'";
+  return out;
+}
 
 LocalModeRuntime::~LocalModeRuntime() {
   {
@@ -119,6 +136,15 @@ void LocalModeRuntime::RemoveReferencesLocked(std::vector<std::string> ids) {
     if (it == objects_.end() || --it->second.references > 0) continue;
     for (std::string& contained : it->second.contained_ids) ids.push_back(std::move(contained));
     objects_.erase(it);
+    auto handle = handle_objects_.find(id);
+    if (handle != handle_objects_.end()) {
+      // The last handle of an unnamed actor is gone.
+      auto actor = actors_.find(handle->second);
+      handle_objects_.erase(handle);
+      if (actor != actors_.end() && actor->second->name.empty()) {
+        KillActorLocked(*actor->second, "every handle to it went out of scope");
+      }
+    }
   }
 }
 
@@ -144,8 +170,75 @@ void LocalModeRuntime::CompleteLocked(const std::string& id, std::shared_ptr<con
   std::vector<std::shared_ptr<Task>> tasks = std::move(it->second);
   waiting_.erase(it);
   for (std::shared_ptr<Task>& task : tasks) {
-    if (--task->unresolved == 0) EnqueueLocked(std::move(task));
+    if (--task->unresolved == 0) ReadyLocked(std::move(task));
   }
+}
+
+void LocalModeRuntime::ReadyLocked(std::shared_ptr<Task> task) {
+  if (task->actor) {
+    PumpActorLocked(*task->actor);  // it waits in its actor's queue, in order
+  } else {
+    EnqueueLocked(std::move(task));
+  }
+}
+
+void LocalModeRuntime::PumpActorLocked(Actor& actor) {
+  while (!actor.calls.empty()) {
+    std::shared_ptr<Task> front = actor.calls.front();
+    if (front->unresolved > 0) return;
+    if (actor.state == Actor::State::kDead) {
+      actor.calls.pop_front();
+      if (!front->return_id.empty()) {
+        CompleteLocked(front->return_id, nullptr, {}, ErrorKind::kActor, actor.death_message);
+      }
+      RemoveReferencesLocked(std::move(front->held_ids));
+      continue;
+    }
+    const bool creation = front->kind == Task::Kind::kActorCreation;
+    if (creation ? actor.running > 0 : actor.state != Actor::State::kAlive) return;
+    if (actor.running >= (creation ? 1 : std::max(1, actor.max_concurrency))) return;
+    actor.calls.pop_front();
+    ++actor.running;
+    EnqueueLocked(std::move(front));
+    if (creation) return;  // calls wait until the factory returned
+  }
+}
+
+void LocalModeRuntime::KillActorLocked(Actor& actor, const std::string& why) {
+  if (actor.state == Actor::State::kDead) return;
+  actor.state = Actor::State::kDead;
+  actor.death_message = actor.Describe() + " is dead: " + why;
+  actor.instance.reset();  // running calls keep theirs
+  auto named = named_actors_.find(NamedKey(actor.ray_namespace, actor.name));
+  if (named != named_actors_.end() && named->second == actor.id) named_actors_.erase(named);
+  RemoveReferencesLocked(std::move(actor.factory_held));
+  actor.factory_held.clear();
+  PumpActorLocked(actor);
+}
+
+std::shared_ptr<LocalModeRuntime::Task> LocalModeRuntime::CreationTaskLocked(const std::shared_ptr<Actor>& actor) {
+  auto task = std::make_shared<Task>();
+  task->kind = Task::Kind::kActorCreation;
+  task->function_name = actor->factory_name;
+  task->args = actor->factory_args;  // the actor holds their references
+  task->actor = actor;
+  return task;
+}
+
+void LocalModeRuntime::FinishActorTaskLocked(Task& task, const std::optional<TaskError>& error, bool exit_actor,
+                                             std::shared_ptr<void> instance) {
+  Actor& actor = *task.actor;
+  --actor.running;
+  if (task.kind == Task::Kind::kActorCreation && actor.state == Actor::State::kCreating) {
+    if (error) {
+      KillActorLocked(actor, "its factory " + task.function_name + " failed: " + error->message);
+    } else {
+      actor.instance = std::move(instance);
+      actor.state = Actor::State::kAlive;
+    }
+  }
+  if (exit_actor) KillActorLocked(actor, "the actor called ray::ExitActor() in " + task.function_name);
+  PumpActorLocked(actor);
 }
 
 void LocalModeRuntime::StartThreadLocked() {
@@ -224,24 +317,62 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::ResolveArguments(co
 
 std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& task, std::vector<ObjectData>& args,
                                                                  SerializedValue* result,
-                                                                 std::shared_ptr<const std::string>* bytes) {
-  const RemoteFunction* function = FunctionManager::Instance().GetFunction(task.function_name);
-  if (function == nullptr) {
-    return TaskError{ErrorKind::kFunctionNotFound,
-                     "local mode: no function is registered as \"" + task.function_name + "\" (use RAY_REMOTE)"};
+                                                                 std::shared_ptr<const std::string>* bytes,
+                                                                 std::shared_ptr<void>* instance, bool* exit_actor) {
+  const FunctionManager& registry = FunctionManager::Instance();
+  const RemoteFunction* function = nullptr;
+  const ActorFactory* factory = nullptr;
+  const ActorMethod* method = nullptr;
+  switch (task.kind) {
+    case Task::Kind::kFunction:
+      function = registry.GetFunction(task.function_name);
+      break;
+    case Task::Kind::kActorCreation:
+      factory = registry.GetActorFactory(task.function_name);
+      break;
+    case Task::Kind::kActorCall:
+      method = registry.GetActorMethod(task.function_name);
+      break;
   }
+  if (function == nullptr && factory == nullptr && method == nullptr) {
+    return TaskError{ErrorKind::kFunctionNotFound,
+                     "local mode: nothing is registered as \"" + task.function_name + "\" (use RAY_REMOTE)"};
+  }
+  // Calls of an actor know which actor they run in (ray::ExitActor, restarts).
+  const std::string* previous_actor = tls_actor_id;
+  const bool previous_restarted = tls_actor_restarted;
+  if (task.actor) {
+    tls_actor_id = &task.actor->id;
+    tls_actor_restarted = factory != nullptr ? task.actor->restarts > 0 : task.actor->restarted;
+  }
+  std::optional<TaskError> error;
   try {
     for (size_t i = 0; i < task.args.size(); ++i) {
       if (task.args[i].by_ref) continue;
       std::shared_ptr<const std::string> value = Materialize(task.args[i].value);
       args[i] = ObjectData{value->data(), value->size(), value, ""};
     }
-    *result = (*function)(args);
+    if (factory != nullptr) {
+      *instance = (*factory)(args);
+      *result = SerializeNil();
+    } else if (method != nullptr) {
+      if (*instance == nullptr) throw RayException(task.actor->Describe() + " has no instance");
+      *result = (*method)(instance->get(), args);
+    } else {
+      *result = (*function)(args);
+    }
     *bytes = Materialize(*result);
+  } catch (const RayIntentionalSystemExitException&) {
+    *exit_actor = true;
+    error = TaskError{ErrorKind::kActor, task.actor ? task.actor->Describe() + " exited: its method " +
+                                                          task.function_name + " called ray::ExitActor()"
+                                                    : std::string("ray::ExitActor() outside an actor")};
   } catch (...) {
-    return TaskError{ErrorKind::kTask, TaskExceptionMessage(task.function_name)};
+    error = TaskError{ErrorKind::kTask, TaskExceptionMessage(task.function_name)};
   }
-  return std::nullopt;
+  tls_actor_id = previous_actor;
+  tls_actor_restarted = previous_restarted;
+  return error;
 }
 
 void LocalModeRuntime::Execute(Task& task) {
@@ -251,14 +382,23 @@ void LocalModeRuntime::Execute(Task& task) {
   // the result object holds references on them, and their destructors take mu_.
   SerializedValue result;
   std::shared_ptr<const std::string> bytes;
-  if (!error) error = Run(task, args, &result, &bytes);
+  std::shared_ptr<void> instance;
+  bool exit_actor = false;
+  if (task.kind == Task::Kind::kActorCall) {
+    absl::MutexLock lock(&mu_);
+    instance = task.actor->instance;
+  }
+  if (!error) error = Run(task, args, &result, &bytes, &instance, &exit_actor);
   absl::MutexLock lock(&mu_);
-  if (error) {
-    CompleteLocked(task.return_id, nullptr, {}, error->kind, error->message);
-  } else {
-    CompleteLocked(task.return_id, bytes, AddKnownReferencesLocked(result.contained_ids), ErrorKind::kOther, "");
+  if (!task.return_id.empty()) {
+    if (error) {
+      CompleteLocked(task.return_id, nullptr, {}, error->kind, error->message);
+    } else {
+      CompleteLocked(task.return_id, bytes, AddKnownReferencesLocked(result.contained_ids), ErrorKind::kOther, "");
+    }
   }
   RemoveReferencesLocked(std::move(task.held_ids));
+  if (task.actor) FinishActorTaskLocked(task, error, exit_actor, std::move(instance));
 }
 
 std::string LocalModeRuntime::Put(SerializedValue value) {
@@ -327,21 +467,15 @@ std::vector<bool> LocalModeRuntime::Wait(const std::vector<std::string>& ids, in
   return ready;
 }
 
-std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                                         const TaskOptions& /*options*/) {
-  auto task = std::make_shared<Task>();
-  task->function_name = function_name;
-  task->args = std::move(args);
-  absl::MutexLock lock(&mu_);
-  task->return_id = NewObjectId(/*is_put=*/false);
-  objects_[task->return_id].references = 1;
-  std::string return_id = task->return_id;
-
+bool LocalModeRuntime::PrepareArgumentsLocked(const std::shared_ptr<Task>& task) {
   for (const TaskArgument& arg : task->args) {
     if (arg.by_ref && FindLocked(arg.object_id) == nullptr) {
-      CompleteLocked(return_id, nullptr, {}, ErrorKind::kOther,
-                     function_name + ": argument object " + HexId(arg.object_id) + " is unknown (already freed?)");
-      return return_id;
+      if (!task->return_id.empty()) {
+        CompleteLocked(task->return_id, nullptr, {}, ErrorKind::kOther,
+                       task->function_name + ": argument object " + HexId(arg.object_id) +
+                           " is unknown (already freed?)");
+      }
+      return false;
     }
   }
   std::vector<std::string> held;
@@ -359,9 +493,124 @@ std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::
       waiting_[arg.object_id].push_back(task);
     }
   }
-  if (task->unresolved == 0) EnqueueLocked(std::move(task));
+  return true;
+}
+
+std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                                         const TaskOptions& /*options*/) {
+  auto task = std::make_shared<Task>();
+  task->function_name = function_name;
+  task->args = std::move(args);
+  absl::MutexLock lock(&mu_);
+  task->return_id = NewObjectId(/*is_put=*/false);
+  objects_[task->return_id].references = 1;
+  std::string return_id = task->return_id;
+  if (PrepareArgumentsLocked(task) && task->unresolved == 0) ReadyLocked(std::move(task));
   return return_id;
 }
+
+CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                                           const ActorCreationOptions& options) {
+  auto actor = std::make_shared<Actor>();
+  actor->name = options.name;
+  actor->ray_namespace = options.ray_namespace.empty() ? namespace_ : options.ray_namespace;
+  actor->class_name = options.class_name;
+  actor->factory_name = factory_name;
+  actor->max_restarts = options.max_restarts;
+  actor->max_concurrency = std::max(1, options.max_concurrency);
+  absl::MutexLock lock(&mu_);
+  actor->id = id_prefix_.substr(0, 8) + std::string(8, '\0');
+  for (int i = 0; i < 8; ++i) actor->id[8 + i] = static_cast<char>((next_actor_ >> (8 * (7 - i))) & 0xff);
+  ++next_actor_;
+  if (!actor->name.empty()) {
+    std::string key = NamedKey(actor->ray_namespace, actor->name);
+    if (named_actors_.count(key) > 0) {
+      throw RayException("ray::Actor(" + factory_name + ").Remote(): an actor named '" + actor->name +
+                         "' already exists in namespace '" + actor->ray_namespace + "'");
+    }
+    named_actors_[key] = actor->id;
+  }
+  auto creation = std::make_shared<Task>();
+  creation->kind = Task::Kind::kActorCreation;
+  creation->function_name = factory_name;
+  creation->args = std::move(args);
+  creation->actor = actor;
+  if (!PrepareArgumentsLocked(creation)) {
+    KillActorLocked(*actor, "an argument of its factory is unknown (already freed?)");
+  }
+  // The actor keeps its factory's arguments for restarts; each run of the factory
+  // uses them without holding references of its own.
+  actor->factory_args = creation->args;
+  actor->factory_held = std::move(creation->held_ids);
+  creation->held_ids.clear();
+  actors_[actor->id] = actor;
+  if (actor->state != Actor::State::kDead) {
+    actor->calls.push_back(creation);
+    PumpActorLocked(*actor);
+  }
+  std::string handle = NewObjectId(/*is_put=*/true);
+  Object& object = objects_[handle];
+  object.state = Object::State::kReady;
+  object.bytes = std::make_shared<const std::string>(actor->id);
+  object.references = 1;
+  handle_objects_[handle] = actor->id;
+  return CreatedActor{actor->id, handle};
+}
+
+std::string LocalModeRuntime::SubmitActorTask(const std::string& actor_id, const std::string& handle_object_id,
+                                              const std::string& method_name, std::vector<TaskArgument> args,
+                                              const TaskOptions& /*options*/) {
+  auto task = std::make_shared<Task>();
+  task->kind = Task::Kind::kActorCall;
+  task->function_name = method_name;
+  task->args = std::move(args);
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) throw RayException("local mode: actor " + HexId(actor_id) + " is unknown to this runtime");
+  task->actor = it->second;
+  task->return_id = NewObjectId(/*is_put=*/false);
+  objects_[task->return_id].references = 1;
+  std::string return_id = task->return_id;
+  if (!PrepareArgumentsLocked(task)) return return_id;
+  // The caller's handle stays counted while the call is pending.
+  if (!handle_object_id.empty()) {
+    std::vector<std::string> handle = AddKnownReferencesLocked({handle_object_id});
+    task->held_ids.insert(task->held_ids.end(), handle.begin(), handle.end());
+  }
+  task->actor->calls.push_back(task);
+  PumpActorLocked(*task->actor);
+  return return_id;
+}
+
+void LocalModeRuntime::KillActor(const std::string& actor_id, bool no_restart) {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) throw RayException("ActorHandle::Kill: actor " + HexId(actor_id) + " is unknown");
+  Actor& actor = *it->second;
+  const bool restarts_left = actor.max_restarts < 0 || actor.restarts < actor.max_restarts;
+  if (no_restart || !restarts_left || actor.state == Actor::State::kDead) {
+    KillActorLocked(actor, no_restart ? "killed by ray::ActorHandle::Kill()"
+                                      : "killed by ray::ActorHandle::Kill(false); no restarts left");
+    return;
+  }
+  // Restart: the factory runs again before the calls still queued.
+  ++actor.restarts;
+  actor.restarted = true;
+  actor.instance.reset();
+  actor.state = Actor::State::kCreating;
+  actor.calls.push_front(CreationTaskLocked(it->second));
+  PumpActorLocked(actor);
+}
+
+std::string LocalModeRuntime::GetNamedActor(const std::string& name, const std::string& ray_namespace) {
+  absl::MutexLock lock(&mu_);
+  auto it = named_actors_.find(NamedKey(ray_namespace.empty() ? namespace_ : ray_namespace, name));
+  return it == named_actors_.end() ? std::string() : it->second;
+}
+
+std::string LocalModeRuntime::CurrentActorId() { return tls_actor_id != nullptr ? *tls_actor_id : std::string(); }
+
+bool LocalModeRuntime::WasCurrentActorRestarted() { return tls_actor_id != nullptr && tls_actor_restarted; }
 
 void LocalModeRuntime::AddLocalReference(const std::string& id) {
   absl::MutexLock lock(&mu_);

@@ -15,6 +15,13 @@
 // by one thread while tasks are queued, so nested tasks cannot starve the pool.
 // Task options (resources, retries) are accepted and ignored.
 //
+// Actors live in this process too: an instance made by the registered factory, with
+// a queue of calls run in submission order on the pool, one at a time (or up to
+// max_concurrency at once), never before the factory returned. Names are unique per
+// namespace; Kill, Kill(false) with restarts (the factory runs again),
+// ray::ExitActor(), WasCurrentActorRestarted and handles going out of scope behave as
+// on a cluster; resources and lifetimes are accepted and have no effect here.
+//
 // Threading: every method is thread-safe (one absl::Mutex). The destructor (called
 // by ray::Shutdown) drops queued tasks, wakes threads blocked in Get/Wait with a
 // RayException and waits until they have left, then joins the pool after the
@@ -55,6 +62,16 @@ class LocalModeRuntime : public RayRuntime {
                          const TaskOptions& options) override;
   void AddLocalReference(const std::string& id) override;
   void RemoveLocalReference(const std::string& id) override;
+  CreatedActor CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                           const ActorCreationOptions& options) override;
+  std::string SubmitActorTask(const std::string& actor_id, const std::string& handle_object_id,
+                              const std::string& method_name, std::vector<TaskArgument> args,
+                              const TaskOptions& options) override;
+  void KillActor(const std::string& actor_id, bool no_restart) override;
+  std::string GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
+  std::string GetNamespace() override { return namespace_; }
+  std::string CurrentActorId() override;
+  bool WasCurrentActorRestarted() override;
   std::string GetOwnerAddress(const std::string& id) override;
   void RegisterBorrowedRef(const std::string& id, const std::string& owner_address,
                            const std::string& outer_id) override;
@@ -82,12 +99,41 @@ class LocalModeRuntime : public RayRuntime {
     int64_t references = 0;
     std::vector<std::string> contained_ids;  // each holds one reference
   };
+  struct Actor;
   struct Task {
+    enum class Kind { kFunction, kActorCreation, kActorCall };
+    Kind kind = Kind::kFunction;
     std::string function_name;
     std::vector<TaskArgument> args;
-    std::string return_id;
+    std::string return_id;                // empty for an actor's creation
     size_t unresolved = 0;                // by-ref arguments still pending
     std::vector<std::string> held_ids;  // references held until the task is done
+    std::shared_ptr<Actor> actor;         // for actor creations and calls
+  };
+  struct Actor {
+    enum class State { kCreating, kAlive, kDead };
+    std::string id;
+    std::string name;
+    std::string ray_namespace;
+    std::string class_name;
+    std::string factory_name;
+    std::vector<TaskArgument> factory_args;  // kept for restarts
+    std::vector<std::string> factory_held;   // references the arguments hold
+    int max_restarts = 0;
+    int restarts = 0;
+    int max_concurrency = 1;
+    State state = State::kCreating;
+    std::shared_ptr<void> instance;
+    bool restarted = false;  // the instance came from a restart
+    std::string death_message;
+    std::deque<std::shared_ptr<Task>> calls;  // in order; a creation first while kCreating
+    int running = 0;
+    std::string Describe() const;
+  };
+
+  struct TaskError {
+    ErrorKind kind;
+    std::string message;
   };
 
   std::string NewObjectId(bool is_put) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -101,6 +147,18 @@ class LocalModeRuntime : public RayRuntime {
                       std::vector<std::string> contained_ids, ErrorKind kind, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueLocked(std::shared_ptr<Task> task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task whose arguments are resolved: to the pool, or its actor's queue.
+  void ReadyLocked(std::shared_ptr<Task> task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Holds references on the task's arguments and counts the pending ones; false (with
+  // the result failed) when an argument is unknown.
+  bool PrepareArgumentsLocked(const std::shared_ptr<Task>& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the actor's calls that may run now to the pool; fails them once it is dead.
+  void PumpActorLocked(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KillActorLocked(Actor& actor, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<Task> CreationTaskLocked(const std::shared_ptr<Actor>& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an actor's task ran: its new state, and the next calls.
+  void FinishActorTaskLocked(Task& task, const std::optional<TaskError>& error, bool exit_actor,
+                             std::shared_ptr<void> instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartThreadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits on mu_ until `done` or the deadline; a pool thread counts as blocked.
   // Returns false on timeout. Throws RayException when the runtime shuts down.
@@ -122,10 +180,6 @@ class LocalModeRuntime : public RayRuntime {
     LocalModeRuntime* runtime_;
   };
 
-  struct TaskError {
-    ErrorKind kind;
-    std::string message;
-  };
 
   void ThreadMain();
   void Execute(Task& task);
@@ -133,16 +187,24 @@ class LocalModeRuntime : public RayRuntime {
   std::optional<TaskError> ResolveArguments(const Task& task, std::vector<ObjectData>* args);
   // Materializes the by-value arguments and runs the function (no lock held).
   std::optional<TaskError> Run(const Task& task, std::vector<ObjectData>& args, SerializedValue* result,
-                               std::shared_ptr<const std::string>* bytes);
+                               std::shared_ptr<const std::string>* bytes, std::shared_ptr<void>* instance,
+                               bool* exit_actor);
 
   const size_t base_threads_;
   const std::string id_prefix_;  // random, distinguishes runtimes' ids
+  const std::string namespace_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // an object completed, or shutdown
   absl::CondVar work_;     // a task was queued, or shutdown
   uint64_t next_index_ ABSL_GUARDED_BY(mu_) = 0;
   std::unordered_map<std::string, Object> objects_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::shared_ptr<Actor>> actors_ ABSL_GUARDED_BY(mu_);
+  // namespace + '\0' + name -> actor id, for live named actors.
+  std::unordered_map<std::string, std::string> named_actors_ ABSL_GUARDED_BY(mu_);
+  // Handle object id -> actor id: when the object goes, no handle is left.
+  std::unordered_map<std::string, std::string> handle_objects_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_actor_ ABSL_GUARDED_BY(mu_) = 0;
   // Tasks waiting for an argument, by the argument's id.
   std::unordered_map<std::string, std::vector<std::shared_ptr<Task>>> waiting_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Task>> queue_ ABSL_GUARDED_BY(mu_);

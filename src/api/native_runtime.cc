@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "ray/api/function_manager.h"
@@ -45,6 +46,8 @@ ErrorKind KindOf(int error_type) {
       return ErrorKind::kOwnerDied;
     case manta::rpc::OBJECT_LOST:
       return ErrorKind::kUnreconstructable;
+    case manta::rpc::ACTOR_DIED:
+      return ErrorKind::kActor;
     default:
       return ErrorKind::kOther;
   }
@@ -53,6 +56,12 @@ ErrorKind KindOf(int error_type) {
 ObjectID ParseId(const std::string& id) {
   auto parsed = ObjectID::FromBinaryChecked(id);
   if (!parsed.ok()) throw RayException("invalid object id (" + std::to_string(id.size()) + " bytes, expected 28)");
+  return *parsed;
+}
+
+manta::ActorID ParseActorId(const std::string& id) {
+  auto parsed = manta::ActorID::FromBinaryChecked(id);
+  if (!parsed.ok()) throw RayException("invalid actor id (" + std::to_string(id.size()) + " bytes, expected 16)");
   return *parsed;
 }
 
@@ -107,34 +116,71 @@ class NativeRuntime final : public RayRuntime {
 
   std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                          const TaskOptions& options) override {
-    std::vector<manta::core::TaskArgInput> inputs(args.size());
-    std::vector<ObjectID> temporary_puts;
-    for (size_t i = 0; i < args.size(); ++i) {
-      TaskArgument& arg = args[i];
-      manta::core::TaskArgInput& in = inputs[i];
-      if (arg.by_ref) {
-        in.by_ref = true;
-        in.ref = ParseId(arg.object_id);
-      } else if (static_cast<int64_t>(arg.value.size) > max_inline_arg_bytes_) {
-        // Large values go to the object store first and travel by reference.
-        auto id = core_->Put(arg.value.size, arg.value.write, ParseIds(arg.value.contained_ids));
-        if (!id.ok()) ThrowStatus("storing argument " + std::to_string(i + 1) + " of " + function_name, id.status());
-        in.by_ref = true;
-        in.ref = *id;
-        temporary_puts.push_back(*id);
-      } else {
-        in.data.resize(arg.value.size);
-        if (arg.value.size > 0) arg.value.write(in.data.data());
-        in.nested_ids = ParseIds(arg.value.contained_ids);
-      }
-    }
+    Arguments converted = ConvertArguments(function_name, args);
     std::map<std::string, double> resources(options.resources.begin(), options.resources.end());
-    auto id = core_->SubmitTask(function_name, std::move(inputs), options.name, resources, options.max_retries);
-    // The submitted task holds its arguments now.
-    for (const ObjectID& put : temporary_puts) core_->RemoveLocalReference(put);
+    auto id = core_->SubmitTask(function_name, std::move(converted.inputs), options.name, resources,
+                                options.max_retries);
+    converted.ReleaseTemporaries(*core_);  // the submitted task holds its arguments now
     if (!id.ok()) ThrowStatus("submitting " + function_name + " failed", id.status());
     return id->Binary();
   }
+
+  CreatedActor CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                           const ActorCreationOptions& options) override {
+    Arguments converted = ConvertArguments(factory_name, args);
+    manta::core::ActorCreationOptions core_options;
+    core_options.name = options.name;
+    core_options.ray_namespace = options.ray_namespace;
+    core_options.detached = options.detached < 0 ? core_->default_actor_detached() : options.detached > 0;
+    core_options.max_restarts = options.max_restarts;
+    core_options.max_concurrency = options.max_concurrency;
+    core_options.resources.insert(options.resources.begin(), options.resources.end());
+    core_options.class_name = options.class_name;
+    auto created = core_->CreateActor(factory_name, std::move(converted.inputs), core_options);
+    converted.ReleaseTemporaries(*core_);
+    if (!created.ok()) {
+      if (created.status().code() == absl::StatusCode::kAlreadyExists) {
+        throw RayException("ray::Actor(" + factory_name + ").Remote(): " + std::string(created.status().message()));
+      }
+      ThrowStatus("creating an actor with " + factory_name + " failed", created.status());
+    }
+    return CreatedActor{created->actor_id.Binary(), created->handle_object.Binary()};
+  }
+
+  std::string SubmitActorTask(const std::string& actor_id, const std::string& handle_object_id,
+                              const std::string& method_name, std::vector<TaskArgument> args,
+                              const TaskOptions& options) override {
+    manta::ActorID actor = ParseActorId(actor_id);
+    std::optional<ObjectID> handle;
+    if (auto h = ObjectID::FromBinaryChecked(handle_object_id); h.ok()) handle = *h;
+    Arguments converted = ConvertArguments(method_name, args);
+    auto id = core_->SubmitActorTask(actor, method_name, std::move(converted.inputs), options.name,
+                                     options.max_retries < 0 ? 0 : options.max_retries, handle);
+    converted.ReleaseTemporaries(*core_);
+    if (!id.ok()) ThrowStatus("calling " + method_name + " of actor " + actor.Hex() + " failed", id.status());
+    return id->Binary();
+  }
+
+  void KillActor(const std::string& actor_id, bool no_restart) override {
+    manta::ActorID actor = ParseActorId(actor_id);
+    absl::Status s = core_->KillActor(actor, no_restart);
+    if (!s.ok()) ThrowStatus("ActorHandle::Kill of actor " + actor.Hex(), s);
+  }
+
+  std::string GetNamedActor(const std::string& name, const std::string& ray_namespace) override {
+    auto found = core_->GetNamedActor(name, ray_namespace);
+    if (!found.ok()) ThrowStatus("ray::GetActor(\"" + name + "\")", found.status());
+    return found->has_value() ? (*found)->actor_id() : std::string();
+  }
+
+  std::string GetNamespace() override { return core_->ray_namespace(); }
+
+  std::string CurrentActorId() override {
+    manta::ActorID actor = core_->CurrentActorId();
+    return actor.IsNil() ? std::string() : actor.Binary();
+  }
+
+  bool WasCurrentActorRestarted() override { return core_->WasCurrentActorRestarted(); }
 
   void AddLocalReference(const std::string& id) override {
     auto parsed = ObjectID::FromBinaryChecked(id);
@@ -159,21 +205,87 @@ class NativeRuntime final : public RayRuntime {
   bool IsLocalMode() const override { return false; }
 
  private:
+  // Arguments as the core worker takes them; values over max_inline_arg_bytes are put
+  // in the object store first and travel by reference (temporary puts, released once
+  // the task holds them).
+  struct Arguments {
+    std::vector<manta::core::TaskArgInput> inputs;
+    std::vector<ObjectID> temporary_puts;
+    void ReleaseTemporaries(CoreWorker& core) {
+      for (const ObjectID& put : temporary_puts) core.RemoveLocalReference(put);
+      temporary_puts.clear();
+    }
+  };
+  Arguments ConvertArguments(const std::string& function_name, std::vector<TaskArgument>& args) {
+    Arguments out;
+    out.inputs.resize(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      TaskArgument& arg = args[i];
+      manta::core::TaskArgInput& in = out.inputs[i];
+      if (arg.by_ref) {
+        in.by_ref = true;
+        in.ref = ParseId(arg.object_id);
+      } else if (static_cast<int64_t>(arg.value.size) > max_inline_arg_bytes_) {
+        auto id = core_->Put(arg.value.size, arg.value.write, ParseIds(arg.value.contained_ids));
+        if (!id.ok()) {
+          out.ReleaseTemporaries(*core_);
+          ThrowStatus("storing argument " + std::to_string(i + 1) + " of " + function_name, id.status());
+        }
+        in.by_ref = true;
+        in.ref = *id;
+        out.temporary_puts.push_back(*id);
+      } else {
+        in.data.resize(arg.value.size);
+        if (arg.value.size > 0) arg.value.write(in.data.data());
+        in.nested_ids = ParseIds(arg.value.contained_ids);
+      }
+    }
+    return out;
+  }
+
   std::unique_ptr<CoreWorker> core_;
   std::unique_ptr<LocalCluster> cluster_;
   int64_t max_inline_arg_bytes_;
 };
 
-// Runs one task in a worker: finds the function, calls it, and turns whatever it
-// throws into the task's error.
+// The actor this worker runs (one per process), created by its creation task.
+std::mutex g_actor_mu;
+std::shared_ptr<void> g_actor_instance;  // guarded by g_actor_mu
+
+std::shared_ptr<void> CurrentActorInstance() {
+  std::lock_guard<std::mutex> lock(g_actor_mu);
+  return g_actor_instance;
+}
+
+// Runs one task in a worker: finds the function (a remote function, an actor
+// factory or an actor method), calls it, and turns whatever it throws into the
+// task's error.
 manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
                                     const std::vector<manta::core::ObjectValue>& args) {
   manta::core::TaskOutput out;
-  const RemoteFunction* function = FunctionManager::Instance().GetFunction(spec.function_name());
-  if (function == nullptr) {
+  const std::string& name = spec.function_name();
+  const RemoteFunction* function = nullptr;
+  const ActorFactory* factory = nullptr;
+  const ActorMethod* method = nullptr;
+  std::shared_ptr<void> instance;
+  switch (spec.type()) {
+    case manta::rpc::ACTOR_CREATION_TASK:
+      factory = FunctionManager::Instance().GetActorFactory(name);
+      break;
+    case manta::rpc::ACTOR_TASK:
+      method = FunctionManager::Instance().GetActorMethod(name);
+      instance = CurrentActorInstance();
+      break;
+    default:
+      function = FunctionManager::Instance().GetFunction(name);
+  }
+  if (function == nullptr && factory == nullptr && method == nullptr) {
     out.failed = true;
     out.error.set_type(manta::rpc::FUNCTION_NOT_FOUND);
-    out.error.set_message("function '" + spec.function_name() + "' is not registered in worker " +
+    const char* kind = spec.type() == manta::rpc::ACTOR_CREATION_TASK ? "actor factory"
+                       : spec.type() == manta::rpc::ACTOR_TASK        ? "actor method"
+                                                                      : "function";
+    out.error.set_message(std::string(kind) + " '" + name + "' is not registered in worker " +
                           manta::SelfExecutablePath() + " (pid " + std::to_string(getpid()) +
                           "); register it with RAY_REMOTE");
     return out;
@@ -187,16 +299,31 @@ manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
     if (arg.is_ref()) data[i].object_id = arg.ref().object_id();
   }
   try {
-    SerializedValue result = (*function)(data);
+    SerializedValue result;
+    if (factory != nullptr) {
+      std::shared_ptr<void> created = (*factory)(data);
+      {
+        std::lock_guard<std::mutex> lock(g_actor_mu);
+        g_actor_instance = std::move(created);
+      }
+      result = SerializeNil();
+    } else if (method != nullptr) {
+      if (instance == nullptr) throw RayException("this worker runs no actor instance (its creation failed)");
+      result = (*method)(instance.get(), data);
+    } else {
+      result = (*function)(data);
+    }
     out.size = result.size;
     out.write = std::move(result.write);
     for (const std::string& id : result.contained_ids) {
       if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
     }
+  } catch (const RayIntentionalSystemExitException&) {
+    out.exit_actor = true;
   } catch (...) {
     out.failed = true;
     out.error.set_type(manta::rpc::TASK_EXECUTION_EXCEPTION);
-    out.error.set_message(TaskExceptionMessage(spec.function_name()));
+    out.error.set_message(TaskExceptionMessage(name));
     out.error.set_exception_type(CurrentExceptionTypeName());
   }
   return out;
@@ -255,6 +382,8 @@ void LoadCodeSearchPath(const std::string& joined) {
   options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS").empty() ? "127.0.0.1" : Env("MANTA_NODE_IP_ADDRESS");
   options.raylet_address = Env("MANTA_RAYLET_ADDRESS");
   options.gcs_address = Env("MANTA_GCS_ADDRESS");
+  options.job_config.set_ray_namespace(Env("MANTA_JOB_NAMESPACE"));
+  options.job_config.set_default_actor_detached(Env("MANTA_DEFAULT_ACTOR_DETACHED") == "1");
   LoadCodeSearchPath(Env("MANTA_CODE_SEARCH_PATH"));
   auto core = CoreWorker::Create(options);
   if (!core.ok()) {
@@ -335,7 +464,11 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
   } else {
     for (const std::string& path : config.code_search_path) options.job_config.add_code_search_path(path);
   }
-  options.job_config.set_ray_namespace(config.ray_namespace);
+  // No namespace given: an anonymous one of this job only.
+  options.job_config.set_ray_namespace(config.ray_namespace.empty()
+                                           ? "anonymous_namespace_" + manta::WorkerID::FromRandom().Hex().substr(0, 32)
+                                           : config.ray_namespace);
+  options.job_config.set_default_actor_detached(config.default_actor_lifetime == ray::ActorLifetime::DETACHED);
   options.driver_entrypoint = manta::SelfExecutablePath();
   auto core = CoreWorker::Create(options);
   if (!core.ok()) {

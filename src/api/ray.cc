@@ -161,9 +161,7 @@ void WaitForVoidObject(const std::string& id, int64_t timeout_ms, const char* ca
 
 void Init(RayConfig& config, int argc, char** argv) {
   std::lock_guard<std::mutex> init_lock(internal::InitMutex());
-  if (internal::GetRayRuntime() != nullptr) {
-    throw internal::RayException("ray::Init: already initialized; call ray::Shutdown() before initializing again");
-  }
+  if (internal::GetRayRuntime() != nullptr) return;  // as Ray: initialized already
   RayConfig resolved = internal::ResolveRayConfig(config, argc, argv);
   std::unique_ptr<internal::RayRuntime> runtime;
   // A worker started by the cluster always serves tasks, whatever the program's config.
@@ -191,6 +189,39 @@ void Shutdown() {
   std::unique_ptr<internal::RayRuntime> runtime = internal::UninstallRayRuntime();
   runtime.reset();
 }
+
+std::string GetNamespace() { return internal::RequireRuntime("ray::GetNamespace")->GetNamespace(); }
+
+void ExitActor() {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::ExitActor");
+  if (runtime->CurrentActorId().empty()) {
+    throw internal::RayException("ray::ExitActor: this process does not run an actor; call it in an actor's method");
+  }
+  throw internal::RayIntentionalSystemExitException("ray::ExitActor() was called");
+}
+
+bool WasCurrentActorRestarted() {
+  internal::RayRuntime* runtime = internal::GetRayRuntime();
+  return runtime != nullptr && runtime->WasCurrentActorRestarted();
+}
+
+namespace internal {
+std::string GetNamedActorId(const std::string& name, const std::string& ray_namespace) {
+  RayRuntime* runtime = RequireRuntime("ray::GetActor");
+  if (name.empty()) throw RayException("ray::GetActor: the actor name is empty");
+  return runtime->GetNamedActor(name, ray_namespace);
+}
+
+void ThrowMethodNotRegistered(const std::string& method_type) {
+  throw RayFunctionNotFound("ActorHandle::Task(f).Remote(): the member function (of type " + method_type +
+                            ") is not registered as an actor method; register it with RAY_REMOTE(&Class::Method) "
+                            "at namespace scope in a .cc file linked into this program");
+}
+
+void ThrowNilActorHandle(const char* caller) {
+  throw RayException(std::string(caller) + ": the ActorHandle is empty (default-constructed)");
+}
+}  // namespace internal
 
 void Get(const ObjectRef<void>& object) { internal::WaitForVoidObject(object.ID(), -1, "ray::Get"); }
 

@@ -166,9 +166,9 @@ class CoreWorker {
                                       const std::map<std::string, double>& resources, int max_retries);
 
   // --- Actors (any thread) --------------------------------------------------
-  // Creates an actor running the factory registered as `factory_name`. Returns at
-  // once; calls made before it is up wait for it. A name already taken in the
-  // namespace is ALREADY_EXISTS (named actors register synchronously).
+  // Creates an actor running the factory registered as `factory_name`. Returns once
+  // the GCS registered it (one round trip; the factory runs later); calls made before
+  // it is up wait for it. A name already taken in the namespace is ALREADY_EXISTS.
   absl::StatusOr<CreatedActor> CreateActor(const std::string& factory_name, std::vector<TaskArgInput> args,
                                            const ActorCreationOptions& options);
   // Calls `method_name` of the actor; returns the result's id carrying one local
@@ -259,6 +259,7 @@ class CoreWorker {
   void FailActorCreation(const ActorID& actor_id, const std::string& why);
   // Worker side: an actor call of `spec` may run (its caller's order is kept).
   bool AcceptActorCall(const rpc::TaskSpec& spec, std::string* why);
+  void BeginActorCreation(const rpc::TaskSpec& spec);
   void OnActorCreated(const rpc::TaskSpec& spec);
   // Runs one call of a threaded actor on its pool, replying when it finishes.
   void RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,

@@ -89,28 +89,20 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
       done(s);
     });
   };
-  if (!options.name.empty()) {
-    // Named: a name already taken must fail this call.
-    absl::Status s = RunOnLoopAndWait(register_actor, options_.config.grpc_client_deadline_ms);
-    if (!s.ok()) {
-      {
-        absl::MutexLock lock(&actors_mu_);
-        handle_objects_.erase(handle);
-        creation_args_.erase(actor_id);
-        followed_actors_.erase(actor_id);
-      }
-      reference_counter_->UpdateFinishedTaskReferences(arg_ids, {});
-      reference_counter_->RemoveLocalReference(handle);
-      if (s.code() == absl::StatusCode::kAlreadyExists) return s;
-      return absl::Status(s.code(), "registering actor " + actor_id.Hex() + " with the GCS: " +
-                                        std::string(s.message()));
+  // Registered before any handle exists: a process that gets a handle can always ask
+  // the GCS about the actor, and a name already taken fails this call.
+  absl::Status s = RunOnLoopAndWait(register_actor, options_.config.grpc_client_deadline_ms);
+  if (!s.ok()) {
+    {
+      absl::MutexLock lock(&actors_mu_);
+      handle_objects_.erase(handle);
+      creation_args_.erase(actor_id);
+      followed_actors_.erase(actor_id);
     }
-  } else {
-    loop_.Post("CoreWorker.RegisterActor", [this, register_actor, actor_id] {
-      register_actor([this, actor_id](absl::Status s) {
-        if (!s.ok()) OnActorState(DeadActor(actor_id, "the GCS refused to register it: " + std::string(s.message())));
-      });
-    });
+    reference_counter_->UpdateFinishedTaskReferences(arg_ids, {});
+    reference_counter_->RemoveLocalReference(handle);
+    if (s.code() == absl::StatusCode::kAlreadyExists) return s;
+    return absl::Status(s.code(), "registering actor " + actor_id.Hex() + " with the GCS: " + std::string(s.message()));
   }
   return CreatedActor{actor_id, handle};
 }
@@ -226,7 +218,11 @@ absl::Status CoreWorker::KillActor(const ActorID& actor_id, bool no_restart) {
                                 : "killed by ray::ActorHandle::Kill(/*no_restart=*/false)");
   return RunOnLoopAndWait(
       [this, request](std::function<void(absl::Status)> done) {
-        gcs_->AsyncKillActor(request, [done](const absl::Status& s, rpc::KillActorReply&&) { done(s); });
+        gcs_->AsyncKillActor(request, [this, done](const absl::Status& s, rpc::KillActorReply&& reply) {
+          // Calls made after Kill returns wait for the restart (or fail) at once.
+          if (s.ok() && reply.has_actor()) OnActorState(reply.actor());
+          done(s);
+        });
       },
       options_.config.grpc_client_deadline_ms);
 }
@@ -269,16 +265,19 @@ bool CoreWorker::WasCurrentActorRestarted() const {
   return actor_restarted_;
 }
 
+void CoreWorker::BeginActorCreation(const rpc::TaskSpec& spec) {
+  const rpc::ActorCreationSpec& creation = spec.actor_creation();
+  // Before the factory runs: it may ask whether this is a restart.
+  absl::MutexLock lock(&actors_mu_);
+  actor_id_ = ActorID::FromBinary(creation.actor_id());
+  actor_restarted_ = creation.num_restarts() > 0;
+}
+
 void CoreWorker::OnActorCreated(const rpc::TaskSpec& spec) {
   const rpc::ActorCreationSpec& creation = spec.actor_creation();
-  {
-    absl::MutexLock lock(&actors_mu_);
-    actor_id_ = ActorID::FromBinary(creation.actor_id());
-    actor_restarted_ = creation.num_restarts() > 0;
-  }
   last_sequence_by_caller_.clear();
   if (creation.max_concurrency() > 1) actor_pool_ = std::make_unique<ActorThreadPool>(creation.max_concurrency());
-  VLOG(1) << "worker " << options_.worker_id.Hex() << " runs actor " << creation.actor_id().size()
+  VLOG(1) << "worker " << options_.worker_id.Hex() << " runs actor " << CurrentActorId().Hex()
           << (creation.max_concurrency() > 1 ? " on " + std::to_string(creation.max_concurrency()) + " threads" : "");
 }
 

@@ -79,6 +79,7 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
     }
     TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
     ScopedTaskContext in_task(&context);
+    if (spec.type() == rpc::ACTOR_CREATION_TASK) BeginActorCreation(spec);
     executing_.store(true, std::memory_order_release);
     auto started = std::chrono::steady_clock::now();
     rpc::TaskResult result = ExecuteTask(spec, executor, push.request);

@@ -307,6 +307,7 @@ void GcsActorManager::HandleKillActor(const rpc::KillActorRequest& request, rpc:
     scheduler_.KillWorker(PlacementOf(actor), reason);
     OnActorProcessLost(*actor_id, reason);
   }
+  *reply->mutable_actor() = PublicView(actor);
   std::move(send_reply)(absl::OkStatus());
 }
 

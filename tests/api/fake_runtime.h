@@ -55,6 +55,39 @@ class FakeRuntime : public ray::internal::RayRuntime {
     refs_[id] = 1;
     return id;
   }
+  // Actors: recorded; the fake creates actor ids "actor-<n>" (16 bytes).
+  ray::internal::CreatedActor CreateActor(const std::string& factory_name,
+                                          std::vector<ray::internal::TaskArgument> args,
+                                          const ray::internal::ActorCreationOptions& options) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back({factory_name, std::move(args), {}});
+    created_actors_.push_back(options);
+    std::string actor = "actor-" + std::to_string(++next_);
+    actor.resize(16, '\0');
+    std::string handle = NextId();
+    refs_[handle] = 1;
+    return {actor, handle};
+  }
+  std::string SubmitActorTask(const std::string& actor_id, const std::string& handle_object_id,
+                              const std::string& method_name, std::vector<ray::internal::TaskArgument> args,
+                              const ray::internal::TaskOptions& options) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back({method_name, std::move(args), options});
+    actor_calls_.emplace_back(actor_id, handle_object_id);
+    std::string id = NextId();
+    refs_[id] = 1;
+    return id;
+  }
+  void KillActor(const std::string& actor_id, bool no_restart) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    kills_.emplace_back(actor_id, no_restart);
+  }
+  std::string GetNamedActor(const std::string& name, const std::string&) override {
+    return name == "known" ? std::string(16, 'k') : "";
+  }
+  std::string GetNamespace() override { return "fake-namespace"; }
+  std::string CurrentActorId() override { return ""; }
+  bool WasCurrentActorRestarted() override { return false; }
   void AddLocalReference(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++refs_[id];
@@ -83,6 +116,9 @@ class FakeRuntime : public ray::internal::RayRuntime {
     return borrowed_;
   }
   std::vector<SubmittedTask>& tasks() { return tasks_; }
+  std::vector<ray::internal::ActorCreationOptions>& created_actors() { return created_actors_; }
+  std::vector<std::pair<std::string, std::string>>& actor_calls() { return actor_calls_; }
+  std::vector<std::pair<std::string, bool>>& kills() { return kills_; }
 
  private:
   std::string NextId() {
@@ -98,6 +134,9 @@ class FakeRuntime : public ray::internal::RayRuntime {
   std::map<std::string, int> refs_;
   std::vector<std::tuple<std::string, std::string, std::string>> borrowed_;
   std::vector<SubmittedTask> tasks_;
+  std::vector<ray::internal::ActorCreationOptions> created_actors_;
+  std::vector<std::pair<std::string, std::string>> actor_calls_;
+  std::vector<std::pair<std::string, bool>> kills_;
 };
 
 // Installs a FakeRuntime as the process's runtime for the scope's lifetime.

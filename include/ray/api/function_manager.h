@@ -5,6 +5,14 @@
 //   int Overloaded(int a, int b);
 //   RAY_REMOTE(Plus, RAY_FUNC(Overloaded, int), RAY_FUNC(Overloaded, int, int));
 //
+// Actors register the same way: a factory (a free or static function returning a
+// pointer to the actor) and the member functions callers may call:
+//
+//   class Counter { public: static Counter* Create(int start); int Add(int x); };
+//   RAY_REMOTE(Counter::Create, &Counter::Add);
+//
+// A member function is registered as its spelling without the '&' ("Counter::Add").
+//
 // RAY_REMOTE (at namespace scope in a .cc file) registers each function at static
 // initialization under a name taken from its spelling: "Plus", and for RAY_FUNC
 // "Overloaded(int)" and "Overloaded(int,int)" (whitespace removed). A task travels
@@ -16,8 +24,9 @@
 // functions of the same name in different files, or overloads without RAY_FUNC) is
 // reported on stderr and aborts the program at startup.
 //
-// Only free functions and static member functions can be registered; their
-// parameters and return value must be msgpack-serializable (or ObjectRef<T>).
+// Free functions, static member functions (as tasks or actor factories) and member
+// functions (actor methods) can be registered; their parameters and return values
+// must be msgpack-serializable (or ObjectRef<T>, or ActorHandle<T>).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +47,12 @@
 
 namespace ray {
 namespace internal {
+
+// An actor factory: decodes the arguments and returns the new instance (which the
+// actor's worker keeps until it exits). Throws what the factory throws.
+using ActorFactory = std::function<std::shared_ptr<void>(const std::vector<ObjectData>& args)>;
+// An actor method: runs the member function on `instance` (as RemoteFunction does).
+using ActorMethod = std::function<SerializedValue(void* instance, const std::vector<ObjectData>& args)>;
 
 // Thread-safe: registration usually happens during static initialization, but
 // libraries loaded later may register while other threads look functions up.
@@ -61,6 +76,15 @@ class FunctionManager {
     return GetFunctionName(KeyOfFunction(function));
   }
 
+  // Actor factories and methods: registered and looked up like functions. The
+  // pointers stay valid for the life of the process.
+  void RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory);
+  const ActorFactory* GetActorFactory(const std::string& name) const;
+  void RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method);
+  const ActorMethod* GetActorMethod(const std::string& name) const;
+  // The name a member function pointer (KeyOfMemberFunction) was registered under.
+  std::string GetActorMethodName(const std::string& key) const;
+
   // Every registered name, sorted (for diagnostics).
   std::vector<std::string> GetRegisteredNames() const;
 
@@ -79,6 +103,17 @@ class FunctionManager {
   // Values are heap nodes so GetFunction's pointers survive later registrations.
   std::unordered_map<std::string, std::unique_ptr<Entry>> by_name_;
   std::unordered_map<FunctionKey, std::string> name_by_key_;
+  struct FactoryEntry {
+    FunctionKey key;
+    ActorFactory factory;
+  };
+  struct MethodEntry {
+    std::string key;
+    ActorMethod method;
+  };
+  std::unordered_map<std::string, std::unique_ptr<FactoryEntry>> factories_;
+  std::unordered_map<std::string, std::unique_ptr<MethodEntry>> methods_;
+  std::unordered_map<std::string, std::string> method_name_by_key_;
 };
 
 // The names in the text of RAY_REMOTE's arguments, one per function, with
@@ -101,9 +136,11 @@ template <typename T>
 T DecodeArgumentValue(const ObjectData& arg, const std::string& function_name, size_t index) {
   return DecodeValue<T>(arg.data, arg.size, arg.object_id, [&] { return ArgumentContext(function_name, index); });
 }
-template <typename R, typename... P, size_t... I>
-SerializedValue InvokeRemoteFunction(R (*function)(P...), const std::string& name,
-                                     const std::vector<ObjectData>& args, std::index_sequence<I...>) {
+// Decodes `args` as the parameters P... and calls `call(P&&...)`; serializes what it
+// returns (msgpack nil for void).
+template <typename R, typename... P, typename Call, size_t... I>
+SerializedValue DecodeAndCall(const Call& call, const std::string& name, const std::vector<ObjectData>& args,
+                              std::index_sequence<I...>) {
   if (args.size() != sizeof...(P)) ThrowArgumentCount(name, sizeof...(P), args.size());
   // The decoded arguments live on the heap: they may be large (std::array).
   using Values = std::tuple<std::decay_t<P>...>;
@@ -116,13 +153,20 @@ SerializedValue InvokeRemoteFunction(R (*function)(P...), const std::string& nam
     values.reset(new Values{DecodeArgumentValue<std::decay_t<P>>(args[I], name, I)...});
   }
   if constexpr (std::is_void_v<R>) {
-    function(std::forward<P>(std::get<I>(*values))...);
+    call(std::forward<P>(std::get<I>(*values))...);
     return SerializeNil();
   } else {
     using Result = std::remove_cvref_t<R>;
-    auto result = std::make_shared<const Result>(function(std::forward<P>(std::get<I>(*values))...));
+    auto result = std::make_shared<const Result>(call(std::forward<P>(std::get<I>(*values))...));
     return SerializeShared<Result>(std::move(result));
   }
+}
+
+template <typename R, typename... P, size_t... I>
+SerializedValue InvokeRemoteFunction(R (*function)(P...), const std::string& name,
+                                     const std::vector<ObjectData>& args, std::index_sequence<I...> seq) {
+  return DecodeAndCall<R, P...>([function](auto&&... a) -> R { return function(std::forward<decltype(a)>(a)...); },
+                                name, args, seq);
 }
 
 // The RemoteFunction of `function`: see RemoteFunction in ray/api/ray_runtime.h.
@@ -137,16 +181,54 @@ template <typename R, typename... P>
 void RegisterFunctionPointer(const std::string& name, R (*function)(P...)) {
   static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
                 "RAY_REMOTE: a remote function cannot return a raw pointer (its value could not "
-                "be serialized; actor factory functions are not supported yet)");
+                "be serialized); an actor factory returns a pointer to a class");
   FunctionManager::Instance().RegisterFunction(name, KeyOfFunction(function), MakeRemoteFunction(function, name));
+}
+
+// An actor factory `T* f(P...)`: the instance is owned (and deleted) by the actor's worker.
+template <typename T, typename... P>
+void RegisterActorFactoryPointer(const std::string& name, T* (*factory)(P...)) {
+  ActorFactory invoker = [factory, name](const std::vector<ObjectData>& args) -> std::shared_ptr<void> {
+    std::shared_ptr<void> instance;
+    DecodeAndCall<int, P...>(
+        [&](auto&&... a) {
+          T* created = factory(std::forward<decltype(a)>(a)...);
+          if (created == nullptr) throw RayException("the actor factory " + name + " returned a null pointer");
+          instance = std::shared_ptr<T>(created);
+          return 0;
+        },
+        name, args, std::index_sequence_for<P...>{});
+    return instance;
+  };
+  FunctionManager::Instance().RegisterActorFactory(name, KeyOfFunction(factory), std::move(invoker));
+}
+
+template <typename F>
+void RegisterActorMethodPointer(const std::string& name, F method) {
+  using Traits = MemberFunctionTraits<F>;
+  using Class = typename Traits::Class;
+  using R = typename Traits::RawReturn;
+  auto call = [method, name](void* instance, const std::vector<ObjectData>& args) {
+    return [&]<typename... P>(std::tuple<P...>*) {
+      return DecodeAndCall<R, P...>(
+          [&](auto&&... a) -> R { return (static_cast<Class*>(instance)->*method)(std::forward<decltype(a)>(a)...); },
+          name, args, std::index_sequence_for<P...>{});
+    }(static_cast<typename Traits::Params*>(nullptr));
+  };
+  FunctionManager::Instance().RegisterActorMethod(name, KeyOfMemberFunction(method), std::move(call));
 }
 
 template <typename F>
 void RegisterOneFunction(const std::string& name, F function) {
-  static_assert(FunctionTraits<F>::kIsFunctionPointer,
-                "RAY_REMOTE: only free functions and static member functions can be registered "
-                "(member functions / actors are not supported yet; lambdas cannot be registered)");
-  if constexpr (FunctionTraits<F>::kIsFunctionPointer) {
+  static_assert(FunctionTraits<F>::kIsFunctionPointer || MemberFunctionTraits<F>::kIsMemberFunction,
+                "RAY_REMOTE: only free functions, static member functions (tasks and actor factories) "
+                "and member functions (actor methods) can be registered; lambdas cannot");
+  if constexpr (MemberFunctionTraits<F>::kIsMemberFunction) {
+    // Spelled "&Counter::Add"; registered as "Counter::Add".
+    RegisterActorMethodPointer(name.rfind('&', 0) == 0 ? name.substr(1) : name, function);
+  } else if constexpr (IsActorFactory<F>()) {
+    RegisterActorFactoryPointer(name, static_cast<typename FunctionTraits<F>::PlainPointer>(function));
+  } else if constexpr (FunctionTraits<F>::kIsFunctionPointer) {
     // noexcept functions are registered (and looked up) by the same address.
     RegisterFunctionPointer(name, static_cast<typename FunctionTraits<F>::PlainPointer>(function));
   }

@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <typeinfo>
 #include <type_traits>
 
 namespace ray {
@@ -40,12 +42,60 @@ struct FunctionTraits<R (*)(P...)> {
 template <typename R, typename... P>
 struct FunctionTraits<R (*)(P...) noexcept> : FunctionTraits<R (*)(P...)> {};
 
+// An actor's method: a pointer to a (const, noexcept) member function of Class.
+template <typename F>
+struct MemberFunctionTraits {
+  static constexpr bool kIsMemberFunction = false;
+  static constexpr size_t kArity = 0;
+  using Class = void;
+  using ReturnType = void;
+  using Params = std::tuple<>;
+};
+
+template <typename R, typename C, typename... P>
+struct MemberFunctionTraits<R (C::*)(P...)> {
+  static constexpr bool kIsMemberFunction = true;
+  static constexpr size_t kArity = sizeof...(P);
+  using Class = C;
+  using ReturnType = std::remove_cvref_t<R>;
+  using Params = std::tuple<P...>;
+  using RawReturn = R;
+};
+template <typename R, typename C, typename... P>
+struct MemberFunctionTraits<R (C::*)(P...) const> : MemberFunctionTraits<R (C::*)(P...)> {};
+template <typename R, typename C, typename... P>
+struct MemberFunctionTraits<R (C::*)(P...) noexcept> : MemberFunctionTraits<R (C::*)(P...)> {};
+template <typename R, typename C, typename... P>
+struct MemberFunctionTraits<R (C::*)(P...) const noexcept> : MemberFunctionTraits<R (C::*)(P...)> {};
+
+// An actor factory: a free or static function returning a pointer to the actor.
+template <typename F>
+constexpr bool IsActorFactory() {
+  if constexpr (FunctionTraits<F>::kIsFunctionPointer) {
+    using R = typename FunctionTraits<F>::ReturnType;
+    return std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>;
+  } else {
+    return false;
+  }
+}
+
 // The key the function registry uses for a function pointer.
 using FunctionKey = std::uintptr_t;
 template <typename F>
 FunctionKey KeyOfFunction(F function) {
   static_assert(FunctionTraits<F>::kIsFunctionPointer, "KeyOfFunction needs a function pointer");
   return reinterpret_cast<FunctionKey>(function);
+}
+
+// The key of a member function pointer: its type and its bytes (two classes' methods
+// may share the bytes, never the type).
+template <typename F>
+std::string KeyOfMemberFunction(F function) {
+  static_assert(MemberFunctionTraits<F>::kIsMemberFunction, "KeyOfMemberFunction needs a member function pointer");
+  std::string key(typeid(F).name());
+  key.push_back('\0');
+  key.append(reinterpret_cast<const char*>(&function), sizeof(F));
+  return key;
 }
 
 template <typename T>

@@ -12,6 +12,12 @@
 
 namespace ray {
 
+// Whether actors outlive the job (and their owner) that created them.
+enum class ActorLifetime {
+  NON_DETACHED,  // die with their owner, and when no handle is left (unless named)
+  DETACHED,      // live until killed or the cluster stops; found by name
+};
+
 class RayConfig {
  public:
   // "ip:port" of the head node's GCS. Empty: use the environment variable
@@ -35,6 +41,9 @@ class RayConfig {
 
   // The namespace named actors of this job live in. Empty: a fresh anonymous one.
   std::string ray_namespace = "";
+
+  // The lifetime of every actor this job creates (its tasks' and actors' too).
+  ActorLifetime default_actor_lifetime = ActorLifetime::NON_DETACHED;
 
   // Password of the cluster's Redis, when it has one. Assignable from a string.
   std::optional<std::string> redis_password_;

@@ -14,7 +14,8 @@
 //   RayRuntimeEnvException     the task's runtime environment could not be set up
 //   RayTimeoutException        a Get/Wait deadline passed first
 //   OwnerDiedException         (Manta addition) the process that owns the object died,
-//                              so its value can no longer be obtained
+//                              so its value can no longer be obtained; an
+//                              UnreconstructableException, as Ray throws there
 //
 // All are header-only, copyable, and safe to catch on any thread. A failed future
 // stays failed: every Get of it throws the same kind of exception again.
@@ -73,7 +74,16 @@ class RayTimeoutException : public RayException {
 
 // Manta addition: the owner of the object (the process that created it by Put or by
 // submitting the task returning it) died, so the value cannot be fetched any more.
-class OwnerDiedException : public RayException {
+// Derives from the exception Ray throws there, so `catch (UnreconstructableException&)`
+// matches it too.
+class OwnerDiedException : public UnreconstructableException {
+ public:
+  using UnreconstructableException::UnreconstructableException;
+};
+
+// Thrown by ray::ExitActor() to end the actor after the current call; the runtime
+// catches it. Not an error a caller sees (callers get RayActorException).
+class RayIntentionalSystemExitException : public RayException {
  public:
   using RayException::RayException;
 };

@@ -64,8 +64,31 @@ struct TaskOptions {
   std::string name;
   // Resource name → quantity. Empty means the default of 1 CPU.
   std::unordered_map<std::string, double> resources;
-  // Retries when the worker or node dies; -1 = the runtime default (3).
+  // Retries when the worker or node dies; -1 = the runtime default (3 for tasks, 0
+  // for actor calls).
   int max_retries = -1;
+};
+
+// What ray::Actor(factory) was told (ray/api/actor_creator.h).
+struct ActorCreationOptions {
+  std::string name;           // empty: unnamed
+  std::string ray_namespace;  // empty: the job's namespace
+  // Resource name → quantity held while the actor lives. Empty: one CPU to place
+  // it, none held.
+  std::unordered_map<std::string, double> resources;
+  int max_restarts = 0;  // -1: unlimited
+  int max_concurrency = 1;
+  // -1: the job's default (RayConfig::default_actor_lifetime); 0: no; 1: yes.
+  int detached = -1;
+  // The C++ type of the actor, for listings and messages.
+  std::string class_name;
+};
+
+// A new actor: its id (16 bytes) and the id of the object its handles count
+// references on (carrying one local reference, which the first handle adopts).
+struct CreatedActor {
+  std::string actor_id;
+  std::string handle_object_id;
 };
 
 // Runs a registered function: deserializes `args` (one per parameter), calls the
@@ -103,6 +126,29 @@ class RayRuntime {
   // until the task is done.
   virtual std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                                  const TaskOptions& options) = 0;
+
+  // Creates an actor running the factory registered as `factory_name` (arguments as
+  // for SubmitTask). Returns at once; calls made meanwhile wait for the actor.
+  // Throws RayException when the name is taken in the namespace.
+  virtual CreatedActor CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                                   const ActorCreationOptions& options) = 0;
+  // Calls the method registered as `method_name` on the actor; returns the id of
+  // its result (carrying one local reference). `handle_object_id` (may be empty) is
+  // the caller's handle reference, kept alive until the call is done.
+  virtual std::string SubmitActorTask(const std::string& actor_id, const std::string& handle_object_id,
+                                      const std::string& method_name, std::vector<TaskArgument> args,
+                                      const TaskOptions& options) = 0;
+  // Kills the actor; with no_restart it stays DEAD. Throws for an unknown actor.
+  virtual void KillActor(const std::string& actor_id, bool no_restart) = 0;
+  // The id of the live actor named `name` in `ray_namespace` (empty: the job's), or
+  // empty when there is none.
+  virtual std::string GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
+  // The job's namespace.
+  virtual std::string GetNamespace() = 0;
+  // In an actor's process: the actor's id (empty elsewhere), and whether this run
+  // of it is a restart.
+  virtual std::string CurrentActorId() = 0;
+  virtual bool WasCurrentActorRestarted() = 0;
 
   // ObjectRef copies: one local reference per live ObjectRef in this process.
   // Must not throw (they run in destructors); unknown ids are ignored.

@@ -1,0 +1,270 @@
+// Actors through the public API (#include <ray/api.h>) on a real private cluster
+// started by ray::Init(): creation, ordered calls, arguments by value and by ref,
+// handles passed to tasks and actors, names and namespaces, kill and restart,
+// ExitActor, factories that throw, threaded actors and out-of-scope cleanup. This
+// binary is its own worker.
+#include <ray/api.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/api/native_runtime.h"
+#include "src/core_worker/core_worker.h"
+#include "test_util/test_util.h"
+
+namespace {
+
+// ---- The actors ---------------------------------------------------------------
+
+class Counter {
+ public:
+  explicit Counter(int start) : count_(start), restarted_(ray::WasCurrentActorRestarted()) {}
+  static Counter* Create(int start) { return new Counter(start); }
+  static Counter* CreateThrowing(std::string why) { throw std::invalid_argument(why); }
+  int Add(int x) {
+    count_ += x;
+    return count_;
+  }
+  int Get() const { return count_; }
+  // The values it saw, in order.
+  std::vector<int> Record(int x) {
+    seen_.push_back(x);
+    return seen_;
+  }
+  int Pid() { return getpid(); }
+  bool RestartedAtCreation() { return restarted_; }
+  bool RestartedNow() { return ray::WasCurrentActorRestarted(); }
+  int SlowAdd(int x) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return Add(x);
+  }
+  int Exit() {
+    ray::ExitActor();
+    return 0;
+  }
+  int Throw(int x) { throw std::runtime_error("bad value " + std::to_string(x)); }
+  // Calls another actor through a handle it received.
+  int AddThrough(ray::ActorHandle<Counter> other, int x) { return *other.Task(&Counter::Add).Remote(x).Get(); }
+  // Creates an actor and returns its handle.
+  ray::ActorHandle<Counter> MakeChild(int start) { return ray::Actor(Counter::Create).Remote(start); }
+  std::string Namespace() { return ray::GetNamespace(); }
+  int NotRegistered() { return 0; }
+
+ private:
+  int count_;
+  bool restarted_;
+  std::vector<int> seen_;
+};
+
+// Meets `n` concurrent callers (needs max_concurrency >= n).
+class Latch {
+ public:
+  static Latch* Create(int n) { return new Latch(n); }
+  explicit Latch(int n) : left_(n) {}
+  std::string Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (--left_ == 0) cv_.notify_all();
+    bool met = cv_.wait_for(lock, std::chrono::seconds(20), [&] { return left_ <= 0; });
+    return met ? "met" : "timed out";
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int left_;
+};
+
+int Double(int x) { return 2 * x; }
+int CallCounter(ray::ActorHandle<Counter> counter, int x) { return *counter.Task(&Counter::Add).Remote(x).Get(); }
+
+RAY_REMOTE(Counter::Create, Counter::CreateThrowing, &Counter::Add, &Counter::Get, &Counter::Record, &Counter::Pid,
+           &Counter::RestartedAtCreation, &Counter::RestartedNow, &Counter::SlowAdd, &Counter::Exit, &Counter::Throw,
+           &Counter::AddThrough, &Counter::MakeChild, &Counter::Namespace);
+RAY_REMOTE(Latch::Create, &Latch::Arrive);
+RAY_REMOTE(Double, CallCounter);
+
+bool ProcessAlive(int pid) { return kill(pid, 0) == 0; }
+
+class ApiActorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ray::RayConfig config;
+    config.head_args = {"--num-cpus=2", "--object-store-memory=134217728"};
+    ray::Init(config);
+  }
+  static void TearDownTestSuite() { ray::Shutdown(); }
+};
+
+TEST_F(ApiActorTest, CallsRunInOrderAndKeepState) {
+  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(10);
+  EXPECT_FALSE(counter.ID().empty());
+  std::vector<ray::ObjectRef<std::vector<int>>> records;
+  for (int i = 0; i < 200; ++i) records.push_back(counter.Task(&Counter::Record).Remote(i));
+  std::vector<int> expected;
+  for (int i = 0; i < 200; ++i) expected.push_back(i);
+  EXPECT_EQ(*records.back().Get(), expected);
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(5).Get(), 15);
+  EXPECT_EQ(*counter.Task(&Counter::Get).Remote().Get(), 15);
+}
+
+TEST_F(ApiActorTest, ArgumentsByValueAndByRef) {
+  auto start = ray::Task(Double).Remote(21);  // pending when the actor is created
+  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(start);
+  auto x = ray::Task(Double).Remote(4);
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(x).Get(), 50);
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(ray::Put(50)).Get(), 100);
+}
+
+TEST_F(ApiActorTest, HandlesArePassedToTasksAndActorsAndReturned) {
+  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(0);
+  EXPECT_EQ(*ray::Task(CallCounter).Remote(counter, 3).Get(), 3);
+  ray::ActorHandle<Counter> other = ray::Actor(Counter::Create).Remote(100);
+  EXPECT_EQ(*other.Task(&Counter::AddThrough).Remote(counter, 4).Get(), 7);
+  std::shared_ptr<ray::ActorHandle<Counter>> child = counter.Task(&Counter::MakeChild).Remote(1000).Get();
+  EXPECT_EQ(*child->Task(&Counter::Add).Remote(1).Get(), 1001);
+  ray::ActorHandle<Counter> copy = counter;
+  EXPECT_TRUE(copy == counter);
+  EXPECT_FALSE(copy != counter);
+  EXPECT_FALSE(other == counter);
+}
+
+TEST_F(ApiActorTest, AFactoryThatThrowsFailsEveryCall) {
+  auto broken = ray::Actor(Counter::CreateThrowing).Remote(std::string("no start value"));
+  auto call = broken.Task(&Counter::Get).Remote();
+  try {
+    call.Get(20000);
+    FAIL() << "expected RayActorException";
+  } catch (const ray::internal::RayActorException& e) {
+    EXPECT_NE(std::string(e.what()).find("no start value"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(broken.Task(&Counter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
+}
+
+TEST_F(ApiActorTest, MethodExceptionsAreTaskErrorsAndTheActorLivesOn) {
+  auto counter = ray::Actor(Counter::Create).Remote(1);
+  try {
+    counter.Task(&Counter::Throw).Remote(7).Get();
+    FAIL() << "expected RayTaskException";
+  } catch (const ray::internal::RayTaskException& e) {
+    EXPECT_NE(std::string(e.what()).find("bad value 7"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(1).Get(), 2);
+}
+
+TEST_F(ApiActorTest, UnregisteredThingsAreRefusedAtRemote) {
+  auto counter = ray::Actor(Counter::Create).Remote(1);
+  EXPECT_THROW(counter.Task(&Counter::NotRegistered).Remote(), ray::internal::RayFunctionNotFound);
+  ray::ActorHandle<Counter> empty;
+  EXPECT_THROW(empty.Task(&Counter::Get).Remote(), ray::internal::RayException);
+}
+
+TEST_F(ApiActorTest, NamedActorsAreFoundPerNamespace) {
+  auto named = ray::Actor(Counter::Create).SetName("shared-counter").Remote(5);
+  EXPECT_EQ(*named.Task(&Counter::Add).Remote(1).Get(), 6);
+  auto found = ray::GetActor<Counter>("shared-counter");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(*found->Task(&Counter::Add).Remote(1).Get(), 7);
+  EXPECT_FALSE(ray::GetActor<Counter>("no-such-actor"));
+  EXPECT_FALSE(ray::GetActor<Counter>("shared-counter", "another-namespace"));
+  EXPECT_THROW(ray::GetActor<Counter>(""), ray::internal::RayException);
+  // The name is taken in this namespace, free in another.
+  EXPECT_THROW(ray::Actor(Counter::Create).SetName("shared-counter").Remote(0), ray::internal::RayException);
+  auto elsewhere = ray::Actor(Counter::Create).SetName("shared-counter", "another-namespace").Remote(50);
+  auto found_elsewhere = ray::GetActor<Counter>("shared-counter", "another-namespace");
+  ASSERT_TRUE(found_elsewhere);
+  EXPECT_EQ(*found_elsewhere->Task(&Counter::Get).Remote().Get(), 50);
+  // Tasks and actors see the driver's namespace.
+  EXPECT_EQ(*named.Task(&Counter::Namespace).Remote().Get(), ray::GetNamespace());
+  EXPECT_FALSE(ray::GetNamespace().empty());
+  named.Kill();
+  elsewhere.Kill();
+  EXPECT_TRUE(manta::testing::WaitFor([] { return !ray::GetActor<Counter>("shared-counter"); }, 10000));
+}
+
+TEST_F(ApiActorTest, KillMakesEveryLaterCallFail) {
+  auto counter = ray::Actor(Counter::Create).Remote(0);
+  int pid = *counter.Task(&Counter::Pid).Remote().Get();
+  counter.Kill();
+  try {
+    counter.Task(&Counter::Add).Remote(1).Get(20000);
+    FAIL() << "expected RayActorException";
+  } catch (const ray::internal::RayActorException& e) {
+    EXPECT_NE(std::string(e.what()).find("Kill"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(pid); }, 10000));
+}
+
+TEST_F(ApiActorTest, KillWithoutNoRestartRestartsTheActor) {
+  auto counter = ray::Actor(Counter::Create).SetMaxRestarts(1).Remote(0);
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(5).Get(), 5);
+  EXPECT_FALSE(*counter.Task(&Counter::RestartedAtCreation).Remote().Get());
+  int pid = *counter.Task(&Counter::Pid).Remote().Get();
+  counter.Kill(false);
+  // Calls made after the restart reach the new instance (its state starts over).
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(1).Get(20000), 1);
+  EXPECT_NE(*counter.Task(&Counter::Pid).Remote().Get(), pid);
+  EXPECT_TRUE(*counter.Task(&Counter::RestartedAtCreation).Remote().Get());
+  EXPECT_TRUE(*counter.Task(&Counter::RestartedNow).Remote().Get());
+  counter.Kill(false);  // no restarts left: dead
+  EXPECT_THROW(counter.Task(&Counter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
+}
+
+TEST_F(ApiActorTest, AKilledProcessRestartsAndCallsInFlightFail) {
+  auto counter = ray::Actor(Counter::Create).SetMaxRestarts(-1).Remote(0);
+  int pid = *counter.Task(&Counter::Pid).Remote().Get();
+  auto in_flight = counter.Task(&Counter::SlowAdd).Remote(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the call start
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_THROW(in_flight.Get(20000), ray::internal::RayActorException);
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(2).Get(20000), 2);
+  EXPECT_TRUE(*counter.Task(&Counter::RestartedNow).Remote().Get());
+}
+
+TEST_F(ApiActorTest, ExitActorEndsItWithoutRestart) {
+  auto counter = ray::Actor(Counter::Create).SetMaxRestarts(3).Remote(0);
+  int pid = *counter.Task(&Counter::Pid).Remote().Get();
+  auto exit = counter.Task(&Counter::Exit).Remote();
+  EXPECT_THROW(exit.Get(20000), ray::internal::RayActorException);
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(pid); }, 10000));
+  try {
+    counter.Task(&Counter::Add).Remote(1).Get(20000);
+    FAIL() << "expected RayActorException";
+  } catch (const ray::internal::RayActorException& e) {
+    EXPECT_NE(std::string(e.what()).find("ExitActor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ray::ExitActor(), ray::internal::RayException);  // not in an actor
+}
+
+TEST_F(ApiActorTest, AThreadedActorRunsCallsAtOnce) {
+  auto latch = ray::Actor(Latch::Create).SetMaxConcurrency(4).Remote(4);
+  std::vector<ray::ObjectRef<std::string>> arrivals;
+  for (int i = 0; i < 4; ++i) arrivals.push_back(latch.Task(&Latch::Arrive).Remote());
+  for (auto& arrival : arrivals) EXPECT_EQ(*arrival.Get(30000), "met");
+}
+
+TEST_F(ApiActorTest, AnActorOutOfScopeExits) {
+  int pid = 0;
+  {
+    auto counter = ray::Actor(Counter::Create).Remote(0);
+    pid = *counter.Task(&Counter::Pid).Remote().Get();
+    EXPECT_TRUE(ProcessAlive(pid));
+  }
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(pid); }, 10000));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
