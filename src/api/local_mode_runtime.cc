@@ -201,6 +201,8 @@ void LocalModeRuntime::PumpActorLocked(Actor& actor) {
     ++actor.running;
     EnqueueLocked(std::move(front));
     if (creation) return;  // calls wait until the factory returned
+    // A threaded actor's calls may wait for each other: each gets a thread.
+    if (actor.max_concurrency > 1 && queue_.size() > idle_threads_) StartThreadLocked();
   }
 }
 

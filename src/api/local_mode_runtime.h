@@ -17,7 +17,8 @@
 //
 // Actors live in this process too: an instance made by the registered factory, with
 // a queue of calls run in submission order on the pool, one at a time (or up to
-// max_concurrency at once), never before the factory returned. Names are unique per
+// max_concurrency at once, the pool growing so that each has a thread), never
+// before the factory returned. Names are unique per
 // namespace; Kill, Kill(false) with restarts (the factory runs again),
 // ray::ExitActor(), WasCurrentActorRestarted and handles going out of scope behave as
 // on a cluster; resources and lifetimes are accepted and have no effect here.

@@ -1,0 +1,145 @@
+// Actors in local mode (everything in this process): creation, ordered calls with
+// values and refs, handles passed to tasks, names and namespaces, kill, restart,
+// ExitActor, factories that throw, threaded actors, out of scope.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ray/api.h"
+#include "src/api/local_mode_runtime.h"
+#include "tests/test_util/test_util.h"
+
+namespace {
+
+std::atomic<int> g_live_counters{0};
+
+class Counter {
+ public:
+  explicit Counter(int start) : count_(start), restarted_(ray::WasCurrentActorRestarted()) { ++g_live_counters; }
+  ~Counter() { --g_live_counters; }
+  static Counter* Create(int start) { return new Counter(start); }
+  static Counter* Broken() { throw std::invalid_argument("cannot build a counter here"); }
+  int Add(int x) {
+    count_ += x;
+    return count_;
+  }
+  std::vector<int> Record(int x) {
+    seen_.push_back(x);
+    return seen_;
+  }
+  bool RestartedAtCreation() const { return restarted_; }
+  int Exit() {
+    ray::ExitActor();
+    return 0;
+  }
+  std::string Namespace() { return ray::GetNamespace(); }
+
+ private:
+  int count_;
+  bool restarted_;
+  std::vector<int> seen_;
+};
+
+class Latch {
+ public:
+  static Latch* Create(int n) { return new Latch(n); }
+  explicit Latch(int n) : left_(n) {}
+  std::string Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (--left_ == 0) cv_.notify_all();
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return left_ <= 0; }) ? "met" : "timed out";
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int left_;
+};
+
+int Ten() { return 10; }
+int AddThrough(ray::ActorHandle<Counter> counter, int x) { return *counter.Task(&Counter::Add).Remote(x).Get(); }
+
+RAY_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Record, &Counter::RestartedAtCreation,
+           &Counter::Exit, &Counter::Namespace, Latch::Create, &Latch::Arrive, Ten, AddThrough);
+
+class LocalModeActorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ray::RayConfig config;
+    config.local_mode = true;
+    config.ray_namespace = "local-ns";
+    ray::Init(config);
+  }
+  void TearDown() override { ray::Shutdown(); }
+  static ray::internal::LocalModeRuntime& Runtime() {
+    return *dynamic_cast<ray::internal::LocalModeRuntime*>(ray::internal::GetRayRuntime());
+  }
+};
+
+TEST_F(LocalModeActorTest, CallsRunInOrderWithValuesAndRefs) {
+  auto counter = ray::Actor(Counter::Create).Remote(ray::Task(Ten).Remote());
+  std::vector<ray::ObjectRef<std::vector<int>>> records;
+  for (int i = 0; i < 100; ++i) records.push_back(counter.Task(&Counter::Record).Remote(i));
+  EXPECT_EQ(records.back().Get()->size(), 100u);
+  EXPECT_EQ((*records.back().Get())[42], 42);
+  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(ray::Task(Ten).Remote()).Get(), 20);
+  EXPECT_EQ(*ray::Task(AddThrough).Remote(counter, 5).Get(), 25);
+  EXPECT_EQ(*counter.Task(&Counter::Namespace).Remote().Get(), "local-ns");
+  EXPECT_EQ(ray::GetNamespace(), "local-ns");
+}
+
+TEST_F(LocalModeActorTest, NamesKillRestartAndExit) {
+  auto named = ray::Actor(Counter::Create).SetName("c").SetMaxRestarts(1).Remote(1);
+  EXPECT_THROW(ray::Actor(Counter::Create).SetName("c").Remote(0), ray::internal::RayException);
+  auto found = ray::GetActor<Counter>("c");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(*found->Task(&Counter::Add).Remote(1).Get(), 2);
+  EXPECT_FALSE(ray::GetActor<Counter>("c", "other-ns"));
+  named.Kill(false);  // restarts: the factory runs again
+  EXPECT_EQ(*named.Task(&Counter::Add).Remote(1).Get(), 2);
+  EXPECT_TRUE(*named.Task(&Counter::RestartedAtCreation).Remote().Get());
+  named.Kill();
+  EXPECT_THROW(named.Task(&Counter::Add).Remote(1).Get(), ray::internal::RayActorException);
+  EXPECT_FALSE(ray::GetActor<Counter>("c"));
+
+  auto exiting = ray::Actor(Counter::Create).SetMaxRestarts(5).Remote(0);
+  EXPECT_THROW(exiting.Task(&Counter::Exit).Remote().Get(), ray::internal::RayActorException);
+  EXPECT_THROW(exiting.Task(&Counter::Add).Remote(1).Get(), ray::internal::RayActorException);
+  EXPECT_THROW(ray::ExitActor(), ray::internal::RayException);
+}
+
+TEST_F(LocalModeActorTest, AFactoryThatThrowsFailsEveryCall) {
+  auto broken = ray::Actor(Counter::Broken).Remote();
+  try {
+    broken.Task(&Counter::Add).Remote(1).Get();
+    FAIL() << "expected RayActorException";
+  } catch (const ray::internal::RayActorException& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot build a counter here"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(LocalModeActorTest, AThreadedActorRunsCallsAtOnce) {
+  auto latch = ray::Actor(Latch::Create).SetMaxConcurrency(3).Remote(3);
+  std::vector<ray::ObjectRef<std::string>> arrivals;
+  for (int i = 0; i < 3; ++i) arrivals.push_back(latch.Task(&Latch::Arrive).Remote());
+  for (auto& arrival : arrivals) EXPECT_EQ(*arrival.Get(), "met");
+}
+
+TEST_F(LocalModeActorTest, AnUnnamedActorGoesWithItsLastHandle) {
+  {
+    auto counter = ray::Actor(Counter::Create).Remote(0);
+    auto copy = counter;
+    EXPECT_EQ(*copy.Task(&Counter::Add).Remote(1).Get(), 1);
+    EXPECT_GE(g_live_counters.load(), 1);
+  }
+  EXPECT_TRUE(manta::testing::WaitFor([] { return g_live_counters.load() == 0; }, 5000));
+  EXPECT_EQ(Runtime().NumObjects(), 0u);
+}
+
+}  // namespace
