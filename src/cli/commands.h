@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "protos/gcs.pb.h"
+
 namespace manta::cli {
 
 struct StartOptions {
@@ -28,5 +31,13 @@ int RunStart(const StartOptions& options);
 // recorded is left running, when it returns 0 without stopping anything).
 int RunStop(bool force, int after_pid = 0);
 int RunStatus(const std::string& address, bool json);
+// `manta list actors`: one line (or JSON object) per actor.
+int RunListActors(const std::string& address, bool json);
+
+// Shared by the commands that ask the GCS (status_command.cc): the --address flag,
+// else RAY_ADDRESS, else the head started on this machine.
+absl::StatusOr<std::string> ResolveGcsAddress(const std::string& address_flag);
+absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address);
+const char* ActorStateName(rpc::ActorTableData::ActorState state);
 
 }  // namespace manta::cli

@@ -41,6 +41,14 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--address", status_address, "GCS host:port (default: the head started here)");
   status_cmd->add_flag("--json", status_json, "machine-readable output");
 
+  std::string list_address;
+  bool list_json = false;
+  CLI::App* list_cmd = app.add_subcommand("list", "list objects of a cluster (actors)");
+  CLI::App* list_actors_cmd = list_cmd->add_subcommand("actors", "every actor: id, class, name, state, node, pid");
+  list_cmd->require_subcommand(1);
+  list_actors_cmd->add_option("--address", list_address, "GCS host:port (default: the head started here)");
+  list_actors_cmd->add_flag("--json", list_json, "machine-readable output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -55,5 +63,6 @@ int main(int argc, char** argv) {
   if (start_cmd->parsed()) return manta::cli::RunStart(start);
   if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_address, status_json);
+  if (list_actors_cmd->parsed()) return manta::cli::RunListActors(list_address, list_json);
   return 2;
 }

@@ -1,5 +1,6 @@
-// `manta status`: alive and dead nodes with total and available resources, and the
-// lease requests waiting at each node that no node can ever satisfy (infeasible).
+// `manta status`: alive and dead nodes with total and available resources, the
+// lease requests waiting at each node that no node can ever satisfy (infeasible),
+// and the number of actors in each state.
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
@@ -35,7 +36,7 @@ std::string Bytes(int64_t n) {
 
 }  // namespace
 
-int RunStatus(const std::string& address_flag, bool json) {
+absl::StatusOr<std::string> ResolveGcsAddress(const std::string& address_flag) {
   std::string address = address_flag;
   if (address.empty()) {
     if (const char* env = std::getenv("RAY_ADDRESS"); env != nullptr && *env != '\0' && std::string(env) != "auto") {
@@ -44,16 +45,49 @@ int RunStatus(const std::string& address_flag, bool json) {
   }
   if (address.empty()) {
     auto latest = LatestHeadAddress();
-    if (!latest.ok()) {
-      std::cerr << "manta status: " << latest.status().message() << std::endl;
-      return 1;
-    }
+    if (!latest.ok()) return latest.status();
     address = *latest;
   }
   if (auto hp = ParseHostPort(address); !hp.ok()) {
-    std::cerr << "manta status: --address: " << hp.status().message() << std::endl;
+    return absl::InvalidArgumentError("--address: " + std::string(hp.status().message()));
+  }
+  return address;
+}
+
+absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address) {
+  auto stub = rpc::ActorInfoGcsService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  rpc::GetAllActorInfoReply reply;
+  grpc::Status s = stub->GetAllActorInfo(&ctx, rpc::GetAllActorInfoRequest(), &reply);
+  if (!s.ok()) return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message());
+  return reply;
+}
+
+const char* ActorStateName(rpc::ActorTableData::ActorState state) {
+  switch (state) {
+    case rpc::ActorTableData::DEPENDENCIES_UNREADY:
+      return "DEPENDENCIES_UNREADY";
+    case rpc::ActorTableData::PENDING_CREATION:
+      return "PENDING_CREATION";
+    case rpc::ActorTableData::ALIVE:
+      return "ALIVE";
+    case rpc::ActorTableData::RESTARTING:
+      return "RESTARTING";
+    case rpc::ActorTableData::DEAD:
+      return "DEAD";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+int RunStatus(const std::string& address_flag, bool json) {
+  auto resolved = ResolveGcsAddress(address_flag);
+  if (!resolved.ok()) {
+    std::cerr << "manta status: " << resolved.status().message() << std::endl;
     return 1;
   }
+  const std::string address = *resolved;
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto stub = rpc::NodeInfoGcsService::NewStub(channel);
   rpc::GetAllNodeInfoReply nodes;
@@ -85,6 +119,11 @@ int RunStatus(const std::string& address_flag, bool json) {
 
   std::string cluster_hex = BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()),
                                        cluster.cluster_id().size());
+  // Actors per state (a GCS without actors, or an error here, shows none).
+  std::map<std::string, int> actor_states;
+  if (auto actors = FetchActors(address); actors.ok()) {
+    for (const auto& actor : actors->actors()) ++actor_states[ActorStateName(actor.state())];
+  }
   if (json) {
     nlohmann::json out;
     out["gcs_address"] = address;
@@ -118,6 +157,7 @@ int RunStatus(const std::string& address_flag, bool json) {
       }
       out["nodes"].push_back(j);
     }
+    out["actors"] = actor_states;
     std::cout << out.dump(2) << std::endl;
     return 0;
   }
@@ -163,7 +203,15 @@ int RunStatus(const std::string& address_flag, bool json) {
   }
   std::cout << "\nCluster resources (alive nodes)\n"
             << "      total:     " << raylet::FormatResources(cluster_total) << "\n"
-            << "      available: " << raylet::FormatResources(cluster_available) << std::endl;
+            << "      available: " << raylet::FormatResources(cluster_available) << "\n";
+  std::cout << "\nActors:      ";
+  if (actor_states.empty()) std::cout << "none";
+  bool first = true;
+  for (const auto& [state, n] : actor_states) {
+    std::cout << (first ? "" : ", ") << n << " " << state;
+    first = false;
+  }
+  std::cout << std::endl;
   return 0;
 }
 
