@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   std::cout << "Square(7) = " << *ray::Task(Square).Remote(7).Get() << std::endl;
   std::cout << "worker: " << *ray::Task(WorkerExecutable).Remote().Get() << std::endl;
   std::cout << "raylet: " << *ray::Task(WorkerParentExecutable).Remote().Get() << std::endl;
+  ray::ActorHandle<Total> total = ray::Actor(Total::Create).Remote(10);
+  total.Task(&Total::Add).Remote(5);
+  std::cout << "actor total: " << *total.Task(&Total::Add).Remote(7).Get() << std::endl;
   ray::Shutdown();
   return 0;
 }

@@ -13,4 +13,7 @@ std::string WorkerParentExecutable() {
   return std::filesystem::read_symlink("/proc/" + std::to_string(getppid()) + "/exe").string();
 }
 
-RAY_REMOTE(Square, WorkerExecutable, WorkerParentExecutable);
+Total* Total::Create(int start) { return new Total(start); }
+int Total::Add(int x) { return total_ += x; }
+
+RAY_REMOTE(Square, WorkerExecutable, WorkerParentExecutable, Total::Create, &Total::Add);

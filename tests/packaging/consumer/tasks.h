@@ -8,3 +8,14 @@ int Square(int x);
 std::string WorkerExecutable();
 // The executable of the process that started this worker: its raylet.
 std::string WorkerParentExecutable();
+
+// An actor: a running total.
+class Total {
+ public:
+  static Total* Create(int start);
+  explicit Total(int start) : total_(start) {}
+  int Add(int x);
+
+ private:
+  int total_;
+};
