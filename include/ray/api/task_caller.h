@@ -51,8 +51,8 @@ template <size_t Position, typename Param, typename Arg>
 struct CheckArgument {
   static constexpr bool kOk = ArgumentMatches<Param, Arg>();
   static_assert(kOk,
-                "ray::Task(f).Remote(args...): an argument does not match f's parameter type "
-                "(see CheckArgument<position, parameter type, argument type> in the notes): "
+                "Remote(args...): an argument does not match the parameter type of the function, "
+                "factory or method (see CheckArgument<position, parameter type, argument type> in the notes): "
                 "pass a value convertible to the parameter type, an ObjectRef of the parameter "
                 "type, or, for a parameter declared ObjectRef<T>, an ObjectRef<T>");
 };
