@@ -349,6 +349,12 @@ void CoreWorker::Shutdown() {
     }
   }
   if (loop_thread_.joinable()) CancelRpcsAndDrain(2000);
+  // Calls held by our server (owners waiting for us to drop borrowed refs, borrowers
+  // waiting for values) are answered now: the server cannot stop before they are.
+  if (reference_counter_) reference_counter_->AnswerWaitersAtShutdown();
+  memory_store_.ResolveAllAsyncWaiters([](const ObjectID& id) {
+    return MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " is shutting down");
+  });
   if (server_) server_->Shutdown(100);
   loop_.Stop();
   if (loop_thread_.joinable()) loop_thread_.join();

@@ -109,6 +109,18 @@ void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value)
   for (auto& cb : callbacks) cb(value);
 }
 
+void MemoryStore::ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(const ObjectID&)>& value) {
+  absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    waiters.swap(async_waiters_);
+  }
+  for (auto& [id, callbacks] : waiters) {
+    StoredObjectPtr v = value(id);
+    for (auto& cb : callbacks) cb(v);
+  }
+}
+
 size_t MemoryStore::Size() const {
   absl::MutexLock lock(&mu_);
   return objects_.size();

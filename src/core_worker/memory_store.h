@@ -74,6 +74,8 @@ class MemoryStore {
   // object freed before its value came: nobody else will be told). Blocked Gets
   // keep waiting.
   void ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value);
+  // Runs every pending GetAsync callback with `value(id)` (shutdown).
+  void ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(const ObjectID&)>& value);
   size_t Size() const;
 
  private:

@@ -294,6 +294,18 @@ void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply rep
   if (reply) reply({});
 }
 
+void ReferenceCounter::AnswerWaitersAtShutdown() {
+  std::vector<WaitReply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, entry] : objects_) {
+      for (WaitReply& reply : entry.wait_replies) replies.push_back(std::move(reply));
+      entry.wait_replies.clear();
+    }
+  }
+  for (WaitReply& reply : replies) reply({});
+}
+
 void ReferenceCounter::HandleOwnerDied(const Address& owner) {
   absl::MutexLock lock(&mu_);
   size_t marked = 0;

@@ -177,6 +177,10 @@ class ReferenceCounter {
   void HandleWaitForRefRemoved(const ObjectID& id, WaitReply reply, std::optional<ObjectID> contained_in = std::nullopt,
                                std::optional<Address> owner = std::nullopt);
 
+  // This process is going away: every pending HandleWaitForRefRemoved reply is sent
+  // now (a process that exits holds nothing), so no owner waits on us for ever.
+  void AnswerWaitersAtShutdown();
+
   // The owner `owner` died: GetOwnerStatus of its objects returns Unavailable.
   // Matched by worker id.
   void HandleOwnerDied(const Address& owner);

@@ -360,6 +360,22 @@ TEST_F(ReferenceCounterTest, BorrowerRepliesImmediatelyWhenAlreadyZero) {
   EXPECT_EQ(rc_.NumObjects(), 0u);
 }
 
+TEST_F(ReferenceCounterTest, BorrowerAnswersEveryWaitingOwnerAtShutdown) {
+  // A process that exits holds nothing: owners waiting on it are answered, and its
+  // server can stop.
+  ObjectID a = Borrowed(MakeAddress(4000));
+  ObjectID b = Borrowed(MakeAddress(4001));
+  rc_.AddLocalReference(a);
+  rc_.AddLocalReference(b);
+  int replies = 0;
+  for (const ObjectID& id : {a, b}) rc_.HandleWaitForRefRemoved(id, [&](std::vector<BorrowedRef>) { replies++; });
+  EXPECT_EQ(replies, 0);
+  rc_.AnswerWaitersAtShutdown();
+  EXPECT_EQ(replies, 2);
+  rc_.AnswerWaitersAtShutdown();  // once only
+  EXPECT_EQ(replies, 2);
+}
+
 TEST_F(ReferenceCounterTest, BorrowerRepliesWhenLastLocalRefDrops) {
   Address owner = MakeAddress(4000);
   ObjectID id = Borrowed(owner);
