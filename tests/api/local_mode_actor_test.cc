@@ -142,4 +142,17 @@ TEST_F(LocalModeActorTest, AnUnnamedActorGoesWithItsLastHandle) {
   EXPECT_EQ(Runtime().NumObjects(), 0u);
 }
 
+TEST(LocalModeActorLifecycleTest, HandlesUsedAfterShutdownThrowAndAreInert) {
+  ray::RayConfig config;
+  config.local_mode = true;
+  ray::Init(config);
+  auto counter = ray::Actor(Counter::Create).Remote(0);
+  auto copy = counter;
+  ray::Shutdown();
+  EXPECT_THROW(counter.Task(&Counter::Add).Remote(1), ray::internal::RayException);
+  EXPECT_THROW(counter.Kill(), ray::internal::RayException);
+  EXPECT_THROW(ray::GetActor<Counter>("x"), ray::internal::RayException);
+  EXPECT_THROW(ray::Actor(Counter::Create).Remote(0), ray::internal::RayException);
+}  // handles destroyed after Shutdown: nothing happens
+
 }  // namespace

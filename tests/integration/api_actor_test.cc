@@ -228,6 +228,30 @@ TEST_F(ApiActorTest, AKilledProcessRestartsAndCallsInFlightFail) {
   EXPECT_TRUE(*counter.Task(&Counter::RestartedNow).Remote().Get());
 }
 
+TEST_F(ApiActorTest, KillDuringABurstOfCallsNeverHangs) {
+  auto counter = ray::Actor(Counter::Create).Remote(0);
+  counter.Task(&Counter::Add).Remote(0).Get();
+  std::vector<ray::ObjectRef<int>> burst;
+  for (int i = 0; i < 2000; ++i) burst.push_back(counter.Task(&Counter::Add).Remote(1));
+  counter.Kill();
+  // Every call either ran (its value counts the calls before it, in order) or failed
+  // with RayActorException; none stays pending.
+  int ran = 0, failed = 0, last = 0;
+  for (auto& call : burst) {
+    try {
+      int value = *call.Get(20000);
+      EXPECT_EQ(value, last + 1);
+      last = value;
+      ++ran;
+    } catch (const ray::internal::RayActorException&) {
+      ++failed;
+    }
+  }
+  EXPECT_EQ(ran + failed, 2000);
+  EXPECT_GT(failed, 0);
+  EXPECT_THROW(counter.Task(&Counter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
+}
+
 TEST_F(ApiActorTest, ExitActorEndsItWithoutRestart) {
   auto counter = ray::Actor(Counter::Create).SetMaxRestarts(3).Remote(0);
   int pid = *counter.Task(&Counter::Pid).Remote().Get();

@@ -129,7 +129,7 @@ TEST_F(ApiClusterTest, BorrowerGetThrowsWhenTheOwnerDied) {
   try {
     holder.ref.Get();
     FAIL() << "expected the owner's death to surface";
-  } catch (const ray::internal::RayException& e) {
+  } catch (const ray::internal::UnreconstructableException& e) {  // what Ray throws there
     std::string what = e.what();
     EXPECT_NE(what.find("owner"), std::string::npos) << what;
     EXPECT_NE(what.find("died"), std::string::npos) << what;
