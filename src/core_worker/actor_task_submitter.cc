@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "src/core_worker/common.h"
+#include "src/core_worker/push_batch.h"
 
 namespace manta::core {
 
@@ -39,8 +40,7 @@ struct ActorTaskSubmitter::Actor {
 struct ActorTaskSubmitter::Push {
   ActorID actor_id;
   std::string worker_id;  // the incarnation it went to
-  std::vector<std::pair<TaskID, int>> tasks;
-  int64_t answered = 0;
+  std::shared_ptr<PushProgress> progress;
 };
 
 ActorTaskSubmitter::ActorTaskSubmitter(EventLoop& loop, ActorSubmitterOptions options, TaskChannelPool& channels,
@@ -116,38 +116,25 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
   if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
   const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);
   while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.has_value()) {
-    rpc::PushTaskRequest request;
-    request.set_intended_worker_id(actor.worker_id);
-    auto push = std::make_shared<Push>();
-    push->actor_id = actor_id;
-    push->worker_id = actor.worker_id;
-    int64_t bytes = 0;
-    while (!actor.queue.empty() && actor.queue.begin()->second.has_value() &&
-           static_cast<int64_t>(push->tasks.size()) < options_.max_tasks_per_push) {
+    PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
+    while (!actor.queue.empty() && actor.queue.begin()->second.has_value()) {
       rpc::TaskSpec& spec = *actor.queue.begin()->second;
-      const int64_t size = static_cast<int64_t>(spec.ByteSizeLong());
-      if (size > options_.max_push_bytes) {
-        rpc::ErrorInfo error;
-        error.set_type(rpc::TASK_CANCELLED);
-        error.set_message("call " + spec.function_name() + " of " + actor.describe + " is " + std::to_string(size) +
-                          " bytes with its inline arguments, over the limit of " +
-                          std::to_string(options_.max_push_bytes) + " for one push");
+      PushBatch::Added added = batch.TryAdd(spec);
+      if (added == PushBatch::Added::kFull) break;
+      if (added == PushBatch::Added::kTooBig) {
+        rpc::ErrorInfo error =
+            TooBigForAPush(spec, "call " + spec.function_name() + " of " + actor.describe, options_.max_push_bytes);
         TaskID task_id = TaskID::FromBinary(spec.task_id());
         later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
-        actor.queue.erase(actor.queue.begin());
-        continue;
       }
-      if (!push->tasks.empty() && bytes + size > options_.max_push_bytes) break;
-      bytes += size;
-      push->tasks.emplace_back(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
-      request.add_tasks()->Swap(&spec);
       actor.queue.erase(actor.queue.begin());
     }
-    if (push->tasks.empty()) continue;
-    actor.in_flight += static_cast<int64_t>(push->tasks.size());
+    if (batch.empty()) continue;
+    auto push = std::make_shared<Push>(Push{actor_id, actor.worker_id, batch.progress()});
+    actor.in_flight += batch.size();
     std::weak_ptr<bool> alive = alive_;
-    actor.channel->Push(std::move(request), [this, alive, push](const absl::Status& status,
-                                                                rpc::PushTaskReply&& reply) {
+    actor.channel->Push(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
+                                                                 rpc::PushTaskReply&& reply) {
       if (alive.expired()) return;
       if (status.ok()) {
         for (const rpc::TaskResult& result : reply.results()) task_manager_.CompletePendingTask(result);
@@ -164,24 +151,20 @@ void ActorTaskSubmitter::OnPushProgress(const std::shared_ptr<Push>& push, const
     absl::MutexLock lock(&mu_);
     Actor& actor = GetActor(push->actor_id);
     const bool current = push->worker_id == actor.worker_id && !actor.broken;
-    const int64_t unanswered = static_cast<int64_t>(push->tasks.size()) - push->answered;
     if (status.ok()) {
-      const int64_t n = std::min<int64_t>(reply.results_size(), unanswered);
-      push->answered += n;
-      if (current) actor.in_flight -= n;
-      if (reply.done() && push->answered < static_cast<int64_t>(push->tasks.size())) {
-        if (current) actor.in_flight -= static_cast<int64_t>(push->tasks.size()) - push->answered;
-        // Every result comes before the last reply: a call still pending got none.
-        for (const auto& [task_id, attempt] : push->tasks) {
-          later.push_back([this, task_id = task_id, attempt = attempt, describe = actor.describe] {
-            task_manager_.RetryOrFailTask(task_id, attempt, rpc::ACTOR_DIED,
-                                          describe + " answered without the call's result");
-          });
-        }
+      std::vector<PushProgress::Task> without_result;
+      const int64_t n = push->progress->OnReply(reply, &without_result);
+      if (current) actor.in_flight -= n + static_cast<int64_t>(without_result.size());
+      // Every result comes before the last reply: a call still pending got none.
+      for (const PushProgress::Task& task : without_result) {
+        later.push_back([this, task, describe = actor.describe] {
+          task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::ACTOR_DIED,
+                                        describe + " answered without the call's result");
+        });
       }
     } else {
-      for (size_t i = static_cast<size_t>(push->answered); i < push->tasks.size(); ++i) {
-        actor.lost.push_back({push->tasks[i].first, push->tasks[i].second, std::string(status.message())});
+      for (const PushProgress::Task& task : push->progress->TakeUnanswered()) {
+        actor.lost.push_back({task.task_id, task.attempt, std::string(status.message())});
       }
       if (current) {
         LOG(WARNING) << "calls to " << actor.describe << " failed: " << status

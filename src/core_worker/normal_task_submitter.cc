@@ -98,7 +98,7 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idl
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) break;
-    PushBatch(*best, state, later);
+    SendBatch(*best, state, later);
   }
   // One lease request per queued task beyond what the leases in flight can absorb,
   // capped: most tasks are short and a lease is reused for many of them.
@@ -195,42 +195,29 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
   Run(later);
 }
 
-void NormalTaskSubmitter::PushBatch(Lease& lease, KeyState& state, Deferred* later) {
+void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* later) {
   int64_t room = PipelineDepth(state) - lease.in_flight;
   int64_t n = std::min<int64_t>({room, options_.max_tasks_per_push, static_cast<int64_t>(state.queue.size())});
   if (n <= 0) return;
-  rpc::PushTaskRequest request;
-  request.set_intended_worker_id(lease.worker.worker_id());
-  auto push = std::make_shared<PushState>();
-  push->lease_id = lease.lease_id;
-  push->tasks.reserve(n);
-  int64_t bytes = 0;
-  while (static_cast<int64_t>(push->tasks.size()) < n && !state.queue.empty()) {
+  PushBatch batch(lease.worker.worker_id(), n, options_.max_push_bytes);
+  while (!state.queue.empty()) {
     rpc::TaskSpec& spec = state.queue.front();
-    const int64_t size = static_cast<int64_t>(spec.ByteSizeLong());
-    if (size > options_.max_push_bytes) {
+    PushBatch::Added added = batch.TryAdd(spec);
+    if (added == PushBatch::Added::kFull) break;
+    if (added == PushBatch::Added::kTooBig) {
       // Can never be sent: fail it rather than take a worker down with it.
-      rpc::ErrorInfo error;
-      error.set_type(rpc::TASK_CANCELLED);
-      error.set_message("task " + spec.function_name() + " is " + std::to_string(size) +
-                        " bytes with its inline arguments, over the limit of " +
-                        std::to_string(options_.max_push_bytes) + " for one push");
+      rpc::ErrorInfo error = TooBigForAPush(spec, "task " + spec.function_name(), options_.max_push_bytes);
       TaskID task_id = TaskID::FromBinary(spec.task_id());
       later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
-      state.queue.pop_front();
-      continue;
     }
-    if (!push->tasks.empty() && bytes + size > options_.max_push_bytes) break;
-    bytes += size;
-    push->tasks.emplace_back(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
-    request.add_tasks()->Swap(&spec);
     state.queue.pop_front();
   }
-  if (push->tasks.empty()) return;
-  lease.in_flight += static_cast<int64_t>(push->tasks.size());
+  if (batch.empty()) return;
+  auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress()});
+  lease.in_flight += batch.size();
   std::weak_ptr<bool> alive = alive_;
-  lease.channel->Push(std::move(request), [this, alive, push](const absl::Status& status,
-                                                             rpc::PushTaskReply&& reply) {
+  lease.channel->Push(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
+                                                               rpc::PushTaskReply&& reply) {
     // On the thread that read the reply: results go to their waiters right away.
     if (alive.expired()) return;
     if (status.ok()) {
@@ -262,11 +249,10 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
       auto key_it = keys_.find(key);
       if (key_it != keys_.end()) state = &key_it->second;
     }
-    const int64_t unanswered = static_cast<int64_t>(push->tasks.size()) - push->answered;
     if (status.ok()) {
-      const int64_t n = std::min<int64_t>(reply.results_size(), unanswered);
-      push->answered += n;
-      if (lease) lease->in_flight -= n;
+      std::vector<PushProgress::Task> without_result;
+      const int64_t n = push->progress->OnReply(reply, &without_result);
+      if (lease) lease->in_flight -= n + static_cast<int64_t>(without_result.size());
       if (state) {
         for (const rpc::TaskResult& result : reply.results()) {
           double run_us = static_cast<double>(std::max<int64_t>(result.run_us(), 0)) + kTaskOverheadUs;
@@ -274,20 +260,18 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
           avg = avg <= 0 ? run_us : 0.8 * avg + 0.2 * run_us;
         }
       }
-      if (reply.done() && push->answered < static_cast<int64_t>(push->tasks.size())) {
-        if (lease) lease->in_flight -= (unanswered - n);
-        // Every result came before the last reply; a task still pending was
-        // answered without a result, and is retried.
-        for (const auto& [task_id, attempt] : push->tasks) {
-          later.push_back([this, task_id = task_id, attempt = attempt] {
-            task_manager_.RetryOrFailTask(task_id, attempt, rpc::WORKER_DIED,
-                                          "the worker replied without the task's result");
-          });
-        }
+      // Every result comes before the last reply; a task still pending was answered
+      // without a result, and is retried.
+      for (const PushProgress::Task& task : without_result) {
+        later.push_back([this, task] {
+          task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED,
+                                        "the worker replied without the task's result");
+        });
       }
     } else {
+      std::vector<PushProgress::Task> lost = push->progress->TakeUnanswered();
       std::string where = lease ? HostPort(lease->worker) : "a leased worker";
-      LOG(WARNING) << "pushing " << push->tasks.size() << " task(s) to " << where << " failed: " << status;
+      LOG(WARNING) << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
       if (lease) {
         // The connection is no good any more (also when the worker refused the push:
         // it is not the worker the lease was for).
@@ -297,9 +281,9 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
         lease = nullptr;
       }
       std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
-      for (const auto& [task_id, attempt] : push->tasks) {
-        later.push_back([this, task_id = task_id, attempt = attempt, message] {
-          task_manager_.RetryOrFailTask(task_id, attempt, rpc::WORKER_DIED, message);
+      for (const PushProgress::Task& task : lost) {
+        later.push_back([this, task, message] {
+          task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
         });
       }
     }

@@ -31,6 +31,7 @@
 #include "protos/core_worker.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
+#include "src/core_worker/push_batch.h"
 #include "src/core_worker/rpc_clients.h"
 #include "src/core_worker/task_channel.h"
 #include "src/core_worker/task_manager.h"
@@ -87,11 +88,10 @@ class NormalTaskSubmitter {
     // Moving average of the run time the workers report (µs); <= 0: unknown.
     double avg_task_us = 0;
   };
-  // One push in flight: what was sent, and how many results came back so far.
+  // One push in flight: the lease it went to, and how far its replies got.
   struct PushState {
     std::string lease_id;
-    std::vector<std::pair<TaskID, int>> tasks;  // id, attempt
-    int64_t answered = 0;
+    std::shared_ptr<PushProgress> progress;
   };
   // Task-manager calls decided under mu_, made after it is released.
   using Deferred = std::vector<std::function<void()>>;
@@ -105,7 +105,7 @@ class NormalTaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
                     const absl::Status& status, rpc::RequestWorkerLeaseReply&& reply);
-  void PushBatch(Lease& lease, KeyState& state, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendBatch(Lease& lease, KeyState& state, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A reply (or the failure) of a push arrived; its results are already stored.
   void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
                       const rpc::PushTaskReply& reply);
