@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "src/gcs/table_loader.h"
+
 namespace manta::gcs {
 namespace {
 
@@ -25,21 +27,16 @@ GcsActorManager::GcsActorManager(StoreClientInterface& store, GcsPublisher& publ
       job_config_(std::move(job_config)) {}
 
 void GcsActorManager::Initialize(const absl::flat_hash_map<std::string, std::string>& rows) {
+  actors_ = ParseTableRows<ActorID, rpc::ActorTableData>(
+      rows, kActorTable, [](const rpc::ActorTableData& a) -> const std::string& { return a.actor_id(); });
   std::vector<ActorID> to_schedule;
-  for (const auto& [key, value] : rows) {
-    rpc::ActorTableData actor;
-    auto id = ActorID::FromBinaryChecked(key);
-    if (!id.ok() || !actor.ParseFromString(value) || actor.actor_id() != key) {
-      LOG(ERROR) << "skipping malformed actor table entry of " << key.size() << " bytes";
-      continue;
-    }
-    if (IsLive(actor) && !actor.name().empty()) named_[{actor.ray_namespace(), actor.name()}] = *id;
+  for (const auto& [id, actor] : actors_) {
+    if (IsLive(actor) && !actor.name().empty()) named_[{actor.ray_namespace(), actor.name()}] = id;
     if (actor.state() == rpc::ActorTableData::ALIVE) IndexWorker(actor);
     if (actor.state() == rpc::ActorTableData::PENDING_CREATION ||
         actor.state() == rpc::ActorTableData::RESTARTING) {
-      to_schedule.push_back(*id);
+      to_schedule.push_back(id);
     }
-    actors_[*id] = std::move(actor);
   }
   for (const ActorID& id : to_schedule) Schedule(actors_.at(id));
   LOG(INFO) << "actor table loaded: " << actors_.size() << " actors, " << by_worker_.size() << " alive, "

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include "src/gcs/table_loader.h"
+
 namespace manta::gcs {
 
 GcsJobManager::GcsJobManager(StoreClientInterface& store, GcsPublisher& publisher,
@@ -9,15 +11,8 @@ GcsJobManager::GcsJobManager(StoreClientInterface& store, GcsPublisher& publishe
     : store_(store), publisher_(publisher), now_ms_(std::move(now_ms)) {}
 
 void GcsJobManager::Initialize(const absl::flat_hash_map<std::string, std::string>& rows) {
-  for (const auto& [key, value] : rows) {
-    rpc::JobInfo info;
-    auto id = JobID::FromBinaryChecked(key);
-    if (!id.ok() || !info.ParseFromString(value) || info.job_id() != key) {
-      LOG(ERROR) << "skipping malformed job table entry of " << key.size() << " bytes";
-      continue;
-    }
-    jobs_[*id] = info;
-  }
+  jobs_ = ParseTableRows<JobID, rpc::JobInfo>(rows, kJobTable,
+                                              [](const rpc::JobInfo& j) -> const std::string& { return j.job_id(); });
   for (const auto& [id, info] : jobs_) {
     if (!info.is_dead()) continue;
     for (const auto& listener : finished_listeners_) listener(id);

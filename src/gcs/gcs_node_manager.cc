@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include "src/gcs/table_loader.h"
+
 namespace manta::gcs {
 
 GcsNodeManager::GcsNodeManager(StoreClientInterface& store, GcsPublisher& publisher, ClusterID cluster_id,
@@ -13,17 +15,8 @@ GcsNodeManager::GcsNodeManager(StoreClientInterface& store, GcsPublisher& publis
       system_config_(std::move(system_config)) {}
 
 void GcsNodeManager::Initialize(const absl::flat_hash_map<std::string, std::string>& rows) {
-  for (const auto& [key, value] : rows) {
-    rpc::NodeInfo info;
-    auto id = NodeID::FromBinaryChecked(key);
-    // A value that parses but names no (or another) node is as unusable as garbage:
-    // an empty value parses as an ALIVE node with an empty id.
-    if (!id.ok() || !info.ParseFromString(value) || info.node_id() != key) {
-      LOG(ERROR) << "skipping malformed node table entry of " << key.size() << " bytes";
-      continue;
-    }
-    nodes_[*id] = info;
-  }
+  nodes_ = ParseTableRows<NodeID, rpc::NodeInfo>(rows, kNodeTable,
+                                                 [](const rpc::NodeInfo& n) -> const std::string& { return n.node_id(); });
   for (const auto& [id, info] : nodes_) {
     if (info.state() == rpc::NodeInfo::ALIVE) {
       for (auto& l : added_listeners_) l(info);

@@ -96,21 +96,25 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     actor_manager_->OnNodeDead(id, info.death_reason());
   });
 
-  store_->AsyncGetAll(kNodeTable, [this, done = std::move(done)](
-                                      absl::StatusOr<absl::flat_hash_map<std::string, std::string>> nodes) mutable {
-    if (!nodes.ok()) return done(Annotate(nodes.status(), "loading the node table"));
-    node_manager_->Initialize(*nodes);
-    store_->AsyncGetAll(kJobTable, [this, done = std::move(done)](
-                                       absl::StatusOr<absl::flat_hash_map<std::string, std::string>> jobs) mutable {
-      if (!jobs.ok()) return done(Annotate(jobs.status(), "loading the job table"));
-      job_manager_->Initialize(*jobs);
-      store_->AsyncGetAll(kActorTable, [this, done = std::move(done)](
-                                           absl::StatusOr<absl::flat_hash_map<std::string, std::string>> actors) mutable {
-        if (!actors.ok()) return done(Annotate(actors.status(), "loading the actor table"));
-        actor_manager_->Initialize(*actors);
-        done(absl::OkStatus());
-      });
-    });
+  // Nodes first (the actor scheduler places restarts on them), then jobs (finished
+  // ones end their actors), then actors.
+  auto loaders = std::make_shared<std::vector<TableLoad>>(std::vector<TableLoad>{
+      {kNodeTable, [this](const TableRows& rows) { node_manager_->Initialize(rows); }},
+      {kJobTable, [this](const TableRows& rows) { job_manager_->Initialize(rows); }},
+      {kActorTable, [this](const TableRows& rows) { actor_manager_->Initialize(rows); }},
+  });
+  LoadNext(loaders, 0, std::move(done));
+}
+
+void GcsServer::LoadNext(std::shared_ptr<std::vector<TableLoad>> loads, size_t next,
+                         absl::AnyInvocable<void(absl::Status)> done) {
+  if (next == loads->size()) return done(absl::OkStatus());
+  const std::string table = (*loads)[next].table;
+  store_->AsyncGetAll(table, [this, loads, next, table, done = std::move(done)](
+                                 absl::StatusOr<TableRows> rows) mutable {
+    if (!rows.ok()) return done(Annotate(rows.status(), "loading the " + table + " table"));
+    (*loads)[next].load(*rows);
+    LoadNext(loads, next + 1, std::move(done));
   });
 }
 

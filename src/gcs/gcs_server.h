@@ -6,8 +6,10 @@
 // GcsServer over the same Redis serves the same cluster.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "src/common/config.h"
@@ -67,6 +69,14 @@ class GcsServer {
  private:
   void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
   void LoadTables(absl::AnyInvocable<void(absl::Status)> done);
+  using TableRows = absl::flat_hash_map<std::string, std::string>;
+  struct TableLoad {
+    std::string table;
+    std::function<void(const TableRows&)> load;
+  };
+  // Reads the tables of `loads` from the store one after the other, from `next`.
+  void LoadNext(std::shared_ptr<std::vector<TableLoad>> loads, size_t next,
+                absl::AnyInvocable<void(absl::Status)> done);
   absl::Status StartRpc();
   // Stops the timers and answers held polls: the common start of Stop and StopAsync.
   void StopWork();
