@@ -45,6 +45,7 @@
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
+#include "src/core_worker/actor_call_order.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/normal_task_submitter.h"
@@ -383,7 +384,7 @@ class CoreWorker {
   bool actor_restarted_ ABSL_GUARDED_BY(actors_mu_) = false;
   // A call ran ray::ExitActor(): the worker leaves once the call is answered.
   std::atomic<bool> exit_actor_requested_{false};
-  absl::flat_hash_map<std::string, uint64_t> last_sequence_by_caller_;  // execution thread
+  ActorCallOrder call_order_;  // execution thread
   std::unique_ptr<ActorThreadPool> actor_pool_;
 
   // Worker mode: exit requests and what the execution thread is doing.

@@ -275,7 +275,7 @@ void CoreWorker::BeginActorCreation(const rpc::TaskSpec& spec) {
 
 void CoreWorker::OnActorCreated(const rpc::TaskSpec& spec) {
   const rpc::ActorCreationSpec& creation = spec.actor_creation();
-  last_sequence_by_caller_.clear();
+  call_order_.Reset();
   if (creation.max_concurrency() > 1) actor_pool_ = std::make_unique<ActorThreadPool>(creation.max_concurrency());
   VLOG(1) << "worker " << options_.worker_id.Hex() << " runs actor " << CurrentActorId().Hex()
           << (creation.max_concurrency() > 1 ? " on " + std::to_string(creation.max_concurrency()) + " threads" : "");
@@ -288,15 +288,7 @@ bool CoreWorker::AcceptActorCall(const rpc::TaskSpec& spec, std::string* why) {
     *why = "worker " + options_.worker_id.Hex() + " does not run the actor this call is for";
     return false;
   }
-  // One connection per caller delivers its calls in sequence order; a number seen
-  // before is a call that already ran here.
-  uint64_t& last = last_sequence_by_caller_[call.caller_worker_id()];
-  if (call.sequence_number() <= last) {
-    *why = "call " + std::to_string(call.sequence_number()) + " of this caller already ran on the actor";
-    return false;
-  }
-  last = call.sequence_number();
-  return true;
+  return call_order_.Accept(call.caller_worker_id(), call.sequence_number(), why);
 }
 
 void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,
