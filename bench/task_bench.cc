@@ -11,6 +11,7 @@
 #include <ray/api.h>
 
 #include "bench_cluster.h"
+#include "bench_util.h"
 #include "src/common/process.h"
 
 #include <algorithm>
@@ -27,36 +28,13 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using manta::bench::Best;
+using manta::bench::Clock;
+using manta::bench::Rate;
+using manta::bench::Since;
 
 int SmallValue() { return 0; }
 RAY_REMOTE(SmallValue);
-
-struct Options {
-  double seconds = 2.0;
-  std::set<std::string> only;
-  int clients = 2;
-  std::string client_of;  // internal: run as an extra client of this cluster
-  long client_tasks = 0;
-};
-
-bool Want(const Options& o, const std::string& name) { return o.only.empty() || o.only.count(name) > 0; }
-
-// Repeats `step` (which does `per_step` operations) for about `seconds`; returns ops/s.
-template <typename F>
-double Rate(double seconds, long per_step, F step) {
-  step();  // warm-up: leases, workers, connections
-  long ops = 0;
-  auto t0 = Clock::now();
-  double elapsed = 0;
-  do {
-    step();
-    ops += per_step;
-    elapsed = Since(t0);
-  } while (elapsed < seconds);
-  return ops / elapsed;
-}
 
 double TasksAsync(long n) {
   std::vector<ray::ObjectRef<int>> refs;
@@ -67,12 +45,12 @@ double TasksAsync(long n) {
   return n / Since(t0);
 }
 
-int RunClient(const Options& o) {
+int RunClient(const manta::bench::BenchFlags& o) {
   ray::RayConfig config;
-  config.address = o.client_of;
+  config.address = o.Value("--client-of");
   ray::Init(config);
   TasksAsync(1000);  // warm-up
-  double rate = TasksAsync(o.client_tasks);
+  double rate = TasksAsync(std::stol(o.Value("--client-tasks", "20000")));
   std::printf("%f\n", rate);
   ray::Shutdown();
   return 0;
@@ -84,33 +62,8 @@ int main(int argc, char** argv) {
   // A worker process re-runs main(): let it reach ray::Init (which serves tasks and
   // never returns) before this driver starts a cluster of its own.
   if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const std::string& flag) -> std::string {
-      if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
-      if (a == flag && i + 1 < argc) return argv[++i];
-      return "";
-    };
-    if (auto v = value("--seconds"); !v.empty()) {
-      o.seconds = std::stod(v);
-    } else if (auto v = value("--only"); !v.empty()) {
-      size_t start = 0;
-      while (start <= v.size()) {
-        size_t end = v.find(',', start);
-        if (end == std::string::npos) end = v.size();
-        o.only.insert(v.substr(start, end - start));
-        start = end + 1;
-      }
-    } else if (auto v = value("--clients"); !v.empty()) {
-      o.clients = std::stoi(v);
-    } else if (auto v = value("--client-of"); !v.empty()) {
-      o.client_of = v;
-    } else if (auto v = value("--client-tasks"); !v.empty()) {
-      o.client_tasks = std::stol(v);
-    }
-  }
-  if (!o.client_of.empty()) return RunClient(o);
+  const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
+  if (!o.Value("--client-of").empty()) return RunClient(o);
 
   std::vector<std::pair<std::string, double>> results;
   manta::bench::BenchCluster cluster;
@@ -122,20 +75,14 @@ int main(int argc, char** argv) {
   config.address = cluster.gcs_address();
   ray::Init(config, argc, argv);
 
-  if (Want(o, "single_client_tasks_sync")) {
+  if (o.Want("single_client_tasks_sync")) {
     results.emplace_back("single_client_tasks_sync",
                          Rate(o.seconds, 1, [] { ray::Task(SmallValue).Remote().Get(); }));
   }
-  if (Want(o, "single_client_tasks_async")) {
-    double best = 0;
-    TasksAsync(10000);
-    auto t0 = Clock::now();
-    do {
-      best = std::max(best, TasksAsync(10000));
-    } while (Since(t0) < o.seconds);
-    results.emplace_back("single_client_tasks_async", best);
+  if (o.Want("single_client_tasks_async")) {
+    results.emplace_back("single_client_tasks_async", Best(o.seconds, [] { return TasksAsync(10000); }));
   }
-  if (Want(o, "single_client_tasks_and_get_batch")) {
+  if (o.Want("single_client_tasks_and_get_batch")) {
     // Ray's definition: submit 1000 tasks, get them all; count batches per second.
     results.emplace_back("single_client_tasks_and_get_batch", Rate(o.seconds, 1, [] {
                            std::vector<ray::ObjectRef<int>> refs;
@@ -143,13 +90,13 @@ int main(int argc, char** argv) {
                            ray::Get(refs);
                          }));
   }
-  if (Want(o, "single_client_put_calls_in_memory_store")) {
+  if (o.Want("single_client_put_calls_in_memory_store")) {
     // Small Puts (an int) stay in the owner's memory store (max_direct_put_bytes).
     results.emplace_back("single_client_put_calls_in_memory_store", Rate(o.seconds, 1000, [] {
                            for (int i = 0; i < 1000; ++i) ray::Put(i);
                          }));
   }
-  if (Want(o, "single_client_put_calls_Plasma_Store") || Want(o, "single_client_get_calls_Plasma_Store")) {
+  if (o.Want("single_client_put_calls_Plasma_Store") || o.Want("single_client_get_calls_Plasma_Store")) {
     // As in Ray, small Puts that go to the node's shared-memory store: this driver
     // re-joins with max_direct_put_bytes = 0.
     ray::Shutdown();
@@ -166,7 +113,7 @@ int main(int argc, char** argv) {
     unsetenv("MANTA_max_direct_put_bytes");
     ray::Init(config, argc, argv);
   }
-  if (Want(o, "single_client_put_gigabytes")) {
+  if (o.Want("single_client_put_gigabytes")) {
     const size_t n = size_t{1} << 30;
     std::vector<uint8_t> src(n, 1), dst(n, 0);
     double best_memcpy = 0;
@@ -186,7 +133,7 @@ int main(int argc, char** argv) {
     results.emplace_back("single_client_put_gigabytes", best_put);
     results.emplace_back("put_gigabytes_vs_memcpy", best_put / best_memcpy);
   }
-  if (Want(o, "single_client_wait_1k_refs")) {
+  if (o.Want("single_client_wait_1k_refs")) {
     results.emplace_back("single_client_wait_1k_refs", Rate(o.seconds, 1, [] {
                            std::vector<ray::ObjectRef<int>> not_ready;
                            for (int i = 0; i < 1000; ++i) not_ready.push_back(ray::Task(SmallValue).Remote());
@@ -196,7 +143,7 @@ int main(int argc, char** argv) {
                            }
                          }));
   }
-  if (Want(o, "multi_client_tasks_async")) {
+  if (o.Want("multi_client_tasks_async")) {
     // Extra driver processes of this binary join the cluster and submit at once.
     long per_client = 20000;
     std::vector<std::FILE*> children;
@@ -215,7 +162,7 @@ int main(int argc, char** argv) {
   }
   ray::Shutdown();
 
-  if (Want(o, "init_shutdown_local_cluster_s")) {
+  if (o.Want("init_shutdown_local_cluster_s")) {
     double best = 1e9;
     for (int r = 0; r < 3; ++r) {
       auto t0 = Clock::now();
@@ -227,10 +174,6 @@ int main(int argc, char** argv) {
     results.emplace_back("init_shutdown_local_cluster_s", best);
   }
 
-  std::cout << "{";
-  for (size_t i = 0; i < results.size(); ++i) {
-    std::printf("%s\n  \"%s\": %.6g", i ? "," : "", results[i].first.c_str(), results[i].second);
-  }
-  std::cout << "\n}" << std::endl;
+  manta::bench::PrintJson(results);
   return 0;
 }

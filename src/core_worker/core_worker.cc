@@ -445,31 +445,42 @@ absl::Status CoreWorker::AddArgs(rpc::TaskSpec* spec, std::vector<TaskArgInput>&
   return absl::OkStatus();
 }
 
-absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
-                                                const std::string& name,
-                                                const std::map<std::string, double>& resources, int max_retries) {
-  TaskID parent = CurrentTaskId();
-  TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, NextTaskIndex());
+rpc::TaskSpec CoreWorker::NewTaskSpec(rpc::TaskType type, const TaskID& task_id, const TaskID& parent,
+                                      const std::string& function_name) const {
   rpc::TaskSpec spec;
+  spec.set_type(type);
   spec.set_task_id(task_id.Binary());
   spec.set_job_id(options_.job_id.Binary());
   spec.set_parent_task_id(parent.Binary());
   *spec.mutable_caller_address() = rpc_address_;
   spec.set_function_name(function_name);
   spec.set_num_returns(1);
+  return spec;
+}
+
+ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids) {
+  ObjectID return_id = ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1);
+  reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
+  reference_counter_->AddLocalReference(return_id);
+  reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
+  task_manager_->AddPendingTask(spec, std::move(arg_ids));
+  // On this thread: when a worker (or the actor) has room the task goes to its socket now.
+  ResolveAndSubmit(std::move(spec));
+  return return_id;
+}
+
+absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
+                                                const std::string& name,
+                                                const std::map<std::string, double>& resources, int max_retries) {
+  TaskID parent = CurrentTaskId();
+  TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, NextTaskIndex());
+  rpc::TaskSpec spec = NewTaskSpec(rpc::NORMAL_TASK, task_id, parent, function_name);
   spec.set_max_retries(max_retries < 0 ? static_cast<int>(options_.config.task_max_retries) : max_retries);
   spec.set_name(name);
   for (const auto& [resource, quantity] : resources) (*spec.mutable_required_resources())[resource] = quantity;
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
-  ObjectID return_id = ObjectID::FromIndex(task_id, 1);
-  reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
-  reference_counter_->AddLocalReference(return_id);
-  reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
-  task_manager_->AddPendingTask(spec, std::move(arg_ids));
-  // On this thread: when a leased worker has room the task goes to its socket now.
-  ResolveAndSubmit(std::move(spec));
-  return return_id;
+  return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
 }
 
 void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {

@@ -247,6 +247,12 @@ class CoreWorker {
   // Adds the arguments to `spec`, collecting the ids whose submitted-task references
   // the task holds. INVALID_ARGUMENT for a ref unknown here.
   absl::Status AddArgs(rpc::TaskSpec* spec, std::vector<TaskArgInput>& args, std::vector<ObjectID>* arg_ids);
+  // A spec with the fields every task has (ids, caller, one return).
+  rpc::TaskSpec NewTaskSpec(rpc::TaskType type, const TaskID& task_id, const TaskID& parent,
+                            const std::string& function_name) const;
+  // Records a task (normal or actor call) this process owns the return of, and
+  // submits it; returns the return's id carrying one local reference.
+  ObjectID SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids);
   // A task whose arguments are resolved goes to its submitter (by type).
   void Dispatch(rpc::TaskSpec spec);
   // A task that cannot run because an argument failed with `error`.

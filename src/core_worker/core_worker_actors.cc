@@ -39,14 +39,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
   TaskID parent = CurrentTaskId();
   ActorID actor_id = ActorID::Of(options_.job_id, parent, NextTaskIndex());
   TaskID task_id = TaskID::ForActorCreationTask(actor_id);
-  rpc::TaskSpec spec;
-  spec.set_type(rpc::ACTOR_CREATION_TASK);
-  spec.set_task_id(task_id.Binary());
-  spec.set_job_id(options_.job_id.Binary());
-  spec.set_parent_task_id(parent.Binary());
-  *spec.mutable_caller_address() = rpc_address_;
-  spec.set_function_name(factory_name);
-  spec.set_num_returns(1);
+  rpc::TaskSpec spec = NewTaskSpec(rpc::ACTOR_CREATION_TASK, task_id, parent, factory_name);
   spec.set_name(options.class_name);
   for (const auto& [resource, quantity] : options.resources) (*spec.mutable_required_resources())[resource] = quantity;
   rpc::ActorCreationSpec* creation = spec.mutable_actor_creation();
@@ -183,14 +176,7 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitActorTask(const ActorID& actor_id, co
   FollowActor(actor_id);
   TaskID parent = CurrentTaskId();
   TaskID task_id = TaskID::ForActorTask(actor_id, parent, NextTaskIndex());
-  rpc::TaskSpec spec;
-  spec.set_type(rpc::ACTOR_TASK);
-  spec.set_task_id(task_id.Binary());
-  spec.set_job_id(options_.job_id.Binary());
-  spec.set_parent_task_id(parent.Binary());
-  *spec.mutable_caller_address() = rpc_address_;
-  spec.set_function_name(method_name);
-  spec.set_num_returns(1);
+  rpc::TaskSpec spec = NewTaskSpec(rpc::ACTOR_TASK, task_id, parent, method_name);
   spec.set_max_retries(std::max(0, max_retries));
   spec.set_name(name);
   spec.mutable_actor_task()->set_actor_id(actor_id.Binary());
@@ -200,14 +186,8 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitActorTask(const ActorID& actor_id, co
   // The caller's handle stays counted while the call is pending: the actor is not
   // out of scope before its calls are done.
   if (handle_object && reference_counter_->HasReference(*handle_object)) arg_ids.push_back(*handle_object);
-  actor_submitter_->Enqueue(&spec);
-  ObjectID return_id = ObjectID::FromIndex(task_id, 1);
-  reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
-  reference_counter_->AddLocalReference(return_id);
-  reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
-  task_manager_->AddPendingTask(spec, std::move(arg_ids));
-  ResolveAndSubmit(std::move(spec));
-  return return_id;
+  actor_submitter_->Enqueue(&spec);  // its place in the actor's order, before it can run
+  return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
 }
 
 absl::Status CoreWorker::KillActor(const ActorID& actor_id, bool no_restart) {

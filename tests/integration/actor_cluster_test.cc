@@ -59,16 +59,6 @@ int CountActors(manta::testing::ClusterHarness& harness, const std::string& stat
   return n;
 }
 
-// CPUs available across the alive nodes, per `manta status --json`; -1 if unknown.
-double AvailableCpus(manta::testing::ClusterHarness& harness) {
-  nlohmann::json status = harness.Status();
-  if (!status.contains("nodes")) return -1;
-  double cpus = 0;
-  for (const auto& node : status["nodes"]) {
-    if (node["state"] == "ALIVE") cpus += node["resources_available"].value("CPU", 0.0);
-  }
-  return cpus;
-}
 
 // Starts this binary as another driver of the cluster, in `mode`.
 absl::StatusOr<pid_t> StartChildDriver(const std::string& mode, const std::string& gcs, const std::string& arg = "") {
@@ -141,8 +131,8 @@ TEST_F(ActorClusterTest, ADetachedActorOutlivesItsDriverAndIsFoundFromAnother) {
 }
 
 TEST_F(ActorClusterTest, ActorsDieWithTheirOwnerDriverAndTheirResourcesComeBack) {
-  ASSERT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) >= 3; }, 20000));
-  const double cpus = AvailableCpus(*harness_);
+  ASSERT_TRUE(manta::testing::WaitFor([] { return harness_->AvailableCpus() >= 3; }, 20000));
+  const double cpus = harness_->AvailableCpus();
   const int dead_before = CountActors(*harness_, "DEAD");
   std::string pid_file = harness_->temp_root() + "/owned_actor.pid";
   auto child = StartChildDriver("create-owned", harness_->gcs_address(), pid_file);
@@ -150,27 +140,27 @@ TEST_F(ActorClusterTest, ActorsDieWithTheirOwnerDriverAndTheirResourcesComeBack)
   ASSERT_TRUE(manta::testing::WaitFor([&] { return manta::ReadFile(pid_file).ok(); }, 60000));
   int actor_pid = std::stoi(*manta::ReadFile(pid_file));
   EXPECT_TRUE(ProcessAlive(actor_pid));
-  EXPECT_TRUE(manta::testing::WaitFor([&] { return AvailableCpus(*harness_) == cpus - 1; }, 20000));
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return harness_->AvailableCpus() == cpus - 1; }, 20000));
   ASSERT_TRUE(manta::SignalProcess(*child, SIGKILL).ok());
   manta::WaitForExit(*child, 5000);
   EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(actor_pid); }, 20000));
   EXPECT_TRUE(manta::testing::WaitFor([&] { return CountActors(*harness_, "DEAD") == dead_before + 1; }, 20000));
-  EXPECT_TRUE(manta::testing::WaitFor([&] { return AvailableCpus(*harness_) == cpus; }, 20000))
-      << AvailableCpus(*harness_) << " CPUs available, " << cpus << " before";
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return harness_->AvailableCpus() == cpus; }, 20000))
+      << harness_->AvailableCpus() << " CPUs available, " << cpus << " before";
 }
 
 TEST_F(ActorClusterTest, HandlesGoingOutOfScopeGiveTheResourcesBack) {
-  ASSERT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) >= 3; }, 20000));
-  const double cpus = AvailableCpus(*harness_);
+  ASSERT_TRUE(manta::testing::WaitFor([] { return harness_->AvailableCpus() >= 3; }, 20000));
+  const double cpus = harness_->AvailableCpus();
   std::vector<int> pids;
   {
     std::vector<ray::ActorHandle<KvStore>> actors;
     for (int i = 0; i < 2; ++i) actors.push_back(ray::Actor(KvStore::Create).SetResource("CPU", 1).Remote());
     for (auto& a : actors) pids.push_back(*a.Task(&KvStore::Pid).Remote().Get());
-    EXPECT_TRUE(manta::testing::WaitFor([&] { return AvailableCpus(*harness_) == cpus - 2; }, 20000));
+    EXPECT_TRUE(manta::testing::WaitFor([&] { return harness_->AvailableCpus() == cpus - 2; }, 20000));
   }
   for (int pid : pids) EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(pid); }, 20000));
-  EXPECT_TRUE(manta::testing::WaitFor([&] { return AvailableCpus(*harness_) == cpus; }, 20000));
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return harness_->AvailableCpus() == cpus; }, 20000));
 }
 
 TEST_F(ActorClusterTest, ActorsKeepServingThroughAGcsRestart) {

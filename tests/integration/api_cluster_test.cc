@@ -136,31 +136,21 @@ TEST_F(ApiClusterTest, BorrowerGetThrowsWhenTheOwnerDied) {
   }
 }
 
-// CPUs available across the cluster, per `manta status --json`; -1 if unknown.
-double AvailableCpus(manta::testing::ClusterHarness& harness) {
-  nlohmann::json status = harness.Status();
-  if (!status.contains("nodes")) return -1;
-  double cpus = 0;
-  for (const auto& node : status["nodes"]) {
-    if (node["state"] == "ALIVE") cpus += node["resources_available"].value("CPU", 0.0);
-  }
-  return cpus;
-}
 
 TEST_F(ApiClusterTest, LeasesComeBackWhenTheOwnerDies) {
-  ASSERT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) == 3; }, 20000));
+  ASSERT_TRUE(manta::testing::WaitFor([] { return harness_->AvailableCpus() == 3; }, 20000));
   // Another driver (this binary, in child mode) leases a CPU for a long task, then
   // is killed with SIGKILL: the raylet must return the CPU and stop its worker.
   manta::ProcessOptions child;
   child.argv = {manta::SelfExecutablePath(), "--child-driver=" + harness_->gcs_address()};
   auto pid = manta::StartProcess(child);
   ASSERT_TRUE(pid.ok()) << pid.status();
-  EXPECT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) == 2; }, 20000))
+  EXPECT_TRUE(manta::testing::WaitFor([] { return harness_->AvailableCpus() == 2; }, 20000))
       << "the child's task never took a CPU";
   ASSERT_TRUE(manta::SignalProcess(*pid, SIGKILL).ok());
   manta::WaitForExit(*pid, 5000);
-  EXPECT_TRUE(manta::testing::WaitFor([] { return AvailableCpus(*harness_) == 3; }, 20000))
-      << "the dead owner's lease was not returned: " << AvailableCpus(*harness_) << " CPUs available";
+  EXPECT_TRUE(manta::testing::WaitFor([] { return harness_->AvailableCpus() == 3; }, 20000))
+      << "the dead owner's lease was not returned: " << harness_->AvailableCpus() << " CPUs available";
 }
 
 }  // namespace

@@ -85,6 +85,16 @@ nlohmann::json ClusterHarness::Status() {
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
+double ClusterHarness::AvailableCpus() {
+  nlohmann::json status = Status();
+  if (!status.contains("nodes")) return -1;
+  double cpus = 0;
+  for (const auto& node : status["nodes"]) {
+    if (node["state"] == "ALIVE") cpus += node["resources_available"].value("CPU", 0.0);
+  }
+  return cpus;
+}
+
 int ClusterHarness::CountNodes(const std::string& state) {
   nlohmann::json s = Status();
   int n = 0;

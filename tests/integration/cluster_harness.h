@@ -33,6 +33,8 @@ class ClusterHarness {
   nlohmann::json Status();
   // Number of nodes in `state` ("ALIVE"/"DEAD") per `manta status --json`.
   int CountNodes(const std::string& state);
+  // CPUs available across the alive nodes per `manta status --json`; -1 if unknown.
+  double AvailableCpus();
   // Alive nodes as the GCS lists them, in start order.
   std::vector<rpc::NodeInfo> AliveNodes() const;
 

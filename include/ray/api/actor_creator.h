@@ -102,11 +102,8 @@ class ActorCreator {
     if (name.empty() || FunctionManager::Instance().GetActorFactory(name) == nullptr) {
       throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(key));
     }
-    std::vector<TaskArgument> task_args;
-    task_args.reserve(sizeof...(Args));
-    (task_args.push_back(MakeTaskArgument<std::tuple_element_t<I, typename Traits::Params>>(
-         std::forward<Args>(args), name, I + 1)),
-     ...);
+    std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
+        name, std::index_sequence<I...>{}, std::forward<Args>(args)...);
     ActorCreationOptions options = options_;
     options.class_name = TypeName<ActorType>();
     CreatedActor created = runtime->CreateActor(name, std::move(task_args), options);

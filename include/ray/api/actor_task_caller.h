@@ -95,11 +95,8 @@ class ActorTaskCaller {
     if (actor_id_.empty()) ThrowNilActorHandle("ActorHandle::Task(...).Remote()");
     std::string name = FunctionManager::Instance().GetActorMethodName(KeyOfMemberFunction(method_));
     if (name.empty()) ThrowMethodNotRegistered(TypeName<F>());
-    std::vector<TaskArgument> task_args;
-    task_args.reserve(sizeof...(Args));
-    (task_args.push_back(MakeTaskArgument<std::tuple_element_t<I, typename Traits::Params>>(
-         std::forward<Args>(args), name, I + 1)),
-     ...);
+    std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
+        name, std::index_sequence<I...>{}, std::forward<Args>(args)...);
     std::string id = runtime->SubmitActorTask(actor_id_, handle_object_id_, name, std::move(task_args), options_);
     return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
   }

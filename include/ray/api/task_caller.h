@@ -83,6 +83,19 @@ TaskArgument MakeTaskArgument(Arg&& arg, const std::string& function_name, size_
   return out;
 }
 
+// The TaskArguments of a call whose parameters are `Params` (a std::tuple of the
+// declared types): one per argument, in order.
+template <typename Params, size_t... I, typename... Args>
+std::vector<TaskArgument> MakeTaskArguments(const std::string& function_name, std::index_sequence<I...>,
+                                            Args&&... args) {
+  std::vector<TaskArgument> task_args;
+  task_args.reserve(sizeof...(Args));
+  (task_args.push_back(
+       MakeTaskArgument<std::tuple_element_t<I, Params>>(std::forward<Args>(args), function_name, I + 1)),
+   ...);
+  return task_args;
+}
+
 template <typename F>
 class TaskCaller {
   static_assert(FunctionTraits<F>::kIsFunctionPointer,
@@ -133,11 +146,8 @@ class TaskCaller {
     const FunctionKey key = KeyOfFunction(function_);
     std::string name = FunctionManager::Instance().GetFunctionName(key);
     if (name.empty()) throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(key));
-    std::vector<TaskArgument> task_args;
-    task_args.reserve(sizeof...(Args));
-    (task_args.push_back(MakeTaskArgument<std::tuple_element_t<I, typename Traits::Params>>(
-         std::forward<Args>(args), name, I + 1)),
-     ...);
+    std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
+        name, std::index_sequence<I...>{}, std::forward<Args>(args)...);
     std::string id = runtime->SubmitTask(name, std::move(task_args), options_);
     return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
   }
