@@ -46,6 +46,7 @@
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/actor_call_order.h"
+#include "src/core_worker/core_worker_types.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/normal_task_submitter.h"
@@ -70,74 +71,6 @@ class GcsSubscriber;
 }
 
 namespace manta::core {
-
-struct CoreWorkerOptions {
-  bool is_driver = true;
-  // Worker: from the MANTA_WORKER_* environment. Driver: job id assigned by the GCS.
-  JobID job_id;
-  WorkerID worker_id;
-  int64_t startup_token = -1;
-  std::string node_ip_address = "127.0.0.1";
-  std::string gcs_address;
-  // Driver: empty = find the node's raylet through the GCS (the head, else the
-  // first alive node). Worker: given by its raylet.
-  std::string raylet_address;
-  // Driver: how the raylets start this job's workers.
-  rpc::JobConfig job_config;
-  std::string driver_entrypoint;
-  Config config;
-};
-
-// A readable object value: bytes (in the memory store or mapped from the node's
-// object store, kept alive by `holder`), or an error.
-struct ObjectValue {
-  const char* data = nullptr;
-  size_t size = 0;
-  std::shared_ptr<const void> holder;
-  // Set for error values (the exception to throw); data is then empty.
-  StoredObjectPtr error;
-};
-
-// One argument as the API hands it to SubmitTask.
-struct TaskArgInput {
-  bool by_ref = false;
-  ObjectID ref;                       // by_ref
-  std::string data;                   // by value: serialized bytes
-  std::vector<ObjectID> nested_ids;   // refs serialized inside `data`
-};
-
-// What a task function produced: a serialized value written lazily, or an error.
-struct TaskOutput {
-  size_t size = 0;
-  std::function<void(char* dst)> write;
-  std::vector<ObjectID> contained_ids;
-  bool failed = false;
-  rpc::ErrorInfo error;
-  // An actor's method called ray::ExitActor(): the actor ends after this call.
-  bool exit_actor = false;
-};
-
-// What ray::Actor(factory) asks for (ARCHITECTURE.md §6).
-struct ActorCreationOptions {
-  std::string name;           // empty: unnamed
-  std::string ray_namespace;  // empty: the job's namespace
-  bool detached = false;
-  int max_restarts = 0;  // -1: unlimited
-  int max_concurrency = 1;
-  // Empty: one CPU to place it, none held while it lives.
-  std::map<std::string, double> resources;
-  std::string class_name;
-};
-
-// A new actor: its id, and the object its handles count references on (carrying
-// one local reference for the caller's first handle).
-struct CreatedActor {
-  ActorID actor_id;
-  ObjectID handle_object;
-};
-
-// Runs a task (worker side). Must not throw; user exceptions become `failed`.
-using TaskExecutor = std::function<TaskOutput(const rpc::TaskSpec& spec, const std::vector<ObjectValue>& args)>;
 
 class CoreWorker {
  public:
