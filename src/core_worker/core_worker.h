@@ -2,12 +2,14 @@
 // (ARCHITECTURE.md §1, §4, §5).
 //
 // It owns the process's ownership table (ReferenceCounter), its in-process memory
-// store, its connection to the node's object store, the task manager and normal
-// task submitter, and the CoreWorkerService gRPC server through which owners push
-// tasks and borrowers ask about objects. A driver gets a job id from the GCS and
-// registers with its node's raylet; a worker (started by a raylet) registers with
-// its startup token and then serves pushed tasks on the thread that calls
-// RunTaskExecutionLoop().
+// store, its connection to the node's object store, the task manager, the normal and
+// actor task submitters, the subscriber that follows the actors this process calls
+// (ARCHITECTURE.md §6), and the CoreWorkerService gRPC server through which
+// borrowers ask about objects. A driver gets a job id from the GCS and registers
+// with its node's raylet; a worker (started by a raylet) registers with its startup
+// token and then serves pushed tasks on the thread that calls RunTaskExecutionLoop();
+// when the GCS pushes it an actor's creation task it becomes that actor's process
+// for good.
 //
 // Threading: the public methods are thread-safe and called from user threads. The
 // core worker runs one EventLoop thread of its own (RPC callbacks, lease replies,
@@ -18,7 +20,12 @@
 // a submitting thread pushes to the leased worker's socket itself, the worker's
 // execution thread reads pushes and writes results itself, and a thread waiting in
 // Get/Wait reads the results of this process's tasks itself, busy-polling for
-// task_channel_spin_us before it sleeps.
+// task_channel_spin_us before it sleeps. Actor calls travel the same way, straight
+// to the actor's worker. In an actor with max_concurrency > 1 the execution thread
+// hands calls to a pool of that many threads, which run them and send their
+// replies themselves. Each thread running a task has its own TaskContext
+// (task_context.h); the actor-creation and named-actor calls wait on the loop for
+// the GCS (one round trip).
 //
 // Shutdown cancels every RPC still in flight and lets the loop run their
 // callbacks before it stops, so no callback outlives the loop.
