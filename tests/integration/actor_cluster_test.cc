@@ -182,6 +182,14 @@ TEST_F(ActorClusterTest, ActorsKeepServingThroughAGcsRestart) {
   p.output_file = harness_->temp_root() + "/gcs2.out";
   auto restarted = manta::StartProcess(p);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
+  // The harness does not know this GCS: it is stopped here however the test ends.
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      kill(pid, SIGKILL);
+      manta::WaitForExit(pid, 5000);
+    }
+  } stop_restarted{*restarted};
   ASSERT_TRUE(manta::testing::WaitFor([&] { return manta::ReadFile(harness_->temp_root() + "/gcs2.ready").ok(); },
                                       15000))
       << manta::ReadFile(p.output_file).value_or("");
@@ -192,8 +200,6 @@ TEST_F(ActorClusterTest, ActorsKeepServingThroughAGcsRestart) {
   EXPECT_EQ(CountActors(*harness_, "ALIVE") >= 1, true);
   kv.Kill();
   EXPECT_TRUE(manta::testing::WaitFor([] { return !ray::GetActor<KvStore>("survivor"); }, 20000));
-  kill(*restarted, SIGKILL);
-  manta::WaitForExit(*restarted, 5000);
 }
 
 std::string FlagValue(int argc, char** argv, const std::string& name) {
