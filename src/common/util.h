@@ -11,6 +11,17 @@ namespace manta {
 
 // Milliseconds since the Unix epoch (wall clock, for timestamps shown to people).
 int64_t NowMs();
+
+// Sizes and offsets from a peer or a file: `a + b` into *sum, false (nothing
+// written) when it overflows or either is negative.
+inline bool CheckedAdd(int64_t a, int64_t b, int64_t* sum) {
+  return a >= 0 && b >= 0 && !__builtin_add_overflow(a, b, sum);
+}
+// Whether [offset, offset + length) lies within [0, total), computed without the
+// overflow of adding them.
+inline bool RangeWithin(int64_t offset, int64_t length, int64_t total) {
+  return offset >= 0 && length >= 0 && offset <= total && length <= total - offset;
+}
 // Milliseconds of a monotonic clock (for timeouts).
 int64_t MonotonicMs();
 

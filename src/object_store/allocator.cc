@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <limits>
+
 namespace manta::object_store {
 
 Allocator::Allocator(int64_t capacity_bytes) : capacity_(capacity_bytes / kAlignment * kAlignment) {
@@ -10,6 +12,9 @@ Allocator::Allocator(int64_t capacity_bytes) : capacity_(capacity_bytes / kAlign
 
 int64_t Allocator::RoundUp(int64_t size_bytes) {
   if (size_bytes <= 0) return kAlignment;
+  // Sizes that cannot be rounded without overflowing saturate: larger than any arena.
+  constexpr int64_t kLargest = std::numeric_limits<int64_t>::max() / kAlignment * kAlignment;
+  if (size_bytes > kLargest) return kLargest;
   return (size_bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
@@ -25,6 +30,7 @@ void Allocator::EraseFree(int64_t offset, int64_t size) {
 
 std::optional<int64_t> Allocator::Allocate(int64_t size_bytes) {
   int64_t size = RoundUp(size_bytes);
+  if (size > capacity_) return std::nullopt;
   auto it = free_by_size_.lower_bound({size, 0});
   if (it == free_by_size_.end()) return std::nullopt;
   auto [block_size, offset] = *it;

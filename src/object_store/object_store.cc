@@ -31,9 +31,10 @@ void ObjectStore::Create(ClientId client, const ObjectID& id, int64_t data_size,
   if (objects_.contains(id) || pending_dup) {
     return callback(absl::AlreadyExistsError("object " + id.Hex() + " already exists"));
   }
-  int64_t size = data_size + metadata_size;
-  if (size < 0 || Allocator::RoundUp(size) > allocator_.capacity()) {
-    return callback(absl::ResourceExhaustedError("object " + id.Hex() + " of " + std::to_string(size) +
+  int64_t size = 0;
+  if (!CheckedAdd(data_size, metadata_size, &size) || Allocator::RoundUp(size) > allocator_.capacity()) {
+    return callback(absl::ResourceExhaustedError("object " + id.Hex() + " of " + std::to_string(data_size) + " + " +
+                                                 std::to_string(metadata_size) +
                                                  " bytes is larger than the object store (" +
                                                  std::to_string(allocator_.capacity()) + " bytes)"));
   }

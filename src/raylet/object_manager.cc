@@ -10,6 +10,7 @@
 
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/status_convert.h"
+#include "src/common/util.h"
 
 namespace manta::raylet {
 
@@ -190,7 +191,8 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
     if (!chunk.Parse()) return Fail("malformed first chunk");
     int64_t data_size = chunk.data_size;
     int64_t metadata_size = chunk.metadata_size;
-    if (data_size < 0 || metadata_size < 0) return Fail("sender sent negative sizes");
+    int64_t total = 0;
+    if (!CheckedAdd(data_size, metadata_size, &total)) return Fail("sender sent sizes that do not add up");
     store_.Create(client_, id_, data_size, metadata_size, /*pin_on_seal=*/false,
                   [this, data_size, metadata_size](absl::StatusOr<ObjectLocation> loc) {
                     if (!loc.ok()) {
@@ -212,7 +214,7 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
       return false;
     }
     ChunkParser chunk(slices);
-    if (!chunk.Parse() || chunk.offset < 0 || chunk.offset + chunk.data_length > total_) {
+    if (!chunk.Parse() || !RangeWithin(chunk.offset, chunk.data_length, total_)) {
       Fail("sender sent a chunk outside the object");
       return false;
     }

@@ -1,6 +1,8 @@
 // Tests of the small helpers in src/common/util.h.
 #include "src/common/util.h"
 
+#include <limits>
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,6 +20,23 @@ namespace manta {
 namespace {
 
 using ::manta::testing::TempDir;
+
+TEST(UtilTest, CheckedArithmeticOnPeerSizes) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t sum = -1;
+  EXPECT_TRUE(CheckedAdd(3, 4, &sum));
+  EXPECT_EQ(sum, 7);
+  EXPECT_FALSE(CheckedAdd(kMax, 1, &sum));
+  EXPECT_FALSE(CheckedAdd(kMax - 62, kMax - 62, &sum));
+  EXPECT_FALSE(CheckedAdd(-1, 5, &sum));
+  EXPECT_TRUE(RangeWithin(0, 10, 10));
+  EXPECT_TRUE(RangeWithin(10, 0, 10));
+  EXPECT_FALSE(RangeWithin(5, 6, 10));
+  EXPECT_FALSE(RangeWithin(kMax - 1, 2, 10));  // offset + length would overflow
+  EXPECT_FALSE(RangeWithin(1, kMax, 10));
+  EXPECT_FALSE(RangeWithin(-1, 1, 10));
+  EXPECT_FALSE(RangeWithin(0, -1, 10));
+}
 
 TEST(UtilTest, ParseHostPortGood) {
   absl::StatusOr<HostPort> hp = ParseHostPort("127.0.0.1:6379");

@@ -1,6 +1,8 @@
 // Allocator: 64-byte aligned best-fit allocation with coalescing of free neighbours.
 #include "src/object_store/allocator.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +40,17 @@ TEST(AllocatorTest, RoundUpToAlignment) {
   EXPECT_EQ(Allocator::RoundUp(64), kA);
   EXPECT_EQ(Allocator::RoundUp(65), 2 * kA);
   EXPECT_EQ(Allocator::RoundUp(1000), 1024);
+}
+
+TEST(AllocatorTest, HugeSizesSaturateInsteadOfOverflowing) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int64_t size : {kMax, kMax - 62, kMax - kA + 1}) {
+    EXPECT_GT(Allocator::RoundUp(size), kMax - kA) << size;  // never wraps to a small block
+  }
+  Allocator a(1 << 20);
+  EXPECT_FALSE(a.Allocate(kMax - 62).has_value());
+  EXPECT_FALSE(a.Allocate(kMax).has_value());
+  EXPECT_EQ(a.allocated_bytes(), 0);
 }
 
 TEST(AllocatorTest, CapacityIsRoundedDownToAlignment) {

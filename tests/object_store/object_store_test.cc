@@ -3,6 +3,8 @@
 // LRU eviction, spilling and restoring pinned objects, and waiting creations.
 #include "src/object_store/object_store.h"
 
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -665,6 +667,22 @@ TEST_F(ObjectStoreTest, CreateLargerThanTheStoreFailsAtOnce) {
   EXPECT_TRUE(done);  // inline, without running the loop
   EXPECT_EQ(store_->Stats().num_pending_creates, 0);
   EXPECT_TRUE(Create(kWriter, Id(2), kCapacity).ok());
+}
+
+TEST_F(ObjectStoreTest, CreateWithSizesNearTheLimitIsRefused) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::pair<int64_t, int64_t> sizes[] = {{kMax, kMax}, {kMax - 62, 0}, {kMax / 2 + 1, kMax / 2 + 1}, {0, kMax}};
+  int id = 10;
+  for (const auto& [data, metadata] : sizes) {
+    bool done = false;
+    store_->Create(kWriter, Id(id++), data, metadata, false, [&](absl::StatusOr<ObjectLocation> loc) {
+      done = true;
+      EXPECT_EQ(loc.status().code(), absl::StatusCode::kResourceExhausted) << data << " + " << metadata;
+    });
+    EXPECT_TRUE(done);
+  }
+  EXPECT_EQ(store_->Stats().used_bytes, 0);
+  EXPECT_TRUE(Create(kWriter, Id(2), kCapacity).ok());  // the whole store is still there
 }
 
 TEST_F(ObjectStoreTest, CreateFailsAfterCreateTimeout) {
