@@ -265,7 +265,7 @@ bool CoreWorker::AcceptActorCall(const rpc::TaskSpec& spec, std::string* why) {
   const rpc::ActorTaskSpec& call = spec.actor_task();
   ActorID actor = CurrentActorId();
   if (actor.IsNil() || call.actor_id() != actor.Binary()) {
-    *why = "worker " + options_.worker_id.Hex() + " does not run the actor this call is for";
+    *why = "this worker does not run the actor this call is for";
     return false;
   }
   return call_order_.Accept(call.caller_worker_id(), call.sequence_number(), why);

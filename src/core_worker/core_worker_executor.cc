@@ -36,16 +36,33 @@ void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
 
 namespace {
 
-// The result of a call refused without running: its return holds `error`.
+// The result of a task refused without running: its return holds `error`.
 rpc::TaskResult RefusedResult(const rpc::TaskSpec& spec, rpc::ErrorType type, const std::string& message) {
   rpc::TaskResult result;
   result.set_task_id(spec.task_id());
   result.set_attempt_number(spec.attempt_number());
   rpc::ReturnObject* ret = result.add_returns();
-  ret->set_object_id(ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1).Binary());
+  if (auto task_id = TaskID::FromBinaryChecked(spec.task_id()); task_id.ok()) {
+    ret->set_object_id(ObjectID::FromIndex(*task_id, 1).Binary());
+  }
   ret->mutable_error()->set_type(type);
   ret->mutable_error()->set_message(message);
   return result;
+}
+
+// Why a spec from a peer cannot run here (its ids are malformed); empty if it can.
+std::string MalformedSpec(const rpc::TaskSpec& spec) {
+  if (!TaskID::FromBinaryChecked(spec.task_id()).ok()) {
+    return "malformed task: its task id has " + std::to_string(spec.task_id().size()) + " bytes, not " +
+           std::to_string(TaskID::kSize);
+  }
+  if (spec.type() == rpc::ACTOR_CREATION_TASK && !ActorID::FromBinaryChecked(spec.actor_creation().actor_id()).ok()) {
+    return "malformed actor creation: bad actor id";
+  }
+  if (spec.type() == rpc::ACTOR_TASK && !ActorID::FromBinaryChecked(spec.actor_task().actor_id()).ok()) {
+    return "malformed actor call: bad actor id";
+  }
+  return "";
 }
 
 }  // namespace
@@ -55,8 +72,8 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   const bool for_me = request.intended_worker_id() == options_.worker_id.Binary();
   if (!for_me) {
     absl::MutexLock lock(&report_mu_);
-    UnsentReplyFor(push.connection, request.push_id())
-        .set_error("the push was meant for another worker (this is " + options_.worker_id.Hex() + ")");
+    // (Without naming this worker: a reply never tells the peer an id it did not send.)
+    UnsentReplyFor(push.connection, request.push_id()).set_error("the push was meant for another worker");
   }
   const int n = for_me ? request.tasks_size() : 0;
   // A threaded actor's calls run on its pool; each answers when it finishes.
@@ -64,8 +81,10 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   bool on_pool = false;
   for (int i = 0; i < n; ++i) {
     const rpc::TaskSpec& spec = request.tasks(i);
-    std::string refused;
-    if (spec.type() == rpc::ACTOR_TASK && !AcceptActorCall(spec, &refused)) {
+    std::string refused = MalformedSpec(spec);
+    if (!refused.empty()) LOG(WARNING) << "refusing a task from task channel " << push.connection << ": " << refused;
+    if (refused.empty() && spec.type() == rpc::ACTOR_TASK) AcceptActorCall(spec, &refused);
+    if (!refused.empty()) {
       absl::MutexLock lock(&report_mu_);
       rpc::PushTaskReply& reply = UnsentReplyFor(push.connection, request.push_id());
       *reply.add_results() = RefusedResult(spec, rpc::TASK_CANCELLED, refused);
