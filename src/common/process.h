@@ -31,6 +31,11 @@ struct ProcessOptions {
 // cannot be started (exec failure is reported, not just a dead child).
 absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options);
 
+// Raises this process's soft RLIMIT_NOFILE to its hard limit (every daemon does at
+// start, so that many connections do not run it out of descriptors). Returns the
+// soft limit now in force.
+int64_t RaiseOpenFileLimit();
+
 // True while `pid` exists and is not a zombie.
 bool IsProcessAlive(pid_t pid);
 // The process's command line (argv joined by spaces), empty if it is gone.

@@ -10,6 +10,7 @@
 #include "protos/core_worker.grpc.pb.h"
 #include "src/common/rpc/grpc_server.h"
 #include "src/common/logging.h"
+#include "src/common/process.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
@@ -146,6 +147,7 @@ absl::Status CoreWorker::RunOnLoopAndWait(const std::function<void(std::function
 
 absl::Status CoreWorker::Connect() {
   const Config& config = options_.config;
+  RaiseOpenFileLimit();  // many owners and workers may connect to this process
   rpc::ClientOptions client_options = MakeClientOptions(config);
   service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
   server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", options_.node_ip_address, 0,

@@ -157,6 +157,8 @@ class TaskChannelServer {
   const int port_;
   const int64_t max_frame_bytes_;
   std::atomic<bool> woken_{false};
+  // Accepting resumes at this time after running out of descriptors (EMFILE).
+  int64_t accept_paused_until_us_ = 0;
   std::deque<Push> ready_;
   int64_t next_connection_ = 1;
   mutable std::mutex mu_;  // guards connections_ (Send runs on other threads)

@@ -21,6 +21,8 @@ using task_channel_internal::SendSome;
 using task_channel_internal::TuneSocket;
 
 namespace {
+constexpr int64_t kAcceptPauseMs = 100;
+
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -129,7 +131,15 @@ void TaskChannelServer::PollSockets(int timeout_ms) {
     for (const auto& [id, c] : connections_) connections.push_back(c);
   }
   std::vector<pollfd> fds(2 + connections.size());
-  fds[0] = {listen_fd_, POLLIN, 0};
+  // While accepting is paused (out of descriptors) the listening socket is not
+  // watched: it would stay readable and turn the wait into a busy loop.
+  const int64_t now_us = NowUs();
+  const bool accept_paused = now_us < accept_paused_until_us_;
+  fds[0] = {accept_paused ? -1 : listen_fd_, POLLIN, 0};
+  if (accept_paused) {
+    const int resume_ms = static_cast<int>((accept_paused_until_us_ - now_us + 999) / 1000);
+    timeout_ms = timeout_ms < 0 ? resume_ms : std::min(timeout_ms, resume_ms);
+  }
   fds[1] = {wake_fd_, POLLIN, 0};
   for (size_t i = 0; i < connections.size(); ++i) {
     short events = POLLIN;
@@ -147,7 +157,13 @@ void TaskChannelServer::PollSockets(int timeout_ms) {
     while (true) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors or memory: stop accepting for a while and try again,
+          // serving the connections already open meanwhile.
+          LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel") << "; pausing accepts for "
+                                    << kAcceptPauseMs << " ms";
+          accept_paused_until_us_ = NowUs() + kAcceptPauseMs * 1000;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel");
         }
         break;

@@ -6,6 +6,7 @@
 
 #include "src/common/config.h"
 #include "src/common/logging.h"
+#include "src/common/process.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_server.h"
 #include "src/gcs/in_memory_store_client.h"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::InitLogging(argv[0], log_dir);
+  manta::RaiseOpenFileLimit();
   auto config = manta::Config::Load(system_config);
   if (!config.ok()) {
     std::cerr << "manta_gcs: " << config.status().message() << std::endl;

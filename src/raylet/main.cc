@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   manta::InitLogging(argv[0], log_dir);
+  manta::RaiseOpenFileLimit();
   // Object chunks are megabytes: keep such buffers in the heap for reuse rather than
   // mmapping (and page-faulting) fresh memory for every chunk.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -2,6 +2,10 @@
 // killed and reaped before its test ends.
 #include "src/common/process.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -37,6 +41,19 @@ ProcessOptions Command(std::vector<std::string> argv, std::string output_file = 
   options.argv = std::move(argv);
   options.output_file = std::move(output_file);
   return options;
+}
+
+TEST(ProcessTest, RaiseOpenFileLimitLiftsTheSoftLimitToTheHardOne) {
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit lowered = before;
+  lowered.rlim_cur = std::min<rlim_t>(before.rlim_max, 256);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  RaiseOpenFileLimit();
+  rlimit after{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &after), 0);
+  EXPECT_EQ(after.rlim_cur, before.rlim_max);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
 }
 
 TEST(ProcessTest, StartsTrue) {

@@ -6,7 +6,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -325,6 +328,46 @@ TEST_F(TaskChannelTest, OwnerFailsPushesWhenTheWorkerSendsGarbage) {
   EXPECT_NE(s.message().find("malformed"), std::string::npos) << s;
   close(conn);
   close(listener);
+}
+
+TEST_F(TaskChannelTest, RunningOutOfDescriptorsPausesAcceptsWithoutSpinningAndResumes) {
+  // Lower the soft limit to what is open now plus a few, and take those few.
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  int open_now = 0;
+  for (int fd = 0; fd < 4096; ++fd) open_now += fcntl(fd, F_GETFD) != -1 ? 1 : 0;
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(open_now + 16);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = dup(0)) >= 0;) fillers.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  close(fillers.back());  // one descriptor for the client's socket
+  fillers.pop_back();
+  int raw = ConnectRaw(server_->port());  // queued by the kernel; the server cannot accept it
+
+  std::atomic<bool> got_push{false};
+  std::thread worker([&] {
+    std::optional<TaskChannelServer::Push> push = server_->Next(0);
+    got_push = push.has_value();
+  });
+  timespec cpu0{}, cpu1{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+  std::this_thread::sleep_for(milliseconds(400));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+  const double cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 150) << "the server busy-looped while out of descriptors";
+  EXPECT_FALSE(got_push.load());
+
+  // Descriptors back: the waiting connection is accepted and served.
+  for (int fd : fillers) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  std::string frames;
+  AppendFrame(FrameKind::kPush, MakePush(1), &frames);
+  ASSERT_EQ(send(raw, frames.data(), frames.size(), 0), static_cast<ssize_t>(frames.size()));
+  worker.join();
+  EXPECT_TRUE(got_push.load());
+  close(raw);
 }
 
 TEST_F(TaskChannelTest, WakeMakesNextReturn) {
