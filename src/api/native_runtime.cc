@@ -378,7 +378,7 @@ void LoadCodeSearchPath(const std::string& joined) {
   }
   options.job_id = *job;
   options.worker_id = *worker;
-  options.startup_token = std::atoll(Env("MANTA_WORKER_STARTUP_TOKEN").c_str());
+  options.startup_token = Env("MANTA_WORKER_STARTUP_TOKEN");
   options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS").empty() ? "127.0.0.1" : Env("MANTA_NODE_IP_ADDRESS");
   options.raylet_address = Env("MANTA_RAYLET_ADDRESS");
   options.gcs_address = Env("MANTA_GCS_ADDRESS");

@@ -22,7 +22,7 @@ struct CoreWorkerOptions {
   // Worker: from the MANTA_WORKER_* environment. Driver: job id assigned by the GCS.
   JobID job_id;
   WorkerID worker_id;
-  int64_t startup_token = -1;
+  std::string startup_token;  // workers: MANTA_WORKER_STARTUP_TOKEN
   std::string node_ip_address = "127.0.0.1";
   std::string gcs_address;
   // Driver: empty = find the node's raylet through the GCS (the head, else the

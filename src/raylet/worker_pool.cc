@@ -88,16 +88,15 @@ void WorkerPool::RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::
 
 void WorkerPool::RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
                                        rpc::SendReply send_reply) {
+  // The token is a secret: it is never echoed back or logged.
   auto token = by_token_.find(request.startup_token());
-  if (token == by_token_.end()) {
-    LOG(WARNING) << "RegisterWorker from pid " << request.pid() << " with unknown startup token "
-                 << request.startup_token();
+  if (request.startup_token().empty() || token == by_token_.end()) {
+    LOG(WARNING) << "RegisterWorker from pid " << request.pid() << " with an unknown startup token";
     return std::move(send_reply)(absl::InvalidArgumentError(
-        "RegisterWorker: unknown startup token " + std::to_string(request.startup_token()) +
-        " (not a worker this raylet started, or one it already gave up on)"));
+        "RegisterWorker: unknown startup token (not a worker this raylet started, or one it already gave up on)"));
   }
   Worker& worker = *workers_.at(token->second);
-  if (!request.worker_id().empty() && request.worker_id() != worker.worker_id.Binary()) {
+  if (request.worker_id() != worker.worker_id.Binary()) {
     return std::move(send_reply)(absl::InvalidArgumentError(
         "RegisterWorker: worker id does not match MANTA_WORKER_ID " + worker.worker_id.Hex()));
   }
@@ -264,7 +263,7 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   if (config.code_search_path_size() > 0) env["MANTA_CODE_SEARCH_PATH"] = absl::StrJoin(config.code_search_path(), ":");
   env["MANTA_WORKER_MODE"] = "1";
   env["MANTA_WORKER_ID"] = worker.worker_id.Hex();
-  env["MANTA_WORKER_STARTUP_TOKEN"] = std::to_string(worker.startup_token);
+  env["MANTA_WORKER_STARTUP_TOKEN"] = worker.startup_token;
   env["MANTA_JOB_ID"] = worker.job_id.Hex();
   env["MANTA_NODE_ID"] = options_.node_id.Hex();
   env["MANTA_NODE_IP_ADDRESS"] = options_.node_ip_address;
@@ -284,7 +283,9 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, JobState& job) {
   auto worker = std::make_unique<Worker>();
   worker->worker_id = WorkerID::FromRandom();
   worker->job_id = job_id;
-  worker->startup_token = next_token_++;
+  uint8_t secret[16];
+  FillRandom(secret, sizeof(secret));
+  worker->startup_token = BytesToHex(secret, sizeof(secret));
   worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
   auto pid = launcher_.Start(*argv, WorkerEnv(*worker, job.config), worker->log_file);
   if (!pid.ok()) {

@@ -98,7 +98,7 @@ class WorkerPool {
   void AddGoneListener(GoneListener listener) { gone_listeners_.push_back(std::move(listener)); }
 
   // RegisterWorker. Workers: INVALID_ARGUMENT for an unknown startup token or a
-  // worker id other than the one the pool assigned; a repeated registration of the
+  // worker id other than the one the pool assigned (an empty one included); a repeated registration of the
   // same worker is answered again. Drivers: INVALID_ARGUMENT for a malformed job or
   // worker id; re-registration updates the record.
   void HandleRegisterWorker(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
@@ -143,7 +143,7 @@ class WorkerPool {
     WorkerID worker_id;
     JobID job_id;
     pid_t pid = 0;
-    int64_t startup_token = 0;
+    std::string startup_token;  // 32 random hex digits
     State state = State::kStarting;
     rpc::Address address;
     std::string log_file;
@@ -200,11 +200,10 @@ class WorkerPool {
   WorkerLauncherInterface& launcher_;
   std::vector<GoneListener> gone_listeners_;
   absl::flat_hash_map<WorkerID, std::unique_ptr<Worker>> workers_;
-  absl::flat_hash_map<int64_t, WorkerID> by_token_;
+  absl::flat_hash_map<std::string, WorkerID> by_token_;
   absl::flat_hash_map<pid_t, WorkerID> by_pid_;
   absl::flat_hash_map<WorkerID, Driver> drivers_;
   absl::flat_hash_map<JobID, JobState> jobs_;
-  int64_t next_token_ = 1;
   size_t num_idle_ = 0;
   size_t num_starting_ = 0;
   bool shut_down_ = false;

@@ -36,7 +36,7 @@ int RunAsWorker() {
       grpc::CreateChannel(env("MANTA_RAYLET_ADDRESS"), grpc::InsecureChannelCredentials()));
   rpc::RegisterWorkerRequest request;
   request.set_worker_type(rpc::WORKER);
-  request.set_startup_token(std::stoll(env("MANTA_WORKER_STARTUP_TOKEN")));
+  request.set_startup_token(env("MANTA_WORKER_STARTUP_TOKEN"));
   auto worker_id = WorkerID::FromHex(env("MANTA_WORKER_ID"));
   auto job_id = JobID::FromHex(env("MANTA_JOB_ID"));
   if (!worker_id.ok() || !job_id.ok()) return 2;

@@ -4,6 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -60,7 +62,7 @@ class WorkerPoolTest : public ::testing::Test {
     const FakeWorkerLauncher::StartRecord& start = launcher_.starts.at(index);
     rpc::RegisterWorkerRequest request;
     request.set_worker_type(rpc::WORKER);
-    request.set_startup_token(std::stoll(start.env.at("MANTA_WORKER_STARTUP_TOKEN")));
+    request.set_startup_token(start.env.at("MANTA_WORKER_STARTUP_TOKEN"));
     request.set_worker_id(WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"))->Binary());
     request.set_job_id(JobID::FromHex(start.env.at("MANTA_JOB_ID"))->Binary());
     request.set_pid(start.pid);
@@ -241,7 +243,7 @@ TEST_F(WorkerPoolTest, ZeroStartupConcurrencyMeansTheCpuCount) {
 TEST_F(WorkerPoolTest, UnknownTokenIsRejected) {
   rpc::RegisterWorkerRequest request;
   request.set_worker_type(rpc::WORKER);
-  request.set_startup_token(424242);
+  request.set_startup_token("424242");
   request.set_pid(77);
   absl::Status s = CallRegister(request);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -250,10 +252,35 @@ TEST_F(WorkerPoolTest, UnknownTokenIsRejected) {
   // A known token with someone else's worker id is rejected too.
   Pop(job1_);
   loop_.RunUntilIdle();
-  request.set_startup_token(std::stoll(launcher_.starts[0].env.at("MANTA_WORKER_STARTUP_TOKEN")));
+  request.set_startup_token(launcher_.starts[0].env.at("MANTA_WORKER_STARTUP_TOKEN"));
   request.set_worker_id(WorkerID::FromRandom().Binary());
   EXPECT_EQ(CallRegister(request).code(), absl::StatusCode::kInvalidArgument);
+  request.clear_worker_id();  // and with none at all
+  EXPECT_EQ(CallRegister(request).code(), absl::StatusCode::kInvalidArgument);
+  request.set_startup_token("");
+  EXPECT_EQ(CallRegister(request).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pool_->num_starting(), 1u);
+}
+
+TEST_F(WorkerPoolTest, StartupTokensAre128RandomBitsAndNeverEchoed) {
+  for (int i = 0; i < 3; ++i) Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_GE(launcher_.starts.size(), 2u);
+  std::set<std::string> tokens;
+  for (const auto& start : launcher_.starts) {
+    const std::string& token = start.env.at("MANTA_WORKER_STARTUP_TOKEN");
+    EXPECT_EQ(token.size(), 32u);  // 16 bytes in hex
+    tokens.insert(token);
+  }
+  EXPECT_EQ(tokens.size(), launcher_.starts.size());
+  rpc::RegisterWorkerRequest request;
+  request.set_worker_type(rpc::WORKER);
+  std::string guess = *tokens.begin();
+  guess.back() = guess.back() == '0' ? '1' : '0';
+  request.set_startup_token(guess);
+  absl::Status s = CallRegister(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(s.message()).find(guess), std::string::npos);
 }
 
 TEST_F(WorkerPoolTest, RepeatedRegistrationIsAnsweredAgain) {
