@@ -121,7 +121,7 @@ TEST_F(WorkerPoolTest, PopStartsAWorkerWithTheJobsCommandAndEnvironment) {
   EXPECT_EQ(env.at("MANTA_WORKER_MODE"), "1");
   auto worker_id = WorkerID::FromHex(env.at("MANTA_WORKER_ID"));
   ASSERT_TRUE(worker_id.ok()) << env.at("MANTA_WORKER_ID");
-  EXPECT_GT(std::stoll(env.at("MANTA_WORKER_STARTUP_TOKEN")), 0);
+  EXPECT_EQ(env.at("MANTA_WORKER_STARTUP_TOKEN").size(), 32u);
   EXPECT_EQ(env.at("MANTA_JOB_ID"), job1_.Hex());
   EXPECT_EQ(env.at("MANTA_NODE_ID"), options_.node_id.Hex());
   EXPECT_EQ(env.at("MANTA_NODE_IP_ADDRESS"), "10.0.0.5");
