@@ -202,7 +202,6 @@ absl::Status CoreWorker::Connect() {
   submitter_options.job_id = options_.job_id;
   submitter_options.self = rpc_address_;
   submitter_options.local_raylet_address = options_.raylet_address;
-  submitter_options.job_config = options_.job_config;
   submitter_options.max_tasks_in_flight_per_worker = config.max_tasks_in_flight_per_worker;
   submitter_options.max_tasks_per_push = config.max_tasks_per_push;
   submitter_options.max_push_bytes = config.grpc_max_message_bytes / 2;
@@ -304,7 +303,6 @@ absl::Status CoreWorker::RegisterWithRaylet() {
   request.mutable_address()->set_worker_id(options_.worker_id.Binary());
   if (channel_server_) request.mutable_address()->set_task_port(channel_server_->port());
   request.set_startup_token(options_.startup_token);
-  *request.mutable_job_config() = options_.job_config;
   rpc::RegisterWorkerReply reply;
   auto raylet = raylets_->Get(options_.raylet_address);
   absl::Status s = RunOnLoopAndWait(

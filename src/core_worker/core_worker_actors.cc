@@ -71,7 +71,6 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
 
   rpc::RegisterActorRequest request;
   *request.mutable_creation_spec() = spec;
-  *request.mutable_job_config() = options_.job_config;
   auto register_actor = [this, request, spec, actor_id](std::function<void(absl::Status)> done) {
     gcs_->AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
       if (s.ok()) {

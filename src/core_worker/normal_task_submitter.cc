@@ -120,7 +120,6 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
   *request.mutable_required_resources() = state.resources;
   request.set_grant_or_reject(grant_or_reject);
   request.set_backlog_size(static_cast<int64_t>(state.queue.size()));
-  *request.mutable_job_config() = options_.job_config;
   if (!state.queue.empty()) request.set_function_name(state.queue.front().function_name());
   std::weak_ptr<bool> alive = alive_;
   raylets_.Get(raylet_address)

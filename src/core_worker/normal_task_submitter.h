@@ -42,7 +42,6 @@ struct SubmitterOptions {
   JobID job_id;
   rpc::Address self;
   std::string local_raylet_address;
-  rpc::JobConfig job_config;
   int64_t max_tasks_in_flight_per_worker = 1000;
   int64_t max_tasks_per_push = 1000;
   // A push stops growing at this many bytes of specs (the task channel's frames are

@@ -22,9 +22,8 @@ bool IsLive(const rpc::ActorTableData& actor) { return actor.state() != rpc::Act
 }  // namespace
 
 GcsActorManager::GcsActorManager(StoreClientInterface& store, GcsPublisher& publisher, GcsActorScheduler& scheduler,
-                                 std::function<int64_t()> now_ms, JobConfigLookup job_config)
-    : store_(store), publisher_(publisher), scheduler_(scheduler), now_ms_(std::move(now_ms)),
-      job_config_(std::move(job_config)) {}
+                                 std::function<int64_t()> now_ms)
+    : store_(store), publisher_(publisher), scheduler_(scheduler), now_ms_(std::move(now_ms)) {}
 
 void GcsActorManager::Initialize(const absl::flat_hash_map<std::string, std::string>& rows) {
   actors_ = ParseTableRows<ActorID, rpc::ActorTableData>(
@@ -57,7 +56,6 @@ size_t GcsActorManager::NumActorsInState(rpc::ActorTableData::ActorState state) 
 rpc::ActorTableData GcsActorManager::PublicView(const rpc::ActorTableData& actor) {
   rpc::ActorTableData view = actor;
   view.clear_creation_spec();
-  view.clear_job_config();
   return view;
 }
 
@@ -142,8 +140,6 @@ void GcsActorManager::HandleRegisterActor(const rpc::RegisterActorRequest& reque
   actor.set_class_name(creation.class_name());
   actor.set_max_concurrency(std::max(1, creation.max_concurrency()));
   *actor.mutable_creation_spec() = spec;
-  const rpc::JobConfig* registered = job_config_ ? job_config_(*job_id) : nullptr;
-  *actor.mutable_job_config() = registered != nullptr ? *registered : request.job_config();
   actor.set_start_time_ms(now_ms_());
   VLOG(1) << "registering " << Describe(actor);
   PersistAndPublish(actor, [this, id = *actor_id, key, send_reply = std::move(send_reply)](absl::Status s) mutable {

@@ -5,7 +5,7 @@
 // arguments) -> PENDING_CREATION (CreateActor: the scheduler leases a worker and runs
 // the factory) -> ALIVE <-> RESTARTING -> DEAD. Every change is written to the store
 // before it is acknowledged or published (GCS_ACTOR_CHANNEL, keyed by actor id; the
-// published copy leaves out the creation spec and job config).
+// published copy leaves out the creation spec).
 //
 // Death and restarts. When an ALIVE actor's worker or node dies it is restarted
 // (the factory runs again, num_restarts counts) while restarts remain
@@ -47,11 +47,8 @@ inline constexpr char kActorTable[] = "actors";
 
 class GcsActorManager {
  public:
-  // `job_config(job)` is the job's config as its driver registered it (null when
-  // unknown): actors' workers start with it, whichever process created them.
-  using JobConfigLookup = std::function<const rpc::JobConfig*(const JobID&)>;
   GcsActorManager(StoreClientInterface& store, GcsPublisher& publisher, GcsActorScheduler& scheduler,
-                  std::function<int64_t()> now_ms, JobConfigLookup job_config = nullptr);
+                  std::function<int64_t()> now_ms);
 
   // Loads the table read from the store at start-up (field = actor id, value =
   // ActorTableData) and schedules the actors that were being created. Malformed rows
@@ -112,7 +109,6 @@ class GcsActorManager {
   GcsPublisher& publisher_;
   GcsActorScheduler& scheduler_;
   std::function<int64_t()> now_ms_;
-  JobConfigLookup job_config_;
   absl::flat_hash_map<ActorID, rpc::ActorTableData> actors_;
   absl::flat_hash_map<NamedKey, ActorID> named_;
   // The worker each live actor runs in.

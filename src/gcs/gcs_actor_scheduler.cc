@@ -76,7 +76,6 @@ void GcsActorScheduler::RequestLease(const std::shared_ptr<Attempt>& attempt, co
   const bool placement_only = spec.required_resources().empty();
   if (placement_only) (*request.mutable_required_resources())["CPU"] = 1;
   request.set_grant_or_reject(grant_or_reject);
-  *request.mutable_job_config() = actor.job_config();
   request.set_function_name(spec.function_name());
   request.mutable_actor()->set_actor_id(actor.actor_id());
   request.mutable_actor()->set_detached(actor.detached());

@@ -53,7 +53,7 @@ class GcsActorScheduler {
                     core::TaskChannelPool& channels, int64_t retry_delay_ms = 200);
   ~GcsActorScheduler();
 
-  // Leases a worker for `actor` (its creation_spec, job_config, owner_address and
+  // Leases a worker for `actor` (its creation_spec, owner_address and
   // detached flag are used) and runs the factory. Replaces an earlier scheduling of
   // the same actor.
   void Schedule(const rpc::ActorTableData& actor, Done done);

@@ -76,6 +76,10 @@ void GrpcGcsClient::AsyncMarkJobFinished(const std::string& job_id, Callback<rpc
   job_.Call(&JobStub::async::MarkJobFinished, "MarkJobFinished", std::move(request), std::move(cb), {2000, true});
 }
 
+void GrpcGcsClient::AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) {
+  job_.Call(&JobStub::async::GetAllJobInfo, "GetAllJobInfo", rpc::GetAllJobInfoRequest(), std::move(cb), {0, true});
+}
+
 // Publishing a death twice is harmless: releasing leases again finds none.
 void GrpcGcsClient::AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                              Callback<rpc::ReportWorkerFailureReply> cb) {

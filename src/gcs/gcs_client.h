@@ -38,6 +38,8 @@ class GcsClientInterface {
   virtual void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) = 0;
   virtual void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) = 0;
   virtual void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) = 0;
+  // Every job with its registered config (raylets start workers as it says).
+  virtual void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) = 0;
   virtual void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                         Callback<rpc::ReportWorkerFailureReply> cb) = 0;
 };
@@ -80,6 +82,7 @@ class GrpcGcsClient : public GcsClientInterface, public ActorInfoClientInterface
   void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override;
   void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) override;
   void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override;
+  void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) override;
   void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                 Callback<rpc::ReportWorkerFailureReply> cb) override;
   void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override;

@@ -20,11 +20,6 @@ void GcsJobManager::Initialize(const absl::flat_hash_map<std::string, std::strin
   LOG(INFO) << "job table loaded: " << jobs_.size() << " jobs";
 }
 
-const rpc::JobConfig* GcsJobManager::GetJobConfig(const JobID& job_id) const {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() || !it->second.has_config() ? nullptr : &it->second.config();
-}
-
 void GcsJobManager::HandleGetNextJobID(const rpc::GetNextJobIDRequest& request, rpc::GetNextJobIDReply* reply,
                                        rpc::SendReply send_reply) {
   store_.AsyncIncrement(kCounterTable, "job_id", 1,

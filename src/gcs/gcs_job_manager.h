@@ -31,9 +31,6 @@ class GcsJobManager {
     finished_listeners_.push_back(std::move(listener));
   }
 
-  // The job's config as its driver registered it; null for an unknown job.
-  const rpc::JobConfig* GetJobConfig(const JobID& job_id) const;
-
   void HandleGetNextJobID(const rpc::GetNextJobIDRequest& request, rpc::GetNextJobIDReply* reply,
                           rpc::SendReply send_reply);
   void HandleAddJob(const rpc::AddJobRequest& request, rpc::AddJobReply* reply, rpc::SendReply send_reply);

@@ -66,9 +66,7 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     return core::MakeTcpTaskChannel(loop_, core::TaskChannelAddress(key), options_.config.grpc_max_message_bytes);
   });
   actor_scheduler_ = std::make_unique<GcsActorScheduler>(loop_, *node_manager_, *lease_clients_, *actor_channels_);
-  actor_manager_ = std::make_unique<GcsActorManager>(
-      *store_, publisher_, *actor_scheduler_, NowMs,
-      [this](const JobID& job) { return job_manager_->GetJobConfig(job); });
+  actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);
   worker_manager_->AddDeathListener([this](const rpc::WorkerDeltaData& failure) {
     auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
     if (worker.ok()) actor_manager_->OnWorkerDead(*worker, failure.exit_reason());

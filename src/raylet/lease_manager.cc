@@ -15,7 +15,6 @@ struct LeaseManager::Request {
   NodeID owner_node_id;
   ResourceMap resources;
   bool grant_or_reject = false;
-  rpc::JobConfig job_config;
   std::string function_name;
   // Actor leases: the worker outlives the job (detached); the resources only place
   // the actor and come back once its worker is granted (placement_only).
@@ -131,7 +130,6 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   r.owner_worker_id = ParseIdOrNil<WorkerID>(request.owner_address().worker_id());
   r.owner_node_id = ParseIdOrNil<NodeID>(request.owner_address().node_id());
   r.grant_or_reject = request.grant_or_reject();
-  r.job_config = request.job_config();
   r.detached = request.actor().detached();
   r.placement_only = request.actor().placement_only();
   if (requests_.contains(r.id)) return Reject(request_ptr, "a lease request with this id is already pending here");
@@ -223,7 +221,7 @@ void LeaseManager::Dispatch() {
 void LeaseManager::Grant(const RequestPtr& request) {
   SubtractResources(available_, request->resources);
   request->stage = Request::Stage::kPopping;
-  pool_.PopWorker(request->job_id, request->job_config,
+  pool_.PopWorker(request->job_id,
                   [this, alive = std::weak_ptr<bool>(alive_), request](absl::StatusOr<WorkerInfo> worker) {
                     if (!alive.expired()) OnWorkerPopped(request, std::move(worker));
                   });

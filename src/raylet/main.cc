@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
   pool_options.session_dir = private_dir;
   pool_options.default_worker_path = manta::FindExecutable("manta_worker");
   pool_options.num_cpus = static_cast<int>(options.resources["CPU"]);
-  manta::raylet::WorkerPool pool(loop, pool_options, node_manager.config(), launcher);
+  manta::raylet::WorkerPool pool(loop, pool_options, node_manager.config(), launcher,
+                                 [&node_manager](const manta::JobID& job) { node_manager.FetchJobConfig(job); });
   worker_pool = &pool;
   std::mt19937_64 rng(std::random_device{}());
   manta::raylet::LeaseManager lease_manager(

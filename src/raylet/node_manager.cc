@@ -170,6 +170,7 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
   } else if (message.has_job_message()) {
     const rpc::JobInfo& job = message.job_message();
     auto id = JobID::FromBinaryChecked(job.job_id());
+    if (id.ok() && pool_ != nullptr && job.has_config()) pool_->SetJobConfig(*id, job.config());
     if (job.is_dead() && id.ok() && lease_manager_ != nullptr) lease_manager_->OnJobFinished(*id);
   } else if (message.has_worker_delta_message()) {
     const rpc::WorkerDeltaData& failure = message.worker_delta_message();
@@ -178,6 +179,29 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
     auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
     if (worker.ok()) lease_manager_->OnRemoteOwnerGone(*worker, failure.exit_reason());
   }
+}
+
+void NodeManager::FetchJobConfig(const JobID& job_id) {
+  gcs_.AsyncGetAllJobInfo([this, job_id, alive = std::weak_ptr<bool>(alive_)](const absl::Status& s,
+                                                                             rpc::GetAllJobInfoReply&& reply) {
+    if (alive.expired() || pool_ == nullptr) return;
+    if (!s.ok()) {
+      pool_->FailJob(job_id, absl::UnavailableError("cannot read job " + job_id.Hex() + " from the GCS: " +
+                                                    std::string(s.message())));
+      return;
+    }
+    bool found = false;
+    for (const rpc::JobInfo& job : reply.job_info_list()) {
+      auto id = JobID::FromBinaryChecked(job.job_id());
+      if (!id.ok() || !job.has_config()) continue;
+      pool_->SetJobConfig(*id, job.config());
+      found |= *id == job_id;
+    }
+    if (!found) {
+      pool_->FailJob(job_id, absl::NotFoundError("job " + job_id.Hex() +
+                                                 " is not registered with the GCS: no worker can be started for it"));
+    }
+  });
 }
 
 void NodeManager::CheckGcs() {

@@ -67,6 +67,9 @@ class NodeManager {
   // reach the lease manager, and a local driver that is gone is reported to the GCS.
   // REQUIRES: called once; both outlive this.
   void AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager);
+  // Asks the GCS how `job_id`'s workers start (its registration) and hands the answer
+  // to the worker pool: SetJobConfig, or FailJob when the GCS does not know the job.
+  void FetchJobConfig(const JobID& job_id);
   // Registers with the GCS (retrying transient failures) and starts the subscriber and
   // timers. `on_registered` gets the outcome.
   void Start(absl::AnyInvocable<void(absl::Status)> on_registered);

@@ -21,15 +21,12 @@ std::string DescribeExit(int status) {
   return "wait status " + std::to_string(status);
 }
 
-bool HasStartInfo(const rpc::JobConfig& config) {
-  return config.worker_command_size() > 0 || config.code_search_path_size() > 0 || config.worker_env_size() > 0;
-}
-
 }  // namespace
 
 WorkerPool::WorkerPool(EventLoop& loop, WorkerPoolOptions options, const Config& config,
-                       WorkerLauncherInterface& launcher)
-    : loop_(loop), options_(std::move(options)), config_(config), launcher_(launcher) {}
+                       WorkerLauncherInterface& launcher, JobConfigFetcher fetch_job_config)
+    : loop_(loop), options_(std::move(options)), config_(config), launcher_(launcher),
+      fetch_job_config_(std::move(fetch_job_config)) {}
 
 WorkerPool::~WorkerPool() {
   Shutdown();
@@ -79,7 +76,6 @@ void WorkerPool::RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::
   driver.address = request.address();
   driver.address.set_node_id(options_.node_id.Binary());
   driver.address.set_worker_id(worker_id->Binary());
-  if (HasStartInfo(request.job_config())) jobs_[*job_id].config = request.job_config();
   LOG(INFO) << "driver " << worker_id->Hex() << " (pid " << request.pid() << ") of job " << job_id->Hex()
             << " registered";
   FillRegisterReply(reply);
@@ -123,7 +119,28 @@ void WorkerPool::RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request
   TryStartWorkers();
 }
 
-void WorkerPool::PopWorker(const JobID& job_id, const rpc::JobConfig& job_config, PopCallback callback) {
+void WorkerPool::SetJobConfig(const JobID& job_id, const rpc::JobConfig& config) {
+  JobState& job = jobs_[job_id];
+  job.config = config;
+  job.config_known = true;
+  job.config_requested = false;
+  TryStartWorkers();
+}
+
+void WorkerPool::FailJob(const JobID& job_id, const absl::Status& error) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  it->second.config_requested = false;
+  std::deque<PopCallback> pops = std::move(it->second.pending_pops);
+  it->second.pending_pops.clear();
+  for (PopCallback& callback : pops) {
+    loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), error]() mutable {
+      if (*alive) callback(error);
+    });
+  }
+}
+
+void WorkerPool::PopWorker(const JobID& job_id, PopCallback callback) {
   if (shut_down_) {
     loop_.Post("WorkerPool.PopFailed", [callback = std::move(callback)]() mutable {
       callback(absl::UnavailableError("the raylet is shutting down"));
@@ -131,7 +148,10 @@ void WorkerPool::PopWorker(const JobID& job_id, const rpc::JobConfig& job_config
     return;
   }
   JobState& job = jobs_[job_id];
-  if (HasStartInfo(job_config)) job.config = job_config;
+  if (!job.config_known && !job.config_requested && fetch_job_config_) {
+    job.config_requested = true;
+    fetch_job_config_(job_id);
+  }
   if (!job.idle.empty()) {
     WorkerID id = job.idle.back();
     job.idle.pop_back();
@@ -159,7 +179,7 @@ void WorkerPool::HandOut(Worker& worker, PopCallback callback) {
     auto it = workers_.find(info.worker_id);
     if (it == workers_.end() || it->second->state != State::kLeased) {
       // It died between being chosen and this callback: find another.
-      PopWorker(info.job_id, rpc::JobConfig(), std::move(callback));
+      PopWorker(info.job_id, std::move(callback));
       return;
     }
     callback(std::move(info));
@@ -229,6 +249,7 @@ void WorkerPool::TryStartWorkers() {
   if (shut_down_) return;
   const auto cap = static_cast<size_t>(StartupConcurrency());
   for (auto& [job_id, job] : jobs_) {
+    if (!job.config_known) continue;  // waiting for the job's registration
     while (num_starting_ < cap && job.pending_pops.size() > job.starting) {
       absl::Status s = StartWorker(job_id, job);
       if (s.ok()) continue;

@@ -1,6 +1,9 @@
 // WorkerPool: the worker processes of this node (ARCHITECTURE.md §11).
 //
 // Workers are started per job on demand (PopWorker) through a WorkerLauncherInterface,
+// with the command and environment of the job's registration with the GCS (never
+// those of a lease request): SetJobConfig gives them, and a pop for a job whose
+// config is not known yet waits while `fetch_job_config` asks the GCS;
 // at most worker_maximum_startup_concurrency at a time. Each start gets a fresh
 // WorkerID and startup token, passed in the MANTA_* environment; RegisterWorker
 // matches the token to the process. A registered worker of the job that is idle is
@@ -84,7 +87,13 @@ class WorkerPool {
   using PopCallback = absl::AnyInvocable<void(absl::StatusOr<WorkerInfo>)>;
   using GoneListener = std::function<void(const WorkerGone&)>;
 
-  WorkerPool(EventLoop& loop, WorkerPoolOptions options, const Config& config, WorkerLauncherInterface& launcher);
+  // Asks for a job's config (its registration with the GCS); the answer comes back
+  // through SetJobConfig or FailJob. May be null (configs then only come from
+  // SetJobConfig).
+  using JobConfigFetcher = std::function<void(const JobID&)>;
+
+  WorkerPool(EventLoop& loop, WorkerPoolOptions options, const Config& config, WorkerLauncherInterface& launcher,
+             JobConfigFetcher fetch_job_config = nullptr);
   // Kills every worker (Shutdown()).
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
@@ -105,12 +114,17 @@ class WorkerPool {
                             rpc::SendReply send_reply);
 
   // Hands out an idle registered worker of `job_id`, else starts one (or waits for a
-  // startup slot) and hands it out once it registers. `job_config` says how to start
-  // the job's workers (the latest non-empty one seen for the job is used).
+  // startup slot, or for the job's config) and hands it out once it registers.
   // `callback` runs later on the loop with the worker (now leased: it is not handed
   // out again until PushWorker), or an error: the worker could not be started, it
-  // exited or timed out before registering, or the job's driver is gone.
-  void PopWorker(const JobID& job_id, const rpc::JobConfig& job_config, PopCallback callback);
+  // exited or timed out before registering, the job is unknown to the GCS, or the
+  // job's driver is gone.
+  void PopWorker(const JobID& job_id, PopCallback callback);
+  // How the job's workers start, as the job registered it with the GCS.
+  void SetJobConfig(const JobID& job_id, const rpc::JobConfig& config);
+  // The job's config cannot be had (the GCS does not know the job): its waiting pops
+  // fail with `error`.
+  void FailJob(const JobID& job_id, const absl::Status& error);
   // Returns a leased worker: it serves a waiting PopWorker of its job or goes idle.
   // Unknown or not-leased workers are ignored.
   void PushWorker(const WorkerID& worker_id);
@@ -158,6 +172,8 @@ class WorkerPool {
   };
   struct JobState {
     rpc::JobConfig config;
+    bool config_known = false;      // set by SetJobConfig
+    bool config_requested = false;  // fetch_job_config asked, no answer yet
     std::deque<PopCallback> pending_pops;
     // Idle registered workers, most recently used last (handed out first).
     std::vector<WorkerID> idle;
@@ -198,6 +214,7 @@ class WorkerPool {
   WorkerPoolOptions options_;
   const Config& config_;
   WorkerLauncherInterface& launcher_;
+  JobConfigFetcher fetch_job_config_;
   std::vector<GoneListener> gone_listeners_;
   absl::flat_hash_map<WorkerID, std::unique_ptr<Worker>> workers_;
   absl::flat_hash_map<std::string, WorkerID> by_token_;

@@ -94,7 +94,6 @@ class GcsActorManagerTest : public ::testing::Test {
   absl::Status Register(const rpc::TaskSpec& spec) {
     rpc::RegisterActorRequest request;
     *request.mutable_creation_spec() = spec;
-    request.mutable_job_config()->add_worker_command("/bin/worker");
     rpc::RegisterActorReply reply;
     return CallHandler(loop_, *manager_, &GcsActorManager::HandleRegisterActor, request, &reply);
   }
@@ -183,7 +182,6 @@ TEST_F(GcsActorManagerTest, CreationLeasesAWorkerOnTheOwnersNodeAndRunsTheFactor
   EXPECT_TRUE(lease.actor().placement_only());
   EXPECT_EQ(lease.actor().actor_id(), IdOf(spec).Binary());
   EXPECT_EQ(lease.owner_address().worker_id(), owner_worker_.Binary());
-  EXPECT_EQ(lease.job_config().worker_command(0), "/bin/worker");
 
   WorkerID worker = WorkerID::FromRandom();
   Raylet(kOwnerRaylet).Grant(3000, worker);

@@ -17,6 +17,7 @@
 #include <map>
 
 #include "cluster_harness.h"
+#include "protos/gcs.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
@@ -89,7 +90,19 @@ class WorkerLeaseTest : public ::testing::Test {
     raylet_address_ = node_.node_manager_address() + ":" + std::to_string(node_.node_manager_port());
     stub_ = rpc::NodeManagerWorkerService::NewStub(rpc::MakeChannel(raylet_address_, 64 << 20));
 
-    // This process is the job's driver.
+    // This process is the job's driver: it registers the job with the GCS, saying how
+    // its workers start (the only place a raylet takes that from)...
+    auto jobs = rpc::JobInfoGcsService::NewStub(rpc::MakeChannel(cluster_.gcs_address(), 64 << 20));
+    rpc::AddJobRequest add;
+    add.mutable_job_info()->set_job_id(job_id_.Binary());
+    add.mutable_job_info()->mutable_config()->add_worker_command(SelfExecutablePath());
+    (*add.mutable_job_info()->mutable_config()->mutable_worker_env())["WORKER_LEASE_TEST"] = "yes";
+    {
+      grpc::ClientContext ctx;
+      rpc::AddJobReply added;
+      ASSERT_TRUE(jobs->AddJob(WithDeadline(&ctx, 10), add, &added).ok());
+    }
+    // ...and with its raylet.
     rpc::RegisterWorkerRequest driver;
     driver.set_worker_type(rpc::DRIVER);
     driver.set_worker_id(driver_id_.Binary());
@@ -111,8 +124,6 @@ class WorkerLeaseTest : public ::testing::Test {
     request.mutable_owner_address()->set_worker_id(driver_id_.Binary());
     request.mutable_owner_address()->set_ip_address("127.0.0.1");
     for (const auto& [k, v] : resources) (*request.mutable_required_resources())[k] = v;
-    request.mutable_job_config()->add_worker_command(SelfExecutablePath());
-    (*request.mutable_job_config()->mutable_worker_env())["WORKER_LEASE_TEST"] = "yes";
     return request;
   }
 

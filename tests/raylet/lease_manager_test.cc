@@ -55,6 +55,7 @@ class LeaseManagerTest : public ::testing::Test {
   void Make(ResourceMap total) {
     lease_manager_.reset();
     pool_ = std::make_unique<WorkerPool>(loop_, pool_options_, config_, launcher_);
+    pool_->SetJobConfig(job_, job_config_);  // the job's registration with the GCS
     lease_manager_ = std::make_unique<LeaseManager>(loop_, LeaseManagerOptions{local_id_, std::move(total)}, config_,
                                                     view_, *pool_, [](size_t) { return 0; });
   }
@@ -65,7 +66,6 @@ class LeaseManagerTest : public ::testing::Test {
     request.set_job_id(job_.Binary());
     *request.mutable_owner_address() = owner_;
     for (const auto& [k, v] : resources) (*request.mutable_required_resources())[k] = v;
-    *request.mutable_job_config() = job_config_;
     request.set_function_name("Plus");
     return request;
   }

@@ -94,6 +94,7 @@ class FakeGcsClient : public gcs::GcsClientInterface {
   void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override {
     mark_job_finished.Add(job_id, std::move(cb));
   }
+  void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) override { get_all_jobs.Add({}, std::move(cb)); }
   void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                 Callback<rpc::ReportWorkerFailureReply> cb) override {
     worker_failures.Add(failure, std::move(cb));
@@ -107,6 +108,7 @@ class FakeGcsClient : public gcs::GcsClientInterface {
   CallQueue<rpc::GcsSubscriberCommandBatchRequest, rpc::GcsSubscriberCommandBatchReply> subscribe;
   CallQueue<rpc::GcsSubscriberPollRequest, rpc::GcsSubscriberPollReply> poll;
   CallQueue<std::string, rpc::MarkJobFinishedReply> mark_job_finished;
+  CallQueue<NoRequest, rpc::GetAllJobInfoReply> get_all_jobs;
   CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
 };
 
@@ -489,7 +491,8 @@ class NodeManagerWithWorkersTest : public NodeManagerTest {
   void AttachWorkers() {
     WorkerPoolOptions pool_options;
     pool_options.node_id = options_.node_id;
-    pool_ = std::make_unique<WorkerPool>(loop_, pool_options, manager_->config(), launcher_);
+    pool_ = std::make_unique<WorkerPool>(loop_, pool_options, manager_->config(), launcher_,
+                                         [this](const JobID& job) { manager_->FetchJobConfig(job); });
     leases_ = std::make_unique<LeaseManager>(loop_, LeaseManagerOptions{options_.node_id, options_.resources},
                                              manager_->config(), manager_->mutable_view(), *pool_,
                                              [](size_t) { return 0; });
@@ -506,12 +509,25 @@ class NodeManagerWithWorkersTest : public NodeManagerTest {
     if (!owner.IsNil()) request.mutable_owner_address()->set_worker_id(owner.Binary());
     request.set_lease_request_id(LeaseID::FromRandom().Binary());
     request.set_job_id(JobID::FromInt(3).Binary());
-    request.mutable_job_config()->add_worker_command("/bin/driver");
     for (const auto& [k, v] : resources) (*request.mutable_required_resources())[k] = v;
     auto call = std::make_shared<Call>();
     leases_->HandleRequestWorkerLease(request, &call->reply, rpc::SendReply([call](absl::Status) { call->sent = true; }));
     loop_.RunUntilIdle();
+    // The pool asks the GCS how job 3 starts its workers: it registered "/bin/driver".
+    while (gcs_.get_all_jobs.pending() > 0) {
+      gcs_.get_all_jobs.ReplyNext(loop_, absl::OkStatus(), JobsReply({{JobID::FromInt(3), "/bin/driver"}}));
+      loop_.RunUntilIdle();
+    }
     return call;
+  }
+  static rpc::GetAllJobInfoReply JobsReply(const std::vector<std::pair<JobID, std::string>>& jobs) {
+    rpc::GetAllJobInfoReply reply;
+    for (const auto& [id, command] : jobs) {
+      rpc::JobInfo* job = reply.add_job_info_list();
+      job->set_job_id(id.Binary());
+      job->mutable_config()->add_worker_command(command);
+    }
+    return reply;
   }
 
   // Registers the worker of the `index`-th start; returns its id.
@@ -562,6 +578,45 @@ TEST_F(NodeManagerWithWorkersTest, UsageListsInfeasibleRequestsUntilANodeCanRunT
   EXPECT_EQ(gpu->reply.retry_at_raylet_address().node_id(), gpu_node.Binary());
   EXPECT_EQ(gpu->reply.retry_at_raylet_address().ip_address(), "10.9.9.9");
   EXPECT_EQ(Usage().infeasible_shapes_size(), 0);
+}
+
+TEST_F(NodeManagerWithWorkersTest, WorkersStartOnlyAsTheJobRegisteredWithTheGcs) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  AttachWorkers();
+  RequestLease({{"CPU", 1}});
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_EQ(launcher_.starts[0].argv, std::vector<std::string>{"/bin/driver"});
+  // A job the GCS does not know gets no worker: its requests are rejected.
+  rpc::RequestWorkerLeaseRequest request;
+  request.set_lease_request_id(LeaseID::FromRandom().Binary());
+  request.set_job_id(JobID::FromInt(99).Binary());
+  auto call = std::make_shared<Call>();
+  leases_->HandleRequestWorkerLease(request, &call->reply, rpc::SendReply([call](absl::Status) { call->sent = true; }));
+  loop_.RunUntilIdle();
+  ASSERT_EQ(gcs_.get_all_jobs.pending(), 1u);
+  gcs_.get_all_jobs.ReplyNext(loop_, absl::OkStatus(), JobsReply({{JobID::FromInt(3), "/bin/driver"}}));
+  ASSERT_TRUE(RunUntil([&] { return call->sent; }));
+  EXPECT_TRUE(call->reply.rejected());
+  EXPECT_THAT(call->reply.failure_message(), HasSubstr("not registered with the GCS"));
+  EXPECT_EQ(launcher_.starts.size(), 1u);
+  RegisterStarted(0);  // frees the (single) startup slot
+  // A job's config published later is taken too.
+  rpc::PubMessage job;
+  job.set_channel_type(rpc::GCS_JOB_CHANNEL);
+  job.set_sequence_id(1);
+  job.mutable_job_message()->set_job_id(JobID::FromInt(7).Binary());
+  job.mutable_job_message()->mutable_config()->add_worker_command("/bin/seven");
+  Publish({job});
+  rpc::RequestWorkerLeaseRequest seven = request;
+  seven.set_lease_request_id(LeaseID::FromRandom().Binary());
+  seven.set_job_id(JobID::FromInt(7).Binary());
+  auto seven_call = std::make_shared<Call>();
+  leases_->HandleRequestWorkerLease(seven, &seven_call->reply, rpc::SendReply([](absl::Status) {}));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(gcs_.get_all_jobs.pending(), 0u);  // known already: no question to the GCS
+  ASSERT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_EQ(launcher_.starts[1].argv, std::vector<std::string>{"/bin/seven"});
 }
 
 TEST_F(NodeManagerWithWorkersTest, PublishedJobEndDropsItsRequestsAndWorkers) {

@@ -50,9 +50,14 @@ class WorkerPoolTest : public ::testing::Test {
     pool_->AddGoneListener([this](const WorkerGone& g) { gone_.push_back(g); });
   }
 
+  // A pop for `job`, whose registration with the GCS says `config`.
   PopResult Pop(const JobID& job, const rpc::JobConfig& config) {
+    pool_->SetJobConfig(job, config);
+    return PopOnly(job);
+  }
+  PopResult PopOnly(const JobID& job) {
     auto result = std::make_shared<std::optional<absl::StatusOr<WorkerInfo>>>();
-    pool_->PopWorker(job, config, [result](absl::StatusOr<WorkerInfo> w) { *result = std::move(w); });
+    pool_->PopWorker(job, [result](absl::StatusOr<WorkerInfo> w) { *result = std::move(w); });
     return result;
   }
   PopResult Pop(const JobID& job) { return Pop(job, job_config_); }
@@ -149,6 +154,28 @@ TEST_F(WorkerPoolTest, PopStartsAWorkerWithTheJobsCommandAndEnvironment) {
   EXPECT_EQ(worker.address.worker_id(), worker_id->Binary());
   EXPECT_EQ(worker.address.node_id(), options_.node_id.Binary());
   EXPECT_EQ(pool_->num_starting(), 0u);
+}
+
+TEST_F(WorkerPoolTest, APopWaitsForItsJobsRegistrationAndNothingElseSaysHowToStart) {
+  std::vector<JobID> asked;
+  pool_ = std::make_unique<WorkerPool>(loop_, options_, config_, launcher_,
+                                       [&](const JobID& job) { asked.push_back(job); });
+  PopResult first = PopOnly(job1_);
+  PopResult second = PopOnly(job1_);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(asked, std::vector<JobID>{job1_});  // asked once
+  EXPECT_TRUE(launcher_.starts.empty());        // nothing to start with yet
+  pool_->SetJobConfig(job1_, job_config_);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_THAT(launcher_.starts[0].argv, ElementsAre("/home/u/my_driver", "--flag"));
+  // A job the GCS does not know: its pops fail with the reason.
+  PopResult unknown = PopOnly(job2_);
+  pool_->FailJob(job2_, absl::NotFoundError("job 2 is not registered with the GCS"));
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(unknown->has_value());
+  EXPECT_THAT(std::string(unknown->value().status().message()), HasSubstr("not registered"));
+  EXPECT_EQ(asked.size(), 2u);
 }
 
 TEST_F(WorkerPoolTest, WithoutAWorkerCommandTheGenericWorkerIsStarted) {
