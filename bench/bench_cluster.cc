@@ -13,6 +13,9 @@
 #include "protos/gcs.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace manta::bench {
@@ -53,6 +56,11 @@ void BenchCluster::StartHead(const std::vector<std::string>& args) {
   std::smatch m;
   if (!std::regex_search(out, m, std::regex("GCS address:\\s+(\\S+)"))) Die("head did not start: " + out);
   gcs_address_ = m[1];
+  // This process (the benchmark's driver and its own calls) joins with the head's token.
+  auto token = FindSessionToken(root_, gcs_address_);
+  if (!token.ok()) Die(std::string(token.status().message()));
+  rpc::SetProcessCredentials(rpc::Credentials{*token});
+  setenv(kClusterTokenEnv, token->c_str(), 1);
   // Stops the cluster if this benchmark is killed before its destructor runs.
   ProcessOptions watchdog;
   watchdog.argv = {FindExecutable("manta"), "stop", "--force", "--after-pid", std::to_string(getpid())};
@@ -70,8 +78,9 @@ void BenchCluster::StartNode(const std::vector<std::string>& args) {
 }
 
 std::vector<rpc::NodeInfo> BenchCluster::Nodes() const {
-  auto stub = rpc::NodeInfoGcsService::NewStub(grpc::CreateChannel(gcs_address_, grpc::InsecureChannelCredentials()));
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs_address_, 64 << 20));
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::GetAllNodeInfoReply reply;
   grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &reply);
@@ -86,10 +95,10 @@ std::vector<rpc::NodeInfo> BenchCluster::Nodes() const {
 void BenchCluster::WaitForPrefault() const {
   for (const auto& node : Nodes()) {
     auto stub = rpc::NodeManagerService::NewStub(
-        grpc::CreateChannel(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
-                            grpc::InsecureChannelCredentials()));
+        rpc::MakeChannel(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()), 64 << 20));
     for (int i = 0; i < 1200; ++i) {
       grpc::ClientContext ctx;
+      rpc::AttachClusterToken(&ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       rpc::GetNodeStatsReply stats;
       if (!stub->GetNodeStats(&ctx, rpc::GetNodeStatsRequest(), &stats).ok()) Die("GetNodeStats");

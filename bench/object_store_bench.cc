@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/id.h"
+#include "src/common/rpc/grpc_client.h"
 #include "src/object_store/store_client.h"
 
 namespace manta::bench {
@@ -34,8 +35,8 @@ std::unique_ptr<ObjectStoreClient> ConnectTo(const rpc::NodeInfo& node) {
 }
 
 std::unique_ptr<rpc::NodeManagerService::Stub> RayletStub(const rpc::NodeInfo& node) {
-  return rpc::NodeManagerService::NewStub(grpc::CreateChannel(
-      node.node_manager_address() + ":" + std::to_string(node.node_manager_port()), grpc::InsecureChannelCredentials()));
+  return rpc::NodeManagerService::NewStub(
+      rpc::MakeChannel(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()), 64 << 20));
 }
 
 ObjectID NewId() { return ObjectID::FromRandom(); }
@@ -195,6 +196,7 @@ nlohmann::json BenchTransfer(ObjectStoreClient& a, ObjectStoreClient& b, const r
     req.add_locations(node_a.node_manager_address() + ":" + std::to_string(node_a.node_manager_port()));
     rpc::FetchObjectsReply reply;
     grpc::ClientContext ctx;
+    rpc::AttachClusterToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     auto t0 = Clock::now();
     grpc::Status s = stub->FetchObjects(&ctx, req, &reply);
@@ -245,6 +247,7 @@ nlohmann::json BenchSpill(ObjectStoreClient& c, const rpc::NodeInfo& node_c, int
   auto t2 = Clock::now();
   auto stub = RayletStub(node_c);
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::GetNodeStatsReply stats;
   (void)stub->GetNodeStats(&ctx, rpc::GetNodeStatsRequest(), &stats);

@@ -1,6 +1,6 @@
 # manta_test_temp_dir(<name> <out_var>): the MANTA_TEMP_DIR a test that starts a
 # cluster should use: its own folder, so tests running in parallel (and several build
-# trees on one machine) never share /tmp/manta or each other's sessions.
+# trees on one machine) never share /tmp/manta-<uid> or each other's sessions.
 #
 # It is in /tmp, not in the build tree: the raylet puts its object-store Unix socket
 # in <MANTA_TEMP_DIR>/private/<pid>-<n>/sessions/session_<ms>_<pid>_<hex>/store.sock,

@@ -7,10 +7,10 @@
 
 #include <filesystem>
 #include <csignal>
-#include <random>
 
 #include "src/api/install_location.h"
 #include "src/common/process.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace ray {
@@ -90,10 +90,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
         "program, in " MANTA_BUILD_DIR " and " MANTA_INSTALL_BINDIR ", and in PATH); set RAY_ADDRESS to join an "
         "existing cluster instead");
   }
-  const char* base_env = std::getenv("MANTA_TEMP_DIR");
-  std::string base = base_env != nullptr && *base_env != '\0' ? base_env : "/tmp/manta";
-  std::random_device rd;
-  std::string root = base + "/private/" + std::to_string(getpid()) + "-" + std::to_string(rd() % 1000000);
+  std::string base = manta::TempRoot();
+  if (auto s = manta::EnsurePrivateDir(base); !s.ok()) return s;
+  std::string root = base + "/private/" + std::to_string(getpid()) + "-" + manta::SecureRandomHex(3);
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) return absl::InternalError("cannot create " + root + ": " + ec.message());
@@ -125,6 +124,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   while (!cluster->address_.empty() && (cluster->address_.back() == '\n' || cluster->address_.back() == ' ')) {
     cluster->address_.pop_back();
   }
+  auto token = manta::FindSessionToken(root, cluster->address_);
+  if (!token.ok()) return absl::InternalError("the local cluster's token: " + std::string(token.status().message()));
+  cluster->token_ = std::move(*token);
   return cluster;
 }
 

@@ -34,6 +34,8 @@ class LocalCluster {
   // The GCS address ("127.0.0.1:port").
   const std::string& address() const { return address_; }
   const std::string& temp_root() const { return temp_root_; }
+  // The cluster token `manta start` made for it.
+  const std::string& token() const { return token_; }
 
   // Path of a Manta executable (`manta`, `manta_gcs`, ...), or empty.
   static std::string FindMantaExecutable(const std::string& name);
@@ -45,6 +47,7 @@ class LocalCluster {
   std::string manta_;
   std::string temp_root_;
   std::string address_;
+  std::string token_;
   pid_t watchdog_pid_ = 0;
 };
 

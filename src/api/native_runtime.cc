@@ -24,6 +24,8 @@
 #include "src/common/config.h"
 #include "src/common/logging.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/security.h"
 #include "src/core_worker/core_worker.h"
 
 namespace ray {
@@ -379,6 +381,13 @@ void LoadCodeSearchPath(const std::string& joined) {
   options.job_id = *job;
   options.worker_id = *worker;
   options.startup_token = Env("MANTA_WORKER_STARTUP_TOKEN");
+  // The token came from the raylet; user code this worker runs does not need it.
+  options.credentials.token = Env(manta::kClusterTokenEnv);
+  unsetenv(manta::kClusterTokenEnv);
+  if (auto s = manta::rpc::LoadTls(manta::rpc::TlsFilesFromEnvironment(), &options.credentials); !s.ok()) {
+    LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << s;
+    _exit(1);
+  }
   options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS").empty() ? "127.0.0.1" : Env("MANTA_NODE_IP_ADDRESS");
   options.raylet_address = Env("MANTA_RAYLET_ADDRESS");
   options.gcs_address = Env("MANTA_GCS_ADDRESS");
@@ -457,6 +466,14 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     if (!started.ok()) throw RayException("ray::Init: " + std::string(started.status().message()));
     cluster = std::move(*started);
     address = cluster->address();
+    options.credentials.token = cluster->token();
+  } else {
+    auto token = manta::FindClusterToken(address, "", manta::TempRoot());
+    if (!token.ok()) throw RayException("ray::Init: " + std::string(token.status().message()));
+    options.credentials.token = std::move(*token);
+  }
+  if (auto s = manta::rpc::LoadTls(manta::rpc::TlsFilesFromEnvironment(), &options.credentials); !s.ok()) {
+    throw RayException("ray::Init: " + std::string(s.message()));
   }
   options.gcs_address = address;
   if (config.code_search_path.empty()) {

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "protos/gcs.pb.h"
+#include "src/common/rpc/auth.h"
 
 namespace manta::cli {
 
@@ -24,19 +25,31 @@ struct StartOptions {
   std::string node_name;
   std::string system_config;
   bool block = false;
+  // Joining: the cluster token's file (else $MANTA_CLUSTER_TOKEN_FILE,
+  // $MANTA_CLUSTER_TOKEN, or the session on this machine that started the head).
+  std::string token_file;
+  // TLS for every daemon started (and for this command's own calls).
+  rpc::TlsFiles tls;
 };
 
 int RunStart(const StartOptions& options);
 // With `after_pid` > 0, first waits until that process exits (or until nothing
 // recorded is left running, when it returns 0 without stopping anything).
 int RunStop(bool force, int after_pid = 0);
-int RunStatus(const std::string& address, bool json);
+// How the inspecting commands find and join a cluster.
+struct ClusterFlags {
+  std::string address;     // --address
+  std::string token_file;  // --token-file
+};
+int RunStatus(const ClusterFlags& flags, bool json);
 // `manta list actors`: one line (or JSON object) per actor.
-int RunListActors(const std::string& address, bool json);
+int RunListActors(const ClusterFlags& flags, bool json);
 
-// Shared by the commands that ask the GCS (status_command.cc): the --address flag,
-// else RAY_ADDRESS, else the head started on this machine.
-absl::StatusOr<std::string> ResolveGcsAddress(const std::string& address_flag);
+// Shared by the commands that ask the GCS (status_command.cc): the GCS address is the
+// --address flag, else RAY_ADDRESS, else the head started on this machine; its token
+// is found as FindClusterToken (src/common/security.h) says, and installed with the
+// TLS settings of the environment. Returns the address.
+absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags);
 absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address);
 const char* ActorStateName(rpc::ActorTableData::ActorState state);
 

@@ -15,8 +15,8 @@ std::string Hex(const std::string& binary) {
 
 }  // namespace
 
-int RunListActors(const std::string& address_flag, bool json) {
-  auto address = ResolveGcsAddress(address_flag);
+int RunListActors(const ClusterFlags& flags, bool json) {
+  auto address = JoinCluster(flags);
   if (!address.ok()) {
     std::cerr << "manta list actors: " << address.status().message() << std::endl;
     return 1;

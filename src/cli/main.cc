@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
   start_cmd->add_option("--node-name", start.node_name, "human-readable node name");
   start_cmd->add_option("--system-config", start.system_config, "JSON object of config overrides (head)");
   start_cmd->add_flag("--block", start.block, "stay in the foreground; Ctrl-C stops what was started");
+  start_cmd->add_option("--token-file", start.token_file,
+                        "joining: file holding the cluster token (default: found in the head's session here)");
+  start_cmd->add_option("--tls-cert", start.tls.cert_file, "TLS certificate chain (PEM) for every daemon started");
+  start_cmd->add_option("--tls-key", start.tls.key_file, "TLS private key (PEM)");
+  start_cmd->add_option("--tls-ca", start.tls.ca_file, "CA certificate of the cluster's certificates (PEM)");
 
   bool force = false;
   CLI::App* stop_cmd = app.add_subcommand("stop", "stop every Manta process started on this machine");
@@ -35,18 +40,20 @@ int main(int argc, char** argv) {
                        "returns early when nothing is left to stop")
       ->check(CLI::PositiveNumber);
 
-  std::string status_address;
+  manta::cli::ClusterFlags status_flags;
   bool status_json = false;
   CLI::App* status_cmd = app.add_subcommand("status", "show the nodes of a cluster and their resources");
-  status_cmd->add_option("--address", status_address, "GCS host:port (default: the head started here)");
+  status_cmd->add_option("--address", status_flags.address, "GCS host:port (default: the head started here)");
+  status_cmd->add_option("--token-file", status_flags.token_file, "file holding the cluster token");
   status_cmd->add_flag("--json", status_json, "machine-readable output");
 
-  std::string list_address;
+  manta::cli::ClusterFlags list_flags;
   bool list_json = false;
   CLI::App* list_cmd = app.add_subcommand("list", "list objects of a cluster (actors)");
   CLI::App* list_actors_cmd = list_cmd->add_subcommand("actors", "every actor: id, class, name, state, node, pid");
   list_cmd->require_subcommand(1);
-  list_actors_cmd->add_option("--address", list_address, "GCS host:port (default: the head started here)");
+  list_actors_cmd->add_option("--address", list_flags.address, "GCS host:port (default: the head started here)");
+  list_actors_cmd->add_option("--token-file", list_flags.token_file, "file holding the cluster token");
   list_actors_cmd->add_flag("--json", list_json, "machine-readable output");
 
   try {
@@ -62,7 +69,7 @@ int main(int argc, char** argv) {
   }
   if (start_cmd->parsed()) return manta::cli::RunStart(start);
   if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
-  if (status_cmd->parsed()) return manta::cli::RunStatus(status_address, status_json);
-  if (list_actors_cmd->parsed()) return manta::cli::RunListActors(list_address, list_json);
+  if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
+  if (list_actors_cmd->parsed()) return manta::cli::RunListActors(list_flags, list_json);
   return 2;
 }

@@ -8,16 +8,12 @@
 #include <sstream>
 
 #include "src/common/id.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace manta::cli {
 
 namespace fs = std::filesystem;
-
-std::string TempRoot() {
-  const char* env = std::getenv("MANTA_TEMP_DIR");
-  return env != nullptr && *env != '\0' ? std::string(env) : std::string("/tmp/manta");
-}
 
 std::string RoleName(Role role) {
   switch (role) {
@@ -36,6 +32,7 @@ absl::StatusOr<Session> Session::Create() {
   FillRandom(rnd, sizeof(rnd));
   std::string name = "session_" + std::to_string(NowMs()) + "_" + std::to_string(getpid()) + "_" +
                      BytesToHex(rnd, sizeof(rnd));
+  if (auto s = EnsurePrivateDir(TempRoot()); !s.ok()) return s;
   Session s;
   s.dir_ = TempRoot() + "/sessions/" + name;
   std::error_code ec;
@@ -54,6 +51,8 @@ absl::Status Session::Record(pid_t pid, Role role, const std::string& exe_name) 
 absl::Status Session::WriteGcsAddress(const std::string& address) const {
   return WriteFileAtomic(dir_ + "/gcs_address", address + "\n");
 }
+
+std::string Session::TokenFile() const { return dir_ + "/" + kClusterTokenFileName; }
 
 std::vector<ProcessRecord> ListRecords() {
   std::vector<ProcessRecord> records;

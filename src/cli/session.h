@@ -1,11 +1,13 @@
 // Session directories: where `manta start` records what it started, so that
 // `manta stop` can stop exactly those processes (by pid, never by name).
 //
-// Layout under the temp root ($MANTA_TEMP_DIR, default /tmp/manta):
+// Layout under the temp root (TempRoot() in src/common/security.h: $MANTA_TEMP_DIR,
+// default /tmp/manta-<uid>; 0700, and refused when another user owns it):
 //   sessions/<name>/            one per `manta start`
 //     logs/                     daemon logs and captured stdout/stderr
 //     pids/<rank>_<role>.pid    "pid exe-name" per started process; rank orders stops
 //     gcs_address               the cluster's GCS host:port
+//     cluster_token             the cluster's token (0600)
 //   head_address                GCS address of the latest head started here
 #pragma once
 
@@ -29,8 +31,6 @@ struct ProcessRecord {
   std::string session_dir;
 };
 
-std::string TempRoot();
-
 class Session {
  public:
   // Creates a new, uniquely named session directory with logs/ and pids/.
@@ -41,6 +41,7 @@ class Session {
 
   absl::Status Record(pid_t pid, Role role, const std::string& exe_name) const;
   absl::Status WriteGcsAddress(const std::string& address) const;
+  std::string TokenFile() const;
 
  private:
   std::string dir_;

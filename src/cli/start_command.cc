@@ -14,6 +14,9 @@
 #include "src/cli/session.h"
 #include "src/common/config.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/redis_store_client.h"
 #include "src/raylet/resources.h"
@@ -107,9 +110,9 @@ int Error(const std::string& message) {
 }
 
 absl::Status CheckGcsReachable(const std::string& address) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  auto stub = rpc::NodeInfoGcsService::NewStub(channel);
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, 4 << 20));
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   rpc::GetClusterIdReply reply;
   grpc::Status s = stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &reply);
@@ -117,10 +120,20 @@ absl::Status CheckGcsReachable(const std::string& address) {
   return absl::OkStatus();
 }
 
+// What every daemon is started with: the session's token file and the TLS files.
+std::vector<std::string> SecurityArgs(const StartOptions& o, const Session& session) {
+  std::vector<std::string> args = {"--token-file", session.TokenFile()};
+  if (o.tls.enabled()) {
+    args.insert(args.end(), {"--tls-cert", o.tls.cert_file, "--tls-key", o.tls.key_file, "--tls-ca", o.tls.ca_file});
+  }
+  return args;
+}
+
 std::vector<std::string> RayletArgs(const StartOptions& o, const Session& session, const std::string& gcs_address) {
   std::vector<std::string> args = {"--gcs-address", gcs_address, "--node-ip-address", o.node_ip_address,
                                    "--session-dir", session.dir(), "--log-dir", session.LogDir(),
                                    "--ready-file", session.Path("raylet.ready")};
+  for (std::string& arg : SecurityArgs(o, session)) args.push_back(std::move(arg));
   if (o.head) args.push_back("--head");
   if (o.num_cpus >= 0) args.insert(args.end(), {"--num-cpus", std::to_string(o.num_cpus)});
   if (o.num_gpus >= 0) args.insert(args.end(), {"--num-gpus", std::to_string(o.num_gpus)});
@@ -198,6 +211,22 @@ int RunStart(const StartOptions& o) {
     return Error("port " + std::to_string(o.port) +
                  " is already in use (another Manta head? pick another with --port)");
   }
+  // The cluster's credentials: a new token for a new cluster; a joining node finds
+  // the one of the cluster it joins.
+  rpc::Credentials credentials;
+  if (auto s = rpc::LoadTls(o.tls, &credentials); !s.ok()) return Error(std::string(s.message()));
+  if (!o.head) {
+    auto hp = *ParseHostPort(o.address);
+    if (!IsPortOpen(hp.host, hp.port)) return Error("cannot reach the GCS at " + o.address + ": nothing listens there");
+  }
+  if (o.head) {
+    credentials.token = NewClusterToken();
+  } else {
+    auto token = FindClusterToken(o.address, o.token_file, TempRoot());
+    if (!token.ok()) return Error(std::string(token.status().message()));
+    credentials.token = *token;
+  }
+  rpc::SetProcessCredentials(credentials);
   if (!o.head) {
     if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
   }
@@ -208,6 +237,9 @@ int RunStart(const StartOptions& o) {
   }
   auto session = Session::Create();
   if (!session.ok()) return Error(std::string(session.status().message()));
+  if (auto s = WriteTokenFile(session->TokenFile(), credentials.token); !s.ok()) {
+    return Error(std::string(s.message()));
+  }
   Launcher launcher(*session);
   std::string gcs_address = o.address;
   std::string redis_address = o.redis_address;
@@ -251,6 +283,7 @@ int RunStart(const StartOptions& o) {
     }
     std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--redis-address", redis_address,
                                          "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
+    for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));
     if (!o.redis_password.empty()) gcs_args.insert(gcs_args.end(), {"--redis-password", o.redis_password});
     if (!o.system_config.empty()) gcs_args.insert(gcs_args.end(), {"--system-config", o.system_config});
     auto gcs_port = launcher.Start("manta_gcs", gcs_args, Role::kGcs, session->Path("gcs.ready"));
@@ -275,9 +308,11 @@ int RunStart(const StartOptions& o) {
   if (o.head) std::cout << "  Redis address:    " << redis_address << "\n";
   std::cout << "  Raylet port:      " << std::stoi(*raylet_port) << "\n";
   std::cout << "  Session dir:      " << session->dir() << "\n";
+  std::cout << "  Cluster token:    " << session->TokenFile() << " (keep it private)\n";
   if (o.head) {
-    std::cout << "\nTo add another node to this cluster, run\n"
-              << "  manta start --address " << gcs_address << "\n";
+    std::cout << "\nTo add another node to this cluster from this machine, run\n"
+              << "  manta start --address " << gcs_address << "\n"
+              << "From another machine, copy the token file there (mode 0600) and add --token-file <path>.\n";
   }
   std::cout << "To see the cluster: manta status\nTo stop: manta stop" << std::endl;
   if (o.block) return Block(launcher);

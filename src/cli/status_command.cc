@@ -11,11 +11,17 @@
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
 #include "src/common/id.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/raylet/resources.h"
 
 namespace manta::cli {
 namespace {
+
+// Status replies list every node and actor: allow large ones.
+constexpr int64_t kMaxReplyBytes = 256 << 20;
 
 raylet::ResourceMap ToMap(const google::protobuf::Map<std::string, double>& m) {
   return raylet::ResourceMap(m.begin(), m.end());
@@ -36,8 +42,8 @@ std::string Bytes(int64_t n) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ResolveGcsAddress(const std::string& address_flag) {
-  std::string address = address_flag;
+absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags) {
+  std::string address = flags.address;
   if (address.empty()) {
     if (const char* env = std::getenv("RAY_ADDRESS"); env != nullptr && *env != '\0' && std::string(env) != "auto") {
       address = env;
@@ -51,12 +57,19 @@ absl::StatusOr<std::string> ResolveGcsAddress(const std::string& address_flag) {
   if (auto hp = ParseHostPort(address); !hp.ok()) {
     return absl::InvalidArgumentError("--address: " + std::string(hp.status().message()));
   }
+  rpc::Credentials credentials;
+  auto token = FindClusterToken(address, flags.token_file, TempRoot());
+  if (!token.ok()) return token.status();
+  credentials.token = std::move(*token);
+  if (auto s = rpc::LoadTls(rpc::TlsFilesFromEnvironment(), &credentials); !s.ok()) return s;
+  rpc::SetProcessCredentials(std::move(credentials));
   return address;
 }
 
 absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address) {
-  auto stub = rpc::ActorInfoGcsService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub = rpc::ActorInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::GetAllActorInfoReply reply;
   grpc::Status s = stub->GetAllActorInfo(&ctx, rpc::GetAllActorInfoRequest(), &reply);
@@ -81,19 +94,19 @@ const char* ActorStateName(rpc::ActorTableData::ActorState state) {
   }
 }
 
-int RunStatus(const std::string& address_flag, bool json) {
-  auto resolved = ResolveGcsAddress(address_flag);
+int RunStatus(const ClusterFlags& flags, bool json) {
+  auto resolved = JoinCluster(flags);
   if (!resolved.ok()) {
     std::cerr << "manta status: " << resolved.status().message() << std::endl;
     return 1;
   }
   const std::string address = *resolved;
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  auto stub = rpc::NodeInfoGcsService::NewStub(channel);
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
   rpc::GetAllNodeInfoReply nodes;
   rpc::GetClusterIdReply cluster;
   {
     grpc::ClientContext ctx;
+    rpc::AttachClusterToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &nodes);
     if (!s.ok()) {
@@ -103,6 +116,7 @@ int RunStatus(const std::string& address_flag, bool json) {
   }
   {
     grpc::ClientContext ctx;
+    rpc::AttachClusterToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     (void)stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &cluster);
   }

@@ -10,6 +10,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
+#include "src/common/security.h"
 #include "src/common/process.h"
 
 namespace manta::cli {

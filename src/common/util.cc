@@ -29,12 +29,12 @@ int64_t MonotonicMs() {
       .count();
 }
 
-absl::Status WriteFileAtomic(const std::string& path, std::string_view contents) {
+absl::Status WriteFileAtomic(const std::string& path, std::string_view contents, int mode) {
   // Unique per call, not just per process: concurrent writers of one path from two
   // threads must not share (and truncate, or rename away) each other's temp file.
   static std::atomic<uint64_t> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd < 0) return absl::InternalError("cannot write " + tmp + ": " + std::strerror(errno));
   size_t off = 0;
   while (off < contents.size()) {

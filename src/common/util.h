@@ -26,8 +26,8 @@ inline bool RangeWithin(int64_t offset, int64_t length, int64_t total) {
 int64_t MonotonicMs();
 
 // Writes `contents` to `path` atomically (temp file + rename), so a reader never sees
-// a partial file.
-absl::Status WriteFileAtomic(const std::string& path, std::string_view contents);
+// a partial file. The file gets `mode` (before the umask).
+absl::Status WriteFileAtomic(const std::string& path, std::string_view contents, int mode = 0644);
 // Reads a whole file. NotFound when it does not exist.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

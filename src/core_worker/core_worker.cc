@@ -9,6 +9,7 @@
 
 #include "protos/core_worker.grpc.pb.h"
 #include "src/common/rpc/grpc_server.h"
+#include "src/common/security.h"
 #include "src/common/logging.h"
 #include "src/common/process.h"
 #include "src/common/status_util.h"
@@ -80,6 +81,10 @@ class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackServi
                                   void (CoreWorker::*method)(const Request&, Reply*,
                                                              std::function<void(absl::Status)>)) {
     grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
+    if (absl::Status admitted = rpc::AuthenticateCall(*c, name); !admitted.ok()) {
+      reactor->Finish(rpc::ToGrpcStatus(admitted));
+      return reactor;
+    }
     CoreWorker& core = core_;
     loop_.Post(name, [&core, method, q, r, reactor] {
       (core.*method)(*q, r, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
@@ -148,6 +153,10 @@ absl::Status CoreWorker::RunOnLoopAndWait(const std::function<void(std::function
 absl::Status CoreWorker::Connect() {
   const Config& config = options_.config;
   RaiseOpenFileLimit();  // many owners and workers may connect to this process
+  if (auto s = CheckTokenFormat(options_.credentials.token); !s.ok()) {
+    return absl::UnauthenticatedError("no valid cluster token to join the cluster with: " + std::string(s.message()));
+  }
+  rpc::SetProcessCredentials(options_.credentials);
   rpc::ClientOptions client_options = MakeClientOptions(config);
   service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
   server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", options_.node_ip_address, 0,

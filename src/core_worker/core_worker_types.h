@@ -12,6 +12,7 @@
 
 #include "protos/common.pb.h"
 #include "src/common/config.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
 
@@ -32,6 +33,9 @@ struct CoreWorkerOptions {
   rpc::JobConfig job_config;
   std::string driver_entrypoint;
   Config config;
+  // What this process joins the cluster with (the token; TLS material when on).
+  // Installed process-wide when the core worker connects (src/common/rpc/auth.h).
+  rpc::Credentials credentials;
 };
 
 // A readable object value: bytes (in the memory store or mapped from the node's

@@ -7,6 +7,7 @@
 #include "src/common/config.h"
 #include "src/common/logging.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_server.h"
 #include "src/gcs/in_memory_store_client.h"
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   std::string log_dir;
   std::string system_config;
   bool in_memory = false;
+  std::string token_file;
+  manta::rpc::TlsFiles tls;
   app.add_option("--bind-address", bind_address, "address to listen on");
   app.add_option("--port", port, "port to listen on (0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--redis-address", redis_address, "Redis host:port holding the tables");
@@ -32,10 +35,18 @@ int main(int argc, char** argv) {
   app.add_option("--log-dir", log_dir, "log directory (default: stderr)");
   app.add_option("--system-config", system_config, "JSON object of config overrides");
   app.add_flag("--in-memory-store", in_memory, "keep tables in memory only (no Redis; for testing)");
+  app.add_option("--token-file", token_file, "file holding the cluster token (default: $MANTA_CLUSTER_TOKEN)");
+  app.add_option("--tls-cert", tls.cert_file, "TLS certificate chain (PEM); turns TLS on with --tls-key, --tls-ca");
+  app.add_option("--tls-key", tls.key_file, "TLS private key (PEM)");
+  app.add_option("--tls-ca", tls.ca_file, "CA certificate every member's certificate is signed by (PEM)");
   CLI11_PARSE(app, argc, argv);
 
   manta::InitLogging(argv[0], log_dir);
   manta::RaiseOpenFileLimit();
+  if (auto credentials = manta::rpc::InstallDaemonCredentials(token_file, tls); !credentials.ok()) {
+    std::cerr << "manta_gcs: " << credentials.status().message() << std::endl;
+    return 2;
+  }
   auto config = manta::Config::Load(system_config);
   if (!config.ok()) {
     std::cerr << "manta_gcs: " << config.status().message() << std::endl;

@@ -11,6 +11,7 @@
 #include "src/common/config.h"
 #include "src/common/logging.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/util.h"
 #include "src/object_store/arena.h"
 #include "src/object_store/object_store.h"
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
   std::string system_config;
   std::string store_socket;
   bool head = false;
+  std::string token_file;
+  manta::rpc::TlsFiles tls;
   app.add_option("--gcs-address", gcs_address, "GCS host:port")->required();
   app.add_option("--node-ip-address", node_ip_address, "address this node is reached at");
   app.add_option("--port", port, "node manager port (0 = any free port)")->check(CLI::Range(0, 65535));
@@ -69,10 +72,16 @@ int main(int argc, char** argv) {
   app.add_option("--system-config", system_config, "JSON object of config overrides");
   app.add_option("--store-socket", store_socket, "object store socket (default: <session dir>/store.sock)");
   app.add_flag("--head", head, "this is the head node");
+  app.add_option("--token-file", token_file, "file holding the cluster token (default: $MANTA_CLUSTER_TOKEN)");
+  app.add_option("--tls-cert", tls.cert_file, "TLS certificate chain (PEM); turns TLS on with --tls-key, --tls-ca");
+  app.add_option("--tls-key", tls.key_file, "TLS private key (PEM)");
+  app.add_option("--tls-ca", tls.ca_file, "CA certificate every member's certificate is signed by (PEM)");
   CLI11_PARSE(app, argc, argv);
 
   manta::InitLogging(argv[0], log_dir);
   manta::RaiseOpenFileLimit();
+  auto credentials = manta::rpc::InstallDaemonCredentials(token_file, tls);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()), 2);
   // Object chunks are megabytes: keep such buffers in the heap for reuse rather than
   // mmapping (and page-faulting) fresh memory for every chunk.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
@@ -192,6 +201,8 @@ int main(int argc, char** argv) {
   pool_options.gcs_address = gcs_address;
   pool_options.store_socket = store_socket;
   pool_options.session_dir = private_dir;
+  pool_options.cluster_token = credentials->token;
+  pool_options.tls = tls;
   pool_options.default_worker_path = manta::FindExecutable("manta_worker");
   pool_options.num_cpus = static_cast<int>(options.resources["CPU"]);
   manta::raylet::WorkerPool pool(loop, pool_options, node_manager.config(), launcher,

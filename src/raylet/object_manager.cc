@@ -8,6 +8,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/status_convert.h"
 #include "src/common/util.h"
@@ -149,6 +150,7 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
   }
 
   void Start(grpc::GenericStub* stub) {
+    rpc::AttachClusterToken(&context_);
     stub->PrepareBidiStreamingCall(&context_, kPullMethod, grpc::StubOptions(), this);
     StartWriteLast(&request_, grpc::WriteOptions());
     StartRead(&message_);
@@ -258,9 +260,14 @@ void PutVarint(std::string* out, uint64_t value) {
 // reference taken by Get keeps that memory valid until the stream is done.
 class PushReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  // `admitted` is the call's authentication: when it failed, the stream ends with it.
   PushReactor(EventLoop& loop, object_store::ObjectStore& store, const rpc::PullObjectRequest& request,
-              ClientId client, std::atomic<int64_t>& served)
+              ClientId client, std::atomic<int64_t>& served, const absl::Status& admitted)
       : loop_(loop), store_(store), client_(client), served_(served) {
+    if (!admitted.ok()) {
+      Finish(rpc::ToGrpcStatus(admitted));
+      return;
+    }
     chunk_bytes_ = std::clamp<int64_t>(request.chunk_bytes(), 64 << 10, 64 << 20);
     auto id = ObjectID::FromBinaryChecked(request.object_id());
     if (!id.ok()) {
@@ -353,14 +360,15 @@ struct ObjectManager::Impl final
                                                          const grpc::ByteBuffer* raw_request) override {
     // Server client ids come from a separate (very negative) range than pulls'.
     ClientId client = std::numeric_limits<ClientId>::min() / 2 + next_serve_id.fetch_add(1);
+    absl::Status admitted = rpc::AuthenticateCall(*context, "ObjectManager.PullObject");
     rpc::PullObjectRequest request;
     std::vector<grpc::Slice> slices;
     std::string bytes;
     if (raw_request->Dump(&slices).ok()) {
       for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
     }
-    if (!request.ParseFromString(bytes)) request.Clear();  // an empty id is rejected below
-    return new PushReactor(om.loop_, om.store_, request, client, served);
+    if (!admitted.ok() || !request.ParseFromString(bytes)) request.Clear();  // an empty id is rejected below
+    return new PushReactor(om.loop_, om.store_, request, client, served, admitted);
   }
 
   grpc::GenericStub* StubFor(const std::string& address) {

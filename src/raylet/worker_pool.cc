@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "src/common/security.h"
 
 namespace manta::raylet {
 
@@ -294,6 +295,12 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   env["MANTA_SESSION_DIR"] = options_.session_dir;
   env["MANTA_JOB_NAMESPACE"] = config.ray_namespace();
   if (config.default_actor_detached()) env["MANTA_DEFAULT_ACTOR_DETACHED"] = "1";
+  env[kClusterTokenEnv] = options_.cluster_token;
+  if (options_.tls.enabled()) {
+    env["MANTA_TLS_CERT"] = options_.tls.cert_file;
+    env["MANTA_TLS_KEY"] = options_.tls.key_file;
+    env["MANTA_TLS_CA"] = options_.tls.ca_file;
+  }
   return env;
 }
 
@@ -304,9 +311,7 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, JobState& job) {
   auto worker = std::make_unique<Worker>();
   worker->worker_id = WorkerID::FromRandom();
   worker->job_id = job_id;
-  uint8_t secret[16];
-  FillRandom(secret, sizeof(secret));
-  worker->startup_token = BytesToHex(secret, sizeof(secret));
+  worker->startup_token = SecureRandomHex(16);
   worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
   auto pid = launcher_.Start(*argv, WorkerEnv(*worker, job.config), worker->log_file);
   if (!pid.ok()) {

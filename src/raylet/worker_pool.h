@@ -41,6 +41,7 @@
 #include "src/common/config.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/rpc/send_reply.h"
 #include "src/raylet/worker_launcher.h"
 
@@ -61,6 +62,10 @@ struct WorkerPoolOptions {
   // "Number of CPUs" for the config defaults 0/-1 of the startup concurrency and the
   // idle soft limit.
   int num_cpus = 1;
+  // What workers join the cluster with: the token (given in their environment, read
+  // and removed from it at start) and the TLS files, if any.
+  std::string cluster_token;
+  rpc::TlsFiles tls;
 };
 
 // A registered worker as PopWorker hands it out.

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/grpc_server.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 #include "test_util/test_util.h"
 
@@ -96,6 +98,9 @@ struct Result {
 
 class GrpcTest : public ::testing::Test {
  protected:
+  // Client and server share this process's credentials: a fresh cluster token.
+  GrpcTest() { SetProcessCredentials(Credentials{token_}); }
+
   // Starts the server on `port` (0 = any); fails the test if it cannot.
   void StartServer(int port = 0) {
     server_ = std::make_unique<GrpcServer>("test", "127.0.0.1", port, kMaxMessageBytes);
@@ -140,6 +145,7 @@ class GrpcTest : public ::testing::Test {
         timeout_ms);
   }
 
+  const std::string token_ = NewClusterToken();
   EventLoop server_loop_;
   TestService service_{server_loop_};
   LoopThread server_thread_{server_loop_};
@@ -162,6 +168,54 @@ TEST_F(GrpcTest, CallRoundTripRunsHandlerAndCallbackOnTheirLoops) {
   EXPECT_EQ(service_.handler_thread.load(), server_thread_.id());
   // The handler is counted once it returns, which may be just after the reply left.
   EXPECT_TRUE(WaitFor([&] { return server_loop_.Stats()["Test.HealthCheck"] == 1; }, 5000));
+}
+
+// One HealthCheck through a plain stub whose metadata holds `token` (none when
+// nullopt), as a stranger to the cluster would send it.
+grpc::Status RawHealthCheck(int port, std::optional<std::string> token) {
+  auto stub = NodeManagerService::NewStub(MakeChannel("127.0.0.1:" + std::to_string(port), kMaxMessageBytes));
+  grpc::ClientContext ctx;
+  if (token) ctx.AddMetadata(kClusterTokenMetadataKey, *token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  HealthCheckReply reply;
+  return stub->HealthCheck(&ctx, HealthCheckRequest(), &reply);
+}
+
+TEST_F(GrpcTest, CallWithoutTheClusterTokenIsRefusedBeforeItsHandler) {
+  StartServer();
+  grpc::Status s = RawHealthCheck(server_->port(), std::nullopt);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_NE(s.error_message().find("no cluster token"), std::string::npos) << s.error_message();
+  EXPECT_EQ(service_.health_checks.load(), 0);
+
+  // The server keeps serving members.
+  EXPECT_TRUE(RawHealthCheck(server_->port(), token_).ok());
+  auto member = MakeClient(server_->port());
+  Result ok;
+  HealthCheck(*member, &ok);
+  ASSERT_TRUE(Await(ok));
+  EXPECT_TRUE(ok.status.ok()) << ok.status;
+  EXPECT_EQ(service_.health_checks.load(), 2);
+}
+
+TEST_F(GrpcTest, CallWithAnotherClustersTokenOrAPrefixOfOursIsRefused) {
+  StartServer();
+  for (const std::string& wrong : {NewClusterToken(), token_.substr(0, 32), token_ + "0", std::string()}) {
+    grpc::Status s = RawHealthCheck(server_->port(), wrong);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+    EXPECT_NE(s.error_message().find("wrong cluster token"), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(service_.health_checks.load(), 0);
+}
+
+TEST_F(GrpcTest, ServerWithNoTokenRefusesEveryCall) {
+  StartServer();
+  SetProcessCredentials(Credentials{});
+  grpc::Status s = RawHealthCheck(server_->port(), token_);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = RawHealthCheck(server_->port(), std::string());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_EQ(service_.health_checks.load(), 0);
 }
 
 TEST_F(GrpcTest, HandlerErrorReachesTheClientWithItsCode) {

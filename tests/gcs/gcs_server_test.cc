@@ -11,7 +11,9 @@
 #include <string>
 
 #include "protos/gcs.grpc.pb.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/security.h"
 #include "src/gcs/redis_store_client.h"
 #include "tests/gcs/gcs_test_helpers.h"
 
@@ -44,6 +46,8 @@ absl::StatusOr<Reply> Rpc(EventLoop& loop, rpc::GrpcClient<Service>& client,
 
 class GcsServerTest : public ::testing::Test {
  protected:
+  GcsServerTest() { rpc::SetProcessCredentials(rpc::Credentials{NewClusterToken()}); }
+
   RedisStoreClient::Options StoreOptions(const std::string& key_prefix = "manta:test:") const {
     RedisStoreClient::Options o;
     o.port = redis_.port();

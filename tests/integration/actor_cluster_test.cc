@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace {
@@ -180,6 +181,7 @@ TEST_F(ActorClusterTest, ActorsKeepServingThroughAGcsRestart) {
             harness_->RedisAddress(), "--system-config", kFastHealth, "--ready-file",
             harness_->temp_root() + "/gcs2.ready"};
   p.output_file = harness_->temp_root() + "/gcs2.out";
+  p.env[manta::kClusterTokenEnv] = harness_->token();
   auto restarted = manta::StartProcess(p);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   // The harness does not know this GCS: it is stopped here however the test ends.

@@ -8,6 +8,8 @@
 
 #include "cluster_harness.h"
 #include "protos/gcs.grpc.pb.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
 #include "src/common/util.h"
 
 namespace manta::testing {
@@ -118,9 +120,10 @@ TEST(CliErrorsTest, GcsAndRayletSurviveGarbageAndBadRequests) {
   std::string raylet = cluster.Status()["nodes"][0]["address"];
   SendGarbage(ParseHostPort(raylet)->port);
   // Well-formed RPCs with invalid content get error replies.
-  auto stub = rpc::NodeInfoGcsService::NewStub(grpc::CreateChannel(gcs, grpc::InsecureChannelCredentials()));
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs, 64 << 20));
   {
     grpc::ClientContext ctx;
+    rpc::AttachClusterToken(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     rpc::RegisterNodeRequest req;
     req.mutable_node_info()->set_node_id("short");
@@ -136,6 +139,7 @@ TEST(CliErrorsTest, GcsAndRayletSurviveGarbageAndBadRequests) {
         grpc::CreateCustomChannel(gcs, grpc::InsecureChannelCredentials(), args));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ctx.AddMetadata(rpc::kClusterTokenMetadataKey, cluster.token());
     rpc::InternalKVPutRequest req;
     req.set_key("big");
     req.set_value(std::string(600 * 1024 * 1024, 'x'));

@@ -10,7 +10,9 @@
 
 #include "protos/gcs.grpc.pb.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace manta::testing {
@@ -60,6 +62,13 @@ std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args
   std::smatch m;
   if (std::regex_search(r.output, m, std::regex("GCS address:\\s+(\\S+)"))) gcs_address_ = m[1];
   EXPECT_FALSE(gcs_address_.empty()) << r.output;
+  auto token = FindSessionToken(root_.path(), gcs_address_);
+  EXPECT_TRUE(token.ok()) << token.status();
+  if (token.ok()) {
+    token_ = *token;
+    rpc::SetProcessCredentials(rpc::Credentials{token_});
+    setenv(kClusterTokenEnv, token_.c_str(), 1);
+  }
   // Stops this harness's clusters if the test binary dies before its destructor.
   ProcessOptions watchdog;
   watchdog.argv = {BinaryPath("manta"), "stop", "--force", "--after-pid", std::to_string(getpid())};
@@ -107,6 +116,7 @@ int ClusterHarness::CountNodes(const std::string& state) {
 std::vector<rpc::NodeInfo> ClusterHarness::AliveNodes() const {
   auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs_address_, 64 << 20));
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::GetAllNodeInfoReply reply;
   grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &reply);

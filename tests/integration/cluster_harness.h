@@ -44,6 +44,9 @@ class ClusterHarness {
   std::vector<pid_t> LivePids() const;
 
   const std::string& gcs_address() const { return gcs_address_; }
+  // The head's cluster token. StartHead installs it as this process's credentials and
+  // in MANTA_CLUSTER_TOKEN, so the test's own calls, drivers and ray::Init join.
+  const std::string& token() const { return token_; }
   const std::string& temp_root() const { return root_.path(); }
   // The Redis address started by the head.
   std::string RedisAddress() const;
@@ -51,6 +54,7 @@ class ClusterHarness {
  private:
   TempDir root_;
   std::string gcs_address_;
+  std::string token_;
 };
 
 }  // namespace manta::testing

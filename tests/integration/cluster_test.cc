@@ -9,6 +9,7 @@
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/process.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace manta::testing {
@@ -27,6 +28,7 @@ std::unique_ptr<rpc::JobInfoGcsService::Stub> JobStub(const std::string& address
 template <typename Fn>
 grpc::Status CallWithDeadline(Fn fn) {
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   return fn(&ctx);
 }
@@ -135,6 +137,7 @@ TEST(ClusterTest, GcsRestartKeepsNodesClusterIdAndJobs) {
   p.argv = {BinaryPath("manta_gcs"), "--port", std::to_string(port), "--redis-address", cluster.RedisAddress(),
             "--ready-file", cluster.temp_root() + "/gcs2.ready"};
   p.output_file = cluster.temp_root() + "/gcs2.out";
+  p.env[kClusterTokenEnv] = cluster.token();
   auto restarted = StartProcess(p);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   ASSERT_TRUE(WaitFor([&] { return ReadFile(cluster.temp_root() + "/gcs2.ready").ok(); }, 15000))

@@ -39,6 +39,7 @@ grpc::Status Fetch(const rpc::NodeInfo& at, const ObjectID& id, const std::vecto
   for (const auto& l : locations) req.add_locations(l);
   rpc::FetchObjectsReply reply;
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   return Raylet(at)->FetchObjects(&ctx, req, &reply);
 }
@@ -46,6 +47,7 @@ grpc::Status Fetch(const rpc::NodeInfo& at, const ObjectID& id, const std::vecto
 rpc::ObjectStoreStats StoreStats(const rpc::NodeInfo& n) {
   rpc::GetNodeStatsReply reply;
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   EXPECT_TRUE(Raylet(n)->GetNodeStats(&ctx, rpc::GetNodeStatsRequest(), &reply).ok());
   return reply.usage().object_store();

@@ -21,7 +21,9 @@
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/security.h"
 
 namespace manta::testing {
 namespace {
@@ -33,8 +35,8 @@ int RunAsWorker() {
     const char* v = std::getenv(name);
     return std::string(v == nullptr ? "" : v);
   };
-  auto stub = rpc::NodeManagerWorkerService::NewStub(
-      grpc::CreateChannel(env("MANTA_RAYLET_ADDRESS"), grpc::InsecureChannelCredentials()));
+  rpc::SetProcessCredentials(rpc::Credentials{env(kClusterTokenEnv)});
+  auto stub = rpc::NodeManagerWorkerService::NewStub(rpc::MakeChannel(env("MANTA_RAYLET_ADDRESS"), 64 << 20));
   rpc::RegisterWorkerRequest request;
   request.set_worker_type(rpc::WORKER);
   request.set_startup_token(env("MANTA_WORKER_STARTUP_TOKEN"));
@@ -47,6 +49,7 @@ int RunAsWorker() {
   request.mutable_address()->set_ip_address(env("MANTA_NODE_IP_ADDRESS"));
   request.mutable_address()->set_port(1);  // no server: nothing pushes tasks here
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::RegisterWorkerReply reply;
   grpc::Status s = stub->RegisterWorker(&ctx, request, &reply);
@@ -99,6 +102,7 @@ class WorkerLeaseTest : public ::testing::Test {
     (*add.mutable_job_info()->mutable_config()->mutable_worker_env())["WORKER_LEASE_TEST"] = "yes";
     {
       grpc::ClientContext ctx;
+      rpc::AttachClusterToken(&ctx);
       rpc::AddJobReply added;
       ASSERT_TRUE(jobs->AddJob(WithDeadline(&ctx, 10), add, &added).ok());
     }
@@ -111,6 +115,7 @@ class WorkerLeaseTest : public ::testing::Test {
     driver.mutable_address()->set_ip_address("127.0.0.1");
     driver.mutable_address()->set_port(1);
     grpc::ClientContext ctx;
+    rpc::AttachClusterToken(&ctx);
     rpc::RegisterWorkerReply reply;
     ASSERT_TRUE(stub_->RegisterWorker(WithDeadline(&ctx, 10), driver, &reply).ok());
     EXPECT_EQ(reply.node_id(), node_.node_id());
@@ -129,6 +134,7 @@ class WorkerLeaseTest : public ::testing::Test {
 
   rpc::RequestWorkerLeaseReply Lease(const std::map<std::string, double>& resources) {
     grpc::ClientContext ctx;
+    rpc::AttachClusterToken(&ctx);
     rpc::RequestWorkerLeaseReply reply;
     grpc::Status s = stub_->RequestWorkerLease(WithDeadline(&ctx, 30), LeaseRequest(resources), &reply);
     EXPECT_TRUE(s.ok()) << s.error_message();
@@ -187,6 +193,7 @@ TEST_F(WorkerLeaseTest, RayletStartsTheDriversBinaryAsAWorkerAndReleasesItsLease
 TEST_F(WorkerLeaseTest, InfeasibleRequestIsShownByStatusUntilCancelled) {
   rpc::RequestWorkerLeaseRequest request = LeaseRequest({{"GPU", 1}});
   grpc::ClientContext ctx;
+  rpc::AttachClusterToken(&ctx);
   rpc::RequestWorkerLeaseReply reply;
   std::atomic<bool> done{false};
   grpc::Status status;
@@ -220,6 +227,7 @@ TEST_F(WorkerLeaseTest, InfeasibleRequestIsShownByStatusUntilCancelled) {
   rpc::CancelWorkerLeaseRequest cancel;
   cancel.set_lease_request_id(request.lease_request_id());
   grpc::ClientContext cancel_ctx;
+  rpc::AttachClusterToken(&cancel_ctx);
   rpc::CancelWorkerLeaseReply cancel_reply;
   ASSERT_TRUE(stub_->CancelWorkerLease(WithDeadline(&cancel_ctx, 10), cancel, &cancel_reply).ok());
   EXPECT_TRUE(cancel_reply.success());

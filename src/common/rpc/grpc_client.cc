@@ -1,6 +1,13 @@
 #include "src/common/rpc/grpc_client.h"
 
+#include "src/common/rpc/auth.h"
+
 namespace manta::rpc {
+
+void AttachClusterToken(grpc::ClientContext* context) {
+  std::string token = ProcessCredentials().token;
+  if (!token.empty()) context->AddMetadata(kClusterTokenMetadataKey, token);
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes) {
   grpc::ChannelArguments args;
@@ -18,7 +25,18 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t m
   // window updates would halve transfer throughput.
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 32 << 20);
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  Credentials credentials = ProcessCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
+  if (credentials.tls()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = credentials.tls_ca;
+    tls.pem_cert_chain = credentials.tls_cert;
+    tls.pem_private_key = credentials.tls_key;
+    channel_credentials = grpc::SslCredentials(tls);
+  } else {
+    channel_credentials = grpc::InsecureChannelCredentials();
+  }
+  return grpc::CreateCustomChannel(address, channel_credentials, args);
 }
 
 }  // namespace manta::rpc

@@ -42,8 +42,14 @@ struct CallOptions {
   bool idempotent = false;
 };
 
-// Creates an insecure channel with fast reconnects and our message-size limits.
+// Creates a channel with fast reconnects and our message-size limits, using TLS when
+// this process's credentials (src/common/rpc/auth.h) turn it on.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes);
+// Puts this process's cluster token into a call's metadata. Every call needs it:
+// GrpcClient does it for its calls; code using a stub directly calls this on each
+// ClientContext. (Not an interceptor: gRPC 1.51 crashes running client interceptors
+// on callback streams whose call fails.)
+void AttachClusterToken(grpc::ClientContext* context);
 
 template <typename Service>
 class GrpcClient {
@@ -134,6 +140,7 @@ class GrpcClient {
     }
     auto send = [state, call, deadline_ms, drop_reply = fault.kind == FaultKind::kDropReply] {
       call->context = std::make_unique<grpc::ClientContext>();
+      AttachClusterToken(call->context.get());
       call->context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
       call->reply = Reply();
       {

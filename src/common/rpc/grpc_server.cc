@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include "src/common/rpc/auth.h"
+
 namespace manta::rpc {
 
 GrpcServer::GrpcServer(std::string name, std::string bind_address, int port, int64_t max_message_bytes)
@@ -30,7 +32,18 @@ absl::Status GrpcServer::Start() {
   grpc::ServerBuilder builder;
   std::string address = bind_address_ + ":" + std::to_string(requested_port_);
   int selected_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  Credentials credentials = ProcessCredentials();
+  std::shared_ptr<grpc::ServerCredentials> server_credentials;
+  if (credentials.tls()) {
+    // Mutual TLS: every member of the cluster holds a certificate signed by the CA.
+    grpc::SslServerCredentialsOptions tls(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = credentials.tls_ca;
+    tls.pem_key_cert_pairs.push_back({credentials.tls_key, credentials.tls_cert});
+    server_credentials = grpc::SslServerCredentials(tls);
+  } else {
+    server_credentials = grpc::InsecureServerCredentials();
+  }
+  builder.AddListeningPort(address, server_credentials, &selected_port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));

@@ -18,6 +18,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "src/common/event_loop.h"
+#include "src/common/rpc/auth.h"
 #include "src/common/rpc/send_reply.h"
 #include "src/common/rpc/status_convert.h"
 
@@ -57,7 +58,8 @@ class GrpcServer {
   std::shared_ptr<std::atomic<bool>> shutdown_done_ = std::make_shared<std::atomic<bool>>(false);
 };
 
-// Posts `handler(request, reply, send_reply)` to `loop` under `name` and returns the
+// Authenticates the call (the cluster token, src/common/rpc/auth.h); when it passes,
+// posts `handler(request, reply, send_reply)` to `loop` under `name`. Returns the
 // reactor gRPC needs. `Handler` is callable as
 //   void(const Request&, Reply*, SendReply)
 template <typename Request, typename Reply, typename Handler>
@@ -65,6 +67,10 @@ grpc::ServerUnaryReactor* ServeOnLoop(EventLoop& loop, const char* name,
                                       grpc::CallbackServerContext* context, const Request* request,
                                       Reply* reply, Handler handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status admitted = AuthenticateCall(*context, name); !admitted.ok()) {
+    reactor->Finish(ToGrpcStatus(admitted));
+    return reactor;
+  }
   loop.Post(name, [request, reply, reactor, handler = std::move(handler)]() mutable {
     handler(*request, reply,
             SendReply([reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); }));
