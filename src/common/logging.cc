@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "absl/synchronization/mutex.h"
+#include "src/common/util.h"
 
 namespace manta {
 
@@ -24,6 +25,21 @@ void DisableMutexDeadlockDetection() {
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles, which
   // costs a graph update per Lock on hot paths; our lock order is static.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
+std::string LogRateLimiter::LeftOut(int64_t left_out) {
+  return left_out > 0 ? " (and " + std::to_string(left_out) + " more since the last report)" : "";
+}
+
+bool LogRateLimiter::Allow(int64_t* left_out) {
+  int64_t now = MonotonicMs();
+  int64_t last = last_ms_.load(std::memory_order_relaxed);
+  if ((last >= 0 && now - last < period_ms_) || !last_ms_.compare_exchange_strong(last, now)) {
+    left_out_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  *left_out = left_out_.exchange(0);
+  return true;
 }
 
 }  // namespace manta

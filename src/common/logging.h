@@ -1,6 +1,8 @@
 // glog set-up for every Manta executable.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 namespace manta {
@@ -13,5 +15,23 @@ void InitLogging(const char* program, const std::string& log_dir);
 // Turns off Abseil's per-Lock deadlock detection (done by InitLogging; drivers,
 // which do not own logging set-up, call it directly).
 void DisableMutexDeadlockDetection();
+
+// Bounds how often one kind of event is logged (refused peers, say, which a hostile
+// peer could otherwise turn into a flood): Allow() is true at most once per
+// `period_ms`, and then says how many events were left out since the last line.
+// Thread-safe.
+class LogRateLimiter {
+ public:
+  explicit LogRateLimiter(int64_t period_ms = 1000) : period_ms_(period_ms) {}
+  // True when this event may be logged; *left_out is then the number suppressed.
+  bool Allow(int64_t* left_out);
+  // " (and N more since the last report)", or "" when N is 0: the end of the line.
+  static std::string LeftOut(int64_t left_out);
+
+ private:
+  const int64_t period_ms_;
+  std::atomic<int64_t> last_ms_{-1};
+  std::atomic<int64_t> left_out_{0};
+};
 
 }  // namespace manta

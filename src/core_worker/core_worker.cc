@@ -173,10 +173,12 @@ absl::Status CoreWorker::Connect() {
     return MakeGrpcCoreWorkerClient(loop_, address, client_options);
   });
   channels_ = std::make_unique<TaskChannelPool>([this](const std::string& key) {
-    return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes);
+    return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
+                              options_.credentials.token);
   });
   if (!options_.is_driver) {
-    auto channel_server = TaskChannelServer::Listen(options_.node_ip_address, config.grpc_max_message_bytes);
+    auto channel_server =
+        TaskChannelServer::Listen(options_.node_ip_address, config.grpc_max_message_bytes, options_.credentials.token);
     if (!channel_server.ok()) return channel_server.status();
     channel_server_ = std::move(*channel_server);
   }

@@ -23,7 +23,11 @@ namespace manta::core {
 namespace asio = boost::asio;
 
 using task_channel_internal::Errno;
+using task_channel_internal::HandshakeMac;
+using task_channel_internal::kHandshakeFrameBytes;
 using task_channel_internal::kHeaderBytes;
+using task_channel_internal::kNonceBytes;
+using task_channel_internal::NewNonce;
 using task_channel_internal::LoadLe32;
 using task_channel_internal::ParseAddress;
 using task_channel_internal::SendResult;
@@ -59,6 +63,13 @@ void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, s
   p[3] = (length >> 24) & 0xff;
   p[4] = static_cast<unsigned char>(kind);
   message.SerializeWithCachedSizesToArray(p + kHeaderBytes);
+}
+
+void AppendRawFrame(FrameKind kind, std::string_view body, std::string* out) {
+  uint32_t length = static_cast<uint32_t>(body.size() + 1);
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((length >> (8 * i)) & 0xff));
+  out->push_back(static_cast<char>(kind));
+  out->append(body);
 }
 
 absl::Status FrameReader::CheckHeader() {
@@ -136,14 +147,15 @@ bool FrameReader::Next(FrameKind* kind, std::string_view* body) {
 namespace {
 
 // States: not connected (fd_ < 0) -> connecting (fd_ >= 0, !connected_; pushes are
-// buffered) -> connected (the loop watches for replies) -> closed (status_ not OK;
-// the pushes in flight are failed by the reader at end of stream, or at once when
-// there is no socket).
+// buffered) -> connected (the loop watches for the worker's frames) -> authenticated
+// (the handshake is done: pushes are written) -> closed (status_ not OK; the pushes
+// in flight are failed by the reader at end of stream, or at once when there is no
+// socket).
 class TcpTaskChannel final : public TaskChannelInterface, public std::enable_shared_from_this<TcpTaskChannel> {
  public:
-  TcpTaskChannel(EventLoop& loop, std::string address, int64_t max_frame_bytes)
+  TcpTaskChannel(EventLoop& loop, std::string address, int64_t max_frame_bytes, std::string token)
       : loop_(loop), io_(*static_cast<asio::io_context*>(loop.native_handle())), address_(std::move(address)),
-        max_frame_bytes_(max_frame_bytes), reader_(max_frame_bytes) {}
+        max_frame_bytes_(max_frame_bytes), token_(std::move(token)), reader_(kHandshakeFrameBytes) {}
 
   ~TcpTaskChannel() override {
     if (descriptor_) {
@@ -169,7 +181,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
         request.set_push_id(push_id);
         pushes_.emplace(push_id, std::make_shared<PushCallback>(std::move(callback)));
         AppendFrame(FrameKind::kPush, request, &out_);
-        if (connected_ && !write_armed_ && WriteSome()) {
+        if (authenticated_ && !write_armed_ && WriteSome()) {
           write_armed_ = true;
           loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
         }
@@ -251,7 +263,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   }
 
   // Writes what the socket takes. Returns true when bytes remain (EAGAIN).
-  // REQUIRES: mu_ held, connected_.
+  // REQUIRES: mu_ held, authenticated_.
   bool WriteSome() {
     switch (SendSome(fd_, &out_, &out_offset_)) {
       case SendResult::kAllSent:
@@ -272,7 +284,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // Loop thread: the socket may take more bytes.
   void OnWritable() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!descriptor_ || !connected_ || !WriteSome()) {
+    if (!descriptor_ || !authenticated_ || !WriteSome()) {
       write_armed_ = false;
       return;
     }
@@ -304,7 +316,6 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // Loop thread: the connect finished, one way or the other.
   void OnConnected(const boost::system::error_code& ec) {
     absl::Status failure;
-    bool write_left = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       int error = 0;
@@ -317,9 +328,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
                                          (error != 0 ? std::strerror(error) : ec.message()));
         failure = status_;
       } else {
-        connected_ = true;
-        write_left = !write_armed_ && WriteSome();
-        if (write_left) write_armed_ = true;
+        connected_ = true;  // pushes wait for the handshake, which the worker starts
       }
     }
     if (!failure.ok()) {
@@ -328,7 +337,36 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       return;
     }
     ArmRead();
-    if (write_left) OnWritable();
+  }
+
+  // One frame of the handshake from the worker: its challenge, then its proof.
+  // REQUIRES: read_mu_ held.
+  absl::Status Handshake(int fd, FrameKind kind, std::string_view body) {
+    if (kind == FrameKind::kChallenge && body.size() == kNonceBytes && owner_nonce_.empty()) {
+      server_nonce_ = std::string(body);
+      owner_nonce_ = NewNonce();
+      std::string frame;
+      AppendRawFrame(FrameKind::kProof, owner_nonce_ + HandshakeMac(token_, "owner", server_nonce_, owner_nonce_),
+                     &frame);
+      // Nothing was written on this socket yet, so it takes these few bytes at once.
+      if (send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(frame.size())) {
+        return absl::UnavailableError(Errno("sending the handshake"));
+      }
+      return absl::OkStatus();
+    }
+    if (kind == FrameKind::kServerProof && !owner_nonce_.empty() &&
+        ConstantTimeEquals(body, HandshakeMac(token_, "worker", server_nonce_, owner_nonce_))) {
+      reader_.set_max_frame_bytes(max_frame_bytes_);
+      handshake_done_ = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      authenticated_ = true;
+      if (!write_armed_ && WriteSome()) {
+        write_armed_ = true;
+        loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
+      }
+      return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError("the handshake failed: the peer does not hold this cluster's token");
   }
 
   void ArmRead() {
@@ -354,6 +392,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     FrameKind kind;
     std::string_view body;
     while (reader_.Next(&kind, &body)) {
+      if (!handshake_done_) {
+        read_status = Handshake(fd, kind, body);
+        if (!read_status.ok()) break;
+        continue;
+      }
       rpc::PushTaskReply reply;
       if (kind != FrameKind::kReply || !reply.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         read_status = absl::DataLossError("malformed reply frame from the worker at " + address_);
@@ -402,10 +445,12 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   asio::io_context& io_;
   const std::string address_;
   const int64_t max_frame_bytes_;
+  const std::string token_;
 
   mutable std::mutex mu_;
   int fd_ = -1;
   bool connected_ = false;
+  bool authenticated_ = false;  // pushes are written only once the handshake is done
   absl::Status status_;  // not OK once the channel failed or was closed
   uint64_t next_push_id_ = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<PushCallback>> pushes_;
@@ -415,6 +460,10 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 
   std::mutex read_mu_;
   FrameReader reader_;
+  // The handshake (read_mu_).
+  std::string server_nonce_;
+  std::string owner_nonce_;
+  bool handshake_done_ = false;
   std::atomic<bool> poll_requested_{false};
   std::atomic<bool> closed_{false};
 
@@ -424,8 +473,8 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 }  // namespace
 
 std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,
-                                                         int64_t max_frame_bytes) {
-  return std::make_shared<TcpTaskChannel>(loop, address, max_frame_bytes);
+                                                         int64_t max_frame_bytes, const std::string& token) {
+  return std::make_shared<TcpTaskChannel>(loop, address, max_frame_bytes, token);
 }
 
 }  // namespace manta::core

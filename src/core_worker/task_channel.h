@@ -16,6 +16,15 @@
 // Both ends may busy-poll briefly before they sleep, which turns a synchronous task
 // into two socket round trips with no thread wake-up at all.
 //
+// Each connection starts with a handshake in which both ends prove they hold the
+// cluster token, without sending it: the worker sends a random nonce (kChallenge);
+// the owner answers with a nonce of its own and an HMAC of both under the token
+// (kProof); the worker checks it and answers with its own HMAC (kServerProof),
+// which the owner checks before it sends any push. Until then frames are at most
+// 128 bytes, a worker drops a connection that has not proved itself within the
+// handshake timeout, and a failed proof closes the connection with a log line
+// naming the peer. It costs one round trip per connection, none per task.
+//
 // Threading: TaskChannelInterface is thread-safe. Push callbacks run on the thread
 // that polled the reply (a user thread in Get, or the loop), or on the loop for
 // failures, one at a time per channel and in order; never inline from Push.
@@ -39,14 +48,17 @@
 #include "absl/status/statusor.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/event_loop.h"
+#include "src/common/logging.h"
 #include "src/common/rpc/client_pool.h"
 
 namespace manta::core {
 
-enum class FrameKind : uint8_t { kPush = 1, kReply = 2 };
+enum class FrameKind : uint8_t { kPush = 1, kReply = 2, kChallenge = 3, kProof = 4, kServerProof = 5 };
 
 // Appends one frame ([u32 little-endian length of kind + body][u8 kind][body]).
 void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, std::string* out);
+// The same with raw bytes as the body (handshake frames).
+void AppendRawFrame(FrameKind kind, std::string_view body, std::string* out);
 
 // Accumulates bytes read from a socket and cuts them into frames. A malformed
 // header (length 0, or over max_frame_bytes) is an error as soon as it is seen,
@@ -54,6 +66,8 @@ void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, s
 class FrameReader {
  public:
   explicit FrameReader(int64_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+  // Changes the limit for the frames not yet checked (after the handshake).
+  void set_max_frame_bytes(int64_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
   // Reads everything the socket holds now without blocking. Sets *got_bytes.
   // Returns an error at end of stream, on a socket error, or on a malformed header
   // (the frames before it can still be taken with Next).
@@ -107,16 +121,20 @@ std::string TaskChannelKey(const rpc::Address& worker);
 // The "ip:task_port" part of a key.
 std::string TaskChannelAddress(const std::string& key);
 
-// The TCP implementation; `address` is "ip:task_port". Connects on the first Push.
+// The TCP implementation; `address` is "ip:task_port". Connects (and shakes hands
+// with `token`) on the first Push.
 std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,
-                                                         int64_t max_frame_bytes);
+                                                         int64_t max_frame_bytes, const std::string& token);
 
 // The worker's end: a listening socket and the owners' connections, read by the
 // execution thread.
 class TaskChannelServer {
  public:
-  // Listens on `ip`, on a free port.
-  static absl::StatusOr<std::unique_ptr<TaskChannelServer>> Listen(const std::string& ip, int64_t max_frame_bytes);
+  // Listens on `ip`, on a free port; owners must prove they hold `token` within
+  // `handshake_timeout_ms` of connecting.
+  static absl::StatusOr<std::unique_ptr<TaskChannelServer>> Listen(const std::string& ip, int64_t max_frame_bytes,
+                                                                   const std::string& token,
+                                                                   int64_t handshake_timeout_ms = 10000);
   ~TaskChannelServer();
   TaskChannelServer(const TaskChannelServer&) = delete;
   TaskChannelServer& operator=(const TaskChannelServer&) = delete;
@@ -146,16 +164,27 @@ class TaskChannelServer {
 
  private:
   struct Connection;
-  TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes);
+  TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes, std::string token,
+                    int64_t handshake_timeout_ms);
   // Accepts and reads whatever is ready (poll timeout in ms: 0 = do not wait).
   void PollSockets(int timeout_ms);
+  void Accept();
   void ReadConnection(const std::shared_ptr<Connection>& c);
+  // The owner's proof; false (after closing the connection) when it is wrong.
+  bool CheckProof(const std::shared_ptr<Connection>& c, FrameKind kind, std::string_view body);
+  // Ms until the earliest handshake deadline (-1: none).
+  int MsToNextHandshakeDeadline() const;
+  // Closes connections whose handshake deadline passed.
+  void ExpireHandshakes();
   void Close(int64_t connection, const absl::Status& why);
 
   const int listen_fd_;
   const int wake_fd_;
   const int port_;
   const int64_t max_frame_bytes_;
+  const std::string token_;
+  const int64_t handshake_timeout_ms_;
+  LogRateLimiter refusals_;
   std::atomic<bool> woken_{false};
   // Accepting resumes at this time after running out of descriptors (EMFILE).
   int64_t accept_paused_until_us_ = 0;

@@ -12,12 +12,46 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
+#include "src/common/security.h"
 
 namespace manta::core::task_channel_internal {
 
 inline constexpr size_t kHeaderBytes = 5;  // u32 length + u8 kind
+
+// The handshake (task_channel.h): nonces and MACs are 32 bytes; until it is done
+// neither end accepts a frame longer than kHandshakeFrameBytes.
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr int64_t kHandshakeFrameBytes = 128;
+
+// What each end proves it knows the token with: HMAC-SHA256 under the token of its
+// role and both nonces, so that neither proof can be replayed as the other's, nor on
+// another connection.
+inline std::string HandshakeMac(const std::string& token, std::string_view role, std::string_view server_nonce,
+                                std::string_view owner_nonce) {
+  std::string message = "manta task channel v1 ";
+  message.append(role).append(server_nonce).append(owner_nonce);
+  return HmacSha256(token, message);
+}
+
+inline std::string NewNonce() {
+  std::string nonce(kNonceBytes, '\0');
+  FillSecureRandom(reinterpret_cast<uint8_t*>(nonce.data()), nonce.size());
+  return nonce;
+}
+
+// "ip:port" of the peer of a connected socket, for logs.
+inline std::string PeerName(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  char ip[INET_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "an unknown peer";
+  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+  return std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
+}
 
 inline uint32_t LoadLe32(const char* p) {
   const auto* u = reinterpret_cast<const unsigned char*>(p);

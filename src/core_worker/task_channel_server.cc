@@ -9,13 +9,20 @@
 
 #include <chrono>
 
+#include "src/common/logging.h"
 #include "src/core_worker/task_channel.h"
 #include "src/core_worker/task_channel_internal.h"
 
 namespace manta::core {
 
 using task_channel_internal::Errno;
+using task_channel_internal::HandshakeMac;
+using task_channel_internal::kHandshakeFrameBytes;
+using task_channel_internal::kMacBytes;
+using task_channel_internal::kNonceBytes;
+using task_channel_internal::NewNonce;
 using task_channel_internal::ParseAddress;
+using task_channel_internal::PeerName;
 using task_channel_internal::SendResult;
 using task_channel_internal::SendSome;
 using task_channel_internal::TuneSocket;
@@ -30,7 +37,8 @@ int64_t NowUs() {
 }  // namespace
 
 struct TaskChannelServer::Connection {
-  Connection(int64_t id_in, int fd_in, int64_t max_frame_bytes) : id(id_in), fd(fd_in), reader(max_frame_bytes) {}
+  Connection(int64_t id_in, int fd_in, int64_t handshake_deadline_us_in)
+      : id(id_in), fd(fd_in), reader(kHandshakeFrameBytes), handshake_deadline_us(handshake_deadline_us_in) {}
   ~Connection() { close(fd); }
 
   // Sends what the socket takes now. False when the owner is gone.
@@ -52,6 +60,11 @@ struct TaskChannelServer::Connection {
   const int64_t id;
   const int fd;
   FrameReader reader;  // execution thread
+  // The handshake (execution thread): the nonce sent, and whether the owner proved
+  // it holds the token, by when it must.
+  std::string nonce;
+  bool authenticated = false;
+  const int64_t handshake_deadline_us;
   std::mutex write_mu;
   bool broken = false;     // guarded by write_mu
   std::string out;         // replies the socket did not take yet (write_mu)
@@ -60,7 +73,12 @@ struct TaskChannelServer::Connection {
 };
 
 absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(const std::string& ip,
-                                                                             int64_t max_frame_bytes) {
+                                                                             int64_t max_frame_bytes,
+                                                                             const std::string& token,
+                                                                             int64_t handshake_timeout_ms) {
+  if (absl::Status s = CheckTokenFormat(token); !s.ok()) {
+    return absl::InvalidArgumentError("the task channel needs the cluster token: " + std::string(s.message()));
+  }
   sockaddr_in addr;
   absl::Status parsed = ParseAddress(ip + ":1", &addr);
   if (!parsed.ok()) return absl::InvalidArgumentError("cannot listen for tasks on " + ip + ": not an IPv4 address");
@@ -79,11 +97,18 @@ absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(con
     close(fd);
     return absl::UnavailableError(Errno("eventfd"));
   }
-  return std::unique_ptr<TaskChannelServer>(new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes));
+  return std::unique_ptr<TaskChannelServer>(
+      new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes, token, handshake_timeout_ms));
 }
 
-TaskChannelServer::TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes)
-    : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port), max_frame_bytes_(max_frame_bytes) {}
+TaskChannelServer::TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes,
+                                     std::string token, int64_t handshake_timeout_ms)
+    : listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      port_(port),
+      max_frame_bytes_(max_frame_bytes),
+      token_(std::move(token)),
+      handshake_timeout_ms_(handshake_timeout_ms) {}
 
 TaskChannelServer::~TaskChannelServer() {
   close(listen_fd_);
@@ -147,33 +172,22 @@ void TaskChannelServer::PollSockets(int timeout_ms) {
     if (connections[i]->has_output.load(std::memory_order_acquire)) events |= POLLOUT;
     fds[2 + i] = {connections[i]->fd, events, 0};
   }
+  if (int handshake_ms = MsToNextHandshakeDeadline(); handshake_ms >= 0) {
+    timeout_ms = timeout_ms < 0 ? handshake_ms : std::min(timeout_ms, handshake_ms);
+  }
   int n = poll(fds.data(), fds.size(), timeout_ms);
+  // After the reads: an owner whose proof waited in the socket while a long task ran
+  // is not timed out.
+  struct ExpireAfterReads {
+    TaskChannelServer* server;
+    ~ExpireAfterReads() { server->ExpireHandshakes(); }
+  } expire{this};
   if (n <= 0) return;
   if (fds[1].revents & POLLIN) {
     uint64_t count;  // drained here, so that a Wake() cannot leave it readable
     [[maybe_unused]] ssize_t r = read(wake_fd_, &count, sizeof(count));
   }
-  if (fds[0].revents & POLLIN) {
-    while (true) {
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) {
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          // Out of descriptors or memory: stop accepting for a while and try again,
-          // serving the connections already open meanwhile.
-          LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel") << "; pausing accepts for "
-                                    << kAcceptPauseMs << " ms";
-          accept_paused_until_us_ = NowUs() + kAcceptPauseMs * 1000;
-        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel");
-        }
-        break;
-      }
-      TuneSocket(fd);
-      std::lock_guard<std::mutex> lock(mu_);
-      int64_t id = next_connection_++;
-      connections_.emplace(id, std::make_shared<Connection>(id, fd, max_frame_bytes_));
-    }
-  }
+  if (fds[0].revents & POLLIN) Accept();
   for (size_t i = 0; i < connections.size(); ++i) {
     const short revents = fds[2 + i].revents;
     if (revents & POLLOUT) {
@@ -184,12 +198,91 @@ void TaskChannelServer::PollSockets(int timeout_ms) {
   }
 }
 
+void TaskChannelServer::Accept() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors or memory: stop accepting for a while and try again,
+        // serving the connections already open meanwhile.
+        LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel") << "; pausing accepts for " << kAcceptPauseMs
+                                  << " ms";
+        accept_paused_until_us_ = NowUs() + kAcceptPauseMs * 1000;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel");
+      }
+      return;
+    }
+    TuneSocket(fd);
+    std::shared_ptr<Connection> c;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int64_t id = next_connection_++;
+      c = std::make_shared<Connection>(id, fd, NowUs() + handshake_timeout_ms_ * 1000);
+      connections_.emplace(id, c);
+    }
+    // The challenge goes first: nothing is read from this owner before it answers.
+    c->nonce = NewNonce();
+    std::string frame;
+    AppendRawFrame(FrameKind::kChallenge, c->nonce, &frame);
+    Send(c->id, frame);
+  }
+}
+
+int TaskChannelServer::MsToNextHandshakeDeadline() const {
+  int64_t next_us = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, c] : connections_) {
+      if (!c->authenticated && (next_us < 0 || c->handshake_deadline_us < next_us)) next_us = c->handshake_deadline_us;
+    }
+  }
+  if (next_us < 0) return -1;
+  return static_cast<int>(std::max<int64_t>(0, (next_us - NowUs() + 999) / 1000));
+}
+
+void TaskChannelServer::ExpireHandshakes() {
+  std::vector<int64_t> expired;
+  const int64_t now_us = NowUs();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, c] : connections_) {
+      if (!c->authenticated && c->handshake_deadline_us <= now_us) expired.push_back(id);
+    }
+  }
+  for (int64_t id : expired) {
+    Close(id, absl::DeadlineExceededError("no handshake within " + std::to_string(handshake_timeout_ms_) + " ms"));
+  }
+}
+
+bool TaskChannelServer::CheckProof(const std::shared_ptr<Connection>& c, FrameKind kind, std::string_view body) {
+  if (kind != FrameKind::kProof || body.size() != kNonceBytes + kMacBytes) {
+    Close(c->id, absl::PermissionDeniedError("a frame before the handshake"));
+    return false;
+  }
+  std::string_view owner_nonce = body.substr(0, kNonceBytes);
+  std::string_view mac = body.substr(kNonceBytes);
+  if (!ConstantTimeEquals(mac, HandshakeMac(token_, "owner", c->nonce, owner_nonce))) {
+    Close(c->id, absl::PermissionDeniedError("failed handshake (wrong cluster token)"));
+    return false;
+  }
+  c->authenticated = true;
+  c->reader.set_max_frame_bytes(max_frame_bytes_);
+  std::string frame;
+  AppendRawFrame(FrameKind::kServerProof, HandshakeMac(token_, "worker", c->nonce, owner_nonce), &frame);
+  return Send(c->id, frame);
+}
+
 void TaskChannelServer::ReadConnection(const std::shared_ptr<Connection>& c) {
   bool got = false;
   absl::Status status = c->reader.ReadAvailable(c->fd, &got);
   FrameKind kind;
   std::string_view body;
   while (c->reader.Next(&kind, &body)) {
+    if (!c->authenticated) {
+      if (!CheckProof(c, kind, body)) return;
+      continue;
+    }
     auto request = std::make_shared<rpc::PushTaskRequest>();
     if (kind != FrameKind::kPush || !request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
       status = absl::DataLossError("malformed push frame");
@@ -212,6 +305,13 @@ void TaskChannelServer::Close(int64_t connection, const absl::Status& why) {
   }
   if (absl::IsUnavailable(why)) {
     VLOG(1) << "task channel " << connection << " closed: " << why.message();
+  } else if (!c->authenticated) {
+    // A stranger: logged at most once a second, however many there are.
+    int64_t others = 0;
+    if (refusals_.Allow(&others)) {
+      LOG(WARNING) << "refused task channel " << connection << " from " << PeerName(c->fd) << ": " << why.message()
+                   << LogRateLimiter::LeftOut(others);
+    }
   } else {
     LOG(WARNING) << "dropping task channel " << connection << ": " << why.message();
   }

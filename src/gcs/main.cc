@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
 
   manta::InitLogging(argv[0], log_dir);
   manta::RaiseOpenFileLimit();
-  if (auto credentials = manta::rpc::InstallDaemonCredentials(token_file, tls); !credentials.ok()) {
+  auto credentials = manta::rpc::InstallDaemonCredentials(token_file, tls);
+  if (!credentials.ok()) {
     std::cerr << "manta_gcs: " << credentials.status().message() << std::endl;
     return 2;
   }
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   options.config = *config;
   options.system_config = system_config;
   options.faults = std::make_shared<manta::rpc::FaultInjector>(*faults);
+  options.cluster_token = credentials->token;
   manta::gcs::GcsServer server(loop, options, std::move(store));
   int exit_code = 0;
   server.Start([&](absl::Status s) {

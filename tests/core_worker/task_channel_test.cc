@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "src/common/security.h"
+#include "src/core_worker/task_channel_internal.h"
 
 namespace manta::core {
 namespace {
@@ -84,14 +86,58 @@ int ConnectRaw(int port) {
   return fd;
 }
 
+// Reads one whole frame from a blocking socket (5 s at most). False at end of stream.
+bool ReadRawFrame(int fd, FrameKind* kind, std::string* body) {
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char header[5];
+  if (recv(fd, header, 5, MSG_WAITALL) != 5) return false;
+  uint32_t length = task_channel_internal::LoadLe32(header);
+  *kind = static_cast<FrameKind>(static_cast<unsigned char>(header[4]));
+  body->assign(length - 1, '\0');
+  return length == 1 || recv(fd, body->data(), length - 1, MSG_WAITALL) == static_cast<ssize_t>(length - 1);
+}
+
+void SendAll(int fd, const std::string& bytes) {
+  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// Plays the owner's half of the handshake on a raw socket, proving `token`. Returns
+// whether the worker proved itself back.
+bool RawOwnerHandshake(int fd, const std::string& token) {
+  FrameKind kind;
+  std::string challenge;
+  if (!ReadRawFrame(fd, &kind, &challenge) || kind != FrameKind::kChallenge) return false;
+  std::string owner_nonce(32, 'n');
+  std::string frame;
+  AppendRawFrame(FrameKind::kProof,
+                 owner_nonce + task_channel_internal::HandshakeMac(token, "owner", challenge, owner_nonce), &frame);
+  SendAll(fd, frame);
+  std::string proof;
+  return ReadRawFrame(fd, &kind, &proof) && kind == FrameKind::kServerProof &&
+         proof == task_channel_internal::HandshakeMac(token, "worker", challenge, owner_nonce);
+}
+
+// True when the peer closed `fd` (end of stream) within 5 s, whatever it sent before.
+bool ClosedByPeer(int fd) {
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char buf[256];
+  while (true) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
 class TaskChannelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20);
+    auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20, token_, kHandshakeTimeoutMs);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     loop_thread_ = std::thread([this] { loop_.Run(); });
-    channel_ = MakeTcpTaskChannel(loop_, Address(), 64 << 20);
+    channel_ = MakeTcpTaskChannel(loop_, Address(), 64 << 20, token_);
   }
   void TearDown() override {
     if (channel_) channel_->CancelAll();
@@ -108,6 +154,8 @@ class TaskChannelTest : public ::testing::Test {
     return push.value_or(TaskChannelServer::Push{});
   }
 
+  static constexpr int64_t kHandshakeTimeoutMs = 300;
+  const std::string token_ = NewClusterToken();
   EventLoop loop_;
   std::thread loop_thread_;
   std::unique_ptr<TaskChannelServer> server_;
@@ -242,7 +290,7 @@ TEST_F(TaskChannelTest, WorkerDeathFailsPushesInFlightAndLaterOnes) {
 TEST_F(TaskChannelTest, NoWorkerListeningFailsThePushWithTheAddress) {
   int port = server_->port();
   server_.reset();
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, token_);
   Recorder rec;
   channel->Push(MakePush(1), rec.Callback());
   ASSERT_TRUE(rec.WaitFor(1));
@@ -294,11 +342,8 @@ TEST_F(TaskChannelTest, ServerDropsAConnectionSendingGarbageAndServesOthers) {
   ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"x"}, true)));
   ASSERT_TRUE(rec.WaitFor(1));
   EXPECT_TRUE(rec.Calls()[0].status.ok());
-  // The garbage sender was dropped: its socket reads end of stream.
-  timeval timeout{5, 0};
-  setsockopt(raw, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  char byte;
-  EXPECT_EQ(recv(raw, &byte, 1, 0), 0);
+  // The garbage sender was dropped: after the challenge its socket reads end of stream.
+  EXPECT_TRUE(ClosedByPeer(raw));
   close(raw);
   EXPECT_EQ(server_->NumConnections(), 1u);
 }
@@ -313,11 +358,24 @@ TEST_F(TaskChannelTest, OwnerFailsPushesWhenTheWorkerSendsGarbage) {
   ASSERT_EQ(listen(listener, 1), 0);
   socklen_t len = sizeof(addr);
   getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1 << 20);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1 << 20, token_);
   Recorder rec;
   channel->Push(MakePush(1), rec.Callback());
   int conn = accept(listener, nullptr, nullptr);
   ASSERT_GE(conn, 0);
+  // It knows the token: the handshake passes.
+  std::string nonce(32, 's');
+  std::string challenge;
+  AppendRawFrame(FrameKind::kChallenge, nonce, &challenge);
+  SendAll(conn, challenge);
+  FrameKind kind;
+  std::string proof;
+  ASSERT_TRUE(ReadRawFrame(conn, &kind, &proof));
+  ASSERT_EQ(kind, FrameKind::kProof);
+  std::string server_proof;
+  AppendRawFrame(FrameKind::kServerProof,
+                 task_channel_internal::HandshakeMac(token_, "worker", nonce, proof.substr(0, 32)), &server_proof);
+  SendAll(conn, server_proof);
   rpc::PushTaskRequest wrong_kind;  // a push frame where a reply belongs
   std::string frames;
   AppendFrame(FrameKind::kPush, wrong_kind, &frames);
@@ -362,12 +420,128 @@ TEST_F(TaskChannelTest, RunningOutOfDescriptorsPausesAcceptsWithoutSpinningAndRe
   // Descriptors back: the waiting connection is accepted and served.
   for (int fd : fillers) close(fd);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(RawOwnerHandshake(raw, token_));
   std::string frames;
   AppendFrame(FrameKind::kPush, MakePush(1), &frames);
   ASSERT_EQ(send(raw, frames.data(), frames.size(), 0), static_cast<ssize_t>(frames.size()));
   worker.join();
   EXPECT_TRUE(got_push.load());
   close(raw);
+}
+
+// Drives the server (the test thread plays the worker's execution thread) until
+// `done` or 5 s; true when `done`.
+template <typename Done>
+bool ServeUntil(TaskChannelServer& server, Done done) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    EXPECT_FALSE(server.InputPending()) << "a push got through";
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+TEST_F(TaskChannelTest, OwnerWithAnotherClustersTokenGetsNothingRun) {
+  auto stranger = MakeTcpTaskChannel(loop_, Address(), 64 << 20, NewClusterToken());
+  Recorder rec;
+  stranger->Push(MakePush(1), rec.Callback());
+  ASSERT_TRUE(ServeUntil(*server_, [&] { return rec.Calls().size() == 1; }));
+  EXPECT_EQ(rec.Calls()[0].status.code(), absl::StatusCode::kUnavailable) << rec.Calls()[0].status;
+  EXPECT_EQ(server_->NumConnections(), 0u);
+  stranger->CancelAll();
+}
+
+TEST_F(TaskChannelTest, PushWithoutAHandshakeIsDroppedUnread) {
+  int raw = ConnectRaw(server_->port());
+  std::string frames;
+  AppendFrame(FrameKind::kPush, MakePush(1), &frames);
+  SendAll(raw, frames);
+  std::atomic<bool> closed{false};
+  std::thread reader([&] { closed = ClosedByPeer(raw); });
+  EXPECT_TRUE(ServeUntil(*server_, [&] { return closed.load(); }));
+  reader.join();
+  EXPECT_EQ(server_->NumConnections(), 0u);
+  close(raw);
+}
+
+TEST_F(TaskChannelTest, WrongProofOrLargeFrameBeforeTheHandshakeIsRefused) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int raw = ConnectRaw(server_->port());
+    std::atomic<bool> done{false};
+    std::thread owner([&] {
+      FrameKind kind;
+      std::string challenge;
+      ASSERT_TRUE(ReadRawFrame(raw, &kind, &challenge));
+      std::string frame;
+      if (attempt == 0) {
+        // A proof computed for another connection's nonce (a replay).
+        std::string nonce(32, 'n');
+        AppendRawFrame(FrameKind::kProof,
+                       nonce + task_channel_internal::HandshakeMac(token_, "owner", std::string(32, 'x'), nonce),
+                       &frame);
+      } else {
+        AppendRawFrame(FrameKind::kProof, std::string(1000, 'p'), &frame);  // over the 128-byte limit
+      }
+      SendAll(raw, frame);
+      EXPECT_TRUE(ClosedByPeer(raw));
+      done = true;
+    });
+    EXPECT_TRUE(ServeUntil(*server_, [&] { return done.load(); }));
+    EXPECT_EQ(server_->NumConnections(), 0u);
+    owner.join();
+    close(raw);
+  }
+}
+
+TEST_F(TaskChannelTest, SilentConnectionIsDroppedAtTheHandshakeTimeout) {
+  int raw = ConnectRaw(server_->port());
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> closed{false};
+  std::thread reader([&] { closed = ClosedByPeer(raw); });
+  EXPECT_TRUE(ServeUntil(*server_, [&] { return closed.load(); }));
+  reader.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(kHandshakeTimeoutMs));
+  EXPECT_EQ(server_->NumConnections(), 0u);
+  close(raw);
+}
+
+TEST_F(TaskChannelTest, ImpostorWorkerGetsNoPushBytes) {
+  // Something listening where a worker was, without the token.
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1 << 20, token_);
+  Recorder rec;
+  channel->Push(MakePush(1, 100), rec.Callback());
+  int conn = accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  std::string challenge;
+  AppendRawFrame(FrameKind::kChallenge, std::string(32, 's'), &challenge);
+  SendAll(conn, challenge);
+  FrameKind kind;
+  std::string proof;
+  ASSERT_TRUE(ReadRawFrame(conn, &kind, &proof));
+  EXPECT_EQ(kind, FrameKind::kProof);
+  EXPECT_EQ(proof.find(token_), std::string::npos);  // the token itself never travels
+  std::string fake;
+  AppendRawFrame(FrameKind::kServerProof, std::string(32, 'f'), &fake);
+  SendAll(conn, fake);
+  ASSERT_TRUE(rec.WaitFor(1));
+  EXPECT_NE(rec.Calls()[0].status.message().find("handshake"), std::string::npos) << rec.Calls()[0].status;
+  // Nothing but the proof ever reached the impostor: the push was never written.
+  timeval timeout{2, 0};
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char byte;
+  EXPECT_LE(recv(conn, &byte, 1, 0), 0);
+  close(conn);
+  close(listener);
+  channel->CancelAll();
 }
 
 TEST_F(TaskChannelTest, WakeMakesNextReturn) {

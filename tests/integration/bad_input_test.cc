@@ -11,6 +11,8 @@
 #include "gtest/gtest.h"
 #include "src/api/native_runtime.h"
 #include "src/common/event_loop.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/security.h"
 #include "src/core_worker/core_worker.h"
 #include "src/core_worker/task_channel.h"
 #include "test_util/test_util.h"
@@ -42,12 +44,14 @@ class BadInputTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { ray::Shutdown(); }
 
-  // Sends `request` over a fresh task channel to `address`; returns the first reply.
+  // Sends `request` over a fresh task channel to `address`, shaking hands with
+  // `token` (default: the cluster's, which this driver holds); returns the first reply.
   static absl::StatusOr<manta::rpc::PushTaskReply> Push(const std::string& address,
-                                                        manta::rpc::PushTaskRequest request) {
+                                                        manta::rpc::PushTaskRequest request,
+                                                        std::string token = manta::rpc::ProcessCredentials().token) {
     manta::EventLoop loop;
     std::thread thread([&] { loop.Run(); });
-    auto channel = manta::core::MakeTcpTaskChannel(loop, address, 64 << 20);
+    auto channel = manta::core::MakeTcpTaskChannel(loop, address, 64 << 20, token);
     auto promise = std::make_shared<std::promise<absl::StatusOr<manta::rpc::PushTaskReply>>>();
     auto future = promise->get_future();
     auto answered = std::make_shared<std::atomic<bool>>(false);
@@ -91,6 +95,20 @@ TEST_F(BadInputTest, APushWithMalformedIdsIsRefusedAndTheWorkerLivesOn) {
   }
   EXPECT_EQ(kill(worker.pid, 0), 0) << "the worker died";
   EXPECT_EQ(*ray::Task(Echo).Remote(7).Get(), 7);
+}
+
+TEST_F(BadInputTest, AnOwnerWithoutTheClusterTokenGetsNothingRun) {
+  WorkerEndpoint worker = *ray::Task(WhereAmI).Remote().Get();
+  manta::rpc::PushTaskRequest request;
+  request.set_intended_worker_id(worker.worker_id);
+  manta::rpc::TaskSpec* spec = request.add_tasks();
+  spec->set_task_id(std::string(manta::TaskID::kSize, 't'));
+  spec->set_function_name("Echo");
+  auto reply = Push(worker.address, request, manta::NewClusterToken());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable) << reply.status();
+  EXPECT_EQ(kill(worker.pid, 0), 0) << "the worker died";
+  EXPECT_EQ(*ray::Task(Echo).Remote(9).Get(), 9);
 }
 
 TEST_F(BadInputTest, APushForAnotherWorkerIsRefusedWithoutNamingThisOne) {

@@ -3,9 +3,8 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
-
 #include "absl/synchronization/mutex.h"
+#include "src/common/logging.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -30,17 +29,11 @@ std::string Env(const char* name) {
 
 // At most one line a second for refused calls, however many arrive.
 void LogRefused(const grpc::ServerContextBase& context, const char* rpc_name, const char* why) {
-  static std::atomic<int64_t> last_ms{0};
-  static std::atomic<int64_t> left_out{0};
-  int64_t now = MonotonicMs();
-  int64_t last = last_ms.load(std::memory_order_relaxed);
-  if (now - last < 1000 || !last_ms.compare_exchange_strong(last, now)) {
-    left_out.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  int64_t others = left_out.exchange(0);
+  static LogRateLimiter* const limiter = new LogRateLimiter();
+  int64_t others = 0;
+  if (!limiter->Allow(&others)) return;
   LOG(WARNING) << "refused " << rpc_name << " from " << context.peer() << ": " << why
-               << (others > 0 ? " (and " + std::to_string(others) + " other refused calls since the last report)" : "");
+               << LogRateLimiter::LeftOut(others);
 }
 
 }  // namespace
