@@ -27,9 +27,11 @@ bool IsExecutable(const std::string& path) {
 
 // Runs `argv` with MANTA_TEMP_DIR=`temp_root`, output to `log`; returns its exit code.
 absl::StatusOr<int> RunManta(const std::vector<std::string>& argv, const std::string& temp_root,
-                             const std::string& log, int64_t timeout_ms) {
+                             const std::string& log, int64_t timeout_ms,
+                             const std::map<std::string, std::string>& env = {}) {
   manta::ProcessOptions options;
   options.argv = argv;
+  options.env = env;
   options.env["MANTA_TEMP_DIR"] = temp_root;
   options.output_file = log;
   auto pid = manta::StartProcess(options);
@@ -82,7 +84,8 @@ std::string LocalCluster::FindMantaExecutable(const std::string& name) {
   return manta::FindExecutable(name);
 }
 
-absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vector<std::string>& head_args) {
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vector<std::string>& head_args,
+                                                                  const std::map<std::string, std::string>& env) {
   std::string manta = FindMantaExecutable("manta");
   if (manta.empty()) {
     return absl::NotFoundError(
@@ -100,7 +103,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   std::vector<std::string> argv = {manta, "start", "--head", "--port", "0"};
   argv.insert(argv.end(), head_args.begin(), head_args.end());
   std::string log = root + "/start.out";
-  auto code = RunManta(argv, root, log, kStartTimeoutMs);
+  auto code = RunManta(argv, root, log, kStartTimeoutMs, env);
   if (!code.ok() || *code != 0) {
     std::string why = code.ok() ? "exit code " + std::to_string(*code) : std::string(code.status().message());
     return absl::UnavailableError("starting a local cluster failed (" + why + "): " + Tail(log));

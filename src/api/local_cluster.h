@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,7 +29,10 @@ class LocalCluster {
  public:
   // Starts the cluster and waits until it accepts drivers. Errors carry the tail
   // of `manta start`'s output.
-  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const std::vector<std::string>& head_args);
+  // `env` is added to the environment of `manta start` (secrets go there, not in
+  // `head_args`, which any user can read with ps).
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const std::vector<std::string>& head_args,
+                                                             const std::map<std::string, std::string>& env = {});
   ~LocalCluster();
 
   // The GCS address ("127.0.0.1:port").

@@ -453,7 +453,8 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     std::vector<std::string> head_args = config.head_args;
     if (config.num_cpus >= 0) head_args.push_back("--num-cpus=" + std::to_string(config.num_cpus));
     if (config.num_gpus >= 0) head_args.push_back("--num-gpus=" + std::to_string(config.num_gpus));
-    if (config.redis_password_) head_args.push_back("--redis-password=" + *config.redis_password_);
+    std::map<std::string, std::string> env;
+    if (config.redis_password_) env["MANTA_REDIS_PASSWORD"] = *config.redis_password_;
     if (!config.resources.empty()) {
       std::string json = "{";
       for (const auto& [name, quantity] : config.resources) {
@@ -462,7 +463,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
       }
       head_args.push_back("--resources=" + json + "}");
     }
-    auto started = LocalCluster::Start(head_args);
+    auto started = LocalCluster::Start(head_args, env);
     if (!started.ok()) throw RayException("ray::Init: " + std::string(started.status().message()));
     cluster = std::move(*started);
     address = cluster->address();

@@ -14,7 +14,9 @@ int main(int argc, char** argv) {
   start_cmd->add_option("--address", start.address, "GCS host:port of the cluster to join");
   start_cmd->add_option("--port", start.port, "GCS port of a head node (default 6379)")->check(CLI::Range(0, 65535));
   start_cmd->add_option("--redis-address", start.redis_address, "use this Redis (host:port) instead of starting one");
-  start_cmd->add_option("--redis-password", start.redis_password, "Redis password");
+  start_cmd->add_option("--redis-password", start.redis_password,
+                        "password of the Redis given by --redis-address, or to set on the one started (default: "
+                        "$MANTA_REDIS_PASSWORD, else a random one); prefer the variable: flags show in ps");
   start_cmd->add_option("--num-cpus", start.num_cpus, "CPUs this node offers")->check(CLI::NonNegativeNumber);
   start_cmd->add_option("--num-gpus", start.num_gpus, "GPUs this node offers")->check(CLI::NonNegativeNumber);
   start_cmd->add_option("--resources", start.resources, "custom resources as JSON, e.g. '{\"special\": 2}'");

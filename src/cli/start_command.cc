@@ -147,6 +147,22 @@ std::vector<std::string> RayletArgs(const StartOptions& o, const Session& sessio
   return args;
 }
 
+// The configuration of a Redis started for a head: loopback only, protected mode, a
+// password, no persistence (the tables are rebuilt from the GCS's writes).
+std::string RedisConfig(int port, const std::string& dir, const std::string& password) {
+  return "port " + std::to_string(port) +
+         "\n"
+         "bind 127.0.0.1\n"
+         "protected-mode yes\n"
+         "requirepass " +
+         password +
+         "\n"
+         "save \"\"\n"
+         "appendonly no\n"
+         "dir \"" +
+         dir + "\"\n";
+}
+
 // Waits until a signal arrives or one of the started processes exits.
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -245,21 +261,33 @@ int RunStart(const StartOptions& o) {
   std::string redis_address = o.redis_address;
 
   if (o.head) {
+    // The Redis password: given (flag or MANTA_REDIS_PASSWORD), else a random one for
+    // a Redis started here. It lives in a 0600 file of the session, never on a command line.
+    std::string redis_password = o.redis_password;
+    if (redis_password.empty()) {
+      if (const char* env = std::getenv("MANTA_REDIS_PASSWORD"); env != nullptr) redis_password = env;
+    }
+    if (redis_password.empty() && redis_address.empty()) redis_password = SecureRandomHex(24);
+    if (!redis_password.empty()) {
+      if (auto s = WriteSecretFile(session->Path("redis_password"), redis_password); !s.ok()) {
+        return Error(std::string(s.message()));
+      }
+    }
     if (redis_address.empty()) {
       // redis-server cannot bind port 0, so pick a free port and retry on a lost race.
       absl::Status last;
       for (int attempt = 0; attempt < 3 && redis_address.empty(); ++attempt) {
         auto port = PickFreePort();
         if (!port.ok()) return Error(std::string(port.status().message()));
-        std::vector<std::string> args = {"--port", std::to_string(*port), "--bind", "127.0.0.1",
-                                         "--save", "", "--appendonly", "no", "--dir", session->dir(),
-                                         "--protected-mode", "no"};
-        if (!o.redis_password.empty()) args.insert(args.end(), {"--requirepass", o.redis_password});
+        std::string conf = session->Path("redis.conf");
+        if (auto s = WriteSecretFile(conf, RedisConfig(*port, session->dir(), redis_password)); !s.ok()) {
+          return Error(std::string(s.message()));
+        }
         gcs::RedisStoreClient::Options ping;
         ping.port = *port;
-        ping.password = o.redis_password;
+        ping.password = redis_password;
         ping.connect_timeout_ms = 200;
-        auto ready = launcher.Start("redis-server", args, Role::kRedis, "", [&] {
+        auto ready = launcher.Start("redis-server", {conf}, Role::kRedis, "", [&] {
           return IsPortOpen("127.0.0.1", *port) && gcs::RedisStoreClient::RunOnce(ping, {"PING"}).ok();
         });
         if (ready.ok()) {
@@ -275,7 +303,7 @@ int RunStart(const StartOptions& o) {
       gcs::RedisStoreClient::Options ping;
       ping.host = hp.host;
       ping.port = hp.port;
-      ping.password = o.redis_password;
+      ping.password = redis_password;
       if (auto r = gcs::RedisStoreClient::RunOnce(ping, {"PING"}); !r.ok()) {
         launcher.Abort();
         return Error(std::string(r.status().message()));
@@ -284,7 +312,9 @@ int RunStart(const StartOptions& o) {
     std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--redis-address", redis_address,
                                          "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
     for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));
-    if (!o.redis_password.empty()) gcs_args.insert(gcs_args.end(), {"--redis-password", o.redis_password});
+    if (!redis_password.empty()) {
+      gcs_args.insert(gcs_args.end(), {"--redis-password-file", session->Path("redis_password")});
+    }
     if (!o.system_config.empty()) gcs_args.insert(gcs_args.end(), {"--system-config", o.system_config});
     auto gcs_port = launcher.Start("manta_gcs", gcs_args, Role::kGcs, session->Path("gcs.ready"));
     if (!gcs_port.ok()) {

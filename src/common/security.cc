@@ -82,29 +82,32 @@ std::string HmacSha256(std::string_view key, std::string_view message) {
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
-absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
-  if (auto s = CheckTokenFormat(token); !s.ok()) return s;
-  return WriteFileAtomic(path, token + "\n", 0600);
+absl::Status WriteSecretFile(const std::string& path, const std::string& secret) {
+  return WriteFileAtomic(path, secret + "\n", 0600);
 }
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
+  if (auto s = CheckTokenFormat(token); !s.ok()) return s;
+  return WriteSecretFile(path, token);
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int err = errno;
-    if (err == ENOENT) return absl::NotFoundError("no token file " + path);
-    return absl::PermissionDeniedError("cannot read the token file " + path + ": " + std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError("no file " + path);
+    return absl::PermissionDeniedError("cannot read " + path + ": " + std::strerror(err));
   }
   struct stat st;
   std::string text;
   absl::Status status;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status = absl::InvalidArgumentError("the token file " + path + " is not a regular file");
+    status = absl::InvalidArgumentError(path + " is not a regular file");
   } else if (st.st_uid != geteuid()) {
-    status = absl::PermissionDeniedError("the token file " + path + " belongs to uid " + std::to_string(st.st_uid) +
-                                         ", not to this user");
+    status = absl::PermissionDeniedError(path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user");
   } else if ((st.st_mode & 077) != 0) {
-    status = absl::PermissionDeniedError("the token file " + path +
-                                         " is readable by other users; make it private with `chmod 600 " + path + "`");
+    status = absl::PermissionDeniedError(path + " is readable by other users; make it private with `chmod 600 " +
+                                         path + "`");
   } else {
     char buf[256];
     ssize_t n;
@@ -112,8 +115,16 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   }
   close(fd);
   if (!status.ok()) return status;
-  text = Trimmed(std::move(text));
-  if (auto s = CheckTokenFormat(text); !s.ok()) {
+  return Trimmed(std::move(text));
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  auto text = ReadSecretFile(path);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) return absl::NotFoundError("no token file " + path);
+    return absl::Status(text.status().code(), "the token file: " + std::string(text.status().message()));
+  }
+  if (auto s = CheckTokenFormat(*text); !s.ok()) {
     return absl::InvalidArgumentError("the token file " + path + " holds no cluster token: " + std::string(s.message()));
   }
   return text;

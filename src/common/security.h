@@ -37,6 +37,13 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // HMAC-SHA256 of `message` under `key`: 32 bytes.
 std::string HmacSha256(std::string_view key, std::string_view message);
 
+// Reads a secret from a file of this user that no one else may read (the trailing
+// newline removed). PermissionDenied, saying how to fix it, for a file of another
+// user or one readable by group or others; a symbolic link is not followed.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
+// Writes `secret` and a newline to `path` with mode 0600 (atomically).
+absl::Status WriteSecretFile(const std::string& path, const std::string& secret);
+
 // Writes `token` to `path` with mode 0600 (atomically).
 absl::Status WriteTokenFile(const std::string& path, const std::string& token);
 // Reads a token file. Refuses one that is not ours, is readable by group or others

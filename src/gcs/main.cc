@@ -8,6 +8,7 @@
 #include "src/common/logging.h"
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_server.h"
 #include "src/gcs/in_memory_store_client.h"
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   std::string bind_address = "127.0.0.1";
   int port = 0;
   std::string redis_address;
-  std::string redis_password;
+  std::string redis_password_file;
   std::string cluster_name = "default";
   std::string ready_file;
   std::string log_dir;
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
   app.add_option("--bind-address", bind_address, "address to listen on");
   app.add_option("--port", port, "port to listen on (0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--redis-address", redis_address, "Redis host:port holding the tables");
-  app.add_option("--redis-password", redis_password, "Redis password");
+  app.add_option("--redis-password-file", redis_password_file, "file holding the Redis password (mode 0600)");
   app.add_option("--cluster-name", cluster_name, "names the Redis keys: manta:<name>:<table>");
   app.add_option("--ready-file", ready_file, "written with the bound port once serving");
   app.add_option("--log-dir", log_dir, "log directory (default: stderr)");
@@ -76,7 +77,14 @@ int main(int argc, char** argv) {
     manta::gcs::RedisStoreClient::Options redis_options;
     redis_options.host = hp->host;
     redis_options.port = hp->port;
-    redis_options.password = redis_password;
+    if (!redis_password_file.empty()) {
+      auto password = manta::ReadSecretFile(redis_password_file);
+      if (!password.ok()) {
+        std::cerr << "manta_gcs: --redis-password-file: " << password.status().message() << std::endl;
+        return 2;
+      }
+      redis_options.password = *password;
+    }
     redis_options.key_prefix = "manta:" + cluster_name + ":";
     redis_options.connect_timeout_ms = config->redis_connect_timeout_ms;
     redis_options.command_timeout_ms = config->redis_command_timeout_ms;

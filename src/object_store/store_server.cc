@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -12,6 +13,7 @@
 #include <deque>
 
 #include "protos/object_store.pb.h"
+#include "src/common/logging.h"
 
 namespace manta::object_store {
 
@@ -69,29 +71,60 @@ struct StoreServer::Impl {
   std::unique_ptr<stream_protocol::acceptor> acceptor;
   absl::flat_hash_map<ClientId, std::shared_ptr<Connection>> connections;
   ClientId next_id = 1;
+  const StoreServerOptions options;
 
-  Impl(EventLoop& l, ObjectStore& s, const Arena& a)
-      : loop(l), store(s), arena(a), io(*static_cast<asio::io_context*>(l.native_handle())) {}
+  Impl(EventLoop& l, ObjectStore& s, const Arena& a, StoreServerOptions o)
+      : loop(l), store(s), arena(a), io(*static_cast<asio::io_context*>(l.native_handle())), options(o) {}
+
+  LogRateLimiter refusals;
+  bool stopped = false;
 
   void Accept() {
     acceptor->async_accept([this](const boost::system::error_code& ec, stream_protocol::socket socket) {
       if (ec) {
-        if (ec != asio::error::operation_aborted) {
-          LOG(WARNING) << "store accept failed: " << ec.message();
-          Accept();
-        }
+        if (ec == asio::error::operation_aborted || stopped) return;
+        // Out of descriptors (or memory): pause instead of spinning on a listener that
+        // stays readable, and serve the clients already connected meanwhile.
+        LOG_EVERY_N(WARNING, 100) << "store accept failed: " << ec.message() << "; retrying in 100 ms";
+        loop.PostAfter("StoreServer.ResumeAccept", 100, [this] {
+          if (!stopped) Accept();
+        });
         return;
       }
-      auto conn = std::make_shared<Connection>(this, std::move(socket), next_id++);
-      connections[conn->id] = conn;
-      conn->Read();
+      Admit(std::move(socket));
       Accept();
+    });
+  }
+
+  // Serves a new client if it runs as this user.
+  void Admit(stream_protocol::socket socket) {
+    ucred peer{};
+    socklen_t len = sizeof(peer);
+    if (getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+        peer.uid != options.allowed_uid) {
+      int64_t others = 0;
+      if (refusals.Allow(&others)) {
+        LOG(WARNING) << "refused object store client pid " << peer.pid << ": it runs as uid " << peer.uid
+                     << ", not as uid " << options.allowed_uid << LogRateLimiter::LeftOut(others);
+      }
+      return;  // closing the socket refuses it
+    }
+    auto conn = std::make_shared<Connection>(this, std::move(socket), next_id++);
+    connections[conn->id] = conn;
+    conn->Read();
+    std::weak_ptr<Connection> weak = conn;
+    loop.PostAfter("StoreServer.ConnectTimeout", options.connect_timeout_ms, [weak, ms = options.connect_timeout_ms] {
+      auto c = weak.lock();
+      if (c && !c->connected) c->Close("no Connect within " + std::to_string(ms) + " ms");
     });
   }
 };
 
 void Connection::Read() {
-  if (inbox.size() - inbox_used < 64 * 1024) inbox.resize(inbox_used + 64 * 1024);
+  // Room for what may come next, in proportion to what has come: a peer announcing a
+  // large frame makes this grow only as its bytes arrive.
+  const size_t room = std::max<size_t>(64 * 1024, inbox_used);
+  if (inbox.size() - inbox_used < 64 * 1024) inbox.resize(inbox_used + room);
   auto self = shared_from_this();
   socket.async_read_some(asio::buffer(inbox.data() + inbox_used, inbox.size() - inbox_used),
                          [self](const boost::system::error_code& ec, size_t n) {
@@ -112,10 +145,7 @@ bool Connection::HandleFrames() {
       Close("frame of " + std::to_string(n) + " bytes exceeds the limit");
       return false;
     }
-    if (inbox_used - pos - 4 < n) {
-      if (inbox.size() < pos + 4 + n) inbox.resize(pos + 4 + n);  // room for the rest of this frame
-      break;
-    }
+    if (inbox_used - pos - 4 < n) break;  // the rest of this frame has not arrived
     rpc::StoreRequest request;
     if (!request.ParseFromArray(inbox.data() + pos + 4, static_cast<int>(n))) {
       handling = false;
@@ -289,8 +319,9 @@ void Connection::Handle(const rpc::StoreRequest& request) {
   }
 }
 
-StoreServer::StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path)
-    : impl_(std::make_unique<Impl>(loop, store, arena)), socket_path_(std::move(socket_path)) {}
+StoreServer::StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path,
+                         StoreServerOptions options)
+    : impl_(std::make_unique<Impl>(loop, store, arena, options)), socket_path_(std::move(socket_path)) {}
 
 StoreServer::~StoreServer() { Stop(); }
 
@@ -307,12 +338,19 @@ absl::Status StoreServer::Start() {
   if (!ec) acceptor->bind(stream_protocol::endpoint(socket_path_), ec);
   if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return absl::UnavailableError("cannot listen on store socket " + socket_path_ + ": " + ec.message());
+  // Only this user may connect (the peer's uid is checked too, which covers the
+  // moment between bind and chmod).
+  if (chmod(socket_path_.c_str(), 0600) != 0) {
+    return absl::UnavailableError("cannot make the store socket " + socket_path_ + " private: " + std::strerror(errno));
+  }
+  impl_->stopped = false;
   impl_->acceptor = std::move(acceptor);
   impl_->Accept();
   return absl::OkStatus();
 }
 
 void StoreServer::Stop() {
+  impl_->stopped = true;
   if (impl_->acceptor) {
     boost::system::error_code ignored;
     impl_->acceptor->close(ignored);

@@ -5,7 +5,15 @@
 // kMaxFrameBytes, a frame that does not parse, or an unknown request closes that
 // connection (and releases everything the client held); other clients are not
 // affected. The Connect reply passes the arena's memfd (SCM_RIGHTS). Loop thread only.
+//
+// Only this user's processes may connect: the socket is 0600, and a peer whose uid
+// (SO_PEERCRED) is not StoreServerOptions::allowed_uid is refused at once. A client
+// must send Connect within connect_timeout_ms. A partial frame reserves no more
+// memory than what has arrived.
+// Running out of descriptors pauses accepting for a moment instead of spinning.
 #pragma once
+
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -21,11 +29,18 @@ namespace manta::object_store {
 // Longest Unix socket path + 1 (sockaddr_un::sun_path holds 108 bytes with its NUL).
 inline constexpr size_t kMaxSocketPathBytes = 108;
 
+struct StoreServerOptions {
+  // The only uid whose processes are served (default: this process's).
+  uid_t allowed_uid = geteuid();
+  int64_t connect_timeout_ms = 10000;
+};
+
 class StoreServer {
  public:
   static constexpr uint32_t kMaxFrameBytes = 16 << 20;
 
-  StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path);
+  StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path,
+              StoreServerOptions options = {});
   ~StoreServer();
 
   // Binds and listens. Error when the path cannot be bound.

@@ -18,7 +18,6 @@
 #include "gtest/gtest.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
-#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace {
@@ -177,11 +176,10 @@ TEST_F(ActorClusterTest, ActorsKeepServingThroughAGcsRestart) {
 
   int port = manta::ParseHostPort(harness_->gcs_address())->port;
   manta::ProcessOptions p;
-  p.argv = {manta::testing::BinaryPath("manta_gcs"), "--port", std::to_string(port), "--redis-address",
-            harness_->RedisAddress(), "--system-config", kFastHealth, "--ready-file",
-            harness_->temp_root() + "/gcs2.ready"};
+  p.argv = {manta::testing::BinaryPath("manta_gcs"), "--port", std::to_string(port), "--system-config", kFastHealth,
+            "--ready-file", harness_->temp_root() + "/gcs2.ready"};
+  for (const std::string& arg : harness_->GcsArgs()) p.argv.push_back(arg);
   p.output_file = harness_->temp_root() + "/gcs2.out";
-  p.env[manta::kClusterTokenEnv] = harness_->token();
   auto restarted = manta::StartProcess(p);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   // The harness does not know this GCS: it is stopped here however the test ends.

@@ -147,6 +147,19 @@ std::vector<pid_t> ClusterHarness::Pids(const std::string& role) const {
 
 std::vector<pid_t> ClusterHarness::LivePids() const { return Pids(""); }
 
+std::string ClusterHarness::HeadSessionDir() const {
+  std::error_code ec;
+  for (const auto& s : fs::directory_iterator(fs::path(root_.path()) / "sessions", ec)) {
+    if (fs::exists(s.path() / "redis_password", ec)) return s.path().string();
+  }
+  return "";
+}
+
+std::vector<std::string> ClusterHarness::GcsArgs() const {
+  return {"--redis-address", RedisAddress(), "--redis-password-file", HeadSessionDir() + "/redis_password",
+          "--token-file", HeadSessionDir() + "/" + kClusterTokenFileName};
+}
+
 std::string ClusterHarness::RedisAddress() const {
   std::error_code ec;
   for (const auto& s : fs::directory_iterator(fs::path(root_.path()) / "sessions", ec)) {

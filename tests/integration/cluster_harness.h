@@ -50,6 +50,11 @@ class ClusterHarness {
   const std::string& temp_root() const { return root_.path(); }
   // The Redis address started by the head.
   std::string RedisAddress() const;
+  // The head's session directory (holds the token and Redis password files).
+  std::string HeadSessionDir() const;
+  // What a GCS restarted by hand needs to serve this cluster: its Redis (address and
+  // password file) and its token file.
+  std::vector<std::string> GcsArgs() const;
 
  private:
   TempDir root_;

@@ -9,7 +9,6 @@
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/process.h"
-#include "src/common/security.h"
 #include "src/common/util.h"
 
 namespace manta::testing {
@@ -134,10 +133,9 @@ TEST(ClusterTest, GcsRestartKeepsNodesClusterIdAndJobs) {
   // Restart on the same port against the same Redis.
   int port = ParseHostPort(gcs)->port;
   ProcessOptions p;
-  p.argv = {BinaryPath("manta_gcs"), "--port", std::to_string(port), "--redis-address", cluster.RedisAddress(),
-            "--ready-file", cluster.temp_root() + "/gcs2.ready"};
+  p.argv = {BinaryPath("manta_gcs"), "--port", std::to_string(port), "--ready-file", cluster.temp_root() + "/gcs2.ready"};
+  for (const std::string& arg : cluster.GcsArgs()) p.argv.push_back(arg);
   p.output_file = cluster.temp_root() + "/gcs2.out";
-  p.env[kClusterTokenEnv] = cluster.token();
   auto restarted = StartProcess(p);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   ASSERT_TRUE(WaitFor([&] { return ReadFile(cluster.temp_root() + "/gcs2.ready").ok(); }, 15000))

@@ -147,7 +147,10 @@ class StoreServerTest : public ::testing::Test {
     ASSERT_TRUE(arena.ok()) << arena.status();
     arena_ = std::move(*arena);
     store_ = std::make_unique<ObjectStore>(loop_, arena_->capacity(), ObjectStoreOptions(), nullptr, arena_->base());
-    server_ = std::make_unique<StoreServer>(loop_, *store_, *arena_, dir_.path() + "/store.sock");
+    StoreServerOptions options;
+    options.connect_timeout_ms = kConnectTimeoutMs;
+    options.allowed_uid = allowed_uid_;
+    server_ = std::make_unique<StoreServer>(loop_, *store_, *arena_, dir_.path() + "/store.sock", options);
     ASSERT_TRUE(server_->Start().ok());
     loop_thread_ = std::thread([this] { loop_.Run(); });
   }
@@ -201,6 +204,8 @@ class StoreServerTest : public ::testing::Test {
   }
   const std::string& socket_path() const { return server_->socket_path(); }
 
+  static constexpr int64_t kConnectTimeoutMs = 300;
+  uid_t allowed_uid_ = geteuid();
   manta::testing::TempDir dir_;
   EventLoop loop_;
   std::unique_ptr<Arena> arena_;
@@ -647,6 +652,54 @@ TEST_P(GarbageTest, ClosesOnlyThatConnection) {
   ASSERT_TRUE(got->at(0).has_value());
   EXPECT_EQ(got->at(0)->data[0], 6);
   EXPECT_TRUE(good->TakeAsyncError().ok());
+}
+
+TEST_F(StoreServerTest, SocketIsPrivateToThisUser) {
+  struct stat st {};
+  ASSERT_EQ(stat(socket_path().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  EXPECT_EQ(st.st_uid, geteuid());
+}
+
+TEST_F(StoreServerTest, ClientThatNeverSendsConnectIsDropped) {
+  RawConnection idle(socket_path());
+  EXPECT_TRUE(WaitFor([&] { return NumClients() == 1; }, kTimeoutMs));
+  EXPECT_TRUE(idle.WaitClosed());
+  EXPECT_EQ(NumClients(), 0u);
+  // A client that does connect stays.
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kConnectTimeoutMs));
+  EXPECT_TRUE(client->Contains(ObjectID::FromRandom()).ok());
+}
+
+TEST_F(StoreServerTest, PartialFrameIsNotAnsweredAndTheRestIsServed) {
+  RawConnection raw(socket_path());
+  ASSERT_TRUE(raw.Connect());
+  // A frame announced at the limit, of which only a little arrives.
+  ASSERT_TRUE(raw.SendBytes(LengthPrefix(StoreServer::kMaxFrameBytes) + std::string(1000, 'x')));
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  EXPECT_TRUE(client->Contains(ObjectID::FromRandom()).ok());
+  EXPECT_EQ(NumClients(), 2u);
+}
+
+class OtherUserStoreServerTest : public StoreServerTest {
+ protected:
+  // This test's processes play another user: the server serves uid + 1 only.
+  OtherUserStoreServerTest() { allowed_uid_ = geteuid() + 1; }
+};
+
+TEST_F(OtherUserStoreServerTest, ClientOfAnotherUserIsRefusedBeforeConnect) {
+  RawConnection stranger(socket_path());
+  rpc::StoreRequest request;
+  request.mutable_connect()->set_pid(getpid());
+  stranger.Send(request);
+  EXPECT_TRUE(stranger.WaitClosed());
+  EXPECT_EQ(NumClients(), 0u);
+  auto client = ObjectStoreClient::Connect(socket_path());
+  EXPECT_FALSE(client.ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Frames, GarbageTest, ::testing::ValuesIn(GarbageCases()),
