@@ -10,6 +10,8 @@ MANTA_CONFIG(int64_t, health_check_failure_threshold, 5, "consecutive misses bef
 MANTA_CONFIG(int64_t, health_check_initial_delay_ms, 1000, "grace period after registration")
 MANTA_CONFIG(int64_t, gcs_pubsub_poll_timeout_ms, 30000, "a long poll with nothing to say returns empty after this")
 MANTA_CONFIG(int64_t, gcs_pubsub_subscriber_timeout_ms, 60000, "a subscriber that has not polled for this long is dropped")
+MANTA_CONFIG(int64_t, gcs_max_subscribers, 100000, "pubsub subscribers the GCS keeps at once; more are refused")
+MANTA_CONFIG(int64_t, gcs_max_kv_value_bytes, 16 * 1024 * 1024, "largest value InternalKVPut accepts")
 MANTA_CONFIG(int64_t, gcs_pubsub_max_queued_messages, 100000, "per-subscriber queue cap; oldest dropped beyond it")
 MANTA_CONFIG(int64_t, redis_connect_timeout_ms, 3000, "connecting to Redis")
 MANTA_CONFIG(int64_t, redis_command_timeout_ms, 5000, "one Redis command")
@@ -25,7 +27,8 @@ MANTA_CONFIG(int64_t, grpc_client_deadline_ms, 10000, "default deadline of one R
 MANTA_CONFIG(int64_t, grpc_client_max_attempts, 5, "attempts of an idempotent RPC (1 = no retry)")
 MANTA_CONFIG(int64_t, grpc_client_initial_backoff_ms, 50, "first retry backoff; doubles each attempt")
 MANTA_CONFIG(int64_t, grpc_client_max_backoff_ms, 2000, "retry backoff cap")
-MANTA_CONFIG(int64_t, grpc_max_message_bytes, 512 * 1024 * 1024, "largest RPC message accepted or sent")
+MANTA_CONFIG(int64_t, grpc_max_message_bytes, 64 * 1024 * 1024,
+             "largest RPC message or task channel frame accepted or sent (object chunks are at most half of it)")
 MANTA_CONFIG(std::string, testing_rpc_failure, "", "fault injection: 'Method=drop_request|drop_reply|delay:MS[@PROB],...'")
 MANTA_CONFIG(int64_t, slow_handler_warn_ms, 100, "event-loop handlers slower than this are logged")
 

@@ -29,6 +29,9 @@ using task_channel_internal::TuneSocket;
 
 namespace {
 constexpr int64_t kAcceptPauseMs = 100;
+// Connections still in their handshake at once; more are closed as they come, so
+// strangers cannot take every descriptor of a worker.
+constexpr size_t kMaxPendingHandshakes = 64;
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -217,6 +220,17 @@ void TaskChannelServer::Accept() {
     std::shared_ptr<Connection> c;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      size_t pending = 0;
+      for (const auto& [id, other] : connections_) pending += other->authenticated ? 0 : 1;
+      if (pending >= kMaxPendingHandshakes) {
+        int64_t others = 0;
+        if (refusals_.Allow(&others)) {
+          LOG(WARNING) << "refused task channel from " << PeerName(fd) << ": " << pending
+                       << " connections are in their handshake already" << LogRateLimiter::LeftOut(others);
+        }
+        close(fd);
+        continue;
+      }
       int64_t id = next_connection_++;
       c = std::make_shared<Connection>(id, fd, NowUs() + handshake_timeout_ms_ * 1000);
       connections_.emplace(id, c);

@@ -129,8 +129,7 @@ ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerConte
   return ServeOnLoop(loop_, "PubSub.CommandBatch", c, q, r,
                      [p = &publisher_](const rpc::GcsSubscriberCommandBatchRequest& req,
                                        rpc::GcsSubscriberCommandBatchReply*, SendReply s) {
-                       p->HandleCommandBatch(req);
-                       std::move(s)(absl::OkStatus());
+                       std::move(s)(p->HandleCommandBatch(req));
                      });
 }
 ServerUnaryReactor* PubSubService::GcsSubscriberPoll(CallbackServerContext* c, const rpc::GcsSubscriberPollRequest* q,

@@ -25,6 +25,11 @@ void GcsKVManager::HandlePut(const rpc::InternalKVPutRequest& request, rpc::Inte
   if (request.key().empty() || request.key().size() > kMaxKeyBytes) {
     return std::move(send_reply)(absl::InvalidArgumentError("InternalKVPut: key must be 1 to 65536 bytes"));
   }
+  if (static_cast<int64_t>(request.value().size()) > max_value_bytes_) {
+    return std::move(send_reply)(absl::InvalidArgumentError(
+        "InternalKVPut: a value of " + std::to_string(request.value().size()) + " bytes is over the limit of " +
+        std::to_string(max_value_bytes_) + " (gcs_max_kv_value_bytes)"));
+  }
   store_.AsyncPut(kKVTable, EncodeKey(request.namespace_(), request.key()), request.value(), request.overwrite(),
                   [reply, send_reply = std::move(send_reply)](absl::StatusOr<bool> r) mutable {
                     if (!r.ok()) return std::move(send_reply)(r.status());

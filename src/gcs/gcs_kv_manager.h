@@ -15,7 +15,9 @@ inline constexpr char kKVTable[] = "kv";
 
 class GcsKVManager {
  public:
-  explicit GcsKVManager(StoreClientInterface& store) : store_(store) {}
+  // Values over `max_value_bytes` are refused (InvalidArgument).
+  GcsKVManager(StoreClientInterface& store, int64_t max_value_bytes)
+      : store_(store), max_value_bytes_(max_value_bytes) {}
 
   void HandleGet(const rpc::InternalKVGetRequest& request, rpc::InternalKVGetReply* reply,
                  rpc::SendReply send_reply);
@@ -32,6 +34,7 @@ class GcsKVManager {
 
  private:
   StoreClientInterface& store_;
+  const int64_t max_value_bytes_;
 };
 
 }  // namespace manta::gcs

@@ -22,7 +22,12 @@ void GcsPublisher::Publish(rpc::PubMessage message) {
   }
 }
 
-void GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request) {
+absl::Status GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request) {
+  if (!subscribers_.contains(request.subscriber_id()) &&
+      static_cast<int64_t>(subscribers_.size()) >= options_.max_subscribers) {
+    return absl::ResourceExhaustedError("the GCS has " + std::to_string(subscribers_.size()) +
+                                        " pubsub subscribers, its limit (gcs_max_subscribers)");
+  }
   Subscriber& subscriber = subscribers_[request.subscriber_id()];
   subscriber.last_seen_ms = now_ms_();
   for (const auto& command : request.commands()) {
@@ -42,6 +47,7 @@ void GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBatchReques
       subscriber.keys[channel].insert(command.key_id());
     }
   }
+  return absl::OkStatus();
 }
 
 void GcsPublisher::HandlePoll(const rpc::GcsSubscriberPollRequest& request, rpc::GcsSubscriberPollReply* reply,

@@ -29,6 +29,7 @@ class GcsPublisher {
     int64_t poll_timeout_ms = 30000;
     int64_t subscriber_timeout_ms = 60000;
     int64_t max_queued_messages = 100000;
+    int64_t max_subscribers = 100000;
   };
 
   GcsPublisher(Options options, std::function<int64_t()> now_ms);
@@ -36,8 +37,9 @@ class GcsPublisher {
   // Queues `message` (its channel_type set) for every subscriber of its channel.
   void Publish(rpc::PubMessage message);
 
-  // Subscribes / unsubscribes. Creates the subscriber on first use.
-  void HandleCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request);
+  // Subscribes / unsubscribes. Creates the subscriber on first use, unless there are
+  // max_subscribers already (ResourceExhausted).
+  absl::Status HandleCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request);
   // Answers now or holds `send_reply`. NOT_FOUND for an unknown subscriber (for
   // example after a GCS restart): the subscriber must subscribe again.
   void HandlePoll(const rpc::GcsSubscriberPollRequest& request, rpc::GcsSubscriberPollReply* reply,

@@ -14,7 +14,8 @@ GcsServer::GcsServer(EventLoop& loop, GcsServerOptions options, std::unique_ptr<
       store_(std::move(store)),
       publisher_(GcsPublisher::Options{options_.config.gcs_pubsub_poll_timeout_ms,
                                        options_.config.gcs_pubsub_subscriber_timeout_ms,
-                                       options_.config.gcs_pubsub_max_queued_messages},
+                                       options_.config.gcs_pubsub_max_queued_messages,
+                                       options_.config.gcs_max_subscribers},
                  MonotonicMs) {}
 
 GcsServer::~GcsServer() { Stop(); }
@@ -53,7 +54,7 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs, options_.system_config);
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
   worker_manager_ = std::make_unique<GcsWorkerManager>(publisher_);
-  kv_manager_ = std::make_unique<GcsKVManager>(*store_);
+  kv_manager_ = std::make_unique<GcsKVManager>(*store_, options_.config.gcs_max_kv_value_bytes);
   rpc::ClientOptions lease_options;
   lease_options.deadline_ms = options_.config.grpc_client_deadline_ms;
   lease_options.max_attempts = options_.config.grpc_client_max_attempts;

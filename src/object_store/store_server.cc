@@ -22,6 +22,9 @@ using asio::local::stream_protocol;
 
 namespace {
 
+// Clients that have not sent Connect yet, at once; more are refused as they come.
+constexpr size_t kMaxPendingConnects = 64;
+
 std::string Frame(const rpc::StoreReply& reply) {
   std::string body = reply.SerializeAsString();
   uint32_t n = static_cast<uint32_t>(body.size());
@@ -108,6 +111,16 @@ struct StoreServer::Impl {
                      << ", not as uid " << options.allowed_uid << LogRateLimiter::LeftOut(others);
       }
       return;  // closing the socket refuses it
+    }
+    size_t pending = 0;
+    for (const auto& [id, c] : connections) pending += c->connected ? 0 : 1;
+    if (pending >= kMaxPendingConnects) {
+      int64_t others = 0;
+      if (refusals.Allow(&others)) {
+        LOG(WARNING) << "refused object store client pid " << peer.pid << ": " << pending
+                     << " clients have not sent Connect yet" << LogRateLimiter::LeftOut(others);
+      }
+      return;
     }
     auto conn = std::make_shared<Connection>(this, std::move(socket), next_id++);
     connections[conn->id] = conn;

@@ -261,14 +261,16 @@ void PutVarint(std::string* out, uint64_t value) {
 class PushReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `admitted` is the call's authentication: when it failed, the stream ends with it.
+  // Chunks are at most `max_chunk_bytes` (half the RPC message limit), whatever the
+  // puller asks for.
   PushReactor(EventLoop& loop, object_store::ObjectStore& store, const rpc::PullObjectRequest& request,
-              ClientId client, std::atomic<int64_t>& served, const absl::Status& admitted)
+              ClientId client, std::atomic<int64_t>& served, const absl::Status& admitted, int64_t max_chunk_bytes)
       : loop_(loop), store_(store), client_(client), served_(served) {
     if (!admitted.ok()) {
       Finish(rpc::ToGrpcStatus(admitted));
       return;
     }
-    chunk_bytes_ = std::clamp<int64_t>(request.chunk_bytes(), 64 << 10, 64 << 20);
+    chunk_bytes_ = std::clamp<int64_t>(request.chunk_bytes(), 64 << 10, std::max<int64_t>(64 << 10, max_chunk_bytes));
     auto id = ObjectID::FromBinaryChecked(request.object_id());
     if (!id.ok()) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "PullObject: malformed object id"));
@@ -368,7 +370,7 @@ struct ObjectManager::Impl final
       for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
     }
     if (!admitted.ok() || !request.ParseFromString(bytes)) request.Clear();  // an empty id is rejected below
-    return new PushReactor(om.loop_, om.store_, request, client, served, admitted);
+    return new PushReactor(om.loop_, om.store_, request, client, served, admitted, om.options_.max_message_bytes / 2);
   }
 
   grpc::GenericStub* StubFor(const std::string& address) {
@@ -442,7 +444,8 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
   const std::string address = pull->locations[pull->next_location++];
   ClientId client = next_client_id_--;
   auto* reactor = new PullReactor(
-      loop_, store_, pull->id, client, options_.chunk_bytes, options_.pull_timeout_ms,
+      loop_, store_, pull->id, client, std::min(options_.chunk_bytes, options_.max_message_bytes / 2),
+      options_.pull_timeout_ms,
       [this, pull, address](PullReactor* r, grpc::Status status) {
         std::unique_ptr<PullReactor> owned(r);
         bool complete = status.ok() && r->created() && r->received() == r->total();

@@ -28,7 +28,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(config.health_check_failure_threshold, 5);
   EXPECT_EQ(config.gcs_rpc_server_reconnect_timeout_s, 60);
   EXPECT_EQ(config.grpc_client_max_attempts, 5);
-  EXPECT_EQ(config.grpc_max_message_bytes, 512 * 1024 * 1024);
+  EXPECT_EQ(config.grpc_max_message_bytes, 64 * 1024 * 1024);
   EXPECT_EQ(config.testing_rpc_failure, "");
 }
 

@@ -20,7 +20,8 @@ using ::testing::UnorderedElementsAre;
 
 class GcsKVManagerTest : public ::testing::Test {
  protected:
-  GcsKVManagerTest() : store_(loop_), kv_(store_) {}
+  static constexpr int64_t kMaxValueBytes = 1000;
+  GcsKVManagerTest() : store_(loop_), kv_(store_, kMaxValueBytes) {}
 
   absl::StatusOr<bool> Put(const std::string& ns, const std::string& key, const std::string& value,
                            bool overwrite = true) {
@@ -83,6 +84,15 @@ TEST_F(GcsKVManagerTest, PutThenGet) {
   ASSERT_THAT(Put("ns", "k", "v"), IsOkAndHolds(true));
   EXPECT_THAT(Get("ns", "k"), IsOkAndHolds(std::make_optional<std::string>("v")));
   EXPECT_THAT(Get("ns", "missing"), IsOkAndHolds(std::nullopt));
+}
+
+TEST_F(GcsKVManagerTest, ValueOverTheLimitIsRefusedAndNothingIsStored) {
+  ASSERT_THAT(Put("ns", "full", std::string(kMaxValueBytes, 'x')), IsOkAndHolds(true));
+  auto over = Put("ns", "over", std::string(kMaxValueBytes + 1, 'x'));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("gcs_max_kv_value_bytes"), std::string::npos) << over.status();
+  EXPECT_THAT(Put("ns", "over", "small", /*overwrite=*/false), IsOkAndHolds(true));  // was never added
 }
 
 TEST_F(GcsKVManagerTest, BinaryKeysAndValuesRoundTrip) {

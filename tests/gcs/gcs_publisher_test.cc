@@ -20,6 +20,7 @@ using ::testing::IsEmpty;
 constexpr int64_t kPollTimeoutMs = 1000;
 constexpr int64_t kSubscriberTimeoutMs = 5000;
 constexpr int64_t kMaxQueued = 3;
+constexpr int64_t kMaxSubscribers = 4;
 
 // One poll in flight: the reply the publisher fills and how it was answered.
 struct Poll {
@@ -52,6 +53,7 @@ class GcsPublisherTest : public ::testing::Test {
     o.poll_timeout_ms = kPollTimeoutMs;
     o.subscriber_timeout_ms = kSubscriberTimeoutMs;
     o.max_queued_messages = kMaxQueued;
+    o.max_subscribers = kMaxSubscribers;
     return o;
   }
 
@@ -61,7 +63,7 @@ class GcsPublisherTest : public ::testing::Test {
     auto* command = request.add_commands();
     command->set_channel_type(channel);
     command->set_unsubscribe(unsubscribe);
-    publisher_.HandleCommandBatch(request);
+    EXPECT_TRUE(publisher_.HandleCommandBatch(request).ok());
   }
 
   // Polls as `subscriber`, acknowledging everything up to `acked` of the current
@@ -284,6 +286,21 @@ TEST_F(GcsPublisherTest, FullQueueDropsTheOldestMessages) {
   auto poll = StartPoll("s");
   ASSERT_TRUE(poll->recorder.replied());
   EXPECT_THAT(poll->keys(), ElementsAre("m3", "m4", "m5"));
+}
+
+TEST_F(GcsPublisherTest, SubscribersOverTheLimitAreRefusedUntilOneIsDropped) {
+  for (int i = 0; i < kMaxSubscribers; ++i) Subscribe("s" + std::to_string(i), rpc::GCS_NODE_INFO_CHANNEL);
+  rpc::GcsSubscriberCommandBatchRequest request;
+  request.set_subscriber_id("one too many");
+  request.add_commands()->set_channel_type(rpc::GCS_NODE_INFO_CHANNEL);
+  absl::Status refused = publisher_.HandleCommandBatch(request);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_EQ(publisher_.num_subscribers(), static_cast<size_t>(kMaxSubscribers));
+  Subscribe("s0", rpc::GCS_JOB_CHANNEL);  // a known subscriber still changes its subscriptions
+  // Silent subscribers are dropped, which makes room.
+  clock_.Advance(kSubscriberTimeoutMs + 1);
+  publisher_.Tick();
+  EXPECT_TRUE(publisher_.HandleCommandBatch(request).ok());
 }
 
 TEST_F(GcsPublisherTest, FlushAllAnswersEveryHeldPoll) {

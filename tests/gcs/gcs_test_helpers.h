@@ -133,7 +133,7 @@ class PublishedMessages {
     rpc::GcsSubscriberCommandBatchRequest request;
     request.set_subscriber_id(kSubscriberId);
     for (rpc::ChannelType channel : channels) request.add_commands()->set_channel_type(channel);
-    publisher_.HandleCommandBatch(request);
+    EXPECT_TRUE(publisher_.HandleCommandBatch(request).ok());
   }
 
   // Messages published since the last call, oldest first.
