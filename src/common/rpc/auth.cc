@@ -5,6 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "src/common/logging.h"
+#include "src/common/rpc/tcp_acceptor.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -32,7 +33,7 @@ void LogRefused(const grpc::ServerContextBase& context, const char* rpc_name, co
   static LogRateLimiter* const limiter = new LogRateLimiter();
   int64_t others = 0;
   if (!limiter->Allow(&others)) return;
-  LOG(WARNING) << "refused " << rpc_name << " from " << context.peer() << ": " << why
+  LOG(WARNING) << "refused " << rpc_name << " from " << DescribePeer(context.peer()) << ": " << why
                << LogRateLimiter::LeftOut(others);
 }
 

@@ -1,6 +1,7 @@
 #include "src/common/rpc/grpc_server.h"
 
 #include <glog/logging.h>
+#include <grpcpp/server_posix.h>
 
 #include "src/common/rpc/auth.h"
 
@@ -33,17 +34,18 @@ absl::Status GrpcServer::Start() {
   std::string address = bind_address_ + ":" + std::to_string(requested_port_);
   int selected_port = 0;
   Credentials credentials = ProcessCredentials();
-  std::shared_ptr<grpc::ServerCredentials> server_credentials;
   if (credentials.tls()) {
     // Mutual TLS: every member of the cluster holds a certificate signed by the CA.
     grpc::SslServerCredentialsOptions tls(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     tls.pem_root_certs = credentials.tls_ca;
     tls.pem_key_cert_pairs.push_back({credentials.tls_key, credentials.tls_cert});
-    server_credentials = grpc::SslServerCredentials(tls);
+    builder.AddListeningPort(address, grpc::SslServerCredentials(tls), &selected_port);
   } else {
-    server_credentials = grpc::InsecureServerCredentials();
+    auto acceptor = TcpAcceptor::Listen(bind_address_, requested_port_);
+    if (!acceptor.ok()) return acceptor.status();
+    acceptor_ = std::move(*acceptor);
+    selected_port = acceptor_->port();
   }
-  builder.AddListeningPort(address, server_credentials, &selected_port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));
@@ -51,8 +53,12 @@ absl::Status GrpcServer::Start() {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected_port == 0) {
     server_.reset();
-    return absl::UnavailableError("cannot listen on " + address +
-                                  " (port in use or address not available)");
+    acceptor_.reset();
+    return absl::UnavailableError("cannot listen on " + address + " (port in use or address not available)");
+  }
+  if (acceptor_) {
+    grpc::Server* server = server_.get();
+    acceptor_->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
   }
   port_ = selected_port;
   LOG(INFO) << name_ << " listening on " << bind_address_ << ":" << port_;
@@ -65,6 +71,7 @@ void GrpcServer::ShutdownAsync(EventLoop& loop, int64_t grace_ms, absl::AnyInvoc
     return;
   }
   grpc::Server* server = server_.get();
+  if (acceptor_) acceptor_->Stop();
   shutdown_thread_ = std::thread([server, grace_ms, &loop, flag = shutdown_done_, done = std::move(done)]() mutable {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
     flag->store(true);
@@ -84,6 +91,7 @@ bool GrpcServer::WaitForShutdown(int64_t timeout_ms) {
 void GrpcServer::Shutdown(int64_t grace_ms) {
   if (shutdown_thread_.joinable()) return;  // ShutdownAsync owns it
   if (server_ == nullptr) return;
+  if (acceptor_) acceptor_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server_.reset();
 }

@@ -5,6 +5,12 @@
 // from any thread, exactly once). A handler may keep that callback and answer later,
 // which is how long polls work. Start() reports a port already in use as an error
 // (SO_REUSEPORT is off, so a second server cannot silently share a port).
+//
+// Without TLS the server's connections come from a TcpAcceptor (tcp_acceptor.h),
+// which survives running out of descriptors; with TLS gRPC accepts them itself
+// (gRPC 1.51 can adopt only plaintext connections), and a listener that hits EMFILE
+// stops accepting: the limits raised at start (RaiseOpenFileLimit) are then the
+// protection.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -21,6 +27,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/send_reply.h"
 #include "src/common/rpc/status_convert.h"
+#include "src/common/rpc/tcp_acceptor.h"
 
 namespace manta::rpc {
 
@@ -53,6 +60,7 @@ class GrpcServer {
   int port_ = 0;
   int64_t max_message_bytes_;
   std::vector<grpc::Service*> services_;
+  std::unique_ptr<TcpAcceptor> acceptor_;  // without TLS
   std::unique_ptr<grpc::Server> server_;
   std::thread shutdown_thread_;
   std::shared_ptr<std::atomic<bool>> shutdown_done_ = std::make_shared<std::atomic<bool>>(false);
