@@ -389,6 +389,7 @@ void LoadCodeSearchPath(const std::string& joined) {
     _exit(1);
   }
   options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS").empty() ? "127.0.0.1" : Env("MANTA_NODE_IP_ADDRESS");
+  options.bind_address = Env("MANTA_BIND_ADDRESS");
   options.raylet_address = Env("MANTA_RAYLET_ADDRESS");
   options.gcs_address = Env("MANTA_GCS_ADDRESS");
   options.job_config.set_ray_namespace(Env("MANTA_JOB_NAMESPACE"));
@@ -477,6 +478,9 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     throw RayException("ray::Init: " + std::string(s.message()));
   }
   options.gcs_address = address;
+  // The driver is reached at the address of the raylet it joins unless told otherwise.
+  options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS");
+  options.bind_address = Env("MANTA_BIND_ADDRESS");
   if (config.code_search_path.empty()) {
     for (const std::string& arg : WorkerCommand(argc, argv)) options.job_config.add_worker_command(arg);
   } else {

@@ -21,7 +21,11 @@ struct StartOptions {
   std::string resources;
   int64_t object_store_memory = -1;
   int64_t memory = -1;
-  std::string node_ip_address = "127.0.0.1";
+  // Where every daemon listens (default loopback; 0.0.0.0 = every interface) and the
+  // address other machines reach this node at (default: the bind address, or this
+  // machine's first non-loopback IPv4 address when binding every interface).
+  std::string bind_address;
+  std::string node_ip_address;
   std::string node_name;
   std::string system_config;
   bool block = false;

@@ -23,7 +23,12 @@ int main(int argc, char** argv) {
   start_cmd->add_option("--object-store-memory", start.object_store_memory, "object store size in bytes")
       ->check(CLI::NonNegativeNumber);
   start_cmd->add_option("--memory", start.memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
-  start_cmd->add_option("--node-ip-address", start.node_ip_address, "address of this node (default 127.0.0.1)");
+  start_cmd->add_option("--bind-address", start.bind_address,
+                        "address every daemon listens on (default 127.0.0.1; 0.0.0.0 = every interface, which makes "
+                        "the node reachable from other machines)");
+  start_cmd->add_option("--node-ip-address", start.node_ip_address,
+                        "address this node is reached at (default: the bind address, or this machine's first "
+                        "non-loopback address when binding 0.0.0.0)");
   start_cmd->add_option("--node-name", start.node_name, "human-readable node name");
   start_cmd->add_option("--system-config", start.system_config, "JSON object of config overrides (head)");
   start_cmd->add_flag("--block", start.block, "stay in the foreground; Ctrl-C stops what was started");

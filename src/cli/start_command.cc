@@ -1,5 +1,8 @@
 // `manta start`: starts Redis (head, unless external), the GCS (head) and a raylet,
 // waits until each answers, and records them in a new session directory.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -120,6 +123,67 @@ absl::Status CheckGcsReachable(const std::string& address) {
   return absl::OkStatus();
 }
 
+bool IsWildcard(const std::string& host) { return host == "0.0.0.0" || host == "::" || host == "[::]"; }
+
+bool IsLoopback(const std::string& host) {
+  in_addr v4{};
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+// The first IPv4 address of an interface that is up and not loopback, if any.
+std::string FirstExternalIpv4() {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = all; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    found = text;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+// Where the daemons listen and what they advertise. Loopback unless --bind-address
+// says otherwise; the advertised address must be one the daemons listen on.
+absl::Status ResolveAddresses(StartOptions* o) {
+  if (o->bind_address.empty()) {
+    // A loopback --node-ip-address (127.0.0.2, to run several nodes on one machine)
+    // is also where to listen; any other needs --bind-address, so that a cluster is
+    // reachable from other machines only when asked.
+    if (!o->node_ip_address.empty() && !IsLoopback(o->node_ip_address)) {
+      return absl::InvalidArgumentError("--node-ip-address " + o->node_ip_address +
+                                        " is not a loopback address, but the daemons listen on loopback unless "
+                                        "told otherwise: add --bind-address " + o->node_ip_address +
+                                        " (or --bind-address 0.0.0.0 for every interface)");
+    }
+    o->bind_address = o->node_ip_address.empty() ? "127.0.0.1" : o->node_ip_address;
+  }
+  if (o->bind_address == "localhost") o->bind_address = "127.0.0.1";
+  if (o->node_ip_address.empty()) {
+    if (!IsWildcard(o->bind_address)) {
+      o->node_ip_address = o->bind_address;
+    } else {
+      o->node_ip_address = FirstExternalIpv4();
+      if (o->node_ip_address.empty()) o->node_ip_address = "127.0.0.1";
+    }
+  }
+  if (IsWildcard(o->node_ip_address)) {
+    return absl::InvalidArgumentError("--node-ip-address " + o->node_ip_address +
+                                      " is not an address other processes can reach; give this machine's address");
+  }
+  if (!IsWildcard(o->bind_address) && o->bind_address != o->node_ip_address &&
+      !(IsLoopback(o->bind_address) && o->node_ip_address == "localhost")) {
+    return absl::InvalidArgumentError("--node-ip-address " + o->node_ip_address +
+                                      " is advertised, but the daemons would listen on " + o->bind_address +
+                                      " only: give the same address to both, or --bind-address 0.0.0.0");
+  }
+  return absl::OkStatus();
+}
+
 // What every daemon is started with: the session's token file and the TLS files.
 std::vector<std::string> SecurityArgs(const StartOptions& o, const Session& session) {
   std::vector<std::string> args = {"--token-file", session.TokenFile()};
@@ -131,7 +195,7 @@ std::vector<std::string> SecurityArgs(const StartOptions& o, const Session& sess
 
 std::vector<std::string> RayletArgs(const StartOptions& o, const Session& session, const std::string& gcs_address) {
   std::vector<std::string> args = {"--gcs-address", gcs_address, "--node-ip-address", o.node_ip_address,
-                                   "--session-dir", session.dir(), "--log-dir", session.LogDir(),
+                                   "--bind-address", o.bind_address, "--session-dir", session.dir(), "--log-dir", session.LogDir(),
                                    "--ready-file", session.Path("raylet.ready")};
   for (std::string& arg : SecurityArgs(o, session)) args.push_back(std::move(arg));
   if (o.head) args.push_back("--head");
@@ -205,7 +269,8 @@ int Block(Launcher& launcher) {
 
 }  // namespace
 
-int RunStart(const StartOptions& o) {
+int RunStart(const StartOptions& options) {
+  StartOptions o = options;
   if (o.head == !o.address.empty()) {
     return Error(o.head ? "--head and --address are exclusive" : "give --head to start a new cluster, or "
                                                                   "--address H:P to join one");
@@ -223,7 +288,8 @@ int RunStart(const StartOptions& o) {
       return Error("--redis-address: " + std::string(hp.status().message()));
     }
   }
-  if (o.head && o.port != 0 && IsPortOpen("127.0.0.1", o.port)) {
+  if (auto s = ResolveAddresses(&o); !s.ok()) return Error(std::string(s.message()));
+  if (o.head && o.port != 0 && IsPortOpen(IsWildcard(o.bind_address) ? "127.0.0.1" : o.bind_address, o.port)) {
     return Error("port " + std::to_string(o.port) +
                  " is already in use (another Manta head? pick another with --port)");
   }
@@ -309,7 +375,8 @@ int RunStart(const StartOptions& o) {
         return Error(std::string(r.status().message()));
       }
     }
-    std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--redis-address", redis_address,
+    std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--bind-address", o.bind_address,
+                                         "--redis-address", redis_address,
                                          "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
     for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));
     if (!redis_password.empty()) {
@@ -339,6 +406,11 @@ int RunStart(const StartOptions& o) {
   std::cout << "  Raylet port:      " << std::stoi(*raylet_port) << "\n";
   std::cout << "  Session dir:      " << session->dir() << "\n";
   std::cout << "  Cluster token:    " << session->TokenFile() << " (keep it private)\n";
+  if (!IsLoopback(o.bind_address)) {
+    std::cout << "  Listening on:     " << o.bind_address << " (reachable from other machines; every connection "
+              << "must present the cluster token"
+              << (o.tls.enabled() ? ", over TLS" : "; traffic is not encrypted: see --tls-cert") << ")\n";
+  }
   if (o.head) {
     std::cout << "\nTo add another node to this cluster from this machine, run\n"
               << "  manta start --address " << gcs_address << "\n"

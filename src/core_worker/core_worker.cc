@@ -158,11 +158,6 @@ absl::Status CoreWorker::Connect() {
   }
   rpc::SetProcessCredentials(options_.credentials);
   rpc::ClientOptions client_options = MakeClientOptions(config);
-  service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
-  server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", options_.node_ip_address, 0,
-                                              config.grpc_max_message_bytes);
-  server_->RegisterService(service_.get());
-  MANTA_RETURN_IF_ERROR(server_->Start());
   loop_thread_ = std::thread([this] { loop_.Run(); });
 
   gcs_ = std::make_unique<gcs::GrpcGcsClient>(loop_, options_.gcs_address, client_options);
@@ -176,16 +171,24 @@ absl::Status CoreWorker::Connect() {
     return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
                               options_.credentials.token);
   });
+  if (options_.is_driver && options_.raylet_address.empty()) MANTA_RETURN_IF_ERROR(FindLocalRaylet());
+  if (options_.node_ip_address.empty()) {
+    auto raylet = ParseHostPort(options_.raylet_address);
+    if (!raylet.ok()) return raylet.status();
+    options_.node_ip_address = raylet->host;
+  }
+  const std::string& bind = options_.bind_address.empty() ? options_.node_ip_address : options_.bind_address;
+  service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
+  server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", bind, 0,
+                                              config.grpc_max_message_bytes);
+  server_->RegisterService(service_.get());
+  MANTA_RETURN_IF_ERROR(server_->Start());
   if (!options_.is_driver) {
-    auto channel_server =
-        TaskChannelServer::Listen(options_.node_ip_address, config.grpc_max_message_bytes, options_.credentials.token);
+    auto channel_server = TaskChannelServer::Listen(bind, config.grpc_max_message_bytes, options_.credentials.token);
     if (!channel_server.ok()) return channel_server.status();
     channel_server_ = std::move(*channel_server);
   }
-  if (options_.is_driver) {
-    if (options_.raylet_address.empty()) MANTA_RETURN_IF_ERROR(FindLocalRaylet());
-    MANTA_RETURN_IF_ERROR(CreateJob());
-  }
+  if (options_.is_driver) MANTA_RETURN_IF_ERROR(CreateJob());
   root_task_id_ = TaskID::ForDriver(options_.job_id);
   MANTA_RETURN_IF_ERROR(RegisterWithRaylet());
 

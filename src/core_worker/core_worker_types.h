@@ -24,7 +24,13 @@ struct CoreWorkerOptions {
   JobID job_id;
   WorkerID worker_id;
   std::string startup_token;  // workers: MANTA_WORKER_STARTUP_TOKEN
+  // The address other processes reach this one at. Empty (drivers): the address of
+  // the raylet it joins, so a driver on a node of a cluster bound to other machines
+  // is reachable as that node is.
   std::string node_ip_address = "127.0.0.1";
+  // Where this process listens (its gRPC service, a worker's task channel); empty =
+  // node_ip_address. "0.0.0.0" = every interface.
+  std::string bind_address;
   std::string gcs_address;
   // Driver: empty = find the node's raylet through the GCS (the head, else the
   // first alive node). Worker: given by its raylet.

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   CLI::App app{"manta_raylet: Manta's per-node scheduler and object store"};
   std::string gcs_address;
   std::string node_ip_address = "127.0.0.1";
+  std::string bind_address;
   int port = 0;
   double num_cpus = -1;
   double num_gpus = 0;
@@ -56,7 +57,9 @@ int main(int argc, char** argv) {
   std::string token_file;
   manta::rpc::TlsFiles tls;
   app.add_option("--gcs-address", gcs_address, "GCS host:port")->required();
-  app.add_option("--node-ip-address", node_ip_address, "address this node is reached at");
+  app.add_option("--node-ip-address", node_ip_address, "address this node is reached at (advertised)");
+  app.add_option("--bind-address", bind_address,
+                 "address the raylet and its workers listen on (default: the node ip address; 0.0.0.0 = all)");
   app.add_option("--port", port, "node manager port (0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--num-cpus", num_cpus, "CPUs to offer (default: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--num-gpus", num_gpus, "GPUs to offer")->check(CLI::NonNegativeNumber);
@@ -167,8 +170,8 @@ int main(int argc, char** argv) {
   manta::gcs::GrpcGcsClient gcs(loop, gcs_address, client_options);
 
   int exit_code = 0;
-  manta::rpc::GrpcServer server("manta_raylet", node_ip_address == "localhost" ? "127.0.0.1" : node_ip_address,
-                                port, config->grpc_max_message_bytes);
+  if (bind_address.empty()) bind_address = node_ip_address == "localhost" ? "127.0.0.1" : node_ip_address;
+  manta::rpc::GrpcServer server("manta_raylet", bind_address, port, config->grpc_max_message_bytes);
   // Stops the RPC server while the loop still runs the handlers of calls in flight,
   // then the loop. Safe to call more than once.
   bool quitting = false;
@@ -198,6 +201,7 @@ int main(int argc, char** argv) {
   manta::raylet::WorkerPoolOptions pool_options;
   pool_options.node_id = options.node_id;
   pool_options.node_ip_address = node_ip_address;
+  pool_options.bind_address = bind_address;
   pool_options.gcs_address = gcs_address;
   pool_options.store_socket = store_socket;
   pool_options.session_dir = private_dir;

@@ -289,6 +289,7 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   env["MANTA_JOB_ID"] = worker.job_id.Hex();
   env["MANTA_NODE_ID"] = options_.node_id.Hex();
   env["MANTA_NODE_IP_ADDRESS"] = options_.node_ip_address;
+  env["MANTA_BIND_ADDRESS"] = options_.bind_address.empty() ? options_.node_ip_address : options_.bind_address;
   env["MANTA_RAYLET_ADDRESS"] = options_.node_ip_address + ":" + std::to_string(options_.raylet_port);
   env["MANTA_GCS_ADDRESS"] = options_.gcs_address;
   env["MANTA_STORE_SOCKET"] = options_.store_socket;

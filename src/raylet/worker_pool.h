@@ -49,7 +49,8 @@ namespace manta::raylet {
 
 struct WorkerPoolOptions {
   NodeID node_id;
-  std::string node_ip_address = "127.0.0.1";
+  std::string node_ip_address = "127.0.0.1";  // advertised
+  std::string bind_address;                   // workers listen here; empty = node_ip_address
   // This raylet's gRPC port; may be set later with SetRayletPort().
   int raylet_port = 0;
   std::string gcs_address;
