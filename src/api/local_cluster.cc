@@ -96,9 +96,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   std::string base = manta::TempRoot();
   if (auto s = manta::EnsurePrivateDir(base); !s.ok()) return s;
   std::string root = base + "/private/" + std::to_string(getpid()) + "-" + manta::SecureRandomHex(3);
-  std::error_code ec;
-  std::filesystem::create_directories(root, ec);
-  if (ec) return absl::InternalError("cannot create " + root + ": " + ec.message());
+  if (auto s = manta::EnsurePrivateDir(base + "/private"); !s.ok()) return s;
+  if (auto s = manta::EnsurePrivateDir(root); !s.ok()) return s;
   std::unique_ptr<LocalCluster> cluster(new LocalCluster(manta, root));
   std::vector<std::string> argv = {manta, "start", "--head", "--port", "0"};
   argv.insert(argv.end(), head_args.begin(), head_args.end());

@@ -35,10 +35,13 @@ absl::StatusOr<Session> Session::Create() {
   if (auto s = EnsurePrivateDir(TempRoot()); !s.ok()) return s;
   Session s;
   s.dir_ = TempRoot() + "/sessions/" + name;
-  std::error_code ec;
-  fs::create_directories(s.dir_ + "/logs", ec);
-  if (!ec) fs::create_directories(s.dir_ + "/pids", ec);
-  if (ec) return absl::PermissionDeniedError("cannot create session directory " + s.dir_ + ": " + ec.message());
+  // Private all the way down, whatever the umask: logs name objects and peers.
+  for (const std::string& dir : {TempRoot() + "/sessions", s.dir_, s.dir_ + "/logs", s.dir_ + "/pids"}) {
+    if (auto status = EnsurePrivateDir(dir); !status.ok()) {
+      return absl::PermissionDeniedError("cannot create session directory " + s.dir_ + ": " +
+                                         std::string(status.message()));
+    }
+  }
   return s;
 }
 

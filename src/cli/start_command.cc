@@ -309,6 +309,9 @@ int RunStart(const StartOptions& options) {
     credentials.token = *token;
   }
   rpc::SetProcessCredentials(credentials);
+  // The daemons read it from the session's file: it must not linger in their
+  // environment (nor in Redis's), where /proc shows it.
+  unsetenv(kClusterTokenEnv);
   if (!o.head) {
     if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
   }

@@ -15,6 +15,7 @@ void InitLogging(const char* program, const std::string& log_dir) {
     FLAGS_stderrthreshold = google::GLOG_ERROR;
   }
   FLAGS_logbufsecs = 0;
+  FLAGS_logfile_mode = 0600;
   FLAGS_max_log_size = 512;
   google::InitGoogleLogging(program);
   google::InstallFailureSignalHandler();

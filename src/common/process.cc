@@ -43,7 +43,7 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
 
   int out_fd = -1;
   if (!options.output_file.empty()) {
-    out_fd = open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    out_fd = open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (out_fd < 0) {
       return absl::InternalError("cannot open " + options.output_file + ": " + std::strerror(errno));
     }
