@@ -49,6 +49,13 @@ absl::Status GrpcServer::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));
+  // gRPC 1.51 buffers a whole request before it compares its size with the cap (and
+  // before any handler can check the caller's token), so a peer could make a server
+  // hold gigabytes. The quota bounds what all of this server's connections buffer:
+  // under pressure gRPC shrinks windows and cancels the largest calls.
+  grpc::ResourceQuota quota(name_ + "_quota");
+  quota.Resize(static_cast<size_t>(2 * max_message_bytes_));
+  builder.SetResourceQuota(quota);
   for (grpc::Service* s : services_) builder.RegisterService(s);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected_port == 0) {

@@ -10,7 +10,8 @@
 // which survives running out of descriptors; with TLS gRPC accepts them itself
 // (gRPC 1.51 can adopt only plaintext connections), and a listener that hits EMFILE
 // stops accepting: the limits raised at start (RaiseOpenFileLimit) are then the
-// protection.
+// protection. What the server's connections buffer is bounded by a gRPC resource
+// quota of twice the message cap (gRPC reads a whole message before checking its size).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
