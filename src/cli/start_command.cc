@@ -119,7 +119,10 @@ absl::Status CheckGcsReachable(const std::string& address) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   rpc::GetClusterIdReply reply;
   grpc::Status s = stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &reply);
-  if (!s.ok()) return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message());
+  if (!s.ok()) {
+    return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message() +
+                                  (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : ""));
+  }
   return absl::OkStatus();
 }
 

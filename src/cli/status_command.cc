@@ -73,7 +73,10 @@ absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::GetAllActorInfoReply reply;
   grpc::Status s = stub->GetAllActorInfo(&ctx, rpc::GetAllActorInfoRequest(), &reply);
-  if (!s.ok()) return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message());
+  if (!s.ok()) {
+    return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message() +
+                                  (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : ""));
+  }
   return reply;
 }
 
@@ -110,7 +113,9 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &nodes);
     if (!s.ok()) {
-      std::cerr << "manta status: cannot reach the GCS at " << address << ": " << s.error_message() << std::endl;
+      std::cerr << "manta status: cannot reach the GCS at " << address << ": " << s.error_message()
+                << (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : "")
+                << std::endl;
       return 1;
     }
   }

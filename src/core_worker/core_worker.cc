@@ -277,7 +277,7 @@ absl::Status CoreWorker::FindLocalRaylet() {
       options_.config.grpc_client_deadline_ms);
   if (!s.ok()) {
     return absl::UnavailableError("cannot reach the GCS at " + options_.gcs_address + ": " +
-                                  std::string(s.message()));
+                                  std::string(s.message()) + (absl::IsUnavailable(s) ? rpc::TlsHint() : ""));
   }
   const rpc::NodeInfo* chosen = nullptr;
   for (const rpc::NodeInfo& node : nodes.node_info_list()) {

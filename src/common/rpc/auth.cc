@@ -50,9 +50,9 @@ absl::Status LoadTls(const TlsFiles& files, Credentials* credentials) {
     const std::string& path;
     std::string* out;
   };
-  for (const Part& part : {Part{"--tls-cert", files.cert_file, &credentials->tls_cert},
-                           Part{"--tls-key", files.key_file, &credentials->tls_key},
-                           Part{"--tls-ca", files.ca_file, &credentials->tls_ca}}) {
+  for (const Part& part : {Part{"--tls-cert (MANTA_TLS_CERT)", files.cert_file, &credentials->tls_cert},
+                           Part{"--tls-key (MANTA_TLS_KEY)", files.key_file, &credentials->tls_key},
+                           Part{"--tls-ca (MANTA_TLS_CA)", files.ca_file, &credentials->tls_ca}}) {
     if (part.path.empty()) {
       return absl::InvalidArgumentError(std::string("TLS needs a certificate, a key and a CA; ") + part.flag +
                                         " is missing");
@@ -90,6 +90,12 @@ Credentials ProcessCredentials() {
   ProcessState& state = State();
   absl::ReaderMutexLock lock(&state.mu);
   return state.credentials;
+}
+
+std::string TlsHint() {
+  return ProcessCredentials().tls()
+             ? " (TLS is on here: is it on in the cluster, with certificates signed by this CA?)"
+             : " (TLS is off here: if the cluster uses TLS, set MANTA_TLS_CERT, MANTA_TLS_KEY and MANTA_TLS_CA)";
 }
 
 absl::Status AuthenticateCall(const grpc::ServerContextBase& context, const char* rpc_name) {

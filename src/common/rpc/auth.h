@@ -50,6 +50,9 @@ void SetProcessCredentials(Credentials credentials);
 // file when given, else $MANTA_CLUSTER_TOKEN) and the TLS files, and installs them.
 absl::StatusOr<Credentials> InstallDaemonCredentials(const std::string& token_file, const TlsFiles& tls);
 Credentials ProcessCredentials();
+// Appended to "cannot reach" (Unavailable) errors: how TLS may be the reason (on here and not
+// there, or the other way round).
+std::string TlsHint();
 
 // OK when the call carries this process's cluster token (compared in constant time).
 // Otherwise Unauthenticated, and a log line naming the peer and `rpc_name` (at most

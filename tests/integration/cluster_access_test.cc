@@ -1,0 +1,277 @@
+// Who can reach a cluster and how: `manta start --bind-address` decides where every
+// daemon and worker listens and `--node-ip-address` what they advertise; joining a
+// cluster, inspecting it or running a driver on it takes its token; a cluster started
+// with --tls-* speaks only TLS, with certificates this test makes with `openssl`.
+// Drivers are this binary run again with --driver (its workers too).
+#include <ray/api.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cluster_harness.h"
+#include "gtest/gtest.h"
+#include "src/api/native_runtime.h"
+#include "src/common/process.h"
+#include "src/common/security.h"
+#include "src/common/util.h"
+#include "src/core_worker/core_worker.h"
+
+namespace {
+
+using manta::testing::ClusterHarness;
+using manta::testing::CommandResult;
+using manta::testing::RunCommand;
+using manta::testing::TempDir;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Where the worker running this task is reached ("ip:port" of its gRPC service).
+std::string WorkerAddress() {
+  const manta::rpc::Address& a = ray::internal::GetCoreWorkerForTesting()->address();
+  return a.ip_address() + ":" + std::to_string(a.port());
+}
+size_t Length(std::string s) { return s.size(); }
+RAY_REMOTE(WorkerAddress, Length);
+
+// The driver: a task on the head and, when the cluster has one, a task on the node
+// offering "second" that reads a 5 MB object put here (it moves between nodes).
+// Prints one line per task: "head <worker address>", "second <address> <length>".
+int RunDriver(const std::string& address, bool second_node) {
+  ray::RayConfig config;
+  config.address = address;
+  try {
+    ray::Init(config);
+    std::cout << "head " << *ray::Task(WorkerAddress).Remote().Get() << std::endl;
+    if (second_node) {
+      ray::ObjectRef<std::string> big = ray::Put(std::string(5 << 20, 'b'));
+      std::string where = *ray::Task(WorkerAddress).SetResource("second", 1).Remote().Get();
+      size_t length = *ray::Task(Length).SetResource("second", 1).Remote(big).Get();
+      std::cout << "second " << where << " " << length << std::endl;
+    }
+    ray::Shutdown();
+  } catch (const std::exception& e) {
+    std::cout << "driver failed: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+CommandResult Driver(const std::string& address, bool second_node, const Env& env) {
+  std::vector<std::string> argv = {manta::SelfExecutablePath(), "--driver", address};
+  if (second_node) argv.push_back("--second");
+  return RunCommand(argv, env, 120000);
+}
+
+bool CanConnect(const std::string& host, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+int PortOf(const std::string& address) { return manta::ParseHostPort(address)->port; }
+
+std::string SessionTokenFile(const ClusterHarness& harness) { return harness.HeadSessionDir() + "/cluster_token"; }
+
+TEST(ClusterAccessTest, TheBindAddressIsWhereEveryDaemonAndWorkerListens) {
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead({"--num-cpus=1", "--bind-address", "127.0.0.2"});
+  ASSERT_EQ(gcs.rfind("127.0.0.2:", 0), 0u) << gcs;
+  cluster.StartNode({"--num-cpus=1", "--node-ip-address", "127.0.0.3", "--resources", R"({"second": 1})"});
+  EXPECT_TRUE(CanConnect("127.0.0.2", PortOf(gcs)));
+  EXPECT_FALSE(CanConnect("127.0.0.1", PortOf(gcs))) << "the GCS listens beyond its bind address";
+  std::vector<std::string> node_addresses;
+  for (const auto& node : cluster.AliveNodes()) {
+    node_addresses.push_back(node.node_manager_address());
+    EXPECT_TRUE(CanConnect(node.node_manager_address(), node.node_manager_port()));
+    EXPECT_FALSE(CanConnect("127.0.0.1", node.node_manager_port())) << node.node_manager_address();
+  }
+  std::sort(node_addresses.begin(), node_addresses.end());
+  EXPECT_EQ(node_addresses, (std::vector<std::string>{"127.0.0.2", "127.0.0.3"}));
+
+  CommandResult r = Driver(gcs, true, {{"MANTA_CLUSTER_TOKEN", cluster.token()}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Each worker listens (and is reached) at its node's address only.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("head 127\\.0\\.0\\.2:(\\d+)"))) << r.output;
+  EXPECT_FALSE(CanConnect("127.0.0.1", std::stoi(m[1])));
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("second 127\\.0\\.0\\.3:(\\d+) 5242880"))) << r.output;
+  EXPECT_FALSE(CanConnect("127.0.0.1", std::stoi(m[1])));
+}
+
+TEST(ClusterAccessTest, BindingEveryInterfaceAdvertisesTheNodeAddress) {
+  ClusterHarness cluster;
+  CommandResult start = cluster.Manta({"start", "--head", "--port", "0", "--num-cpus=1", "--object-store-memory",
+                                       std::to_string(64 << 20), "--bind-address", "0.0.0.0", "--node-ip-address",
+                                       "127.0.0.4"});
+  ASSERT_EQ(start.exit_code, 0) << start.output;
+  EXPECT_NE(start.output.find("Listening on:     0.0.0.0"), std::string::npos) << start.output;
+  EXPECT_NE(start.output.find("must present the cluster token"), std::string::npos) << start.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(start.output, m, std::regex("GCS address:\\s+(127\\.0\\.0\\.4:\\d+)"))) << start.output;
+  std::string gcs = m[1];
+  EXPECT_TRUE(CanConnect("127.0.0.1", PortOf(gcs)));
+  EXPECT_TRUE(CanConnect("127.0.0.4", PortOf(gcs)));
+  auto token = manta::FindSessionToken(cluster.temp_root(), gcs);
+  ASSERT_TRUE(token.ok()) << token.status();
+  CommandResult r = Driver(gcs, false, {{"MANTA_CLUSTER_TOKEN", *token}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("head 127.0.0.4:"), std::string::npos) << r.output;
+}
+
+TEST(ClusterAccessTest, AddressesThatCannotWorkAreRefused) {
+  ClusterHarness cluster;
+  CommandResult r = cluster.Manta({"start", "--head", "--port", "0", "--node-ip-address", "192.0.2.77"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--bind-address"), std::string::npos) << r.output;
+  r = cluster.Manta({"start", "--head", "--port", "0", "--bind-address", "127.0.0.5", "--node-ip-address",
+                     "127.0.0.6"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("would listen on 127.0.0.5"), std::string::npos) << r.output;
+  r = cluster.Manta({"start", "--head", "--port", "0", "--bind-address", "0.0.0.0", "--node-ip-address", "0.0.0.0"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("not an address other processes can reach"), std::string::npos) << r.output;
+  EXPECT_TRUE(cluster.LivePids().empty());
+}
+
+TEST(ClusterAccessTest, JoiningInspectingAndDrivingTakeTheToken) {
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead({"--num-cpus=1"});
+  std::string wrong = manta::NewClusterToken();
+  // Another machine, as far as Manta can tell: a temp root with no session of this
+  // cluster, and no token in the environment.
+  ClusterHarness elsewhere;
+  const Env no_token = {{"MANTA_CLUSTER_TOKEN", ""}};
+  CommandResult r = elsewhere.Manta({"start", "--address", gcs, "--num-cpus=1"}, no_token);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("no cluster token"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--token-file"), std::string::npos) << r.output;
+  r = elsewhere.Manta({"start", "--address", gcs, "--num-cpus=1"}, {{"MANTA_CLUSTER_TOKEN", wrong}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("token"), std::string::npos) << r.output;
+  EXPECT_TRUE(elsewhere.LivePids().empty());
+  r = elsewhere.Manta({"status", "--address", gcs}, {{"MANTA_CLUSTER_TOKEN", wrong}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("wrong cluster token"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("TLS"), std::string::npos) << "a wrong token is not a TLS problem: " << r.output;
+  r = Driver(gcs, false, {{"MANTA_CLUSTER_TOKEN", ""}, {"MANTA_TEMP_DIR", elsewhere.temp_root()}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("no cluster token"), std::string::npos) << r.output;
+  r = Driver(gcs, false, {{"MANTA_CLUSTER_TOKEN", wrong}, {"MANTA_TEMP_DIR", elsewhere.temp_root()}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("token"), std::string::npos) << r.output;
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 1);
+
+  // With the token file copied over, the node joins and a driver uses it.
+  r = elsewhere.Manta({"start", "--address", gcs, "--num-cpus=1", "--resources", R"({"second": 1})", "--token-file",
+                       SessionTokenFile(cluster), "--object-store-memory", std::to_string(64 << 20)},
+                      no_token);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
+  r = elsewhere.Manta({"status", "--address", gcs, "--token-file", SessionTokenFile(cluster)}, no_token);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = Driver(gcs, true, {{"MANTA_CLUSTER_TOKEN", ""}, {"MANTA_CLUSTER_TOKEN_FILE", SessionTokenFile(cluster)},
+                         {"MANTA_TEMP_DIR", elsewhere.temp_root()}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;
+}
+
+// A CA and one certificate for every member (SAN 127.0.0.1 and localhost), made
+// with openssl as an administrator would.
+class TestCertificates {
+ public:
+  TestCertificates() {
+    std::string d = dir_.path();
+    std::string script =
+        "set -e; cd '" + d +
+        "'; "
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt "
+        "-days 2 -subj /CN=manta-test-ca; "
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout node.key -out node.csr "
+        "-subj /CN=manta-node; "
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext.cnf; "
+        "openssl x509 -req -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out node.crt -days 2 "
+        "-extfile ext.cnf; "
+        // A second CA, whose certificates the cluster must refuse.
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout other.key -out other.crt "
+        "-days 2 -subj /CN=not-the-cluster-ca -addext subjectAltName=IP:127.0.0.1; "
+        "chmod 600 *.key";
+    CommandResult r = RunCommand({"/bin/sh", "-c", script}, {}, 60000);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
+  std::vector<std::string> Flags() const {
+    return {"--tls-cert", Path("node.crt"), "--tls-key", Path("node.key"), "--tls-ca", Path("ca.crt")};
+  }
+  Env Environment() const {
+    return {{"MANTA_TLS_CERT", Path("node.crt")}, {"MANTA_TLS_KEY", Path("node.key")}, {"MANTA_TLS_CA", Path("ca.crt")}};
+  }
+
+ private:
+  TempDir dir_;
+};
+
+TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
+  TestCertificates certs;
+  // The harness's own `manta status` calls inherit this process's environment.
+  for (const auto& [name, value] : certs.Environment()) setenv(name.c_str(), value.c_str(), 1);
+  ClusterHarness cluster;
+  std::vector<std::string> head_flags = certs.Flags();
+  head_flags.push_back("--num-cpus=1");
+  std::string gcs = cluster.StartHead(head_flags);
+  std::vector<std::string> node_flags = certs.Flags();
+  node_flags.insert(node_flags.end(), {"--num-cpus=1", "--resources", R"({"second": 1})"});
+  cluster.StartNode(node_flags);
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
+
+  // A driver with the cluster's certificates: tasks on both nodes, and an object
+  // moved between them over TLS.
+  Env with_tls = certs.Environment();
+  with_tls.emplace_back("MANTA_CLUSTER_TOKEN", cluster.token());
+  CommandResult r = Driver(gcs, true, with_tls);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;
+
+  // Without TLS, or with a certificate of another CA, nothing gets through, even
+  // with the token; the error says what to check.
+  const Env plaintext = {{"MANTA_TLS_CERT", ""}, {"MANTA_TLS_KEY", ""}, {"MANTA_TLS_CA", ""}};
+  r = cluster.Manta({"status", "--address", gcs}, plaintext);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MANTA_TLS_CERT"), std::string::npos) << r.output;
+  Env plaintext_driver = plaintext;
+  plaintext_driver.emplace_back("MANTA_CLUSTER_TOKEN", cluster.token());
+  r = Driver(gcs, false, plaintext_driver);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const Env foreign = {{"MANTA_TLS_CERT", certs.Path("other.crt")},
+                       {"MANTA_TLS_KEY", certs.Path("other.key")},
+                       {"MANTA_TLS_CA", certs.Path("ca.crt")}};
+  r = cluster.Manta({"status", "--address", gcs}, foreign);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  // Only two of the three files: a clear error before anything is tried.
+  r = cluster.Manta({"status", "--address", gcs}, {{"MANTA_TLS_CA", ""}});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MANTA_TLS_CA"), std::string::npos) << r.output;
+
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
+  for (const auto& [name, value] : certs.Environment()) unsetenv(name.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  if (argc >= 3 && std::string(argv[1]) == "--driver") {
+    return RunDriver(argv[2], argc >= 4 && std::string(argv[3]) == "--second");
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
