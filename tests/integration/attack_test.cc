@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <limits>
+#include <mutex>
 #include <filesystem>
 #include <thread>
 #include <fstream>
@@ -30,9 +32,11 @@
 #include "src/common/id.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/rpc/grpc_server.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/core_worker/core_worker.h"
+#include "src/object_store/store_client.h"
 
 namespace {
 
@@ -386,6 +390,85 @@ TEST_F(AttackTest, OversizedRequestsAreRefusedAndTheGcsDoesNotGrow) {
   // 2 GB were sent; without the quota the GCS grew by as much as arrived at once.
   EXPECT_LT(ResidentKb(gcs) - gcs_before, 512 << 10) << "GCS resident kB before " << gcs_before;
   EXPECT_LT(ResidentKb(redis) - redis_before, 16 << 10) << "Redis resident kB before " << redis_before;
+  ExpectClusterServes();
+}
+
+// An object location that streams whatever chunks it is given: what a compromised
+// member of the cluster could send a raylet that pulls from it.
+class FakeObjectLocation final : public manta::rpc::ObjectManagerService::Service {
+ public:
+  void Send(std::vector<manta::rpc::ObjectChunk> chunks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    chunks_ = std::move(chunks);
+  }
+  grpc::Status PullObject(grpc::ServerContext*, const manta::rpc::PullObjectRequest*,
+                          grpc::ServerWriter<manta::rpc::ObjectChunk>* writer) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& chunk : chunks_) writer->Write(chunk);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<manta::rpc::ObjectChunk> chunks_;
+};
+
+manta::rpc::ObjectChunk Chunk(int64_t data_size, int64_t metadata_size, int64_t offset, std::string data) {
+  manta::rpc::ObjectChunk chunk;
+  chunk.set_data_size(data_size);
+  chunk.set_metadata_size(metadata_size);
+  chunk.set_offset(offset);
+  chunk.set_data(std::move(data));
+  return chunk;
+}
+
+TEST_F(AttackTest, ImpossibleObjectChunksFailThePullAndNotTheRaylet) {
+  FakeObjectLocation fake;
+  manta::rpc::GrpcServer server("fake_location", "127.0.0.1", 0, 64 << 20);
+  server.RegisterService(&fake);
+  ASSERT_TRUE(server.Start().ok());
+  std::string location = "127.0.0.1:" + std::to_string(server.port());
+  auto raylet = manta::rpc::NodeManagerService::NewStub(manta::rpc::MakeChannel(RayletAddress(), 64 << 20));
+  auto store = manta::object_store::ObjectStoreClient::Connect(harness_->HeadSessionDir() + "/store.sock");
+  ASSERT_TRUE(store.ok()) << store.status();
+  pid_t raylet_pid = OnlyPid("raylet");
+  auto fetch = [&](const manta::ObjectID& id) {
+    manta::rpc::FetchObjectsRequest request;
+    request.add_object_ids(id.Binary());
+    request.add_locations(location);
+    manta::rpc::FetchObjectsReply reply;
+    return raylet->FetchObjects(AuthenticContext().get(), request, &reply);
+  };
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<std::pair<std::string, std::vector<manta::rpc::ObjectChunk>>> attacks = {
+      {"sizes whose sum overflows", {Chunk(kMax, 1, 0, "x")}},
+      {"a size no store holds", {Chunk(kMax - 62, 0, 0, "x")}},
+      {"negative sizes", {Chunk(-5, -1, 0, "")}},
+      {"an offset whose end overflows", {Chunk(1000, 0, kMax - 10, std::string(100, 'y'))}},
+      {"a chunk past the end", {Chunk(1000, 0, 900, std::string(200, 'y'))}},
+      {"a negative offset", {Chunk(1000, 0, -100, std::string(100, 'y'))}},
+      {"a later chunk past the end", {Chunk(10, 0, 0, "01234"), Chunk(0, 0, 8, "56789")}},
+      {"a later chunk at an offset whose end overflows", {Chunk(10, 0, 0, "01234"), Chunk(0, 0, kMax - 2, "567")}},
+      {"a stream that ends early", {Chunk(1000, 0, 0, std::string(10, 'z'))}},
+  };
+  for (const auto& [what, chunks] : attacks) {
+    fake.Send(chunks);
+    manta::ObjectID id = manta::ObjectID::FromRandom();
+    grpc::Status s = fetch(id);
+    EXPECT_FALSE(s.ok()) << what;
+    auto contains = (*store)->Contains(id);
+    EXPECT_TRUE(contains.ok() && !*contains) << what;
+    ASSERT_EQ(kill(raylet_pid, 0), 0) << "the raylet died of " << what;
+  }
+  // The same path with chunks that make sense: the object arrives.
+  fake.Send({Chunk(5, 0, 0, "he"), Chunk(5, 0, 2, "llo")});
+  manta::ObjectID id = manta::ObjectID::FromRandom();
+  ASSERT_TRUE(fetch(id).ok());
+  auto got = (*store)->Get({id}, 5000);
+  ASSERT_TRUE(got.ok() && (*got)[0].has_value()) << got.status();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*got)[0]->data), (*got)[0]->data_size), "hello");
+  (void)(*store)->Release(id);
+  server.Shutdown(0);
   ExpectClusterServes();
 }
 
