@@ -20,6 +20,30 @@ bool ReferenceEverything(msgpack::type::object_type /*type*/, size_t /*size*/, v
   return true;
 }
 
+// Checks, before msgpack builds anything, that the containers in `size` bytes declare
+// at most as many elements as those bytes can hold (each element takes at least one
+// byte of its own). msgpack reserves room for a container's elements as soon as it
+// reads the header: five bytes declaring 2^32 - 1 elements would ask for ~100 GB, and
+// nested headers would add up.
+class DeclaredSizeCheck : public msgpack::null_visitor {
+ public:
+  explicit DeclaredSizeCheck(size_t size) : budget_(size) {}
+  bool start_array(uint32_t num_elements) { return Take(num_elements); }
+  bool start_map(uint32_t num_kv_pairs) { return Take(uint64_t{2} * num_kv_pairs); }
+  void parse_error(size_t /*parsed_offset*/, size_t /*error_offset*/) { throw msgpack::parse_error("parse error"); }
+  void insufficient_bytes(size_t /*parsed_offset*/, size_t /*error_offset*/) {
+    throw msgpack::insufficient_bytes("insufficient bytes");
+  }
+
+ private:
+  bool Take(uint64_t elements) {
+    if (elements > budget_) throw msgpack::size_overflow("a container declares more elements than the bytes hold");
+    budget_ -= elements;
+    return true;
+  }
+  uint64_t budget_;
+};
+
 std::string ReadBytes(const msgpack::object& object) {
   if (object.type == msgpack::type::BIN) return std::string(object.via.bin.ptr, object.via.bin.size);
   if (object.type == msgpack::type::STR) return std::string(object.via.str.ptr, object.via.str.size);
@@ -58,6 +82,8 @@ RayRuntime* RequireRuntime(const char* caller) {
 }
 
 msgpack::object_handle UnpackView(const char* data, size_t size) {
+  DeclaredSizeCheck check(size);
+  msgpack::parse(data, size, check);
   return msgpack::unpack(data, size, &ReferenceEverything);
 }
 

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -68,9 +69,16 @@ void EventLoop::Post(const char* name, absl::AnyInvocable<void()> fn) {
 
 namespace {
 
+// Delays are clamped to about 35 years: in the clock's nanoseconds a delay of more than
+// about 292 years overflows, and the timer would fire at once instead of never.
+std::chrono::milliseconds ClampedDelay(int64_t delay_ms) {
+  constexpr int64_t kMaxDelayMs = int64_t{1} << 40;
+  return std::chrono::milliseconds(std::min(delay_ms, kMaxDelayMs));
+}
+
 void Arm(EventLoop::Impl* impl, std::shared_ptr<Timer::State> state, const char* name,
          int64_t delay_ms, int64_t period_ms, std::function<void()> fn) {
-  state->timer.expires_after(std::chrono::milliseconds(delay_ms));
+  state->timer.expires_after(ClampedDelay(delay_ms));
   state->timer.async_wait([impl, state, name, period_ms, fn](const boost::system::error_code& ec) {
     if (ec || state->cancelled) return;
     absl::AnyInvocable<void()> call = fn;
@@ -106,7 +114,7 @@ void EventLoop::PostAfter(const char* name, int64_t delay_ms, absl::AnyInvocable
   auto shared = std::make_shared<absl::AnyInvocable<void()>>(std::move(fn));
   Post("Timer.Arm", [impl = impl_.get(), name, delay_ms, shared] {
     auto timer = std::make_shared<asio::steady_timer>(impl->io);
-    timer->expires_after(std::chrono::milliseconds(delay_ms));
+    timer->expires_after(ClampedDelay(delay_ms));
     timer->async_wait([impl, name, shared, timer](const boost::system::error_code& ec) {
       if (!ec) impl->RunNamed(name, *shared);
     });

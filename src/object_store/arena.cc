@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,6 +43,14 @@ absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(int64_t capacity_bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<Arena>> Arena::Map(int fd, int64_t capacity_bytes) {
+  // The size comes from the store's reply: map no more than the memory has, since
+  // touching a page past its end kills the process (SIGBUS).
+  struct stat st {};
+  if (capacity_bytes <= 0 || fstat(fd, &st) != 0 || capacity_bytes > st.st_size) {
+    close(fd);
+    return absl::InternalError("the object store's memory is " + std::to_string(st.st_size) + " bytes, not the " +
+                               std::to_string(capacity_bytes) + " it announced");
+  }
   void* base = mmap(nullptr, capacity_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;

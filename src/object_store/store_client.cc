@@ -5,11 +5,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "protos/object_store.pb.h"
+#include "src/common/util.h"
 
 namespace manta::object_store {
 namespace {
@@ -41,6 +43,21 @@ absl::Status ReadExact(int fd, void* buf, size_t n) {
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return absl::UnavailableError("object store connection closed");
     got += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+// Reads a frame body of `len` bytes into *body, which grows as the bytes arrive (at
+// most doubling): a corrupt length ends in an error at the end of the stream, never
+// in gigabytes reserved up front.
+absl::Status ReadBody(int fd, uint32_t len, std::string* body) {
+  constexpr size_t kFirstStep = 64 << 10;
+  body->clear();
+  while (body->size() < len) {
+    const size_t have = body->size();
+    const size_t step = std::min<size_t>(len - have, std::max(kFirstStep, have));
+    body->resize(have + step);
+    if (absl::Status s = ReadExact(fd, body->data() + have, step); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -90,8 +107,8 @@ absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(co
   if (arena_fd < 0) return absl::InternalError("object store did not send its memory");
   uint32_t len = 0;
   for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(header[i]) << (8 * i);
-  std::string body(len, '\0');
-  if (auto s = ReadExact(fd, body.data(), len); !s.ok()) {
+  std::string body;
+  if (auto s = ReadBody(fd, len, &body); !s.ok()) {
     close(arena_fd);
     return s;
   }
@@ -128,8 +145,7 @@ absl::Status ObjectStoreClient::ReadFrame(std::string* body) {
   if (auto s = ReadExact(fd_, header, 4); !s.ok()) return s;
   uint32_t len = 0;
   for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(header[i]) << (8 * i);
-  body->resize(len);
-  return ReadExact(fd_, body->data(), len);
+  return ReadBody(fd_, len, body);
 }
 
 absl::StatusOr<rpc::StoreReply> ObjectStoreClient::Call(rpc::StoreRequest& request, bool one_way) {
@@ -164,9 +180,15 @@ absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t d
   auto reply = Call(request, false);
   if (!reply.ok()) return reply.status();
   if (auto s = StatusOf(*reply); !s.ok()) return s;
-  int64_t size = data_size + metadata_size;
-  if (size >= kPopulateMinBytes) PopulateForWrite(reply->create().offset(), size);
-  return arena_->base() + reply->create().offset();
+  // Checked although the store vouches for it: a bad range would have this process
+  // write outside the arena.
+  int64_t size = 0;
+  const int64_t offset = reply->create().offset();
+  if (!CheckedAdd(data_size, metadata_size, &size) || !RangeWithin(offset, size, arena_->capacity())) {
+    return absl::InternalError("object store answered Create of " + id.Hex() + " with memory outside its arena");
+  }
+  if (size >= kPopulateMinBytes) PopulateForWrite(offset, size);
+  return arena_->base() + offset;
 }
 
 void ObjectStoreClient::PopulateForWrite(int64_t offset, int64_t size) {
@@ -232,6 +254,12 @@ absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> ObjectStoreClient::Get(
   if (auto s = StatusOf(*reply); !s.ok()) return s;
   if (reply->get().objects_size() != static_cast<int>(remote.size())) {
     return absl::InternalError("object store answered Get with the wrong number of objects");
+  }
+  for (const auto& o : reply->get().objects()) {
+    if (o.found() && !(RangeWithin(o.offset(), o.data_size(), arena_->capacity()) &&
+                       RangeWithin(o.offset() + o.data_size(), o.metadata_size(), arena_->capacity()))) {
+      return absl::InternalError("object store answered Get with memory outside its arena");
+    }
   }
   for (size_t k = 0; k < remote.size(); ++k) {
     const auto& o = reply->get().objects(static_cast<int>(k));

@@ -53,6 +53,9 @@ class ChunkParser {
         uint64_t len;
         if (!Varint(&len)) return false;
         if (field == 4) {
+          // A repeated field counts once, the last time, as protobuf reads it: the
+          // ranges copied must be the ones data_length was checked for.
+          ranges_.clear();
           data_length = static_cast<int64_t>(len);
           if (!Ranges(len)) return false;
         } else if (!Skip(len)) {
@@ -154,14 +157,22 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
     stub->PrepareBidiStreamingCall(&context_, kPullMethod, grpc::StubOptions(), this);
     StartWriteLast(&request_, grpc::WriteOptions());
     StartRead(&message_);
+    // The read after the first chunk starts on the loop, outside any reaction: until
+    // then this hold keeps the call (and OnDone) from finishing under it, however
+    // early the stream ends. Released once the loop is done with the first chunk.
+    AddHold();
     StartCall();
   }
 
   void OnWriteDone(bool) override {}
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
-    if (dest_ == nullptr && total_ < 0) {
+    const bool first = dest_ == nullptr && total_ < 0;
+    if (!ok) {
+      if (first) RemoveHold();  // no first chunk: the loop has nothing to do
+      return;                   // OnDone follows
+    }
+    if (first) {
       // First chunk: allocate on the loop, then continue from there.
       loop_.Post("ObjectManager.PullCreate", [this] { CreateFromFirstChunk(); });
       return;
@@ -186,26 +197,32 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
   ClientId client() const { return client_; }
 
  private:
+  // Ends with RemoveHold() on every path (the hold taken in Start).
   void CreateFromFirstChunk() {
+    auto fail = [this](const std::string& why) {
+      Fail(why);
+      RemoveHold();
+    };
     std::vector<grpc::Slice> slices;
-    if (!message_.Dump(&slices).ok()) return Fail("unreadable chunk");
+    if (!message_.Dump(&slices).ok()) return fail("unreadable chunk");
     ChunkParser chunk(slices);
-    if (!chunk.Parse()) return Fail("malformed first chunk");
+    if (!chunk.Parse()) return fail("malformed first chunk");
     int64_t data_size = chunk.data_size;
     int64_t metadata_size = chunk.metadata_size;
     int64_t total = 0;
-    if (!CheckedAdd(data_size, metadata_size, &total)) return Fail("sender sent sizes that do not add up");
+    if (!CheckedAdd(data_size, metadata_size, &total)) return fail("sender sent sizes that do not add up");
+    // The callback always runs: the hold keeps done_ (whose DisconnectClient would drop
+    // a waiting Create) from running first.
     store_.Create(client_, id_, data_size, metadata_size, /*pin_on_seal=*/false,
-                  [this, data_size, metadata_size](absl::StatusOr<ObjectLocation> loc) {
+                  [this, data_size, metadata_size, fail](absl::StatusOr<ObjectLocation> loc) {
                     if (!loc.ok()) {
                       if (loc.status().code() == absl::StatusCode::kAlreadyExists) already_local_ = true;
-                      Fail(std::string(loc.status().message()));
-                      return;
+                      return fail(std::string(loc.status().message()));
                     }
                     total_ = data_size + metadata_size;
                     dest_ = store_.base() + loc->offset;
-                    if (!CopyChunk()) return;
-                    StartRead(&message_);
+                    if (CopyChunk()) StartRead(&message_);
+                    RemoveHold();
                   });
   }
 
@@ -216,8 +233,10 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
       return false;
     }
     ChunkParser chunk(slices);
-    if (!chunk.Parse() || !RangeWithin(chunk.offset, chunk.data_length, total_)) {
-      Fail("sender sent a chunk outside the object");
+    // In order and within the object (object_manager.proto), so every byte is written
+    // once and received_ == total_ means that all of them were.
+    if (!chunk.Parse() || chunk.offset != received_ || !RangeWithin(chunk.offset, chunk.data_length, total_)) {
+      Fail("sender sent a chunk out of order or outside the object");
       return false;
     }
     chunk.CopyData(dest_ + chunk.offset);
