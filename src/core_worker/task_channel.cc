@@ -26,6 +26,7 @@ using task_channel_internal::Errno;
 using task_channel_internal::HandshakeMac;
 using task_channel_internal::kHandshakeFrameBytes;
 using task_channel_internal::kHeaderBytes;
+using task_channel_internal::kMaxBufferedBeforeHandshake;
 using task_channel_internal::kNonceBytes;
 using task_channel_internal::NewNonce;
 using task_channel_internal::LoadLe32;
@@ -119,6 +120,13 @@ absl::Status FrameReader::ReadAvailable(int fd, bool* got_bytes) {
     }
     if (n > 0) {
       *got_bytes = true;
+      // Before the handshake a peer has a frame or two of 128 bytes to send: one
+      // that streams more is cut off at 1 MiB, instead of being buffered for as long
+      // as it keeps the socket readable.
+      if (max_frame_bytes_ <= kHandshakeFrameBytes && buffer_.size() - start_ > kMaxBufferedBeforeHandshake) {
+        error_ = absl::DataLossError("task channel peer sent more than a handshake before the handshake");
+        return error_;
+      }
       continue;
     }
     if (n == 0) return absl::UnavailableError("connection closed by the peer");

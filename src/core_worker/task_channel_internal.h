@@ -26,6 +26,8 @@ inline constexpr size_t kHeaderBytes = 5;  // u32 length + u8 kind
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr int64_t kHandshakeFrameBytes = 128;
+// What a reader buffers at most while its limit is kHandshakeFrameBytes.
+inline constexpr size_t kMaxBufferedBeforeHandshake = 1 << 20;
 
 // What each end proves it knows the token with: HMAC-SHA256 under the token of its
 // role and both nonces, so that neither proof can be replayed as the other's, nor on

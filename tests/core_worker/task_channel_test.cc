@@ -577,6 +577,38 @@ TEST(FrameReaderTest, AMalformedHeaderAfterAGoodFrameIsAnErrorAtOnce) {
   close(fds[1]);
 }
 
+TEST(FrameReaderTest, BeforeTheHandshakeAFloodOfShortFramesIsCutOffAtOneMebibyte) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  int buffer = 4 << 20;
+  setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+  setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+  std::string frames;
+  while (frames.size() < (2u << 20)) AppendRawFrame(FrameKind::kProof, std::string(100, 'p'), &frames);
+  size_t sent = 0;
+  while (sent < frames.size()) {
+    ssize_t n = send(fds[0], frames.data() + sent, frames.size() - sent, 0);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  ASSERT_GT(sent, size_t{1} << 20) << "the socket pair holds too little for this test";
+  FrameReader reader(128);  // the limit before the handshake
+  bool got = false;
+  absl::Status s = reader.ReadAvailable(fds[1], &got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(std::string(s.message()).find("before the handshake"), std::string::npos) << s;
+  // Once past the handshake the same frames are just frames.
+  FrameReader proven(64 << 20);
+  int again[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, again), 0);
+  setsockopt(again[0], SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+  setsockopt(again[1], SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+  ssize_t n = send(again[0], frames.data(), sent, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_TRUE(proven.ReadAvailable(again[1], &got).ok());
+  for (int fd : {fds[0], fds[1], again[0], again[1]}) close(fd);
+}
+
 TEST(FrameReaderTest, FramesSplitAcrossReadsAreReassembled) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
