@@ -551,6 +551,28 @@ TEST_F(AttackTest, TheRayletResumesAcceptingAfterRunningOutOfDescriptors) {
   ExpectClusterServes();
 }
 
+TEST_F(AttackTest, ConnectionsThatNeverPresentTheTokenAreClosed) {
+  // Silent connections, and ones that speak HTTP/2 but make no call, to the GCS and
+  // the raylet: each is closed about 10 s after it was accepted.
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  const std::string empty_settings("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
+  std::vector<int> connections;
+  for (const std::string& address : {harness_->gcs_address(), RayletAddress()}) {
+    for (int i = 0; i < 4; ++i) {
+      int fd = ConnectTcp(address);
+      ASSERT_GE(fd, 0) << address;
+      if (i % 2 == 1) ASSERT_TRUE(SendAll(fd, preface + empty_settings));
+      connections.push_back(fd);
+    }
+  }
+  ExpectClusterServes();  // meanwhile, members connect and work as usual
+  for (int fd : connections) {
+    EXPECT_TRUE(ClosedByPeer(fd, 20000)) << "a connection without the token stayed open";
+    close(fd);
+  }
+  ExpectClusterServes();
+}
+
 TEST_F(AttackTest, TheSessionIsPrivate) {
   auto mode_of = [](const std::string& path) {
     struct stat st {};

@@ -108,7 +108,10 @@ absl::Status AuthenticateCall(const grpc::ServerContextBase& context, const char
     match = it != metadata.end() && !state.credentials.token.empty() &&
             ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()), state.credentials.token);
   }
-  if (match) return absl::OkStatus();
+  if (match) {
+    MarkAuthenticated(context.peer());  // the connection has proven itself (tcp_acceptor.h)
+    return absl::OkStatus();
+  }
   const char* why = it == metadata.end() ? "no cluster token" : "wrong cluster token";
   LogRefused(context, rpc_name, why);
   return absl::UnauthenticatedError(std::string(rpc_name) + " refused: " + why +

@@ -5,6 +5,15 @@
 // accept4() fails with EMFILE. Here running out of descriptors (or memory) pauses
 // accepting for `pause_ms` and then resumes, while the connections already open are
 // served. Thread-safe; the callback runs on the acceptor's thread.
+//
+// It also bounds what a peer without the cluster's token can hold: a connection is
+// "unproven" until a call on it passes AuthenticateCall (which reports it with
+// MarkAuthenticated). A remote host may have at most kMaxUnprovenPerHost unproven
+// connections (more are closed as they are accepted), and one still unproven after
+// kUnprovenTimeoutMs is shut down. Proven connections are not limited: every worker
+// of a node connects from the node's one address. Loopback peers are not counted
+// (they share one address with every local process, which a cap would lock out;
+// the timeout still applies).
 #pragma once
 
 #include <atomic>
@@ -22,10 +31,15 @@ namespace manta::rpc {
 // the acceptor saw at accept time instead ("ipv4:127.0.0.1:5555"), and any other
 // peer string unchanged. Thread-safe.
 std::string DescribePeer(const std::string& grpc_peer);
+// A call on the connection gRPC names `grpc_peer` ("fd:<n>") carried the token.
+// Cheap for connections already proven, and a no-op for other peer names.
+void MarkAuthenticated(const std::string& grpc_peer);
 
 class TcpAcceptor {
  public:
   using OnAccept = std::function<void(int fd)>;
+  static constexpr int kMaxUnprovenPerHost = 64;
+  static constexpr int64_t kUnprovenTimeoutMs = 10000;
 
   // Binds `host` (a numeric address or a name) and `port` (0 = any free port).
   // Errors: the port is in use (SO_REUSEPORT is off) or the address is not local.
@@ -35,20 +49,30 @@ class TcpAcceptor {
   TcpAcceptor& operator=(const TcpAcceptor&) = delete;
 
   int port() const { return port_; }
+  // Tests: count loopback peers like remote ones. REQUIRES: before Start().
+  void LimitLoopbackPeersForTesting() { limit_loopback_ = true; }
   // Starts accepting; each connection (non-blocking, close-on-exec, TCP_NODELAY) goes
   // to `on_accept`, which owns it from then on.
-  void Start(OnAccept on_accept, int64_t pause_ms = 100);
+  // Unproven connections are shut down after `unproven_timeout_ms`.
+  void Start(OnAccept on_accept, int64_t pause_ms = 100, int64_t unproven_timeout_ms = kUnprovenTimeoutMs);
   // Stops accepting and closes the listening socket. Idempotent.
   void Stop();
 
  private:
   TcpAcceptor(int listen_fd, int wake_fd, int port) : listen_fd_(listen_fd), wake_fd_(wake_fd), port_(port) {}
   void Run(int64_t pause_ms);
+  // Records a new connection; false when its host has too many unproven ones.
+  bool Admit(int fd);
+  // Shuts down this acceptor's connections unproven past their deadline (all of
+  // them when `all`); returns how many are still unproven.
+  int ExpireUnproven(bool all);
 
   int listen_fd_;
   const int wake_fd_;
   const int port_;
   OnAccept on_accept_;
+  bool limit_loopback_ = false;
+  int64_t unproven_timeout_ms_ = kUnprovenTimeoutMs;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   LogRateLimiter warnings_;
