@@ -261,6 +261,25 @@ TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("MANTA_TLS_CA"), std::string::npos) << r.output;
 
+  // A connection that never starts its TLS handshake is closed after about 10 s.
+  int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(PortOf(gcs)));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval tv{1, 0};
+  setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [silent] {
+        char c;
+        ssize_t n = recv(silent, &c, 1, 0);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+      },
+      25000))
+      << "a connection without a TLS handshake stayed open";
+  close(silent);
+
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
   for (const auto& [name, value] : certs.Environment()) unsetenv(name.c_str());
 }

@@ -47,6 +47,9 @@ absl::Status GrpcServer::Start() {
     selected_port = acceptor_->port();
   }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // TLS connections (accepted by gRPC itself) that do not finish their handshake
+  // within 10 s are closed, as TcpAcceptor closes plaintext ones that prove nothing.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(TcpAcceptor::kUnprovenTimeoutMs));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));
   // gRPC 1.51 buffers a whole request before it compares its size with the cap (and
