@@ -19,12 +19,8 @@ namespace {
 using testing::WaitFor;
 
 int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int fd = testing::ConnectTcp("127.0.0.1", port);
+  EXPECT_GE(fd, 0);
   return fd;
 }
 

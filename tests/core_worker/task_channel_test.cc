@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "src/common/security.h"
 #include "src/core_worker/task_channel_internal.h"
+#include "test_util/test_util.h"
 
 namespace manta::core {
 namespace {
@@ -77,12 +78,8 @@ std::string ReplyFrames(uint64_t push_id, const std::vector<std::string>& task_i
 
 // A raw TCP client or server for sending bytes that are not what the peer expects.
 int ConnectRaw(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int fd = manta::testing::ConnectTcp("127.0.0.1", port);
+  EXPECT_GE(fd, 0);
   return fd;
 }
 
@@ -350,15 +347,10 @@ TEST_F(TaskChannelTest, ServerDropsAConnectionSendingGarbageAndServesOthers) {
 
 TEST_F(TaskChannelTest, OwnerFailsPushesWhenTheWorkerSendsGarbage) {
   // A fake "worker" that answers a push with bytes that are not a reply frame.
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1 << 20, token_);
+  int port = 0;
+  int listener = manta::testing::ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, token_);
   Recorder rec;
   channel->Push(MakePush(1), rec.Callback());
   int conn = accept(listener, nullptr, nullptr);
@@ -508,15 +500,10 @@ TEST_F(TaskChannelTest, SilentConnectionIsDroppedAtTheHandshakeTimeout) {
 
 TEST_F(TaskChannelTest, ImpostorWorkerGetsNoPushBytes) {
   // Something listening where a worker was, without the token.
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), 1 << 20, token_);
+  int port = 0;
+  int listener = manta::testing::ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, token_);
   Recorder rec;
   channel->Push(MakePush(1, 100), rec.Callback());
   int conn = accept(listener, nullptr, nullptr);

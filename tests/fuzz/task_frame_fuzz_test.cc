@@ -27,6 +27,7 @@
 #include "src/core_worker/task_channel.h"
 #include "src/core_worker/task_channel_internal.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "test_util/test_util.h"
 
 namespace manta::core {
 namespace {
@@ -381,12 +382,8 @@ TEST(TaskFrameFuzzTest, TheLimitRisesOnlyForFramesAfterTheProof) {
 // The worker's end: TaskChannelServer on loopback, played against by raw sockets.
 
 int ConnectTo(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int fd = manta::testing::ConnectTcp("127.0.0.1", port);
+  EXPECT_GE(fd, 0);
   return fd;
 }
 
@@ -543,15 +540,10 @@ TEST(TaskFrameFuzzTest, TheOwnerNeverWritesAPushToAnImpostorWorker) {
   std::mt19937_64 rng = fuzz::TestRng(iterations);
   fuzz::QuietLogs quiet;
   const std::string token = NewClusterToken();
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listener, 16), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const std::string address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  int port = 0;
+  int listener = manta::testing::ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
   EventLoop loop;
   std::thread loop_thread([&] { loop.Run(); });
 

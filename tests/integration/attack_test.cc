@@ -110,17 +110,7 @@ std::string ProcFile(pid_t pid, const std::string& name) {
 // A TCP connection to host:port (blocking), or -1.
 int ConnectTcp(const std::string& address) {
   auto hp = manta::ParseHostPort(address);
-  if (!hp.ok()) return -1;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(hp->port));
-  inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+  return hp.ok() ? manta::testing::ConnectTcp(hp->host, hp->port) : -1;
 }
 
 int ConnectUnix(const std::string& path) {

@@ -68,14 +68,9 @@ CommandResult Driver(const std::string& address, bool second_node, const Env& en
 }
 
 bool CanConnect(const std::string& host, int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
+  int fd = manta::testing::ConnectTcp(host, port);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
 }
 
 int PortOf(const std::string& address) { return manta::ParseHostPort(address)->port; }
@@ -262,12 +257,8 @@ TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
   EXPECT_NE(r.output.find("MANTA_TLS_CA"), std::string::npos) << r.output;
 
   // A connection that never starts its TLS handshake is closed after about 10 s.
-  int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(PortOf(gcs)));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  int silent = manta::testing::ConnectTcp("127.0.0.1", PortOf(gcs));
+  ASSERT_GE(silent, 0);
   timeval tv{1, 0};
   setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   EXPECT_TRUE(manta::testing::WaitFor(

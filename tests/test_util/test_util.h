@@ -47,6 +47,11 @@ class RedisServer {
   TempDir dir_;
 };
 
+// A TCP socket listening on 127.0.0.1 at a free port (set in *port); -1 on failure.
+int ListenOnLoopback(int* port);
+// A TCP connection to host:port (numeric IPv4), or -1 when it is refused.
+int ConnectTcp(const std::string& host, int port);
+
 // Result of running a command to completion.
 struct CommandResult {
   int exit_code = -1;
