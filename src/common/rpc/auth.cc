@@ -109,7 +109,8 @@ absl::Status AuthenticateCall(const grpc::ServerContextBase& context, const char
             ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()), state.credentials.token);
   }
   if (match) {
-    MarkAuthenticated(context.peer());  // the connection has proven itself (tcp_acceptor.h)
+    // The connection has proven itself (tcp_acceptor.h).
+    if (AnyUnprovenConnections()) MarkAuthenticated(context.peer());
     return absl::OkStatus();
   }
   const char* why = it == metadata.end() ? "no cluster token" : "wrong cluster token";

@@ -34,6 +34,9 @@ std::string DescribePeer(const std::string& grpc_peer);
 // A call on the connection gRPC names `grpc_peer` ("fd:<n>") carried the token.
 // Cheap for connections already proven, and a no-op for other peer names.
 void MarkAuthenticated(const std::string& grpc_peer);
+// Whether any acceptor of this process has a connection still to prove itself: when
+// not (nearly always), a call need not be looked up at all.
+bool AnyUnprovenConnections();
 
 class TcpAcceptor {
  public:
