@@ -253,6 +253,8 @@ class ObjectChunkFuzzTest : public ::testing::Test {
     auto done = std::make_shared<std::promise<absl::Status>>();
     auto calls = std::make_shared<std::atomic<int>>(0);
     std::future<absl::Status> result = done->get_future();
+    // Counted before the pull starts: its stream may be over before the next line runs.
+    const int64_t streams_before = sender_.streams_done();
     loop_.Post("ObjectChunkFuzzTest.Pull", [this, id, done, calls] {
       manager_->Pull(id, {address_}, [done, calls](const absl::Status& s) {
         if (calls->fetch_add(1) == 0) done->set_value(s);
@@ -261,7 +263,7 @@ class ObjectChunkFuzzTest : public ::testing::Test {
     if (hold_loop_until_sent) {
       // The loop is busy until the sender has finished the whole stream: the
       // puller's handling of the first chunk comes after the stream's end.
-      loop_.Post("ObjectChunkFuzzTest.Busy", [this, n = sender_.streams_done() + 1] {
+      loop_.Post("ObjectChunkFuzzTest.Busy", [this, n = streams_before + 1] {
         EXPECT_TRUE(sender_.WaitForStreamsDone(n));
       });
     }
