@@ -43,6 +43,9 @@ namespace {
 namespace fs = std::filesystem;
 using manta::testing::ClusterHarness;
 using manta::testing::WaitFor;
+using manta::testing::ConnectTcp;
+using manta::testing::ExhaustDescriptors;
+using manta::testing::OpenDescriptors;
 
 // The worker running this task: where its gRPC service and task channel listen.
 struct WorkerEndpoint {
@@ -92,15 +95,6 @@ int64_t ResidentKb(pid_t pid) {
   return -1;
 }
 
-int OpenDescriptors(pid_t pid) {
-  std::error_code ec;
-  int n = 0;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
 
 std::string ProcFile(pid_t pid, const std::string& name) {
   auto text = manta::ReadFile("/proc/" + std::to_string(pid) + "/" + name);
@@ -108,10 +102,6 @@ std::string ProcFile(pid_t pid, const std::string& name) {
 }
 
 // A TCP connection to host:port (blocking), or -1.
-int ConnectTcp(const std::string& address) {
-  auto hp = manta::ParseHostPort(address);
-  return hp.ok() ? manta::testing::ConnectTcp(hp->host, hp->port) : -1;
-}
 
 int ConnectUnix(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -502,27 +492,6 @@ TEST_F(AttackTest, HalfSentFramesAreBoundedAndTheReceiversLiveOn) {
   ExpectClusterServes();
 }
 
-// Fills the daemon's descriptor table (soft limit lowered with prlimit) with idle
-// connections, then closes them: the daemon keeps running and accepts again.
-void ExhaustDescriptors(pid_t pid, const std::string& address, const std::function<bool()>& answers) {
-  rlimit old_limit{};
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old_limit), 0) << std::strerror(errno);
-  rlimit low = old_limit;
-  low.rlim_cur = static_cast<rlim_t>(OpenDescriptors(pid) + 16);
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
-  std::vector<int> connections;
-  for (int i = 0; i < 64; ++i) {
-    int fd = ConnectTcp(address);  // completes in the kernel's backlog even when not accepted
-    if (fd >= 0) connections.push_back(fd);
-  }
-  EXPECT_TRUE(WaitFor([&] { return OpenDescriptors(pid) >= static_cast<int>(low.rlim_cur) - 1; }, 10000))
-      << "the daemon never ran out: " << OpenDescriptors(pid) << " of " << low.rlim_cur;
-  EXPECT_EQ(kill(pid, 0), 0) << "out of descriptors, the daemon died";
-  for (int fd : connections) close(fd);
-  // With the same low limit, new connections are accepted again.
-  EXPECT_TRUE(WaitFor(answers, 20000)) << "the daemon did not accept again after running out of descriptors";
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &old_limit, nullptr), 0);
-}
 
 TEST_F(AttackTest, TheGcsResumesAcceptingAfterRunningOutOfDescriptors) {
   ExhaustDescriptors(OnlyPid("gcs"), harness_->gcs_address(), [] { return harness_->Status().contains("nodes"); });

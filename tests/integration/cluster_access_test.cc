@@ -180,43 +180,8 @@ TEST(ClusterAccessTest, JoiningInspectingAndDrivingTakeTheToken) {
   EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;
 }
 
-// A CA and one certificate for every member (SAN 127.0.0.1 and localhost), made
-// with openssl as an administrator would.
-class TestCertificates {
- public:
-  TestCertificates() {
-    std::string d = dir_.path();
-    std::string script =
-        "set -e; cd '" + d +
-        "'; "
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt "
-        "-days 2 -subj /CN=manta-test-ca; "
-        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout node.key -out node.csr "
-        "-subj /CN=manta-node; "
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext.cnf; "
-        "openssl x509 -req -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out node.crt -days 2 "
-        "-extfile ext.cnf; "
-        // A second CA, whose certificates the cluster must refuse.
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout other.key -out other.crt "
-        "-days 2 -subj /CN=not-the-cluster-ca -addext subjectAltName=IP:127.0.0.1; "
-        "chmod 600 *.key";
-    CommandResult r = RunCommand({"/bin/sh", "-c", script}, {}, 60000);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-  }
-  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
-  std::vector<std::string> Flags() const {
-    return {"--tls-cert", Path("node.crt"), "--tls-key", Path("node.key"), "--tls-ca", Path("ca.crt")};
-  }
-  Env Environment() const {
-    return {{"MANTA_TLS_CERT", Path("node.crt")}, {"MANTA_TLS_KEY", Path("node.key")}, {"MANTA_TLS_CA", Path("ca.crt")}};
-  }
-
- private:
-  TempDir dir_;
-};
-
 TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
-  TestCertificates certs;
+  manta::testing::TestCertificates certs;
   // The harness's own `manta status` calls inherit this process's environment.
   for (const auto& [name, value] : certs.Environment()) setenv(name.c_str(), value.c_str(), 1);
   ClusterHarness cluster;
@@ -270,6 +235,11 @@ TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
       25000))
       << "a connection without a TLS handshake stayed open";
   close(silent);
+
+  // Out of descriptors, the GCS pauses accepting TLS connections, and resumes.
+  std::vector<pid_t> gcs_pids = cluster.Pids("gcs");
+  ASSERT_EQ(gcs_pids.size(), 1u);
+  manta::testing::ExhaustDescriptors(gcs_pids[0], gcs, [&cluster] { return cluster.CountNodes("ALIVE") == 2; });
 
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
   for (const auto& [name, value] : certs.Environment()) unsetenv(name.c_str());

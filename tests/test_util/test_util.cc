@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -165,6 +168,67 @@ int ConnectTcp(const std::string& host, int port) {
     return -1;
   }
   return fd;
+}
+
+int ConnectTcp(const std::string& address) {
+  auto hp = ParseHostPort(address);
+  return hp.ok() ? ConnectTcp(hp->host, hp->port) : -1;
+}
+
+int OpenDescriptors(pid_t pid) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::end(it); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+void ExhaustDescriptors(pid_t pid, const std::string& address, const std::function<bool()>& answers) {
+  rlimit old_limit{};
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old_limit), 0) << std::strerror(errno);
+  rlimit low = old_limit;
+  low.rlim_cur = static_cast<rlim_t>(OpenDescriptors(pid) + 16);
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  std::vector<int> connections;
+  for (int i = 0; i < 64; ++i) {
+    int fd = ConnectTcp(address);  // completes in the kernel's backlog even when not accepted
+    if (fd >= 0) connections.push_back(fd);
+  }
+  EXPECT_TRUE(WaitFor([&] { return OpenDescriptors(pid) >= static_cast<int>(low.rlim_cur) - 1; }, 10000))
+      << "the daemon never ran out: " << OpenDescriptors(pid) << " of " << low.rlim_cur;
+  EXPECT_EQ(kill(pid, 0), 0) << "out of descriptors, the daemon died";
+  for (int fd : connections) close(fd);
+  // With the same low limit, new connections are accepted again.
+  EXPECT_TRUE(WaitFor(answers, 20000)) << "the daemon did not accept again after running out of descriptors";
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &old_limit, nullptr), 0);
+}
+
+TestCertificates::TestCertificates() {
+  const std::string script =
+      "set -e; cd '" + dir_.path() +
+      "'; "
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt "
+      "-days 2 -subj /CN=manta-test-ca; "
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout node.key -out node.csr "
+      "-subj /CN=manta-node; "
+      "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext.cnf; "
+      "openssl x509 -req -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out node.crt -days 2 "
+      "-extfile ext.cnf; "
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout other.key -out other.crt "
+      "-days 2 -subj /CN=not-the-cluster-ca -addext subjectAltName=IP:127.0.0.1; "
+      "chmod 600 *.key";
+  CommandResult r = RunCommand({"/bin/sh", "-c", script}, {}, 60000);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+std::vector<std::string> TestCertificates::Flags() const {
+  return {"--tls-cert", Path("node.crt"), "--tls-key", Path("node.key"), "--tls-ca", Path("ca.crt")};
+}
+
+std::vector<std::pair<std::string, std::string>> TestCertificates::Environment() const {
+  return {{"MANTA_TLS_CERT", Path("node.crt")}, {"MANTA_TLS_KEY", Path("node.key")}, {"MANTA_TLS_CA", Path("ca.crt")}};
 }
 
 }  // namespace manta::testing

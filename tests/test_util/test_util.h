@@ -52,6 +52,35 @@ int ListenOnLoopback(int* port);
 // A TCP connection to host:port (numeric IPv4), or -1 when it is refused.
 int ConnectTcp(const std::string& host, int port);
 
+// A TCP connection to "host:port" (numeric IPv4), or -1 when it is refused or malformed.
+int ConnectTcp(const std::string& address);
+
+// Descriptors process `pid` has open (from /proc).
+int OpenDescriptors(pid_t pid);
+// Lowers `pid`'s soft descriptor limit to a few more than it has open, fills its
+// table with idle connections to `address` ("host:port"), checks that it ran out and
+// is still alive, closes them, and expects `answers` to hold again within 20 s while
+// the low limit is still in place. Then restores the limit. Fails the current test
+// when any step does not happen.
+void ExhaustDescriptors(pid_t pid, const std::string& address, const std::function<bool()>& answers);
+
+// A CA and one certificate for every cluster member (SAN 127.0.0.1 and localhost,
+// for both server and client use), plus a certificate of another CA that a cluster
+// must refuse ("other.crt", "other.key"), all made with the openssl command in a temp
+// directory as an administrator would. Fails the current test if openssl fails.
+class TestCertificates {
+ public:
+  TestCertificates();
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
+  // --tls-cert/--tls-key/--tls-ca for `manta start`.
+  std::vector<std::string> Flags() const;
+  // MANTA_TLS_CERT/KEY/CA for drivers and the CLI.
+  std::vector<std::pair<std::string, std::string>> Environment() const;
+
+ private:
+  TempDir dir_;
+};
+
 // Result of running a command to completion.
 struct CommandResult {
   int exit_code = -1;

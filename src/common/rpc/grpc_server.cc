@@ -21,6 +21,7 @@ GrpcServer::~GrpcServer() {
       // Still blocked on a call that will never finish: leave it to process exit.
       shutdown_thread_.detach();
       server_.release();
+      relay_.release();  // gRPC may still write to its connections
     }
     return;
   }
@@ -36,20 +37,15 @@ absl::Status GrpcServer::Start() {
   Credentials credentials = ProcessCredentials();
   if (credentials.tls()) {
     // Mutual TLS: every member of the cluster holds a certificate signed by the CA.
-    grpc::SslServerCredentialsOptions tls(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    tls.pem_root_certs = credentials.tls_ca;
-    tls.pem_key_cert_pairs.push_back({credentials.tls_key, credentials.tls_cert});
-    builder.AddListeningPort(address, grpc::SslServerCredentials(tls), &selected_port);
-  } else {
-    auto acceptor = TcpAcceptor::Listen(bind_address_, requested_port_);
-    if (!acceptor.ok()) return acceptor.status();
-    acceptor_ = std::move(*acceptor);
-    selected_port = acceptor_->port();
+    auto relay = TlsRelay::Create(credentials.tls_cert, credentials.tls_key, credentials.tls_ca);
+    if (!relay.ok()) return relay.status();
+    relay_ = std::move(*relay);
   }
+  auto acceptor = TcpAcceptor::Listen(bind_address_, requested_port_);
+  if (!acceptor.ok()) return acceptor.status();
+  acceptor_ = std::move(*acceptor);
+  selected_port = acceptor_->port();
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // TLS connections (accepted by gRPC itself) that do not finish their handshake
-  // within 10 s are closed, as TcpAcceptor closes plaintext ones that prove nothing.
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(TcpAcceptor::kUnprovenTimeoutMs));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));
   // gRPC 1.51 buffers a whole request before it compares its size with the cap (and
@@ -61,18 +57,30 @@ absl::Status GrpcServer::Start() {
   builder.SetResourceQuota(quota);
   for (grpc::Service* s : services_) builder.RegisterService(s);
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || selected_port == 0) {
-    server_.reset();
+  if (server_ == nullptr) {
+    relay_.reset();
     acceptor_.reset();
     return absl::UnavailableError("cannot listen on " + address + " (port in use or address not available)");
   }
-  if (acceptor_) {
-    grpc::Server* server = server_.get();
+  grpc::Server* server = server_.get();
+  if (relay_) {
+    relay_->Start([server](int accepted_fd, int grpc_fd) {
+      ConnectionRenamed(accepted_fd, grpc_fd);
+      grpc::AddInsecureChannelFromFd(server, grpc_fd);
+    });
+    acceptor_->Start([relay = relay_.get()](int fd) { relay->Add(fd); });
+  } else {
     acceptor_->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
   }
   port_ = selected_port;
   LOG(INFO) << name_ << " listening on " << bind_address_ << ":" << port_;
   return absl::OkStatus();
+}
+
+void GrpcServer::StopAccepting() {
+  if (acceptor_) acceptor_->Stop();
+  // gRPC must adopt no connection once it is shutting down.
+  if (relay_) relay_->StopHandoffs();
 }
 
 void GrpcServer::ShutdownAsync(EventLoop& loop, int64_t grace_ms, absl::AnyInvocable<void()> done) {
@@ -81,7 +89,7 @@ void GrpcServer::ShutdownAsync(EventLoop& loop, int64_t grace_ms, absl::AnyInvoc
     return;
   }
   grpc::Server* server = server_.get();
-  if (acceptor_) acceptor_->Stop();
+  StopAccepting();
   shutdown_thread_ = std::thread([server, grace_ms, &loop, flag = shutdown_done_, done = std::move(done)]() mutable {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
     flag->store(true);
@@ -101,9 +109,10 @@ bool GrpcServer::WaitForShutdown(int64_t timeout_ms) {
 void GrpcServer::Shutdown(int64_t grace_ms) {
   if (shutdown_thread_.joinable()) return;  // ShutdownAsync owns it
   if (server_ == nullptr) return;
-  if (acceptor_) acceptor_->Stop();
+  StopAccepting();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   server_.reset();
+  if (relay_) relay_->Stop();
 }
 
 }  // namespace manta::rpc

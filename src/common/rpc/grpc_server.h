@@ -6,12 +6,12 @@
 // which is how long polls work. Start() reports a port already in use as an error
 // (SO_REUSEPORT is off, so a second server cannot silently share a port).
 //
-// Without TLS the server's connections come from a TcpAcceptor (tcp_acceptor.h),
-// which survives running out of descriptors; with TLS gRPC accepts them itself
-// (gRPC 1.51 can adopt only plaintext connections), and a listener that hits EMFILE
-// stops accepting: the limits raised at start (RaiseOpenFileLimit) are then the
-// protection. What the server's connections buffer is bounded by a gRPC resource
-// quota of twice the message cap (gRPC reads a whole message before checking its size).
+// The server's connections come from a TcpAcceptor (tcp_acceptor.h), which survives
+// running out of descriptors and closes connections that prove nothing. With TLS a
+// TlsRelay (tls_relay.h) terminates it and gives gRPC a plaintext socketpair, since
+// gRPC 1.51 can adopt only plaintext connections. What the server's connections
+// buffer is bounded by a gRPC resource quota of twice the message cap (gRPC reads a
+// whole message before checking its size).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -29,6 +29,7 @@
 #include "src/common/rpc/send_reply.h"
 #include "src/common/rpc/status_convert.h"
 #include "src/common/rpc/tcp_acceptor.h"
+#include "src/common/rpc/tls_relay.h"
 
 namespace manta::rpc {
 
@@ -55,13 +56,17 @@ class GrpcServer {
   bool WaitForShutdown(int64_t timeout_ms);
 
  private:
+  // No new connections, from the listener or the TLS relay.
+  void StopAccepting();
+
   std::string name_;
   std::string bind_address_;
   int requested_port_;
   int port_ = 0;
   int64_t max_message_bytes_;
   std::vector<grpc::Service*> services_;
-  std::unique_ptr<TcpAcceptor> acceptor_;  // without TLS
+  std::unique_ptr<TcpAcceptor> acceptor_;
+  std::unique_ptr<TlsRelay> relay_;  // with TLS
   std::unique_ptr<grpc::Server> server_;
   std::thread shutdown_thread_;
   std::shared_ptr<std::atomic<bool>> shutdown_done_ = std::make_shared<std::atomic<bool>>(false);

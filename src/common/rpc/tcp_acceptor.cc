@@ -122,6 +122,20 @@ void MarkAuthenticated(const std::string& grpc_peer) {
   if (InodeOf(fd) == it->second.inode) StopWatching(table, it->second);
 }
 
+void ConnectionRenamed(int accepted_fd, int grpc_fd) {
+  PeerTable& table = Peers();
+  absl::MutexLock lock(&table.mu);
+  auto it = table.by_fd.find(accepted_fd);
+  if (it == table.by_fd.end()) return;
+  Peer peer = std::move(it->second);
+  table.by_fd.erase(it);
+  Peer& slot = table.by_fd[grpc_fd];
+  StopWatching(table, slot);  // gRPC closed that one before it proved itself
+  // MarkAuthenticated checks that a number is still this connection by its inode.
+  if (peer.watch_fd >= 0) peer.inode = InodeOf(grpc_fd);
+  slot = std::move(peer);
+}
+
 absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

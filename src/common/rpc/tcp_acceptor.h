@@ -37,6 +37,11 @@ void MarkAuthenticated(const std::string& grpc_peer);
 // Whether any acceptor of this process has a connection still to prove itself: when
 // not (nearly always), a call need not be looked up at all.
 bool AnyUnprovenConnections();
+// The connection an acceptor handed out as `accepted_fd` reaches gRPC as `grpc_fd`
+// (TlsRelay's end of a socketpair): DescribePeer and MarkAuthenticated know it by
+// that number from now on. Shutting the connection down (unproven too long) still
+// shuts down the accepted one. Thread-safe.
+void ConnectionRenamed(int accepted_fd, int grpc_fd);
 
 class TcpAcceptor {
  public:
