@@ -161,15 +161,24 @@ absl::Status EnsurePrivateDir(const std::string& dir) {
 }
 
 absl::StatusOr<std::string> FindSessionToken(const std::string& temp_root, const std::string& gcs_address) {
+  // A session left by a cluster that died without `manta stop` may record the same
+  // address as the one running now: the session that recorded it last is the one.
   std::error_code ec;
-  fs::path sessions = fs::path(temp_root) / "sessions";
-  for (const auto& session : fs::directory_iterator(sessions, ec)) {
-    auto address = ReadFile((session.path() / "gcs_address").string());
+  fs::path newest;
+  fs::file_time_type newest_time;
+  for (const auto& session : fs::directory_iterator(fs::path(temp_root) / "sessions", ec)) {
+    const fs::path recorded = session.path() / "gcs_address";
+    auto address = ReadFile(recorded.string());
     if (!address.ok() || Trimmed(*address) != gcs_address) continue;
-    auto token = ReadTokenFile((session.path() / kClusterTokenFileName).string());
-    if (token.ok()) return token;
-    if (!absl::IsNotFound(token.status())) return token.status();
+    std::error_code time_error;
+    fs::file_time_type written = fs::last_write_time(recorded, time_error);
+    if (time_error || !fs::exists(session.path() / kClusterTokenFileName)) continue;
+    if (newest.empty() || written > newest_time) {
+      newest = session.path();
+      newest_time = written;
+    }
   }
+  if (!newest.empty()) return ReadTokenFile((newest / kClusterTokenFileName).string());
   return absl::NotFoundError("no session under " + temp_root + " records the cluster at " + gcs_address);
 }
 

@@ -191,6 +191,22 @@ TEST(SecurityTest, ClusterTokenIsFoundInTheSessionOfItsAddress) {
   EXPECT_NE(missing.status().message().find("--token-file"), std::string::npos) << missing.status();
 }
 
+TEST(SecurityTest, TheSessionThatRecordedAnAddressLastHoldsItsToken) {
+  // A cluster that died without `manta stop` left its session; a new cluster took
+  // the same address. Whatever order the directory lists them in, the newer wins.
+  TempDir root;
+  ScopedEnv no_token(kClusterTokenEnv, "");
+  ScopedEnv no_file(kClusterTokenFileEnv, "");
+  std::string dead = NewClusterToken(), live = NewClusterToken();
+  MakeSession(root.path(), "z_dead", "127.0.0.1:1000", dead);
+  MakeSession(root.path(), "a_live", "127.0.0.1:1000", live);
+  const auto older = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+  std::filesystem::last_write_time(root.path() + "/sessions/z_dead/gcs_address", older);
+  EXPECT_EQ(FindClusterToken("127.0.0.1:1000", "", root.path()).value_or(""), live);
+  std::filesystem::last_write_time(root.path() + "/sessions/a_live/gcs_address", older - std::chrono::hours(1));
+  EXPECT_EQ(FindClusterToken("127.0.0.1:1000", "", root.path()).value_or(""), dead);
+}
+
 TEST(SecurityTest, ExplicitFileThenFileVariableThenTokenVariableComeFirst) {
   TempDir root;
   std::string session = NewClusterToken(), file = NewClusterToken(), env_file = NewClusterToken(),
