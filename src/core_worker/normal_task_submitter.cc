@@ -73,6 +73,7 @@ void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
       if (state.resources.empty()) {
         state.resources = spec.required_resources();
         if (state.resources.empty()) state.resources["CPU"] = 1;
+        state.shape = SchedulingKey(state.resources);
       }
       state.queue.push_back(std::move(spec));
       // Only an idle worker gets the task now. A busy one gets the tasks queued
@@ -97,7 +98,10 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idl
       if (lease.in_flight >= depth || (idle_only && lease.in_flight > 0)) continue;
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
-    if (!best) break;
+    if (!best) {
+      if (AdoptIdleLease(key, state)) continue;
+      break;
+    }
     SendBatch(*best, state, later);
   }
   // One lease request per queued task beyond what the leases in flight can absorb,
@@ -288,7 +292,10 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
     }
     if (!key.empty()) Pump(key, &later);
     it = leases_.find(push->lease_id);
-    if (it != leases_.end()) MarkIdleIfSo(it->second);
+    if (it != leases_.end()) {
+      MarkIdleIfSo(it->second);
+      HandOverIdleLease(it->second, &later);
+    }
   }
   Run(later);
 }
@@ -296,6 +303,44 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
 void NormalTaskSubmitter::MarkIdleIfSo(Lease& lease) {
   if (lease.in_flight > 0) return;
   lease.idle_since_ms = MonotonicMs();
+}
+
+bool NormalTaskSubmitter::AdoptIdleLease(const std::string& key, KeyState& state) {
+  if (keys_.size() < 2) return false;
+  for (auto& [id, lease] : leases_) {
+    if (lease.in_flight > 0 || lease.key == key) continue;
+    auto other = keys_.find(lease.key);
+    if (other == keys_.end() || other->second.shape != state.shape || !other->second.queue.empty()) continue;
+    MoveLease(lease, key);
+    return true;
+  }
+  return false;
+}
+
+void NormalTaskSubmitter::HandOverIdleLease(Lease& lease, Deferred* later) {
+  if (lease.in_flight > 0 || keys_.size() < 2) return;
+  auto own = keys_.find(lease.key);
+  if (own == keys_.end() || !own->second.queue.empty()) return;
+  const std::string shape = own->second.shape;
+  for (auto& [key, state] : keys_) {
+    if (key == lease.key || state.shape != shape || state.queue.empty()) continue;
+    const std::string to = key;  // MoveLease may erase entries: copy first
+    MoveLease(lease, to);
+    Pump(to, later);
+    return;
+  }
+}
+
+void NormalTaskSubmitter::MoveLease(Lease& lease, const std::string& to_key) {
+  auto from = keys_.find(lease.key);
+  if (from != keys_.end()) {
+    auto& ids = from->second.leases;
+    ids.erase(std::remove(ids.begin(), ids.end(), lease.lease_id), ids.end());
+  }
+  VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " passes from " << lease.key << " to "
+          << to_key;
+  lease.key = to_key;
+  keys_.at(to_key).leases.push_back(lease.lease_id);
 }
 
 void NormalTaskSubmitter::EnsureSweeping() {

@@ -9,7 +9,10 @@
 // pipelining as many as fit in ~10 ms of the task time the workers report (at most
 // max_tasks_in_flight_per_worker; one while durations are unknown). A lease is
 // reused while its key has work and is returned after worker_lease_idle_ms without
-// any. A failed push means the worker (or its node) died: its tasks go back to the
+// any; meanwhile an idle lease passes to another key of the same resource shape that
+// has tasks queued (a lease is for a shape, not a function), so a program that
+// moves from one function to the next does not wait for the idle lease to be
+// returned and granted again. A failed push means the worker (or its node) died: its tasks go back to the
 // task manager for retry.
 //
 // Threading: thread-safe. Submit runs on the submitting thread and pushes from
@@ -81,6 +84,7 @@ class NormalTaskSubmitter {
   struct KeyState {
     std::deque<rpc::TaskSpec> queue;
     google::protobuf::Map<std::string, double> resources;
+    std::string shape;  // SchedulingKey(resources): keys of one shape share leases
     int64_t pending_lease_requests = 0;
     std::vector<std::string> leases;  // lease ids
     int64_t consecutive_lease_failures = 0;
@@ -109,6 +113,13 @@ class NormalTaskSubmitter {
   void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
                       const rpc::PushTaskReply& reply);
   void MarkIdleIfSo(Lease& lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An idle lease of another key of `key`'s shape whose own queue is empty now
+  // serves `key`; false when there is none.
+  bool AdoptIdleLease(const std::string& key, KeyState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `lease` is idle with nothing queued for its key: it moves to a key of its shape
+  // that has tasks queued, if any, and gets them.
+  void HandOverIdleLease(Lease& lease, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MoveLease(Lease& lease, const std::string& to_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Loop thread: returns leases idle for lease_idle_ms; stops when none are left.
   void SweepIdleLeases();
   void EnsureSweeping() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -62,11 +62,12 @@ class SubmitterTest : public ::testing::Test {
   }
 
   // Submits a task through the task manager as the core worker does.
-  ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}, size_t arg_bytes = 0) {
+  ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}, size_t arg_bytes = 0,
+                  const std::string& function = "f") {
     TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
     rpc::TaskSpec spec;
     spec.set_task_id(task_id.Binary());
-    spec.set_function_name("f");
+    spec.set_function_name(function);
     spec.set_num_returns(1);
     spec.set_max_retries(max_retries);
     *spec.mutable_caller_address() = ToRpc(self_);
@@ -133,6 +134,47 @@ TEST_F(SubmitterTest, ReusesTheLeaseAndReturnsItWhenIdle) {
   EXPECT_TRUE(DriveUntil(loop_, [&] { return LocalRaylet().returns.size() == 1; }));
   EXPECT_EQ(submitter_->NumLeases(), 0u);
   EXPECT_FALSE(LocalRaylet().returns[0].disconnect_worker());
+}
+
+TEST_F(SubmitterTest, AnIdleLeaseServesAnotherFunctionOfItsShape) {
+  Submit(3, {}, 0, "f");
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();
+  // The lease of f is idle: a task of g (same shape) goes to it at once, without
+  // waiting for it to be returned and a lease for g to be granted.
+  ObjectID g = Submit(3, {}, 0, "g");
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3000).pushes.front().request.tasks(0).function_name(), "g");
+  EXPECT_EQ(LocalRaylet().leases.size(), 0u) << "asked for a lease with one idle";
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_NE(store_.GetIfExists(g), nullptr);
+  // Another shape does not take it.
+  Submit(3, {{"CPU", 2}}, 0, "h");
+  EXPECT_EQ(Worker(3000).pushes.size(), 0u);
+  EXPECT_EQ(LocalRaylet().leases.size(), 1u);
+}
+
+TEST_F(SubmitterTest, ALeaseThatGoesIdlePassesToAFunctionWaitingForOne) {
+  Submit(3, {}, 0, "f");
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  // g waits for a lease while f's worker is busy; the raylet has no other worker.
+  ObjectID g = Submit(3, {}, 0, "g");
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  // f's task finishes and nothing else of f is queued: the worker runs g's task.
+  Worker(3000).ReplyOk();
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3000).pushes.front().request.tasks(0).function_name(), "g");
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_NE(store_.GetIfExists(g), nullptr);
+  // The lease g asked for meanwhile is used or returned like any other.
+  LocalRaylet().Grant(3001);
+  EXPECT_TRUE(DriveUntil(loop_, [&] { return submitter_->NumLeases() == 0; }));
+  EXPECT_EQ(LocalRaylet().returns.size(), 2u);
 }
 
 TEST_F(SubmitterTest, BatchesAndPipelinesUpToTheLimits) {
