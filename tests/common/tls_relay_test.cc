@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -225,6 +227,61 @@ TEST_F(TlsRelayTest, GrpcClosingItsEndClosesThePeers) {
   close(fd);
   EXPECT_EQ(client.Read(reply.size()), reply) << "what gRPC wrote before closing is delivered";
   EXPECT_TRUE(client.Ended());
+  EXPECT_TRUE(RelayEmpties());
+}
+
+// A peer whose handshake fails after the relay started watching it, while the
+// acceptor still holds a duplicate of its socket (it is unproven): events for the
+// closed connection must stop, and later connections must be served.
+TEST_F(TlsRelayTest, FailedHandshakesOfUnprovenPeersLeaveNothingBehind) {
+  auto round_trip = [this] {
+    TlsClient good(certs_, "node.crt", "node.key", acceptor_->port());
+    ASSERT_TRUE(good.connected());
+    int fd = NextReady();
+    ASSERT_GE(fd, 0);
+    Echo(fd);
+    ASSERT_TRUE(good.WriteAll(std::string(4096, 'e')));
+    EXPECT_EQ(good.Read(4096), std::string(4096, 'e'));
+    good.Shutdown();
+  };
+  for (int i = 0; i < 20; ++i) {
+    int fd = ::manta::testing::ConnectTcp("127.0.0.1", acceptor_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(WaitFor([this] { return relay_->num_connections() == 1; }, kDeadlineMs));  // watched
+    const std::string plaintext = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    ASSERT_EQ(write(fd, plaintext.data(), plaintext.size()), static_cast<ssize_t>(plaintext.size()));
+    ASSERT_TRUE(RelayEmpties());
+    close(fd);
+    round_trip();
+    ASSERT_TRUE(RelayEmpties());
+  }
+  // 20 refused and 20 served connections wake the relay a few times each, not the
+  // thousands of times a second a stale registration would.
+  EXPECT_LT(relay_->num_wakeups(), 2000u);
+}
+
+TEST_F(TlsRelayTest, GrpcsLastWordsArriveWhileThePeerIsStillSending) {
+  TlsClient client(certs_, "node.crt", "node.key", acceptor_->port());
+  ASSERT_TRUE(client.connected());
+  int fd = NextReady();
+  ASSERT_GE(fd, 0);
+  // The peer sends more than gRPC reads, until everything between them is full.
+  // (Its writes fail once the relay closes: no SIGPIPE for this test process.)
+  signal(SIGPIPE, SIG_IGN);
+  std::thread writer([&] { client.WriteAll(std::string(8 << 20, 'x')); });
+  EXPECT_TRUE(WaitFor(
+      [fd] {
+        int queued = 0;
+        return ioctl(fd, FIONREAD, &queued) == 0 && queued >= 100000;
+      },
+      kDeadlineMs));
+  const std::string reply = "last words";
+  ASSERT_EQ(write(fd, reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
+  close(fd);
+  EXPECT_EQ(client.Read(reply.size()), reply);
+  EXPECT_TRUE(client.Ended());
+  client.Shutdown();
+  writer.join();
   EXPECT_TRUE(RelayEmpties());
 }
 

@@ -55,15 +55,17 @@ int SelectHttp2(SSL*, const unsigned char** out, unsigned char* out_len, const u
 }
 
 // Bytes read from one side and not yet written to the other.
+// Allocated when first written to (after the handshake): a connection that never
+// completes one costs no more than its SSL state.
 class Buffer {
  public:
-  Buffer() : bytes_(TlsRelay::kBufferBytes) {}
   bool empty() const { return begin_ == end_; }
-  bool full() const { return begin_ == 0 && end_ == bytes_.size(); }
+  bool full() const { return !bytes_.empty() && begin_ == 0 && end_ == bytes_.size(); }
   const char* data() const { return bytes_.data() + begin_; }
   size_t size() const { return end_ - begin_; }
   // Room at the end, after moving what is held to the front when that makes more.
   char* space(size_t* n) {
+    if (bytes_.empty()) bytes_.resize(TlsRelay::kBufferBytes);
     if (begin_ > 0 && end_ == bytes_.size()) {
       std::memmove(bytes_.data(), bytes_.data() + begin_, end_ - begin_);
       end_ -= begin_;
@@ -101,6 +103,7 @@ struct TlsRelay::Connection {
   bool tcp_eof = false;  // the peer will send nothing more
   bool app_eof = false;  // gRPC will send nothing more
   bool app_shut = false;  // we told gRPC that the peer will send nothing more
+  bool app_deaf = false;  // gRPC reads nothing more: what the peer sends is dropped
   bool tcp_wants_write = false;  // the last TLS operation waits for room on the socket
   bool closed = false;
   uint32_t tcp_events = 0;  // what epoll watches now
@@ -247,6 +250,7 @@ void TlsRelay::Run() {
   std::vector<epoll_event> events(256);
   while (!stopping_.load()) {
     int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), -1);
+    ++num_wakeups_;
     if (n < 0) {
       if (errno == EINTR) continue;
       PLOG(ERROR) << "TLS relay: epoll_wait";
@@ -322,7 +326,7 @@ bool TlsRelay::Pump(Connection& c) {
       moved = true;
     }
     // Peer -> gRPC.
-    if (!c.tcp_eof && !c.up.full()) {
+    if (!c.tcp_eof && !c.app_deaf && !c.up.full()) {
       size_t room = 0;
       char* into = c.up.space(&room);
       ERR_clear_error();
@@ -346,8 +350,11 @@ bool TlsRelay::Pump(Connection& c) {
         c.up.Consumed(static_cast<size_t>(n));
         moved = true;
       } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        Close(c);  // gRPC closed its end
-        break;
+        // gRPC closed its end. What it wrote before that (its last replies, a
+        // GOAWAY) is still to be read and sent on; what the peer sends is dropped.
+        c.app_deaf = true;
+        c.up.Consumed(c.up.size());
+        moved = true;
       }
     }
     if (c.tcp_eof && c.up.empty() && !c.app_shut) {
@@ -406,7 +413,7 @@ void TlsRelay::Watch(Connection& c) {
     if (epoll_ctl(epoll_fd_, op, fd, &event) == 0) *current = wanted;
   };
   uint32_t tcp = 0;
-  if (!c.tcp_eof && (!c.handshake_done || !c.up.full())) tcp |= EPOLLIN;
+  if (!c.tcp_eof && !c.app_deaf && (!c.handshake_done || !c.up.full())) tcp |= EPOLLIN;
   if (c.tcp_wants_write) tcp |= EPOLLOUT;
   // Nothing watched (a full buffer) is not watched at all: a hang-up would be
   // reported at once, again and again, while nothing can be done about it.
@@ -422,7 +429,12 @@ void TlsRelay::Watch(Connection& c) {
 void TlsRelay::Close(Connection& c) {
   if (c.closed) return;
   c.closed = true;
-  // Closing a descriptor removes it from the epoll set.
+  // Closing a descriptor does not take it out of the epoll set while another
+  // descriptor refers to the same socket (the acceptor's duplicate of an unproven
+  // connection): events would keep coming for a freed Connection.
+  if (c.tcp >= 0 && c.tcp_events != 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.tcp, nullptr);
+  if (c.app >= 0 && c.app_events != 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.app, nullptr);
+  c.tcp_events = c.app_events = 0;
   if (c.ssl != nullptr) SSL_free(c.ssl);
   c.ssl = nullptr;
   // Shut down, not only closed: the acceptor may hold a duplicate of the socket

@@ -11,8 +11,9 @@
 //
 // Either side closing ends the connection: the peer (or the acceptor shutting down
 // an unproven connection) closes gRPC's end, and gRPC closing its end closes the
-// peer's. At most kBufferBytes are held per direction; a side that does not read
-// stops the other. Thread-safe.
+// peer's; gRPC's last words before it closes are still delivered. At most
+// kBufferBytes are held per direction (allocated after the handshake); a side that
+// does not read stops the other. Thread-safe.
 #pragma once
 
 #include <openssl/ssl.h>
@@ -36,7 +37,7 @@ class TlsRelay {
   // `accepted_fd` is the connection Add() was given (still open, owned by the relay);
   // `grpc_fd` is the plaintext end for gRPC, owned by the callee from then on.
   using OnReady = std::function<void(int accepted_fd, int grpc_fd)>;
-  static constexpr size_t kBufferBytes = 256 << 10;
+  static constexpr size_t kBufferBytes = 64 << 10;
 
   // PEM contents: this server's certificate (chain) and key, and the CA its peers'
   // certificates must be signed by. InvalidArgument names what does not parse.
@@ -57,6 +58,8 @@ class TlsRelay {
   void Stop();
   // Connections open (in their handshake or relaying); for tests.
   size_t num_connections() const { return num_connections_.load(); }
+  // Times the relay's thread has woken up; for tests (an idle relay does not wake).
+  uint64_t num_wakeups() const { return num_wakeups_.load(); }
 
  private:
   struct Connection;
@@ -76,6 +79,7 @@ class TlsRelay {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> num_connections_{0};
+  std::atomic<uint64_t> num_wakeups_{0};
 
   std::mutex incoming_mu_;
   std::vector<int> incoming_;  // accepted, not yet seen by the thread
