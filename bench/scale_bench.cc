@@ -1,0 +1,353 @@
+// Figures that depend on how much work is in flight or has been done, rather than on
+// one tight loop: first-call stalls, a map-reduce tree submitted at once, a million
+// tasks in flight, what a big run leaves behind, the cost of starting a private
+// cluster, a million small objects held at once, a long chain of ref arguments, and
+// tasks spilling over a 3-node cluster. Prints one JSON object.
+//
+//   scale_bench [--only section,section] [--runs N] [--max-in-flight N]
+//
+// Sections: stalls, in_flight (includes after_big_run), startup, puts, chain, nodes.
+// Each section runs in a fresh driver process (this binary again, with --section),
+// since several figures are about what happens the first time in a process. Most use
+// the private cluster ray::Init() starts (2 CPUs); `nodes` starts its own with the
+// `manta` CLI. The binary is also its own worker.
+#include <ray/api.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_cluster.h"
+#include "bench_util.h"
+#include "src/common/process.h"
+#include "src/common/security.h"
+
+namespace {
+
+using manta::bench::Clock;
+using manta::bench::Since;
+
+long Sq(long i) { return i * i; }
+long Add2(long a, long b) { return a + b; }
+long Inc(long x) { return x + 1; }
+// One function per size in the first-ref-argument test, so that each is the first
+// call of its function.
+long IncA(long x) { return x + 1; }
+long IncB(long x) { return x + 1; }
+long IncC(long x) { return x + 1; }
+long IncD(long x) { return x + 1; }
+int Noop() { return 0; }
+RAY_REMOTE(Sq, Add2, Inc, IncA, IncB, IncC, IncD, Noop);
+
+double Ms(Clock::time_point t0) { return Since(t0) * 1000; }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Resident memory of a process in bytes (0 when it is gone).
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  int64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// The pids of this driver's private cluster (from its session's pid files) and every
+// process they started (workers).
+std::vector<pid_t> PrivateClusterPids() {
+  namespace fs = std::filesystem;
+  std::vector<pid_t> roots;
+  std::error_code ec;
+  const std::string prefix = std::to_string(getpid()) + "-";
+  for (const auto& root : fs::directory_iterator(manta::TempRoot() + "/private", ec)) {
+    if (root.path().filename().string().rfind(prefix, 0) != 0) continue;
+    for (const auto& session : fs::directory_iterator(root.path() / "sessions", ec)) {
+      for (const auto& file : fs::directory_iterator(session.path() / "pids", ec)) {
+        std::string name = file.path().stem().string();  // "1_gcs_32541"
+        size_t underscore = name.rfind('_');
+        if (underscore != std::string::npos) roots.push_back(std::stoi(name.substr(underscore + 1)));
+      }
+    }
+  }
+  // Children, grandchildren: by parent pid from /proc.
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    children[parent].push_back(std::stoi(name));
+  }
+  std::vector<pid_t> all;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    all.push_back(roots[i]);
+    for (pid_t child : children[roots[i]]) roots.push_back(child);
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
+}
+
+int64_t PrivateClusterResidentBytes() {
+  int64_t total = 0;
+  for (pid_t pid : PrivateClusterPids()) total += ResidentBytes(pid);
+  return total;
+}
+
+void Init(int num_cpus = 2) {
+  ray::RayConfig config;
+  config.num_cpus = num_cpus;
+  ray::Init(config);
+}
+
+// 1,000 Sq leaves and a binary tree of 999 Add2 over their refs, all submitted at once.
+double MapReduceTreeMs(bool leaves_first) {
+  auto t0 = Clock::now();
+  std::vector<ray::ObjectRef<long>> level;
+  level.reserve(1000);
+  for (long i = 0; i < 1000; ++i) level.push_back(ray::Task(Sq).Remote(i));
+  if (leaves_first) {
+    ray::Get(level);
+    t0 = Clock::now();
+  }
+  while (level.size() > 1) {
+    std::vector<ray::ObjectRef<long>> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(ray::Task(Add2).Remote(level[i], level[i + 1]));
+    if (level.size() % 2 == 1) next.push_back(level.back());
+    level = std::move(next);
+  }
+  long sum = *level[0].Get();
+  if (sum != 332833500) manta::bench::Die("map-reduce tree: wrong sum " + std::to_string(sum));
+  return Ms(t0);
+}
+
+using Results = std::vector<std::pair<std::string, double>>;
+
+void Stalls(int runs, Results* out) {
+  Init();
+  // A task taking a finished result as its argument, the first time and the next.
+  double first = 0, second = 0;
+  const std::vector<std::pair<int, long (*)(long)>> sizes = {{4, IncA}, {50, IncB}, {200, IncC}, {1000, IncD}};
+  for (const auto& [n, inc] : sizes) {
+    std::vector<ray::ObjectRef<long>> refs;
+    for (long i = 0; i < n; ++i) refs.push_back(ray::Task(Sq).Remote(i));
+    ray::Get(refs);
+    for (int k = 0; k < 2; ++k) {
+      auto t0 = Clock::now();
+      long v = *ray::Task(inc).Remote(refs[k + 2]).Get();
+      double ms = Ms(t0);
+      if (v != (k + 2) * (k + 2) + 1) manta::bench::Die("ref argument: wrong result");
+      (k == 0 ? first : second) = std::max(k == 0 ? first : second, ms);
+    }
+  }
+  out->emplace_back("first_ref_arg_task_ms", first);
+  out->emplace_back("second_ref_arg_task_ms", second);
+
+  std::vector<double> tree;
+  for (int r = 0; r < runs; ++r) tree.push_back(MapReduceTreeMs(false));
+  out->emplace_back("mapreduce_1000_tree_first_ms", tree[0]);
+  out->emplace_back("mapreduce_1000_tree_ms", Median(tree));
+  out->emplace_back("mapreduce_1000_tree_max_ms", *std::max_element(tree.begin(), tree.end()));
+  std::vector<double> after_leaves;
+  for (int r = 0; r < runs; ++r) after_leaves.push_back(MapReduceTreeMs(true));
+  out->emplace_back("mapreduce_1000_tree_after_leaves_ms", Median(after_leaves));
+  std::vector<double> chain;
+  for (int r = 0; r < runs; ++r) {
+    auto t0 = Clock::now();
+    auto ref = ray::Task(Inc).Remote(0L);
+    for (int i = 1; i < 20; ++i) ref = ray::Task(Inc).Remote(ref);
+    if (*ref.Get() != 20) manta::bench::Die("chain: wrong result");
+    chain.push_back(Ms(t0));
+  }
+  out->emplace_back("chain_20_inc_ms", Median(chain));
+  auto t0 = Clock::now();
+  ray::Shutdown();
+  out->emplace_back("shutdown_after_small_run_s", Since(t0));
+}
+
+// Submits n no-op tasks, then gets them all.
+void InFlight(int runs, long max_n, Results* out) {
+  Init();
+  std::vector<ray::ObjectRef<int>> warm;
+  for (int i = 0; i < 10000; ++i) warm.push_back(ray::Task(Noop).Remote());
+  ray::Get(warm);
+  warm.clear();
+  std::vector<double> tree_before;
+  for (int r = 0; r < runs; ++r) tree_before.push_back(MapReduceTreeMs(false));
+  malloc_trim(0);
+  const int64_t rss_start = ResidentBytes(getpid());
+  for (long n : {10000L, 100000L, 1000000L}) {
+    if (n > max_n) break;
+    const int64_t before = ResidentBytes(getpid());
+    auto t0 = Clock::now();
+    std::vector<ray::ObjectRef<int>> refs;
+    refs.reserve(n);
+    for (long i = 0; i < n; ++i) refs.push_back(ray::Task(Noop).Remote());
+    const int64_t pending = ResidentBytes(getpid()) - before;
+    auto values = ray::Get(refs);
+    const double rate = n / Since(t0);
+    const std::string suffix = std::to_string(n);
+    out->emplace_back("tasks_in_flight_" + suffix + "_per_s", rate);
+    out->emplace_back("driver_bytes_per_pending_task_" + suffix, static_cast<double>(pending) / n);
+    values.clear();
+    values.shrink_to_fit();
+    refs.clear();
+    refs.shrink_to_fit();
+  }
+  // What the big run left: memory, and how fast the same work is afterwards.
+  int64_t kept = 0;
+  for (int i = 0; i < 20; ++i) {  // up to 2 s for background clean-up
+    kept = ResidentBytes(getpid()) - rss_start;
+    if (kept < (64 << 20)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  out->emplace_back("driver_rss_kept_after_big_run_mb", kept / 1e6);
+  std::vector<double> tree_after;
+  for (int r = 0; r < runs; ++r) tree_after.push_back(MapReduceTreeMs(false));
+  out->emplace_back("mapreduce_1000_tree_before_big_run_ms", Median(tree_before));
+  out->emplace_back("mapreduce_1000_tree_after_big_run_ms", Median(tree_after));
+  auto t0 = Clock::now();
+  ray::Shutdown();
+  out->emplace_back("shutdown_after_big_run_s", Since(t0));
+}
+
+// ray::Init() of a private cluster, then 400,000 async no-op tasks at once.
+void Startup(Results* out) {
+  for (bool prefault : {true, false}) {
+    if (!prefault) setenv("MANTA_object_store_prefault_bytes", "0", 1);
+    auto t0 = Clock::now();
+    Init();
+    std::vector<ray::ObjectRef<int>> refs;
+    refs.reserve(400000);
+    for (int i = 0; i < 400000; ++i) refs.push_back(ray::Task(Noop).Remote());
+    ray::Get(refs);
+    refs.clear();
+    const double seconds = Since(t0);
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // idle
+    const double rss = PrivateClusterResidentBytes() / 1e6;
+    ray::Shutdown();
+    out->emplace_back(prefault ? "init_then_400k_async_s" : "init_then_400k_async_no_prefault_s", seconds);
+    out->emplace_back(prefault ? "idle_private_cluster_rss_mb" : "idle_private_cluster_rss_no_prefault_mb", rss);
+    unsetenv("MANTA_object_store_prefault_bytes");
+  }
+}
+
+// 1,000,000 small ray::Put()s held at once.
+void Puts(Results* out) {
+  Init();
+  for (int i = 0; i < 10000; ++i) ray::Put(i);  // warm-up
+  malloc_trim(0);
+  const int64_t before = ResidentBytes(getpid());
+  auto t0 = Clock::now();
+  std::vector<ray::ObjectRef<long>> refs;
+  refs.reserve(1000000);
+  for (long i = 0; i < 1000000; ++i) refs.push_back(ray::Put(i));
+  const double rate = 1e6 / Since(t0);
+  const int64_t held = ResidentBytes(getpid()) - before;
+  if (*refs[123456].Get() != 123456) manta::bench::Die("puts: wrong value");
+  out->emplace_back("put_1m_small_held_per_s", rate);
+  out->emplace_back("driver_bytes_per_held_small_object", static_cast<double>(held) / 1e6);
+  refs.clear();
+  ray::Shutdown();
+}
+
+// A chain of 100,000 tasks, each taking the previous one's result, submitted at once.
+void Chain(Results* out) {
+  Init();
+  auto ref = ray::Task(Inc).Remote(0L);
+  for (int i = 1; i < 1000; ++i) ref = ray::Task(Inc).Remote(ref);  // warm-up
+  ref.Get();
+  auto t0 = Clock::now();
+  ref = ray::Task(Inc).Remote(0L);
+  for (int i = 1; i < 100000; ++i) ref = ray::Task(Inc).Remote(ref);
+  if (*ref.Get() != 100000) manta::bench::Die("chain: wrong result");
+  out->emplace_back("chain_100k_ref_tasks_per_s", 1e5 / Since(t0));
+  ray::Shutdown();
+}
+
+double AsyncRate(long n) {
+  auto t0 = Clock::now();
+  std::vector<ray::ObjectRef<int>> refs;
+  refs.reserve(n);
+  for (long i = 0; i < n; ++i) refs.push_back(ray::Task(Noop).Remote());
+  ray::Get(refs);
+  return n / Since(t0);
+}
+
+// The same 3 CPUs as one node, then as three nodes of one CPU (tasks spill over).
+void Nodes(int runs, Results* out) {
+  for (int nodes : {1, 3}) {
+    manta::bench::BenchCluster cluster;
+    const std::string store = std::to_string(int64_t{256} << 20);
+    cluster.StartHead({"--num-cpus", nodes == 1 ? "3" : "1", "--object-store-memory", store});
+    for (int i = 1; i < nodes; ++i) cluster.StartNode({"--num-cpus", "1", "--object-store-memory", store});
+    ray::RayConfig config;
+    config.address = cluster.gcs_address();
+    ray::Init(config);
+    AsyncRate(10000);
+    std::vector<double> rates;
+    for (int r = 0; r < runs; ++r) rates.push_back(AsyncRate(100000));
+    ray::Shutdown();
+    out->emplace_back(nodes == 1 ? "one_node_3_cpus_tasks_async_per_s" : "three_nodes_1_cpu_tasks_async_per_s",
+                      Median(rates));
+  }
+}
+
+int RunSection(const std::string& section, const manta::bench::BenchFlags& o) {
+  Results results;
+  const int runs = std::stoi(o.Value("--runs", "5"));
+  if (section == "stalls") Stalls(runs, &results);
+  if (section == "in_flight") InFlight(runs, std::stol(o.Value("--max-in-flight", "1000000")), &results);
+  if (section == "startup") Startup(&results);
+  if (section == "puts") Puts(&results);
+  if (section == "chain") Chain(&results);
+  if (section == "nodes") Nodes(runs, &results);
+  for (const auto& [name, value] : results) std::printf("%s %.6g\n", name.c_str(), value);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
+  try {
+    if (std::string section = o.Value("--section"); !section.empty()) return RunSection(section, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "scale_bench: %s\n", e.what());
+    return 1;
+  }
+  Results results;
+  for (const std::string section : {"stalls", "in_flight", "startup", "puts", "chain", "nodes"}) {
+    if (!o.Want(section)) continue;
+    std::string cmd = "'" + manta::SelfExecutablePath() + "' --section=" + section;
+    for (const auto& [name, value] : o.others) cmd += " " + name + "=" + value;
+    std::FILE* f = popen(cmd.c_str(), "r");
+    if (f == nullptr) continue;
+    char name[128];
+    double value = 0;
+    while (std::fscanf(f, "%127s %lf", name, &value) == 2) results.emplace_back(name, value);
+    if (pclose(f) != 0) std::fprintf(stderr, "scale_bench: section %s failed\n", section.c_str());
+  }
+  manta::bench::PrintJson(results);
+  return 0;
+}
