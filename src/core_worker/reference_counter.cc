@@ -4,15 +4,25 @@
 
 #include <utility>
 
+#include "src/core_worker/table_shrink.h"
+
 namespace manta::core {
 
 std::string Address::ToString() const {
   return ip + ":" + std::to_string(port) + "/" + worker_id.Hex();
 }
 
-void ReferenceCounter::Deferred::Run() {
-  for (auto& action : actions) action();
-  actions.clear();
+void ReferenceCounter::Run(Deferred& deferred) const {
+  for (auto& action : deferred.actions) action();
+  deferred.actions.clear();
+  if (on_object_out_of_scope_) {
+    for (const ObjectID& id : deferred.out_of_scope) on_object_out_of_scope_(id);
+  }
+  deferred.out_of_scope.clear();
+  if (on_object_freed_) {
+    for (const ObjectID& id : deferred.freed) on_object_freed_(id);
+  }
+  deferred.freed.clear();
 }
 
 ReferenceCounter::ReferenceCounter(Address self, BorrowerClientInterface* borrower_client)
@@ -24,6 +34,11 @@ void ReferenceCounter::SetOnObjectFreed(ObjectCallback cb) { on_object_freed_ = 
 
 void ReferenceCounter::SetOnObjectOutOfScope(ObjectCallback cb) {
   on_object_out_of_scope_ = std::move(cb);
+}
+
+const ReferenceCounter::Details& ReferenceCounter::DetailsOf(const Entry& e) {
+  static const Details* const kNone = new Details();
+  return e.details ? *e.details : *kNone;
 }
 
 const ReferenceCounter::Entry* ReferenceCounter::FindLocked(const ObjectID& id) const {
@@ -42,7 +57,7 @@ bool ReferenceCounter::AddOwnedObject(const ObjectID& id, const Address& owner_a
   }
   Entry& entry = it->second;
   entry.owned_by_us = true;
-  entry.owner = owner_address;
+  if (owner_address != self_) entry.MutableDetails().owner = owner_address;
   entry.size_bytes = size_bytes.value_or(-1);
   entry.state = pending ? State::kPending : State::kReady;
   for (const ObjectID& inner : contained_ids) {
@@ -53,8 +68,8 @@ bool ReferenceCounter::AddOwnedObject(const ObjectID& id, const Address& owner_a
       continue;
     }
     // `entry` stays valid: find() neither inserts nor rehashes.
-    entry.contains.insert(inner);
-    inner_it->second.contained_in.insert(id);
+    entry.MutableDetails().contains.insert(inner);
+    inner_it->second.MutableDetails().contained_in.insert(id);
   }
   VLOG(2) << "Owned object " << id.Hex() << " added";
   return true;
@@ -66,7 +81,7 @@ void ReferenceCounter::AddBorrowedObject(const ObjectID& id, const Address& owne
   auto [it, inserted] = objects_.try_emplace(id);
   Entry& entry = it->second;
   if (inserted) {
-    entry.owner = owner_address;
+    if (owner_address != self_) entry.MutableDetails().owner = owner_address;
     VLOG(2) << "Borrowed object " << id.Hex() << " from " << owner_address.ToString();
   } else if (entry.owned_by_us) {
     return;  // A ref to our own object came back to us: nothing to borrow.
@@ -78,9 +93,9 @@ void ReferenceCounter::AddBorrowedObject(const ObjectID& id, const Address& owne
                  << id.Hex() << " is unknown; no nested link recorded";
     return;
   }
-  outer_it->second.contains.insert(id);
+  outer_it->second.MutableDetails().contains.insert(id);
   // `entry` is still valid: find() does not invalidate references.
-  entry.contained_in.insert(*outer_id);
+  entry.MutableDetails().contained_in.insert(*outer_id);
 }
 
 void ReferenceCounter::AddLocalReference(const ObjectID& id) {
@@ -107,7 +122,7 @@ void ReferenceCounter::RemoveLocalReference(const ObjectID& id) {
     it->second.local_ref_count--;
     ReleaseIfUnusedLocked(id, deferred);
   }
-  deferred.Run();
+  Run(deferred);
 }
 
 void ReferenceCounter::UpdateSubmittedTaskReferences(const std::vector<ObjectID>& argument_ids) {
@@ -149,7 +164,7 @@ void ReferenceCounter::UpdateFinishedTaskReferences(
       ReleaseIfUnusedLocked(id, deferred);
     }
   }
-  deferred.Run();
+  Run(deferred);
 }
 
 void ReferenceCounter::AddNestedObjectIds(const ObjectID& outer,
@@ -173,8 +188,8 @@ void ReferenceCounter::AddNestedObjectIds(const ObjectID& outer,
           LOG(WARNING) << "AddNestedObjectIds: our object " << outer.Hex() << " is unknown";
           return;
         }
-        outer_it->second.contains.insert(inner);
-        inner_it->second.contained_in.insert(outer);
+        outer_it->second.MutableDetails().contains.insert(inner);
+        inner_it->second.MutableDetails().contained_in.insert(outer);
       } else if (inner_it->second.owned_by_us) {
         // The outer object's owner will deserialize our ref: it borrows it.
         AddBorrowerLocked(inner, inner_it->second, owner_address, deferred, outer);
@@ -184,7 +199,7 @@ void ReferenceCounter::AddNestedObjectIds(const ObjectID& outer,
       }
     }
   }
-  deferred.Run();
+  Run(deferred);
 }
 
 void ReferenceCounter::AddLineageReference(const ObjectID& id) {
@@ -209,13 +224,13 @@ void ReferenceCounter::RemoveLineageReference(const ObjectID& id) {
     it->second.lineage_ref_count--;
     ReleaseIfUnusedLocked(id, deferred);
   }
-  deferred.Run();
+  Run(deferred);
 }
 
 void ReferenceCounter::AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower,
                                          Deferred& deferred, std::optional<ObjectID> contained_in) {
   if (borrower == self_) return;  // We are not our own borrower.
-  if (!entry.borrowers.insert(borrower).second) return;
+  if (!entry.MutableDetails().borrowers.insert(borrower).second) return;
   VLOG(1) << "Object " << id.Hex() << " borrowed by " << borrower.ToString();
   // Borrowers of objects we only borrow are handed to our owner when it asks.
   if (!entry.owned_by_us) return;
@@ -250,14 +265,14 @@ void ReferenceCounter::OnBorrowerReply(const ObjectID& id, const Address& borrow
       }
     }
     auto it = objects_.find(id);
-    if (it == objects_.end() || it->second.borrowers.erase(borrower) == 0) {
+    if (it == objects_.end() || !it->second.details || it->second.details->borrowers.erase(borrower) == 0) {
       LOG(WARNING) << "WaitForRefRemoved reply from " << borrower.ToString() << " for "
                    << id.Hex() << ", which it was not recorded as borrowing";
     } else {
       ReleaseIfUnusedLocked(id, deferred);
     }
   }
-  deferred.Run();
+  Run(deferred);
 }
 
 void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply reply,
@@ -272,10 +287,11 @@ void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply rep
       // return value racing its WaitForRefRemoved): record the borrow now.
       auto outer_it = objects_.find(*contained_in);
       if (outer_it != objects_.end() && *contained_in != id) {
-        outer_it->second.contains.insert(id);
+        outer_it->second.MutableDetails().contains.insert(id);
         it = objects_.try_emplace(id).first;
-        it->second.owner = *owner;
-        it->second.contained_in.insert(*contained_in);
+        Details& details = it->second.MutableDetails();
+        if (*owner != self_) details.owner = *owner;
+        details.contained_in.insert(*contained_in);
       }
     }
     if (it == objects_.end()) {
@@ -285,12 +301,12 @@ void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply rep
     } else if (it->second.owned_by_us) {
       LOG(WARNING) << "WaitForRefRemoved for our own object " << id.Hex() << "; replying now";
     } else {
-      it->second.wait_replies.push_back(std::move(reply));
+      it->second.MutableDetails().wait_replies.push_back(std::move(reply));
       ReleaseIfUnusedLocked(id, deferred);
       reply = nullptr;
     }
   }
-  deferred.Run();
+  Run(deferred);
   if (reply) reply({});
 }
 
@@ -299,8 +315,9 @@ void ReferenceCounter::AnswerWaitersAtShutdown() {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, entry] : objects_) {
-      for (WaitReply& reply : entry.wait_replies) replies.push_back(std::move(reply));
-      entry.wait_replies.clear();
+      if (!entry.details) continue;
+      for (WaitReply& reply : entry.details->wait_replies) replies.push_back(std::move(reply));
+      entry.details->wait_replies.clear();
     }
   }
   for (WaitReply& reply : replies) reply({});
@@ -310,7 +327,7 @@ void ReferenceCounter::HandleOwnerDied(const Address& owner) {
   absl::MutexLock lock(&mu_);
   size_t marked = 0;
   for (auto& [id, entry] : objects_) {
-    if (!entry.owned_by_us && entry.owner.worker_id == owner.worker_id) {
+    if (!entry.owned_by_us && OwnerOf(entry).worker_id == owner.worker_id) {
       entry.owner_dead = true;
       marked++;
     }
@@ -327,44 +344,46 @@ void ReferenceCounter::ReleaseIfUnusedLocked(const ObjectID& start, Deferred& de
     auto it = objects_.find(id);
     if (it == objects_.end()) continue;
     Entry& entry = it->second;
-    if (!HeldLocally(entry) && !entry.wait_replies.empty()) {
+    if (!HeldLocally(entry) && entry.details && !entry.details->wait_replies.empty()) {
       // Our owner asked: hand our sub-borrowers over and forget them.
+      Details& details = *entry.details;
       std::vector<BorrowedRef> subs;
-      for (const Address& b : entry.borrowers) subs.push_back({id, b});
-      entry.borrowers.clear();
-      for (size_t i = 0; i < entry.wait_replies.size(); ++i) {
+      for (const Address& b : details.borrowers) subs.push_back({id, b});
+      details.borrowers.clear();
+      for (size_t i = 0; i < details.wait_replies.size(); ++i) {
         // Only the first reply carries the sub-borrowers; they must be merged once.
         std::vector<BorrowedRef> payload = i == 0 ? subs : std::vector<BorrowedRef>{};
         deferred.actions.push_back(
-            [r = std::move(entry.wait_replies[i]), p = std::move(payload)]() mutable {
+            [r = std::move(details.wait_replies[i]), p = std::move(payload)]() mutable {
               r(std::move(p));
             });
       }
-      entry.wait_replies.clear();
+      details.wait_replies.clear();
     }
     if (InScope(entry)) continue;
     // Out of scope: the value goes away, so the refs it contains are released.
-    for (const ObjectID& inner : entry.contains) {
-      auto inner_it = objects_.find(inner);
-      if (inner_it == objects_.end()) continue;
-      inner_it->second.contained_in.erase(id);
-      work.push_back(inner);
+    if (entry.details) {
+      for (const ObjectID& inner : entry.details->contains) {
+        auto inner_it = objects_.find(inner);
+        if (inner_it == objects_.end()) continue;
+        if (inner_it->second.details) inner_it->second.details->contained_in.erase(id);
+        work.push_back(inner);
+      }
+      entry.details->contains.clear();
     }
-    entry.contains.clear();
     if (entry.lineage_ref_count > 0) {
       if (!entry.out_of_scope) {
         entry.out_of_scope = true;
         VLOG(1) << "Object " << id.Hex() << " out of scope; kept for lineage";
-        if (on_object_out_of_scope_) {
-          deferred.actions.push_back([cb = on_object_out_of_scope_, id] { cb(id); });
-        }
+        deferred.out_of_scope.push_back(id);
       }
       continue;
     }
     objects_.erase(it);
     VLOG(1) << "Object " << id.Hex() << " freed";
-    if (on_object_freed_) deferred.actions.push_back([cb = on_object_freed_, id] { cb(id); });
+    deferred.freed.push_back(id);
   }
+  ShrinkIfMostlyEmpty(objects_);
 }
 
 bool ReferenceCounter::UpdateObjectReady(const ObjectID& id, int64_t size_bytes) {
@@ -388,7 +407,7 @@ bool ReferenceCounter::AddObjectLocation(const ObjectID& id, const NodeID& node_
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
-  it->second.locations.insert(node_id);
+  it->second.MutableDetails().locations.insert(node_id);
   return true;
 }
 
@@ -396,14 +415,14 @@ bool ReferenceCounter::RemoveObjectLocation(const ObjectID& id, const NodeID& no
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
-  return it->second.locations.erase(node_id) > 0;
+  return it->second.details && it->second.details->locations.erase(node_id) > 0;
 }
 
 bool ReferenceCounter::UpdatePinnedAt(const ObjectID& id, const NodeID& node_id) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
-  it->second.pinned_at = node_id;
+  it->second.MutableDetails().pinned_at = node_id;
   return true;
 }
 
@@ -411,7 +430,7 @@ bool ReferenceCounter::UpdateSpilledUrl(const ObjectID& id, const std::string& u
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
-  it->second.spilled_url = url;
+  it->second.MutableDetails().spilled_url = url;
   return true;
 }
 
@@ -435,7 +454,7 @@ absl::StatusOr<Address> ReferenceCounter::GetOwner(const ObjectID& id) const {
   absl::MutexLock lock(&mu_);
   const Entry* e = FindLocked(id);
   if (e == nullptr) return absl::NotFoundError("object " + id.Hex() + " is not referenced");
-  return e->owner;
+  return OwnerOf(*e);
 }
 
 absl::Status ReferenceCounter::GetOwnerStatus(const ObjectID& id) const {
@@ -443,7 +462,7 @@ absl::Status ReferenceCounter::GetOwnerStatus(const ObjectID& id) const {
   const Entry* e = FindLocked(id);
   if (e == nullptr) return absl::NotFoundError("object " + id.Hex() + " is not referenced");
   if (e->owner_dead) {
-    return absl::UnavailableError("owner died: owner " + e->owner.ToString() + " of object " +
+    return absl::UnavailableError("owner died: owner " + OwnerOf(*e).ToString() + " of object " +
                                   id.Hex() + " is dead");
   }
   return absl::OkStatus();
@@ -460,19 +479,20 @@ std::vector<NodeID> ReferenceCounter::GetLocations(const ObjectID& id) const {
   absl::MutexLock lock(&mu_);
   const Entry* e = FindLocked(id);
   if (e == nullptr) return {};
-  return std::vector<NodeID>(e->locations.begin(), e->locations.end());
+  const Details& details = DetailsOf(*e);
+  return std::vector<NodeID>(details.locations.begin(), details.locations.end());
 }
 
 std::optional<NodeID> ReferenceCounter::GetPinnedAt(const ObjectID& id) const {
   absl::MutexLock lock(&mu_);
   const Entry* e = FindLocked(id);
-  return e == nullptr ? std::nullopt : e->pinned_at;
+  return e == nullptr ? std::nullopt : DetailsOf(*e).pinned_at;
 }
 
 std::string ReferenceCounter::GetSpilledUrl(const ObjectID& id) const {
   absl::MutexLock lock(&mu_);
   const Entry* e = FindLocked(id);
-  return e == nullptr ? std::string() : e->spilled_url;
+  return e == nullptr ? std::string() : DetailsOf(*e).spilled_url;
 }
 
 int64_t ReferenceCounter::GetSizeBytes(const ObjectID& id) const {
@@ -502,13 +522,18 @@ int64_t ReferenceCounter::LineageRefCount(const ObjectID& id) const {
 size_t ReferenceCounter::NumBorrowers(const ObjectID& id) const {
   absl::MutexLock lock(&mu_);
   const Entry* e = FindLocked(id);
-  return e == nullptr ? 0 : e->borrowers.size();
+  return e == nullptr ? 0 : DetailsOf(*e).borrowers.size();
 }
 
 size_t ReferenceCounter::NumContainedIn(const ObjectID& id) const {
   absl::MutexLock lock(&mu_);
   const Entry* e = FindLocked(id);
-  return e == nullptr ? 0 : e->contained_in.size();
+  return e == nullptr ? 0 : DetailsOf(*e).contained_in.size();
+}
+
+size_t ReferenceCounter::TableCapacity() const {
+  absl::MutexLock lock(&mu_);
+  return objects_.capacity();
 }
 
 }  // namespace manta::core

@@ -49,12 +49,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -214,34 +216,55 @@ class ReferenceCounter {
   int64_t LineageRefCount(const ObjectID& id) const;
   size_t NumBorrowers(const ObjectID& id) const;
   size_t NumContainedIn(const ObjectID& id) const;
+  // Slots allocated in the table (it shrinks once mostly empty: table_shrink.h).
+  size_t TableCapacity() const;
 
  private:
-  struct Entry {
-    bool owned_by_us = false;
-    Address owner;
-    bool owner_dead = false;
-    int64_t local_ref_count = 0;
-    int64_t submitted_task_ref_count = 0;
-    int64_t lineage_ref_count = 0;
+  // What only some objects need: a borrowed object's owner, borrowers, nested refs,
+  // copies in plasma, a spill URL, pending WaitForRefRemoved replies. Kept out of
+  // Entry so that the entry of a plain task return is a few words: a million tasks
+  // in flight are a million entries.
+  struct Details {
+    // Set only when the owner is another process (objects we own are owned by self_).
+    std::optional<Address> owner;
     absl::flat_hash_set<Address> borrowers;
     absl::flat_hash_set<ObjectID> contained_in;
     absl::flat_hash_set<ObjectID> contains;
     absl::flat_hash_set<NodeID> locations;
     std::optional<NodeID> pinned_at;
     std::string spilled_url;
-    int64_t size_bytes = -1;
-    State state = State::kPending;
-    // Set once the entry went out of scope and only lineage keeps it.
-    bool out_of_scope = false;
     // Borrower side: pending HandleWaitForRefRemoved replies.
     std::vector<WaitReply> wait_replies;
   };
+  struct Entry {
+    int64_t local_ref_count = 0;
+    int64_t submitted_task_ref_count = 0;
+    int64_t lineage_ref_count = 0;
+    int64_t size_bytes = -1;
+    State state = State::kPending;
+    bool owned_by_us = false;
+    bool owner_dead = false;
+    // Set once the entry went out of scope and only lineage keeps it.
+    bool out_of_scope = false;
+    std::unique_ptr<Details> details;  // null until something above is needed
+
+    Details& MutableDetails() {
+      if (!details) details = std::make_unique<Details>();
+      return *details;
+    }
+  };
+  // The details of `e`, or an empty set of them.
+  static const Details& DetailsOf(const Entry& e);
 
   // Work collected under the mutex and run after it is released.
   struct Deferred {
     std::vector<std::function<void()>> actions;
-    void Run();
+    // Due on_object_out_of_scope / on_object_freed calls, made after the actions
+    // (kept apart: one object freed is the common case, and costs no allocation).
+    absl::InlinedVector<ObjectID, 1> out_of_scope;
+    absl::InlinedVector<ObjectID, 1> freed;
   };
+  void Run(Deferred& deferred) const;
 
   // Records `borrower` for `id`; if we own it, arranges a WaitForRefRemoved.
   void AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower, Deferred& deferred,
@@ -251,14 +274,17 @@ class ReferenceCounter {
                        const absl::Status& status, std::vector<BorrowedRef> new_borrowers);
   // Re-evaluates `id` after a count dropped: answers waiting owners, releases nested
   // refs, fires callbacks and erases the entry as due (cascading to inner objects).
+  // May shrink the table: references into objects_ are invalid afterwards.
   void ReleaseIfUnusedLocked(const ObjectID& id, Deferred& deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static bool HeldLocally(const Entry& e) {
-    return e.local_ref_count > 0 || e.submitted_task_ref_count > 0 ||
-           !e.contained_in.empty();
+    return e.local_ref_count > 0 || e.submitted_task_ref_count > 0 || !DetailsOf(e).contained_in.empty();
   }
-  static bool InScope(const Entry& e) { return HeldLocally(e) || !e.borrowers.empty(); }
+  static bool InScope(const Entry& e) { return HeldLocally(e) || !DetailsOf(e).borrowers.empty(); }
   const Entry* FindLocked(const ObjectID& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  const Address& OwnerOf(const Entry& e) const {
+    return e.details && e.details->owner ? *e.details->owner : self_;
+  }
 
   const Address self_;
   BorrowerClientInterface* const borrower_client_;

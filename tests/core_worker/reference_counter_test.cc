@@ -668,5 +668,35 @@ TEST_F(ReferenceCounterTest, WaitForRefRemovedAfterTheOuterIsGoneRepliesAtOnce) 
   EXPECT_EQ(rc_.NumObjects(), 0u);
 }
 
+TEST_F(ReferenceCounterTest, OwnerOfOwnedAndBorrowedObjects) {
+  ObjectID mine = Owned();
+  Address other = MakeAddress(6201);
+  ObjectID theirs = Borrowed(other);
+  ObjectID recorded_for_other = ObjectID::FromRandom();
+  ASSERT_TRUE(rc_.AddOwnedObject(recorded_for_other, other, {}));
+  EXPECT_EQ(rc_.GetOwner(mine).value(), self_);
+  EXPECT_EQ(rc_.GetOwner(theirs).value(), other);
+  EXPECT_EQ(rc_.GetOwner(recorded_for_other).value(), other);
+}
+
+TEST_F(ReferenceCounterTest, TableShrinksOnceABurstIsFreed) {
+  const size_t empty_capacity = rc_.TableCapacity();
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < 100000; ++i) ids.push_back(Owned());
+  const size_t burst_capacity = rc_.TableCapacity();
+  EXPECT_GE(burst_capacity, ids.size());
+  // All but the last ten go: the table gives its slots back, and what is left works.
+  for (size_t i = 0; i + 10 < ids.size(); ++i) rc_.RemoveLocalReference(ids[i]);
+  EXPECT_EQ(rc_.NumObjects(), 10u);
+  EXPECT_LT(rc_.TableCapacity(), burst_capacity / 16);
+  for (size_t i = ids.size() - 10; i < ids.size(); ++i) {
+    EXPECT_EQ(rc_.LocalRefCount(ids[i]), 1);
+    rc_.RemoveLocalReference(ids[i]);
+    EXPECT_EQ(Freed(ids[i]), 1);
+  }
+  EXPECT_EQ(rc_.NumObjects(), 0u);
+  EXPECT_LE(rc_.TableCapacity(), std::max<size_t>(empty_capacity, 4096));
+}
+
 }  // namespace
 }  // namespace manta::core
