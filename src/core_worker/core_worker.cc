@@ -208,7 +208,7 @@ absl::Status CoreWorker::Connect() {
   reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
   task_manager_ = std::make_unique<TaskManager>(
       memory_store_, *reference_counter_,
-      [this](const rpc::TaskSpec& spec) {
+      [this](const TaskSpecPtr& spec) {
         loop_.Post("CoreWorker.Resubmit", [this, spec] { ResolveAndSubmit(spec); });
       },
       config.max_lineage_bytes);
@@ -466,7 +466,9 @@ rpc::TaskSpec CoreWorker::NewTaskSpec(rpc::TaskType type, const TaskID& task_id,
   spec.set_task_id(task_id.Binary());
   spec.set_job_id(options_.job_id.Binary());
   spec.set_parent_task_id(parent.Binary());
-  *spec.mutable_caller_address() = rpc_address_;
+  // Normal tasks leave the caller out: the submitter adds it to each push (one
+  // address copy less per pending task and per kept lineage record).
+  if (type != rpc::NORMAL_TASK) *spec.mutable_caller_address() = rpc_address_;
   spec.set_function_name(function_name);
   spec.set_num_returns(1);
   return spec;
@@ -477,9 +479,11 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
   reference_counter_->AddLocalReference(return_id);
   reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
-  task_manager_->AddPendingTask(spec, std::move(arg_ids));
+  // One copy of the spec, shared by the task manager and the submitter.
+  auto shared = std::make_shared<const rpc::TaskSpec>(std::move(spec));
+  task_manager_->AddPendingTask(shared, std::move(arg_ids));
   // On this thread: when a worker (or the actor) has room the task goes to its socket now.
-  ResolveAndSubmit(std::move(spec));
+  ResolveAndSubmit(std::move(shared));
   return return_id;
 }
 
@@ -490,15 +494,19 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, NextTaskIndex());
   rpc::TaskSpec spec = NewTaskSpec(rpc::NORMAL_TASK, task_id, parent, function_name);
   spec.set_max_retries(max_retries < 0 ? static_cast<int>(options_.config.task_max_retries) : max_retries);
-  spec.set_name(name);
+  if (!name.empty()) spec.set_name(name);
   for (const auto& [resource, quantity] : resources) (*spec.mutable_required_resources())[resource] = quantity;
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
   return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
 }
 
-void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
-  for (rpc::TaskArg& arg : *spec.mutable_args()) {
+void CoreWorker::ResolveAndSubmit(TaskSpecPtr spec) {
+  // Inlining works on a copy: the task manager keeps the spec as submitted (a retry
+  // resolves its arguments again).
+  std::shared_ptr<rpc::TaskSpec> resolved;
+  for (int i = 0; i < spec->args_size(); ++i) {
+    const rpc::TaskArg& arg = spec->args(i);
     if (!arg.is_ref() || !arg.data().empty() || arg.ref().object_id().empty()) continue;
     ObjectID id = ObjectID::FromBinary(arg.ref().object_id());
     if (!reference_counter_->IsOwnedByUs(id)) continue;  // the worker asks the owner
@@ -506,37 +514,41 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec) {
     if (!value) {
       // Pending (its task runs): wait below. Otherwise its value was freed while only
       // lineage kept it (a task being run again needs it again): rebuild it first.
-      RecoverObject(id, nullptr, "needed again as an argument of " + spec.function_name());
+      RecoverObject(id, nullptr, "needed again as an argument of " + spec->function_name());
       value = memory_store_.GetIfExists(id);  // arrived meanwhile, or an error if it cannot be rebuilt
     }
     if (!value) {
       // Wait for this dependency, then look at the spec again.
-      auto shared = std::make_shared<rpc::TaskSpec>(std::move(spec));
-      memory_store_.GetAsync(id, [this, shared](StoredObjectPtr) {
-        loop_.Post("CoreWorker.DependencyReady", [this, shared] { ResolveAndSubmit(std::move(*shared)); });
+      memory_store_.GetAsync(id, [this, spec](StoredObjectPtr) {
+        loop_.Post("CoreWorker.DependencyReady", [this, spec] { ResolveAndSubmit(spec); });
       });
       return;
     }
     if (!value->error.ok()) {
       // A failed dependency fails the task with the same error.
-      FailBeforeDispatch(spec, ToErrorInfo(*value));
+      FailBeforeDispatch(*spec, ToErrorInfo(*value));
       return;
     }
     if (!value->in_plasma) {
-      arg.set_data(value->data);
-      arg.set_metadata(value->metadata);
+      if (!resolved) {
+        resolved = std::make_shared<rpc::TaskSpec>(*spec);
+        spec = resolved;
+      }
+      rpc::TaskArg* inlined = resolved->mutable_args(i);
+      inlined->set_data(value->data);
+      inlined->set_metadata(value->metadata);
     }
   }
   Dispatch(std::move(spec));
 }
 
-void CoreWorker::Dispatch(rpc::TaskSpec spec) {
-  switch (spec.type()) {
+void CoreWorker::Dispatch(TaskSpecPtr spec) {
+  switch (spec->type()) {
     case rpc::ACTOR_TASK:
-      actor_submitter_->Resolved(std::move(spec));
+      actor_submitter_->Resolved(*spec);
       return;
     case rpc::ACTOR_CREATION_TASK:
-      SendCreateActor(spec);
+      SendCreateActor(*spec);
       return;
     default:
       submitter_->Submit(std::move(spec));

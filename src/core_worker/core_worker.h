@@ -187,14 +187,15 @@ class CoreWorker {
   // Adds the arguments to `spec`, collecting the ids whose submitted-task references
   // the task holds. INVALID_ARGUMENT for a ref unknown here.
   absl::Status AddArgs(rpc::TaskSpec* spec, std::vector<TaskArgInput>& args, std::vector<ObjectID>* arg_ids);
-  // A spec with the fields every task has (ids, caller, one return).
+  // A spec with the fields every task has (ids, one return, and the caller but for
+  // normal tasks, whose pushes carry it).
   rpc::TaskSpec NewTaskSpec(rpc::TaskType type, const TaskID& task_id, const TaskID& parent,
                             const std::string& function_name) const;
   // Records a task (normal or actor call) this process owns the return of, and
   // submits it; returns the return's id carrying one local reference.
   ObjectID SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids);
   // A task whose arguments are resolved goes to its submitter (by type).
-  void Dispatch(rpc::TaskSpec spec);
+  void Dispatch(TaskSpecPtr spec);
   // A task that cannot run because an argument failed with `error`.
   void FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error);
   // Actors: follow an actor's state from the GCS (once per actor). Any thread.
@@ -217,7 +218,7 @@ class CoreWorker {
   uint64_t NextTaskIndex();
   uint64_t NextPutIndex();
   // Resolves owned by-ref arguments (inlining small ready values), then submits.
-  void ResolveAndSubmit(rpc::TaskSpec spec);
+  void ResolveAndSubmit(TaskSpecPtr spec);
   // Reads the replies of this process's task channels (any thread, non-blocking).
   // Returns true when anything was read; *in_flight tells whether any push awaits
   // replies.

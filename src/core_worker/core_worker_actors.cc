@@ -76,7 +76,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
       if (s.ok()) {
         actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
                                         [this, actor_id](absl::Status) { RefreshActor(actor_id); });
-        ResolveAndSubmit(spec);
+        ResolveAndSubmit(std::make_shared<const rpc::TaskSpec>(spec));
       }
       done(s);
     });

@@ -56,22 +56,22 @@ void NormalTaskSubmitter::Run(Deferred& later) {
   later.clear();
 }
 
-void NormalTaskSubmitter::Submit(rpc::TaskSpec spec) {
+void NormalTaskSubmitter::Submit(TaskSpecPtr spec) {
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
-      TaskID task_id = TaskID::FromBinary(spec.task_id());
+      TaskID task_id = TaskID::FromBinary(spec->task_id());
       rpc::ErrorInfo error;
       error.set_type(rpc::TASK_CANCELLED);
       error.set_message("the submitting process is shutting down");
       later.push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
-      std::string key = SchedulingKey(spec.required_resources()) + "|" + spec.function_name();
+      std::string key = SchedulingKey(spec->required_resources()) + "|" + spec->function_name();
       KeyState& state = keys_[key];
       if (state.resources.empty()) {
-        state.resources = spec.required_resources();
+        state.resources = spec->required_resources();
         if (state.resources.empty()) state.resources["CPU"] = 1;
         state.shape = SchedulingKey(state.resources);
       }
@@ -124,7 +124,7 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
   *request.mutable_required_resources() = state.resources;
   request.set_grant_or_reject(grant_or_reject);
   request.set_backlog_size(static_cast<int64_t>(state.queue.size()));
-  if (!state.queue.empty()) request.set_function_name(state.queue.front().function_name());
+  if (!state.queue.empty()) request.set_function_name(state.queue.front()->function_name());
   std::weak_ptr<bool> alive = alive_;
   raylets_.Get(raylet_address)
       ->RequestWorkerLease(request, [this, alive, key, raylet_address, grant_or_reject](
@@ -204,8 +204,8 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   if (n <= 0) return;
   PushBatch batch(lease.worker.worker_id(), n, options_.max_push_bytes);
   while (!state.queue.empty()) {
-    rpc::TaskSpec& spec = state.queue.front();
-    PushBatch::Added added = batch.TryAdd(spec);
+    const rpc::TaskSpec& spec = *state.queue.front();
+    PushBatch::Added added = batch.TryAddCopy(spec, options_.self);
     if (added == PushBatch::Added::kFull) break;
     if (added == PushBatch::Added::kTooBig) {
       // Can never be sent: fail it rather than take a worker down with it.
@@ -394,13 +394,13 @@ void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconne
 
 void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message,
                                           Deferred* later) {
-  std::deque<rpc::TaskSpec> queue = std::move(state.queue);
+  std::deque<TaskSpecPtr> queue = std::move(state.queue);
   state.queue.clear();
-  for (const rpc::TaskSpec& spec : queue) {
+  for (const TaskSpecPtr& spec : queue) {
     rpc::ErrorInfo error;
     error.set_type(type);
     error.set_message(message);
-    TaskID task_id = TaskID::FromBinary(spec.task_id());
+    TaskID task_id = TaskID::FromBinary(spec->task_id());
     later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
   }
 }

@@ -61,8 +61,9 @@ class NormalTaskSubmitter {
   ~NormalTaskSubmitter();
 
   // Queues a task whose arguments are resolved, and pushes it at once when a
-  // leased worker of its key has room. Any thread.
-  void Submit(rpc::TaskSpec spec);
+  // leased worker of its key has room. The spec is shared (with the task manager),
+  // never changed; a push carries a copy. Any thread.
+  void Submit(TaskSpecPtr spec);
   // Returns every lease; later submissions fail as cancelled (shutdown). Any thread.
   void Shutdown();
 
@@ -82,7 +83,7 @@ class NormalTaskSubmitter {
     int64_t idle_since_ms = 0;  // meaningful while in_flight == 0
   };
   struct KeyState {
-    std::deque<rpc::TaskSpec> queue;
+    std::deque<TaskSpecPtr> queue;
     google::protobuf::Map<std::string, double> resources;
     std::string shape;  // SchedulingKey(resources): keys of one shape share leases
     int64_t pending_lease_requests = 0;

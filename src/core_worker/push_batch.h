@@ -79,14 +79,23 @@ class PushBatch {
   // kAdded: `spec` moved into the push (it is left empty). kFull: the push is full;
   // `spec` waits for the next one. kTooBig: `spec` alone is over the byte limit.
   Added TryAdd(rpc::TaskSpec& spec) {
-    const int64_t size = static_cast<int64_t>(spec.ByteSizeLong());
-    if (size > max_bytes_) return Added::kTooBig;
-    if (request_.tasks_size() >= max_tasks_) return Added::kFull;
-    if (request_.tasks_size() > 0 && bytes_ + size > max_bytes_) return Added::kFull;
-    bytes_ += size;
-    progress_->Add(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
-    request_.add_tasks()->Swap(&spec);
-    return Added::kAdded;
+    const Added added = Check(spec, 0);
+    if (added == Added::kAdded) request_.add_tasks()->Swap(&spec);
+    return added;
+  }
+  // The same for a spec that stays where it is (shared with the task manager): the
+  // push gets a copy, with `caller` as its caller_address (an owner's specs leave
+  // it out: it is the same for all of them).
+  Added TryAddCopy(const rpc::TaskSpec& spec, const rpc::Address& caller) {
+    // The field's tag and length, then the address.
+    const int64_t caller_bytes = 2 + static_cast<int64_t>(caller.ByteSizeLong());
+    const Added added = Check(spec, caller_bytes);
+    if (added == Added::kAdded) {
+      rpc::TaskSpec* task = request_.add_tasks();
+      *task = spec;
+      *task->mutable_caller_address() = caller;
+    }
+    return added;
   }
   bool empty() const { return request_.tasks_size() == 0; }
   int64_t size() const { return request_.tasks_size(); }
@@ -95,6 +104,18 @@ class PushBatch {
   const std::shared_ptr<PushProgress>& progress() const { return progress_; }
 
  private:
+  // Whether `spec` (with `extra_bytes` more) fits; when it does, it is counted in
+  // (the caller adds it).
+  Added Check(const rpc::TaskSpec& spec, int64_t extra_bytes) {
+    const int64_t size = static_cast<int64_t>(spec.ByteSizeLong()) + extra_bytes;
+    if (size > max_bytes_) return Added::kTooBig;
+    if (request_.tasks_size() >= max_tasks_) return Added::kFull;
+    if (request_.tasks_size() > 0 && bytes_ + size > max_bytes_) return Added::kFull;
+    bytes_ += size;
+    progress_->Add(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
+    return Added::kAdded;
+  }
+
   const int64_t max_tasks_;
   const int64_t max_bytes_;
   int64_t bytes_ = 0;

@@ -196,6 +196,8 @@ class ReferenceCounter {
   bool UpdateSpilledUrl(const ObjectID& id, const std::string& url);
 
   // --- Queries --------------------------------------------------------------
+  // This process's address (fixed at construction).
+  const Address& self() const { return self_; }
   bool HasReference(const ObjectID& id) const;
   size_t NumObjects() const;
   bool IsOwnedByUs(const ObjectID& id) const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "src/core_worker/common.h"
+#include "src/core_worker/table_shrink.h"
 
 namespace manta::core {
 
@@ -13,13 +14,19 @@ TaskManager::TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_
     : memory_store_(memory_store), reference_counter_(reference_counter), resubmit_(std::move(resubmit)),
       max_lineage_bytes_(max_lineage_bytes) {}
 
-void TaskManager::AddPendingTask(const rpc::TaskSpec& spec, std::vector<ObjectID> argument_ids) {
-  TaskID task_id = TaskID::FromBinary(spec.task_id());
+TaskSpecPtr TaskManager::Entry::NextAttempt() const {
+  auto next = std::make_shared<rpc::TaskSpec>(*spec);
+  next->set_attempt_number(spec->attempt_number() + 1);
+  return next;
+}
+
+void TaskManager::AddPendingTask(TaskSpecPtr spec, std::vector<ObjectID> argument_ids) {
+  TaskID task_id = TaskID::FromBinary(spec->task_id());
   absl::MutexLock lock(&mu_);
   Entry& e = pending_[task_id];
-  e.spec = spec;
+  e.retries_left = spec->max_retries();
+  e.spec = std::move(spec);
   e.argument_ids = std::move(argument_ids);
-  e.retries_left = spec.max_retries();
 }
 
 bool TaskManager::IsPending(const TaskID& task_id) const {
@@ -43,7 +50,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(*task_id);
     if (it == pending_.end() || it->second.completing ||
-        it->second.spec.attempt_number() != result.attempt_number()) {
+        it->second.spec->attempt_number() != result.attempt_number()) {
       VLOG(1) << "ignoring a result of task " << task_id->Hex() << " attempt " << result.attempt_number();
       return;
     }
@@ -53,7 +60,6 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     it->second = Entry();
     it->second.completing = true;
   }
-  const Address self = FromRpc(entry.spec.caller_address());
   bool failed = false;
   for (const rpc::ReturnObject& r : result.returns()) {
     auto id = ObjectID::FromBinaryChecked(r.object_id());
@@ -93,7 +99,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
       reference_counter_.AddBorrowedObject(*inner_id, FromRpc(ref.owner_address()), *id);
       inner.push_back(*inner_id);
     }
-    if (!inner.empty()) reference_counter_.AddNestedObjectIds(*id, inner, self);
+    if (!inner.empty()) reference_counter_.AddNestedObjectIds(*id, inner, reference_counter_.self());
     PutIfReferenced(*id, std::move(value));
   }
   std::vector<BorrowedRef> borrowed;
@@ -107,7 +113,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   // (lineage refs, taken before the submitted refs go) so they can be rebuilt too.
   std::vector<ObjectID> owned_args;
   // Actor calls are not run again to rebuild their returns (the actor's state moved on).
-  const bool keep_lineage = !failed && entry.spec.type() == rpc::NORMAL_TASK;
+  const bool keep_lineage = !failed && entry.spec->type() == rpc::NORMAL_TASK;
   if (keep_lineage) {
     for (const ObjectID& arg : argument_ids) {
       if (!reference_counter_.IsOwnedByUs(arg)) continue;
@@ -118,6 +124,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   {
     absl::MutexLock lock(&mu_);
     pending_.erase(*task_id);
+    ShrinkIfMostlyEmpty(pending_);
     if (keep_lineage) evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
   }
   reference_counter_.UpdateFinishedTaskReferences(argument_ids, borrowed);
@@ -132,23 +139,23 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
 }
 
 std::vector<ObjectID> TaskManager::KeepLineageLocked(Entry entry, std::vector<ObjectID> owned_args) {
-  TaskID task_id = TaskID::FromBinary(entry.spec.task_id());
+  TaskID task_id = TaskID::FromBinary(entry.spec->task_id());
   LineageEntry& kept = lineage_[task_id];
-  kept.bytes = static_cast<int64_t>(entry.spec.ByteSizeLong());
-  for (int i = 1; i <= std::max(1, entry.spec.num_returns()); ++i) {
-    kept.returns_alive.push_back(ObjectID::FromIndex(task_id, i));
-  }
+  kept.bytes = static_cast<int64_t>(entry.spec->ByteSizeLong());
+  for (int i = 1; i <= std::max(1, entry.spec->num_returns()); ++i) kept.returns_alive.push_back(i);
   kept.task = std::move(entry);
   kept.owned_args = std::move(owned_args);
   kept.seq = next_lineage_seq_++;
-  lineage_order_.emplace(kept.seq, task_id);
+  lineage_order_.emplace_back(kept.seq, task_id);
   lineage_bytes_ += kept.bytes;
   std::vector<ObjectID> released;
   while (lineage_bytes_ > max_lineage_bytes_ && !lineage_order_.empty()) {
-    TaskID oldest = lineage_order_.begin()->second;
+    const auto oldest = lineage_order_.front();
+    lineage_order_.pop_front();
+    if (!IsKeptLocked(oldest)) continue;
     LOG_EVERY_N(WARNING, 1000) << "lineage over max_lineage_bytes (" << max_lineage_bytes_
                                << "): dropping the oldest; objects made by those tasks can no longer be rebuilt";
-    std::vector<ObjectID> args = DropLineageLocked(oldest);
+    std::vector<ObjectID> args = DropLineageLocked(oldest.second);
     released.insert(released.end(), args.begin(), args.end());
   }
   return released;
@@ -159,9 +166,27 @@ std::vector<ObjectID> TaskManager::DropLineageLocked(const TaskID& task_id) {
   if (it == lineage_.end()) return {};
   std::vector<ObjectID> args = std::move(it->second.owned_args);
   lineage_bytes_ -= it->second.bytes;
-  lineage_order_.erase(it->second.seq);
   lineage_.erase(it);
+  ShrinkIfMostlyEmpty(lineage_);
+  CompactLineageOrderLocked();
   return args;
+}
+
+bool TaskManager::IsKeptLocked(const std::pair<uint64_t, TaskID>& item) const {
+  auto it = lineage_.find(item.second);
+  return it != lineage_.end() && it->second.seq == item.first;
+}
+
+void TaskManager::CompactLineageOrderLocked() {
+  // Tasks mostly go in the order they were kept: their items leave from the front.
+  while (!lineage_order_.empty() && !IsKeptLocked(lineage_order_.front())) lineage_order_.pop_front();
+  // Out of order: rebuilt once at most half its items are live (amortized O(1)).
+  if (lineage_order_.size() <= 2 * lineage_.size() + 1024) return;
+  std::deque<std::pair<uint64_t, TaskID>> live;
+  for (const auto& item : lineage_order_) {
+    if (IsKeptLocked(item)) live.push_back(item);
+  }
+  lineage_order_.swap(live);
 }
 
 void TaskManager::OnObjectFreed(const ObjectID& id) {
@@ -171,7 +196,7 @@ void TaskManager::OnObjectFreed(const ObjectID& id) {
     auto it = lineage_.find(id.Task());
     if (it == lineage_.end()) return;
     auto& alive = it->second.returns_alive;
-    alive.erase(std::remove(alive.begin(), alive.end(), id), alive.end());
+    alive.erase(std::remove(alive.begin(), alive.end(), id.Index()), alive.end());
     if (!alive.empty()) return;
     released = DropLineageLocked(id.Task());
   }
@@ -181,7 +206,7 @@ void TaskManager::OnObjectFreed(const ObjectID& id) {
 TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const StoredObjectPtr& stale,
                                                       std::string* why) {
   const TaskID task_id = id.Task();
-  rpc::TaskSpec spec;
+  TaskSpecPtr spec;
   std::vector<ObjectID> argument_ids;
   std::vector<ObjectID> owned_args;
   {
@@ -198,11 +223,11 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
     }
     Entry& task = it->second.task;
     if (task.retries_left == 0) {
-      *why = "its task " + task_id.Hex() + " (" + task.spec.function_name() + ") has no retries left";
+      *why = "its task " + task_id.Hex() + " (" + task.spec->function_name() + ") has no retries left";
       return Recovery::kImpossible;
     }
     if (task.retries_left > 0) --task.retries_left;
-    task.spec.set_attempt_number(task.spec.attempt_number() + 1);
+    task.spec = task.NextAttempt();
     spec = task.spec;
     argument_ids = task.argument_ids;
     Entry pending = std::move(task);
@@ -213,9 +238,9 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
   // Submitted refs replace the lineage refs (taken first: nothing goes in between).
   reference_counter_.UpdateSubmittedTaskReferences(argument_ids);
   for (const ObjectID& arg : owned_args) reference_counter_.RemoveLineageReference(arg);
-  for (int i = 1; i <= std::max(1, spec.num_returns()); ++i) memory_store_.Delete({ObjectID::FromIndex(task_id, i)});
+  for (int i = 1; i <= std::max(1, spec->num_returns()); ++i) memory_store_.Delete({ObjectID::FromIndex(task_id, i)});
   LOG(INFO) << "rebuilding object " << id.Hex() << ": running task " << task_id.Hex() << " ("
-            << spec.function_name() << ") again, attempt " << spec.attempt_number();
+            << spec->function_name() << ") again, attempt " << spec->attempt_number();
   resubmit_(spec);
   return Recovery::kResubmitted;
 }
@@ -230,34 +255,40 @@ int64_t TaskManager::LineageBytes() const {
   return lineage_bytes_;
 }
 
+size_t TaskManager::TableCapacity() const {
+  absl::MutexLock lock(&mu_);
+  return pending_.capacity() + lineage_.capacity();
+}
+
 bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type,
                                   const std::string& message) {
-  rpc::TaskSpec resubmit;
+  TaskSpecPtr resubmit;
   Entry failed;
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(task_id);
-    if (it == pending_.end() || it->second.completing || it->second.spec.attempt_number() != attempt) return false;
+    if (it == pending_.end() || it->second.completing || it->second.spec->attempt_number() != attempt) return false;
     Entry& e = it->second;
     if (e.retries_left != 0) {  // negative = retry forever
       if (e.retries_left > 0) --e.retries_left;
-      e.spec.set_attempt_number(e.spec.attempt_number() + 1);
+      e.spec = e.NextAttempt();
       resubmit = e.spec;
     } else {
       failed = std::move(e);
       pending_.erase(it);
+      ShrinkIfMostlyEmpty(pending_);
     }
   }
-  if (!resubmit.task_id().empty()) {
-    LOG(INFO) << "retrying task " << task_id.Hex() << " (" << resubmit.function_name() << "), attempt "
-              << resubmit.attempt_number() << ": " << message;
+  if (resubmit) {
+    LOG(INFO) << "retrying task " << task_id.Hex() << " (" << resubmit->function_name() << "), attempt "
+              << resubmit->attempt_number() << ": " << message;
     resubmit_(resubmit);
     return true;
   }
   rpc::ErrorInfo error;
   error.set_type(type);
-  error.set_message(message + " (task " + task_id.Hex() + ", function " + failed.spec.function_name() +
-                    ", after " + std::to_string(failed.spec.attempt_number() + 1) + " attempts)");
+  error.set_message(message + " (task " + task_id.Hex() + ", function " + failed.spec->function_name() +
+                    ", after " + std::to_string(failed.spec->attempt_number() + 1) + " attempts)");
   StoreErrorAndRelease(std::move(failed), error);
   return false;
 }
@@ -270,6 +301,7 @@ void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
     if (it == pending_.end() || it->second.completing) return;
     failed = std::move(it->second);
     pending_.erase(it);
+    ShrinkIfMostlyEmpty(pending_);
   }
   StoreErrorAndRelease(std::move(failed), error);
 }
@@ -282,8 +314,8 @@ void TaskManager::PutIfReferenced(const ObjectID& id, StoredObjectPtr value) {
 }
 
 void TaskManager::StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error) {
-  TaskID task_id = TaskID::FromBinary(entry.spec.task_id());
-  for (int i = 1; i <= entry.spec.num_returns(); ++i) {
+  TaskID task_id = TaskID::FromBinary(entry.spec->task_id());
+  for (int i = 1; i <= entry.spec->num_returns(); ++i) {
     ObjectID id = ObjectID::FromIndex(task_id, i);
     reference_counter_.UpdateObjectFailed(id);
     PutIfReferenced(id, MakeErrorObject(error));

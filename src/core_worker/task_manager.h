@@ -16,17 +16,27 @@
 // kept are capped at max_lineage_bytes; beyond it the oldest are dropped and their
 // returns can no longer be rebuilt.
 //
+// A spec is held by a shared pointer to const: the task manager, the submitter's queue
+// and the lineage share one copy per task. A retry makes a new spec with the next
+// attempt number rather than change the shared one.
+//
+// Memory: the tables shrink once mostly empty (table_shrink.h), so a burst of a
+// million tasks leaves no million-slot tables behind.
+//
 // Threading: thread-safe (one absl::Mutex); the memory store and reference counter
 // are called outside it. `resubmit` runs on the thread that reported the failure.
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/id.h"
@@ -35,14 +45,17 @@
 
 namespace manta::core {
 
+// A task's spec as submitted; never changed once shared.
+using TaskSpecPtr = std::shared_ptr<const rpc::TaskSpec>;
+
 class TaskManager {
  public:
-  using Resubmit = std::function<void(const rpc::TaskSpec& spec)>;
+  using Resubmit = std::function<void(const TaskSpecPtr& spec)>;
   TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit,
               int64_t max_lineage_bytes = int64_t{1} << 30);
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
-  void AddPendingTask(const rpc::TaskSpec& spec, std::vector<ObjectID> argument_ids);
+  void AddPendingTask(TaskSpecPtr spec, std::vector<ObjectID> argument_ids);
   bool IsPending(const TaskID& task_id) const;
   size_t NumPending() const;
 
@@ -77,24 +90,29 @@ class TaskManager {
 
   size_t NumLineage() const;
   int64_t LineageBytes() const;
+  // Slots allocated by the pending and lineage tables (tests: they shrink).
+  size_t TableCapacity() const;
 
  private:
   struct Entry {
-    rpc::TaskSpec spec;
+    TaskSpecPtr spec;
     std::vector<ObjectID> argument_ids;
     int retries_left = 0;
     // A result is being stored: the task is still pending (readers wait, recovery
     // does nothing) but no retry or failure may touch it. The spec was moved out.
     bool completing = false;
+    // Retries: the spec of the next attempt (a copy of `spec`, one attempt on).
+    TaskSpecPtr NextAttempt() const;
   };
   struct LineageEntry {
     Entry task;
     // The arguments we own, each holding a lineage reference for this entry.
     std::vector<ObjectID> owned_args;
-    // Returns still known to the reference counter; the entry goes with the last.
-    std::vector<ObjectID> returns_alive;
+    // Indexes of the returns still known to the reference counter; the entry goes
+    // with the last.
+    absl::InlinedVector<uint32_t, 2> returns_alive;
     int64_t bytes = 0;
-    uint64_t seq = 0;  // key in lineage_order_
+    uint64_t seq = 0;  // its place in lineage_order_
   };
   void StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error);
   // Keeps a finished task's spec; returns the argument ids whose lineage references
@@ -102,6 +120,10 @@ class TaskManager {
   std::vector<ObjectID> KeepLineageLocked(Entry entry, std::vector<ObjectID> owned_args)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<ObjectID> DropLineageLocked(const TaskID& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether lineage_order_'s item (seq, task) is still a kept task.
+  bool IsKeptLocked(const std::pair<uint64_t, TaskID>& item) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the items of tasks no longer kept from lineage_order_ when they are many.
+  void CompactLineageOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores a return value unless the object is no longer referenced.
   void PutIfReferenced(const ObjectID& id, StoredObjectPtr value);
 
@@ -112,8 +134,9 @@ class TaskManager {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TaskID, Entry> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TaskID, LineageEntry> lineage_ ABSL_GUARDED_BY(mu_);
-  // Kept tasks, oldest first, for eviction.
-  std::map<uint64_t, TaskID> lineage_order_ ABSL_GUARDED_BY(mu_);
+  // Kept tasks, oldest first, for eviction: (seq, task). A dropped task's item stays
+  // until it reaches the front or a compaction (a task kept again gets a new seq).
+  std::deque<std::pair<uint64_t, TaskID>> lineage_order_ ABSL_GUARDED_BY(mu_);
   uint64_t next_lineage_seq_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lineage_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -47,7 +47,7 @@ class SubmitterTest : public ::testing::Test {
         }),
         self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()},
         refs_(self_, &borrowers_),
-        tasks_(store_, refs_, [this](const rpc::TaskSpec& spec) { submitter_->Submit(spec); }) {
+        tasks_(store_, refs_, [this](const TaskSpecPtr& spec) { submitter_->Submit(spec); }) {
     SubmitterOptions options;
     options.job_id = JobID::FromInt(1);
     options.self = ToRpc(self_);
@@ -76,8 +76,9 @@ class SubmitterTest : public ::testing::Test {
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
-    tasks_.AddPendingTask(spec, {});
-    submitter_->Submit(spec);
+    auto shared = std::make_shared<const rpc::TaskSpec>(std::move(spec));
+    tasks_.AddPendingTask(shared, {});
+    submitter_->Submit(shared);
     loop_.RunUntilIdle();
     return id;
   }

@@ -31,6 +31,28 @@ TEST(PushBatchTest, FillsUpToTheTaskAndByteLimitsAndRefusesWhatNeverFits) {
   EXPECT_NE(TooBigForAPush(huge, "task f", 1000).message().find("over the limit of 1000"), std::string::npos);
 }
 
+TEST(PushBatchTest, ACopiedSpecStaysAsItIsAndThePushCarriesTheCaller) {
+  rpc::Address caller;
+  caller.set_ip_address("10.0.0.1");
+  caller.set_port(4321);
+  caller.set_worker_id(std::string(28, 'w'));
+  const int64_t caller_bytes = 2 + static_cast<int64_t>(caller.ByteSizeLong());
+  const rpc::TaskSpec a = Spec(1, 100);
+  const int64_t a_bytes = static_cast<int64_t>(a.ByteSizeLong());
+  // Room for `a` alone, but not with its caller.
+  PushBatch tight("worker", 10, a_bytes + caller_bytes - 1);
+  EXPECT_EQ(tight.TryAddCopy(a, caller), PushBatch::Added::kTooBig);
+  PushBatch batch("worker", 10, 10000);
+  EXPECT_EQ(batch.TryAddCopy(a, caller), PushBatch::Added::kAdded);
+  EXPECT_EQ(a.ByteSizeLong(), static_cast<size_t>(a_bytes));  // untouched
+  EXPECT_FALSE(a.has_caller_address());
+  rpc::PushTaskRequest request = batch.TakeRequest();
+  ASSERT_EQ(request.tasks_size(), 1);
+  EXPECT_EQ(request.tasks(0).task_id(), a.task_id());
+  EXPECT_EQ(request.tasks(0).caller_address().port(), 4321);
+  EXPECT_EQ(static_cast<int64_t>(request.tasks(0).ByteSizeLong()), a_bytes + caller_bytes);
+}
+
 TEST(PushProgressTest, CountsResultsAndHandsBackWhatWasNeverAnswered) {
   PushProgress progress;
   for (int i = 0; i < 4; ++i) progress.Add(TaskID::FromRandom(), i);

@@ -19,7 +19,7 @@ class TaskManagerTest : public ::testing::Test {
  protected:
   explicit TaskManagerTest(int64_t max_lineage_bytes = int64_t{1} << 30)
       : refs_(self_, &borrowers_),
-        tasks_(store_, refs_, [this](const rpc::TaskSpec& spec) { resubmitted_.push_back(spec); },
+        tasks_(store_, refs_, [this](const TaskSpecPtr& spec) { resubmitted_.push_back(*spec); },
                max_lineage_bytes) {
     refs_.SetOnObjectFreed([this](const ObjectID& id) { tasks_.OnObjectFreed(id); });
   }
@@ -28,23 +28,29 @@ class TaskManagerTest : public ::testing::Test {
   // return id, which holds one local ref.
   ObjectID Submit(const std::vector<ObjectID>& args = {}, int max_retries = 3) {
     TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
+    rpc::TaskSpec spec = MakeSpec(task_id, self_, args, max_retries);
+    ObjectID id = ObjectID::FromIndex(task_id, 1);
+    refs_.AddOwnedObject(id, self_, {});
+    refs_.AddLocalReference(id);
+    refs_.UpdateSubmittedTaskReferences(args);
+    last_spec_ = std::make_shared<const rpc::TaskSpec>(spec);
+    tasks_.AddPendingTask(last_spec_, args);
+    return id;
+  }
+  static rpc::TaskSpec MakeSpec(const TaskID& task_id, const Address& caller, const std::vector<ObjectID>& args = {},
+                                int max_retries = 3) {
     rpc::TaskSpec spec;
     spec.set_task_id(task_id.Binary());
     spec.set_function_name("f");
     spec.set_num_returns(1);
     spec.set_max_retries(max_retries);
-    *spec.mutable_caller_address() = ToRpc(self_);
+    *spec.mutable_caller_address() = ToRpc(caller);
     for (const ObjectID& arg : args) {
       rpc::TaskArg* a = spec.add_args();
       a->set_is_ref(true);
       a->mutable_ref()->set_object_id(arg.Binary());
     }
-    ObjectID id = ObjectID::FromIndex(task_id, 1);
-    refs_.AddOwnedObject(id, self_, {});
-    refs_.AddLocalReference(id);
-    refs_.UpdateSubmittedTaskReferences(args);
-    tasks_.AddPendingTask(spec, args);
-    return id;
+    return spec;
   }
   void Finish(const ObjectID& id, int attempt = 0) {
     rpc::TaskResult result;
@@ -64,6 +70,7 @@ class TaskManagerTest : public ::testing::Test {
   ReferenceCounter refs_;
   MemoryStore store_;
   std::vector<rpc::TaskSpec> resubmitted_;
+  TaskSpecPtr last_spec_;  // as the last Submit() shared it with the task manager
   TaskManager tasks_;
   TaskID root_ = TaskID::ForDriver(JobID::FromInt(1));
   uint64_t counter_ = 0;
@@ -191,6 +198,68 @@ TEST_F(TaskManagerTest, PutsAndTasksOutOfRetriesCannotBeRebuilt) {
   EXPECT_EQ(tasks_.ResubmitForRecovery(x, store_.GetIfExists(x), &why), TaskManager::Recovery::kImpossible);
   EXPECT_NE(why.find("no retries left"), std::string::npos) << why;
   refs_.RemoveLocalReference(x);
+}
+
+TEST_F(TaskManagerTest, ARetryLeavesTheSharedSpecAsItWas) {
+  ObjectID x = Submit();
+  TaskSpecPtr shared = last_spec_;
+  EXPECT_TRUE(tasks_.RetryOrFailTask(x.Task(), 0, rpc::WORKER_DIED, "worker died"));
+  ASSERT_EQ(resubmitted_.size(), 1u);
+  EXPECT_EQ(resubmitted_[0].attempt_number(), 1);
+  EXPECT_EQ(shared->attempt_number(), 0);  // a submitter's queue may still hold it
+  Finish(x, /*attempt=*/1);
+  EXPECT_EQ(tasks_.NumLineage(), 1u);
+  std::string why;
+  ASSERT_EQ(tasks_.ResubmitForRecovery(x, store_.GetIfExists(x), &why), TaskManager::Recovery::kResubmitted);
+  EXPECT_EQ(resubmitted_.back().attempt_number(), 2);
+  EXPECT_EQ(shared->attempt_number(), 0);
+}
+
+TEST_F(TaskManagerTest, TablesShrinkOnceABurstIsFreed) {
+  const size_t empty_capacity = tasks_.TableCapacity();
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < 20000; ++i) ids.push_back(Submit());
+  const size_t pending_capacity = tasks_.TableCapacity();
+  EXPECT_GE(pending_capacity, ids.size());
+  for (const ObjectID& id : ids) Finish(id);
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+  EXPECT_EQ(tasks_.NumLineage(), ids.size());
+  // Freed out of order (odd ones backwards first), as a program may drop them.
+  for (size_t i = ids.size(); i-- > 0;) {
+    if (i % 2 == 1) refs_.RemoveLocalReference(ids[i]);
+  }
+  EXPECT_EQ(tasks_.NumLineage(), ids.size() / 2);
+  for (size_t i = 0; i < ids.size(); i += 2) refs_.RemoveLocalReference(ids[i]);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+  EXPECT_EQ(tasks_.LineageBytes(), 0);
+  EXPECT_LE(tasks_.TableCapacity(), std::max<size_t>(empty_capacity, 2 * 4096));
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+// Room for three kept records.
+class ThreeRecordLineageTest : public TaskManagerTest {
+ protected:
+  ThreeRecordLineageTest()
+      : TaskManagerTest(3 * static_cast<int64_t>(
+                                MakeSpec(TaskID::ForDriver(JobID::FromInt(1)),
+                                         Address{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()})
+                                    .ByteSizeLong())) {}
+};
+
+TEST_F(ThreeRecordLineageTest, EvictionSkipsRecordsAlreadyDropped) {
+  ObjectID a = Submit(), b = Submit(), c = Submit(), d = Submit(), e = Submit();
+  Finish(a);
+  Finish(b);
+  Finish(c);
+  refs_.RemoveLocalReference(b);  // b's record goes out of order
+  EXPECT_EQ(tasks_.NumLineage(), 2u);
+  Finish(d);
+  EXPECT_EQ(tasks_.NumLineage(), 3u);
+  Finish(e);  // over the cap: the oldest kept record (a) goes, not c
+  EXPECT_EQ(tasks_.NumLineage(), 3u);
+  std::string why;
+  EXPECT_EQ(tasks_.ResubmitForRecovery(a, store_.GetIfExists(a), &why), TaskManager::Recovery::kImpossible);
+  EXPECT_EQ(tasks_.ResubmitForRecovery(c, store_.GetIfExists(c), &why), TaskManager::Recovery::kResubmitted);
 }
 
 class SmallLineageTest : public TaskManagerTest {
