@@ -50,6 +50,11 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
 
 namespace {
 
+// How often the loop looks whether a burst of freed objects is over, and how many
+// freed objects make one (memory_releaser.h): ~100 MB of task entries and values.
+constexpr int64_t kReleaseMemoryCheckMs = 250;
+constexpr int64_t kReleaseMemoryMinFrees = 100000;
+
 // The CoreWorkerService front: every handler runs on the loop. (Tasks do not come
 // this way: they travel over the task channel.)
 class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackService {
@@ -117,7 +122,8 @@ rpc::ClientOptions MakeClientOptions(const Config& config) {
 }  // namespace
 
 CoreWorker::CoreWorker(CoreWorkerOptions options)
-    : options_(std::move(options)), loop_(options_.config.slow_handler_warn_ms) {
+    : options_(std::move(options)), loop_(options_.config.slow_handler_warn_ms),
+      memory_releaser_(kReleaseMemoryMinFrees, &MemoryReleaser::TrimHeap) {
   if (options_.worker_id.IsNil()) options_.worker_id = WorkerID::FromRandom();
   DisableMutexDeadlockDetection();
 }
@@ -206,6 +212,8 @@ absl::Status CoreWorker::Connect() {
   reference_counter_ = std::make_unique<ReferenceCounter>(self_, borrower_client_.get());
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
   reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
+  release_timer_ =
+      loop_.RunEvery("CoreWorker.ReleaseMemory", kReleaseMemoryCheckMs, [this] { memory_releaser_.Check(); });
   task_manager_ = std::make_unique<TaskManager>(
       memory_store_, *reference_counter_,
       [this](const TaskSpecPtr& spec) {
@@ -606,7 +614,7 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
   });
   // Freed between the ownership check and the registration: answer now.
   if (!reference_counter_->IsOwnedByUs(object_id)) {
-    memory_store_.ResolveAsyncWaiters(object_id, FreedObject(object_id));
+    memory_store_.ResolveAsyncWaiters(object_id, [&object_id] { return FreedObject(object_id); });
   }
 }
 

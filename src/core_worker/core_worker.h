@@ -54,6 +54,7 @@
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/actor_call_order.h"
 #include "src/core_worker/core_worker_types.h"
+#include "src/core_worker/memory_releaser.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/normal_task_submitter.h"
@@ -309,6 +310,10 @@ class CoreWorker {
   absl::flat_hash_map<ObjectID, std::vector<std::string>> copies_ ABSL_GUARDED_BY(free_mu_);
   // Borrowed ids we asked the owner about (loop thread).
   absl::flat_hash_set<ObjectID> owner_requests_;
+  // Gives the heap back to the OS once a burst of freed objects is over (a loop
+  // timer checks; the timer goes before the releaser).
+  MemoryReleaser memory_releaser_;
+  std::unique_ptr<Timer> release_timer_;
 
   // Worker mode: finished results not yet sent to their owners, in order. The
   // execution thread sends them when it runs out of input; a loop timer sends them

@@ -351,6 +351,7 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectID>& ids, int num_obj
 }
 
 void CoreWorker::OnObjectFreed(const ObjectID& id) {
+  memory_releaser_.NoteFreed();
   FreeValue(id);
   std::optional<ActorID> out_of_scope;
   {
@@ -396,7 +397,7 @@ void CoreWorker::FreeValue(const ObjectID& id) {
   StoredObjectPtr obj = memory_store_.GetIfExists(id);
   memory_store_.Delete({id});
   // Borrowers still asking about it (GetObjectStatus) get their answer now.
-  memory_store_.ResolveAsyncWaiters(id, FreedObject(id));
+  memory_store_.ResolveAsyncWaiters(id, [&id] { return FreedObject(id); });
   std::vector<std::string> copies;
   {
     absl::MutexLock lock(&free_mu_);

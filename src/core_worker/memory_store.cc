@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "src/core_worker/table_shrink.h"
+
 namespace manta::core {
 
 bool MemoryStore::Put(const ObjectID& id, StoredObjectPtr object) {
@@ -12,11 +14,13 @@ bool MemoryStore::Put(const ObjectID& id, StoredObjectPtr object) {
     if (auto w = blocking_waiters_.find(id); w != blocking_waiters_.end()) {
       for (auto& [waiter, count] : w->second) waiter->remaining -= count;
       blocking_waiters_.erase(w);
+      ShrinkIfMostlyEmpty(blocking_waiters_);
     }
     auto it = async_waiters_.find(id);
     if (it != async_waiters_.end()) {
       callbacks = std::move(it->second);
       async_waiters_.erase(it);
+      ShrinkIfMostlyEmpty(async_waiters_);
     }
   }
   // Blocked Get()s re-check their condition when the mutex is released.
@@ -57,6 +61,7 @@ std::vector<StoredObjectPtr> MemoryStore::Get(const std::vector<ObjectID>& ids, 
                  list.end());
       if (list.empty()) blocking_waiters_.erase(it);
     }
+    ShrinkIfMostlyEmpty(blocking_waiters_);
   }
   std::vector<StoredObjectPtr> out;
   out.reserve(ids.size());
@@ -95,9 +100,10 @@ bool MemoryStore::Contains(const ObjectID& id) const {
 void MemoryStore::Delete(const std::vector<ObjectID>& ids) {
   absl::MutexLock lock(&mu_);
   for (const auto& id : ids) objects_.erase(id);
+  ShrinkIfMostlyEmpty(objects_);
 }
 
-void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value) {
+void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, absl::FunctionRef<StoredObjectPtr()> value) {
   std::vector<std::function<void(StoredObjectPtr)>> callbacks;
   {
     absl::MutexLock lock(&mu_);
@@ -105,8 +111,10 @@ void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value)
     if (it == async_waiters_.end()) return;
     callbacks = std::move(it->second);
     async_waiters_.erase(it);
+    ShrinkIfMostlyEmpty(async_waiters_);
   }
-  for (auto& cb : callbacks) cb(value);
+  StoredObjectPtr v = value();
+  for (auto& cb : callbacks) cb(v);
 }
 
 void MemoryStore::ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(const ObjectID&)>& value) {
@@ -124,6 +132,11 @@ void MemoryStore::ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(con
 size_t MemoryStore::Size() const {
   absl::MutexLock lock(&mu_);
   return objects_.size();
+}
+
+size_t MemoryStore::TableCapacity() const {
+  absl::MutexLock lock(&mu_);
+  return objects_.capacity() + blocking_waiters_.capacity() + async_waiters_.capacity();
 }
 
 }  // namespace manta::core

@@ -6,7 +6,8 @@
 // requested object is present or the timeout passes; GetAsync runs a callback once
 // one object is present. Threading: every method is thread-safe (one absl::Mutex);
 // callbacks run on the thread that made the object available (Put), or inline when
-// it already was, always outside the mutex.
+// it already was, always outside the mutex. The tables shrink once mostly empty
+// (table_shrink.h).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "src/common/id.h"
@@ -70,13 +72,15 @@ class MemoryStore {
   bool Contains(const ObjectID& id) const;
   // Forgets the values (pending async callbacks stay registered for a later Put).
   void Delete(const std::vector<ObjectID>& ids);
-  // Runs the async callbacks waiting for `id` with `value`, without storing it (an
+  // Runs the async callbacks waiting for `id` with `value()`, without storing it (an
   // object freed before its value came: nobody else will be told). Blocked Gets
-  // keep waiting.
-  void ResolveAsyncWaiters(const ObjectID& id, StoredObjectPtr value);
+  // keep waiting. `value` is called only when there are callbacks.
+  void ResolveAsyncWaiters(const ObjectID& id, absl::FunctionRef<StoredObjectPtr()> value);
   // Runs every pending GetAsync callback with `value(id)` (shutdown).
   void ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(const ObjectID&)>& value);
   size_t Size() const;
+  // Slots allocated by the store's tables (tests: they shrink).
+  size_t TableCapacity() const;
 
  private:
   // A blocked Get: how many more of its positions must become present. Put

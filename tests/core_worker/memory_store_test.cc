@@ -218,7 +218,15 @@ TEST(MemoryStoreTest, ResolveAsyncWaitersAnswersWithoutStoring) {
   store.GetAsync(id, [&](StoredObjectPtr v) { seen = std::move(v); });
   auto freed = std::make_shared<StoredObject>();
   freed->error = absl::InternalError("freed");
-  store.ResolveAsyncWaiters(id, freed);
+  int made = 0;
+  auto make_freed = [&] {
+    ++made;
+    return freed;
+  };
+  store.ResolveAsyncWaiters(ObjectID::FromRandom(), make_freed);  // nobody waits: no value made
+  EXPECT_EQ(made, 0);
+  store.ResolveAsyncWaiters(id, make_freed);
+  EXPECT_EQ(made, 1);
   ASSERT_NE(seen, nullptr);
   EXPECT_FALSE(seen->error.ok());
   EXPECT_FALSE(store.Contains(id));
@@ -228,6 +236,22 @@ TEST(MemoryStoreTest, ResolveAsyncWaitersAnswersWithoutStoring) {
   value->data = "v";
   EXPECT_TRUE(store.Put(id, value));
   EXPECT_EQ(seen, nullptr);
+}
+
+TEST(MemoryStoreTest, TablesShrinkOnceABurstIsGone) {
+  MemoryStore store;
+  const size_t empty_capacity = store.TableCapacity();
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < 50000; ++i) ids.push_back(ObjectID::FromRandom());
+  // A Get that times out leaves no waiters behind, and their table shrinks too.
+  EXPECT_EQ(store.Get(ids, ids.size(), 1)[0], nullptr);
+  for (const ObjectID& id : ids) store.Put(id, Value("x"));
+  EXPECT_GE(store.TableCapacity(), ids.size());
+  std::vector<ObjectID> all_but_one(ids.begin(), ids.end() - 1);
+  store.Delete(all_but_one);
+  EXPECT_EQ(store.Size(), 1u);
+  EXPECT_EQ(store.GetIfExists(ids.back())->data, "x");
+  EXPECT_LE(store.TableCapacity(), std::max<size_t>(empty_capacity, 3 * 4096));
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+#include "src/core_worker/memory_releaser.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <utility>
+
+namespace manta::core {
+
+MemoryReleaser::MemoryReleaser(int64_t min_frees, std::function<void()> release)
+    : min_frees_(min_frees), release_(std::move(release)) {}
+
+bool MemoryReleaser::Check() {
+  const int64_t freed = freed_.load(std::memory_order_relaxed);
+  const int64_t in_last_period = freed - freed_at_last_check_;
+  const int64_t since_release = freed - freed_at_last_release_;
+  freed_at_last_check_ = freed;
+  if (since_release < min_frees_ || in_last_period * 16 > since_release) return false;
+  freed_at_last_release_ = freed;
+  release_();
+  return true;
+}
+
+void MemoryReleaser::TrimHeap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace manta::core

@@ -1,0 +1,43 @@
+// MemoryReleaser: gives the memory of a finished burst of work back to the OS.
+//
+// When a million tasks' entries are freed, glibc keeps the freed blocks in its
+// arenas and the process stays gigabytes larger than before the burst, unless
+// malloc_trim is called. Trimming walks the whole heap, and the pages it releases
+// fault back in when they are used again, so it is done only once a burst is over:
+// when at least `min_frees` objects were freed since the last release and the last
+// check period freed less than 1/16 of them. A process working at a steady rate
+// reuses the memory it frees and is released at most every 16 periods.
+//
+// Threading: NoteFreed on any thread (a relaxed atomic, on the path that frees an
+// object); Check on one thread (a timer on the core worker's loop), which also runs
+// `release`.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+namespace manta::core {
+
+class MemoryReleaser {
+ public:
+  // `release` returns the free memory (the core worker's: malloc_trim).
+  MemoryReleaser(int64_t min_frees, std::function<void()> release);
+
+  void NoteFreed() { freed_.fetch_add(1, std::memory_order_relaxed); }
+  // Called every check period: releases when a burst of frees is over. Returns true
+  // when it did.
+  bool Check();
+
+  // Returns free heap memory to the OS now (malloc_trim where glibc provides it).
+  static void TrimHeap();
+
+ private:
+  const int64_t min_frees_;
+  const std::function<void()> release_;
+  std::atomic<int64_t> freed_{0};
+  int64_t freed_at_last_check_ = 0;
+  int64_t freed_at_last_release_ = 0;
+};
+
+}  // namespace manta::core
