@@ -103,7 +103,7 @@ void BenchCluster::WaitForPrefault() const {
       rpc::GetNodeStatsReply stats;
       if (!stub->GetNodeStats(&ctx, rpc::GetNodeStatsRequest(), &stats).ok()) Die("GetNodeStats");
       const auto& o = stats.usage().object_store();
-      if (o.prefaulted_bytes() >= o.capacity_bytes()) break;
+      if (o.prefaulted_bytes() >= o.prefault_target_bytes()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

@@ -4,9 +4,10 @@
 // cluster, a million small objects held at once, a long chain of ref arguments, and
 // tasks spilling over a 3-node cluster. Prints one JSON object.
 //
-//   scale_bench [--only section,section] [--runs N] [--max-in-flight N]
+//   scale_bench [--only section,section] [--runs N] [--max-in-flight N] [--actors N]
 //
-// Sections: stalls, in_flight (includes after_big_run), startup, puts, chain, nodes.
+// Sections: stalls, in_flight (includes after_big_run), startup, puts, chain, nodes,
+// actors.
 // Each section runs in a fresh driver process (this binary again, with --section),
 // since several figures are about what happens the first time in a process. Most use
 // the private cluster ray::Init() starts (2 CPUs); `nodes` starts its own with the
@@ -47,7 +48,14 @@ long IncB(long x) { return x + 1; }
 long IncC(long x) { return x + 1; }
 long IncD(long x) { return x + 1; }
 int Noop() { return 0; }
-RAY_REMOTE(Sq, Add2, Inc, IncA, IncB, IncC, IncD, Noop);
+
+class Sink {
+ public:
+  static Sink* Create() { return new Sink(); }
+  int Small() { return 0; }
+};
+
+RAY_REMOTE(Sq, Add2, Inc, IncA, IncB, IncC, IncD, Noop, Sink::Create, &Sink::Small);
 
 double Ms(Clock::time_point t0) { return Since(t0) * 1000; }
 
@@ -230,9 +238,12 @@ void InFlight(int runs, long max_n, Results* out) {
   out->emplace_back("shutdown_after_big_run_s", Since(t0));
 }
 
-// ray::Init() of a private cluster, then 400,000 async no-op tasks at once.
-void Startup(Results* out) {
-  for (bool prefault : {true, false}) {
+// ray::Init() of a private cluster, then 400,000 async no-op tasks at once; with the
+// default pre-faulting and with none, alternately (`runs` times each, medians).
+void Startup(int runs, Results* out) {
+  std::vector<double> seconds[2], rss[2];
+  for (int r = 0; r < 2 * runs; ++r) {
+    const bool prefault = r % 2 == 0;
     if (!prefault) setenv("MANTA_object_store_prefault_bytes", "0", 1);
     auto t0 = Clock::now();
     Init();
@@ -241,14 +252,16 @@ void Startup(Results* out) {
     for (int i = 0; i < 400000; ++i) refs.push_back(ray::Task(Noop).Remote());
     ray::Get(refs);
     refs.clear();
-    const double seconds = Since(t0);
+    seconds[prefault].push_back(Since(t0));
     std::this_thread::sleep_for(std::chrono::seconds(2));  // idle
-    const double rss = PrivateClusterResidentBytes() / 1e6;
+    rss[prefault].push_back(PrivateClusterResidentBytes() / 1e6);
     ray::Shutdown();
-    out->emplace_back(prefault ? "init_then_400k_async_s" : "init_then_400k_async_no_prefault_s", seconds);
-    out->emplace_back(prefault ? "idle_private_cluster_rss_mb" : "idle_private_cluster_rss_no_prefault_mb", rss);
     unsetenv("MANTA_object_store_prefault_bytes");
   }
+  out->emplace_back("init_then_400k_async_s", Median(seconds[1]));
+  out->emplace_back("idle_private_cluster_rss_mb", Median(rss[1]));
+  out->emplace_back("init_then_400k_async_no_prefault_s", Median(seconds[0]));
+  out->emplace_back("idle_private_cluster_rss_no_prefault_mb", Median(rss[0]));
 }
 
 // 1,000,000 small ray::Put()s held at once.
@@ -312,15 +325,46 @@ void Nodes(int runs, Results* out) {
   }
 }
 
+// `n` actors (0 CPUs each, as many as this machine's memory holds: each is a
+// worker process), each awaited by a call; then calls spread over all of them.
+void Actors(long n, Results* out) {
+  Init();
+  const int64_t before = PrivateClusterResidentBytes();
+  auto t0 = Clock::now();
+  std::vector<ray::ActorHandle<Sink>> actors;
+  actors.reserve(n);
+  for (long i = 0; i < n; ++i) actors.push_back(ray::Actor(Sink::Create).SetResource("CPU", 0).Remote());
+  std::vector<ray::ObjectRef<int>> first;
+  for (auto& actor : actors) first.push_back(actor.Task(&Sink::Small).Remote());
+  ray::Get(first);
+  out->emplace_back("actors_created", static_cast<double>(n));
+  out->emplace_back("actor_creations_per_s", n / Since(t0));
+  out->emplace_back("cluster_bytes_per_actor", static_cast<double>(PrivateClusterResidentBytes() - before) / n);
+  std::vector<double> rates;
+  for (int r = 0; r < 3; ++r) {
+    const long calls = std::max<long>(100000, 10 * n);
+    std::vector<ray::ObjectRef<int>> refs;
+    refs.reserve(calls);
+    auto t1 = Clock::now();
+    for (long i = 0; i < calls; ++i) refs.push_back(actors[i % n].Task(&Sink::Small).Remote());
+    ray::Get(refs);
+    rates.push_back(calls / Since(t1));
+  }
+  out->emplace_back("actor_calls_async_all_alive_per_s", Median(rates));
+  actors.clear();
+  ray::Shutdown();
+}
+
 int RunSection(const std::string& section, const manta::bench::BenchFlags& o) {
   Results results;
   const int runs = std::stoi(o.Value("--runs", "5"));
   if (section == "stalls") Stalls(runs, &results);
   if (section == "in_flight") InFlight(runs, std::stol(o.Value("--max-in-flight", "1000000")), &results);
-  if (section == "startup") Startup(&results);
+  if (section == "startup") Startup(std::min(runs, 3), &results);
   if (section == "puts") Puts(&results);
   if (section == "chain") Chain(&results);
   if (section == "nodes") Nodes(runs, &results);
+  if (section == "actors") Actors(std::stol(o.Value("--actors", "1000")), &results);
   for (const auto& [name, value] : results) std::printf("%s %.6g\n", name.c_str(), value);
   return 0;
 }
@@ -337,7 +381,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Results results;
-  for (const std::string section : {"stalls", "in_flight", "startup", "puts", "chain", "nodes"}) {
+  for (const std::string section : {"stalls", "in_flight", "startup", "puts", "chain", "nodes", "actors"}) {
     if (!o.Want(section)) continue;
     std::string cmd = "'" + manta::SelfExecutablePath() + "' --section=" + section;
     for (const auto& [name, value] : o.others) cmd += " " + name + "=" + value;

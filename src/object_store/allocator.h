@@ -36,6 +36,10 @@ class Allocator {
   int64_t largest_free_block() const;
   size_t num_free_blocks() const { return free_by_offset_.size(); }
   size_t num_allocations() const { return allocated_.size(); }
+  // End of the highest block in use (0 when none): nothing above it holds data.
+  int64_t allocated_end() const {
+    return allocated_.empty() ? 0 : allocated_.rbegin()->first + allocated_.rbegin()->second;
+  }
 
   static int64_t RoundUp(int64_t size_bytes);
 

@@ -7,6 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <linux/falloc.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -66,13 +70,16 @@ void Arena::PrefaultMain() {
   sched_param param{};
   pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
   for (;;) {
-    int64_t from = prefaulted_.load(std::memory_order_relaxed);
-    int64_t to;
+    int64_t from = 0;
+    int64_t to = 0;
+    uint64_t generation = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || target_ > from; });
+      cv_.wait(lock, [&] { return stop_ || target_ > prefaulted_.load(std::memory_order_relaxed); });
       if (stop_) return;
+      from = prefaulted_.load(std::memory_order_relaxed);
       to = std::min(target_, from + kPrefaultChunk);
+      generation = generation_;
     }
     // MADV_POPULATE_WRITE never changes contents, so it is safe next to clients'
     // writes. Kernels before 5.14 lack it: there the arena faults on first use.
@@ -82,7 +89,7 @@ void Arena::PrefaultMain() {
     {
       // Under the lock, so a waiter cannot miss the wake-up between its check and wait.
       std::lock_guard<std::mutex> lock(mu_);
-      prefaulted_.store(to, std::memory_order_release);
+      if (generation == generation_) prefaulted_.store(to, std::memory_order_release);
     }
     cv_.notify_all();
   }
@@ -94,6 +101,41 @@ void Arena::PrefaultUpTo(int64_t end_offset) {
     std::lock_guard<std::mutex> lock(mu_);
     if (end_offset <= target_) return;
     target_ = end_offset;
+  }
+  cv_.notify_all();
+}
+
+int64_t Arena::prefault_target() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return target_;
+}
+
+void Arena::PopulatedElsewhere(int64_t offset, int64_t end) {
+  end = std::min(capacity_, end / kPage * kPage);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t front = prefaulted_.load(std::memory_order_relaxed);
+    if (front < offset || front >= end) return;
+    prefaulted_.store(end, std::memory_order_release);
+    target_ = std::max(target_, end);
+    ++generation_;  // a chunk being populated inside the block does not move the front back
+  }
+  cv_.notify_all();
+}
+
+void Arena::ReleaseFrom(int64_t offset) {
+  offset = std::clamp<int64_t>((offset + kPage - 1) / kPage * kPage, 0, capacity_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target_ = std::min(target_, offset);
+    if (prefaulted_.load(std::memory_order_relaxed) > offset) prefaulted_.store(offset, std::memory_order_release);
+    ++generation_;
+  }
+  // Punching a hole in the memfd frees its pages in every process that maps it; a
+  // chunk the populating thread is working on meanwhile may stay resident (not
+  // counted as populated) until the next release.
+  if (offset < capacity_ && fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, capacity_ - offset) != 0) {
+    LOG_FIRST_N(WARNING, 1) << "cannot give object store memory back: " << std::strerror(errno);
   }
   cv_.notify_all();
 }

@@ -101,7 +101,7 @@ void ObjectStore::ExpireCreates() {
 
 std::optional<int64_t> ObjectStore::AllocateWithEviction(int64_t size) {
   std::optional<int64_t> offset = AllocateAndEvict(size);
-  if (offset && options_.on_allocate) options_.on_allocate(*offset + size);
+  if (offset && options_.on_allocate) options_.on_allocate(*offset, size);
   return offset;
 }
 

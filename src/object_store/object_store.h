@@ -58,8 +58,8 @@ struct ObjectStoreStats {
 struct ObjectStoreOptions {
   int64_t create_timeout_ms = 10000;
   int64_t spill_min_bytes = 100 << 20;
-  // Called with the end offset of every new allocation (to pre-fault ahead of it).
-  std::function<void(int64_t end_offset)> on_allocate;
+  // Called with the offset and size of every new allocation (to pre-fault ahead of it).
+  std::function<void(int64_t offset, int64_t size)> on_allocate;
 };
 
 class ObjectStore {
@@ -104,6 +104,8 @@ class ObjectStore {
   void Unpin(const ObjectID& id);
 
   ObjectStoreStats Stats() const;
+  // End of the highest allocation in use: the arena above it holds no data.
+  int64_t allocated_end() const { return allocator_.allocated_end(); }
   uint8_t* base() const { return base_; }
   // References `client` holds on `id` (tests, debugging).
   int64_t RefCount(const ObjectID& id) const;

@@ -14,6 +14,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/util.h"
 #include "src/object_store/arena.h"
+#include "src/object_store/arena_pager.h"
 #include "src/object_store/object_store.h"
 #include "src/object_store/spiller.h"
 #include "src/object_store/store_server.h"
@@ -127,21 +128,20 @@ int main(int argc, char** argv) {
   auto arena = manta::object_store::Arena::Create(store_bytes);
   if (!arena.ok()) return Fail(std::string(arena.status().message()));
   // Pages are allocated and zeroed in the background, at idle priority, so that
-  // writes into the store do not pay for it (ARCHITECTURE §8). By default the whole
-  // arena, but never more than half of the memory still available, so several
-  // nodes started on one machine cannot commit it all between them.
-  int64_t prefault = config->object_store_prefault_bytes < 0 ? (*arena)->capacity()
-                                                             : config->object_store_prefault_bytes;
-  if (config->object_store_prefault_bytes < 0) {
-    prefault = std::min(prefault, manta::raylet::DetectAvailableMemoryBytes() / 2);
-  }
-  (*arena)->PrefaultUpTo(prefault);
+  // writes into the store do not pay for it: a window ahead of the data, grown as
+  // objects arrive and given back when unused (ARCHITECTURE §8). -1 asks for the
+  // whole arena at start, but never more than half of the memory still available,
+  // so several nodes started on one machine cannot commit it all between them.
+  int64_t window = config->object_store_prefault_bytes;
+  if (window < 0) window = std::min((*arena)->capacity(), manta::raylet::DetectAvailableMemoryBytes() / 2);
+  manta::object_store::ArenaPager pager(**arena, window, config->object_store_release_idle_ms);
   std::string private_dir = session_dir.empty() ? "/tmp/manta_raylet_" + std::to_string(getpid()) : session_dir;
   std::string spill_dir = !config->object_spilling_dir.empty() ? config->object_spilling_dir : private_dir + "/spill";
   manta::object_store::FileSpiller spiller(loop, spill_dir, static_cast<int>(config->object_spilling_threads));
   manta::object_store::ObjectStoreOptions store_options;
   store_options.create_timeout_ms = config->object_store_full_timeout_ms;
   store_options.spill_min_bytes = config->object_spilling_min_bytes;
+  store_options.on_allocate = [&pager](int64_t offset, int64_t size) { pager.OnAllocate(offset, size); };
   manta::object_store::ObjectStore store(loop, (*arena)->capacity(), store_options, &spiller, (*arena)->base());
   if (store_socket.empty()) store_socket = private_dir + "/store.sock";
   if (store_socket.size() >= manta::object_store::kMaxSocketPathBytes) {
@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
     LOG(INFO) << "store socket path " << store_socket << " is too long for a Unix socket; using " << short_path;
     store_socket = short_path;
   }
+  auto pager_timer = loop.RunEvery("ArenaPager.Tick", 1000, [&pager, &store] {
+    pager.Tick(store.allocated_end(), manta::MonotonicMs());
+  });
   manta::object_store::StoreServer store_server(loop, store, **arena, store_socket);
   if (auto s = store_server.Start(); !s.ok()) return Fail(std::string(s.message()));
   manta::raylet::ObjectManagerOptions om_options;

@@ -262,7 +262,10 @@ rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
     o->set_spilled_bytes_total(s.spilled_bytes_total);
     o->set_restored_bytes_total(s.restored_bytes_total);
     o->set_evicted_bytes_total(s.evicted_bytes_total);
-    if (arena_ != nullptr) o->set_prefaulted_bytes(arena_->prefaulted_bytes());
+    if (arena_ != nullptr) {
+      o->set_prefaulted_bytes(arena_->prefaulted_bytes());
+      o->set_prefault_target_bytes(arena_->prefault_target());
+    }
     if (object_manager_ != nullptr) {
       o->set_pulled_bytes_total(object_manager_->bytes_pulled_total());
       o->set_served_bytes_total(object_manager_->bytes_served_total());

@@ -190,7 +190,7 @@ class ObjectChunkFuzzTest : public ::testing::Test {
   void SetUp() override {
     memory_.assign(kCapacity + kGuardBytes, kPattern);
     object_store::ObjectStoreOptions options;
-    options.on_allocate = [this](int64_t end_offset) { allocation_end_ = end_offset; };
+    options.on_allocate = [this](int64_t offset, int64_t size) { allocation_end_ = offset + size; };
     store_ = std::make_unique<ObjectStore>(loop_, kCapacity, options, nullptr, memory_.data());
     ObjectManagerOptions om_options;
     om_options.chunk_bytes = 64 << 10;

@@ -777,16 +777,22 @@ TEST_F(ObjectStoreTest, SealServesWaitingGetBeforeEviction) {
   EXPECT_FALSE(create->done);
 }
 
-TEST_F(ObjectStoreTest, OnAllocateGetsTheEndOffset) {
-  std::vector<int64_t> ends;
+TEST_F(ObjectStoreTest, OnAllocateGetsEachBlockAndAllocatedEndFollowsTheData) {
+  std::vector<std::pair<int64_t, int64_t>> blocks;
   ObjectStoreOptions options;
-  options.on_allocate = [&](int64_t end_offset) { ends.push_back(end_offset); };
+  options.on_allocate = [&](int64_t offset, int64_t size) { blocks.emplace_back(offset, size); };
   MakeStore(options);
+  EXPECT_EQ(store_->allocated_end(), 0);
   absl::StatusOr<ObjectLocation> a = Create(kWriter, Id(1), 100);
   absl::StatusOr<ObjectLocation> b = Create(kWriter, Id(2), 1000);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(ends, (std::vector<int64_t>{a->offset + 100, b->offset + 1000}));
+  EXPECT_EQ(blocks, (std::vector<std::pair<int64_t, int64_t>>{{a->offset, 100}, {b->offset, 1000}}));
   EXPECT_EQ(b->offset, 128);
+  EXPECT_EQ(store_->allocated_end(), 128 + Allocator::RoundUp(1000));
+  // The highest object gone, the data ends where the first one does.
+  ASSERT_TRUE(store_->Seal(kWriter, Id(2), /*release=*/true).ok());
+  store_->Delete({Id(2)});
+  EXPECT_EQ(store_->allocated_end(), Allocator::RoundUp(100));
 }
 
 }  // namespace

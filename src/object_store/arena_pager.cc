@@ -1,0 +1,33 @@
+#include "src/object_store/arena_pager.h"
+
+#include <algorithm>
+
+namespace manta::object_store {
+
+ArenaPager::ArenaPager(PagedMemory& memory, int64_t window, int64_t release_after_ms)
+    : memory_(memory), window_(std::clamp<int64_t>(window, 0, memory.capacity())), release_after_ms_(release_after_ms) {
+  memory_.PrefaultUpTo(window_);
+}
+
+void ArenaPager::OnAllocate(int64_t offset, int64_t size) {
+  if (window_ == 0) return;
+  const int64_t end = offset + size;
+  if (size >= kClientPopulatesBytes) memory_.PopulatedElsewhere(offset, end);
+  const int64_t wanted = std::min(memory_.capacity(), end + window_);
+  if (wanted > memory_.prefault_target()) memory_.PrefaultUpTo(wanted);
+}
+
+void ArenaPager::Tick(int64_t allocated_end, int64_t now_ms) {
+  if (release_after_ms_ <= 0) return;
+  const int64_t needed = std::min(memory_.capacity(), allocated_end + window_);
+  if (memory_.prefault_target() <= needed + window_) {
+    excess_since_ms_ = -1;
+    return;
+  }
+  if (excess_since_ms_ < 0) excess_since_ms_ = now_ms;
+  if (now_ms - excess_since_ms_ < release_after_ms_) return;
+  memory_.ReleaseFrom(needed);
+  excess_since_ms_ = -1;
+}
+
+}  // namespace manta::object_store

@@ -1,0 +1,53 @@
+// ArenaPager: how much of the object store's arena is kept populated (ARCHITECTURE §8).
+//
+// Populating pages ahead of writes keeps small puts from faulting, but populating
+// the whole arena at start costs a core for seconds and commits gigabytes that a
+// program running small tasks never uses. So the pager keeps the populated front
+// `window` bytes ahead of the highest allocation, moving with it. A block of at
+// least kClientPopulatesBytes is populated by the client that writes it (it maps
+// its pages anyway, ObjectStoreClient::Create), so the front skips over it rather
+// than populate the same pages at the same time. Populated pages more than twice
+// the window beyond the data, unneeded for `release_after_ms`, are given back.
+//
+// Loop thread only (the arena does the populating on its own thread).
+#pragma once
+
+#include <cstdint>
+
+namespace manta::object_store {
+
+// What the pager needs of an Arena (a fake in tests).
+class PagedMemory {
+ public:
+  virtual ~PagedMemory() = default;
+  virtual int64_t capacity() const = 0;
+  virtual int64_t prefault_target() const = 0;
+  virtual void PrefaultUpTo(int64_t end_offset) = 0;
+  // [offset, end) gets populated by someone else: a front inside it moves to `end`.
+  virtual void PopulatedElsewhere(int64_t offset, int64_t end) = 0;
+  virtual void ReleaseFrom(int64_t offset) = 0;
+};
+
+class ArenaPager {
+ public:
+  // Same as ObjectStoreClient::kPopulateMinBytes.
+  static constexpr int64_t kClientPopulatesBytes = 1 << 20;
+
+  // `window` 0: nothing is populated ahead. `release_after_ms` 0: nothing is given back.
+  ArenaPager(PagedMemory& memory, int64_t window, int64_t release_after_ms);
+
+  // A block [offset, offset + size) was allocated.
+  void OnAllocate(int64_t offset, int64_t size);
+  // Periodically: `allocated_end` is where the data in the arena ends now.
+  void Tick(int64_t allocated_end, int64_t now_ms);
+
+  int64_t window() const { return window_; }
+
+ private:
+  PagedMemory& memory_;
+  const int64_t window_;
+  const int64_t release_after_ms_;
+  int64_t excess_since_ms_ = -1;  // since when more is populated than needed; -1: not
+};
+
+}  // namespace manta::object_store
