@@ -72,6 +72,22 @@ int64_t ResidentBytes(pid_t pid) {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
+// Proportional set size of a process in bytes (shared pages divided among their
+// users), 0 when it is gone.
+int64_t ProportionalBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string key;
+  int64_t kb = 0;
+  while (in >> key) {
+    if (key == "Pss:") {
+      in >> kb;
+      return kb * 1024;
+    }
+    in.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
 // The pids of this driver's private cluster (from its session's pid files) and every
 // process they started (workers).
 std::vector<pid_t> PrivateClusterPids() {
@@ -118,6 +134,12 @@ std::vector<pid_t> PrivateClusterPids() {
 int64_t PrivateClusterResidentBytes() {
   int64_t total = 0;
   for (pid_t pid : PrivateClusterPids()) total += ResidentBytes(pid);
+  return total;
+}
+
+int64_t PrivateClusterProportionalBytes() {
+  int64_t total = 0;
+  for (pid_t pid : PrivateClusterPids()) total += ProportionalBytes(pid);
   return total;
 }
 
@@ -330,6 +352,7 @@ void Nodes(int runs, Results* out) {
 void Actors(long n, Results* out) {
   Init();
   const int64_t before = PrivateClusterResidentBytes();
+  const int64_t before_pss = PrivateClusterProportionalBytes();
   auto t0 = Clock::now();
   std::vector<ray::ActorHandle<Sink>> actors;
   actors.reserve(n);
@@ -339,7 +362,9 @@ void Actors(long n, Results* out) {
   ray::Get(first);
   out->emplace_back("actors_created", static_cast<double>(n));
   out->emplace_back("actor_creations_per_s", n / Since(t0));
-  out->emplace_back("cluster_bytes_per_actor", static_cast<double>(PrivateClusterResidentBytes() - before) / n);
+  out->emplace_back("cluster_rss_bytes_per_actor", static_cast<double>(PrivateClusterResidentBytes() - before) / n);
+  out->emplace_back("cluster_pss_bytes_per_actor",
+                    static_cast<double>(PrivateClusterProportionalBytes() - before_pss) / n);
   std::vector<double> rates;
   for (int r = 0; r < 3; ++r) {
     const long calls = std::max<long>(100000, 10 * n);
