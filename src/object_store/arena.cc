@@ -110,19 +110,6 @@ int64_t Arena::prefault_target() const {
   return target_;
 }
 
-void Arena::PopulatedElsewhere(int64_t offset, int64_t end) {
-  end = std::min(capacity_, end / kPage * kPage);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const int64_t front = prefaulted_.load(std::memory_order_relaxed);
-    if (front < offset || front >= end) return;
-    prefaulted_.store(end, std::memory_order_release);
-    target_ = std::max(target_, end);
-    ++generation_;  // a chunk being populated inside the block does not move the front back
-  }
-  cv_.notify_all();
-}
-
 void Arena::ReleaseFrom(int64_t offset) {
   offset = std::clamp<int64_t>((offset + kPage - 1) / kPage * kPage, 0, capacity_);
   {

@@ -43,8 +43,6 @@ class Arena : public PagedMemory {
   int64_t prefaulted_bytes() const { return prefaulted_.load(std::memory_order_acquire); }
   // Where the populated front is headed (what PrefaultUpTo and ReleaseFrom asked).
   int64_t prefault_target() const override;
-  // [offset, end) is populated by a client: a populated front inside it skips to `end`.
-  void PopulatedElsewhere(int64_t offset, int64_t end) override;
   // Gives the pages of [offset, capacity) back to the system (their contents become
   // zeros) and lowers the target to `offset`. REQUIRES: no object lies there.
   void ReleaseFrom(int64_t offset) override;

@@ -11,10 +11,12 @@ ArenaPager::ArenaPager(PagedMemory& memory, int64_t window, int64_t release_afte
 
 void ArenaPager::OnAllocate(int64_t offset, int64_t size) {
   if (window_ == 0) return;
-  const int64_t end = offset + size;
-  if (size >= kClientPopulatesBytes) memory_.PopulatedElsewhere(offset, end);
-  const int64_t wanted = std::min(memory_.capacity(), end + window_);
-  if (wanted > memory_.prefault_target()) memory_.PrefaultUpTo(wanted);
+  const int64_t wanted = offset + size + window_;
+  if (wanted <= memory_.prefault_target()) return;
+  // In steps: a stream of small objects wakes the populating thread once per step,
+  // not once per object.
+  const int64_t step = std::max<int64_t>(kStepBytes, window_ / 4);
+  memory_.PrefaultUpTo(std::min(memory_.capacity(), (wanted + step - 1) / step * step));
 }
 
 void ArenaPager::Tick(int64_t allocated_end, int64_t now_ms) {

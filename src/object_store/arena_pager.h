@@ -3,11 +3,9 @@
 // Populating pages ahead of writes keeps small puts from faulting, but populating
 // the whole arena at start costs a core for seconds and commits gigabytes that a
 // program running small tasks never uses. So the pager keeps the populated front
-// `window` bytes ahead of the highest allocation, moving with it. A block of at
-// least kClientPopulatesBytes is populated by the client that writes it (it maps
-// its pages anyway, ObjectStoreClient::Create), so the front skips over it rather
-// than populate the same pages at the same time. Populated pages more than twice
-// the window beyond the data, unneeded for `release_after_ms`, are given back.
+// at least `window` bytes ahead of the highest allocation, moving with it in steps
+// of a quarter window. Populated pages more than twice the window beyond the data,
+// unneeded for `release_after_ms`, are given back.
 //
 // Loop thread only (the arena does the populating on its own thread).
 #pragma once
@@ -23,15 +21,12 @@ class PagedMemory {
   virtual int64_t capacity() const = 0;
   virtual int64_t prefault_target() const = 0;
   virtual void PrefaultUpTo(int64_t end_offset) = 0;
-  // [offset, end) gets populated by someone else: a front inside it moves to `end`.
-  virtual void PopulatedElsewhere(int64_t offset, int64_t end) = 0;
   virtual void ReleaseFrom(int64_t offset) = 0;
 };
 
 class ArenaPager {
  public:
-  // Same as ObjectStoreClient::kPopulateMinBytes.
-  static constexpr int64_t kClientPopulatesBytes = 1 << 20;
+  static constexpr int64_t kStepBytes = 2 << 20;
 
   // `window` 0: nothing is populated ahead. `release_after_ms` 0: nothing is given back.
   ArenaPager(PagedMemory& memory, int64_t window, int64_t release_after_ms);

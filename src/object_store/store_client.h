@@ -44,7 +44,6 @@ class ObjectStoreClient {
  public:
   // Objects at least this large get their page tables filled in one system call
   // at Create (instead of one page fault per 4 KiB while they are written).
-  // (ArenaPager::kClientPopulatesBytes: the raylet leaves such blocks to the client.)
   static constexpr int64_t kPopulateMinBytes = 1 << 20;
   // Released objects whose store reference is kept for quick re-use: at most this
   // many, only objects up to kReleaseDelayMaxObjectBytes, and at most 1/16 of the
