@@ -315,6 +315,13 @@ bool TlsRelay::Handshake(Connection& c) {
   return true;
 }
 
+TlsRelay::SslOutcome TlsRelay::Outcome(Connection& c, int result) {
+  if (result > 0) return SslOutcome::kMoved;
+  const int error = SSL_get_error(c.ssl, result);
+  if (error == SSL_ERROR_WANT_WRITE) c.tcp_wants_write = true;
+  return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE ? SslOutcome::kWait : SslOutcome::kOver;
+}
+
 bool TlsRelay::Pump(Connection& c) {
   bool moved_any = false;
   bool moved = true;
@@ -331,18 +338,10 @@ bool TlsRelay::Pump(Connection& c) {
       char* into = c.up.space(&room);
       ERR_clear_error();
       int r = SSL_read(c.ssl, into, static_cast<int>(room));
-      if (r > 0) {
-        c.up.Added(static_cast<size_t>(r));
-        moved = true;
-      } else {
-        int error = SSL_get_error(c.ssl, r);
-        if (error == SSL_ERROR_WANT_WRITE) {
-          c.tcp_wants_write = true;
-        } else if (error != SSL_ERROR_WANT_READ) {
-          c.tcp_eof = true;  // closed, cleanly or not: nothing more comes
-          moved = true;
-        }
-      }
+      SslOutcome outcome = Outcome(c, r);
+      if (outcome == SslOutcome::kMoved) c.up.Added(static_cast<size_t>(r));
+      if (outcome == SslOutcome::kOver) c.tcp_eof = true;  // closed, cleanly or not: nothing more comes
+      moved |= outcome != SslOutcome::kWait;
     }
     if (!c.up.empty()) {
       ssize_t n = send(c.app, c.up.data(), c.up.size(), MSG_NOSIGNAL);
@@ -377,17 +376,14 @@ bool TlsRelay::Pump(Connection& c) {
     if (!c.down.empty()) {
       ERR_clear_error();
       int r = SSL_write(c.ssl, c.down.data(), static_cast<int>(c.down.size()));
-      if (r > 0) {
+      SslOutcome outcome = Outcome(c, r);
+      if (outcome == SslOutcome::kOver) {
+        Close(c);  // the peer is gone
+        break;
+      }
+      if (outcome == SslOutcome::kMoved) {
         c.down.Consumed(static_cast<size_t>(r));
         moved = true;
-      } else {
-        int error = SSL_get_error(c.ssl, r);
-        if (error == SSL_ERROR_WANT_WRITE) {
-          c.tcp_wants_write = true;
-        } else if (error != SSL_ERROR_WANT_READ) {
-          Close(c);  // the peer is gone
-          break;
-        }
       }
     }
     // gRPC is done with the connection and all it said has gone out (a peer that

@@ -69,6 +69,10 @@ class TlsRelay {
   // Moves bytes until nothing more can move; returns whether anything did.
   bool Pump(Connection& c);
   bool Handshake(Connection& c);
+  // What an SSL_read or SSL_write result means: bytes moved, wait for the socket
+  // (noting when it must become writable), or the TLS connection is over.
+  enum class SslOutcome { kMoved, kWait, kOver };
+  SslOutcome Outcome(Connection& c, int result);
   void Watch(Connection& c);
   void Close(Connection& c);
 
