@@ -394,8 +394,7 @@ bool CoreWorker::RecoverObject(const ObjectID& id, const StoredObjectPtr& stale,
 }
 
 void CoreWorker::FreeValue(const ObjectID& id) {
-  StoredObjectPtr obj = memory_store_.GetIfExists(id);
-  memory_store_.Delete({id});
+  StoredObjectPtr obj = memory_store_.Take(id);
   // Borrowers still asking about it (GetObjectStatus) get their answer now.
   memory_store_.ResolveAsyncWaiters(id, [&id] { return FreedObject(id); });
   std::vector<std::string> copies;

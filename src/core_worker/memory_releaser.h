@@ -9,13 +9,15 @@
 // reuses the memory it frees and is released at most every 16 periods.
 //
 // Threading: NoteFreed on any thread (a relaxed atomic, on the path that frees an
-// object); Check on one thread (a timer on the core worker's loop), which also runs
-// `release`.
+// object); Check on one thread (a timer on the core worker's loop). `release` runs on
+// a thread of the releaser's own (a trim of a large heap takes ~100 ms: not on the
+// loop), one at a time; the destructor waits for it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <thread>
 
 namespace manta::core {
 
@@ -23,11 +25,16 @@ class MemoryReleaser {
  public:
   // `release` returns the free memory (the core worker's: malloc_trim).
   MemoryReleaser(int64_t min_frees, std::function<void()> release);
+  ~MemoryReleaser();
+  MemoryReleaser(const MemoryReleaser&) = delete;
+  MemoryReleaser& operator=(const MemoryReleaser&) = delete;
 
   void NoteFreed() { freed_.fetch_add(1, std::memory_order_relaxed); }
-  // Called every check period: releases when a burst of frees is over. Returns true
-  // when it did.
+  // Called every check period: starts a release when a burst of frees is over (and
+  // none is running). Returns true when it did.
   bool Check();
+  // Waits until the release started last (if any) is done.
+  void WaitForRelease();
 
   // Returns free heap memory to the OS now (malloc_trim where glibc provides it).
   static void TrimHeap();
@@ -38,6 +45,8 @@ class MemoryReleaser {
   std::atomic<int64_t> freed_{0};
   int64_t freed_at_last_check_ = 0;
   int64_t freed_at_last_release_ = 0;
+  std::atomic<bool> releasing_{false};
+  std::thread release_thread_;
 };
 
 }  // namespace manta::core

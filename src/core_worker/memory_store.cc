@@ -103,6 +103,16 @@ void MemoryStore::Delete(const std::vector<ObjectID>& ids) {
   ShrinkIfMostlyEmpty(objects_);
 }
 
+StoredObjectPtr MemoryStore::Take(const ObjectID& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return nullptr;
+  StoredObjectPtr value = std::move(it->second);
+  objects_.erase(it);
+  ShrinkIfMostlyEmpty(objects_);
+  return value;
+}
+
 void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, absl::FunctionRef<StoredObjectPtr()> value) {
   std::vector<std::function<void(StoredObjectPtr)>> callbacks;
   {

@@ -72,6 +72,8 @@ class MemoryStore {
   bool Contains(const ObjectID& id) const;
   // Forgets the values (pending async callbacks stay registered for a later Put).
   void Delete(const std::vector<ObjectID>& ids);
+  // Forgets the value and returns it (null when absent); like Delete otherwise.
+  StoredObjectPtr Take(const ObjectID& id);
   // Runs the async callbacks waiting for `id` with `value()`, without storing it (an
   // object freed before its value came: nobody else will be told). Blocked Gets
   // keep waiting. `value` is called only when there are callbacks.

@@ -165,10 +165,17 @@ std::vector<ObjectID> TaskManager::DropLineageLocked(const TaskID& task_id) {
   auto it = lineage_.find(task_id);
   if (it == lineage_.end()) return {};
   std::vector<ObjectID> args = std::move(it->second.owned_args);
+  const uint64_t seq = it->second.seq;
   lineage_bytes_ -= it->second.bytes;
   lineage_.erase(it);
   ShrinkIfMostlyEmpty(lineage_);
-  CompactLineageOrderLocked();
+  // Tasks mostly go in the order they were kept: then their items leave from the
+  // front, with no lookup. Others stay until a compaction.
+  if (!lineage_order_.empty() && lineage_order_.front().first == seq) {
+    lineage_order_.pop_front();
+  } else {
+    CompactLineageOrderLocked();
+  }
   return args;
 }
 
@@ -178,9 +185,7 @@ bool TaskManager::IsKeptLocked(const std::pair<uint64_t, TaskID>& item) const {
 }
 
 void TaskManager::CompactLineageOrderLocked() {
-  // Tasks mostly go in the order they were kept: their items leave from the front.
-  while (!lineage_order_.empty() && !IsKeptLocked(lineage_order_.front())) lineage_order_.pop_front();
-  // Out of order: rebuilt once at most half its items are live (amortized O(1)).
+  // Rebuilt once at most about half its items are live (amortized O(1) per drop).
   if (lineage_order_.size() <= 2 * lineage_.size() + 1024) return;
   std::deque<std::pair<uint64_t, TaskID>> live;
   for (const auto& item : lineage_order_) {

@@ -122,7 +122,7 @@ class TaskManager {
   std::vector<ObjectID> DropLineageLocked(const TaskID& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether lineage_order_'s item (seq, task) is still a kept task.
   bool IsKeptLocked(const std::pair<uint64_t, TaskID>& item) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the items of tasks no longer kept from lineage_order_ when they are many.
+  // Drops the items of tasks no longer kept from lineage_order_ once they are most.
   void CompactLineageOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores a return value unless the object is no longer referenced.
   void PutIfReferenced(const ObjectID& id, StoredObjectPtr value);

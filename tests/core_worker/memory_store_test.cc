@@ -238,6 +238,18 @@ TEST(MemoryStoreTest, ResolveAsyncWaitersAnswersWithoutStoring) {
   EXPECT_EQ(seen, nullptr);
 }
 
+TEST(MemoryStoreTest, TakeRemovesAndReturnsTheValue) {
+  MemoryStore store;
+  ObjectID id = ObjectID::FromRandom();
+  EXPECT_EQ(store.Take(id), nullptr);
+  store.Put(id, Value("x"));
+  StoredObjectPtr taken = store.Take(id);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->data, "x");
+  EXPECT_FALSE(store.Contains(id));
+  EXPECT_TRUE(store.Put(id, Value("y")));  // gone: a new value may come (a rebuilt object)
+}
+
 TEST(MemoryStoreTest, TablesShrinkOnceABurstIsGone) {
   MemoryStore store;
   const size_t empty_capacity = store.TableCapacity();
