@@ -46,7 +46,11 @@ absl::StatusOr<Reply> Rpc(EventLoop& loop, rpc::GrpcClient<Service>& client,
 
 class GcsServerTest : public ::testing::Test {
  protected:
-  GcsServerTest() { rpc::SetProcessCredentials(rpc::Credentials{NewClusterToken()}); }
+  GcsServerTest() {
+    rpc::Credentials credentials;
+    credentials.token = NewClusterToken();
+    rpc::SetProcessCredentials(credentials);
+  }
 
   RedisStoreClient::Options StoreOptions(const std::string& key_prefix = "manta:test:") const {
     RedisStoreClient::Options o;

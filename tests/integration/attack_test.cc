@@ -520,7 +520,9 @@ TEST_F(AttackTest, ConnectionsThatNeverPresentTheTokenAreClosed) {
     for (int i = 0; i < 4; ++i) {
       int fd = ConnectTcp(address);
       ASSERT_GE(fd, 0) << address;
-      if (i % 2 == 1) ASSERT_TRUE(SendAll(fd, preface + empty_settings));
+      if (i % 2 == 1) {
+        ASSERT_TRUE(SendAll(fd, preface + empty_settings));
+      }
       connections.push_back(fd);
     }
   }
