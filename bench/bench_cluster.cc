@@ -59,7 +59,7 @@ void BenchCluster::StartHead(const std::vector<std::string>& args) {
   // This process (the benchmark's driver and its own calls) joins with the head's token.
   auto token = FindSessionToken(root_, gcs_address_);
   if (!token.ok()) Die(std::string(token.status().message()));
-  rpc::SetProcessCredentials(rpc::Credentials{*token});
+  rpc::SetProcessCredentials(rpc::TokenCredentials(*token));
   setenv(kClusterTokenEnv, token->c_str(), 1);
   // Stops the cluster if this benchmark is killed before its destructor runs.
   ProcessOptions watchdog;

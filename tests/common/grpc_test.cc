@@ -99,11 +99,7 @@ struct Result {
 class GrpcTest : public ::testing::Test {
  protected:
   // Client and server share this process's credentials: a fresh cluster token.
-  GrpcTest() {
-    Credentials credentials;
-    credentials.token = token_;
-    SetProcessCredentials(credentials);
-  }
+  GrpcTest() { SetProcessCredentials(TokenCredentials(token_)); }
 
   // Starts the server on `port` (0 = any); fails the test if it cannot.
   void StartServer(int port = 0) {

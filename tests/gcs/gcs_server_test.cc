@@ -46,11 +46,7 @@ absl::StatusOr<Reply> Rpc(EventLoop& loop, rpc::GrpcClient<Service>& client,
 
 class GcsServerTest : public ::testing::Test {
  protected:
-  GcsServerTest() {
-    rpc::Credentials credentials;
-    credentials.token = NewClusterToken();
-    rpc::SetProcessCredentials(credentials);
-  }
+  GcsServerTest() { rpc::SetProcessCredentials(rpc::TokenCredentials(NewClusterToken())); }
 
   RedisStoreClient::Options StoreOptions(const std::string& key_prefix = "manta:test:") const {
     RedisStoreClient::Options o;

@@ -66,7 +66,7 @@ std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args
   EXPECT_TRUE(token.ok()) << token.status();
   if (token.ok()) {
     token_ = *token;
-    rpc::SetProcessCredentials(rpc::Credentials{token_});
+    rpc::SetProcessCredentials(rpc::TokenCredentials(token_));
     setenv(kClusterTokenEnv, token_.c_str(), 1);
   }
   // Stops this harness's clusters if the test binary dies before its destructor.

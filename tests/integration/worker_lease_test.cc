@@ -35,7 +35,7 @@ int RunAsWorker() {
     const char* v = std::getenv(name);
     return std::string(v == nullptr ? "" : v);
   };
-  rpc::SetProcessCredentials(rpc::Credentials{env(kClusterTokenEnv)});
+  rpc::SetProcessCredentials(rpc::TokenCredentials(env(kClusterTokenEnv)));
   auto stub = rpc::NodeManagerWorkerService::NewStub(rpc::MakeChannel(env("MANTA_RAYLET_ADDRESS"), 64 << 20));
   rpc::RegisterWorkerRequest request;
   request.set_worker_type(rpc::WORKER);

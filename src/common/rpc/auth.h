@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -40,6 +41,13 @@ struct Credentials {
   std::string tls_ca;
   bool tls() const { return !tls_cert.empty(); }
 };
+
+// Credentials with a token and no TLS.
+inline Credentials TokenCredentials(std::string token) {
+  Credentials credentials;
+  credentials.token = std::move(token);
+  return credentials;
+}
 
 // Reads the three TLS files (all or none must be given). InvalidArgument names a
 // missing or unreadable one.
