@@ -39,7 +39,7 @@ inline StoredObjectPtr MakeErrorObject(rpc::ErrorType type, const std::string& m
   auto obj = std::make_shared<StoredObject>();
   obj->error = absl::InternalError(message);
   obj->error_type = type;
-  obj->exception_type = exception_type;
+  if (!exception_type.empty()) obj->SetExceptionType(exception_type);
   return obj;
 }
 
@@ -56,7 +56,7 @@ inline rpc::ErrorInfo ToErrorInfo(const StoredObject& obj) {
   rpc::ErrorInfo info;
   info.set_type(static_cast<rpc::ErrorType>(obj.error_type));
   info.set_message(std::string(obj.error.message()));
-  info.set_exception_type(obj.exception_type);
+  info.set_exception_type(obj.exception_type());
   return info;
 }
 

@@ -18,6 +18,7 @@
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
 #include "src/object_store/store_client.h"
+#include "src/common/task_resources.h"
 
 namespace manta::core {
 
@@ -503,7 +504,7 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   rpc::TaskSpec spec = NewTaskSpec(rpc::NORMAL_TASK, task_id, parent, function_name);
   spec.set_max_retries(max_retries < 0 ? static_cast<int>(options_.config.task_max_retries) : max_retries);
   if (!name.empty()) spec.set_name(name);
-  for (const auto& [resource, quantity] : resources) (*spec.mutable_required_resources())[resource] = quantity;
+  for (const auto& [resource, quantity] : resources) SetRequiredResource(&spec, resource, quantity);
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
   return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
@@ -591,7 +592,7 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
     // A borrower could not fetch the copy we told it about: rebuild the object,
     // unless it was rebuilt elsewhere meanwhile.
     StoredObjectPtr current = memory_store_.GetIfExists(object_id);
-    if (current && current->in_plasma && current->plasma_raylet_address == request.lost_at()) {
+    if (current && current->in_plasma && current->plasma_raylet_address() == request.lost_at()) {
       RecoverObject(object_id, current, "a borrower could not fetch its copy from " + request.lost_at());
     }
   }
@@ -603,8 +604,8 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
       reply->set_status(rpc::GetObjectStatusReply::CREATED);
       reply->set_size_bytes(value->size_bytes);
       if (value->in_plasma) {
-        reply->add_node_ids(value->plasma_node.Binary());
-        reply->add_raylet_addresses(value->plasma_raylet_address);
+        reply->add_node_ids(value->plasma_node().Binary());
+        reply->add_raylet_addresses(value->plasma_raylet_address());
       } else {
         reply->set_data(value->data);
         reply->set_metadata(value->metadata);

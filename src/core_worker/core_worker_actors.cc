@@ -13,6 +13,7 @@
 #include "src/core_worker/core_worker.h"
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
+#include "src/common/task_resources.h"
 
 namespace manta::core {
 
@@ -41,7 +42,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
   TaskID task_id = TaskID::ForActorCreationTask(actor_id);
   rpc::TaskSpec spec = NewTaskSpec(rpc::ACTOR_CREATION_TASK, task_id, parent, factory_name);
   spec.set_name(options.class_name);
-  for (const auto& [resource, quantity] : options.resources) (*spec.mutable_required_resources())[resource] = quantity;
+  for (const auto& [resource, quantity] : options.resources) SetRequiredResource(&spec, resource, quantity);
   rpc::ActorCreationSpec* creation = spec.mutable_actor_creation();
   creation->set_actor_id(actor_id.Binary());
   creation->set_max_restarts(options.max_restarts);

@@ -35,8 +35,7 @@ absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(c
     MANTA_RETURN_IF_ERROR(store_->Seal(id));
     obj->in_plasma = true;
     obj->owner_copy = true;
-    obj->plasma_node = node_id_;
-    obj->plasma_raylet_address = options_.raylet_address;
+    obj->SetPlasmaLocation(node_id_, options_.raylet_address);
   }
   reference_counter_->AddOwnedObject(id, self_, contained_ids, static_cast<int64_t>(size), /*pending=*/false);
   reference_counter_->AddLocalReference(id);
@@ -94,8 +93,8 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids,
             obj->size_bytes = r.size_bytes();
             if (r.node_ids_size() > 0 && r.raylet_addresses_size() > 0) {
               obj->in_plasma = true;
-              if (auto n = NodeID::FromBinaryChecked(r.node_ids(0)); n.ok()) obj->plasma_node = *n;
-              obj->plasma_raylet_address = r.raylet_addresses(0);
+              auto n = NodeID::FromBinaryChecked(r.node_ids(0));
+              obj->SetPlasmaLocation(n.ok() ? *n : NodeID::Nil(), r.raylet_addresses(0));
             } else {
               obj->data = std::move(*r.mutable_data());
               obj->metadata = std::move(*r.mutable_metadata());
@@ -186,7 +185,7 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::
       RecoverObject(id, values[pos], cause);
     } else if (StoredObjectPtr marker = memory_store_.GetIfExists(id); marker && marker->in_plasma) {
       memory_store_.Delete({id});
-      borrowed_lost_at[id] = marker->plasma_raylet_address;
+      borrowed_lost_at[id] = marker->plasma_raylet_address();
     }
   }
   if (!borrowed_lost_at.empty()) {
@@ -266,7 +265,7 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
   // Pull the missing objects to this node, from the node holding each primary copy.
   absl::flat_hash_map<std::string, std::vector<ObjectID>> by_location;
   for (size_t k = 0; k < missing.size(); ++k) {
-    by_location[markers[missing_pos[k]]->plasma_raylet_address].push_back(missing[k]);
+    by_location[markers[missing_pos[k]]->plasma_raylet_address()].push_back(missing[k]);
   }
   auto remaining = [deadline_ms] { return deadline_ms < 0 ? int64_t{-1} : std::max<int64_t>(0, deadline_ms - MonotonicMs()); };
   for (const auto& [location, location_ids] : by_location) {
@@ -288,7 +287,7 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
                                            location);
       }
       for (size_t k = 0; k < missing.size(); ++k) {
-        if (markers[missing_pos[k]]->plasma_raylet_address != location) continue;
+        if (markers[missing_pos[k]]->plasma_raylet_address() != location) continue;
         (*out)[positions[missing_pos[k]]].error =
             MakeErrorObject(rpc::OBJECT_LOST, "object " + missing[k].Hex() + " could not be fetched from " +
                                                   location + ": " + std::string(s.message()));
@@ -380,7 +379,7 @@ bool CoreWorker::RecoverObject(const ObjectID& id, const StoredObjectPtr& stale,
   TaskManager::Recovery recovery = task_manager_->ResubmitForRecovery(id, stale, &why);
   if (recovery == TaskManager::Recovery::kResubmitted && stale && stale->in_plasma && stale->owner_copy) {
     // The old primary copy (if its node still lives) goes when the object does.
-    RecordCopy(id, stale->plasma_node, stale->plasma_raylet_address);
+    RecordCopy(id, stale->plasma_node(), stale->plasma_raylet_address());
   }
   if (recovery != TaskManager::Recovery::kImpossible) return true;
   LOG(WARNING) << "object " << id.Hex() << " is lost (" << cause << ") and cannot be rebuilt: " << why;
@@ -407,8 +406,8 @@ void CoreWorker::FreeValue(const ObjectID& id) {
     }
   }
   for (const std::string& raylet : copies) QueueFrees(raylet, {id});
-  if (!obj || !obj->in_plasma || !obj->owner_copy || obj->plasma_raylet_address.empty()) return;
-  QueueFrees(obj->plasma_raylet_address, {id});
+  if (!obj || !obj->in_plasma || !obj->owner_copy || obj->plasma_raylet_address().empty()) return;
+  QueueFrees(obj->plasma_raylet_address(), {id});
 }
 
 void CoreWorker::QueueFrees(const std::string& raylet_address, const std::vector<ObjectID>& ids) {

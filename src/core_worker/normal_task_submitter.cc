@@ -7,6 +7,7 @@
 
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
+#include "src/common/task_resources.h"
 
 namespace manta::core {
 namespace {
@@ -68,10 +69,11 @@ void NormalTaskSubmitter::Submit(TaskSpecPtr spec) {
       later.push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
-      std::string key = SchedulingKey(spec->required_resources()) + "|" + spec->function_name();
+      google::protobuf::Map<std::string, double> resources = ResourceMapOf(*spec);
+      std::string key = SchedulingKey(resources) + "|" + spec->function_name();
       KeyState& state = keys_[key];
       if (state.resources.empty()) {
-        state.resources = spec->required_resources();
+        state.resources = std::move(resources);
         if (state.resources.empty()) state.resources["CPU"] = 1;
         state.shape = SchedulingKey(state.resources);
       }

@@ -108,7 +108,7 @@ class BorrowerClientInterface {
 
 class ReferenceCounter {
  public:
-  enum class State { kPending, kReady, kFailed };
+  enum class State : uint8_t { kPending, kReady, kFailed };
   using ObjectCallback = std::function<void(const ObjectID&)>;
   using WaitReply = std::function<void(std::vector<BorrowedRef> sub_borrowers)>;
 
@@ -239,15 +239,16 @@ class ReferenceCounter {
     std::vector<WaitReply> wait_replies;
   };
   struct Entry {
-    int64_t local_ref_count = 0;
-    int64_t submitted_task_ref_count = 0;
-    int64_t lineage_ref_count = 0;
-    int64_t size_bytes = -1;
+    // 32 bits each: a count of 2^31 references would take ~100 GB of refs holding it.
+    int32_t local_ref_count = 0;
+    int32_t submitted_task_ref_count = 0;
+    int32_t lineage_ref_count = 0;
     State state = State::kPending;
     bool owned_by_us = false;
     bool owner_dead = false;
     // Set once the entry went out of scope and only lineage keeps it.
     bool out_of_scope = false;
+    int64_t size_bytes = -1;
     std::unique_ptr<Details> details;  // null until something above is needed
 
     Details& MutableDetails() {

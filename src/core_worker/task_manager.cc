@@ -78,12 +78,12 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
       if (r.in_plasma()) {
         obj->in_plasma = true;
         obj->owner_copy = true;
-        if (auto node = NodeID::FromBinaryChecked(r.node_id()); node.ok()) {
-          obj->plasma_node = *node;
+        auto node = NodeID::FromBinaryChecked(r.node_id());
+        if (node.ok()) {
           reference_counter_.AddObjectLocation(*id, *node);
           reference_counter_.UpdatePinnedAt(*id, *node);
         }
-        obj->plasma_raylet_address = r.raylet_address();
+        obj->SetPlasmaLocation(node.ok() ? *node : NodeID::Nil(), r.raylet_address());
       } else {
         obj->data = r.data();
         obj->metadata = r.metadata();

@@ -1,4 +1,5 @@
 #include "src/gcs/gcs_actor_scheduler.h"
+#include "src/common/task_resources.h"
 
 #include <glog/logging.h>
 
@@ -72,7 +73,7 @@ void GcsActorScheduler::RequestLease(const std::shared_ptr<Attempt>& attempt, co
   // A non-detached actor's worker belongs to its owner: the raylet kills it when the
   // owner dies. A detached one belongs to no process.
   if (!actor.detached()) *request.mutable_owner_address() = actor.owner_address();
-  *request.mutable_required_resources() = spec.required_resources();
+  *request.mutable_required_resources() = ResourceMapOf(spec);
   const bool placement_only = spec.required_resources().empty();
   if (placement_only) (*request.mutable_required_resources())["CPU"] = 1;
   request.set_grant_or_reject(grant_or_reject);

@@ -12,6 +12,7 @@
 #include "src/core_worker/common.h"
 #include "src/core_worker/fake_task_channel.h"
 #include "src/raylet/fake_raylet_client.h"
+#include "src/common/task_resources.h"
 #include "tests/core_worker/noop_borrower_client.h"
 
 namespace manta::core {
@@ -71,7 +72,7 @@ class SubmitterTest : public ::testing::Test {
     spec.set_num_returns(1);
     spec.set_max_retries(max_retries);
     *spec.mutable_caller_address() = ToRpc(self_);
-    for (const auto& [k, v] : resources) (*spec.mutable_required_resources())[k] = v;
+    for (const auto& [k, v] : resources) SetRequiredResource(&spec, k, v);
     if (arg_bytes > 0) spec.add_args()->set_data(std::string(arg_bytes, 'a'));
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
@@ -105,6 +106,19 @@ class SubmitterTest : public ::testing::Test {
   TaskID root_ = TaskID::ForDriver(JobID::FromInt(1));
   uint64_t counter_ = 0;
 };
+
+TEST(TaskResourcesTest, ASpecListsEachResourceOnceAndReadsAsAMap) {
+  rpc::TaskSpec spec;
+  EXPECT_TRUE(ResourceMapOf(spec).empty());
+  SetRequiredResource(&spec, "CPU", 2);
+  SetRequiredResource(&spec, "GPU", 0.5);
+  SetRequiredResource(&spec, "CPU", 4);  // replaces, not a second entry
+  ASSERT_EQ(spec.required_resources_size(), 2);
+  auto resources = ResourceMapOf(spec);
+  EXPECT_EQ(resources.size(), 2u);
+  EXPECT_EQ(resources.at("CPU"), 4);
+  EXPECT_EQ(resources.at("GPU"), 0.5);
+}
 
 TEST_F(SubmitterTest, RequestsALeaseAndPushesTheTask) {
   ObjectID id = Submit();

@@ -16,6 +16,7 @@
 #include "src/core_worker/fake_task_channel.h"
 #include "src/gcs/in_memory_store_client.h"
 #include "src/raylet/fake_raylet_client.h"
+#include "src/common/task_resources.h"
 #include "tests/gcs/gcs_test_helpers.h"
 
 namespace manta::gcs::testing {
@@ -211,7 +212,7 @@ TEST_F(GcsActorManagerTest, CreationLeasesAWorkerOnTheOwnersNodeAndRunsTheFactor
 
 TEST_F(GcsActorManagerTest, ExplicitResourcesAreHeldAndSpillbackIsFollowed) {
   rpc::TaskSpec spec = CreationSpec();
-  (*spec.mutable_required_resources())["special"] = 1;
+  SetRequiredResource(&spec, "special", 1);
   ASSERT_THAT(Register(spec), IsOk());
   ASSERT_THAT(Create(spec), IsOk());
   ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
