@@ -14,6 +14,7 @@
 // `manta` CLI. The binary is also its own worker.
 #include <ray/api.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,15 @@ class Sink {
 RAY_REMOTE(Sq, Add2, Inc, IncA, IncB, IncC, IncD, Noop, Sink::Create, &Sink::Small);
 
 double Ms(Clock::time_point t0) { return Since(t0) * 1000; }
+
+// CPU time of this process (all its threads, not its children), in seconds: what the
+// driver spends, which other load on the machine changes far less than a rate.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -228,15 +238,19 @@ void InFlight(int runs, long max_n, Results* out) {
   for (long n : {10000L, 100000L, 1000000L}) {
     if (n > max_n) break;
     const int64_t before = ResidentBytes(getpid());
+    const double cpu0 = ProcessCpuSeconds();
     auto t0 = Clock::now();
     std::vector<ray::ObjectRef<int>> refs;
     refs.reserve(n);
     for (long i = 0; i < n; ++i) refs.push_back(ray::Task(Noop).Remote());
+    const double submit_s = Since(t0);
     const int64_t pending = ResidentBytes(getpid()) - before;
     auto values = ray::Get(refs);
     const double rate = n / Since(t0);
     const std::string suffix = std::to_string(n);
     out->emplace_back("tasks_in_flight_" + suffix + "_per_s", rate);
+    out->emplace_back("tasks_in_flight_" + suffix + "_submitted_per_s", n / submit_s);
+    out->emplace_back("driver_cpu_us_per_task_" + suffix, (ProcessCpuSeconds() - cpu0) * 1e6 / n);
     out->emplace_back("driver_bytes_per_pending_task_" + suffix, static_cast<double>(pending) / n);
     values.clear();
     values.shrink_to_fit();
