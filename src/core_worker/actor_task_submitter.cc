@@ -137,7 +137,7 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
                                                                  rpc::PushTaskReply&& reply) {
       if (alive.expired()) return;
       if (status.ok()) {
-        for (const rpc::TaskResult& result : reply.results()) task_manager_.CompletePendingTask(result);
+        task_manager_.CompletePendingTasks(reply.results());
       }
       OnPushProgress(push, status, reply);
     });

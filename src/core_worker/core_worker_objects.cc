@@ -118,14 +118,14 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::
                                                                      int64_t timeout_ms, int recovery_rounds) {
   int64_t deadline = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
   std::vector<ObjectID> borrowed_absent;
-  bool all_present = true;
-  for (const ObjectID& id : ids) {
-    if (memory_store_.Contains(id)) continue;
+  const std::vector<size_t> absent = memory_store_.AbsentPositions(ids);
+  const bool all_present = absent.empty();
+  for (size_t position : absent) {
+    const ObjectID& id = ids[position];
     if (!reference_counter_->HasReference(id)) {
       return absl::NotFoundError("object " + id.Hex() +
                                  " is unknown to this process (no live ObjectRef to it was created here)");
     }
-    all_present = false;
     if (!reference_counter_->IsOwnedByUs(id)) borrowed_absent.push_back(id);
   }
   if (!borrowed_absent.empty()) {
@@ -136,10 +136,10 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::
     // Results of our own tasks: read them here rather than wait for the loop to.
     size_t next = 0;
     SpinOnTaskChannels([&] {
-      while (next < ids.size() && memory_store_.Contains(ids[next])) ++next;
-      return next == ids.size();
+      while (next < absent.size() && memory_store_.Contains(ids[absent[next]])) ++next;
+      return next == absent.size();
     });
-    blocked = next < ids.size();
+    blocked = next < absent.size();
     if (blocked) NotifyBlocked(true);
   }
   std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), timeout_ms);

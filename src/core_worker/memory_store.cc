@@ -35,7 +35,9 @@ std::vector<StoredObjectPtr> MemoryStore::Get(const std::vector<ObjectID>& ids, 
   // Positions still absent, by id (an id may appear more than once).
   absl::flat_hash_map<ObjectID, int64_t> absent;
   int64_t present = 0;
-  for (const auto& id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const ObjectID& id = ids[i];
+    PrefetchAhead(ids, i);
     if (objects_.contains(id)) {
       ++present;
     } else {
@@ -65,8 +67,9 @@ std::vector<StoredObjectPtr> MemoryStore::Get(const std::vector<ObjectID>& ids, 
   }
   std::vector<StoredObjectPtr> out;
   out.reserve(ids.size());
-  for (const auto& id : ids) {
-    auto it = objects_.find(id);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    PrefetchAhead(ids, i);
+    auto it = objects_.find(ids[i]);
     out.push_back(it == objects_.end() ? nullptr : it->second);
   }
   return out;
@@ -101,6 +104,21 @@ void MemoryStore::Delete(const std::vector<ObjectID>& ids) {
   absl::MutexLock lock(&mu_);
   for (const auto& id : ids) objects_.erase(id);
   ShrinkIfMostlyEmpty(objects_);
+}
+
+std::vector<size_t> MemoryStore::AbsentPositions(const std::vector<ObjectID>& ids) const {
+  std::vector<size_t> absent;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    PrefetchAhead(ids, i);
+    if (!objects_.contains(ids[i])) absent.push_back(i);
+  }
+  return absent;
+}
+
+void MemoryStore::Prefetch(const std::vector<ObjectID>& ids) const {
+  absl::MutexLock lock(&mu_);
+  for (const ObjectID& id : ids) objects_.prefetch(id);
 }
 
 StoredObjectPtr MemoryStore::Take(const ObjectID& id) {

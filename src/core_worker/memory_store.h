@@ -103,6 +103,10 @@ class MemoryStore {
   void Delete(const std::vector<ObjectID>& ids);
   // Forgets the value and returns it (null when absent); like Delete otherwise.
   StoredObjectPtr Take(const ObjectID& id);
+  // The positions in `ids` of the objects not here (one pass, misses overlapped).
+  std::vector<size_t> AbsentPositions(const std::vector<ObjectID>& ids) const;
+  // Starts fetching the slots of `ids` into the cache (a batch about to be stored).
+  void Prefetch(const std::vector<ObjectID>& ids) const;
   // Runs the async callbacks waiting for `id` with `value()`, without storing it (an
   // object freed before its value came: nobody else will be told). Blocked Gets
   // keep waiting. `value` is called only when there are callbacks.
@@ -120,6 +124,12 @@ class MemoryStore {
     int64_t remaining = 0;
   };
 
+  // Looking `ids` up in order: starts fetching the slot of the one a few places on,
+  // so the misses of a long list overlap.
+  void PrefetchAhead(const std::vector<ObjectID>& ids, size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    constexpr size_t kAhead = 8;
+    if (i + kAhead < ids.size()) objects_.prefetch(ids[i + kAhead]);
+  }
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectID, StoredObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
   // Per absent id: the blocked Gets waiting for it and how many of their positions

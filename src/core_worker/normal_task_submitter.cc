@@ -226,7 +226,7 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     // On the thread that read the reply: results go to their waiters right away.
     if (alive.expired()) return;
     if (status.ok()) {
-      for (const rpc::TaskResult& result : reply.results()) task_manager_.CompletePendingTask(result);
+      task_manager_.CompletePendingTasks(reply.results());
     }
     OnPushProgress(push, status, reply);
   });

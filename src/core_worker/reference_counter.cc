@@ -98,6 +98,11 @@ void ReferenceCounter::AddBorrowedObject(const ObjectID& id, const Address& owne
   entry.MutableDetails().contained_in.insert(*outer_id);
 }
 
+void ReferenceCounter::Prefetch(const std::vector<ObjectID>& ids) const {
+  absl::MutexLock lock(&mu_);
+  for (const ObjectID& id : ids) objects_.prefetch(id);
+}
+
 void ReferenceCounter::AddLocalReference(const ObjectID& id) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);

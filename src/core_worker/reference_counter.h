@@ -189,6 +189,8 @@ class ReferenceCounter {
 
   // --- Object metadata (no effect on lifetime; unknown ids return false) -----
   bool UpdateObjectReady(const ObjectID& id, int64_t size_bytes);
+  // Starts fetching the entries of `ids` into the cache (a batch about to be updated).
+  void Prefetch(const std::vector<ObjectID>& ids) const;
   bool UpdateObjectFailed(const ObjectID& id);
   bool AddObjectLocation(const ObjectID& id, const NodeID& node_id);
   bool RemoveObjectLocation(const ObjectID& id, const NodeID& node_id);

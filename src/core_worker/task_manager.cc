@@ -39,6 +39,26 @@ size_t TaskManager::NumPending() const {
   return pending_.size();
 }
 
+void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results) {
+  if (results.size() > 1) {
+    std::vector<ObjectID> returns;
+    returns.reserve(results.size());
+    {
+      absl::MutexLock lock(&mu_);
+      for (const rpc::TaskResult& result : results) {
+        auto task_id = TaskID::FromBinaryChecked(result.task_id());
+        if (!task_id.ok()) continue;
+        pending_.prefetch(*task_id);
+        lineage_.prefetch(*task_id);
+        for (int i = 1; i <= result.returns_size(); ++i) returns.push_back(ObjectID::FromIndex(*task_id, i));
+      }
+    }
+    reference_counter_.Prefetch(returns);
+    memory_store_.Prefetch(returns);
+  }
+  for (const rpc::TaskResult& result : results) CompletePendingTask(result);
+}
+
 void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   auto task_id = TaskID::FromBinaryChecked(result.task_id());
   if (!task_id.ok()) {

@@ -62,6 +62,10 @@ class TaskManager {
   // The worker reported the task's result. Results for unknown tasks or for an
   // older attempt are ignored (a late reply after a retry).
   void CompletePendingTask(const rpc::TaskResult& result);
+  // The results of one push reply, in order. With many tasks in flight the tables are
+  // far bigger than the caches: the entries of the whole batch are fetched from memory
+  // at once first (prefetch), so their misses overlap instead of coming one by one.
+  void CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results);
 
   // The worker or node running attempt `attempt` of the task died (or the push
   // failed): resubmits while retries remain and returns true; otherwise stores

@@ -238,6 +238,22 @@ TEST(MemoryStoreTest, ResolveAsyncWaitersAnswersWithoutStoring) {
   EXPECT_EQ(seen, nullptr);
 }
 
+TEST(MemoryStoreTest, AbsentPositionsListsWhatIsNotHereInOrder) {
+  MemoryStore store;
+  std::vector<ObjectID> ids;
+  for (int i = 0; i < 40; ++i) {
+    ids.push_back(ObjectID::FromRandom());
+    if (i % 3 == 0) store.Put(ids.back(), Value("v"));
+  }
+  ids.push_back(ids[1]);  // twice, absent both times
+  std::vector<size_t> expected;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!store.Contains(ids[i])) expected.push_back(i);
+  }
+  EXPECT_EQ(store.AbsentPositions(ids), expected);
+  EXPECT_EQ(expected.size(), 27u);
+}
+
 TEST(MemoryStoreTest, TakeRemovesAndReturnsTheValue) {
   MemoryStore store;
   ObjectID id = ObjectID::FromRandom();

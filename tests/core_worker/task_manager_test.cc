@@ -52,7 +52,8 @@ class TaskManagerTest : public ::testing::Test {
     }
     return spec;
   }
-  void Finish(const ObjectID& id, int attempt = 0) {
+  void Finish(const ObjectID& id, int attempt = 0) { tasks_.CompletePendingTask(ResultOf(id, attempt)); }
+  static rpc::TaskResult ResultOf(const ObjectID& id, int attempt = 0) {
     rpc::TaskResult result;
     result.set_task_id(id.Task().Binary());
     result.set_attempt_number(attempt);
@@ -62,7 +63,7 @@ class TaskManagerTest : public ::testing::Test {
     r->set_node_id(NodeID::FromRandom().Binary());
     r->set_raylet_address("127.0.0.1:9999");
     r->set_size_bytes(400000);
-    tasks_.CompletePendingTask(result);
+    return result;
   }
 
   Address self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()};
@@ -86,6 +87,23 @@ TEST_F(TaskManagerTest, FinishedTaskIsKeptWhileItsReturnIsReferenced) {
   EXPECT_EQ(tasks_.NumLineage(), 0u);
   EXPECT_EQ(tasks_.LineageBytes(), 0);
   EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, ABatchOfResultsCompletesEachTaskInOrder) {
+  ObjectID x = Submit();
+  ObjectID y = Submit();
+  ObjectID z = Submit();
+  google::protobuf::RepeatedPtrField<rpc::TaskResult> results;
+  *results.Add() = ResultOf(x);
+  *results.Add() = ResultOf(y, /*attempt=*/1);  // not this attempt: ignored
+  results.Add()->set_task_id("malformed");      // skipped
+  *results.Add() = ResultOf(z);
+  tasks_.CompletePendingTasks(results);
+  EXPECT_TRUE(store_.Contains(x));
+  EXPECT_FALSE(store_.Contains(y));
+  EXPECT_TRUE(store_.Contains(z));
+  EXPECT_EQ(tasks_.NumPending(), 1u);
+  EXPECT_EQ(tasks_.NumLineage(), 2u);
 }
 
 TEST_F(TaskManagerTest, AReturnFreedBeforeTheResultCameLeavesNoLineage) {
