@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,8 @@
 
 #include "bench_cluster.h"
 #include "bench_util.h"
+#include "absl/container/flat_hash_map.h"
+#include "src/common/id.h"
 #include "src/common/process.h"
 #include "src/common/security.h"
 
@@ -224,6 +227,21 @@ void Stalls(int runs, Results* out) {
   out->emplace_back("shutdown_after_small_run_s", Since(t0));
 }
 
+// The machine's baseline for the same growth: nanoseconds per operation (insert, find,
+// erase of random object ids) on a hash table of n 64-byte entries, the kind of
+// table the task path touches several times per task. Past the caches, each touch
+// is a memory access.
+double HashTableNsPerOp(long n) {
+  std::vector<manta::ObjectID> ids(n);
+  for (auto& id : ids) id = manta::ObjectID::FromRandom();
+  absl::flat_hash_map<manta::ObjectID, std::array<char, 32>> table;
+  auto t0 = Clock::now();
+  for (const auto& id : ids) table.try_emplace(id);
+  for (const auto& id : ids) table.find(id)->second[0]++;
+  for (const auto& id : ids) table.erase(id);
+  return Since(t0) * 1e9 / (3.0 * n);
+}
+
 // Submits n no-op tasks, then gets them all.
 void InFlight(int runs, long max_n, Results* out) {
   Init();
@@ -251,6 +269,9 @@ void InFlight(int runs, long max_n, Results* out) {
     out->emplace_back("tasks_in_flight_" + suffix + "_per_s", rate);
     out->emplace_back("tasks_in_flight_" + suffix + "_submitted_per_s", n / submit_s);
     out->emplace_back("driver_cpu_us_per_task_" + suffix, (ProcessCpuSeconds() - cpu0) * 1e6 / n);
+    std::vector<double> table_ns;
+    for (int r = 0; r < 3; ++r) table_ns.push_back(HashTableNsPerOp(n));
+    out->emplace_back("baseline_hash_table_ns_per_op_" + suffix, Median(table_ns));
     out->emplace_back("driver_bytes_per_pending_task_" + suffix, static_cast<double>(pending) / n);
     values.clear();
     values.shrink_to_fit();
