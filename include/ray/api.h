@@ -49,6 +49,7 @@
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
+#include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
 #include "ray/api/task_caller.h"
 #include "ray/api/wait_result.h"

@@ -68,12 +68,16 @@ void NormalTaskSubmitter::Submit(TaskSpecPtr spec) {
       later.push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
-      std::string key = SchedulingKey(spec->required_resources()) + "|" + spec->function_name();
+      // Per runtime env, in the shape itself: a lease (a worker started for one env)
+      // never serves tasks of another env, not even by AdoptIdleLease.
+      std::string env_suffix = spec->runtime_env().empty() ? std::string() : "|env:" + spec->runtime_env();
+      std::string key = SchedulingKey(spec->required_resources()) + "|" + spec->function_name() + env_suffix;
       KeyState& state = keys_[key];
       if (state.resources.empty()) {
         state.resources = spec->required_resources();
         if (state.resources.empty()) state.resources["CPU"] = 1;
-        state.shape = SchedulingKey(state.resources);
+        state.shape = SchedulingKey(state.resources) + env_suffix;
+        state.runtime_env = spec->runtime_env();
       }
       state.queue.push_back(std::move(spec));
       // Only an idle worker gets the task now. A busy one gets the tasks queued
@@ -125,6 +129,7 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
   request.set_grant_or_reject(grant_or_reject);
   request.set_backlog_size(static_cast<int64_t>(state.queue.size()));
   if (!state.queue.empty()) request.set_function_name(state.queue.front()->function_name());
+  if (!state.runtime_env.empty()) request.set_runtime_env(state.runtime_env);
   std::weak_ptr<bool> alive = alive_;
   raylets_.Get(raylet_address)
       ->RequestWorkerLease(request, [this, alive, key, raylet_address, grant_or_reject](
@@ -169,7 +174,14 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       RequestLease(key, target, true);
     } else {
       --state.pending_lease_requests;
-      if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
+      if (!shutting_down_ && status.ok() && reply.rejected() && reply.runtime_env_setup_failed()) {
+        // Final: no worker can be started for this env, so asking again cannot help.
+        LOG(WARNING) << "lease request for " << key << " at " << raylet_address
+                     << " failed for good: " << reply.failure_message();
+        FailQueuedTasks(state, rpc::RUNTIME_ENV_SETUP_FAILED,
+                        "the task's runtime_env cannot be applied: " + reply.failure_message(), &later);
+        state.consecutive_lease_failures = 0;
+      } else if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
         std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
         bool local = raylet_address == options_.local_raylet_address;
         if (local) ++state.consecutive_lease_failures;
