@@ -427,7 +427,9 @@ void LoadCodeSearchPath(const std::string& joined) {
 std::vector<std::string> WorkerCommand(int argc, char** argv) {
   std::vector<std::string> command = {manta::SelfExecutablePath()};
   if (argc > 0 && argv != nullptr) {
-    for (int i = 1; i < argc; ++i) command.push_back(argv[i]);
+    // argv may end early (a NULL entry) when the program shortened it after main, as
+    // GoogleTest does with its own flags while argc stays as it was.
+    for (int i = 1; i < argc && argv[i] != nullptr; ++i) command.push_back(argv[i]);
     return command;
   }
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
