@@ -52,6 +52,10 @@ bool RuntimeEnv::Empty() const { return fields_.empty(); }
 
 std::string RuntimeEnv::Serialize() const { return fields_.dump(); }
 
+std::string RuntimeEnv::SerializeToRuntimeEnvInfo() const {
+  return json{{"serializedRuntimeEnv", Serialize()}}.dump();
+}
+
 RuntimeEnv RuntimeEnv::Deserialize(const std::string& serialized_runtime_env) {
   json parsed = json::parse(serialized_runtime_env, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {

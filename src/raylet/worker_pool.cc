@@ -338,8 +338,7 @@ absl::StatusOr<WorkerRuntimeEnv> WorkerPool::ApplicableRuntimeEnv(const JobID& j
   if (error.ok() && !applied->working_dir.empty()) error = CheckWorkingDir(applied->working_dir);
   if (error.ok()) return applied;
   return MarkRuntimeEnvError(absl::Status(
-      error.code(), "cannot start a worker for job " + job_id.Hex() + " on node " + options_.node_id.Hex() + ": " +
-                        std::string(error.message())));
+      error.code(), "cannot start a worker for job " + job_id.Hex() + ": " + std::string(error.message())));
 }
 
 absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& runtime_env,

@@ -214,7 +214,7 @@ class WorkerPool {
   // concurrency; pops whose start failed get the error.
   void TryStartWorkers();
   // What a worker of `runtime_env` gets, or why none can be started (a runtime env
-  // error naming the job, the node and the field or directory).
+  // error naming the job and the field or directory).
   absl::StatusOr<WorkerRuntimeEnv> ApplicableRuntimeEnv(const JobID& job_id, const std::string& runtime_env) const;
   absl::Status StartWorker(const JobID& job_id, const std::string& runtime_env, const WorkerRuntimeEnv& applied,
                            const rpc::JobConfig& config, EnvPool& env_pool);

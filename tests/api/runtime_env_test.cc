@@ -143,6 +143,13 @@ TEST(RuntimeEnvTest, SerializeDeserializeRoundTrip) {
   EXPECT_TRUE(ray::RuntimeEnv::Deserialize("{}").Empty());
 }
 
+TEST(RuntimeEnvTest, SerializeToRuntimeEnvInfoWrapsTheSerializedEnv) {
+  ray::RuntimeEnv env;
+  env.Set("working_dir", std::string("/data"));
+  ray::json info = ray::json::parse(env.SerializeToRuntimeEnvInfo());
+  EXPECT_EQ(info, (ray::json{{"serializedRuntimeEnv", R"({"working_dir":"/data"})"}}));
+}
+
 TEST(RuntimeEnvTest, DeserializeRefusesMalformedJsonAndNonObjects) {
   EXPECT_THAT(RuntimeEnvError([] { ray::RuntimeEnv::Deserialize(R"({"env_vars": )"); }),
               HasSubstr("malformed JSON"));

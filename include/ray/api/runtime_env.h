@@ -97,6 +97,8 @@ class RuntimeEnv {
   // The whole env as compact JSON text (an object; "{}" when empty), which
   // Deserialize reads back into an equal env.
   std::string Serialize() const;
+  // Ray's RuntimeEnvInfo form, as JSON text: {"serializedRuntimeEnv": Serialize()}.
+  std::string SerializeToRuntimeEnvInfo() const;
   // Parses Serialize()'s output (any JSON object). Throws for malformed JSON or a
   // JSON value other than an object.
   static RuntimeEnv Deserialize(const std::string& serialized_runtime_env);
