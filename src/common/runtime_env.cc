@@ -57,15 +57,11 @@ absl::StatusOr<std::string> MergeRuntimeEnvs(std::string_view parent, std::strin
   if (!merged.ok()) return merged.status();
   absl::StatusOr<json> overlay = ParseEnv(child);
   if (!overlay.ok()) return overlay.status();
-  for (const json* env : {&*merged, &*overlay}) {
-    auto vars = env->find("env_vars");
-    if (vars != env->end() && !vars->is_object()) {
-      return EnvError(std::string("runtime_env field 'env_vars' must be an object of strings, not ") +
-                      vars->type_name());
-    }
-  }
   for (auto& [name, value] : overlay->items()) {
-    if (name == "env_vars" && merged->contains("env_vars")) {
+    // env_vars that are not objects cannot be merged: the child's replace the parent's
+    // (and the worker refuses them, naming the field).
+    auto parent_vars = merged->find("env_vars");
+    if (name == "env_vars" && value.is_object() && parent_vars != merged->end() && parent_vars->is_object()) {
       json& vars = (*merged)["env_vars"];
       for (auto& [var, var_value] : value.items()) vars[var] = var_value;
     } else {

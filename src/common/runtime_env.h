@@ -37,9 +37,9 @@ absl::StatusOr<std::string> CanonicalRuntimeEnv(std::string_view serialized);
 
 // `child` applied over `parent` (both serialized, "" = none), by Ray's inheritance
 // rules: every field the child sets replaces the parent's, except `env_vars`, whose
-// entries are merged name by name (the child's value wins). Canonical result.
-// InvalidArgument (marked) when either is not a JSON object, or when env_vars of
-// either is not an object.
+// entries are merged name by name (the child's value wins; env_vars that are not
+// objects on either side are replaced, not merged). Canonical result.
+// InvalidArgument (marked) when either is not a JSON object.
 absl::StatusOr<std::string> MergeRuntimeEnvs(std::string_view parent, std::string_view child);
 
 // `serialized` with a relative working_dir made absolute against `base_dir`

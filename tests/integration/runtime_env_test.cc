@@ -223,6 +223,10 @@ TEST_F(RuntimeEnvTest, EnvsACppWorkerCannotApplyFailNamingTheField) {
   number.SetJsonStr("env_vars", R"({"RENV_NUMBER": 1})");
   EXPECT_THAT(RuntimeEnvError([&] { ray::Task(Pid).SetRuntimeEnv(number).Remote().Get(); }),
               HasSubstr("'RENV_NUMBER'"));
+  ray::RuntimeEnv not_an_object;
+  not_an_object.Set("env_vars", 5);
+  EXPECT_THAT(RuntimeEnvError([&] { ray::Task(Pid).SetRuntimeEnv(not_an_object).Remote().Get(); }),
+              HasSubstr("'env_vars'"));
   ray::RuntimeEnv pip;
   pip.Set("pip", std::vector<std::string>{"requests"});
   EXPECT_THAT(RuntimeEnvError([&] { ray::Task(Pid).SetRuntimeEnv(pip).Remote().Get(); }), HasSubstr("'pip'"));
