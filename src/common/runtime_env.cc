@@ -101,8 +101,9 @@ absl::StatusOr<WorkerRuntimeEnv> ParseWorkerRuntimeEnv(std::string_view serializ
                           "' (it must be non-empty and contain no '=')");
         }
         if (!var_value.is_string()) {
+          // The value is not quoted: env_vars may hold secrets, and this message is logged.
           return EnvError("runtime_env field 'env_vars': the value of '" + var + "' must be a string, not " +
-                          var_value.type_name() + " (" + var_value.dump() + ")");
+                          var_value.type_name());
         }
         out.env_vars[var] = var_value.get<std::string>();
       }

@@ -4,7 +4,8 @@
 // restart) in their env, workers of two envs are never shared, and an env that cannot
 // be applied fails the task or actor at once with RayRuntimeEnvException. One cluster
 // (ClusterHarness: free ports, cleanup by pid) for the suite; each test is a job of
-// its own (ray::Init with its config, ray::Shutdown). This binary is its own worker.
+// its own (ray::Init with its config, ray::Shutdown); a second node takes tasks that
+// need its custom resource (spillback). This binary is its own worker.
 #include <ray/api.h>
 #include <signal.h>
 #include <unistd.h>
@@ -74,6 +75,8 @@ class RuntimeEnvTest : public ::testing::Test {
   static void SetUpTestSuite() {
     harness_ = new manta::testing::ClusterHarness();
     harness_->StartHead({"--num-cpus=4"});
+    // A second node that alone has "renv_other": tasks needing it spill back there.
+    harness_->StartNode({"--num-cpus=1", "--resources={\"renv_other\": 1}"});
   }
   static void TearDownTestSuite() { delete harness_; }
   void TearDown() override { ray::Shutdown(); }
@@ -163,6 +166,18 @@ TEST_F(RuntimeEnvTest, AnActorRunsInItsEnvAndKeepsItAcrossARestart) {
   ASSERT_NE(second_pid, first_pid) << "the actor did not restart";
   EXPECT_EQ(*actor.Task(&EnvActor::Get).Remote("RENV_ACTOR").Get(), "actor");
   EXPECT_EQ(*actor.Task(&EnvActor::Dir).Remote().Get(), real_dir);
+}
+
+TEST_F(RuntimeEnvTest, ALeaseSpilledToAnotherNodeKeepsItsEnv) {
+  ray::RayConfig config;
+  config.runtime_env = EnvVars({{"RENV_JOB", "job"}});
+  InitJob(config);
+  ray::RuntimeEnv env = EnvVars({{"RENV_TASK", "task"}});
+  std::string here = *ray::Task(GetEnv).Remote("MANTA_NODE_ID").Get();
+  std::string there = *ray::Task(GetEnv).SetResource("renv_other", 1).Remote("MANTA_NODE_ID").Get();
+  ASSERT_NE(there, here) << "the task did not run on the other node";
+  EXPECT_EQ(*ray::Task(GetEnv).SetResource("renv_other", 1).SetRuntimeEnv(env).Remote("RENV_TASK").Get(), "task");
+  EXPECT_EQ(*ray::Task(GetEnv).SetResource("renv_other", 1).SetRuntimeEnv(env).Remote("RENV_JOB").Get(), "job");
 }
 
 TEST_F(RuntimeEnvTest, WorkersOfTwoEnvsAreNeverShared) {
