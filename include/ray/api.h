@@ -28,6 +28,10 @@
 // ray::ActorHandle<T> (ray/api/actor_creator.h, actor_handle.h); handle.Task(&T::M)
 // calls it (ray/api/actor_task_caller.h).
 //
+// Runtime environments: ray::RuntimeEnv (ray/api/runtime_env.h) sets env_vars and a
+// working_dir for the workers of the job (RayConfig::runtime_env), of a task
+// (ray::Task(f).SetRuntimeEnv(env)) or of an actor (ray::Actor(f).SetRuntimeEnv(env)).
+//
 // Worker processes: the cluster runs tasks by starting this same program again as a
 // worker; its call to ray::Init() then serves tasks and never returns. Keep work
 // that must happen only once (reading input, printing results) after ray::Init().
@@ -49,6 +53,7 @@
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
+#include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
 #include "ray/api/task_caller.h"
 #include "ray/api/wait_result.h"

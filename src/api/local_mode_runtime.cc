@@ -1,6 +1,10 @@
 #include "src/api/local_mode_runtime.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <random>
 #include <utility>
@@ -12,6 +16,8 @@
 #include "ray/api/ray_exception.h"
 #include "ray/api/serializer.h"
 #include "src/api/runtime_factory.h"
+#include "src/api/task_runtime_env.h"
+#include "src/common/runtime_env.h"
 
 namespace ray {
 namespace internal {
@@ -59,7 +65,55 @@ std::unique_ptr<RayRuntime> CreateLocalModeRuntime(const ray::RayConfig& config)
 LocalModeRuntime::LocalModeRuntime(const ray::RayConfig& config)
     : base_threads_(PoolSize(config)),
       id_prefix_(RandomPrefix()),
-      namespace_(config.ray_namespace.empty() ? "anonymous_namespace_" + HexId(id_prefix_) : config.ray_namespace) {}
+      namespace_(config.ray_namespace.empty() ? "anonymous_namespace_" + HexId(id_prefix_) : config.ray_namespace),
+      runtime_env_(JobRuntimeEnv(config)) {
+  ApplyRuntimeEnvToProcess();
+}
+
+void LocalModeRuntime::ApplyRuntimeEnvToProcess() {
+  if (runtime_env_.empty()) return;
+  const std::string what = "RayConfig::runtime_env (local_mode applies it to this process)";
+  auto env = manta::ParseWorkerRuntimeEnv(runtime_env_);
+  if (!env.ok()) throw RayRuntimeEnvException(what + ": " + std::string(env.status().message()));
+  if (!env->working_dir.empty()) {
+    absl::Status usable = manta::CheckWorkingDir(env->working_dir);
+    if (!usable.ok()) throw RayRuntimeEnvException(what + ": " + std::string(usable.message()));
+    std::error_code ec;
+    replaced_cwd_ = std::filesystem::current_path(ec).string();
+    if (ec || chdir(env->working_dir.c_str()) != 0) {
+      replaced_cwd_.clear();
+      throw RayRuntimeEnvException(what + ": cannot change to working_dir " + env->working_dir);
+    }
+  }
+  for (const auto& [name, value] : env->env_vars) {
+    const char* old = std::getenv(name.c_str());
+    replaced_env_vars_.emplace_back(name, old == nullptr ? std::nullopt : std::optional<std::string>(old));
+    setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+  }
+}
+
+void LocalModeRuntime::RestoreProcessEnv() {
+  for (auto it = replaced_env_vars_.rbegin(); it != replaced_env_vars_.rend(); ++it) {
+    if (it->second) {
+      setenv(it->first.c_str(), it->second->c_str(), 1);
+    } else {
+      unsetenv(it->first.c_str());
+    }
+  }
+  replaced_env_vars_.clear();
+  if (!replaced_cwd_.empty() && chdir(replaced_cwd_.c_str()) != 0) {
+    LOG(WARNING) << "ray::Shutdown (local_mode): cannot change back to " << replaced_cwd_;
+  }
+  replaced_cwd_.clear();
+}
+
+void LocalModeRuntime::CheckSameRuntimeEnv(const std::string& own, const std::string& what) const {
+  if (own.empty()) return;
+  if (TaskRuntimeEnv(runtime_env_, own, what) == runtime_env_) return;
+  throw RayRuntimeEnvException(what + ": local_mode runs every task and actor in this one process, in the job's "
+                               "runtime_env (RayConfig::runtime_env); a runtime_env of their own (" + own +
+                               ") cannot be applied here");
+}
 
 std::string LocalModeRuntime::Actor::Describe() const {
   std::string out = "actor " + HexId(id);
@@ -90,6 +144,7 @@ LocalModeRuntime::~LocalModeRuntime() {
     if (threads.empty()) break;
     for (std::thread& thread : threads) thread.join();
   }
+  RestoreProcessEnv();
 }
 
 std::string LocalModeRuntime::NewObjectId(bool is_put) {
@@ -499,7 +554,8 @@ bool LocalModeRuntime::PrepareArgumentsLocked(const std::shared_ptr<Task>& task)
 }
 
 std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                                         const TaskOptions& /*options*/) {
+                                         const TaskOptions& options) {
+  CheckSameRuntimeEnv(options.serialized_runtime_env, "ray::Task(" + function_name + ").SetRuntimeEnv");
   auto task = std::make_shared<Task>();
   task->function_name = function_name;
   task->args = std::move(args);
@@ -513,6 +569,7 @@ std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::
 
 CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                            const ActorCreationOptions& options) {
+  CheckSameRuntimeEnv(options.serialized_runtime_env, "ray::Actor(" + factory_name + ").SetRuntimeEnv");
   auto actor = std::make_shared<Actor>();
   actor->name = options.name;
   actor->ray_namespace = options.ray_namespace.empty() ? namespace_ : options.ray_namespace;

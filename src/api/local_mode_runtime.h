@@ -15,6 +15,14 @@
 // by one thread while tasks are queued, so nested tasks cannot starve the pool.
 // Task options (resources, retries) are accepted and ignored.
 //
+// Runtime envs: the job's (RayConfig::runtime_env) is applied to this process while
+// the runtime lives — env_vars set, the current directory changed to working_dir —
+// since the driver's process is the only worker; the destructor puts back what it
+// replaced. The constructor throws RayRuntimeEnvException when the env cannot be
+// applied (working_dir not a directory, a field other than env_vars/working_dir). A
+// task or actor whose own SetRuntimeEnv would run it in an env other than the job's
+// cannot be honoured in one process: Remote throws RayRuntimeEnvException.
+//
 // Actors live in this process too: an instance made by the registered factory, with
 // a queue of calls run in submission order on the pool, one at a time (or up to
 // max_concurrency at once, the pool growing so that each has a thread), never
@@ -37,6 +45,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -191,9 +200,22 @@ class LocalModeRuntime : public RayRuntime {
                                std::shared_ptr<const std::string>* bytes, std::shared_ptr<void>* instance,
                                bool* exit_actor);
 
+  // Applies runtime_env_ to this process, remembering what it replaces (constructor).
+  void ApplyRuntimeEnvToProcess();
+  // Puts back what ApplyRuntimeEnvToProcess replaced (destructor).
+  void RestoreProcessEnv();
+  // Throws unless a task or actor with `own` env (TaskOptions::serialized_runtime_env)
+  // runs in the job's env.
+  void CheckSameRuntimeEnv(const std::string& own, const std::string& what) const;
+
   const size_t base_threads_;
   const std::string id_prefix_;  // random, distinguishes runtimes' ids
   const std::string namespace_;
+  // The job's canonical runtime env ("" = none), and what applying it replaced:
+  // variables (nullopt: unset before) and the previous current directory.
+  const std::string runtime_env_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> replaced_env_vars_;
+  std::string replaced_cwd_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // an object completed, or shutdown

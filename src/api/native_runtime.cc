@@ -21,6 +21,7 @@
 #include "src/api/local_cluster.h"
 #include "src/api/native_runtime.h"
 #include "src/api/runtime_factory.h"
+#include "src/api/task_runtime_env.h"
 #include "src/common/config.h"
 #include "src/common/logging.h"
 #include "src/common/process.h"
@@ -50,6 +51,8 @@ ErrorKind KindOf(int error_type) {
       return ErrorKind::kUnreconstructable;
     case manta::rpc::ACTOR_DIED:
       return ErrorKind::kActor;
+    case manta::rpc::RUNTIME_ENV_SETUP_FAILED:
+      return ErrorKind::kRuntimeEnv;
     default:
       return ErrorKind::kOther;
   }
@@ -81,8 +84,12 @@ std::vector<ObjectID> ParseIds(const std::vector<std::string>& ids) {
 
 class NativeRuntime final : public RayRuntime {
  public:
-  NativeRuntime(std::unique_ptr<CoreWorker> core, std::unique_ptr<LocalCluster> cluster, int64_t max_inline_arg_bytes)
-      : core_(std::move(core)), cluster_(std::move(cluster)), max_inline_arg_bytes_(max_inline_arg_bytes) {}
+  // `runtime_env`: the env this process's tasks and actors inherit (a driver: the
+  // job's; a worker: the one it was started for), canonical, "" = none.
+  NativeRuntime(std::unique_ptr<CoreWorker> core, std::unique_ptr<LocalCluster> cluster, int64_t max_inline_arg_bytes,
+                std::string runtime_env)
+      : core_(std::move(core)), cluster_(std::move(cluster)), max_inline_arg_bytes_(max_inline_arg_bytes),
+        runtime_env_(std::move(runtime_env)) {}
   ~NativeRuntime() override {
     core_->Shutdown();
     core_.reset();
@@ -118,10 +125,12 @@ class NativeRuntime final : public RayRuntime {
 
   std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                          const TaskOptions& options) override {
+    std::string env = TaskRuntimeEnv(runtime_env_, options.serialized_runtime_env,
+                                     "ray::Task(" + function_name + ").SetRuntimeEnv");
     Arguments converted = ConvertArguments(function_name, args);
     std::map<std::string, double> resources(options.resources.begin(), options.resources.end());
     auto id = core_->SubmitTask(function_name, std::move(converted.inputs), options.name, resources,
-                                options.max_retries);
+                                options.max_retries, env);
     converted.ReleaseTemporaries(*core_);  // the submitted task holds its arguments now
     if (!id.ok()) ThrowStatus("submitting " + function_name + " failed", id.status());
     return id->Binary();
@@ -129,8 +138,11 @@ class NativeRuntime final : public RayRuntime {
 
   CreatedActor CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                            const ActorCreationOptions& options) override {
+    std::string env = TaskRuntimeEnv(runtime_env_, options.serialized_runtime_env,
+                                     "ray::Actor(" + factory_name + ").SetRuntimeEnv");
     Arguments converted = ConvertArguments(factory_name, args);
     manta::core::ActorCreationOptions core_options;
+    core_options.runtime_env = std::move(env);
     core_options.name = options.name;
     core_options.ray_namespace = options.ray_namespace;
     core_options.detached = options.detached < 0 ? core_->default_actor_detached() : options.detached > 0;
@@ -248,6 +260,7 @@ class NativeRuntime final : public RayRuntime {
   std::unique_ptr<CoreWorker> core_;
   std::unique_ptr<LocalCluster> cluster_;
   int64_t max_inline_arg_bytes_;
+  const std::string runtime_env_;
 };
 
 // The actor this worker runs (one per process), created by its creation task.
@@ -402,7 +415,8 @@ void LoadCodeSearchPath(const std::string& joined) {
   }
   CoreWorker* raw = core->get();
   int64_t max_inline = options.config.max_inline_arg_bytes;
-  InstallRayRuntime(std::make_unique<NativeRuntime>(std::move(*core), nullptr, max_inline));
+  // The env the raylet started this worker for: what its tasks' children inherit.
+  InstallRayRuntime(std::make_unique<NativeRuntime>(std::move(*core), nullptr, max_inline, Env("MANTA_RUNTIME_ENV")));
   raw->RunTaskExecutionLoop(ExecuteTask);
   UninstallRayRuntime().reset();
   google::FlushLogFiles(google::GLOG_INFO);
@@ -413,7 +427,9 @@ void LoadCodeSearchPath(const std::string& joined) {
 std::vector<std::string> WorkerCommand(int argc, char** argv) {
   std::vector<std::string> command = {manta::SelfExecutablePath()};
   if (argc > 0 && argv != nullptr) {
-    for (int i = 1; i < argc; ++i) command.push_back(argv[i]);
+    // argv may end early (a NULL entry) when the program shortened it after main, as
+    // GoogleTest does with its own flags while argc stays as it was.
+    for (int i = 1; i < argc && argv[i] != nullptr; ++i) command.push_back(argv[i]);
     return command;
   }
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -448,6 +464,8 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
   manta::core::CoreWorkerOptions options;
   options.is_driver = true;
   options.config = LoadConfig();
+  // Before any cluster is started: a job env no worker could apply fails Init.
+  std::string job_runtime_env = JobRuntimeEnv(config);
   std::unique_ptr<LocalCluster> cluster;
   std::string address = config.address;
   if (address.empty()) {
@@ -484,7 +502,12 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
   if (config.code_search_path.empty()) {
     for (const std::string& arg : WorkerCommand(argc, argv)) options.job_config.add_worker_command(arg);
   } else {
-    for (const std::string& path : config.code_search_path) options.job_config.add_code_search_path(path);
+    // Absolute: a worker with a runtime env working_dir starts in another directory.
+    for (const std::string& path : config.code_search_path) {
+      std::error_code ec;
+      std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+      options.job_config.add_code_search_path(ec ? path : absolute.string());
+    }
   }
   // No namespace given: an anonymous one of this job only.
   options.job_config.set_ray_namespace(config.ray_namespace.empty()
@@ -497,7 +520,8 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     throw RayException("ray::Init: cannot connect to the cluster at " + address + ": " +
                        std::string(core.status().message()));
   }
-  return std::make_unique<NativeRuntime>(std::move(*core), std::move(cluster), options.config.max_inline_arg_bytes);
+  return std::make_unique<NativeRuntime>(std::move(*core), std::move(cluster), options.config.max_inline_arg_bytes,
+                                         std::move(job_runtime_env));
 }
 
 }  // namespace internal

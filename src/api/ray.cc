@@ -43,7 +43,7 @@ std::optional<std::string> FindFlag(int argc, char** argv, const std::string& na
   for (int i = 1; i < argc && argv != nullptr; ++i) {
     std::string arg = argv[i] == nullptr ? "" : argv[i];
     for (const std::string& prefix : {"--" + name, "-" + name}) {
-      if (arg == prefix && i + 1 < argc) {
+      if (arg == prefix && i + 1 < argc && argv[i + 1] != nullptr) {
         value = argv[i + 1];
       } else if (arg.rfind(prefix + "=", 0) == 0) {
         value = arg.substr(prefix.size() + 1);

@@ -37,6 +37,12 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> argv_copy = options.argv;
+  // A relative executable path names a file in the parent's directory, not in the
+  // child's working_dir.
+  if (!options.working_dir.empty() && argv_copy[0].find('/') != std::string::npos && argv_copy[0][0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) argv_copy[0] = std::string(cwd) + "/" + argv_copy[0];
+  }
   std::vector<char*> argv;
   for (auto& s : argv_copy) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -49,7 +55,7 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     }
   }
   // A CLOEXEC pipe tells the parent whether exec succeeded: it closes on exec, or
-  // carries errno on failure.
+  // carries {stage, errno} on failure (stage 1: chdir, 2: exec).
   int err_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     if (out_fd >= 0) close(out_fd);
@@ -81,23 +87,32 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, nullptr);
-    execvpe(argv[0], argv.data(), envp.data());
-    int err = errno;
-    ssize_t ignored = write(err_pipe[1], &err, sizeof(err));
+    int failure[2] = {2, 0};
+    if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) {
+      failure[0] = 1;
+    } else {
+      execvpe(argv[0], argv.data(), envp.data());
+    }
+    failure[1] = errno;
+    ssize_t ignored = write(err_pipe[1], failure, sizeof(failure));
     (void)ignored;
     _exit(127);
   }
   close(err_pipe[1]);
   if (out_fd >= 0) close(out_fd);
-  int child_errno = 0;
+  int failure[2] = {0, 0};
   ssize_t n;
   do {
-    n = read(err_pipe[0], &child_errno, sizeof(child_errno));
+    n = read(err_pipe[0], failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
   close(err_pipe[0]);
-  if (n == sizeof(child_errno)) {
+  if (n == sizeof(failure)) {
     waitpid(pid, nullptr, 0);
-    return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(child_errno));
+    if (failure[0] == 1) {
+      return absl::FailedPreconditionError("cannot start " + options.argv[0] + " in working directory " +
+                                           options.working_dir + ": " + std::strerror(failure[1]));
+    }
+    return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
   }
   return pid;
 }

@@ -19,6 +19,9 @@ struct ProcessOptions {
   std::map<std::string, std::string> env;
   // stdout and stderr go here (appended) when set, else inherited.
   std::string output_file;
+  // The child starts in this directory when set (else in the parent's). Opened
+  // before it is entered, so output_file and a relative argv[0] are the parent's.
+  std::string working_dir;
   // Starts the child in a new session, so it outlives the parent's terminal.
   bool new_session = false;
   // The child gets SIGKILL when the parent dies (Linux PR_SET_PDEATHSIG). The kernel
@@ -28,7 +31,8 @@ struct ProcessOptions {
 };
 
 // Starts the process. Returns its pid, or an error naming the executable when it
-// cannot be started (exec failure is reported, not just a dead child).
+// cannot be started (exec failure is reported, not just a dead child); or
+// FailedPrecondition naming working_dir when the child cannot enter it.
 absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options);
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit (every daemon does at

@@ -268,7 +268,9 @@ void ActorTaskSubmitter::OnActorState(const rpc::ActorTableData& data) {
     }
     if (data.state() == rpc::ActorTableData::DEAD) {
       actor.death_cause = data.death_cause();
-      actor.death_cause.set_type(rpc::ACTOR_DIED);
+      // Calls fail as the actor did: RayActorException, or RayRuntimeEnvException when
+      // its runtime env could not be applied.
+      if (actor.death_cause.type() != rpc::RUNTIME_ENV_SETUP_FAILED) actor.death_cause.set_type(rpc::ACTOR_DIED);
       if (actor.death_cause.message().empty()) actor.death_cause.set_message(actor.describe + " is dead");
       FailQueued(actor, actor.death_cause, &later);
     }

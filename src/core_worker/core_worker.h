@@ -103,9 +103,12 @@ class CoreWorker {
 
   // --- Tasks (any thread) ---------------------------------------------------
   // Submits a normal task; returns its return object id carrying one local reference.
+  // `runtime_env`: the task's merged, canonical runtime env (src/common/runtime_env.h),
+  // empty for none; only workers started for it run the task.
   absl::StatusOr<ObjectID> SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
                                       const std::string& name,
-                                      const std::map<std::string, double>& resources, int max_retries);
+                                      const std::map<std::string, double>& resources, int max_retries,
+                                      const std::string& runtime_env = "");
 
   // --- Actors (any thread) --------------------------------------------------
   // Creates an actor running the factory registered as `factory_name`. Returns once

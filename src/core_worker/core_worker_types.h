@@ -83,6 +83,8 @@ struct ActorCreationOptions {
   // Empty: one CPU to place it, none held while it lives.
   std::map<std::string, double> resources;
   std::string class_name;
+  // The actor's merged, canonical runtime env (src/common/runtime_env.h); empty: none.
+  std::string runtime_env;
 };
 
 // A new actor: its id, and the object its handles count references on (carrying

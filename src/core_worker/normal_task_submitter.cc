@@ -18,6 +18,13 @@ constexpr double kPipelineTargetUs = 10000;
 // Added to each reported run time: the per-task cost of the channel and the
 // executor, so that empty tasks do not count as free.
 constexpr double kTaskOverheadUs = 5;
+constexpr char kEnvKeyPart[] = "|env:";
+
+// A scheduling key for logs: without its runtime env, whose env_vars may hold secrets.
+std::string LogKey(const std::string& key) {
+  size_t env = key.find(kEnvKeyPart);
+  return env == std::string::npos ? key : key.substr(0, env) + "|<runtime_env>";
+}
 }  // namespace
 
 NormalTaskSubmitter::NormalTaskSubmitter(EventLoop& loop, SubmitterOptions options, RayletClientPool& raylets,
@@ -70,12 +77,16 @@ void NormalTaskSubmitter::Submit(TaskSpecPtr spec) {
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
       google::protobuf::Map<std::string, double> resources = ResourceMapOf(*spec);
-      std::string key = SchedulingKey(resources) + "|" + spec->function_name();
+      // Per runtime env, in the shape itself: a lease (a worker started for one env)
+      // never serves tasks of another env, not even by AdoptIdleLease.
+      std::string env_suffix = spec->runtime_env().empty() ? std::string() : kEnvKeyPart + spec->runtime_env();
+      std::string key = SchedulingKey(resources) + "|" + spec->function_name() + env_suffix;
       KeyState& state = keys_[key];
       if (state.resources.empty()) {
         state.resources = std::move(resources);
         if (state.resources.empty()) state.resources["CPU"] = 1;
-        state.shape = SchedulingKey(state.resources);
+        state.shape = SchedulingKey(state.resources) + env_suffix;
+        state.runtime_env = spec->runtime_env();
       }
       state.queue.push_back(std::move(spec));
       // Only an idle worker gets the task now. A busy one gets the tasks queued
@@ -127,6 +138,7 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
   request.set_grant_or_reject(grant_or_reject);
   request.set_backlog_size(static_cast<int64_t>(state.queue.size()));
   if (!state.queue.empty()) request.set_function_name(state.queue.front()->function_name());
+  if (!state.runtime_env.empty()) request.set_runtime_env(state.runtime_env);
   std::weak_ptr<bool> alive = alive_;
   raylets_.Get(raylet_address)
       ->RequestWorkerLease(request, [this, alive, key, raylet_address, grant_or_reject](
@@ -155,7 +167,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       lease.idle_since_ms = MonotonicMs();
       lease.channel = channels_.Get(TaskChannelKey(lease.worker));
       VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker "
-              << HostPort(lease.worker) << " for " << key;
+              << HostPort(lease.worker) << " for " << LogKey(key);
       std::string lease_id = lease.lease_id;
       leases_.emplace(lease_id, std::move(lease));
       state.leases.push_back(lease_id);
@@ -167,15 +179,22 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       }
     } else if (status.ok() && !reply.retry_at_raylet_address().ip_address().empty() && !grant_or_reject) {
       std::string target = HostPort(reply.retry_at_raylet_address());
-      VLOG(1) << "lease for " << key << " spilled back to " << target;
+      VLOG(1) << "lease for " << LogKey(key) << " spilled back to " << target;
       RequestLease(key, target, true);
     } else {
       --state.pending_lease_requests;
-      if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
+      if (!shutting_down_ && status.ok() && reply.rejected() && reply.runtime_env_setup_failed()) {
+        // Final: no worker can be started for this env, so asking again cannot help.
+        LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address
+                     << " failed for good: " << reply.failure_message();
+        FailQueuedTasks(state, rpc::RUNTIME_ENV_SETUP_FAILED,
+                        "the task's runtime_env cannot be applied: " + reply.failure_message(), &later);
+        state.consecutive_lease_failures = 0;
+      } else if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
         std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
         bool local = raylet_address == options_.local_raylet_address;
         if (local) ++state.consecutive_lease_failures;
-        LOG(WARNING) << "lease request for " << key << " at " << raylet_address << " failed: " << why;
+        LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address << " failed: " << why;
         if (state.consecutive_lease_failures >= kMaxConsecutiveLeaseFailures) {
           FailQueuedTasks(state, rpc::NODE_DIED,
                           "no worker lease could be obtained from the local raylet " +
@@ -339,8 +358,8 @@ void NormalTaskSubmitter::MoveLease(Lease& lease, const std::string& to_key) {
     auto& ids = from->second.leases;
     ids.erase(std::remove(ids.begin(), ids.end(), lease.lease_id), ids.end());
   }
-  VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " passes from " << lease.key << " to "
-          << to_key;
+  VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " passes from " << LogKey(lease.key) << " to "
+          << LogKey(to_key);
   lease.key = to_key;
   keys_.at(to_key).leases.push_back(lease.lease_id);
 }

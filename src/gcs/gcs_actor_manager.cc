@@ -193,6 +193,10 @@ void GcsActorManager::OnCreated(const ActorID& actor_id, const ActorPlacement& p
   actor.set_raylet_address(placement.raylet_address);
   actor.set_node_id(placement.node_id.Binary());
   actor.set_pid(placement.pid);
+  if (error.type() == rpc::RUNTIME_ENV_SETUP_FAILED) {
+    Die(actor_id, error.message(), rpc::RUNTIME_ENV_SETUP_FAILED);
+    return;
+  }
   if (error.type() != rpc::ERROR_TYPE_UNSPECIFIED) {
     Die(actor_id, "its factory " + actor.creation_spec().function_name() + " failed: " + error.message());
     return;
@@ -229,7 +233,7 @@ void GcsActorManager::OnActorProcessLost(const ActorID& actor_id, const std::str
   Schedule(actor);
 }
 
-void GcsActorManager::Die(const ActorID& actor_id, const std::string& why) {
+void GcsActorManager::Die(const ActorID& actor_id, const std::string& why, rpc::ErrorType type) {
   auto it = actors_.find(actor_id);
   if (it == actors_.end() || !IsLive(it->second)) return;
   rpc::ActorTableData& actor = it->second;
@@ -240,7 +244,7 @@ void GcsActorManager::Die(const ActorID& actor_id, const std::string& why) {
   if (named != named_.end() && named->second == actor_id) named_.erase(named);
   actor.set_state(rpc::ActorTableData::DEAD);
   actor.set_end_time_ms(now_ms_());
-  actor.mutable_death_cause()->set_type(rpc::ACTOR_DIED);
+  actor.mutable_death_cause()->set_type(type);
   actor.mutable_death_cause()->set_message(Describe(actor) + " is dead: " + why);
   LOG(INFO) << actor.death_cause().message();
   PersistAndPublish(actor);

@@ -94,8 +94,10 @@ class GcsActorManager {
   void Schedule(rpc::ActorTableData& actor);
   // The actor's process went away (`why`): restart it if allowed, else DEAD.
   void OnActorProcessLost(const ActorID& actor_id, const std::string& why);
-  // Marks the actor DEAD with `why`, kills its worker and frees its name.
-  void Die(const ActorID& actor_id, const std::string& why);
+  // Marks the actor DEAD with `why` (death cause of `type`: ACTOR_DIED, or
+  // RUNTIME_ENV_SETUP_FAILED when its env cannot be applied), kills its worker and
+  // frees its name.
+  void Die(const ActorID& actor_id, const std::string& why, rpc::ErrorType type = rpc::ACTOR_DIED);
   // Writes the row (version bumped), then publishes it and runs `done` with the
   // store's status.
   void PersistAndPublish(rpc::ActorTableData& actor, absl::AnyInvocable<void(absl::Status)> done = nullptr);

@@ -78,6 +78,7 @@ void GcsActorScheduler::RequestLease(const std::shared_ptr<Attempt>& attempt, co
   if (placement_only) (*request.mutable_required_resources())["CPU"] = 1;
   request.set_grant_or_reject(grant_or_reject);
   request.set_function_name(spec.function_name());
+  request.set_runtime_env(spec.runtime_env());
   request.mutable_actor()->set_actor_id(actor.actor_id());
   request.mutable_actor()->set_detached(actor.detached());
   request.mutable_actor()->set_placement_only(placement_only);
@@ -118,6 +119,15 @@ void GcsActorScheduler::OnLeaseReply(const std::shared_ptr<Attempt>& attempt, co
     RequestLease(attempt, reply.retry_at_raylet_address().ip_address() + ":" +
                               std::to_string(reply.retry_at_raylet_address().port()),
                  true);
+    return;
+  }
+  if (status.ok() && reply.rejected() && reply.runtime_env_setup_failed()) {
+    // Final: no worker can be started for the actor's runtime env.
+    scheduling_.erase(attempt->actor_id);
+    rpc::ErrorInfo error;
+    error.set_type(rpc::RUNTIME_ENV_SETUP_FAILED);
+    error.set_message("its runtime_env cannot be applied: " + reply.failure_message());
+    attempt->done(ActorPlacement{}, error);
     return;
   }
   std::string why = !status.ok() ? std::string(status.message())

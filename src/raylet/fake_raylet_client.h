@@ -97,14 +97,16 @@ class FakeRayletClient : public RayletClientInterface {
     reply.mutable_retry_at_raylet_address()->set_node_id(node_id.Binary());
     p.callback(absl::OkStatus(), std::move(reply));
   }
-  // Rejects the oldest pending request with `message`.
-  void Reject(const std::string& message) {
+  // Rejects the oldest pending request with `message` (as a raylet does when no
+  // worker can be started for its runtime env, with `runtime_env_setup_failed`).
+  void Reject(const std::string& message, bool runtime_env_setup_failed = false) {
     if (leases.empty()) return;
     auto p = std::move(leases.front());
     leases.pop_front();
     rpc::RequestWorkerLeaseReply reply;
     reply.set_rejected(true);
     reply.set_failure_message(message);
+    reply.set_runtime_env_setup_failed(runtime_env_setup_failed);
     p.callback(absl::OkStatus(), std::move(reply));
   }
 

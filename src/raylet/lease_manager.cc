@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "src/common/runtime_env.h"
+
 namespace manta::raylet {
 
 struct LeaseManager::Request {
@@ -16,6 +18,8 @@ struct LeaseManager::Request {
   ResourceMap resources;
   bool grant_or_reject = false;
   std::string function_name;
+  // The worker must have been started for this runtime env (canonical JSON; "" = none).
+  std::string runtime_env;
   // Actor leases: the worker outlives the job (detached); the resources only place
   // the actor and come back once its worker is granted (placement_only).
   bool detached = false;
@@ -133,6 +137,19 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   r.detached = request.actor().detached();
   r.placement_only = request.actor().placement_only();
   if (requests_.contains(r.id)) return Reject(request_ptr, "a lease request with this id is already pending here");
+  if (request.runtime_env().size() > kMaxRuntimeEnvBytes) {
+    request_ptr->reply->set_runtime_env_setup_failed(true);
+    return Reject(request_ptr, "the runtime_env is " + std::to_string(request.runtime_env().size()) +
+                                   " bytes, more than the " + std::to_string(kMaxRuntimeEnvBytes) + " allowed");
+  }
+  // Workers are keyed by the env's canonical text: an owner that sent another
+  // spelling of an env still shares workers with it.
+  auto runtime_env = CanonicalRuntimeEnv(request.runtime_env());
+  if (!runtime_env.ok()) {
+    request_ptr->reply->set_runtime_env_setup_failed(true);
+    return Reject(request_ptr, std::string(runtime_env.status().message()));
+  }
+  r.runtime_env = std::move(*runtime_env);
 
   if (r.grant_or_reject) {
     // Spilled back here: run it here (now or once resources free up), or say no.
@@ -221,7 +238,7 @@ void LeaseManager::Dispatch() {
 void LeaseManager::Grant(const RequestPtr& request) {
   SubtractResources(available_, request->resources);
   request->stage = Request::Stage::kPopping;
-  pool_.PopWorker(request->job_id,
+  pool_.PopWorker(request->job_id, request->runtime_env,
                   [this, alive = std::weak_ptr<bool>(alive_), request](absl::StatusOr<WorkerInfo> worker) {
                     if (!alive.expired()) OnWorkerPopped(request, std::move(worker));
                   });
@@ -236,6 +253,8 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   if (!worker.ok()) {
     AddResources(available_, request->resources);
     LOG(WARNING) << request->Describe() << " failed: " << worker.status();
+    // The owner gives up at once on an env that cannot be applied; it retries others.
+    if (IsRuntimeEnvError(worker.status())) request->reply->set_runtime_env_setup_failed(true);
     Reject(request, "no worker could be started on node " + options_.node_id.Hex() + ": " +
                         std::string(worker.status().message()));
     Dispatch();

@@ -3,7 +3,9 @@
 //
 // A RequestWorkerLease is validated, then placed by the hybrid scheduling policy
 // (scheduling_policy.h): granted here (resources taken from this node's available
-// map, a worker popped from the WorkerPool), queued here until resources free up
+// map, a worker of the request's job and runtime env popped from the WorkerPool; an
+// env that cannot be applied here rejects the request with runtime_env_setup_failed,
+// which owners do not retry), queued here until resources free up
 // (FIFO per resource shape), spilled back to another raylet ("retry at"), or — when no
 // alive node could ever satisfy it — kept pending as infeasible: warned about once
 // per shape, listed in this node's usage reports, and placed again when the cluster

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "src/common/runtime_env.h"
 #include "src/common/security.h"
 
 namespace manta::raylet {
@@ -112,7 +113,7 @@ void WorkerPool::RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request
   }
   worker.timer.reset();
   --num_starting_;
-  --jobs_[worker.job_id].starting;
+  --PoolOf(worker).starting;
   VLOG(1) << "worker " << worker.worker_id.Hex() << " (pid " << worker.pid << ") of job " << worker.job_id.Hex()
           << " registered at port " << worker.address.port();
   std::move(send_reply)(absl::OkStatus());
@@ -128,20 +129,24 @@ void WorkerPool::SetJobConfig(const JobID& job_id, const rpc::JobConfig& config)
   TryStartWorkers();
 }
 
+void WorkerPool::PostPopFailure(PopCallback callback, const absl::Status& error) {
+  loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), error]() mutable {
+    if (*alive) callback(error);
+  });
+}
+
 void WorkerPool::FailJob(const JobID& job_id, const absl::Status& error) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   it->second.config_requested = false;
-  std::deque<PopCallback> pops = std::move(it->second.pending_pops);
-  it->second.pending_pops.clear();
-  for (PopCallback& callback : pops) {
-    loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), error]() mutable {
-      if (*alive) callback(error);
-    });
+  for (auto& [env, env_pool] : it->second.envs) {
+    std::deque<PopCallback> pops = std::move(env_pool.pending_pops);
+    env_pool.pending_pops.clear();
+    for (PopCallback& callback : pops) PostPopFailure(std::move(callback), error);
   }
 }
 
-void WorkerPool::PopWorker(const JobID& job_id, PopCallback callback) {
+void WorkerPool::PopWorker(const JobID& job_id, const std::string& runtime_env, PopCallback callback) {
   if (shut_down_) {
     loop_.Post("WorkerPool.PopFailed", [callback = std::move(callback)]() mutable {
       callback(absl::UnavailableError("the raylet is shutting down"));
@@ -153,14 +158,15 @@ void WorkerPool::PopWorker(const JobID& job_id, PopCallback callback) {
     job.config_requested = true;
     fetch_job_config_(job_id);
   }
-  if (!job.idle.empty()) {
-    WorkerID id = job.idle.back();
-    job.idle.pop_back();
+  EnvPool& env_pool = job.envs[runtime_env];
+  if (!env_pool.idle.empty()) {
+    WorkerID id = env_pool.idle.back();
+    env_pool.idle.pop_back();
     --num_idle_;
     HandOut(*workers_.at(id), std::move(callback));
     return;
   }
-  job.pending_pops.push_back(std::move(callback));
+  env_pool.pending_pops.push_back(std::move(callback));
   TryStartWorkers();
 }
 
@@ -173,14 +179,14 @@ void WorkerPool::PushWorker(const WorkerID& worker_id) {
 void WorkerPool::HandOut(Worker& worker, PopCallback callback) {
   worker.state = State::kLeased;
   worker.timer.reset();
-  WorkerInfo info{worker.worker_id, worker.job_id, worker.pid, worker.address};
+  WorkerInfo info{worker.worker_id, worker.job_id, worker.runtime_env, worker.pid, worker.address};
   loop_.Post("WorkerPool.PopResult", [this, alive = alive_, info = std::move(info),
                                       callback = std::move(callback)]() mutable {
     if (!*alive) return;
     auto it = workers_.find(info.worker_id);
     if (it == workers_.end() || it->second->state != State::kLeased) {
       // It died between being chosen and this callback: find another.
-      PopWorker(info.job_id, std::move(callback));
+      PopWorker(info.job_id, info.runtime_env, std::move(callback));
       return;
     }
     callback(std::move(info));
@@ -188,10 +194,10 @@ void WorkerPool::HandOut(Worker& worker, PopCallback callback) {
 }
 
 void WorkerPool::ServeOrIdle(Worker& worker) {
-  JobState& job = jobs_[worker.job_id];
-  if (!job.pending_pops.empty()) {
-    PopCallback callback = std::move(job.pending_pops.front());
-    job.pending_pops.pop_front();
+  EnvPool& env_pool = PoolOf(worker);
+  if (!env_pool.pending_pops.empty()) {
+    PopCallback callback = std::move(env_pool.pending_pops.front());
+    env_pool.pending_pops.pop_front();
     HandOut(worker, std::move(callback));
     return;
   }
@@ -201,7 +207,7 @@ void WorkerPool::ServeOrIdle(Worker& worker) {
 void WorkerPool::MakeIdle(Worker& worker) {
   worker.state = State::kIdle;
   worker.timer.reset();
-  jobs_[worker.job_id].idle.push_back(worker.worker_id);
+  PoolOf(worker).idle.push_back(worker.worker_id);
   ++num_idle_;
   if (static_cast<int64_t>(num_idle_) > IdleSoftLimit()) {
     WorkerID id = worker.worker_id;
@@ -215,7 +221,7 @@ void WorkerPool::OnIdleTimeout(const WorkerID& worker_id) {
   if (it == workers_.end() || it->second->state != State::kIdle) return;
   if (static_cast<int64_t>(num_idle_) <= IdleSoftLimit()) return;
   Worker& worker = *it->second;
-  std::vector<WorkerID>& idle = jobs_[worker.job_id].idle;
+  std::vector<WorkerID>& idle = PoolOf(worker).idle;
   idle.erase(std::remove(idle.begin(), idle.end(), worker_id), idle.end());
   --num_idle_;
   worker.state = State::kExiting;
@@ -251,19 +257,35 @@ void WorkerPool::TryStartWorkers() {
   const auto cap = static_cast<size_t>(StartupConcurrency());
   for (auto& [job_id, job] : jobs_) {
     if (!job.config_known) continue;  // waiting for the job's registration
-    while (num_starting_ < cap && job.pending_pops.size() > job.starting) {
-      absl::Status s = StartWorker(job_id, job);
-      if (s.ok()) continue;
-      LOG(WARNING) << s;
-      // Starting workers serve the oldest pops: the first uncovered one fails.
-      auto uncovered = job.pending_pops.begin() + static_cast<std::ptrdiff_t>(job.starting);
-      PopCallback callback = std::move(*uncovered);
-      job.pending_pops.erase(uncovered);
-      loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), s]() mutable {
-        if (*alive) callback(s);
-      });
+    for (auto& [runtime_env, env_pool] : job.envs) {
+      if (env_pool.pending_pops.size() <= env_pool.starting) continue;
+      // An env that cannot be applied fails its pops now, startup slots or not.
+      auto applied = ApplicableRuntimeEnv(job_id, runtime_env);
+      if (!applied.ok()) {
+        LOG(WARNING) << applied.status();
+        FailUncoveredPops(env_pool, applied.status());
+        continue;
+      }
+      while (num_starting_ < cap && env_pool.pending_pops.size() > env_pool.starting) {
+        absl::Status s = StartWorker(job_id, runtime_env, *applied, job.config, env_pool);
+        if (s.ok()) continue;
+        LOG(WARNING) << s;
+        FailUncoveredPops(env_pool, s);
+      }
     }
+    // Envs no longer used (many distinct envs must not pile up).
+    absl::erase_if(job.envs, [](const auto& entry) { return entry.second.unused(); });
   }
+}
+
+void WorkerPool::FailUncoveredPops(EnvPool& env_pool, const absl::Status& error) {
+  // Starting workers serve the oldest pops.
+  auto uncovered = env_pool.pending_pops.begin() + static_cast<std::ptrdiff_t>(env_pool.starting);
+  auto end = IsRuntimeEnvError(error) ? env_pool.pending_pops.end() : uncovered + 1;
+  std::vector<PopCallback> failed;
+  for (auto it = uncovered; it != end; ++it) failed.push_back(std::move(*it));
+  env_pool.pending_pops.erase(uncovered, end);
+  for (PopCallback& callback : failed) PostPopFailure(std::move(callback), error);
 }
 
 absl::StatusOr<std::vector<std::string>> WorkerPool::WorkerCommand(const rpc::JobConfig& config) const {
@@ -277,11 +299,15 @@ absl::StatusOr<std::vector<std::string>> WorkerPool::WorkerCommand(const rpc::Jo
   return std::vector<std::string>{options_.default_worker_path};
 }
 
-std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, const rpc::JobConfig& config) const {
+std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, const rpc::JobConfig& config,
+                                                         const std::map<std::string, std::string>& env_vars) const {
   // The cluster's system config first, then the job's own variables, then the
-  // worker's identity, which nothing may override.
+  // runtime env's, then the worker's identity, which nothing may override.
   std::map<std::string, std::string> env = config_.NonDefaultEnv();
   for (const auto& [k, v] : config.worker_env()) env[k] = v;
+  for (const auto& [k, v] : env_vars) env[k] = v;
+  // Its tasks' children inherit it (ray/api/runtime_env.h): the worker's runtime reads it.
+  if (!worker.runtime_env.empty()) env["MANTA_RUNTIME_ENV"] = worker.runtime_env;
   if (config.code_search_path_size() > 0) env["MANTA_CODE_SEARCH_PATH"] = absl::StrJoin(config.code_search_path(), ":");
   env["MANTA_WORKER_MODE"] = "1";
   env["MANTA_WORKER_ID"] = worker.worker_id.Hex();
@@ -305,19 +331,38 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   return env;
 }
 
-absl::Status WorkerPool::StartWorker(const JobID& job_id, JobState& job) {
-  auto argv = WorkerCommand(job.config);
+absl::StatusOr<WorkerRuntimeEnv> WorkerPool::ApplicableRuntimeEnv(const JobID& job_id,
+                                                                   const std::string& runtime_env) const {
+  auto applied = ParseWorkerRuntimeEnv(runtime_env);
+  absl::Status error = applied.ok() ? absl::OkStatus() : applied.status();
+  if (error.ok() && !applied->working_dir.empty()) error = CheckWorkingDir(applied->working_dir);
+  if (error.ok()) return applied;
+  return MarkRuntimeEnvError(absl::Status(
+      error.code(), "cannot start a worker for job " + job_id.Hex() + ": " + std::string(error.message())));
+}
+
+absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& runtime_env,
+                                     const WorkerRuntimeEnv& applied, const rpc::JobConfig& config,
+                                     EnvPool& env_pool) {
+  auto argv = WorkerCommand(config);
   if (!argv.ok()) return absl::Status(argv.status().code(), "cannot start a worker for job " + job_id.Hex() + ": " +
                                                                 std::string(argv.status().message()));
   auto worker = std::make_unique<Worker>();
   worker->worker_id = WorkerID::FromRandom();
   worker->job_id = job_id;
+  worker->runtime_env = runtime_env;
   worker->startup_token = SecureRandomHex(16);
   worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
-  auto pid = launcher_.Start(*argv, WorkerEnv(*worker, job.config), worker->log_file);
+  auto pid = launcher_.Start(*argv, WorkerEnv(*worker, config, applied.env_vars), applied.working_dir,
+                             worker->log_file);
   if (!pid.ok()) {
-    return absl::Status(pid.status().code(), "cannot start a worker for job " + job_id.Hex() + " (" + (*argv)[0] +
-                                                 "): " + std::string(pid.status().message()));
+    absl::Status error(pid.status().code(), "cannot start a worker for job " + job_id.Hex() + " (" + (*argv)[0] +
+                                                "): " + std::string(pid.status().message()));
+    // The directory went away between the check and the start: the env's fault too.
+    if (!applied.working_dir.empty() && !CheckWorkingDir(applied.working_dir).ok()) {
+      return MarkRuntimeEnvError(std::move(error));
+    }
+    return error;
   }
   worker->pid = *pid;
   WorkerID id = worker->worker_id;
@@ -329,7 +374,7 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, JobState& job) {
   by_pid_[*pid] = id;
   workers_[id] = std::move(worker);
   ++num_starting_;
-  ++job.starting;
+  ++env_pool.starting;
   return absl::OkStatus();
 }
 
@@ -338,37 +383,35 @@ void WorkerPool::OnRegisterTimeout(const WorkerID& worker_id) {
   if (it == workers_.end() || it->second->state != State::kStarting) return;
   Worker& worker = *it->second;
   JobID job_id = worker.job_id;
+  std::string runtime_env = worker.runtime_env;
   std::string message = "worker " + worker_id.Hex() + " (pid " + std::to_string(worker.pid) +
                         ") did not register within " + std::to_string(config_.worker_register_timeout_ms) +
                         " ms; see " + worker.log_file;
   LOG(WARNING) << message << "; killing it";
   KillWorker(worker_id, "did not register in time");
-  FailUncoveredPop(job_id, absl::DeadlineExceededError(message));
+  FailUncoveredPop(job_id, runtime_env, absl::DeadlineExceededError(message));
   TryStartWorkers();
 }
 
-void WorkerPool::FailUncoveredPop(const JobID& job_id, const absl::Status& error) {
+void WorkerPool::FailUncoveredPop(const JobID& job_id, const std::string& runtime_env, const absl::Status& error) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
-  JobState& job = it->second;
-  if (job.pending_pops.size() <= job.starting) return;  // every pop is still covered
-  auto uncovered = job.pending_pops.begin() + static_cast<std::ptrdiff_t>(job.starting);
-  PopCallback callback = std::move(*uncovered);
-  job.pending_pops.erase(uncovered);
-  loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), error]() mutable {
-    if (*alive) callback(error);
-  });
+  auto env = it->second.envs.find(runtime_env);
+  if (env == it->second.envs.end()) return;
+  EnvPool& env_pool = env->second;
+  if (env_pool.pending_pops.size() <= env_pool.starting) return;  // every pop is still covered
+  FailUncoveredPops(env_pool, error);
 }
 
 WorkerGone WorkerPool::Forget(const WorkerID& worker_id, const std::string& reason) {
   auto it = workers_.find(worker_id);
   Worker& worker = *it->second;
-  JobState& job = jobs_[worker.job_id];
+  EnvPool& env_pool = PoolOf(worker);
   if (worker.state == State::kStarting) {
     --num_starting_;
-    --job.starting;
+    --env_pool.starting;
   } else if (worker.state == State::kIdle) {
-    job.idle.erase(std::remove(job.idle.begin(), job.idle.end(), worker_id), job.idle.end());
+    env_pool.idle.erase(std::remove(env_pool.idle.begin(), env_pool.idle.end(), worker_id), env_pool.idle.end());
     --num_idle_;
   }
   WorkerGone gone{worker_id, worker.job_id, false, worker.state != State::kStarting, reason};
@@ -409,12 +452,10 @@ void WorkerPool::KillJobWorkers(const JobID& job_id, const std::string& reason) 
   for (const WorkerID& id : victims) KillWorker(id, reason);
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) {
-    std::deque<PopCallback> pops = std::move(it->second.pending_pops);
-    it->second.pending_pops.clear();
-    for (PopCallback& callback : pops) {
-      loop_.Post("WorkerPool.PopFailed", [alive = alive_, callback = std::move(callback), reason]() mutable {
-        if (*alive) callback(absl::CancelledError(reason));
-      });
+    for (auto& [env, env_pool] : it->second.envs) {
+      std::deque<PopCallback> pops = std::move(env_pool.pending_pops);
+      env_pool.pending_pops.clear();
+      for (PopCallback& callback : pops) PostPopFailure(std::move(callback), absl::CancelledError(reason));
     }
   }
   TryStartWorkers();
@@ -429,6 +470,7 @@ void WorkerPool::OnProcessExit(pid_t pid, int status) {
   Worker& worker = *workers_.at(it->second);
   const WorkerID worker_id = worker.worker_id;
   const JobID job_id = worker.job_id;
+  const std::string runtime_env = worker.runtime_env;
   const State state = worker.state;
   const std::string how = DescribeExit(status);
   if (state == State::kStarting) {
@@ -443,8 +485,9 @@ void WorkerPool::OnProcessExit(pid_t pid, int status) {
   std::string log_file = worker.log_file;
   WorkerGone gone = Forget(worker_id, "worker process exited (" + how + ")");
   if (state == State::kStarting) {
-    FailUncoveredPop(job_id, absl::UnavailableError("worker " + worker_id.Hex() + " exited before registering (" +
-                                                    how + "); see " + log_file));
+    FailUncoveredPop(job_id, runtime_env,
+                     absl::UnavailableError("worker " + worker_id.Hex() + " exited before registering (" + how +
+                                            "); see " + log_file));
   }
   Notify(gone);
   TryStartWorkers();

@@ -1,13 +1,18 @@
 // WorkerPool: the worker processes of this node (ARCHITECTURE.md §11).
 //
-// Workers are started per job on demand (PopWorker) through a WorkerLauncherInterface,
-// with the command and environment of the job's registration with the GCS (never
-// those of a lease request): SetJobConfig gives them, and a pop for a job whose
-// config is not known yet waits while `fetch_job_config` asks the GCS;
+// Workers are started per (job, runtime env) on demand (PopWorker) through a
+// WorkerLauncherInterface, with the command and environment of the job's registration
+// with the GCS (never those of a lease request): SetJobConfig gives them, and a pop
+// for a job whose config is not known yet waits while `fetch_job_config` asks the GCS;
 // at most worker_maximum_startup_concurrency at a time. Each start gets a fresh
 // WorkerID and startup token, passed in the MANTA_* environment; RegisterWorker
-// matches the token to the process. A registered worker of the job that is idle is
-// handed out again before a new one is started; PushWorker returns one. Idle workers
+// matches the token to the process. The runtime env (src/common/runtime_env.h) of a
+// pop adds its env_vars to the worker's environment (the MANTA_* ones still win) and
+// starts it in its working_dir; a worker serves pops of its own (job, env) only. An
+// env that cannot be applied (a field a C++ worker cannot apply, a working_dir that
+// is not a directory) fails every pop of that (job, env) waiting for a new worker,
+// with a status IsRuntimeEnvError recognises. A registered worker of the (job, env)
+// that is idle is handed out again before a new one is started; PushWorker returns one. Idle workers
 // beyond num_workers_soft_limit are asked to exit after idle_worker_killing_time_ms;
 // a worker that has not registered within worker_register_timeout_ms is killed.
 // Drivers register here too: their pids are checked every driver_liveness_check_ms
@@ -43,6 +48,7 @@
 #include "src/common/id.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/send_reply.h"
+#include "src/common/runtime_env.h"
 #include "src/raylet/worker_launcher.h"
 
 namespace manta::raylet {
@@ -73,6 +79,8 @@ struct WorkerPoolOptions {
 struct WorkerInfo {
   WorkerID worker_id;
   JobID job_id;
+  // The runtime env it was started for (canonical serialized JSON; "" = none).
+  std::string runtime_env;
   pid_t pid = 0;
   // Its core worker's RPC address (node_id and worker_id filled in).
   rpc::Address address;
@@ -119,13 +127,16 @@ class WorkerPool {
   void HandleRegisterWorker(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
                             rpc::SendReply send_reply);
 
-  // Hands out an idle registered worker of `job_id`, else starts one (or waits for a
-  // startup slot, or for the job's config) and hands it out once it registers.
+  // Hands out an idle registered worker of `job_id` started for `runtime_env`
+  // (canonical serialized JSON, "" = none), else starts one (or waits for a startup
+  // slot, or for the job's config) and hands it out once it registers.
   // `callback` runs later on the loop with the worker (now leased: it is not handed
-  // out again until PushWorker), or an error: the worker could not be started, it
-  // exited or timed out before registering, the job is unknown to the GCS, or the
-  // job's driver is gone.
-  void PopWorker(const JobID& job_id, PopCallback callback);
+  // out again until PushWorker), or an error: the env cannot be applied
+  // (IsRuntimeEnvError), the worker could not be started, it exited or timed out
+  // before registering, the job is unknown to the GCS, or the job's driver is gone.
+  void PopWorker(const JobID& job_id, const std::string& runtime_env, PopCallback callback);
+  // A worker with no runtime env.
+  void PopWorker(const JobID& job_id, PopCallback callback) { PopWorker(job_id, "", std::move(callback)); }
   // How the job's workers start, as the job registered it with the GCS.
   void SetJobConfig(const JobID& job_id, const rpc::JobConfig& config);
   // The job's config cannot be had (the GCS does not know the job): its waiting pops
@@ -162,6 +173,7 @@ class WorkerPool {
   struct Worker {
     WorkerID worker_id;
     JobID job_id;
+    std::string runtime_env;
     pid_t pid = 0;
     std::string startup_token;  // 32 random hex digits
     State state = State::kStarting;
@@ -176,15 +188,21 @@ class WorkerPool {
     pid_t pid = 0;
     rpc::Address address;
   };
+  // The workers and pops of one (job, runtime env).
+  struct EnvPool {
+    std::deque<PopCallback> pending_pops;
+    // Idle registered workers, most recently used last (handed out first).
+    std::vector<WorkerID> idle;
+    // Workers started for it that have not registered yet.
+    size_t starting = 0;
+    bool unused() const { return pending_pops.empty() && idle.empty() && starting == 0; }
+  };
   struct JobState {
     rpc::JobConfig config;
     bool config_known = false;      // set by SetJobConfig
     bool config_requested = false;  // fetch_job_config asked, no answer yet
-    std::deque<PopCallback> pending_pops;
-    // Idle registered workers, most recently used last (handed out first).
-    std::vector<WorkerID> idle;
-    // Workers started for this job that have not registered yet.
-    size_t starting = 0;
+    // By runtime env ("" = none).
+    absl::flat_hash_map<std::string, EnvPool> envs;
   };
 
   void RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
@@ -195,9 +213,20 @@ class WorkerPool {
   // Starts workers for the pops that no starting worker covers, within the startup
   // concurrency; pops whose start failed get the error.
   void TryStartWorkers();
-  absl::Status StartWorker(const JobID& job_id, JobState& job);
+  // What a worker of `runtime_env` gets, or why none can be started (a runtime env
+  // error naming the job and the field or directory).
+  absl::StatusOr<WorkerRuntimeEnv> ApplicableRuntimeEnv(const JobID& job_id, const std::string& runtime_env) const;
+  absl::Status StartWorker(const JobID& job_id, const std::string& runtime_env, const WorkerRuntimeEnv& applied,
+                           const rpc::JobConfig& config, EnvPool& env_pool);
+  // Fails the pops of `env_pool` no starting worker covers: the oldest one, or every
+  // one when `error` is a runtime env error (none of them could start either).
+  void FailUncoveredPops(EnvPool& env_pool, const absl::Status& error);
   absl::StatusOr<std::vector<std::string>> WorkerCommand(const rpc::JobConfig& config) const;
-  std::map<std::string, std::string> WorkerEnv(const Worker& worker, const rpc::JobConfig& config) const;
+  std::map<std::string, std::string> WorkerEnv(const Worker& worker, const rpc::JobConfig& config,
+                                               const std::map<std::string, std::string>& env_vars) const;
+  EnvPool& PoolOf(const Worker& worker) { return jobs_[worker.job_id].envs[worker.runtime_env]; }
+  // Posts `callback(error)` to the loop.
+  void PostPopFailure(PopCallback callback, const absl::Status& error);
   // Leases `worker` to `callback` (posted to the loop).
   void HandOut(Worker& worker, PopCallback callback);
   // `worker` (registered, not leased) serves the job's oldest pop or goes idle.
@@ -210,8 +239,9 @@ class WorkerPool {
   void KillWorker(const WorkerID& worker_id, const std::string& reason);
   // Forgets the worker (every index), returns what to announce.
   WorkerGone Forget(const WorkerID& worker_id, const std::string& reason);
-  // After a starting worker went away: the oldest pop it would have served fails.
-  void FailUncoveredPop(const JobID& job_id, const absl::Status& error);
+  // After a starting worker of (job, env) went away: the oldest pop it would have
+  // served fails.
+  void FailUncoveredPop(const JobID& job_id, const std::string& runtime_env, const absl::Status& error);
   void Notify(const WorkerGone& gone);
   int64_t StartupConcurrency() const;
   int64_t IdleSoftLimit() const;

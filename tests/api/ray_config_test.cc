@@ -67,3 +67,20 @@ TEST(RayConfigTest, RayAddressFillsAnEmptyAddress) {
 }
 
 }  // namespace
+
+namespace {
+
+// GoogleTest's InitGoogleTest removes its flags from argv and ends it with a NULL
+// entry; a program that kept the original argc (as Ray's own C++ tests do) passes
+// both to ray::Init. The flags before the NULL still count, nothing after is read.
+TEST(RayConfigTest, AnArgvShortenedByANullEntryIsReadUpToIt) {
+  Args args({"prog", "--ray_job_namespace", "ns1"});
+  args.argv()[2] = nullptr;  // "--ray_job_namespace" now has no value
+  ray::RayConfig config;
+  EXPECT_EQ(ResolveRayConfig(config, args.argc(), args.argv()).ray_namespace, "");
+  Args with_value({"prog", "--ray_job_namespace=ns2", "x"});
+  with_value.argv()[2] = nullptr;
+  EXPECT_EQ(ResolveRayConfig(config, with_value.argc(), with_value.argv()).ray_namespace, "ns2");
+}
+
+}  // namespace

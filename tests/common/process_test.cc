@@ -3,6 +3,10 @@
 #include "src/common/process.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
 
 #include <algorithm>
 
@@ -116,6 +120,51 @@ TEST(ProcessTest, UnwritableOutputFileIsAnError) {
   absl::StatusOr<pid_t> pid = StartProcess(Command({"/bin/true"}, "/nonexistent/dir/out.log"));
   ASSERT_FALSE(pid.ok());
   EXPECT_THAT(std::string(pid.status().message()), HasSubstr("/nonexistent/dir/out.log"));
+}
+
+TEST(ProcessTest, TheChildStartsInItsWorkingDir) {
+  TempDir dir;
+  TempDir out_dir;
+  std::string out = out_dir.path() + "/out.log";
+  ProcessOptions options = Command({"/bin/sh", "-c", "pwd -P"}, out);
+  options.working_dir = dir.path();
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(dir.path().c_str(), real), nullptr);
+  EXPECT_EQ(ReadFile(out).value_or(""), std::string(real) + "\n");
+}
+
+TEST(ProcessTest, ARelativeExecutableIsFoundFromTheParentsDirectoryNotTheWorkingDir) {
+  TempDir exe_dir;
+  TempDir work_dir;
+  TempDir out_dir;
+  std::string script = exe_dir.path() + "/script.sh";
+  ASSERT_TRUE(WriteFileAtomic(script, "#!/bin/sh\necho ran\n").ok());
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  char cwd[PATH_MAX];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(chdir(exe_dir.path().c_str()), 0);
+  ProcessOptions options = Command({"./script.sh"}, out_dir.path() + "/out.log");
+  options.working_dir = work_dir.path();
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  EXPECT_EQ(ReadFile(out_dir.path() + "/out.log").value_or(""), "ran\n");
+}
+
+TEST(ProcessTest, AWorkingDirThatCannotBeEnteredIsAnErrorNamingIt) {
+  ProcessOptions options = Command({"/bin/true"});
+  options.working_dir = "/nonexistent/manta_no_such_dir";
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("/nonexistent/manta_no_such_dir"));
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("working directory"));
 }
 
 TEST(ProcessTest, SleepingChildIsAliveUntilKilled) {

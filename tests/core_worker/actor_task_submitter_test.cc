@@ -62,7 +62,8 @@ class ActorSubmitterTest : public ::testing::Test {
     return id;
   }
 
-  void Report(Actor::ActorState state, int port = 0, int max_concurrency = 1, const std::string& why = "") {
+  void Report(Actor::ActorState state, int port = 0, int max_concurrency = 1, const std::string& why = "",
+              rpc::ErrorType death_type = rpc::ACTOR_DIED) {
     Actor data;
     data.set_actor_id(actor_.Binary());
     data.set_state(state);
@@ -74,7 +75,10 @@ class ActorSubmitterTest : public ::testing::Test {
       data.mutable_address()->set_task_port(port);
       data.mutable_address()->set_worker_id(worker_ids_[port].Binary());
     }
-    if (state == Actor::DEAD) data.mutable_death_cause()->set_message(why);
+    if (state == Actor::DEAD) {
+      data.mutable_death_cause()->set_type(death_type);
+      data.mutable_death_cause()->set_message(why);
+    }
     last_report_ = data;
     submitter_->OnActorState(data);
     loop_.RunUntilIdle();
@@ -188,6 +192,17 @@ TEST_F(ActorSubmitterTest, ADeadActorFailsQueuedAndLaterCallsWithItsCause) {
   stale.set_version(1);
   submitter_->OnActorState(stale);
   EXPECT_EQ(submitter_->StateOf(actor_), Actor::DEAD);
+}
+
+TEST_F(ActorSubmitterTest, AnActorWhoseRuntimeEnvFailedFailsItsCallsAsARuntimeEnvError) {
+  ObjectID queued = Call();
+  Report(Actor::DEAD, 0, 1, "actor x is dead: its runtime_env cannot be applied: /missing", rpc::RUNTIME_ENV_SETUP_FAILED);
+  ObjectID later = Call();
+  for (const ObjectID& id : {queued, later}) {
+    ASSERT_NE(Value(id), nullptr);
+    EXPECT_EQ(Value(id)->error_type, rpc::RUNTIME_ENV_SETUP_FAILED);
+    EXPECT_NE(Value(id)->error.message().find("/missing"), std::string::npos) << Value(id)->error;
+  }
 }
 
 TEST_F(ActorSubmitterTest, CallsInFlightAtADeathFailAndLaterOnesGoToTheRestartedActor) {

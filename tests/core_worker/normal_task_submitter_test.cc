@@ -64,7 +64,7 @@ class SubmitterTest : public ::testing::Test {
 
   // Submits a task through the task manager as the core worker does.
   ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}, size_t arg_bytes = 0,
-                  const std::string& function = "f") {
+                  const std::string& function = "f", const std::string& runtime_env = "") {
     TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
     rpc::TaskSpec spec;
     spec.set_task_id(task_id.Binary());
@@ -74,6 +74,7 @@ class SubmitterTest : public ::testing::Test {
     *spec.mutable_caller_address() = ToRpc(self_);
     for (const auto& [k, v] : resources) SetRequiredResource(&spec, k, v);
     if (arg_bytes > 0) spec.add_args()->set_data(std::string(arg_bytes, 'a'));
+    if (!runtime_env.empty()) spec.set_runtime_env(runtime_env);
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
@@ -169,6 +170,49 @@ TEST_F(SubmitterTest, AnIdleLeaseServesAnotherFunctionOfItsShape) {
   Submit(3, {{"CPU", 2}}, 0, "h");
   EXPECT_EQ(Worker(3000).pushes.size(), 0u);
   EXPECT_EQ(LocalRaylet().leases.size(), 1u);
+}
+
+TEST_F(SubmitterTest, LeasesAreNeverSharedAcrossRuntimeEnvs) {
+  const std::string env_a = R"({"env_vars":{"E":"a"}})";
+  const std::string env_b = R"({"env_vars":{"E":"b"}})";
+  Submit(3, {}, 0, "f", env_a);
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  EXPECT_EQ(LocalRaylet().leases.front().request.runtime_env(), env_a);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  // The env_a lease is idle; a task of the same function and shape in env_b (or in
+  // no env) asks for a lease of its own instead of taking it.
+  Submit(3, {}, 0, "f", env_b);
+  Submit(3, {}, 0, "f");
+  EXPECT_EQ(Worker(3000).pushes.size(), 0u);
+  ASSERT_EQ(LocalRaylet().leases.size(), 2u);
+  EXPECT_EQ(LocalRaylet().leases[0].request.runtime_env(), env_b);
+  EXPECT_EQ(LocalRaylet().leases[1].request.runtime_env(), "");
+  // Another task of env_a (another function, too) does take the idle env_a lease.
+  Submit(3, {}, 0, "g", env_a);
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3000).pushes.front().request.tasks(0).runtime_env(), env_a);
+}
+
+TEST_F(SubmitterTest, ARuntimeEnvThatCannotBeAppliedFailsItsTasksAtOnce) {
+  const std::string env = R"({"working_dir":"/missing"})";
+  ObjectID a = Submit(3, {}, 0, "f", env);
+  ObjectID b = Submit(3, {}, 0, "f", env);
+  ObjectID plain = Submit();
+  ASSERT_EQ(LocalRaylet().leases.size(), 3u);
+  LocalRaylet().Reject("runtime_env working_dir /missing cannot be used: No such file or directory", true);
+  loop_.RunUntilIdle();
+  for (const ObjectID& id : {a, b}) {
+    auto value = store_.GetIfExists(id);
+    ASSERT_NE(value, nullptr);
+    EXPECT_EQ(value->error_type, rpc::RUNTIME_ENV_SETUP_FAILED);
+    EXPECT_NE(value->error.message().find("/missing"), std::string::npos) << value->error.message();
+  }
+  // Not retried: no new lease request for the env; the other key is untouched.
+  EXPECT_EQ(LocalRaylet().leases.size(), 2u);
+  EXPECT_EQ(store_.GetIfExists(plain), nullptr);
 }
 
 TEST_F(SubmitterTest, ALeaseThatGoesIdlePassesToAFunctionWaitingForOne) {

@@ -271,6 +271,40 @@ TEST_F(GcsActorManagerTest, AFactoryThatThrowsMakesTheActorDeadWithItsError) {
   EXPECT_THAT(Register(CreationSpec("counter")), IsOk());
 }
 
+TEST_F(GcsActorManagerTest, TheLeaseCarriesTheRuntimeEnvAndAnEnvThatCannotBeAppliedMakesItDead) {
+  rpc::TaskSpec spec = CreationSpec("", "ns", /*max_restarts=*/-1);
+  spec.set_runtime_env(R"({"working_dir":"/missing"})");
+  ASSERT_THAT(Register(spec), IsOk());
+  ASSERT_THAT(Create(spec), IsOk());
+  ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
+  EXPECT_EQ(Raylet(kOwnerRaylet).leases.front().request.runtime_env(), R"({"working_dir":"/missing"})");
+  Raylet(kOwnerRaylet).Reject("runtime_env working_dir /missing cannot be used", /*runtime_env_setup_failed=*/true);
+  loop_.RunUntilIdle();
+  // Final, restarts or not: not retried, DEAD with a runtime env cause.
+  const Actor* actor = manager_->GetActor(IdOf(spec));
+  EXPECT_EQ(actor->state(), Actor::DEAD);
+  EXPECT_EQ(actor->death_cause().type(), rpc::RUNTIME_ENV_SETUP_FAILED);
+  EXPECT_THAT(actor->death_cause().message(), HasSubstr("/missing"));
+  EXPECT_EQ(scheduler_.NumScheduling(), 0u);  // no retry pending
+  EXPECT_TRUE(Raylet(kOwnerRaylet).leases.empty());
+}
+
+TEST_F(GcsActorManagerTest, AnEnvFailureWhileRestartingMakesItDeadToo) {
+  rpc::TaskSpec spec = CreationSpec("", "ns", /*max_restarts=*/1);
+  spec.set_runtime_env(R"({"env_vars":{"A":"1"}})");
+  ASSERT_THAT(Register(spec), IsOk());
+  ASSERT_THAT(Create(spec), IsOk());
+  WorkerID first = GrantAndCreate(kOwnerRaylet, 3000);
+  manager_->OnWorkerDead(first, "killed by signal 9");
+  ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
+  // The restart asks for a worker of the same env.
+  EXPECT_EQ(Raylet(kOwnerRaylet).leases.front().request.runtime_env(), R"({"env_vars":{"A":"1"}})");
+  Raylet(kOwnerRaylet).Reject("the env cannot be applied here", /*runtime_env_setup_failed=*/true);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(State(IdOf(spec)), Actor::DEAD);
+  EXPECT_EQ(manager_->GetActor(IdOf(spec))->death_cause().type(), rpc::RUNTIME_ENV_SETUP_FAILED);
+}
+
 TEST_F(GcsActorManagerTest, NamesAreUniquePerNamespaceAmongLiveActors) {
   ASSERT_THAT(Register(CreationSpec("kv", "a")), IsOk());
   EXPECT_THAT(Register(CreationSpec("kv", "a")), StatusIs(absl::StatusCode::kAlreadyExists, "'kv'"));

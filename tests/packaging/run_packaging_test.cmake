@@ -81,7 +81,7 @@ function(run_consumer description expected_worker)
     TIMEOUT 180)
   message(STATUS "packaging test: consumer output:\n${step_out}")
   foreach(expected "Square(7) = 49" "worker: ${expected_worker}\n" "raylet: ${real_bin}/manta_raylet\n"
-                   "actor total: 22\n")
+                   "actor total: 22\n" "env var: from-env\n")
     string(FIND "${step_out}" "${expected}" found)
     if(found EQUAL -1)
       message(FATAL_ERROR "packaging test (${description}): expected \"${expected}\" in the output:\n${step_out}")

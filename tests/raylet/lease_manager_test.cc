@@ -431,6 +431,59 @@ TEST_F(LeaseManagerTest, WorkerThatCannotStartRejectsTheLease) {
   EXPECT_EQ(Cpu(), 2);
 }
 
+TEST_F(LeaseManagerTest, TheWorkerGrantedWasStartedForTheRequestsRuntimeEnv) {
+  rpc::RequestWorkerLeaseRequest with_env = MakeRequest({{"CPU", 1}});
+  // Another spelling of the env: the raylet keys workers by the canonical text.
+  with_env.set_runtime_env(R"({ "env_vars": {"B": "2", "A": "1"} })");
+  LeaseCallPtr call = Send(with_env);
+  RegisterStarted();
+  ASSERT_TRUE(call->granted()) << call->reply.DebugString();
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_EQ(launcher_.starts[0].env.at("A"), "1");
+  EXPECT_EQ(launcher_.starts[0].env.at("MANTA_RUNTIME_ENV"), R"({"env_vars":{"A":"1","B":"2"}})");
+  Return(call);
+  // Its idle worker is not granted to a request without that env.
+  LeaseCallPtr plain = Request({{"CPU", 1}});
+  RegisterStarted();
+  ASSERT_TRUE(plain->granted());
+  EXPECT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_NE(plain->reply.worker_address().worker_id(), call->reply.worker_address().worker_id());
+}
+
+TEST_F(LeaseManagerTest, AnEnvThatCannotBeAppliedRejectsTheLeaseForGood) {
+  rpc::RequestWorkerLeaseRequest request = MakeRequest({{"CPU", 1}});
+  request.set_runtime_env(R"({"working_dir": "/nonexistent/manta-lease-test"})");
+  LeaseCallPtr missing_dir = Send(request);
+  ASSERT_TRUE(missing_dir->done());
+  EXPECT_TRUE(missing_dir->reply.rejected());
+  EXPECT_TRUE(missing_dir->reply.runtime_env_setup_failed());
+  EXPECT_THAT(missing_dir->reply.failure_message(), HasSubstr("/nonexistent/manta-lease-test"));
+  EXPECT_TRUE(launcher_.starts.empty());
+  EXPECT_EQ(Cpu(), 2);
+
+  request.set_lease_request_id(LeaseID::FromRandom().Binary());
+  request.set_runtime_env("[not an object]");
+  LeaseCallPtr malformed = Send(request);
+  EXPECT_TRUE(malformed->reply.rejected());
+  EXPECT_TRUE(malformed->reply.runtime_env_setup_failed());
+
+  request.set_lease_request_id(LeaseID::FromRandom().Binary());
+  request.set_runtime_env(R"({"env_vars": {"A": ")" + std::string(70 * 1024, 'x') + R"("}})");
+  LeaseCallPtr huge = Send(request);
+  EXPECT_TRUE(huge->reply.rejected());
+  EXPECT_TRUE(huge->reply.runtime_env_setup_failed());
+  EXPECT_THAT(huge->reply.failure_message(), HasSubstr("bytes"));
+  EXPECT_EQ(Cpu(), 2);
+}
+
+TEST_F(LeaseManagerTest, WorkerThatCannotStartIsNotARuntimeEnvFailure) {
+  launcher_.FailNextStart(absl::NotFoundError("cannot execute /bin/driver"));
+  LeaseCallPtr call = Request({{"CPU", 1}});
+  ASSERT_TRUE(call->done());
+  EXPECT_TRUE(call->reply.rejected());
+  EXPECT_FALSE(call->reply.runtime_env_setup_failed());
+}
+
 TEST_F(LeaseManagerTest, WorkerExitWhileLeasedReturnsItsResources) {
   LeaseCallPtr a = Lease({{"CPU", 2}});
   LeaseCallPtr waiting = Request({{"CPU", 1}});

@@ -12,7 +12,9 @@
 #include <memory>
 #include <optional>
 
+#include "src/common/runtime_env.h"
 #include "tests/raylet/fake_worker_launcher.h"
+#include "tests/test_util/test_util.h"
 
 namespace manta::raylet {
 namespace {
@@ -61,6 +63,13 @@ class WorkerPoolTest : public ::testing::Test {
     return result;
   }
   PopResult Pop(const JobID& job) { return Pop(job, job_config_); }
+  // A pop for a worker of `job` started for `runtime_env` (the job's config is set).
+  PopResult PopEnv(const JobID& job, const std::string& runtime_env) {
+    pool_->SetJobConfig(job, job_config_);
+    auto result = std::make_shared<std::optional<absl::StatusOr<WorkerInfo>>>();
+    pool_->PopWorker(job, runtime_env, [result](absl::StatusOr<WorkerInfo> w) { *result = std::move(w); });
+    return result;
+  }
 
   // Registers the worker of the `index`-th start with its own token and id.
   absl::Status Register(size_t index, int port = 0) {
@@ -470,6 +479,139 @@ TEST_F(WorkerPoolTest, ShutdownKillsEveryWorker) {
   loop_.RunUntilIdle();
   ASSERT_TRUE(late->has_value());
   EXPECT_EQ(late->value().status().code(), absl::StatusCode::kUnavailable);
+}
+
+// ---- Runtime envs: workers keyed by (job, env) ------------------------------------
+
+TEST_F(WorkerPoolTest, AWorkerStartsWithItsRuntimeEnvsVariablesAndDirectory) {
+  testing::TempDir dir;
+  const std::string env = R"({"env_vars":{"MANTA_WORKER_ID":"nope","MODE":"fast","USER_VAR":"env"},"working_dir":")" +
+                          dir.path() + R"("})";
+  rpc::JobConfig config = job_config_;
+  (*config.mutable_worker_env())["USER_VAR"] = "job";
+  pool_->SetJobConfig(job1_, config);
+  auto result = std::make_shared<std::optional<absl::StatusOr<WorkerInfo>>>();
+  pool_->PopWorker(job1_, env, [result](absl::StatusOr<WorkerInfo> w) { *result = std::move(w); });
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  const FakeWorkerLauncher::StartRecord& start = launcher_.starts[0];
+  EXPECT_EQ(start.working_dir, dir.path());
+  EXPECT_EQ(start.env.at("MODE"), "fast");
+  EXPECT_EQ(start.env.at("USER_VAR"), "env");  // the runtime env's value wins over the job's
+  EXPECT_NE(start.env.at("MANTA_WORKER_ID"), "nope");  // identity is never overridden
+  EXPECT_EQ(start.env.at("MANTA_RUNTIME_ENV"), env);  // what its tasks' children inherit
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(result->has_value() && result->value().ok());
+  EXPECT_EQ(result->value()->runtime_env, env);
+}
+
+TEST_F(WorkerPoolTest, AWorkerWithoutARuntimeEnvStartsInTheRayletsDirectory) {
+  Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  EXPECT_EQ(launcher_.starts[0].working_dir, "");
+  EXPECT_FALSE(launcher_.starts[0].env.contains("MANTA_RUNTIME_ENV"));
+}
+
+TEST_F(WorkerPoolTest, WorkersOfOneEnvNeverServeAnotherAndIdleOnesAreReused) {
+  const std::string env_a = R"({"env_vars":{"E":"a"}})";
+  const std::string env_b = R"({"env_vars":{"E":"b"}})";
+  PopResult a = PopEnv(job1_, env_a);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(a->has_value() && a->value().ok());
+  const WorkerID worker_a = a->value()->worker_id;
+  pool_->PushWorker(worker_a);  // idle now, for env_a only
+  EXPECT_EQ(pool_->num_idle(), 1u);
+
+  // Another env (and no env at all) gets a new worker, not the idle one.
+  PopResult b = PopEnv(job1_, env_b);
+  PopResult none = PopEnv(job1_, "");
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 3u);
+  EXPECT_FALSE(b->has_value());
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(launcher_.starts[1].env.at("E"), "b");
+  EXPECT_FALSE(launcher_.starts[2].env.contains("E"));
+  EXPECT_EQ(pool_->num_idle(), 1u);
+  ASSERT_TRUE(Register(1).ok());
+  ASSERT_TRUE(Register(2).ok());
+  ASSERT_TRUE(b->has_value() && b->value().ok());
+  ASSERT_TRUE(none->has_value() && none->value().ok());
+  EXPECT_NE(b->value()->worker_id, worker_a);
+  EXPECT_NE(none->value()->worker_id, worker_a);
+  EXPECT_EQ(b->value()->runtime_env, env_b);
+
+  // The same env again: the idle worker, no new start.
+  PopResult again = PopEnv(job1_, env_a);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(launcher_.starts.size(), 3u);
+  ASSERT_TRUE(again->has_value() && again->value().ok());
+  EXPECT_EQ(again->value()->worker_id, worker_a);
+
+  // A worker returned while another env's pop waits does not serve it.
+  PopResult waiting_b = PopEnv(job1_, env_b);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 4u);
+  pool_->PushWorker(worker_a);
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(waiting_b->has_value());
+  EXPECT_EQ(pool_->num_idle(), 1u);
+  ASSERT_TRUE(Register(3).ok());
+  ASSERT_TRUE(waiting_b->has_value() && waiting_b->value().ok());
+  EXPECT_EQ(waiting_b->value()->runtime_env, env_b);
+}
+
+TEST_F(WorkerPoolTest, TheSameEnvOfAnotherJobGetsItsOwnWorker) {
+  const std::string env = R"({"env_vars":{"E":"a"}})";
+  PopResult first = PopEnv(job1_, env);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Register(0).ok());
+  pool_->PushWorker(first->value()->worker_id);
+  PopResult other_job = PopEnv(job2_, env);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(launcher_.starts.size(), 2u);
+  EXPECT_EQ(launcher_.starts[1].env.at("MANTA_JOB_ID"), job2_.Hex());
+}
+
+TEST_F(WorkerPoolTest, AMissingWorkingDirFailsEveryPopOfItsEnvAtOnce) {
+  const std::string env = R"({"working_dir":"/nonexistent/manta/renv"})";
+  PopResult first = PopEnv(job1_, env);
+  PopResult second = PopEnv(job1_, env);
+  PopResult plain = PopEnv(job1_, "");
+  loop_.RunUntilIdle();
+  // Only the env-less pop started a worker.
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  for (const PopResult& r : {first, second}) {
+    ASSERT_TRUE(r->has_value());
+    ASSERT_FALSE(r->value().ok());
+    EXPECT_TRUE(IsRuntimeEnvError(r->value().status()));
+    EXPECT_THAT(std::string(r->value().status().message()), HasSubstr("/nonexistent/manta/renv"));
+  }
+  EXPECT_FALSE(plain->has_value());
+  EXPECT_EQ(pool_->num_starting(), 1u);
+}
+
+TEST_F(WorkerPoolTest, AnEnvACppWorkerCannotApplyFailsItsPopNamingTheField) {
+  PopResult pip = PopEnv(job1_, R"({"pip":["requests"]})");
+  PopResult number = PopEnv(job1_, R"({"env_vars":{"A":1}})");
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(launcher_.starts.empty());
+  ASSERT_TRUE(pip->has_value() && number->has_value());
+  EXPECT_TRUE(IsRuntimeEnvError(pip->value().status()));
+  EXPECT_THAT(std::string(pip->value().status().message()), HasSubstr("'pip'"));
+  EXPECT_TRUE(IsRuntimeEnvError(number->value().status()));
+  EXPECT_THAT(std::string(number->value().status().message()), HasSubstr("'A'"));
+}
+
+TEST_F(WorkerPoolTest, AStartFailureOfAnEnvsWorkerIsNotAnEnvError) {
+  testing::TempDir dir;
+  launcher_.FailNextStart(absl::NotFoundError("cannot execute /home/u/my_driver"));
+  PopResult r = PopEnv(job1_, R"({"working_dir":")" + dir.path() + R"("})");
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(r->has_value());
+  ASSERT_FALSE(r->value().ok());
+  EXPECT_FALSE(IsRuntimeEnvError(r->value().status()));
 }
 
 }  // namespace

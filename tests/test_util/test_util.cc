@@ -60,7 +60,7 @@ TempDir::~TempDir() {
 std::string BinaryPath(const std::string& name) {
   std::string build = MANTA_BUILD_DIR;
   if (const char* env = std::getenv("MANTA_BUILD_DIR"); env != nullptr && *env) build = env;
-  for (const std::string& dir : {"/src/cli/", "/src/gcs/", "/src/raylet/"}) {
+  for (const char* dir : {"/src/cli/", "/src/gcs/", "/src/raylet/"}) {
     std::string p = build + dir + name;
     if (access(p.c_str(), X_OK) == 0) return p;
   }

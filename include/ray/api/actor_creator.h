@@ -19,6 +19,10 @@
 //                                 to place it, none held)
 //   SetMaxRestarts(n)             restarts after its process or node died; -1 = always
 //   SetMaxConcurrency(n)          calls run at once on n threads (no order among them)
+//   SetRuntimeEnv(env)            the runtime environment of the actor's process, merged
+//                                 over the job's (ray/api/runtime_env.h), kept across
+//                                 restarts; an env that cannot be applied makes the
+//                                 actor DEAD and its calls throw RayRuntimeEnvException
 //
 // Creation is asynchronous: calls made before the actor is up wait for it. A factory
 // that throws makes the actor DEAD: every call fails with RayActorException carrying
@@ -77,6 +81,10 @@ class ActorCreator {
   }
   ActorCreator& SetMaxConcurrency(int max_concurrency) {
     options_.max_concurrency = max_concurrency;
+    return *this;
+  }
+  ActorCreator& SetRuntimeEnv(const ray::RuntimeEnv& runtime_env) {
+    options_.serialized_runtime_env = runtime_env.Serialize();
     return *this;
   }
 

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ray/api/runtime_env.h"
+
 namespace ray {
 
 // Whether actors outlive the job (and their owner) that created them.
@@ -58,6 +60,13 @@ class RayConfig {
   // Where this process (and a private cluster) writes its logs. Empty: the session
   // directory's `logs` folder.
   std::string logs_dir = "";
+
+  // The job's runtime environment (ray/api/runtime_env.h): every task and actor of
+  // the job runs in it, merged under their own SetRuntimeEnv. Not applied to the
+  // driver itself (except in local_mode, where the driver's process is the worker:
+  // see README). Ray declares it boost::optional; `config.runtime_env = env;`
+  // compiles with either.
+  std::optional<RuntimeEnv> runtime_env;
 };
 
 }  // namespace ray

@@ -67,6 +67,9 @@ struct TaskOptions {
   // Retries when the worker or node dies; -1 = the runtime default (3 for tasks, 0
   // for actor calls).
   int max_retries = -1;
+  // RuntimeEnv::Serialize() of the task's own runtime env; empty when none was set.
+  // The runtime merges it over the parent's env (ray/api/runtime_env.h).
+  std::string serialized_runtime_env;
 };
 
 // What ray::Actor(factory) was told (ray/api/actor_creator.h).
@@ -82,6 +85,8 @@ struct ActorCreationOptions {
   int detached = -1;
   // The C++ type of the actor, for listings and messages.
   std::string class_name;
+  // As TaskOptions::serialized_runtime_env, for the actor's process.
+  std::string serialized_runtime_env;
 };
 
 // A new actor: its id (16 bytes) and the id of the object its handles count

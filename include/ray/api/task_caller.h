@@ -9,6 +9,9 @@
 //   SetMaxRetries(n)              (Manta addition) how often the task is re-run when its
 //                                 worker or node dies; -1 = the default (3), 0 = never.
 //                                 Exceptions thrown by the function are not retried.
+//   SetRuntimeEnv(env)            the runtime environment the task runs in, merged over
+//                                 the job's (ray/api/runtime_env.h); a task whose env
+//                                 cannot be applied fails with RayRuntimeEnvException
 //
 // Arguments of Remote, one per parameter of f, checked at compile time:
 //   - a value implicitly convertible to the parameter's type: serialized and sent;
@@ -39,6 +42,7 @@
 #include "ray/api/object_ref.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
+#include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
 
 namespace ray {
@@ -122,6 +126,10 @@ class TaskCaller {
   }
   TaskCaller& SetMaxRetries(int max_retries) {
     options_.max_retries = max_retries;
+    return *this;
+  }
+  TaskCaller& SetRuntimeEnv(const ray::RuntimeEnv& runtime_env) {
+    options_.serialized_runtime_env = runtime_env.Serialize();
     return *this;
   }
 

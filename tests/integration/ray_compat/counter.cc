@@ -42,6 +42,6 @@ RAY_REMOTE(RAY_FUNC(Counter::FactoryCreate), Counter::FactoryCreateException, RA
            &Counter::GetPid, &Counter::ExceptionFunc, &Counter::CheckRestartInActorCreationTask,
            &Counter::CheckRestartInActorTask, &Counter::CreateChildActor, &Counter::Plus1ForActor,
            &Counter::GetNamespaceInActor, &Counter::GetVal, &Counter::GetBytes, &Counter::GetIntVal,
-           &Counter::Initialized, &Counter::GetCount);
+           &Counter::Initialized, &Counter::GetCount, &Counter::GetEnvVar);
 
 RAY_REMOTE(ActorConcurrentCall::FactoryCreate, &ActorConcurrentCall::CountDown);

@@ -43,6 +43,10 @@ class Counter {
   }
   int GetIntVal(ray::ObjectRef<ray::ObjectRef<int>> obj) { return *obj.Get()->Get(); }
   bool Initialized() { return ray::IsInitialized(); }
+  std::string GetEnvVar(std::string key) {
+    const char* value = std::getenv(key.c_str());
+    return value == nullptr ? "" : value;
+  }
 
  private:
   int count;

@@ -8,6 +8,7 @@
 #include <ray/api.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,7 +23,11 @@ int Plus1(int x) { return x + 1; }
 int Plus(int x, int y) { return x + y; }
 std::string GetNamespaceInTask() { return ray::GetNamespace(); }
 void ThrowTask() { throw std::logic_error("error"); }
-RAY_REMOTE(Return1, Plus1, Plus, GetNamespaceInTask, ThrowTask);
+std::string GetEnvVar(std::string key) {
+  const char* value = std::getenv(key.c_str());
+  return value == nullptr ? "" : value;
+}
+RAY_REMOTE(Return1, Plus1, Plus, GetNamespaceInTask, ThrowTask, GetEnvVar);
 
 namespace {
 // Polls `done` for up to `seconds` (the program's own helper, not Manta's).
@@ -181,6 +186,51 @@ TEST(RayCompatTest, Namespaces) {
   auto in_actor = ray::Actor(RAY_FUNC(Counter::FactoryCreate)).Remote();
   EXPECT_EQ(*in_actor.Task(&Counter::GetNamespaceInActor).Remote().Get(), "test_get_current_namespace");
   ray::Shutdown();
+}
+
+TEST(RayCompatTest, RuntimeEnvTaskLevelEnvVars) {
+  ray::RayConfig config;
+  ray::Init(config, cmd_argc, cmd_argv);
+  EXPECT_EQ(*ray::Get(ray::Task(GetEnvVar).Remote("COMPAT_KEY")), "");
+  ray::RuntimeEnv runtime_env;
+  runtime_env.Set<std::map<std::string, std::string>>("env_vars", {{"COMPAT_KEY", "task_value"}});
+  EXPECT_EQ(*ray::Get(ray::Task(GetEnvVar).SetRuntimeEnv(runtime_env).Remote("COMPAT_KEY")), "task_value");
+  auto actor = ray::Actor(RAY_FUNC(Counter::FactoryCreate)).SetRuntimeEnv(runtime_env).Remote();
+  EXPECT_EQ(*ray::Get(actor.Task(&Counter::GetEnvVar).Remote("COMPAT_KEY")), "task_value");
+  auto plain_actor = ray::Actor(RAY_FUNC(Counter::FactoryCreate)).Remote();
+  EXPECT_EQ(*ray::Get(plain_actor.Task(&Counter::GetEnvVar).Remote("COMPAT_KEY")), "");
+  ray::Shutdown();
+}
+
+TEST(RayCompatTest, RuntimeEnvJobLevelEnvVars) {
+  ray::RayConfig config;
+  ray::RuntimeEnv runtime_env;
+  runtime_env.Set<std::map<std::string, std::string>>("env_vars", {{"COMPAT_KEY", "job_value"}});
+  config.runtime_env = runtime_env;
+  ray::Init(config, cmd_argc, cmd_argv);
+  EXPECT_EQ(*ray::Get(ray::Task(GetEnvVar).Remote("COMPAT_KEY")), "job_value");
+  auto actor = ray::Actor(RAY_FUNC(Counter::FactoryCreate)).Remote();
+  EXPECT_EQ(*ray::Get(actor.Task(&Counter::GetEnvVar).Remote("COMPAT_KEY")), "job_value");
+  ray::Shutdown();
+}
+
+TEST(RayCompatTest, RuntimeEnvApi) {
+  ray::RuntimeEnv runtime_env;
+  std::string working_dir = "/tmp/compat";
+  runtime_env.Set("working_dir", working_dir);
+  std::vector<std::string> modules = {"s3://bucket/a.zip"};
+  runtime_env.Set("py_modules", modules);
+  runtime_env.SetJsonStr("config", R"({"setup_timeout_seconds": 10})");
+  std::string serialized = runtime_env.Serialize();
+  ray::RuntimeEnv copy = ray::RuntimeEnv::Deserialize(serialized);
+  EXPECT_EQ(copy.Get<std::string>("working_dir"), working_dir);
+  EXPECT_EQ(copy.Get<std::vector<std::string>>("py_modules"), modules);
+  EXPECT_EQ(copy.Get<ray::json>("config")["setup_timeout_seconds"], 10);
+  EXPECT_TRUE(copy.Remove("config"));
+  EXPECT_FALSE(copy.Contains("config"));
+  EXPECT_FALSE(copy.Empty());
+  EXPECT_THROW(copy.Get<int>("working_dir"), ray::internal::RayRuntimeEnvException);
+  EXPECT_THROW(copy.SetJsonStr("config", "{"), ray::internal::RayRuntimeEnvException);
 }
 
 int main(int argc, char** argv) {

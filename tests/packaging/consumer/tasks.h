@@ -8,6 +8,8 @@ int Square(int x);
 std::string WorkerExecutable();
 // The executable of the process that started this worker: its raylet.
 std::string WorkerParentExecutable();
+// The value of environment variable `name` in the worker ("" when unset).
+std::string EnvVar(std::string name);
 
 // An actor: a running total.
 class Total {
