@@ -11,17 +11,18 @@
 #include <string>
 
 #include "ray/api.h"
+#include "tests/test_util/runtime_env_helpers.h"
 #include "tests/test_util/test_util.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string GetEnv(std::string name) {
-  const char* value = std::getenv(name.c_str());
-  return value == nullptr ? "<unset>" : value;
-}
-std::string Cwd() { return std::filesystem::current_path().string(); }
+using manta::testing::Cwd;
+using manta::testing::EnvVars;
+using manta::testing::GetEnv;
+using manta::testing::RuntimeEnvError;
+
 
 class Probe {
  public:
@@ -30,23 +31,6 @@ class Probe {
 };
 
 RAY_REMOTE(GetEnv, Cwd, Probe::Create, &Probe::Get);
-
-ray::RuntimeEnv EnvVars(const std::map<std::string, std::string>& vars) {
-  ray::RuntimeEnv env;
-  env.Set("env_vars", vars);
-  return env;
-}
-
-template <typename F>
-std::string RuntimeEnvError(F fn) {
-  try {
-    fn();
-  } catch (const ray::internal::RayRuntimeEnvException& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected RayRuntimeEnvException";
-  return "";
-}
 
 class LocalModeRuntimeEnvTest : public ::testing::Test {
  protected:

@@ -21,16 +21,17 @@
 #include "cluster_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_util/runtime_env_helpers.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string GetEnv(std::string name) {
-  const char* value = std::getenv(name.c_str());
-  return value == nullptr ? "<unset>" : value;
-}
-std::string Cwd() { return std::filesystem::current_path().string(); }
+using manta::testing::Cwd;
+using manta::testing::EnvVars;
+using manta::testing::GetEnv;
+using manta::testing::RuntimeEnvError;
+
 int Pid() { return getpid(); }
 // "<pid> <value of name>": which worker ran it, and what it saw.
 std::string PidAndEnv(std::string name) { return std::to_string(getpid()) + " " + GetEnv(name); }
@@ -48,27 +49,6 @@ class EnvActor {
 
 RAY_REMOTE(GetEnv, Cwd, Pid, PidAndEnv, ChildGetEnv, EnvActor::Create, &EnvActor::Get, &EnvActor::Dir,
            &EnvActor::Pid, &EnvActor::ChildGet);
-
-ray::RuntimeEnv EnvVars(const std::map<std::string, std::string>& vars) {
-  ray::RuntimeEnv env;
-  env.Set("env_vars", vars);
-  return env;
-}
-
-// The message of the RayRuntimeEnvException `fn` throws (fails the test otherwise).
-template <typename F>
-std::string RuntimeEnvError(F fn) {
-  try {
-    fn();
-  } catch (const ray::internal::RayRuntimeEnvException& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected RayRuntimeEnvException, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected RayRuntimeEnvException, nothing was thrown";
-  return "";
-}
 
 class RuntimeEnvTest : public ::testing::Test {
  protected:

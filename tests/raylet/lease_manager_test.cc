@@ -428,6 +428,7 @@ TEST_F(LeaseManagerTest, WorkerThatCannotStartRejectsTheLease) {
   ASSERT_TRUE(call->done());
   EXPECT_TRUE(call->reply.rejected());
   EXPECT_THAT(call->reply.failure_message(), HasSubstr("cannot execute"));
+  EXPECT_FALSE(call->reply.runtime_env_setup_failed());  // not the env's fault: not final
   EXPECT_EQ(Cpu(), 2);
 }
 
@@ -474,14 +475,6 @@ TEST_F(LeaseManagerTest, AnEnvThatCannotBeAppliedRejectsTheLeaseForGood) {
   EXPECT_TRUE(huge->reply.runtime_env_setup_failed());
   EXPECT_THAT(huge->reply.failure_message(), HasSubstr("bytes"));
   EXPECT_EQ(Cpu(), 2);
-}
-
-TEST_F(LeaseManagerTest, WorkerThatCannotStartIsNotARuntimeEnvFailure) {
-  launcher_.FailNextStart(absl::NotFoundError("cannot execute /bin/driver"));
-  LeaseCallPtr call = Request({{"CPU", 1}});
-  ASSERT_TRUE(call->done());
-  EXPECT_TRUE(call->reply.rejected());
-  EXPECT_FALSE(call->reply.runtime_env_setup_failed());
 }
 
 TEST_F(LeaseManagerTest, WorkerExitWhileLeasedReturnsItsResources) {
