@@ -22,7 +22,7 @@
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/redis_store_client.h"
-#include "src/raylet/resources.h"
+#include "src/scheduling/resources.h"
 #include "protos/gcs.grpc.pb.h"
 
 namespace manta::cli {
@@ -278,7 +278,7 @@ int RunStart(const StartOptions& options) {
     return Error(o.head ? "--head and --address are exclusive" : "give --head to start a new cluster, or "
                                                                   "--address H:P to join one");
   }
-  if (auto r = raylet::ParseCustomResources(o.resources); !r.ok()) return Error(std::string(r.status().message()));
+  if (auto r = scheduling::ParseCustomResources(o.resources); !r.ok()) return Error(std::string(r.status().message()));
   if (!o.system_config.empty()) {
     Config c;
     if (auto s = c.ApplyJson(o.system_config); !s.ok()) return Error("--system-config: " + std::string(s.message()));

@@ -15,7 +15,7 @@
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
-#include "src/raylet/resources.h"
+#include "src/scheduling/resources.h"
 
 namespace manta::cli {
 namespace {
@@ -23,8 +23,8 @@ namespace {
 // Status replies list every node and actor: allow large ones.
 constexpr int64_t kMaxReplyBytes = 256 << 20;
 
-raylet::ResourceMap ToMap(const google::protobuf::Map<std::string, double>& m) {
-  return raylet::ResourceMap(m.begin(), m.end());
+scheduling::ResourceMap ToMap(const google::protobuf::Map<std::string, double>& m) {
+  return scheduling::ResourceMap(m.begin(), m.end());
 }
 
 std::string Bytes(int64_t n) {
@@ -125,7 +125,7 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     (void)stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &cluster);
   }
-  std::map<std::string, raylet::ResourceMap> available;
+  std::map<std::string, scheduling::ResourceMap> available;
   std::map<std::string, rpc::ObjectStoreStats> stores;
   std::map<std::string, std::vector<std::string>> infeasible;
   for (const auto& u : nodes.resource_usage()) {
@@ -182,7 +182,7 @@ int RunStatus(const ClusterFlags& flags, bool json) {
   }
 
   int alive = 0, dead = 0;
-  raylet::ResourceMap cluster_total, cluster_available;
+  scheduling::ResourceMap cluster_total, cluster_available;
   for (const auto& n : nodes.node_info_list()) (n.state() == rpc::NodeInfo::ALIVE ? alive : dead)++;
   std::cout << "======== Manta cluster status ========\n"
             << "GCS address: " << address << "\n"
@@ -194,12 +194,12 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     std::cout << (is_alive ? "ALIVE " : "DEAD  ") << id << "  " << n.node_manager_address() << ":"
               << n.node_manager_port() << (n.is_head_node() ? "  (head)" : "") << (n.draining() ? "  (draining)" : "")
               << "\n";
-    raylet::ResourceMap total = ToMap(n.resources_total());
+    scheduling::ResourceMap total = ToMap(n.resources_total());
     if (is_alive) {
       auto a = available.find(n.node_id());
-      raylet::ResourceMap avail = a != available.end() ? a->second : total;
-      std::cout << "      total:     " << raylet::FormatResources(total) << "\n"
-                << "      available: " << raylet::FormatResources(avail) << "\n";
+      scheduling::ResourceMap avail = a != available.end() ? a->second : total;
+      std::cout << "      total:     " << scheduling::FormatResources(total) << "\n"
+                << "      available: " << scheduling::FormatResources(avail) << "\n";
       if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
         for (const std::string& shape : inf->second) {
           std::cout << "      infeasible: {" << shape << "} (lease requests waiting: no node has these resources)\n";
@@ -221,8 +221,8 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     }
   }
   std::cout << "\nCluster resources (alive nodes)\n"
-            << "      total:     " << raylet::FormatResources(cluster_total) << "\n"
-            << "      available: " << raylet::FormatResources(cluster_available) << "\n";
+            << "      total:     " << scheduling::FormatResources(cluster_total) << "\n"
+            << "      available: " << scheduling::FormatResources(cluster_available) << "\n";
   std::cout << "\nActors:      ";
   if (actor_states.empty()) std::cout << "none";
   bool first = true;

@@ -15,7 +15,7 @@ struct LeaseManager::Request {
   JobID job_id;
   WorkerID owner_worker_id;  // nil when the owner is not a core worker (or unknown)
   NodeID owner_node_id;
-  ResourceMap resources;
+  scheduling::ResourceMap resources;
   bool grant_or_reject = false;
   std::string function_name;
   // The worker must have been started for this runtime env (canonical JSON; "" = none).
@@ -35,25 +35,29 @@ struct LeaseManager::Request {
     send_reply = nullptr;
   }
   std::string Describe() const {
-    return "lease request for {" + FormatResources(resources) + "}" +
+    return "lease request for {" + scheduling::FormatResources(resources) + "}" +
            (function_name.empty() ? "" : " (" + function_name + ")") + " of job " + job_id.Hex();
   }
 };
 
 namespace {
 
-// The resources a request asks for: an empty map means one CPU; zero quantities are
-// dropped. InvalidArgument names a bad entry.
-absl::StatusOr<ResourceMap> ValidateResources(const google::protobuf::Map<std::string, double>& requested) {
-  if (requested.empty()) return ResourceMap{{"CPU", 1.0}};
-  ResourceMap out;
+// The resources a request asks for, quantized (resources.h): an empty map means one
+// CPU; zero quantities are dropped. InvalidArgument names a bad entry.
+absl::StatusOr<scheduling::ResourceMap> ValidateResources(const google::protobuf::Map<std::string, double>& requested) {
+  if (requested.empty()) return scheduling::ResourceMap{{"CPU", 1.0}};
+  scheduling::ResourceMap out;
   for (const auto& [name, amount] : requested) {
     if (name.empty()) return absl::InvalidArgumentError("malformed lease request: empty resource name");
     if (!std::isfinite(amount) || amount < 0) {
       return absl::InvalidArgumentError("malformed lease request: resource '" + name + "' has quantity " +
                                         std::to_string(amount) + " (must be a finite non-negative number)");
     }
-    if (amount > 0) out[name] = amount;
+    if (amount > 0 && scheduling::ToSteps(amount) == 0) {
+      return absl::InvalidArgumentError("malformed lease request: resource '" + name + "' has quantity " +
+                                        std::to_string(amount) + ", below the resolution of 0.0001");
+    }
+    if (amount > 0) out[name] = scheduling::Quantize(amount);
   }
   return out;
 }
@@ -67,14 +71,15 @@ T ParseIdOrNil(const std::string& binary) {
 }  // namespace
 
 LeaseManager::LeaseManager(EventLoop& loop, LeaseManagerOptions options, const Config& config,
-                           ClusterResourceView& view, WorkerPool& pool, RandomIndexFn random_index)
+                           scheduling::ClusterResourceView& view, WorkerPool& pool, scheduling::RandomIndexFn random_index)
     : loop_(loop),
       options_(std::move(options)),
       config_(config),
       view_(view),
       pool_(pool),
-      random_index_(std::move(random_index)),
-      available_(options_.total) {
+      random_index_(std::move(random_index)) {
+  options_.total = scheduling::QuantizeResources(options_.total);
+  available_ = options_.total;
   pool_.AddGoneListener([this, alive = std::weak_ptr<bool>(alive_)](const WorkerGone& gone) {
     if (!alive.expired()) OnWorkerGone(gone);
   });
@@ -97,20 +102,20 @@ size_t LeaseManager::num_infeasible() const {
 std::vector<std::string> LeaseManager::InfeasibleShapes() const {
   std::vector<std::string> out;
   for (const auto& [shape, queue] : infeasible_) {
-    if (!queue.empty()) out.push_back(FormatResources(shape));
+    if (!queue.empty()) out.push_back(scheduling::FormatResources(shape));
   }
   return out;
 }
 
 bool LeaseManager::LocalDraining() const {
-  const ClusterResourceView::NodeResources* self = view_.Get(options_.node_id);
+  const scheduling::ClusterResourceView::NodeResources* self = view_.Get(options_.node_id);
   return self != nullptr && self->draining;
 }
 
-SchedulingDecision LeaseManager::Schedule(const ResourceMap& resources) const {
-  LocalNodeState local{options_.node_id, &options_.total, &available_, LocalDraining()};
-  SchedulingPolicyOptions policy{config_.scheduler_spread_threshold, config_.scheduler_top_k_fraction};
-  return ScheduleLease(resources, local, view_, policy, random_index_);
+scheduling::SchedulingDecision LeaseManager::Schedule(const scheduling::ResourceMap& resources) const {
+  scheduling::LocalNodeState local{options_.node_id, &options_.total, &available_, LocalDraining()};
+  scheduling::SchedulingPolicyOptions policy{config_.scheduler_spread_threshold, config_.scheduler_top_k_fraction};
+  return scheduling::ScheduleLease(resources, local, view_, policy, random_index_);
 }
 
 void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request,
@@ -153,9 +158,9 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
 
   if (r.grant_or_reject) {
     // Spilled back here: run it here (now or once resources free up), or say no.
-    if (!ResourcesFit(r.resources, options_.total) || LocalDraining()) {
-      return Reject(request_ptr, "node " + options_.node_id.Hex() + " cannot run {" + FormatResources(r.resources) +
-                                     "}: it has {" + FormatResources(options_.total) + "}" +
+    if (!scheduling::ResourcesFit(r.resources, options_.total) || LocalDraining()) {
+      return Reject(request_ptr, "node " + options_.node_id.Hex() + " cannot run {" + scheduling::FormatResources(r.resources) +
+                                     "}: it has {" + scheduling::FormatResources(options_.total) + "}" +
                                      (LocalDraining() ? " and is draining" : ""));
     }
     requests_[r.id] = request_ptr;
@@ -168,16 +173,16 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
 }
 
 void LeaseManager::Place(const RequestPtr& request) {
-  SchedulingDecision d = Schedule(request->resources);
+  scheduling::SchedulingDecision d = Schedule(request->resources);
   switch (d.kind) {
-    case SchedulingDecision::Kind::kLocal:
+    case scheduling::SchedulingDecision::Kind::kLocal:
       Enqueue(request);
       Dispatch();
       return;
-    case SchedulingDecision::Kind::kRemote:
+    case scheduling::SchedulingDecision::Kind::kRemote:
       Spill(request, d.node_id);
       return;
-    case SchedulingDecision::Kind::kInfeasible:
+    case scheduling::SchedulingDecision::Kind::kInfeasible:
       AddInfeasible(request);
       return;
   }
@@ -194,12 +199,12 @@ void LeaseManager::AddInfeasible(const RequestPtr& request) {
   if (warned_infeasible_.insert(request->resources).second) {
     LOG(WARNING) << "infeasible " << request->Describe()
                  << ": no alive node has these resources; it waits until a node that has them joins (this node has {"
-                 << FormatResources(options_.total) << "})";
+                 << scheduling::FormatResources(options_.total) << "})";
   }
 }
 
 void LeaseManager::Spill(const RequestPtr& request, const NodeID& node_id) {
-  const ClusterResourceView::NodeResources* node = view_.Get(node_id);
+  const scheduling::ClusterResourceView::NodeResources* node = view_.Get(node_id);
   CHECK(node != nullptr) << "the policy chose a node outside the view";
   rpc::Address* retry_at = request->reply->mutable_retry_at_raylet_address();
   retry_at->set_node_id(node_id.Binary());
@@ -226,7 +231,7 @@ void LeaseManager::Reject(const RequestPtr& request, const std::string& message)
 void LeaseManager::Dispatch() {
   for (auto it = queued_.begin(); it != queued_.end();) {
     std::deque<RequestPtr>& queue = it->second;
-    while (!queue.empty() && ResourcesFit(it->first, available_)) {
+    while (!queue.empty() && scheduling::ResourcesFit(it->first, available_)) {
       RequestPtr request = std::move(queue.front());
       queue.pop_front();
       Grant(request);
@@ -236,7 +241,7 @@ void LeaseManager::Dispatch() {
 }
 
 void LeaseManager::Grant(const RequestPtr& request) {
-  SubtractResources(available_, request->resources);
+  scheduling::SubtractResources(available_, request->resources);
   request->stage = Request::Stage::kPopping;
   pool_.PopWorker(request->job_id, request->runtime_env,
                   [this, alive = std::weak_ptr<bool>(alive_), request](absl::StatusOr<WorkerInfo> worker) {
@@ -251,7 +256,7 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
     return;
   }
   if (!worker.ok()) {
-    AddResources(available_, request->resources);
+    scheduling::AddResources(available_, request->resources);
     LOG(WARNING) << request->Describe() << " failed: " << worker.status();
     // The owner gives up at once on an env that cannot be applied; it retries others.
     if (IsRuntimeEnvError(worker.status())) request->reply->set_runtime_env_setup_failed(true);
@@ -270,7 +275,7 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   lease.detached = request->detached;
   if (request->placement_only) {
     // Placed: an actor without explicit resources holds none while it lives.
-    AddResources(available_, lease.resources);
+    scheduling::AddResources(available_, lease.resources);
     lease.resources.clear();
   }
   if (lease.detached) pool_.KeepPastJobEnd(worker->worker_id);
@@ -334,13 +339,13 @@ void LeaseManager::HandleNotifyWorkerBlocked(const rpc::NotifyWorkerBlockedReque
     lease.blocked = true;
     lease.released_cpu = cpu == lease.resources.end() ? 0.0 : cpu->second;
     if (lease.released_cpu > 0) {
-      AddResources(available_, {{"CPU", lease.released_cpu}});
+      scheduling::AddResources(available_, {{"CPU", lease.released_cpu}});
       VLOG(1) << "worker " << worker_id->Hex() << " blocked: " << lease.released_cpu << " CPU given back";
       Dispatch();
     }
   } else if (!request.blocked() && lease.blocked) {
     // Taken back even if that oversubscribes the node: the worker is already running.
-    if (lease.released_cpu > 0) SubtractResources(available_, {{"CPU", lease.released_cpu}});
+    if (lease.released_cpu > 0) scheduling::SubtractResources(available_, {{"CPU", lease.released_cpu}});
     lease.blocked = false;
     lease.released_cpu = 0;
   }
@@ -353,9 +358,10 @@ void LeaseManager::ReleaseLease(const LeaseID& lease_id, AfterRelease after, con
   Lease lease = std::move(it->second);
   leases_.erase(it);
   lease_by_worker_.erase(lease.worker_id);
-  ResourceMap give_back = lease.resources;
-  if (lease.blocked && lease.released_cpu > 0) give_back["CPU"] -= lease.released_cpu;  // already given back
-  AddResources(available_, give_back);
+  scheduling::ResourceMap give_back = lease.resources;
+  // CPU a blocked worker gave back is back already.
+  if (lease.blocked && lease.released_cpu > 0) scheduling::SubtractResources(give_back, {{"CPU", lease.released_cpu}});
+  scheduling::AddResources(available_, give_back);
   VLOG(1) << "lease " << lease_id.Hex() << " of worker " << lease.worker_id.Hex() << " released: " << reason;
   switch (after) {
     case AfterRelease::kReturnToPool:
@@ -379,7 +385,7 @@ void LeaseManager::ReleaseLeases(const std::function<bool(const Lease&)>& match,
 }
 
 void LeaseManager::Unlink(const RequestPtr& request) {
-  auto remove_from = [&](std::map<ResourceMap, std::deque<RequestPtr>>& queues) {
+  auto remove_from = [&](std::map<scheduling::ResourceMap, std::deque<RequestPtr>>& queues) {
     auto q = queues.find(request->resources);
     if (q == queues.end()) return;
     auto& deque = q->second;
@@ -395,7 +401,7 @@ void LeaseManager::Unlink(const RequestPtr& request) {
       break;
     case Request::Stage::kPopping:
       // The worker, when it comes, goes back to the pool (OnWorkerPopped).
-      AddResources(available_, request->resources);
+      scheduling::AddResources(available_, request->resources);
       break;
     case Request::Stage::kDone:
       break;
@@ -473,12 +479,12 @@ void LeaseManager::PlaceInfeasible() {
   for (auto it = infeasible_.begin(); it != infeasible_.end();) {
     std::deque<RequestPtr>& queue = it->second;
     while (!queue.empty()) {
-      SchedulingDecision d = Schedule(it->first);
-      if (d.kind == SchedulingDecision::Kind::kInfeasible) break;
+      scheduling::SchedulingDecision d = Schedule(it->first);
+      if (d.kind == scheduling::SchedulingDecision::Kind::kInfeasible) break;
       RequestPtr request = std::move(queue.front());
       queue.pop_front();
-      LOG_IF(INFO, queue.empty()) << "requests for {" << FormatResources(it->first) << "} are feasible again";
-      if (d.kind == SchedulingDecision::Kind::kLocal) {
+      LOG_IF(INFO, queue.empty()) << "requests for {" << scheduling::FormatResources(it->first) << "} are feasible again";
+      if (d.kind == scheduling::SchedulingDecision::Kind::kLocal) {
         Enqueue(request);
       } else {
         Spill(request, d.node_id);
@@ -496,15 +502,15 @@ void LeaseManager::PlaceInfeasible() {
 void LeaseManager::SpillQueuedElsewhere() {
   for (auto it = queued_.begin(); it != queued_.end();) {
     std::deque<RequestPtr>& queue = it->second;
-    if (!ResourcesFit(it->first, available_)) {
+    if (!scheduling::ResourcesFit(it->first, available_)) {
       // Waiting here; send them where they can run now, while there is such a node.
       for (auto r = queue.begin(); r != queue.end();) {
         if ((*r)->grant_or_reject) {
           ++r;
           continue;
         }
-        SchedulingDecision d = Schedule(it->first);
-        if (d.kind != SchedulingDecision::Kind::kRemote || !d.available_now) break;
+        scheduling::SchedulingDecision d = Schedule(it->first);
+        if (d.kind != scheduling::SchedulingDecision::Kind::kRemote || !d.available_now) break;
         RequestPtr request = std::move(*r);
         r = queue.erase(r);
         Spill(request, d.node_id);

@@ -41,9 +41,9 @@
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/common/rpc/send_reply.h"
-#include "src/raylet/cluster_resource_view.h"
-#include "src/raylet/resources.h"
-#include "src/raylet/scheduling_policy.h"
+#include "src/scheduling/cluster_resource_view.h"
+#include "src/scheduling/resources.h"
+#include "src/scheduling/scheduling_policy.h"
 #include "src/raylet/worker_pool.h"
 
 namespace manta::raylet {
@@ -51,14 +51,14 @@ namespace manta::raylet {
 struct LeaseManagerOptions {
   NodeID node_id;
   // This node's total resources.
-  ResourceMap total;
+  scheduling::ResourceMap total;
 };
 
 class LeaseManager {
  public:
   // `random_index` is the policy's random source (tests make it deterministic).
-  LeaseManager(EventLoop& loop, LeaseManagerOptions options, const Config& config, ClusterResourceView& view,
-               WorkerPool& pool, RandomIndexFn random_index);
+  LeaseManager(EventLoop& loop, LeaseManagerOptions options, const Config& config, scheduling::ClusterResourceView& view,
+               WorkerPool& pool, scheduling::RandomIndexFn random_index);
   ~LeaseManager();
   LeaseManager(const LeaseManager&) = delete;
   LeaseManager& operator=(const LeaseManager&) = delete;
@@ -95,9 +95,9 @@ class LeaseManager {
   // released and its queued requests dropped.
   void OnJobFinished(const JobID& job_id);
 
-  const ResourceMap& total() const { return options_.total; }
+  const scheduling::ResourceMap& total() const { return options_.total; }
   // May hold negative quantities while unblocked workers oversubscribe the node.
-  const ResourceMap& available() const { return available_; }
+  const scheduling::ResourceMap& available() const { return available_; }
   // Shapes of the infeasible requests waiting here, as FormatResources renders them.
   std::vector<std::string> InfeasibleShapes() const;
   size_t num_leases() const { return leases_.size(); }
@@ -114,7 +114,7 @@ class LeaseManager {
     JobID job_id;
     WorkerID owner_worker_id;
     NodeID owner_node_id;
-    ResourceMap resources;
+    scheduling::ResourceMap resources;
     // A detached actor's: kept when its job ends.
     bool detached = false;
     // CPU given back while the worker is blocked (0 when not blocked).
@@ -124,7 +124,7 @@ class LeaseManager {
   enum class AfterRelease { kReturnToPool, kKillWorker, kWorkerGone };
 
   void Place(const RequestPtr& request);
-  SchedulingDecision Schedule(const ResourceMap& resources) const;
+  scheduling::SchedulingDecision Schedule(const scheduling::ResourceMap& resources) const;
   bool LocalDraining() const;
   void Enqueue(const RequestPtr& request);
   void AddInfeasible(const RequestPtr& request);
@@ -153,15 +153,15 @@ class LeaseManager {
   EventLoop& loop_;
   LeaseManagerOptions options_;
   const Config& config_;
-  ClusterResourceView& view_;
+  scheduling::ClusterResourceView& view_;
   WorkerPool& pool_;
-  RandomIndexFn random_index_;
-  ResourceMap available_;
+  scheduling::RandomIndexFn random_index_;
+  scheduling::ResourceMap available_;
   // Pending requests by lease_request_id, and where they wait.
   absl::flat_hash_map<std::string, RequestPtr> requests_;
-  std::map<ResourceMap, std::deque<RequestPtr>> queued_;
-  std::map<ResourceMap, std::deque<RequestPtr>> infeasible_;
-  std::set<ResourceMap> warned_infeasible_;
+  std::map<scheduling::ResourceMap, std::deque<RequestPtr>> queued_;
+  std::map<scheduling::ResourceMap, std::deque<RequestPtr>> infeasible_;
+  std::set<scheduling::ResourceMap> warned_infeasible_;
   absl::flat_hash_map<LeaseID, Lease> leases_;
   absl::flat_hash_map<WorkerID, LeaseID> lease_by_worker_;
   // Cleared on destruction, so that late pool callbacks do nothing.

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   if (auto hp = manta::ParseHostPort(gcs_address); !hp.ok()) {
     return Fail("--gcs-address: " + std::string(hp.status().message()), 2);
   }
-  auto custom = manta::raylet::ParseCustomResources(resources_json);
+  auto custom = manta::scheduling::ParseCustomResources(resources_json);
   if (!custom.ok()) return Fail(std::string(custom.status().message()), 2);
 
   manta::raylet::NodeManagerOptions options;
@@ -108,9 +108,9 @@ int main(int argc, char** argv) {
     if (!id.ok()) return Fail("--node-id: " + std::string(id.status().message()), 2);
     options.node_id = *id;
   }
-  int64_t ram = manta::raylet::DetectMemoryBytes();
+  int64_t ram = manta::scheduling::DetectMemoryBytes();
   options.resources = *custom;
-  options.resources["CPU"] = num_cpus >= 0 ? num_cpus : manta::raylet::DetectNumCpus();
+  options.resources["CPU"] = num_cpus >= 0 ? num_cpus : manta::scheduling::DetectNumCpus();
   if (num_gpus > 0) options.resources["GPU"] = num_gpus;
   options.resources["memory"] = static_cast<double>(memory >= 0 ? memory : ram * 7 / 10);
   options.resources["object_store_memory"] =
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   // whole arena at start, but never more than half of the memory still available,
   // so several nodes started on one machine cannot commit it all between them.
   int64_t window = config->object_store_prefault_bytes;
-  if (window < 0) window = std::min((*arena)->capacity(), manta::raylet::DetectAvailableMemoryBytes() / 2);
+  if (window < 0) window = std::min((*arena)->capacity(), manta::scheduling::DetectAvailableMemoryBytes() / 2);
   manta::object_store::ArenaPager pager(**arena, window, config->object_store_release_idle_ms);
   std::string private_dir = session_dir.empty() ? "/tmp/manta_raylet_" + std::to_string(getpid()) : session_dir;
   std::string spill_dir = !config->object_spilling_dir.empty() ? config->object_spilling_dir : private_dir + "/spill";
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
       }
     }
     LOG(INFO) << "manta_raylet ready: node " << options.node_id.Hex() << " on " << node_ip_address << ":"
-              << server.port() << " with " << manta::raylet::FormatResources(options.resources);
+              << server.port() << " with " << manta::scheduling::FormatResources(options.resources);
   });
   loop.OnTerminationSignal([&](int signo) {
     LOG(INFO) << "raylet: signal " << signo << ", shutting down";

@@ -26,10 +26,10 @@
 #include "src/gcs/gcs_subscriber.h"
 #include "src/object_store/arena.h"
 #include "src/object_store/object_store.h"
-#include "src/raylet/cluster_resource_view.h"
+#include "src/scheduling/cluster_resource_view.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/object_manager.h"
-#include "src/raylet/resources.h"
+#include "src/scheduling/resources.h"
 #include "src/raylet/worker_pool.h"
 
 namespace manta::raylet {
@@ -39,7 +39,7 @@ struct NodeManagerOptions {
   std::string node_ip_address = "127.0.0.1";
   int port = 0;  // the bound node-manager port
   std::string node_name;
-  ResourceMap resources;
+  scheduling::ResourceMap resources;
   std::string session_dir;
   bool is_head = false;
   Config config;
@@ -90,9 +90,9 @@ class NodeManager {
   void HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply* reply,
                           rpc::SendReply send_reply);
 
-  const ClusterResourceView& view() const { return view_; }
+  const scheduling::ClusterResourceView& view() const { return view_; }
   // For the lease manager, which counts what it spills to a node as taken.
-  ClusterResourceView& mutable_view() { return view_; }
+  scheduling::ClusterResourceView& mutable_view() { return view_; }
   // The configuration, with the head's overrides once registered.
   const Config& config() const { return options_.config; }
   const ClusterID& cluster_id() const { return cluster_id_; }
@@ -121,7 +121,7 @@ class NodeManager {
   std::function<int64_t()> now_ms_;
   std::function<void(const std::string&)> on_fatal_;
   ClusterID cluster_id_;
-  ClusterResourceView view_;
+  scheduling::ClusterResourceView view_;
   WorkerPool* pool_ = nullptr;
   LeaseManager* lease_manager_ = nullptr;
   bool view_change_posted_ = false;

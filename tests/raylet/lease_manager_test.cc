@@ -52,7 +52,7 @@ class LeaseManagerTest : public ::testing::Test {
 
   void SetUp() override { Make({{"CPU", 2}}); }
 
-  void Make(ResourceMap total) {
+  void Make(scheduling::ResourceMap total) {
     lease_manager_.reset();
     pool_ = std::make_unique<WorkerPool>(loop_, pool_options_, config_, launcher_);
     pool_->SetJobConfig(job_, job_config_);  // the job's registration with the GCS
@@ -60,7 +60,7 @@ class LeaseManagerTest : public ::testing::Test {
                                                     view_, *pool_, [](size_t) { return 0; });
   }
 
-  rpc::RequestWorkerLeaseRequest MakeRequest(const ResourceMap& resources) {
+  rpc::RequestWorkerLeaseRequest MakeRequest(const scheduling::ResourceMap& resources) {
     rpc::RequestWorkerLeaseRequest request;
     request.set_lease_request_id(LeaseID::FromRandom().Binary());
     request.set_job_id(job_.Binary());
@@ -77,7 +77,7 @@ class LeaseManagerTest : public ::testing::Test {
     loop_.RunUntilIdle();
     return call;
   }
-  LeaseCallPtr Request(const ResourceMap& resources) { return Send(MakeRequest(resources)); }
+  LeaseCallPtr Request(const scheduling::ResourceMap& resources) { return Send(MakeRequest(resources)); }
 
   // Registers every worker the pool started and that has not registered yet.
   void RegisterStarted() {
@@ -99,7 +99,7 @@ class LeaseManagerTest : public ::testing::Test {
   }
 
   // Requests a lease and lets its worker register; the call must be granted.
-  LeaseCallPtr Lease(const ResourceMap& resources) {
+  LeaseCallPtr Lease(const scheduling::ResourceMap& resources) {
     LeaseCallPtr call = Request(resources);
     RegisterStarted();
     EXPECT_TRUE(call->granted()) << call->reply.DebugString();
@@ -140,7 +140,7 @@ class LeaseManagerTest : public ::testing::Test {
     loop_.RunUntilIdle();
   }
 
-  NodeID AddNode(const ResourceMap& total, const ResourceMap& available, const std::string& ip) {
+  NodeID AddNode(const scheduling::ResourceMap& total, const scheduling::ResourceMap& available, const std::string& ip) {
     NodeID id = NodeID::FromRandom();
     rpc::NodeInfo info;
     info.set_node_id(id.Binary());
@@ -151,7 +151,7 @@ class LeaseManagerTest : public ::testing::Test {
     SetAvailable(id, available);
     return id;
   }
-  void SetAvailable(const NodeID& id, const ResourceMap& available) {
+  void SetAvailable(const NodeID& id, const scheduling::ResourceMap& available) {
     rpc::ResourceUsage usage;
     usage.set_node_id(id.Binary());
     for (const auto& [k, v] : available) (*usage.mutable_resources_available())[k] = v;
@@ -166,7 +166,7 @@ class LeaseManagerTest : public ::testing::Test {
   NodeID local_id_ = NodeID::FromRandom();
   WorkerPoolOptions pool_options_;
   FakeWorkerLauncher launcher_{loop_};
-  ClusterResourceView view_;
+  scheduling::ClusterResourceView view_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<LeaseManager> lease_manager_;
   size_t registered_ = 0;
@@ -406,7 +406,7 @@ TEST_F(LeaseManagerTest, NestedBlockingDeeperThanTheCpuCountDoesNotDeadlock) {
 TEST_F(LeaseManagerTest, MalformedRequestsAreRejected) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  for (const ResourceMap& bad : std::vector<ResourceMap>{{{"CPU", -1}}, {{"CPU", nan}}, {{"GPU", inf}}, {{"", 1}}}) {
+  for (const scheduling::ResourceMap& bad : std::vector<scheduling::ResourceMap>{{{"CPU", -1}}, {{"CPU", nan}}, {{"GPU", inf}}, {{"", 1}}}) {
     LeaseCallPtr call = Request(bad);
     ASSERT_TRUE(call->done());
     EXPECT_TRUE(call->status->ok());

@@ -1,11 +1,11 @@
-// Tests of the hybrid scheduling policy (src/raylet/scheduling_policy.h).
-#include "src/raylet/scheduling_policy.h"
+// Tests of the hybrid scheduling policy (src/scheduling/scheduling_policy.h).
+#include "src/scheduling/scheduling_policy.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-namespace manta::raylet {
+namespace manta::scheduling {
 namespace {
 
 using Kind = SchedulingDecision::Kind;
@@ -171,4 +171,4 @@ TEST_F(SchedulingPolicyTest, TheViewsEntryForTheLocalNodeIsIgnored) {
 }
 
 }  // namespace
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

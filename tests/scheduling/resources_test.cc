@@ -1,10 +1,11 @@
-// Tests of the --resources parser and resource formatting (src/raylet/resources.h).
-#include "src/raylet/resources.h"
+// Tests of the --resources parser, resource formatting and fixed-point arithmetic
+// (src/scheduling/resources.h).
+#include "src/scheduling/resources.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace manta::raylet {
+namespace manta::scheduling {
 namespace {
 
 using ::testing::HasSubstr;
@@ -102,5 +103,37 @@ TEST(ResourcesTest, DetectedMachineResourcesArePositive) {
   EXPECT_GT(DetectMemoryBytes(), 0);
 }
 
+TEST(ResourcesTest, FractionsAddAndSubtractExactly) {
+  // 0.1 is not a binary fraction: with plain doubles, ten thousand takes of it and
+  // as many returns drift away from the total.
+  ResourceMap available{{"CPU", 3}, {"special", 1}};
+  const ResourceMap tenth{{"CPU", 0.1}, {"special", 0.0003}};
+  for (int i = 0; i < 10000; ++i) SubtractResources(available, tenth);
+  EXPECT_EQ(available.at("CPU"), -997.0);
+  for (int i = 0; i < 10000; ++i) AddResources(available, tenth);
+  EXPECT_EQ(available.at("CPU"), 3.0);
+  EXPECT_EQ(available.at("special"), 1.0);
+  // Thirty bundles of 0.1 CPU fill exactly three CPUs: the last one fits, another does not.
+  ResourceMap node{{"CPU", 3}};
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(ResourcesFit({{"CPU", 0.1}}, node)) << i;
+    SubtractResources(node, {{"CPU", 0.1}});
+  }
+  EXPECT_EQ(node.at("CPU"), 0.0);
+  EXPECT_FALSE(ResourcesFit({{"CPU", 0.0001}}, node));
+}
+
+TEST(ResourcesTest, QuantitiesAreRoundedToTheStep) {
+  EXPECT_EQ(ToSteps(0.5), 5000);
+  EXPECT_EQ(ToSteps(0.00004), 0);
+  EXPECT_EQ(ToSteps(0.00006), 1);
+  EXPECT_TRUE(SameQuantity(0.1 + 0.2, 0.3));
+  EXPECT_EQ(Quantize(0.1 + 0.2), Quantize(0.3));
+  // Bytes of memory stay exact far beyond a machine's size.
+  EXPECT_EQ(Quantize(1024.0 * 1024 * 1024 * 1024), 1024.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(QuantizeResources({{"CPU", 1}, {"tiny", 0.00001}, {"none", 0}}), (ResourceMap{{"CPU", 1}}));
+  EXPECT_THAT(ParseError(R"({"tiny": 0.00001})").message(), HasSubstr("resolution"));
+}
+
 }  // namespace
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

@@ -1,9 +1,9 @@
-// Tests of the raylet's picture of the cluster (src/raylet/cluster_resource_view.h).
-#include "src/raylet/cluster_resource_view.h"
+// Tests of the raylet's picture of the cluster (src/scheduling/cluster_resource_view.h).
+#include "src/scheduling/cluster_resource_view.h"
 
 #include <gtest/gtest.h>
 
-namespace manta::raylet {
+namespace manta::scheduling {
 namespace {
 
 using Resources = std::map<std::string, double>;
@@ -131,4 +131,4 @@ TEST(ClusterResourceViewTest, SnapshotReplacesTheWholeView) {
 }
 
 }  // namespace
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

@@ -1,5 +1,12 @@
 // Node resources: parsing the --resources JSON, detecting machine defaults, and the
-// arithmetic the lease manager and scheduling policy do on resource maps.
+// arithmetic the lease manager, the scheduling policy and the GCS bundle placement do
+// on resource maps.
+//
+// Quantities are fixed point (ARCHITECTURE.md §7): whole multiples of 1/10000 of a
+// unit. A ResourceMap keeps them as doubles for the wire and for printing, but every
+// value in it is FromUnits(n) of an integer n, and all arithmetic and comparisons go
+// through those integers, so adding and subtracting fractions (bundles splitting a
+// node, 0.1 CPU tasks) never drifts: totals come back exactly.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace manta::raylet {
+namespace manta::scheduling {
 
 using ResourceMap = std::map<std::string, double>;
 
@@ -27,9 +34,17 @@ int64_t DetectAvailableMemoryBytes();
 // Renders "CPU: 2, GPU: 0, ..." with memory quantities in GiB.
 std::string FormatResources(const ResourceMap& resources);
 
-// Quantities are compared with this tolerance, so that fractional amounts added and
-// subtracted many times cannot drift into "not enough".
-inline constexpr double kResourceEpsilon = 1e-6;
+// The fixed-point resolution: 1 unit of a resource is this many steps.
+inline constexpr int64_t kResourceStepsPerUnit = 10000;
+// `quantity` in steps, rounded to the nearest step.
+int64_t ToSteps(double quantity);
+double FromSteps(int64_t steps);
+// `quantity` rounded to the nearest step.
+inline double Quantize(double quantity) { return FromSteps(ToSteps(quantity)); }
+// Equal to the step.
+bool SameQuantity(double a, double b);
+// Every quantity of `resources` quantized; zero quantities dropped.
+ResourceMap QuantizeResources(const ResourceMap& resources);
 // True when every quantity of `request` is available in `available` (a missing name
 // counts as 0).
 bool ResourcesFit(const ResourceMap& request, const ResourceMap& available);
@@ -39,4 +54,4 @@ void AddResources(ResourceMap& to, const ResourceMap& amount);
 // worker taking its CPU back oversubscribes the node for a while).
 void SubtractResources(ResourceMap& from, const ResourceMap& amount);
 
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

@@ -13,10 +13,10 @@
 #include <functional>
 
 #include "src/common/id.h"
-#include "src/raylet/cluster_resource_view.h"
-#include "src/raylet/resources.h"
+#include "src/scheduling/cluster_resource_view.h"
+#include "src/scheduling/resources.h"
 
-namespace manta::raylet {
+namespace manta::scheduling {
 
 // This node as the policy sees it.
 struct LocalNodeState {
@@ -62,4 +62,4 @@ SchedulingDecision ScheduleLease(const ResourceMap& request, const LocalNodeStat
 // names none of them. 0 when idle; above 1 when oversubscribed.
 double NodeUtilisation(const ResourceMap& request, const ResourceMap& total, const ResourceMap& available);
 
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

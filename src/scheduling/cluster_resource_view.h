@@ -14,7 +14,7 @@
 #include "protos/gcs.pb.h"
 #include "src/common/id.h"
 
-namespace manta::raylet {
+namespace manta::scheduling {
 
 class ClusterResourceView {
  public:
@@ -45,4 +45,4 @@ class ClusterResourceView {
   absl::flat_hash_map<NodeID, NodeResources> nodes_;
 };
 
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

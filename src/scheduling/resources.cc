@@ -1,4 +1,4 @@
-#include "src/raylet/resources.h"
+#include "src/scheduling/resources.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace manta::raylet {
+namespace manta::scheduling {
 
 absl::StatusOr<ResourceMap> ParseCustomResources(const std::string& json) {
   ResourceMap out;
@@ -34,7 +34,10 @@ absl::StatusOr<ResourceMap> ParseCustomResources(const std::string& json) {
     if (!(v >= 0) || std::isinf(v)) {
       return absl::InvalidArgumentError("--resources: value of '" + name + "' must be a non-negative number");
     }
-    out[name] = v;
+    if (v > 0 && ToSteps(v) == 0) {
+      return absl::InvalidArgumentError("--resources: value of '" + name + "' is below the resolution of 0.0001");
+    }
+    out[name] = Quantize(v);
   }
   return out;
 }
@@ -84,11 +87,26 @@ std::string FormatResources(const ResourceMap& resources) {
   return out;
 }
 
+int64_t ToSteps(double quantity) { return std::llround(quantity * static_cast<double>(kResourceStepsPerUnit)); }
+
+double FromSteps(int64_t steps) { return static_cast<double>(steps) / static_cast<double>(kResourceStepsPerUnit); }
+
+bool SameQuantity(double a, double b) { return ToSteps(a) == ToSteps(b); }
+
+ResourceMap QuantizeResources(const ResourceMap& resources) {
+  ResourceMap out;
+  for (const auto& [name, value] : resources) {
+    int64_t steps = ToSteps(value);
+    if (steps != 0) out.emplace(name, FromSteps(steps));
+  }
+  return out;
+}
+
 bool ResourcesFit(const ResourceMap& request, const ResourceMap& available) {
   for (const auto& [name, amount] : request) {
     auto it = available.find(name);
-    double have = it == available.end() ? 0.0 : it->second;
-    if (have + kResourceEpsilon < amount) return false;
+    int64_t have = it == available.end() ? 0 : ToSteps(it->second);
+    if (have < ToSteps(amount)) return false;
   }
   return true;
 }
@@ -96,18 +114,15 @@ bool ResourcesFit(const ResourceMap& request, const ResourceMap& available) {
 void AddResources(ResourceMap& to, const ResourceMap& amount) {
   for (const auto& [name, value] : amount) {
     double& v = to[name];
-    v += value;
-    // Snap values that drifted next to an integer back onto it (0.1 + 0.2 - 0.3 ...).
-    if (std::abs(v - std::round(v)) < kResourceEpsilon) v = std::round(v);
+    v = FromSteps(ToSteps(v) + ToSteps(value));
   }
 }
 
 void SubtractResources(ResourceMap& from, const ResourceMap& amount) {
   for (const auto& [name, value] : amount) {
     double& v = from[name];
-    v -= value;
-    if (std::abs(v - std::round(v)) < kResourceEpsilon) v = std::round(v);
+    v = FromSteps(ToSteps(v) - ToSteps(value));
   }
 }
 
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

@@ -1,8 +1,8 @@
-#include "src/raylet/cluster_resource_view.h"
+#include "src/scheduling/cluster_resource_view.h"
 
-#include "src/raylet/resources.h"
+#include "src/scheduling/resources.h"
 
-namespace manta::raylet {
+namespace manta::scheduling {
 
 void ClusterResourceView::ResetFromSnapshot(const rpc::GetAllNodeInfoReply& snapshot) {
   nodes_.clear();
@@ -45,4 +45,4 @@ const ClusterResourceView::NodeResources* ClusterResourceView::Get(const NodeID&
   return it == nodes_.end() ? nullptr : &it->second;
 }
 
-}  // namespace manta::raylet
+}  // namespace manta::scheduling

@@ -1,9 +1,9 @@
-#include "src/raylet/scheduling_policy.h"
+#include "src/scheduling/scheduling_policy.h"
 
 #include <algorithm>
 #include <vector>
 
-namespace manta::raylet {
+namespace manta::scheduling {
 
 namespace {
 
@@ -96,4 +96,4 @@ SchedulingDecision ScheduleLease(const ResourceMap& request, const LocalNodeStat
   return Decide(SchedulingDecision::Kind::kRemote, feasible.front());
 }
 
-}  // namespace manta::raylet
+}  // namespace manta::scheduling
