@@ -48,6 +48,8 @@ struct ClusterFlags {
 int RunStatus(const ClusterFlags& flags, bool json);
 // `manta list actors`: one line (or JSON object) per actor.
 int RunListActors(const ClusterFlags& flags, bool json);
+// `manta list placement-groups`: one line (or JSON object) per placement group.
+int RunListPlacementGroups(const ClusterFlags& flags, bool json);
 
 // Shared by the commands that ask the GCS (status_command.cc): the GCS address is the
 // --address flag, else RAY_ADDRESS, else the head started on this machine; its token
@@ -56,5 +58,9 @@ int RunListActors(const ClusterFlags& flags, bool json);
 absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags);
 absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address);
 const char* ActorStateName(rpc::ActorTableData::ActorState state);
+absl::StatusOr<rpc::GetAllPlacementGroupReply> FetchPlacementGroups(const std::string& address);
+std::string PlacementGroupStateName(rpc::PlacementGroupTableData::PlacementGroupState state);
+// Lowercase hex of binary bytes (ids).
+std::string Hex(const std::string& binary);
 
 }  // namespace manta::cli

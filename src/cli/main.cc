@@ -56,12 +56,16 @@ int main(int argc, char** argv) {
 
   manta::cli::ClusterFlags list_flags;
   bool list_json = false;
-  CLI::App* list_cmd = app.add_subcommand("list", "list objects of a cluster (actors)");
+  CLI::App* list_cmd = app.add_subcommand("list", "list objects of a cluster (actors, placement groups)");
   CLI::App* list_actors_cmd = list_cmd->add_subcommand("actors", "every actor: id, class, name, state, node, pid");
+  CLI::App* list_groups_cmd = list_cmd->add_subcommand(
+      "placement-groups", "every placement group: id, name, strategy, state, bundles and their nodes");
   list_cmd->require_subcommand(1);
-  list_actors_cmd->add_option("--address", list_flags.address, "GCS host:port (default: the head started here)");
-  list_actors_cmd->add_option("--token-file", list_flags.token_file, "file holding the cluster token");
-  list_actors_cmd->add_flag("--json", list_json, "machine-readable output");
+  for (CLI::App* cmd : {list_actors_cmd, list_groups_cmd}) {
+    cmd->add_option("--address", list_flags.address, "GCS host:port (default: the head started here)");
+    cmd->add_option("--token-file", list_flags.token_file, "file holding the cluster token");
+    cmd->add_flag("--json", list_json, "machine-readable output");
+  }
 
   try {
     app.parse(argc, argv);
@@ -78,5 +82,6 @@ int main(int argc, char** argv) {
   if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
   if (list_actors_cmd->parsed()) return manta::cli::RunListActors(list_flags, list_json);
+  if (list_groups_cmd->parsed()) return manta::cli::RunListPlacementGroups(list_flags, list_json);
   return 2;
 }

@@ -15,6 +15,7 @@
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
+#include "src/scheduling/bundle_resources.h"
 #include "src/scheduling/resources.h"
 
 namespace manta::cli {
@@ -66,18 +67,42 @@ absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags) {
   return address;
 }
 
-absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address) {
-  auto stub = rpc::ActorInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
+namespace {
+
+// One call to the GCS with the cluster token and a 10 s deadline.
+template <typename Stub, typename Request, typename Reply>
+absl::StatusOr<Reply> CallGcs(const std::string& address, std::unique_ptr<Stub> stub,
+                              grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*)) {
   grpc::ClientContext ctx;
   rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  rpc::GetAllActorInfoReply reply;
-  grpc::Status s = stub->GetAllActorInfo(&ctx, rpc::GetAllActorInfoRequest(), &reply);
+  Reply reply;
+  grpc::Status s = ((*stub).*method)(&ctx, Request(), &reply);
   if (!s.ok()) {
     return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message() +
                                   (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : ""));
   }
   return reply;
+}
+
+}  // namespace
+
+absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address) {
+  return CallGcs(address, rpc::ActorInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
+                 &rpc::ActorInfoGcsService::Stub::GetAllActorInfo);
+}
+
+absl::StatusOr<rpc::GetAllPlacementGroupReply> FetchPlacementGroups(const std::string& address) {
+  return CallGcs(address, rpc::PlacementGroupInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
+                 &rpc::PlacementGroupInfoGcsService::Stub::GetAllPlacementGroup);
+}
+
+std::string Hex(const std::string& binary) {
+  return BytesToHex(reinterpret_cast<const uint8_t*>(binary.data()), binary.size());
+}
+
+std::string PlacementGroupStateName(rpc::PlacementGroupTableData::PlacementGroupState state) {
+  return rpc::PlacementGroupTableData::PlacementGroupState_Name(state);
 }
 
 const char* ActorStateName(rpc::ActorTableData::ActorState state) {
@@ -96,6 +121,26 @@ const char* ActorStateName(rpc::ActorTableData::ActorState state) {
       return "UNKNOWN";
   }
 }
+
+namespace {
+
+// "2 ALIVE, 1 DEAD", or "none".
+std::string CountsLine(const std::map<std::string, int>& counts) {
+  std::string out;
+  for (const auto& [state, n] : counts) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  return out.empty() ? "none" : out;
+}
+
+// A node's own resources: committed bundles are shown with their placement groups.
+scheduling::ResourceMap WithoutBundleResources(const scheduling::ResourceMap& resources) {
+  scheduling::ResourceMap out;
+  for (const auto& [name, quantity] : resources) {
+    if (!scheduling::GroupOfResource(name).has_value()) out.emplace(name, quantity);
+  }
+  return out;
+}
+
+}  // namespace
 
 int RunStatus(const ClusterFlags& flags, bool json) {
   auto resolved = JoinCluster(flags);
@@ -143,6 +188,18 @@ int RunStatus(const ClusterFlags& flags, bool json) {
   if (auto actors = FetchActors(address); actors.ok()) {
     for (const auto& actor : actors->actors()) ++actor_states[ActorStateName(actor.state())];
   }
+  // Placement groups per state, and those waiting to be placed (with why).
+  std::map<std::string, int> group_states;
+  std::vector<rpc::PlacementGroupTableData> waiting_groups;
+  if (auto groups = FetchPlacementGroups(address); groups.ok()) {
+    for (const auto& group : groups->placement_groups()) {
+      ++group_states[PlacementGroupStateName(group.state())];
+      if (group.state() == rpc::PlacementGroupTableData::PENDING ||
+          group.state() == rpc::PlacementGroupTableData::RESCHEDULING) {
+        waiting_groups.push_back(group);
+      }
+    }
+  }
   if (json) {
     nlohmann::json out;
     out["gcs_address"] = address;
@@ -177,6 +234,15 @@ int RunStatus(const ClusterFlags& flags, bool json) {
       out["nodes"].push_back(j);
     }
     out["actors"] = actor_states;
+    out["placement_groups"] = group_states;
+    out["waiting_placement_groups"] = nlohmann::json::array();
+    for (const auto& group : waiting_groups) {
+      out["waiting_placement_groups"].push_back({{"placement_group_id", Hex(group.placement_group_id())},
+                                                 {"name", group.name()},
+                                                 {"state", PlacementGroupStateName(group.state())},
+                                                 {"infeasible", group.infeasible()},
+                                                 {"reason", group.pending_reason()}});
+    }
     std::cout << out.dump(2) << std::endl;
     return 0;
   }
@@ -197,7 +263,7 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     scheduling::ResourceMap total = ToMap(n.resources_total());
     if (is_alive) {
       auto a = available.find(n.node_id());
-      scheduling::ResourceMap avail = a != available.end() ? a->second : total;
+      scheduling::ResourceMap avail = WithoutBundleResources(a != available.end() ? a->second : total);
       std::cout << "      total:     " << scheduling::FormatResources(total) << "\n"
                 << "      available: " << scheduling::FormatResources(avail) << "\n";
       if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
@@ -223,14 +289,16 @@ int RunStatus(const ClusterFlags& flags, bool json) {
   std::cout << "\nCluster resources (alive nodes)\n"
             << "      total:     " << scheduling::FormatResources(cluster_total) << "\n"
             << "      available: " << scheduling::FormatResources(cluster_available) << "\n";
-  std::cout << "\nActors:      ";
-  if (actor_states.empty()) std::cout << "none";
-  bool first = true;
-  for (const auto& [state, n] : actor_states) {
-    std::cout << (first ? "" : ", ") << n << " " << state;
-    first = false;
+  std::cout << "\nActors:      " << CountsLine(actor_states) << "\n";
+  std::cout << "Placement groups: " << CountsLine(group_states) << "\n";
+  for (const auto& group : waiting_groups) {
+    std::cout << "      " << PlacementGroupStateName(group.state()) << " " << Hex(group.placement_group_id())
+              << (group.name().empty() ? "" : " '" + group.name() + "'") << " ("
+              << rpc::PlacementStrategy_Name(group.strategy()) << ", " << group.bundles_size() << " bundles)"
+              << (group.infeasible() ? ": infeasible: " : (group.pending_reason().empty() ? "" : ": "))
+              << group.pending_reason() << "\n";
   }
-  std::cout << std::endl;
+  std::cout << std::flush;
   return 0;
 }
 

@@ -197,6 +197,10 @@ void GcsActorManager::OnCreated(const ActorID& actor_id, const ActorPlacement& p
     Die(actor_id, error.message(), rpc::RUNTIME_ENV_SETUP_FAILED);
     return;
   }
+  if (error.type() == rpc::PLACEMENT_GROUP_REMOVED) {
+    Die(actor_id, error.message());
+    return;
+  }
   if (error.type() != rpc::ERROR_TYPE_UNSPECIFIED) {
     Die(actor_id, "its factory " + actor.creation_spec().function_name() + " failed: " + error.message());
     return;
@@ -231,6 +235,16 @@ void GcsActorManager::OnActorProcessLost(const ActorID& actor_id, const std::str
             << "): " << why;
   PersistAndPublish(actor);
   Schedule(actor);
+}
+
+void GcsActorManager::OnPlacementGroupRemoved(const PlacementGroupID& group_id, const std::string& why) {
+  std::vector<ActorID> in_group;
+  for (const auto& [id, actor] : actors_) {
+    if (IsLive(actor) && actor.creation_spec().placement().placement_group_id() == group_id.Binary()) {
+      in_group.push_back(id);
+    }
+  }
+  for (const ActorID& id : in_group) Die(id, why);
 }
 
 void GcsActorManager::Die(const ActorID& actor_id, const std::string& why, rpc::ErrorType type) {

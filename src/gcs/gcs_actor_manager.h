@@ -12,7 +12,8 @@
 // (max_restarts -1 = always), unless its owner is gone; otherwise it is DEAD with a
 // cause naming the actor and why. Kill(no_restart) and the actor's own ExitActor make
 // it DEAD at once; Kill without no_restart kills the process and restarts it when
-// restarts remain. A factory that throws makes it DEAD with the factory's error. A
+// restarts remain. An actor of a placement group dies, without restart, when the group
+// is removed (or was removed before the actor could be placed). A factory that throws makes it DEAD with the factory's error. A
 // non-detached actor dies with its owner (the owner process died, or its job ended)
 // and, unless it is named, when its owner reports that no handle to it is left.
 //
@@ -81,6 +82,9 @@ class GcsActorManager {
   void OnNodeDead(const NodeID& node_id, const std::string& reason);
   // A job ended (its driver exited): its non-detached actors die.
   void OnJobFinished(const JobID& job_id);
+  // A placement group was removed (`why` says so): the actors placed in it die (they
+  // are not restarted).
+  void OnPlacementGroupRemoved(const PlacementGroupID& group_id, const std::string& why);
 
   // Lookups (tests, the CLI's listing).
   const rpc::ActorTableData* GetActor(const ActorID& actor_id) const;

@@ -79,6 +79,7 @@ void GcsActorScheduler::RequestLease(const std::shared_ptr<Attempt>& attempt, co
   request.set_grant_or_reject(grant_or_reject);
   request.set_function_name(spec.function_name());
   request.set_runtime_env(spec.runtime_env());
+  if (spec.has_placement()) *request.mutable_placement() = spec.placement();
   request.mutable_actor()->set_actor_id(actor.actor_id());
   request.mutable_actor()->set_detached(actor.detached());
   request.mutable_actor()->set_placement_only(placement_only);
@@ -127,6 +128,15 @@ void GcsActorScheduler::OnLeaseReply(const std::shared_ptr<Attempt>& attempt, co
     rpc::ErrorInfo error;
     error.set_type(rpc::RUNTIME_ENV_SETUP_FAILED);
     error.set_message("its runtime_env cannot be applied: " + reply.failure_message());
+    attempt->done(ActorPlacement{}, error);
+    return;
+  }
+  if (status.ok() && reply.rejected() && reply.placement_group_removed()) {
+    // Final: the bundle the actor was to run in is gone for good.
+    scheduling_.erase(attempt->actor_id);
+    rpc::ErrorInfo error;
+    error.set_type(rpc::PLACEMENT_GROUP_REMOVED);
+    error.set_message(reply.failure_message());
     attempt->done(ActorPlacement{}, error);
     return;
   }

@@ -11,7 +11,9 @@
 //   - the factory ran: the worker's placement;
 //   - the factory threw (or is not registered): the placement and the error;
 //   - a raylet said no worker can be started for the actor's runtime env: an empty
-//     placement and an error of type RUNTIME_ENV_SETUP_FAILED (final, not retried).
+//     placement and an error of type RUNTIME_ENV_SETUP_FAILED (final, not retried);
+//   - a raylet said the actor's placement group was removed: an empty placement and
+//     an error of type PLACEMENT_GROUP_REMOVED (final).
 // The scheduler keeps trying by itself (after a short delay) when a lease request is
 // rejected or fails, or when the worker dies before the factory returned. Cancel
 // stops it: a pending lease request is cancelled, a worker already leased is killed;

@@ -123,6 +123,43 @@ ServerUnaryReactor* ActorInfoService::ReportActorOutOfScope(CallbackServerContex
                      BindHandler(actors_, &GcsActorManager::HandleReportActorOutOfScope));
 }
 
+ServerUnaryReactor* PlacementGroupInfoService::CreatePlacementGroup(CallbackServerContext* c,
+                                                                   const rpc::CreatePlacementGroupRequest* q,
+                                                                   rpc::CreatePlacementGroupReply* r) {
+  return ServeOnLoop(loop_, "PlacementGroup.Create", c, q, r,
+                     BindHandler(groups_, &GcsPlacementGroupManager::HandleCreatePlacementGroup));
+}
+ServerUnaryReactor* PlacementGroupInfoService::RemovePlacementGroup(CallbackServerContext* c,
+                                                                   const rpc::RemovePlacementGroupRequest* q,
+                                                                   rpc::RemovePlacementGroupReply* r) {
+  return ServeOnLoop(loop_, "PlacementGroup.Remove", c, q, r,
+                     BindHandler(groups_, &GcsPlacementGroupManager::HandleRemovePlacementGroup));
+}
+ServerUnaryReactor* PlacementGroupInfoService::GetPlacementGroup(CallbackServerContext* c,
+                                                                const rpc::GetPlacementGroupRequest* q,
+                                                                rpc::GetPlacementGroupReply* r) {
+  return ServeOnLoop(loop_, "PlacementGroup.Get", c, q, r,
+                     BindHandler(groups_, &GcsPlacementGroupManager::HandleGetPlacementGroup));
+}
+ServerUnaryReactor* PlacementGroupInfoService::GetNamedPlacementGroup(CallbackServerContext* c,
+                                                                     const rpc::GetNamedPlacementGroupRequest* q,
+                                                                     rpc::GetNamedPlacementGroupReply* r) {
+  return ServeOnLoop(loop_, "PlacementGroup.GetNamed", c, q, r,
+                     BindHandler(groups_, &GcsPlacementGroupManager::HandleGetNamedPlacementGroup));
+}
+ServerUnaryReactor* PlacementGroupInfoService::GetAllPlacementGroup(CallbackServerContext* c,
+                                                                   const rpc::GetAllPlacementGroupRequest* q,
+                                                                   rpc::GetAllPlacementGroupReply* r) {
+  return ServeOnLoop(loop_, "PlacementGroup.GetAll", c, q, r,
+                     BindHandler(groups_, &GcsPlacementGroupManager::HandleGetAllPlacementGroup));
+}
+ServerUnaryReactor* PlacementGroupInfoService::WaitPlacementGroupUntilReady(
+    CallbackServerContext* c, const rpc::WaitPlacementGroupUntilReadyRequest* q,
+    rpc::WaitPlacementGroupUntilReadyReply* r) {
+  return ServeOnLoop(loop_, "PlacementGroup.Wait", c, q, r,
+                     BindHandler(groups_, &GcsPlacementGroupManager::HandleWaitPlacementGroupUntilReady));
+}
+
 ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerContext* c,
                                                              const rpc::GcsSubscriberCommandBatchRequest* q,
                                                              rpc::GcsSubscriberCommandBatchReply* r) {

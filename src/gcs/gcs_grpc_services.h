@@ -9,6 +9,7 @@
 #include "src/gcs/gcs_job_manager.h"
 #include "src/gcs/gcs_kv_manager.h"
 #include "src/gcs/gcs_node_manager.h"
+#include "src/gcs/gcs_placement_group_manager.h"
 #include "src/gcs/gcs_publisher.h"
 #include "src/gcs/gcs_worker_manager.h"
 
@@ -123,18 +124,42 @@ class ActorInfoService final : public rpc::ActorInfoGcsService::CallbackService 
   GcsActorManager& actors_;
 };
 
+class PlacementGroupInfoService final : public rpc::PlacementGroupInfoGcsService::CallbackService {
+ public:
+  PlacementGroupInfoService(EventLoop& loop, GcsPlacementGroupManager& groups) : loop_(loop), groups_(groups) {}
+  ServerUnaryReactor* CreatePlacementGroup(CallbackServerContext* c, const rpc::CreatePlacementGroupRequest* q,
+                                           rpc::CreatePlacementGroupReply* r) override;
+  ServerUnaryReactor* RemovePlacementGroup(CallbackServerContext* c, const rpc::RemovePlacementGroupRequest* q,
+                                           rpc::RemovePlacementGroupReply* r) override;
+  ServerUnaryReactor* GetPlacementGroup(CallbackServerContext* c, const rpc::GetPlacementGroupRequest* q,
+                                        rpc::GetPlacementGroupReply* r) override;
+  ServerUnaryReactor* GetNamedPlacementGroup(CallbackServerContext* c, const rpc::GetNamedPlacementGroupRequest* q,
+                                             rpc::GetNamedPlacementGroupReply* r) override;
+  ServerUnaryReactor* GetAllPlacementGroup(CallbackServerContext* c, const rpc::GetAllPlacementGroupRequest* q,
+                                           rpc::GetAllPlacementGroupReply* r) override;
+  ServerUnaryReactor* WaitPlacementGroupUntilReady(CallbackServerContext* c,
+                                                   const rpc::WaitPlacementGroupUntilReadyRequest* q,
+                                                   rpc::WaitPlacementGroupUntilReadyReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsPlacementGroupManager& groups_;
+};
+
 // All GCS services together, for the server to register.
 class GcsGrpcServices {
  public:
   GcsGrpcServices(EventLoop& loop, GcsNodeManager& nodes, GcsJobManager& jobs, GcsWorkerManager& workers,
-                  GcsKVManager& kv, GcsActorManager& actors, GcsPublisher& publisher, const ClusterID& cluster_id)
+                  GcsKVManager& kv, GcsActorManager& actors, GcsPlacementGroupManager& groups,
+                  GcsPublisher& publisher, const ClusterID& cluster_id)
       : node(loop, nodes, cluster_id), job(loop, jobs), worker(loop, workers), kv(loop, kv), actor(loop, actors),
-        pubsub(loop, publisher) {}
+        placement_group(loop, groups), pubsub(loop, publisher) {}
   NodeInfoService node;
   JobInfoService job;
   WorkerInfoService worker;
   KVService kv;
   ActorInfoService actor;
+  PlacementGroupInfoService placement_group;
   PubSubService pubsub;
 };
 

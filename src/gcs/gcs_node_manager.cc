@@ -185,6 +185,12 @@ void GcsNodeManager::HandleReportResourceUsage(const rpc::ReportResourceUsageReq
   *m.mutable_resource_usage_message() = request.usage();
   publisher_.Publish(std::move(m));
   std::move(send_reply)(absl::OkStatus());
+  for (const auto& listener : report_listeners_) listener(*id);
+}
+
+const rpc::ResourceUsage* GcsNodeManager::GetUsage(const NodeID& node_id) const {
+  auto it = usage_.find(node_id);
+  return it == usage_.end() ? nullptr : &it->second;
 }
 
 const rpc::NodeInfo* GcsNodeManager::GetNode(const NodeID& node_id) const {

@@ -50,7 +50,14 @@ class GcsNodeManager {
   void AddNodeAddedListener(NodeListener listener) { added_listeners_.push_back(std::move(listener)); }
   void AddNodeRemovedListener(NodeListener listener) { removed_listeners_.push_back(std::move(listener)); }
 
+  // Called after every accepted resource report, with the reporting node.
+  void AddResourceReportListener(std::function<void(const NodeID&)> listener) {
+    report_listeners_.push_back(std::move(listener));
+  }
+
   const rpc::NodeInfo* GetNode(const NodeID& node_id) const;
+  // The node's latest resource report; null before its first.
+  const rpc::ResourceUsage* GetUsage(const NodeID& node_id) const;
   std::vector<rpc::NodeInfo> AliveNodes() const;
 
  private:
@@ -72,6 +79,7 @@ class GcsNodeManager {
       pending_registrations_;
   std::vector<NodeListener> added_listeners_;
   std::vector<NodeListener> removed_listeners_;
+  std::vector<std::function<void(const NodeID&)>> report_listeners_;
 };
 
 }  // namespace manta::gcs

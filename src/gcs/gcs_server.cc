@@ -69,11 +69,25 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   });
   actor_scheduler_ = std::make_unique<GcsActorScheduler>(loop_, *node_manager_, *lease_clients_, *actor_channels_);
   actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);
+  placement_group_scheduler_ =
+      std::make_unique<GcsPlacementGroupScheduler>(loop_, *node_manager_, *lease_clients_);
+  placement_group_manager_ = std::make_unique<GcsPlacementGroupManager>(
+      loop_, *store_, publisher_, *placement_group_scheduler_, NowMs,
+      [this](const PlacementGroupID& group, const std::string& why) {
+        actor_manager_->OnPlacementGroupRemoved(group, why);
+      });
+  node_manager_->AddResourceReportListener([this](const NodeID& node) {
+    placement_group_scheduler_->OnResourceReport(node);
+    placement_group_manager_->OnResourcesChanged();
+  });
   worker_manager_->AddDeathListener([this](const rpc::WorkerDeltaData& failure) {
     auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
     if (worker.ok()) actor_manager_->OnWorkerDead(*worker, failure.exit_reason());
   });
-  job_manager_->AddJobFinishedListener([this](const JobID& job) { actor_manager_->OnJobFinished(job); });
+  job_manager_->AddJobFinishedListener([this](const JobID& job) {
+    actor_manager_->OnJobFinished(job);
+    placement_group_manager_->OnJobFinished(job);
+  });
   health_checker_ = std::make_unique<GcsHealthChecker>(
       [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
       [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
@@ -88,20 +102,23 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     raylet_clients_[id] = std::make_unique<rpc::GrpcClient<rpc::NodeManagerService>>(
         loop_, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()), client_options);
     health_checker_->AddNode(id);
+    placement_group_manager_->OnResourcesChanged();
   });
   node_manager_->AddNodeRemovedListener([this](const rpc::NodeInfo& info) {
     NodeID id = NodeID::FromBinary(info.node_id());
     health_checker_->RemoveNode(id);
     raylet_clients_.erase(id);
     actor_manager_->OnNodeDead(id, info.death_reason());
+    placement_group_manager_->OnNodeDead(id);
   });
 
   // Nodes first (the actor scheduler places restarts on them), then jobs (finished
-  // ones end their actors), then actors.
+  // ones end their actors), then actors, then placement groups.
   auto loaders = std::make_shared<std::vector<TableLoad>>(std::vector<TableLoad>{
       {kNodeTable, [this](const TableRows& rows) { node_manager_->Initialize(rows); }},
       {kJobTable, [this](const TableRows& rows) { job_manager_->Initialize(rows); }},
       {kActorTable, [this](const TableRows& rows) { actor_manager_->Initialize(rows); }},
+      {kPlacementGroupTable, [this](const TableRows& rows) { placement_group_manager_->Initialize(rows); }},
   });
   LoadNext(loaders, 0, std::move(done));
 }
@@ -120,7 +137,8 @@ void GcsServer::LoadNext(std::shared_ptr<std::vector<TableLoad>> loads, size_t n
 
 absl::Status GcsServer::StartRpc() {
   services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *worker_manager_,
-                                                *kv_manager_, *actor_manager_, publisher_, cluster_id_);
+                                                *kv_manager_, *actor_manager_, *placement_group_manager_,
+                                                publisher_, cluster_id_);
   server_ = std::make_unique<rpc::GrpcServer>("manta_gcs", options_.bind_address, options_.port,
                                               options_.config.grpc_max_message_bytes);
   server_->RegisterService(&services_->node);
@@ -128,11 +146,13 @@ absl::Status GcsServer::StartRpc() {
   server_->RegisterService(&services_->worker);
   server_->RegisterService(&services_->kv);
   server_->RegisterService(&services_->actor);
+  server_->RegisterService(&services_->placement_group);
   server_->RegisterService(&services_->pubsub);
   MANTA_RETURN_IF_ERROR(server_->Start());
   health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,
                                  [this] { health_checker_->Tick(); });
   pubsub_timer_ = loop_.RunEvery("GcsServer.PubSubTick", 1000, [this] { publisher_.Tick(); });
+  placement_group_manager_->Start();
   return absl::OkStatus();
 }
 
@@ -158,6 +178,7 @@ void GcsServer::StopWork() {
   health_timer_.reset();
   pubsub_timer_.reset();
   publisher_.FlushAll();  // held long polls must be answered before the server can stop
+  if (placement_group_manager_) placement_group_manager_->FlushWaits();
 }
 
 void GcsServer::Stop() {

@@ -2,7 +2,7 @@
 // the GCS gRPC services, health-checks raylets and runs the pubsub timers.
 //
 // All state lives on the one loop passed in (ARCHITECTURE §12). Restart safety: the
-// cluster id, node, job, actor and KV tables and the job counter live in the store, so a new
+// cluster id, node, job, actor, placement group and KV tables and the job counter live in the store, so a new
 // GcsServer over the same Redis serves the same cluster.
 #pragma once
 
@@ -25,6 +25,8 @@
 #include "src/gcs/gcs_worker_manager.h"
 #include "src/gcs/gcs_kv_manager.h"
 #include "src/gcs/gcs_node_manager.h"
+#include "src/gcs/gcs_placement_group_manager.h"
+#include "src/gcs/gcs_placement_group_scheduler.h"
 #include "src/gcs/gcs_publisher.h"
 #include "src/gcs/store_client.h"
 #include "protos/node_manager.grpc.pb.h"
@@ -68,6 +70,7 @@ class GcsServer {
   const ClusterID& cluster_id() const { return cluster_id_; }
   GcsNodeManager& node_manager() { return *node_manager_; }
   GcsActorManager& actor_manager() { return *actor_manager_; }
+  GcsPlacementGroupManager& placement_group_manager() { return *placement_group_manager_; }
 
  private:
   void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
@@ -99,6 +102,9 @@ class GcsServer {
   std::unique_ptr<core::TaskChannelPool> actor_channels_;
   std::unique_ptr<GcsActorScheduler> actor_scheduler_;
   std::unique_ptr<GcsActorManager> actor_manager_;
+  // Placement groups: bundles reserved on raylets with two-phase commit.
+  std::unique_ptr<GcsPlacementGroupScheduler> placement_group_scheduler_;
+  std::unique_ptr<GcsPlacementGroupManager> placement_group_manager_;
   std::unique_ptr<GcsHealthChecker> health_checker_;
   absl::flat_hash_map<NodeID, std::unique_ptr<rpc::GrpcClient<rpc::NodeManagerService>>> raylet_clients_;
   std::unique_ptr<GcsGrpcServices> services_;

@@ -62,6 +62,30 @@ class FakeRayletClient : public RayletClientInterface {
   void FetchObjects(const rpc::FetchObjectsRequest&, int64_t, Callback<rpc::FetchObjectsReply> cb) override {
     cb(absl::OkStatus(), {});
   }
+  // Bundle calls are recorded and answered at once: prepares with `prepare_success`
+  // (or `prepare_status` when not OK), commits with `commit_status`.
+  void PrepareBundleResources(const rpc::PrepareBundleResourcesRequest& q,
+                              Callback<rpc::PrepareBundleResourcesReply> cb) override {
+    prepares.push_back(q);
+    rpc::PrepareBundleResourcesReply reply;
+    reply.set_success(prepare_success);
+    cb(prepare_status, std::move(reply));
+  }
+  void CommitBundleResources(const rpc::CommitBundleResourcesRequest& q,
+                             Callback<rpc::CommitBundleResourcesReply> cb) override {
+    commits.push_back(q);
+    cb(commit_status, {});
+  }
+  void CancelResourceReserve(const rpc::CancelResourceReserveRequest& q,
+                             Callback<rpc::CancelResourceReserveReply> cb) override {
+    bundle_cancels.push_back(q);
+    cb(absl::OkStatus(), {});
+  }
+  void ReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& q,
+                            Callback<rpc::ReleaseUnusedBundlesReply> cb) override {
+    releases.push_back(q);
+    cb(absl::OkStatus(), {});
+  }
   void CancelAll() override {
     auto pending = std::move(leases);
     leases.clear();
@@ -98,8 +122,10 @@ class FakeRayletClient : public RayletClientInterface {
     p.callback(absl::OkStatus(), std::move(reply));
   }
   // Rejects the oldest pending request with `message` (as a raylet does when no
-  // worker can be started for its runtime env, with `runtime_env_setup_failed`).
-  void Reject(const std::string& message, bool runtime_env_setup_failed = false) {
+  // worker can be started for its runtime env, with `runtime_env_setup_failed`, or
+  // when its placement group was removed, with `placement_group_removed`).
+  void Reject(const std::string& message, bool runtime_env_setup_failed = false,
+              bool placement_group_removed = false) {
     if (leases.empty()) return;
     auto p = std::move(leases.front());
     leases.pop_front();
@@ -107,12 +133,20 @@ class FakeRayletClient : public RayletClientInterface {
     reply.set_rejected(true);
     reply.set_failure_message(message);
     reply.set_runtime_env_setup_failed(runtime_env_setup_failed);
+    reply.set_placement_group_removed(placement_group_removed);
     p.callback(absl::OkStatus(), std::move(reply));
   }
 
   std::deque<Pending<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> leases;
   std::vector<rpc::ReturnWorkerRequest> returns;
   std::vector<rpc::CancelWorkerLeaseRequest> cancels;
+  std::vector<rpc::PrepareBundleResourcesRequest> prepares;
+  std::vector<rpc::CommitBundleResourcesRequest> commits;
+  std::vector<rpc::CancelResourceReserveRequest> bundle_cancels;
+  std::vector<rpc::ReleaseUnusedBundlesRequest> releases;
+  bool prepare_success = true;
+  absl::Status prepare_status;
+  absl::Status commit_status;
   // The node of the workers it grants.
   NodeID node_id = NodeID::FromRandom();
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "src/common/runtime_env.h"
+#include "src/scheduling/bundle_resources.h"
 
 namespace manta::raylet {
 
@@ -18,6 +19,8 @@ struct LeaseManager::Request {
   scheduling::ResourceMap resources;
   bool grant_or_reject = false;
   std::string function_name;
+  // Nil unless the request names a placement group bundle.
+  PlacementGroupID placement_group;
   // The worker must have been started for this runtime env (canonical JSON; "" = none).
   std::string runtime_env;
   // Actor leases: the worker outlives the job (detached); the resources only place
@@ -36,6 +39,7 @@ struct LeaseManager::Request {
   }
   std::string Describe() const {
     return "lease request for {" + scheduling::FormatResources(resources) + "}" +
+           (placement_group.IsNil() ? "" : " in placement group " + placement_group.Hex()) +
            (function_name.empty() ? "" : " (" + function_name + ")") + " of job " + job_id.Hex();
   }
 };
@@ -78,8 +82,8 @@ LeaseManager::LeaseManager(EventLoop& loop, LeaseManagerOptions options, const C
       view_(view),
       pool_(pool),
       random_index_(std::move(random_index)) {
-  options_.total = scheduling::QuantizeResources(options_.total);
-  available_ = options_.total;
+  total_ = scheduling::QuantizeResources(options_.total);
+  available_ = total_;
   pool_.AddGoneListener([this, alive = std::weak_ptr<bool>(alive_)](const WorkerGone& gone) {
     if (!alive.expired()) OnWorkerGone(gone);
   });
@@ -102,7 +106,8 @@ size_t LeaseManager::num_infeasible() const {
 std::vector<std::string> LeaseManager::InfeasibleShapes() const {
   std::vector<std::string> out;
   for (const auto& [shape, queue] : infeasible_) {
-    if (!queue.empty()) out.push_back(scheduling::FormatResources(shape));
+    // Requests waiting for their bundle to be placed are not infeasible.
+    if (!queue.empty() && queue.front()->placement_group.IsNil()) out.push_back(scheduling::FormatResources(shape));
   }
   return out;
 }
@@ -113,7 +118,7 @@ bool LeaseManager::LocalDraining() const {
 }
 
 scheduling::SchedulingDecision LeaseManager::Schedule(const scheduling::ResourceMap& resources) const {
-  scheduling::LocalNodeState local{options_.node_id, &options_.total, &available_, LocalDraining()};
+  scheduling::LocalNodeState local{options_.node_id, &total_, &available_, LocalDraining()};
   scheduling::SchedulingPolicyOptions policy{config_.scheduler_spread_threshold, config_.scheduler_top_k_fraction};
   return scheduling::ScheduleLease(resources, local, view_, policy, random_index_);
 }
@@ -135,6 +140,21 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   }
   r.resources = std::move(*resources);
   r.job_id = *job_id;
+  if (!request.placement().placement_group_id().empty()) {
+    auto group = PlacementGroupID::FromBinaryChecked(request.placement().placement_group_id());
+    int index = request.placement().bundle_index();
+    if (!group.ok() || index < -1) {
+      LOG(WARNING) << "rejecting a lease request: malformed placement";
+      return Reject(request_ptr, "malformed lease request: bad placement group id or bundle index " +
+                                     std::to_string(index));
+    }
+    r.placement_group = *group;
+    if (removed_groups_.contains(*group)) return RejectRemovedGroup(request_ptr);
+    // An actor without resources of its own needs only the bundle's marker to be
+    // placed there (it holds nothing while it lives).
+    if (request.actor().placement_only()) r.resources.clear();
+    r.resources = scheduling::BundleDemand(r.resources, *group, index);
+  }
   r.id = request.lease_request_id().empty() ? LeaseID::FromRandom().Binary() : request.lease_request_id();
   r.owner_worker_id = ParseIdOrNil<WorkerID>(request.owner_address().worker_id());
   r.owner_node_id = ParseIdOrNil<NodeID>(request.owner_address().node_id());
@@ -158,9 +178,9 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
 
   if (r.grant_or_reject) {
     // Spilled back here: run it here (now or once resources free up), or say no.
-    if (!scheduling::ResourcesFit(r.resources, options_.total) || LocalDraining()) {
+    if (!scheduling::ResourcesFit(r.resources, total_) || LocalDraining()) {
       return Reject(request_ptr, "node " + options_.node_id.Hex() + " cannot run {" + scheduling::FormatResources(r.resources) +
-                                     "}: it has {" + scheduling::FormatResources(options_.total) + "}" +
+                                     "}: it has {" + scheduling::FormatResources(total_) + "}" +
                                      (LocalDraining() ? " and is draining" : ""));
     }
     requests_[r.id] = request_ptr;
@@ -196,10 +216,15 @@ void LeaseManager::Enqueue(const RequestPtr& request) {
 void LeaseManager::AddInfeasible(const RequestPtr& request) {
   request->stage = Request::Stage::kInfeasible;
   infeasible_[request->resources].push_back(request);
+  if (!request->placement_group.IsNil()) {
+    // Not infeasible: its bundle is not placed (or not yet known here).
+    VLOG(1) << request->Describe() << " waits until its bundle is placed";
+    return;
+  }
   if (warned_infeasible_.insert(request->resources).second) {
     LOG(WARNING) << "infeasible " << request->Describe()
                  << ": no alive node has these resources; it waits until a node that has them joins (this node has {"
-                 << scheduling::FormatResources(options_.total) << "})";
+                 << scheduling::FormatResources(total_) << "})";
   }
 }
 
@@ -272,6 +297,7 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   lease.owner_worker_id = request->owner_worker_id;
   lease.owner_node_id = request->owner_node_id;
   lease.resources = request->resources;
+  lease.placement_group = request->placement_group;
   lease.detached = request->detached;
   if (request->placement_only) {
     // Placed: an actor without explicit resources holds none while it lives.
@@ -335,19 +361,23 @@ void LeaseManager::HandleNotifyWorkerBlocked(const rpc::NotifyWorkerBlockedReque
   if (by_worker == lease_by_worker_.end()) return std::move(send_reply)(absl::OkStatus());
   Lease& lease = leases_.at(by_worker->second);
   if (request.blocked() && !lease.blocked) {
-    auto cpu = lease.resources.find("CPU");
+    // Its CPUs: plain ones, or those of the bundle it was leased from.
     lease.blocked = true;
-    lease.released_cpu = cpu == lease.resources.end() ? 0.0 : cpu->second;
-    if (lease.released_cpu > 0) {
-      scheduling::AddResources(available_, {{"CPU", lease.released_cpu}});
-      VLOG(1) << "worker " << worker_id->Hex() << " blocked: " << lease.released_cpu << " CPU given back";
+    lease.released_cpu.clear();
+    for (const auto& [name, quantity] : lease.resources) {
+      if (name == "CPU" || name.rfind("CPU_group_", 0) == 0) lease.released_cpu[name] = quantity;
+    }
+    if (!lease.released_cpu.empty()) {
+      scheduling::AddResources(available_, lease.released_cpu);
+      VLOG(1) << "worker " << worker_id->Hex() << " blocked: {"
+              << scheduling::FormatResources(lease.released_cpu) << "} given back";
       Dispatch();
     }
   } else if (!request.blocked() && lease.blocked) {
     // Taken back even if that oversubscribes the node: the worker is already running.
-    if (lease.released_cpu > 0) scheduling::SubtractResources(available_, {{"CPU", lease.released_cpu}});
+    scheduling::SubtractResources(available_, lease.released_cpu);
     lease.blocked = false;
-    lease.released_cpu = 0;
+    lease.released_cpu.clear();
   }
   std::move(send_reply)(absl::OkStatus());
 }
@@ -360,7 +390,7 @@ void LeaseManager::ReleaseLease(const LeaseID& lease_id, AfterRelease after, con
   lease_by_worker_.erase(lease.worker_id);
   scheduling::ResourceMap give_back = lease.resources;
   // CPU a blocked worker gave back is back already.
-  if (lease.blocked && lease.released_cpu > 0) scheduling::SubtractResources(give_back, {{"CPU", lease.released_cpu}});
+  if (lease.blocked) scheduling::SubtractResources(give_back, lease.released_cpu);
   scheduling::AddResources(available_, give_back);
   VLOG(1) << "lease " << lease_id.Hex() << " of worker " << lease.worker_id.Hex() << " released: " << reason;
   switch (after) {
@@ -466,6 +496,156 @@ void LeaseManager::OnJobFinished(const JobID& job_id) {
   // keep theirs.
   pool_.KillJobWorkers(job_id, why);
   ReleaseLeases([&](const Lease& lease) { return lease.job_id == job_id && !lease.detached; }, why);
+  Dispatch();
+}
+
+void LeaseManager::RejectRemovedGroup(const RequestPtr& request) {
+  request->reply->set_placement_group_removed(true);
+  Reject(request, "placement group " + request->placement_group.Hex() + " was removed");
+}
+
+std::vector<LeaseManager::RequestPtr> LeaseManager::TakeWaiting(const std::function<bool(const Request&)>& match) {
+  std::vector<RequestPtr> taken;
+  for (const auto& [id, request] : requests_) {
+    if ((request->stage == Request::Stage::kQueued || request->stage == Request::Stage::kInfeasible) &&
+        match(*request)) {
+      taken.push_back(request);
+    }
+  }
+  for (const RequestPtr& request : taken) Unlink(request);
+  return taken;
+}
+
+void LeaseManager::PlaceAgain(const std::vector<RequestPtr>& requests) {
+  for (const RequestPtr& request : requests) {
+    requests_[request->id] = request;
+    if (removed_groups_.contains(request->placement_group)) {
+      RejectRemovedGroup(request);
+    } else if (!request->grant_or_reject) {
+      Place(request);
+    } else if (scheduling::ResourcesFit(request->resources, total_)) {
+      Enqueue(request);
+    } else {
+      Reject(request, "node " + options_.node_id.Hex() + " no longer holds the bundle of " + request->Describe());
+    }
+  }
+}
+
+bool LeaseManager::PrepareBundles(const std::vector<rpc::Bundle>& bundles) {
+  scheduling::ResourceMap needed;
+  std::vector<std::pair<BundleKey, scheduling::ResourceMap>> fresh;
+  for (const rpc::Bundle& bundle : bundles) {
+    auto group = PlacementGroupID::FromBinaryChecked(bundle.placement_group_id());
+    if (!group.ok() || bundle.bundle_index() < 0) return false;
+    BundleKey key{*group, bundle.bundle_index()};
+    if (bundles_.contains(key)) continue;  // a repeated prepare
+    scheduling::ResourceMap resources = scheduling::QuantizeResources(
+        scheduling::ResourceMap(bundle.unit_resources().begin(), bundle.unit_resources().end()));
+    scheduling::AddResources(needed, resources);
+    fresh.emplace_back(key, std::move(resources));
+  }
+  if (!scheduling::ResourcesFit(needed, available_)) {
+    VLOG(1) << "cannot prepare bundles needing {" << scheduling::FormatResources(needed) << "}: available {"
+            << scheduling::FormatResources(available_) << "}";
+    return false;
+  }
+  scheduling::SubtractResources(available_, needed);
+  for (auto& [key, resources] : fresh) {
+    VLOG(1) << "bundle " << key.second << " of placement group " << key.first.Hex() << " prepared: {"
+            << scheduling::FormatResources(resources) << "}";
+    bundles_.emplace(key, Bundle{std::move(resources), false});
+  }
+  return true;
+}
+
+absl::Status LeaseManager::CommitBundles(const std::vector<rpc::Bundle>& bundles) {
+  for (const rpc::Bundle& bundle : bundles) {
+    auto group = PlacementGroupID::FromBinaryChecked(bundle.placement_group_id());
+    if (!group.ok() || !bundles_.contains({*group, bundle.bundle_index()})) {
+      return absl::FailedPreconditionError("bundle " + std::to_string(bundle.bundle_index()) +
+                                           " of placement group " + (group.ok() ? group->Hex() : "<malformed>") +
+                                           " was not prepared on node " + options_.node_id.Hex());
+    }
+  }
+  for (const rpc::Bundle& bundle : bundles) {
+    PlacementGroupID group = PlacementGroupID::FromBinary(bundle.placement_group_id());
+    Bundle& held = bundles_.at({group, bundle.bundle_index()});
+    if (held.committed) continue;
+    held.committed = true;
+    scheduling::ResourceMap added =
+        scheduling::CommittedBundleResources(held.resources, group, bundle.bundle_index());
+    scheduling::AddResources(total_, added);
+    scheduling::AddResources(available_, added);
+    LOG(INFO) << "bundle " << bundle.bundle_index() << " of placement group " << group.Hex() << " committed: {"
+              << scheduling::FormatResources(held.resources) << "}";
+  }
+  // Requests waiting for these bundles can run now.
+  PlaceInfeasible();
+  Dispatch();
+  return absl::OkStatus();
+}
+
+void LeaseManager::ReturnBundle(const PlacementGroupID& group, int bundle_index) {
+  auto it = bundles_.find({group, bundle_index});
+  if (it == bundles_.end()) return;
+  Bundle bundle = std::move(it->second);
+  bundles_.erase(it);
+  // The group's waiting requests step aside (so that nothing is granted from the
+  // bundle while it goes), then are placed again once it is gone.
+  std::vector<RequestPtr> waiting = TakeWaiting([&](const Request& r) { return r.placement_group == group; });
+  if (bundle.committed) {
+    // Its workers go first (their leases give the bundle's resources back), then the
+    // bundle's resources leave the node.
+    const std::string marker = scheduling::BundleMarkerName(group, bundle_index);
+    const std::string any_marker = scheduling::BundleMarkerName(group, -1);
+    ReleaseLeases(
+        [&](const Lease& lease) {
+          return lease.placement_group == group &&
+                 (lease.resources.contains(marker) || lease.resources.contains(any_marker));
+        },
+        "bundle " + std::to_string(bundle_index) + " of placement group " + group.Hex() + " was returned");
+    scheduling::ResourceMap added = scheduling::CommittedBundleResources(bundle.resources, group, bundle_index);
+    scheduling::SubtractResources(total_, added);
+    scheduling::SubtractResources(available_, added);
+    for (const auto& [name, quantity] : added) {
+      if (scheduling::ToSteps(total_[name]) == 0) {
+        total_.erase(name);
+        available_.erase(name);
+      }
+    }
+  }
+  scheduling::AddResources(available_, bundle.resources);
+  LOG(INFO) << "bundle " << bundle_index << " of placement group " << group.Hex() << " returned ("
+            << (bundle.committed ? "committed" : "prepared") << ")";
+  PlaceAgain(waiting);
+  Dispatch();
+}
+
+void LeaseManager::ReleaseUnusedBundles(const std::vector<rpc::Bundle>& in_use) {
+  absl::flat_hash_set<BundleKey> keep;
+  for (const rpc::Bundle& bundle : in_use) {
+    auto group = PlacementGroupID::FromBinaryChecked(bundle.placement_group_id());
+    if (group.ok()) keep.insert({*group, bundle.bundle_index()});
+  }
+  std::vector<BundleKey> unused;
+  for (const auto& [key, bundle] : bundles_) {
+    if (!keep.contains(key)) unused.push_back(key);
+  }
+  for (const BundleKey& key : unused) ReturnBundle(key.first, key.second);
+}
+
+void LeaseManager::OnPlacementGroupRemoved(const PlacementGroupID& group) {
+  if (!removed_groups_.insert(group).second) return;
+  std::vector<RequestPtr> matching;
+  for (const auto& [id, request] : requests_) {
+    if (request->placement_group == group && request->stage != Request::Stage::kDone) matching.push_back(request);
+  }
+  for (const RequestPtr& request : matching) {
+    Unlink(request);
+    RejectRemovedGroup(request);
+  }
+  ReleaseLeases([&](const Lease& lease) { return lease.placement_group == group; },
+                "placement group " + group.Hex() + " was removed");
   Dispatch();
 }
 

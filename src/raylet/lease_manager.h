@@ -11,6 +11,16 @@
 // per shape, listed in this node's usage reports, and placed again when the cluster
 // view changes. A spilled-back request (grant_or_reject) is never spilled again.
 //
+// Placement groups (ARCHITECTURE.md §7): the GCS reserves bundles here with
+// two-phase commit. PrepareBundles takes a bundle's resources from this node's
+// available ones; CommitBundles adds them back as resources of their own
+// (bundle_resources.h: CPU_group_<i>_<pg>, CPU_group_<pg>, bundle_group_...), which
+// only requests naming the group (RequestWorkerLeaseRequest.placement) can use: the
+// request's resources are renamed on arrival. ReturnBundle undoes either step and
+// kills the workers leased from the bundle; requests queued for it are placed again.
+// A request naming a group this node knows was removed (OnPlacementGroupRemoved) is
+// rejected with placement_group_removed, which owners do not retry.
+//
 // Leased resources always come back: ReturnWorker, the worker's exit, the death of
 // the lease's owner (a local driver or worker; a worker or driver of another node,
 // as the GCS publishes it; any worker of a node marked DEAD) and the end of the
@@ -35,6 +45,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "protos/node_manager.pb.h"
 #include "src/common/config.h"
@@ -81,6 +92,20 @@ class LeaseManager {
   void HandleNotifyWorkerBlocked(const rpc::NotifyWorkerBlockedRequest& request,
                                  rpc::NotifyWorkerBlockedReply* reply, rpc::SendReply send_reply);
 
+  // Placement group bundles (see the top). Prepare: false, taking nothing, when the
+  // bundles do not all fit in the available resources now; bundles already held here
+  // take nothing more. Commit: FAILED_PRECONDITION for a bundle not prepared here.
+  bool PrepareBundles(const std::vector<rpc::Bundle>& bundles);
+  absl::Status CommitBundles(const std::vector<rpc::Bundle>& bundles);
+  // Unknown bundles are ignored.
+  void ReturnBundle(const PlacementGroupID& group, int bundle_index);
+  // Returns every bundle held here that `in_use` does not list.
+  void ReleaseUnusedBundles(const std::vector<rpc::Bundle>& in_use);
+  // The group was removed: its requests here are rejected (placement_group_removed),
+  // its leases released (workers killed), and later requests naming it rejected.
+  void OnPlacementGroupRemoved(const PlacementGroupID& group);
+  size_t num_bundles() const { return bundles_.size(); }
+
   // The cluster view changed (a node joined, availability was reported): places
   // infeasible requests again, and spills queued ones another node can run now.
   void OnClusterViewChanged();
@@ -95,7 +120,8 @@ class LeaseManager {
   // released and its queued requests dropped.
   void OnJobFinished(const JobID& job_id);
 
-  const scheduling::ResourceMap& total() const { return options_.total; }
+  // This node's resources, committed bundles' resources included.
+  const scheduling::ResourceMap& total() const { return total_; }
   // May hold negative quantities while unblocked workers oversubscribe the node.
   const scheduling::ResourceMap& available() const { return available_; }
   // Shapes of the infeasible requests waiting here, as FormatResources renders them.
@@ -115,12 +141,19 @@ class LeaseManager {
     WorkerID owner_worker_id;
     NodeID owner_node_id;
     scheduling::ResourceMap resources;
+    // Nil unless leased from a placement group's bundle.
+    PlacementGroupID placement_group;
     // A detached actor's: kept when its job ends.
     bool detached = false;
-    // CPU given back while the worker is blocked (0 when not blocked).
+    // The CPUs (plain or of a bundle) given back while the worker is blocked.
     bool blocked = false;
-    double released_cpu = 0;
+    scheduling::ResourceMap released_cpu;
   };
+  struct Bundle {
+    scheduling::ResourceMap resources;
+    bool committed = false;
+  };
+  using BundleKey = std::pair<PlacementGroupID, int>;
   enum class AfterRelease { kReturnToPool, kKillWorker, kWorkerGone };
 
   void Place(const RequestPtr& request);
@@ -148,6 +181,12 @@ class LeaseManager {
   void ForgetOwner(const WorkerID& owner, const std::string& why);
   void OnWorkerGone(const WorkerGone& gone);
   void PlaceInfeasible();
+  // Takes the queued and infeasible requests matching `match` out of where they wait
+  // (and out of requests_); PlaceAgain puts them back through the policy.
+  std::vector<RequestPtr> TakeWaiting(const std::function<bool(const Request&)>& match);
+  void PlaceAgain(const std::vector<RequestPtr>& requests);
+  // Answers `request` with rejected + placement_group_removed.
+  void RejectRemovedGroup(const RequestPtr& request);
   void SpillQueuedElsewhere();
 
   EventLoop& loop_;
@@ -156,7 +195,10 @@ class LeaseManager {
   scheduling::ClusterResourceView& view_;
   WorkerPool& pool_;
   scheduling::RandomIndexFn random_index_;
+  scheduling::ResourceMap total_;
   scheduling::ResourceMap available_;
+  absl::flat_hash_map<BundleKey, Bundle> bundles_;
+  absl::flat_hash_set<PlacementGroupID> removed_groups_;
   // Pending requests by lease_request_id, and where they wait.
   absl::flat_hash_map<std::string, RequestPtr> requests_;
   std::map<scheduling::ResourceMap, std::deque<RequestPtr>> queued_;

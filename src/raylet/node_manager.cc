@@ -100,7 +100,7 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
     subscriber_ = std::make_unique<gcs::GcsSubscriber>(
         loop_, gcs_,
         std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL, rpc::GCS_JOB_CHANNEL,
-                                      rpc::GCS_WORKER_DELTA_CHANNEL},
+                                      rpc::GCS_WORKER_DELTA_CHANNEL, rpc::GCS_PLACEMENT_GROUP_CHANNEL},
         options_.config.gcs_pubsub_poll_timeout_ms, [this](const rpc::PubMessage& m) { OnPubMessage(m); },
         [this] { Resync(); });
     subscriber_->SetOnPollResult([this](const absl::Status& s) {
@@ -178,6 +178,12 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
     if (failure.node_id() == options_.node_id.Binary() || lease_manager_ == nullptr) return;
     auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
     if (worker.ok()) lease_manager_->OnRemoteOwnerGone(*worker, failure.exit_reason());
+  } else if (message.has_placement_group_message()) {
+    const rpc::PlacementGroupTableData& group = message.placement_group_message();
+    auto id = PlacementGroupID::FromBinaryChecked(group.placement_group_id());
+    if (id.ok() && group.state() == rpc::PlacementGroupTableData::REMOVED && lease_manager_ != nullptr) {
+      lease_manager_->OnPlacementGroupRemoved(*id);
+    }
   }
 }
 
@@ -249,7 +255,9 @@ rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
   } else {
     for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_available())[k] = v;
   }
-  for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_total())[k] = v;
+  // Committed bundles are resources of this node too.
+  const scheduling::ResourceMap& total = lease_manager_ != nullptr ? lease_manager_->total() : options_.resources;
+  for (const auto& [k, v] : total) (*usage.mutable_resources_total())[k] = v;
   if (store_ != nullptr) {
     const object_store::ObjectStoreStats& s = StoreStats(fresh);
     rpc::ObjectStoreStats* o = usage.mutable_object_store();
@@ -418,6 +426,74 @@ grpc::ServerUnaryReactor* NodeManagerGrpcService::FreeObjects(grpc::CallbackServ
   return rpc::ServeOnLoop(loop_, "NodeManager.FreeObjects", c, q, r,
                           rpc::BindHandler(manager_, &NodeManager::HandleFreeObjects));
 }
+namespace {
+absl::Status NoLeaseManager() { return absl::UnavailableError("this raylet runs no workers"); }
+std::vector<rpc::Bundle> BundlesOf(const google::protobuf::RepeatedPtrField<rpc::Bundle>& bundles) {
+  return std::vector<rpc::Bundle>(bundles.begin(), bundles.end());
+}
+}  // namespace
+
+void NodeManager::HandlePrepareBundleResources(const rpc::PrepareBundleResourcesRequest& request,
+                                               rpc::PrepareBundleResourcesReply* reply, rpc::SendReply send_reply) {
+  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
+  reply->set_success(lease_manager_->PrepareBundles(BundlesOf(request.bundles())));
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void NodeManager::HandleCommitBundleResources(const rpc::CommitBundleResourcesRequest& request,
+                                              rpc::CommitBundleResourcesReply*, rpc::SendReply send_reply) {
+  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
+  absl::Status s = lease_manager_->CommitBundles(BundlesOf(request.bundles()));
+  if (s.ok()) ReportUsage(true);
+  std::move(send_reply)(s);
+}
+
+void NodeManager::HandleCancelResourceReserve(const rpc::CancelResourceReserveRequest& request,
+                                              rpc::CancelResourceReserveReply*, rpc::SendReply send_reply) {
+  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
+  auto group = PlacementGroupID::FromBinaryChecked(request.bundle().placement_group_id());
+  if (!group.ok()) return std::move(send_reply)(absl::InvalidArgumentError("malformed placement group id"));
+  lease_manager_->ReturnBundle(*group, request.bundle().bundle_index());
+  ReportUsage(true);
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void NodeManager::HandleReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& request,
+                                             rpc::ReleaseUnusedBundlesReply*, rpc::SendReply send_reply) {
+  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
+  lease_manager_->ReleaseUnusedBundles(BundlesOf(request.bundles_in_use()));
+  ReportUsage(true);
+  std::move(send_reply)(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::PrepareBundleResources(grpc::CallbackServerContext* c,
+                                                                         const rpc::PrepareBundleResourcesRequest* q,
+                                                                         rpc::PrepareBundleResourcesReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.PrepareBundleResources", c, q, r,
+                          rpc::BindHandler(manager_, &NodeManager::HandlePrepareBundleResources));
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::CommitBundleResources(grpc::CallbackServerContext* c,
+                                                                        const rpc::CommitBundleResourcesRequest* q,
+                                                                        rpc::CommitBundleResourcesReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.CommitBundleResources", c, q, r,
+                          rpc::BindHandler(manager_, &NodeManager::HandleCommitBundleResources));
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::CancelResourceReserve(grpc::CallbackServerContext* c,
+                                                                        const rpc::CancelResourceReserveRequest* q,
+                                                                        rpc::CancelResourceReserveReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.CancelResourceReserve", c, q, r,
+                          rpc::BindHandler(manager_, &NodeManager::HandleCancelResourceReserve));
+}
+
+grpc::ServerUnaryReactor* NodeManagerGrpcService::ReleaseUnusedBundles(grpc::CallbackServerContext* c,
+                                                                       const rpc::ReleaseUnusedBundlesRequest* q,
+                                                                       rpc::ReleaseUnusedBundlesReply* r) {
+  return rpc::ServeOnLoop(loop_, "NodeManager.ReleaseUnusedBundles", c, q, r,
+                          rpc::BindHandler(manager_, &NodeManager::HandleReleaseUnusedBundles));
+}
+
 grpc::ServerUnaryReactor* NodeManagerGrpcService::FetchObjects(grpc::CallbackServerContext* c,
                                                                const rpc::FetchObjectsRequest* q,
                                                                rpc::FetchObjectsReply* r) {

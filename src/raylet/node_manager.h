@@ -5,7 +5,7 @@
 // manager, with its infeasible requests), watches that the GCS stays reachable, and
 // unregisters on clean shutdown. With workers attached it also forwards cluster
 // events to the lease manager (view changes, dead nodes, finished jobs, worker and
-// driver exits on other nodes), reports every exit of a registered local worker or
+// driver exits on other nodes, removed placement groups), reports every exit of a registered local worker or
 // driver to the GCS (ReportWorkerFailure, published on GCS_WORKER_DELTA_CHANNEL) and
 // ends the job of a local driver that is gone (MarkJobFinished). Fatal conditions
 // (the GCS unreachable longer than gcs_rpc_server_reconnect_timeout_s, this node
@@ -90,6 +90,18 @@ class NodeManager {
   void HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply* reply,
                           rpc::SendReply send_reply);
 
+  // Placement group bundles, handed to the lease manager (UNAVAILABLE without one).
+  // A commit or return is reported to the GCS at once, so that requests for the
+  // bundle find this node.
+  void HandlePrepareBundleResources(const rpc::PrepareBundleResourcesRequest& request,
+                                    rpc::PrepareBundleResourcesReply* reply, rpc::SendReply send_reply);
+  void HandleCommitBundleResources(const rpc::CommitBundleResourcesRequest& request,
+                                   rpc::CommitBundleResourcesReply* reply, rpc::SendReply send_reply);
+  void HandleCancelResourceReserve(const rpc::CancelResourceReserveRequest& request,
+                                   rpc::CancelResourceReserveReply* reply, rpc::SendReply send_reply);
+  void HandleReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& request,
+                                  rpc::ReleaseUnusedBundlesReply* reply, rpc::SendReply send_reply);
+
   const scheduling::ClusterResourceView& view() const { return view_; }
   // For the lease manager, which counts what it spills to a node as taken.
   scheduling::ClusterResourceView& mutable_view() { return view_; }
@@ -160,6 +172,18 @@ class NodeManagerGrpcService final : public rpc::NodeManagerService::CallbackSer
                                         rpc::FreeObjectsReply* r) override;
   grpc::ServerUnaryReactor* FetchObjects(grpc::CallbackServerContext* c, const rpc::FetchObjectsRequest* q,
                                          rpc::FetchObjectsReply* r) override;
+  grpc::ServerUnaryReactor* PrepareBundleResources(grpc::CallbackServerContext* c,
+                                                   const rpc::PrepareBundleResourcesRequest* q,
+                                                   rpc::PrepareBundleResourcesReply* r) override;
+  grpc::ServerUnaryReactor* CommitBundleResources(grpc::CallbackServerContext* c,
+                                                  const rpc::CommitBundleResourcesRequest* q,
+                                                  rpc::CommitBundleResourcesReply* r) override;
+  grpc::ServerUnaryReactor* CancelResourceReserve(grpc::CallbackServerContext* c,
+                                                  const rpc::CancelResourceReserveRequest* q,
+                                                  rpc::CancelResourceReserveReply* r) override;
+  grpc::ServerUnaryReactor* ReleaseUnusedBundles(grpc::CallbackServerContext* c,
+                                                 const rpc::ReleaseUnusedBundlesRequest* q,
+                                                 rpc::ReleaseUnusedBundlesReply* r) override;
 
  private:
   EventLoop& loop_;

@@ -44,6 +44,23 @@ class GrpcRayletClient final : public RayletClientInterface {
                     Callback<rpc::FetchObjectsReply> cb) override {
     node_.Call(&NodeStub::async::FetchObjects, "FetchObjects", q, std::move(cb), {deadline_ms, false});
   }
+  // The bundle calls are idempotent (repeating one changes nothing), so they retry.
+  void PrepareBundleResources(const rpc::PrepareBundleResourcesRequest& q,
+                              Callback<rpc::PrepareBundleResourcesReply> cb) override {
+    node_.Call(&NodeStub::async::PrepareBundleResources, "PrepareBundleResources", q, std::move(cb), {0, true});
+  }
+  void CommitBundleResources(const rpc::CommitBundleResourcesRequest& q,
+                             Callback<rpc::CommitBundleResourcesReply> cb) override {
+    node_.Call(&NodeStub::async::CommitBundleResources, "CommitBundleResources", q, std::move(cb), {0, true});
+  }
+  void CancelResourceReserve(const rpc::CancelResourceReserveRequest& q,
+                             Callback<rpc::CancelResourceReserveReply> cb) override {
+    node_.Call(&NodeStub::async::CancelResourceReserve, "CancelResourceReserve", q, std::move(cb), {0, true});
+  }
+  void ReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& q,
+                            Callback<rpc::ReleaseUnusedBundlesReply> cb) override {
+    node_.Call(&NodeStub::async::ReleaseUnusedBundles, "ReleaseUnusedBundles", q, std::move(cb), {0, true});
+  }
   void CancelAll() override {
     worker_.CancelAll();
     node_.CancelAll();

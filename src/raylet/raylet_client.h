@@ -1,5 +1,6 @@
 // RayletClientInterface: a raylet as its clients see it (core workers leasing
-// workers and managing objects; the GCS leasing workers for actors).
+// workers and managing objects; the GCS leasing workers for actors and reserving
+// placement group bundles).
 //
 // GrpcRayletClient (MakeGrpcRayletClient) is the real one over gRPC; callbacks run on
 // the EventLoop given to it. FakeRayletClient (fake_raylet_client.h) records requests
@@ -37,6 +38,15 @@ class RayletClientInterface {
   // Deadline `deadline_ms` (0 = the default).
   virtual void FetchObjects(const rpc::FetchObjectsRequest& request, int64_t deadline_ms,
                             Callback<rpc::FetchObjectsReply> cb) = 0;
+  // Placement group bundles: the GCS's two-phase commit (protos/node_manager.proto).
+  virtual void PrepareBundleResources(const rpc::PrepareBundleResourcesRequest& request,
+                                      Callback<rpc::PrepareBundleResourcesReply> cb) = 0;
+  virtual void CommitBundleResources(const rpc::CommitBundleResourcesRequest& request,
+                                     Callback<rpc::CommitBundleResourcesReply> cb) = 0;
+  virtual void CancelResourceReserve(const rpc::CancelResourceReserveRequest& request,
+                                     Callback<rpc::CancelResourceReserveReply> cb) = 0;
+  virtual void ReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& request,
+                                    Callback<rpc::ReleaseUnusedBundlesReply> cb) = 0;
   // Shutdown: cancel every call in flight (callbacks still run), and count them.
   virtual void CancelAll() = 0;
   virtual int64_t InFlight() const = 0;

@@ -19,7 +19,11 @@ std::string BundleMarkerName(const PlacementGroupID& group, int bundle_index) {
 
 ResourceMap BundleDemand(const ResourceMap& request, const PlacementGroupID& group, int bundle_index) {
   ResourceMap demand;
-  for (const auto& [name, quantity] : request) demand[BundleResourceName(name, group, bundle_index)] = quantity;
+  for (const auto& [name, quantity] : request) {
+    demand[BundleResourceName(name, group, bundle_index)] = quantity;
+    // What one bundle uses, the group's wildcard resources no longer offer.
+    if (bundle_index >= 0) demand[BundleResourceName(name, group, -1)] = quantity;
+  }
   demand[BundleMarkerName(group, bundle_index)] = kBundleMarkerDemand;
   return demand;
 }

@@ -6,8 +6,10 @@
 //   CPU_group_G: +2         the CPUs of every bundle of G on the node (index -1)
 //   bundle_group_1_G: 1000  a marker, so that a request naming no resources still
 //   bundle_group_G: +1000   lands on a node holding the bundle
-// and a request {CPU: 1} for bundle 1 of G asks for {CPU_group_1_G: 1,
-// bundle_group_1_G: 0.001}; for any bundle (-1), {CPU_group_G: 1, bundle_group_G: 0.001}.
+// and a request {CPU: 1} for bundle 1 of G asks for {CPU_group_1_G: 1, CPU_group_G: 1,
+// bundle_group_1_G: 0.001} (the wildcard too, so that what bundle 1 uses is not
+// offered to requests for any bundle); for any bundle (-1), {CPU_group_G: 1,
+// bundle_group_G: 0.001}.
 #pragma once
 
 #include <optional>
@@ -27,7 +29,8 @@ std::string BundleResourceName(const std::string& resource, const PlacementGroup
 std::string BundleMarkerName(const PlacementGroupID& group, int bundle_index);
 
 // The demand of `request` placed in bundle `bundle_index` (-1: any bundle) of `group`:
-// every resource renamed, plus the marker.
+// every resource renamed (and, for one bundle, also counted against the group's
+// wildcard), plus the marker.
 ResourceMap BundleDemand(const ResourceMap& request, const PlacementGroupID& group, int bundle_index);
 
 // What committing `bundle` adds to its node's totals: its indexed resources and

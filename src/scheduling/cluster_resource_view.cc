@@ -1,5 +1,6 @@
 #include "src/scheduling/cluster_resource_view.h"
 
+#include "src/scheduling/bundle_resources.h"
 #include "src/scheduling/resources.h"
 
 namespace manta::scheduling {
@@ -19,7 +20,13 @@ void ClusterResourceView::OnNodeInfo(const rpc::NodeInfo& info) {
   }
   auto [it, inserted] = nodes_.try_emplace(*id);
   NodeResources& node = it->second;
-  node.total = std::map<std::string, double>(info.resources_total().begin(), info.resources_total().end());
+  // The node table has the node's own resources; its reports add its committed
+  // placement group bundles, which are kept until the next report says otherwise.
+  std::map<std::string, double> total(info.resources_total().begin(), info.resources_total().end());
+  for (const auto& [name, quantity] : node.total) {
+    if (GroupOfResource(name).has_value()) total.emplace(name, quantity);
+  }
+  node.total = std::move(total);
   if (inserted) node.available = node.total;
   node.address = info.node_manager_address();
   node.port = info.node_manager_port();
@@ -33,6 +40,10 @@ void ClusterResourceView::OnResourceUsage(const rpc::ResourceUsage& usage) {
   if (it == nodes_.end()) return;  // usage of a node we have not seen alive: ignore
   it->second.available =
       std::map<std::string, double>(usage.resources_available().begin(), usage.resources_available().end());
+  // Totals change when placement group bundles are committed or returned there.
+  if (!usage.resources_total().empty()) {
+    it->second.total = std::map<std::string, double>(usage.resources_total().begin(), usage.resources_total().end());
+  }
 }
 
 void ClusterResourceView::SubtractAvailable(const NodeID& id, const std::map<std::string, double>& amount) {

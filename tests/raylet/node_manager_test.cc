@@ -234,7 +234,8 @@ TEST_F(NodeManagerTest, RegistrationSubscribesAndLoadsTheNodeTable) {
   std::vector<rpc::ChannelType> channels;
   for (const auto& c : gcs_.subscribe.Next().commands()) channels.push_back(c.channel_type());
   EXPECT_THAT(channels, ::testing::UnorderedElementsAre(rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL,
-                                                       rpc::GCS_JOB_CHANNEL, rpc::GCS_WORKER_DELTA_CHANNEL));
+                                                       rpc::GCS_JOB_CHANNEL, rpc::GCS_WORKER_DELTA_CHANNEL,
+                                                       rpc::GCS_PLACEMENT_GROUP_CHANNEL));
   EXPECT_EQ(gcs_.get_all_node_info.pending(), 1u);
 
   NodeID other = NodeID::FromRandom();

@@ -1,0 +1,94 @@
+// GcsPlacementGroupScheduler: places a placement group's bundles on nodes and
+// reserves them there with two-phase commit (ARCHITECTURE.md §7).
+//
+// Schedule(group) places the bundles that have no node yet (PlaceBundles, over the
+// alive, non-draining nodes: their registered totals and last reported availability,
+// less what this scheduler reserved since that report), then:
+//   1. prepare: every chosen node is asked to set the bundles aside;
+//   2. commit: once every prepare succeeded, every node turns them into bundle
+//      resources.
+// A prepare that fails or is refused (the node's availability changed, the node
+// died, the call was lost) cancels the attempt: every bundle of it is returned to
+// its node (CancelResourceReserve is harmless for a bundle a node never prepared),
+// and `done` reports kFailed: the caller tries again later. A failed commit does
+// the same. Cancel(group) abandons an attempt (the group was removed): its bundles
+// are returned once the calls in flight come back, and `done` is never called.
+//
+// Thread: the GCS loop only; `done` runs on it, never inside Schedule.
+// Ownership: one attempt per group at a time; the node manager and the raylet client
+// pool outlive it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "protos/common.pb.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/gcs/gcs_node_manager.h"
+#include "src/raylet/raylet_client.h"
+#include "src/scheduling/bundle_placement.h"
+
+namespace manta::gcs {
+
+struct PlacementGroupScheduleResult {
+  enum class Kind {
+    kCreated,     // every bundle is reserved; `nodes` has the node of each
+    kNotNow,      // the nodes cannot hold it now, but could once resources come back
+    kInfeasible,  // no set of the alive nodes could ever hold it
+    kFailed,      // a prepare or commit failed: try again later
+  };
+  Kind kind = Kind::kFailed;
+  std::vector<NodeID> nodes;
+  std::string reason;
+};
+
+class GcsPlacementGroupScheduler {
+ public:
+  using Done = std::function<void(const PlacementGroupScheduleResult&)>;
+
+  GcsPlacementGroupScheduler(EventLoop& loop, GcsNodeManager& nodes, raylet::RayletClientPool& raylets);
+  ~GcsPlacementGroupScheduler();
+
+  // Places and reserves the bundles of `group` that have no node_id (the others keep
+  // theirs). Replaces an attempt in flight for the same group (which is cancelled).
+  void Schedule(const rpc::PlacementGroupTableData& group, Done done);
+  // Abandons the attempt for `group_id`, if any (see the top).
+  void Cancel(const PlacementGroupID& group_id);
+  // Returns bundles to their nodes (those with a node_id of an alive node). Each call
+  // is retried while its node stays alive.
+  void ReturnBundles(const std::vector<rpc::Bundle>& bundles);
+  // After a GCS restart: tells every alive node which bundles it keeps (`in_use`,
+  // by node); it returns the rest. `done` runs once every node answered or failed.
+  void ReleaseUnusedBundles(const absl::flat_hash_map<NodeID, std::vector<rpc::Bundle>>& in_use,
+                            std::function<void()> done);
+  // A node reported its availability: what was reserved there before counts in it.
+  void OnResourceReport(const NodeID& node_id) { reserved_since_report_.erase(node_id); }
+  // Groups with an attempt in flight.
+  size_t NumScheduling() const { return attempts_.size(); }
+
+ private:
+  struct Attempt;
+  std::vector<scheduling::BundleNode> Nodes() const;
+  std::string RayletAddress(const NodeID& node_id) const;
+  void Prepare(const std::shared_ptr<Attempt>& attempt);
+  void OnPrepared(const std::shared_ptr<Attempt>& attempt);
+  void Commit(const std::shared_ptr<Attempt>& attempt);
+  // Ends the attempt: returns its bundles and reports kFailed (unless cancelled).
+  void Abort(const std::shared_ptr<Attempt>& attempt, const std::string& why);
+  void Finish(const std::shared_ptr<Attempt>& attempt, PlacementGroupScheduleResult result);
+  void ReturnBundle(const rpc::Bundle& bundle, int attempts_left);
+
+  EventLoop& loop_;
+  GcsNodeManager& nodes_;
+  raylet::RayletClientPool& raylets_;
+  absl::flat_hash_map<PlacementGroupID, std::shared_ptr<Attempt>> attempts_;
+  // Resources this scheduler reserved on a node since its last report.
+  absl::flat_hash_map<NodeID, scheduling::ResourceMap> reserved_since_report_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace manta::gcs
