@@ -103,6 +103,15 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
     return s;
   }
 
+  // Starts a Wait for `group`, answered into `reply` / `recorder`.
+  void StartWait(const Group& group, int64_t timeout_ms, rpc::WaitPlacementGroupUntilReadyReply* reply,
+                 ReplyRecorder& recorder) {
+    rpc::WaitPlacementGroupUntilReadyRequest wait;
+    wait.set_placement_group_id(group.placement_group_id());
+    wait.set_timeout_ms(timeout_ms);
+    manager_->HandleWaitPlacementGroupUntilReady(wait, reply, recorder.Sender());
+  }
+
   // Runs the loop (timers due within a few ms included) until nothing is left to do.
   void Drive() {
     for (int i = 0; i < 50; ++i) {
@@ -259,21 +268,17 @@ TEST_F(GcsPlacementGroupManagerTest, AGroupNoNodeCanHoldIsInfeasibleUntilANodeJo
   EXPECT_TRUE(Get(group).infeasible());
   EXPECT_THAT(Get(group).pending_reason(), HasSubstr("CPU: 8"));
   // Wait with a timeout answers not ready.
-  rpc::WaitPlacementGroupUntilReadyRequest wait;
-  wait.set_placement_group_id(group.placement_group_id());
-  wait.set_timeout_ms(5);
   rpc::WaitPlacementGroupUntilReadyReply wait_reply;
   ReplyRecorder waited;
-  manager_->HandleWaitPlacementGroupUntilReady(wait, &wait_reply, waited.Sender());
+  StartWait(group, 5, &wait_reply, waited);
   Drive();
   ASSERT_EQ(waited.calls(), 1);
   EXPECT_TRUE(waited.status().ok());
   EXPECT_FALSE(wait_reply.ready());
   // A node big enough joins: the group is created and a held Wait answered.
-  wait.set_timeout_ms(100000);
   rpc::WaitPlacementGroupUntilReadyReply held_reply;
   ReplyRecorder held;
-  manager_->HandleWaitPlacementGroupUntilReady(wait, &held_reply, held.Sender());
+  StartWait(group, 100000, &held_reply, held);
   RegisterNode(3, {{"CPU", 16}});
   manager_->OnResourcesChanged();
   Drive();
@@ -319,12 +324,9 @@ TEST_F(GcsPlacementGroupManagerTest, RemovalReturnsBundlesKillsActorsAndAnswersW
 TEST_F(GcsPlacementGroupManagerTest, RemovingAGroupBeingWaitedForAnswersTheWaitNotFound) {
   Group group = MakeGroup({{{"CPU", 100}}}, rpc::PACK);
   ASSERT_THAT(Create(group), IsOk());
-  rpc::WaitPlacementGroupUntilReadyRequest wait;
-  wait.set_placement_group_id(group.placement_group_id());
-  wait.set_timeout_ms(100000);
   rpc::WaitPlacementGroupUntilReadyReply reply;
   ReplyRecorder held;
-  manager_->HandleWaitPlacementGroupUntilReady(wait, &reply, held.Sender());
+  StartWait(group, 100000, &reply, held);
   ASSERT_THAT(Remove(group), IsOk());
   ASSERT_EQ(held.calls(), 1);
   EXPECT_EQ(held.status().code(), absl::StatusCode::kNotFound);

@@ -174,25 +174,8 @@ TEST_F(ActorClusterTest, ActorsKeepServingThroughAGcsRestart) {
   kv.Task(&KvStore::Put).Remote(std::string("during"), std::string("2")).Get(10000);
   EXPECT_EQ(*kv.Task(&KvStore::Get).Remote(std::string("before")).Get(10000), "1");
 
-  int port = manta::ParseHostPort(harness_->gcs_address())->port;
-  manta::ProcessOptions p;
-  p.argv = {manta::testing::BinaryPath("manta_gcs"), "--port", std::to_string(port), "--system-config", kFastHealth,
-            "--ready-file", harness_->temp_root() + "/gcs2.ready"};
-  for (const std::string& arg : harness_->GcsArgs()) p.argv.push_back(arg);
-  p.output_file = harness_->temp_root() + "/gcs2.out";
-  auto restarted = manta::StartProcess(p);
+  auto restarted = harness_->RestartGcs(kFastHealth);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
-  // The harness does not know this GCS: it is stopped here however the test ends.
-  struct KillOnExit {
-    pid_t pid;
-    ~KillOnExit() {
-      kill(pid, SIGKILL);
-      manta::WaitForExit(pid, 5000);
-    }
-  } stop_restarted{*restarted};
-  ASSERT_TRUE(manta::testing::WaitFor([&] { return manta::ReadFile(harness_->temp_root() + "/gcs2.ready").ok(); },
-                                      15000))
-      << manta::ReadFile(p.output_file).value_or("");
   // The reloaded table still knows it, by name too, and it still has its state.
   auto found = ray::GetActor<KvStore>("survivor");
   ASSERT_TRUE(found);

@@ -22,6 +22,10 @@ namespace fs = std::filesystem;
 ClusterHarness::ClusterHarness() = default;
 
 ClusterHarness::~ClusterHarness() {
+  for (pid_t pid : restarted_gcs_) {
+    kill(pid, SIGKILL);
+    WaitForExit(pid, 5000);
+  }
   Manta({"stop", "--force"}, {}, 30000);
   for (pid_t pid : LivePids()) {
     ADD_FAILURE() << "pid " << pid << " survived `manta stop --force`";
@@ -158,6 +162,37 @@ std::string ClusterHarness::HeadSessionDir() const {
 std::vector<std::string> ClusterHarness::GcsArgs() const {
   return {"--redis-address", RedisAddress(), "--redis-password-file", HeadSessionDir() + "/redis_password",
           "--token-file", HeadSessionDir() + "/" + kClusterTokenFileName};
+}
+
+absl::StatusOr<pid_t> ClusterHarness::RestartGcs(const std::string& system_config) {
+  std::vector<pid_t> running = Pids("gcs");
+  for (pid_t pid : restarted_gcs_) {
+    if (kill(pid, 0) == 0) running.push_back(pid);
+  }
+  for (pid_t pid : running) {
+    kill(pid, SIGKILL);
+    if (!WaitForExit(pid, 5000)) return absl::InternalError("the GCS (pid " + std::to_string(pid) + ") did not exit");
+  }
+  auto address = ParseHostPort(gcs_address_);
+  if (!address.ok()) return address.status();
+  const std::string tag = std::to_string(restarted_gcs_.size() + 2);
+  ProcessOptions p;
+  p.argv = {BinaryPath("manta_gcs"), "--port", std::to_string(address->port), "--ready-file",
+            root_.path() + "/gcs" + tag + ".ready"};
+  if (!system_config.empty()) {
+    p.argv.push_back("--system-config");
+    p.argv.push_back(system_config);
+  }
+  for (const std::string& arg : GcsArgs()) p.argv.push_back(arg);
+  p.output_file = root_.path() + "/gcs" + tag + ".out";
+  auto pid = StartProcess(p);
+  if (!pid.ok()) return pid.status();
+  restarted_gcs_.push_back(*pid);
+  if (!WaitFor([&] { return ReadFile(root_.path() + "/gcs" + tag + ".ready").ok(); }, 15000)) {
+    return absl::DeadlineExceededError("the restarted GCS did not become ready: " +
+                                       ReadFile(p.output_file).value_or(""));
+  }
+  return *pid;
 }
 
 std::string ClusterHarness::RedisAddress() const {

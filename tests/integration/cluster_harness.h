@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "protos/common.pb.h"
 #include "test_util/test_util.h"
@@ -55,10 +56,16 @@ class ClusterHarness {
   // What a GCS restarted by hand needs to serve this cluster: its Redis (address and
   // password file) and its token file.
   std::vector<std::string> GcsArgs() const;
+  // Kills the cluster's GCS (SIGKILL) and starts a new one on the same port against
+  // the same Redis (with `system_config`, if any), waiting until it serves. The new
+  // GCS is killed with the harness. Returns its pid, or why it did not start.
+  absl::StatusOr<pid_t> RestartGcs(const std::string& system_config = "");
 
  private:
   TempDir root_;
   std::string gcs_address_;
+  // GCSs started by RestartGcs (no session records them).
+  std::vector<pid_t> restarted_gcs_;
   std::string token_;
 };
 

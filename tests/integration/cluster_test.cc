@@ -125,21 +125,9 @@ TEST(ClusterTest, GcsRestartKeepsNodesClusterIdAndJobs) {
   std::string job2 = AddJob(*stub);
   EXPECT_EQ(JobID::FromBinary(job1).ToInt() + 1, JobID::FromBinary(job2).ToInt());
 
-  std::vector<pid_t> gcs_pids = cluster.Pids("gcs");
-  ASSERT_EQ(gcs_pids.size(), 1u);
-  ASSERT_EQ(kill(gcs_pids[0], SIGKILL), 0);
-  ASSERT_TRUE(WaitForExit(gcs_pids[0], 5000));
-
   // Restart on the same port against the same Redis.
-  int port = ParseHostPort(gcs)->port;
-  ProcessOptions p;
-  p.argv = {BinaryPath("manta_gcs"), "--port", std::to_string(port), "--ready-file", cluster.temp_root() + "/gcs2.ready"};
-  for (const std::string& arg : cluster.GcsArgs()) p.argv.push_back(arg);
-  p.output_file = cluster.temp_root() + "/gcs2.out";
-  auto restarted = StartProcess(p);
+  auto restarted = cluster.RestartGcs();
   ASSERT_TRUE(restarted.ok()) << restarted.status();
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(cluster.temp_root() + "/gcs2.ready").ok(); }, 15000))
-      << ReadFile(p.output_file).value_or("");
 
   EXPECT_TRUE(WaitFor([&] { return cluster.CountNodes("ALIVE") == 3; }, 10000));
   nlohmann::json status = cluster.Status();
