@@ -127,10 +127,13 @@ class NativeRuntime final : public RayRuntime {
                          const TaskOptions& options) override {
     std::string env = TaskRuntimeEnv(runtime_env_, options.serialized_runtime_env,
                                      "ray::Task(" + function_name + ").SetRuntimeEnv");
+    manta::core::TaskOptions core_options;
+    core_options.name = options.name;
+    core_options.resources.insert(options.resources.begin(), options.resources.end());
+    core_options.max_retries = options.max_retries;
+    core_options.runtime_env = std::move(env);
     Arguments converted = ConvertArguments(function_name, args);
-    std::map<std::string, double> resources(options.resources.begin(), options.resources.end());
-    auto id = core_->SubmitTask(function_name, std::move(converted.inputs), options.name, resources,
-                                options.max_retries, env);
+    auto id = core_->SubmitTask(function_name, std::move(converted.inputs), core_options);
     converted.ReleaseTemporaries(*core_);  // the submitted task holds its arguments now
     if (!id.ok()) ThrowStatus("submitting " + function_name + " failed", id.status());
     return id->Binary();
