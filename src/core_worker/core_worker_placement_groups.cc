@@ -22,10 +22,10 @@ int64_t GcsCallTimeoutMs(const Config& config) {
   return attempts * config.grpc_client_deadline_ms + (attempts - 1) * config.grpc_client_max_backoff_ms;
 }
 
-// A status from the GCS, prefixed with what was asked; the codes the API tells apart
-// (ALREADY_EXISTS, INVALID_ARGUMENT, NOT_FOUND) keep the GCS's own message.
+// A status from the GCS, prefixed with what was asked (same code). NOT_FOUND, which
+// callers turn into a message of their own, is left as the GCS said it.
 absl::Status Explain(const absl::Status& s, const std::string& what) {
-  if (s.ok() || absl::IsAlreadyExists(s) || absl::IsInvalidArgument(s) || absl::IsNotFound(s)) return s;
+  if (s.ok() || absl::IsNotFound(s)) return s;
   return absl::Status(s.code(), what + ": " + std::string(s.message()));
 }
 
