@@ -28,6 +28,9 @@
 // ray::ActorHandle<T> (ray/api/actor_creator.h, actor_handle.h); handle.Task(&T::M)
 // calls it (ray/api/actor_task_caller.h).
 //
+// Placement groups: ray::CreatePlacementGroup reserves bundles of resources that
+// tasks and actors then run in (SetPlacementGroup; ray/api/placement_group.h).
+//
 // Runtime environments: ray::RuntimeEnv (ray/api/runtime_env.h) sets env_vars and a
 // working_dir for the workers of the job (RayConfig::runtime_env), of a task
 // (ray::Task(f).SetRuntimeEnv(env)) or of an actor (ray::Actor(f).SetRuntimeEnv(env)).
@@ -50,6 +53,7 @@
 #include "ray/api/function_manager.h"
 #include "ray/api/logging.h"
 #include "ray/api/object_ref.h"
+#include "ray/api/placement_group.h"
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
@@ -214,6 +218,35 @@ boost::optional<ActorHandle<T>> GetActor(const std::string& actor_name, const st
 // The namespace of this job (RayConfig::ray_namespace, or a fresh anonymous one),
 // the same in the driver, its tasks and its actors.
 std::string GetNamespace();
+
+// --- Placement groups (ray/api/placement_group.h) ---------------------------------
+// Registers a group of options.bundles placed by options.strategy, named
+// options.name (if not empty) in the job's namespace, and returns it at once in
+// state PENDING (in local mode CREATED: there is only this process to place it in);
+// PlacementGroup::Wait tells when it is CREATED. Throws RayException, naming the
+// problem (and the bundle index), for no bundles, a bundle with no positive
+// quantity, a negative or non-finite quantity, or strategy UNRECOGNIZED; and when
+// the name is taken by a group (not REMOVED) of the namespace.
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& create_options);
+
+// Removes the group with this id (PlacementGroup::GetID()): its actors are killed,
+// its pending and later tasks fail with RayException, its resources are free again.
+// Removing a removed group does nothing. Throws RayException for a malformed id (not
+// 18 bytes) or one never created.
+void RemovePlacementGroup(const std::string& placement_group_id);
+
+// The group with this id, with its current state; an empty PlacementGroup
+// (GetID() empty) when there is none. Throws RayException for a malformed id.
+PlacementGroup GetPlacementGroupById(const std::string& id);
+
+// The group named `name` in the job's namespace that is not REMOVED, with its
+// current state; an empty PlacementGroup when there is none. Throws RayException for
+// an empty name.
+PlacementGroup GetPlacementGroup(const std::string& name);
+
+// Every placement group of the cluster (in local mode: of this runtime), removed
+// ones included, with their current states.
+std::vector<PlacementGroup> GetAllPlacementGroups();
 
 // Called in an actor's method: the actor ends once this call returns (its caller
 // gets RayActorException, as do all later calls); it is not restarted. Throws

@@ -66,7 +66,8 @@ LocalModeRuntime::LocalModeRuntime(const ray::RayConfig& config)
     : base_threads_(PoolSize(config)),
       id_prefix_(RandomPrefix()),
       namespace_(config.ray_namespace.empty() ? "anonymous_namespace_" + HexId(id_prefix_) : config.ray_namespace),
-      runtime_env_(JobRuntimeEnv(config)) {
+      runtime_env_(JobRuntimeEnv(config)),
+      placement_groups_(id_prefix_) {
   ApplyRuntimeEnvToProcess();
 }
 
@@ -432,6 +433,13 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& tas
   return error;
 }
 
+std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::PlacementErrorLocked(
+    const std::string& function_name, const PlacementOptions& placement) {
+  std::optional<std::string> why = placement_groups_.Unusable(placement);
+  if (!why) return std::nullopt;
+  return TaskError{ErrorKind::kOther, "task " + function_name + " cannot run: " + *why};
+}
+
 void LocalModeRuntime::Execute(Task& task) {
   std::vector<ObjectData> args(task.args.size());
   std::optional<TaskError> error = ResolveArguments(task, &args);
@@ -444,6 +452,10 @@ void LocalModeRuntime::Execute(Task& task) {
   if (task.kind == Task::Kind::kActorCall) {
     absl::MutexLock lock(&mu_);
     instance = task.actor->instance;
+  }
+  if (!error && !task.placement.group_id.empty()) {
+    absl::MutexLock lock(&mu_);
+    error = PlacementErrorLocked(task.function_name, task.placement);
   }
   if (!error) error = Run(task, args, &result, &bytes, &instance, &exit_actor);
   absl::MutexLock lock(&mu_);
@@ -559,10 +571,15 @@ std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::
   auto task = std::make_shared<Task>();
   task->function_name = function_name;
   task->args = std::move(args);
+  task->placement = options.placement;
   absl::MutexLock lock(&mu_);
   task->return_id = NewObjectId(/*is_put=*/false);
   objects_[task->return_id].references = 1;
   std::string return_id = task->return_id;
+  if (std::optional<TaskError> error = PlacementErrorLocked(function_name, options.placement)) {
+    CompleteLocked(return_id, nullptr, {}, error->kind, error->message);
+    return return_id;
+  }
   if (PrepareArgumentsLocked(task) && task->unresolved == 0) ReadyLocked(std::move(task));
   return return_id;
 }
@@ -577,6 +594,7 @@ CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std:
   actor->factory_name = factory_name;
   actor->max_restarts = options.max_restarts;
   actor->max_concurrency = std::max(1, options.max_concurrency);
+  actor->placement_group_id = options.placement.group_id;
   absl::MutexLock lock(&mu_);
   actor->id = id_prefix_.substr(0, 8) + std::string(8, '\0');
   for (int i = 0; i < 8; ++i) actor->id[8 + i] = static_cast<char>((next_actor_ >> (8 * (7 - i))) & 0xff);
@@ -602,6 +620,7 @@ CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std:
   actor->factory_args = creation->args;
   actor->factory_held = std::move(creation->held_ids);
   creation->held_ids.clear();
+  if (std::optional<std::string> why = placement_groups_.Unusable(options.placement)) KillActorLocked(*actor, *why);
   actors_[actor->id] = actor;
   if (actor->state != Actor::State::kDead) {
     actor->calls.push_back(creation);
@@ -665,6 +684,42 @@ std::string LocalModeRuntime::GetNamedActor(const std::string& name, const std::
   absl::MutexLock lock(&mu_);
   auto it = named_actors_.find(NamedKey(ray_namespace.empty() ? namespace_ : ray_namespace, name));
   return it == named_actors_.end() ? std::string() : it->second;
+}
+
+PlacementGroupInfo LocalModeRuntime::CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
+  absl::MutexLock lock(&mu_);
+  return placement_groups_.Create(options, namespace_);
+}
+
+void LocalModeRuntime::RemovePlacementGroup(const std::string& group_id) {
+  absl::MutexLock lock(&mu_);
+  placement_groups_.Remove(group_id);
+  // As on a cluster, the group's actors die with it; its tasks fail when they would
+  // start (PlacementError).
+  const std::string why = "its placement group " + HexId(group_id) + " was removed";
+  for (auto& [id, actor] : actors_) {
+    if (actor->placement_group_id == group_id) KillActorLocked(*actor, why);
+  }
+}
+
+bool LocalModeRuntime::WaitPlacementGroupReady(const std::string& group_id, int64_t /*timeout_ms*/) {
+  absl::MutexLock lock(&mu_);
+  return placement_groups_.Wait(group_id);
+}
+
+std::optional<PlacementGroupInfo> LocalModeRuntime::GetPlacementGroupById(const std::string& group_id) {
+  absl::MutexLock lock(&mu_);
+  return placement_groups_.Get(group_id);
+}
+
+std::optional<PlacementGroupInfo> LocalModeRuntime::GetPlacementGroupByName(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  return placement_groups_.GetByName(name, namespace_);
+}
+
+std::vector<PlacementGroupInfo> LocalModeRuntime::GetAllPlacementGroups() {
+  absl::MutexLock lock(&mu_);
+  return placement_groups_.GetAll();
 }
 
 std::string LocalModeRuntime::CurrentActorId() { return tls_actor_id != nullptr ? *tls_actor_id : std::string(); }

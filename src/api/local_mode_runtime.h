@@ -31,6 +31,12 @@
 // ray::ExitActor(), WasCurrentActorRestarted and handles going out of scope behave as
 // on a cluster; resources and lifetimes are accepted and have no effect here.
 //
+// Placement groups (LocalPlacementGroups) are checked as on a cluster and CREATED at
+// once; they reserve nothing. A task or actor placed in a group that is removed or
+// unknown fails as on a cluster: the task's result is a RayException naming the
+// group, the actor is dead (its calls throw RayActorException). Removing a group
+// kills its actors and fails its tasks that have not started; running ones finish.
+//
 // Threading: every method is thread-safe (one absl::Mutex). The destructor (called
 // by ray::Shutdown) drops queued tasks, wakes threads blocked in Get/Wait with a
 // RayException and waits until they have left, then joins the pool after the
@@ -53,6 +59,7 @@
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_runtime.h"
 #include "src/api/exception_util.h"
+#include "src/api/local_placement_groups.h"
 
 namespace ray {
 namespace internal {
@@ -80,6 +87,12 @@ class LocalModeRuntime : public RayRuntime {
   void KillActor(const std::string& actor_id, bool no_restart) override;
   std::string GetNamedActor(const std::string& name, const std::string& ray_namespace) override;
   std::string GetNamespace() override { return namespace_; }
+  PlacementGroupInfo CreatePlacementGroup(const PlacementGroupCreationOptions& options) override;
+  void RemovePlacementGroup(const std::string& group_id) override;
+  bool WaitPlacementGroupReady(const std::string& group_id, int64_t timeout_ms) override;
+  std::optional<PlacementGroupInfo> GetPlacementGroupById(const std::string& group_id) override;
+  std::optional<PlacementGroupInfo> GetPlacementGroupByName(const std::string& name) override;
+  std::vector<PlacementGroupInfo> GetAllPlacementGroups() override;
   std::string CurrentActorId() override;
   bool WasCurrentActorRestarted() override;
   std::string GetOwnerAddress(const std::string& id) override;
@@ -119,6 +132,7 @@ class LocalModeRuntime : public RayRuntime {
     size_t unresolved = 0;                // by-ref arguments still pending
     std::vector<std::string> held_ids;  // references held until the task is done
     std::shared_ptr<Actor> actor;         // for actor creations and calls
+    PlacementOptions placement;           // of a function task
   };
   struct Actor {
     enum class State { kCreating, kAlive, kDead };
@@ -132,6 +146,7 @@ class LocalModeRuntime : public RayRuntime {
     int max_restarts = 0;
     int restarts = 0;
     int max_concurrency = 1;
+    std::string placement_group_id;  // empty: in no group
     State state = State::kCreating;
     std::shared_ptr<void> instance;
     bool restarted = false;  // the instance came from a restart
@@ -193,6 +208,9 @@ class LocalModeRuntime : public RayRuntime {
 
   void ThreadMain();
   void Execute(Task& task);
+  // The error of a function task whose placement group cannot hold it (any more).
+  std::optional<TaskError> PlacementErrorLocked(const std::string& function_name, const PlacementOptions& placement)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills the by-ref entries of `args`; the error of a failed argument, if any.
   std::optional<TaskError> ResolveArguments(const Task& task, std::vector<ObjectData>* args);
   // Materializes the by-value arguments and runs the function (no lock held).
@@ -227,6 +245,7 @@ class LocalModeRuntime : public RayRuntime {
   std::unordered_map<std::string, std::string> named_actors_ ABSL_GUARDED_BY(mu_);
   // Handle object id -> actor id: when the object goes, no handle is left.
   std::unordered_map<std::string, std::string> handle_objects_ ABSL_GUARDED_BY(mu_);
+  LocalPlacementGroups placement_groups_ ABSL_GUARDED_BY(mu_);
   uint64_t next_actor_ ABSL_GUARDED_BY(mu_) = 0;
   // Tasks waiting for an argument, by the argument's id.
   std::unordered_map<std::string, std::vector<std::shared_ptr<Task>>> waiting_ ABSL_GUARDED_BY(mu_);

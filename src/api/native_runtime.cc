@@ -53,6 +53,7 @@ ErrorKind KindOf(int error_type) {
       return ErrorKind::kActor;
     case manta::rpc::RUNTIME_ENV_SETUP_FAILED:
       return ErrorKind::kRuntimeEnv;
+    case manta::rpc::PLACEMENT_GROUP_REMOVED:  // as Ray: a plain RayException naming the group
     default:
       return ErrorKind::kOther;
   }
@@ -68,6 +69,43 @@ manta::ActorID ParseActorId(const std::string& id) {
   auto parsed = manta::ActorID::FromBinaryChecked(id);
   if (!parsed.ok()) throw RayException("invalid actor id (" + std::to_string(id.size()) + " bytes, expected 16)");
   return *parsed;
+}
+
+manta::PlacementGroupID ParsePlacementGroupId(const std::string& id) {
+  auto parsed = manta::PlacementGroupID::FromBinaryChecked(id);
+  if (!parsed.ok()) {
+    throw RayException("invalid placement group id (" + std::to_string(id.size()) + " bytes, expected 18)");
+  }
+  return *parsed;
+}
+
+// Where a task or actor runs, as the core worker takes it.
+manta::core::Placement ToCorePlacement(const PlacementOptions& placement) {
+  manta::core::Placement out;
+  if (placement.group_id.empty()) return out;
+  out.group = ParsePlacementGroupId(placement.group_id);
+  out.bundle_index = placement.bundle_index;
+  return out;
+}
+
+// A group as the API reports it. The API's enums share their values with the
+// protos'; a value the API does not know (a newer GCS) reads as UNRECOGNIZED.
+PlacementGroupInfo ToPlacementGroupInfo(const manta::rpc::PlacementGroupTableData& data) {
+  PlacementGroupInfo info;
+  info.id = data.placement_group_id();
+  info.options.name = data.name();
+  for (const manta::rpc::Bundle& bundle : data.bundles()) {
+    info.options.bundles.emplace_back(bundle.unit_resources().begin(), bundle.unit_resources().end());
+  }
+  const int strategy = data.strategy();
+  info.options.strategy = strategy >= 0 && strategy <= static_cast<int>(PlacementStrategy::STRICT_SPREAD)
+                              ? static_cast<PlacementStrategy>(strategy)
+                              : PlacementStrategy::UNRECOGNIZED;
+  const int state = data.state();
+  info.state = state >= 0 && state <= static_cast<int>(PlacementGroupState::RESCHEDULING)
+                   ? static_cast<PlacementGroupState>(state)
+                   : PlacementGroupState::UNRECOGNIZED;
+  return info;
 }
 
 std::vector<ObjectID> ParseIds(const std::vector<std::string>& ids) {
@@ -127,10 +165,14 @@ class NativeRuntime final : public RayRuntime {
                          const TaskOptions& options) override {
     std::string env = TaskRuntimeEnv(runtime_env_, options.serialized_runtime_env,
                                      "ray::Task(" + function_name + ").SetRuntimeEnv");
+    manta::core::TaskOptions core_options;
+    core_options.name = options.name;
+    core_options.resources.insert(options.resources.begin(), options.resources.end());
+    core_options.max_retries = options.max_retries;
+    core_options.runtime_env = std::move(env);
+    core_options.placement = ToCorePlacement(options.placement);
     Arguments converted = ConvertArguments(function_name, args);
-    std::map<std::string, double> resources(options.resources.begin(), options.resources.end());
-    auto id = core_->SubmitTask(function_name, std::move(converted.inputs), options.name, resources,
-                                options.max_retries, env);
+    auto id = core_->SubmitTask(function_name, std::move(converted.inputs), core_options);
     converted.ReleaseTemporaries(*core_);  // the submitted task holds its arguments now
     if (!id.ok()) ThrowStatus("submitting " + function_name + " failed", id.status());
     return id->Binary();
@@ -140,8 +182,9 @@ class NativeRuntime final : public RayRuntime {
                            const ActorCreationOptions& options) override {
     std::string env = TaskRuntimeEnv(runtime_env_, options.serialized_runtime_env,
                                      "ray::Actor(" + factory_name + ").SetRuntimeEnv");
-    Arguments converted = ConvertArguments(factory_name, args);
     manta::core::ActorCreationOptions core_options;
+    core_options.placement = ToCorePlacement(options.placement);
+    Arguments converted = ConvertArguments(factory_name, args);
     core_options.runtime_env = std::move(env);
     core_options.name = options.name;
     core_options.ray_namespace = options.ray_namespace;
@@ -188,6 +231,62 @@ class NativeRuntime final : public RayRuntime {
   }
 
   std::string GetNamespace() override { return core_->ray_namespace(); }
+
+  PlacementGroupInfo CreatePlacementGroup(const PlacementGroupCreationOptions& options) override {
+    std::vector<std::map<std::string, double>> bundles;
+    for (const auto& bundle : options.bundles) bundles.emplace_back(bundle.begin(), bundle.end());
+    auto id = core_->CreatePlacementGroup(options.name, bundles,
+                                          static_cast<manta::rpc::PlacementStrategy>(options.strategy));
+    if (!id.ok()) ThrowStatus("ray::CreatePlacementGroup", id.status());
+    return PlacementGroupInfo{id->Binary(), options, PlacementGroupState::PENDING};
+  }
+
+  void RemovePlacementGroup(const std::string& group_id) override {
+    manta::PlacementGroupID id = ParsePlacementGroupId(group_id);
+    absl::Status s = core_->RemovePlacementGroup(id);
+    if (absl::IsNotFound(s)) {
+      throw RayException("ray::RemovePlacementGroup: placement group " + id.Hex() + " was never created (" +
+                         std::string(s.message()) + ")");
+    }
+    if (!s.ok()) ThrowStatus("ray::RemovePlacementGroup", s);
+  }
+
+  bool WaitPlacementGroupReady(const std::string& group_id, int64_t timeout_ms) override {
+    manta::PlacementGroupID id = ParsePlacementGroupId(group_id);
+    auto ready = core_->WaitPlacementGroupReady(id, timeout_ms);
+    if (!ready.ok()) {
+      if (absl::IsNotFound(ready.status())) {
+        throw RayException("PlacementGroup::Wait: placement group " + id.Hex() + " was removed or never created (" +
+                           std::string(ready.status().message()) + ")");
+      }
+      ThrowStatus("PlacementGroup::Wait", ready.status());
+    }
+    return *ready;
+  }
+
+  std::optional<PlacementGroupInfo> GetPlacementGroupById(const std::string& group_id) override {
+    manta::PlacementGroupID id = ParsePlacementGroupId(group_id);
+    auto found = core_->GetPlacementGroup(id);
+    if (!found.ok()) ThrowStatus("ray::GetPlacementGroupById", found.status());
+    if (!found->has_value()) return std::nullopt;
+    return ToPlacementGroupInfo(**found);
+  }
+
+  std::optional<PlacementGroupInfo> GetPlacementGroupByName(const std::string& name) override {
+    auto found = core_->GetNamedPlacementGroup(name, "");
+    if (!found.ok()) ThrowStatus("ray::GetPlacementGroup", found.status());
+    if (!found->has_value()) return std::nullopt;
+    return ToPlacementGroupInfo(**found);
+  }
+
+  std::vector<PlacementGroupInfo> GetAllPlacementGroups() override {
+    auto all = core_->GetAllPlacementGroups();
+    if (!all.ok()) ThrowStatus("ray::GetAllPlacementGroups", all.status());
+    std::vector<PlacementGroupInfo> out;
+    out.reserve(all->size());
+    for (const manta::rpc::PlacementGroupTableData& data : *all) out.push_back(ToPlacementGroupInfo(data));
+    return out;
+  }
 
   std::string CurrentActorId() override {
     manta::ActorID actor = core_->CurrentActorId();

@@ -1,9 +1,11 @@
 // ray::Init / ray::Shutdown, the process-wide runtime slot behind GetRayRuntime(),
-// and the non-template parts of ray::Get and ray::Wait.
+// the non-template parts of ray::Get and ray::Wait, and the placement group
+// functions (checking what they are given before a runtime sees it).
 #include "ray/api.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -234,6 +236,118 @@ void Get(const std::vector<ObjectRef<void>>& objects) { Get(objects, -1); }
 void Get(const std::vector<ObjectRef<void>>& objects, int timeout_ms) {
   internal::RayRuntime* runtime = internal::RequireRuntime("ray::Get");
   runtime->Get(internal::IdsOf(objects, "ray::Get"), timeout_ms);  // throws the first error, if any
+}
+
+// ---------------------------------------------------------------- placement groups
+
+namespace internal {
+namespace {
+
+constexpr size_t kPlacementGroupIdBytes = 18;
+
+// Throws RayException naming `caller` unless `id` is a binary placement group id.
+void CheckPlacementGroupId(const std::string& id, const char* caller) {
+  if (id.size() == kPlacementGroupIdBytes) return;
+  throw RayException(std::string(caller) + ": malformed placement group id (" + std::to_string(id.size()) +
+                     " bytes; pass the 18-byte binary id of PlacementGroup::GetID(), not its hex)");
+}
+
+// Throws RayException naming what is wrong with `options` (and which bundle).
+void CheckPlacementGroupOptions(const PlacementGroupCreationOptions& options) {
+  const std::string caller = "ray::CreatePlacementGroup";
+  const int strategy = static_cast<int>(options.strategy);
+  if (strategy < static_cast<int>(PlacementStrategy::PACK) ||
+      strategy > static_cast<int>(PlacementStrategy::STRICT_SPREAD)) {
+    throw RayException(caller + ": the strategy is " +
+                       (options.strategy == PlacementStrategy::UNRECOGNIZED ? "UNRECOGNIZED"
+                                                                             : "out of range (" +
+                                                                                   std::to_string(strategy) + ")") +
+                       "; use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+  }
+  if (options.bundles.empty()) throw RayException(caller + ": the bundle list is empty; a group needs a bundle");
+  for (size_t i = 0; i < options.bundles.size(); ++i) {
+    const std::string bundle = "bundle " + std::to_string(i);
+    bool positive = false;
+    for (const auto& [name, quantity] : options.bundles[i]) {
+      if (name.empty()) throw RayException(caller + ": " + bundle + " names a resource with an empty name");
+      if (!std::isfinite(quantity) || quantity < 0) {
+        throw RayException(caller + ": " + bundle + " asks for " + std::to_string(quantity) + " of '" + name +
+                           "'; quantities must be finite and not negative");
+      }
+      positive = positive || quantity > 0;
+    }
+    if (!positive) {
+      throw RayException(caller + ": " + bundle + " is empty (no resource with a positive quantity)");
+    }
+  }
+}
+
+PlacementGroup ToPlacementGroup(PlacementGroupInfo info) {
+  return PlacementGroup(std::move(info.id), std::move(info.options), info.state);
+}
+
+}  // namespace
+
+PlacementOptions CheckedPlacement(const std::string& group_id, size_t num_bundles, int bundle_index,
+                                  const char* caller) {
+  if (group_id.empty()) {
+    throw RayException(std::string(caller) +
+                       ": the placement group is empty (default-constructed, or a lookup that found nothing)");
+  }
+  if (bundle_index < -1 || bundle_index >= static_cast<int64_t>(num_bundles)) {
+    throw RayException(std::string(caller) + ": bundle_index " + std::to_string(bundle_index) +
+                       " is out of range for placement group " + HexId(group_id) + ", which has " +
+                       std::to_string(num_bundles) + " bundle(s): pass 0 to " + std::to_string(num_bundles) +
+                       " - 1, or -1 for any bundle");
+  }
+  return PlacementOptions{group_id, bundle_index};
+}
+
+}  // namespace internal
+
+bool PlacementGroup::Wait(int timeout_seconds) {
+  if (callback_) return callback_(id_, timeout_seconds);
+  internal::RayRuntime* runtime = internal::RequireRuntime("PlacementGroup::Wait");
+  if (id_.empty()) {
+    throw internal::RayException("PlacementGroup::Wait: the placement group is empty (default-constructed, or a "
+                                 "lookup that found nothing)");
+  }
+  return runtime->WaitPlacementGroupReady(id_, static_cast<int64_t>(std::max(timeout_seconds, 0)) * 1000);
+}
+
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& create_options) {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::CreatePlacementGroup");
+  internal::CheckPlacementGroupOptions(create_options);
+  return internal::ToPlacementGroup(runtime->CreatePlacementGroup(create_options));
+}
+
+void RemovePlacementGroup(const std::string& placement_group_id) {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::RemovePlacementGroup");
+  internal::CheckPlacementGroupId(placement_group_id, "ray::RemovePlacementGroup");
+  runtime->RemovePlacementGroup(placement_group_id);
+}
+
+PlacementGroup GetPlacementGroupById(const std::string& id) {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::GetPlacementGroupById");
+  internal::CheckPlacementGroupId(id, "ray::GetPlacementGroupById");
+  std::optional<internal::PlacementGroupInfo> found = runtime->GetPlacementGroupById(id);
+  return found ? internal::ToPlacementGroup(std::move(*found)) : PlacementGroup();
+}
+
+PlacementGroup GetPlacementGroup(const std::string& name) {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::GetPlacementGroup");
+  if (name.empty()) throw internal::RayException("ray::GetPlacementGroup: the placement group name is empty");
+  std::optional<internal::PlacementGroupInfo> found = runtime->GetPlacementGroupByName(name);
+  return found ? internal::ToPlacementGroup(std::move(*found)) : PlacementGroup();
+}
+
+std::vector<PlacementGroup> GetAllPlacementGroups() {
+  internal::RayRuntime* runtime = internal::RequireRuntime("ray::GetAllPlacementGroups");
+  std::vector<PlacementGroup> groups;
+  for (internal::PlacementGroupInfo& info : runtime->GetAllPlacementGroups()) {
+    groups.push_back(internal::ToPlacementGroup(std::move(info)));
+  }
+  return groups;
 }
 
 }  // namespace ray

@@ -1,11 +1,13 @@
 // Small helpers shared by the core worker's parts: address conversion between the
-// wire form (rpc::Address) and core::Address, "ip:port" strings, and error values.
+// wire form (rpc::Address) and core::Address, "ip:port" strings, error values, and
+// a spec's placement.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "protos/common.pb.h"
+#include "src/core_worker/core_worker_types.h"
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/reference_counter.h"
 
@@ -58,6 +60,13 @@ inline rpc::ErrorInfo ToErrorInfo(const StoredObject& obj) {
   info.set_message(std::string(obj.error.message()));
   info.set_exception_type(obj.exception_type());
   return info;
+}
+
+// Sets spec.placement (TaskSpec.placement) from `placement`; nothing for a nil group.
+inline void SetPlacement(rpc::TaskSpec* spec, const Placement& placement) {
+  if (placement.group.IsNil()) return;
+  spec->mutable_placement()->set_placement_group_id(placement.group.Binary());
+  spec->mutable_placement()->set_bundle_index(placement.bundle_index);
 }
 
 }  // namespace manta::core

@@ -497,16 +497,16 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
 }
 
 absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
-                                                const std::string& name,
-                                                const std::map<std::string, double>& resources, int max_retries,
-                                                const std::string& runtime_env) {
+                                                const TaskOptions& options) {
   TaskID parent = CurrentTaskId();
   TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, NextTaskIndex());
   rpc::TaskSpec spec = NewTaskSpec(rpc::NORMAL_TASK, task_id, parent, function_name);
-  spec.set_max_retries(max_retries < 0 ? static_cast<int>(options_.config.task_max_retries) : max_retries);
-  if (!name.empty()) spec.set_name(name);
-  for (const auto& [resource, quantity] : resources) SetRequiredResource(&spec, resource, quantity);
-  if (!runtime_env.empty()) spec.set_runtime_env(runtime_env);
+  spec.set_max_retries(options.max_retries < 0 ? static_cast<int>(options_.config.task_max_retries)
+                                               : options.max_retries);
+  if (!options.name.empty()) spec.set_name(options.name);
+  for (const auto& [resource, quantity] : options.resources) SetRequiredResource(&spec, resource, quantity);
+  if (!options.runtime_env.empty()) spec.set_runtime_env(options.runtime_env);
+  SetPlacement(&spec, options.placement);
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
   return SubmitOwnedTask(std::move(spec), std::move(arg_ids));

@@ -24,8 +24,8 @@
 // to the actor's worker. In an actor with max_concurrency > 1 the execution thread
 // hands calls to a pool of that many threads, which run them and send their
 // replies themselves. Each thread running a task has its own TaskContext
-// (task_context.h); the actor-creation and named-actor calls wait on the loop for
-// the GCS (one round trip).
+// (task_context.h); the actor-creation, named-actor and placement group calls wait
+// on the loop for the GCS (one round trip; a placement group wait as long as asked).
 //
 // Shutdown cancels every RPC still in flight and lets the loop run their
 // callbacks before it stops, so no callback outlives the loop.
@@ -76,6 +76,7 @@ class GrpcServer;
 namespace manta::gcs {
 class GrpcGcsClient;
 class GcsSubscriber;
+class PlacementGroupInfoClientInterface;
 }
 
 namespace manta::core {
@@ -103,12 +104,11 @@ class CoreWorker {
 
   // --- Tasks (any thread) ---------------------------------------------------
   // Submits a normal task; returns its return object id carrying one local reference.
-  // `runtime_env`: the task's merged, canonical runtime env (src/common/runtime_env.h),
-  // empty for none; only workers started for it run the task.
+  // With a placement group (options.placement) the task runs in that bundle; when the
+  // group is removed (or was never created) its result is a PLACEMENT_GROUP_REMOVED
+  // error.
   absl::StatusOr<ObjectID> SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
-                                      const std::string& name,
-                                      const std::map<std::string, double>& resources, int max_retries,
-                                      const std::string& runtime_env = "");
+                                      const TaskOptions& options);
 
   // --- Actors (any thread) --------------------------------------------------
   // Creates an actor running the factory registered as `factory_name`. Returns once
@@ -127,6 +127,28 @@ class CoreWorker {
   // A live actor by name in `ray_namespace` (empty: the job's); nullopt when none.
   absl::StatusOr<std::optional<rpc::ActorTableData>> GetNamedActor(const std::string& name,
                                                                    const std::string& ray_namespace);
+
+  // --- Placement groups (any thread; each waits for the GCS, ARCHITECTURE.md §7) ---
+  // Registers a group in the job's namespace (bundles and strategy are validated by
+  // the GCS: INVALID_ARGUMENT) and returns its id at once; the GCS places it later.
+  // ALREADY_EXISTS when `name` (not empty) is taken in the namespace.
+  absl::StatusOr<PlacementGroupID> CreatePlacementGroup(const std::string& name,
+                                                        const std::vector<std::map<std::string, double>>& bundles,
+                                                        rpc::PlacementStrategy strategy);
+  // Removes a group (its actors are killed, its tasks fail). OK for a removed group;
+  // NOT_FOUND for one never created.
+  absl::Status RemovePlacementGroup(const PlacementGroupID& group_id);
+  // True once the group is CREATED, false when `timeout_ms` (>= 0) passes first.
+  // NOT_FOUND when it is removed or unknown.
+  absl::StatusOr<bool> WaitPlacementGroupReady(const PlacementGroupID& group_id, int64_t timeout_ms);
+  // A group as the GCS has it; nullopt when unknown. By name: a group of
+  // `ray_namespace` (empty: the job's) that is not REMOVED.
+  absl::StatusOr<std::optional<rpc::PlacementGroupTableData>> GetPlacementGroup(const PlacementGroupID& group_id);
+  absl::StatusOr<std::optional<rpc::PlacementGroupTableData>> GetNamedPlacementGroup(
+      const std::string& name, const std::string& ray_namespace);
+  // Every group of the cluster, removed ones included.
+  absl::StatusOr<std::vector<rpc::PlacementGroupTableData>> GetAllPlacementGroups();
+
   // The job's namespace (a fresh anonymous one unless RayConfig::ray_namespace).
   const std::string& ray_namespace() const { return options_.job_config.ray_namespace(); }
   bool default_actor_detached() const { return options_.job_config.default_actor_detached(); }
@@ -180,6 +202,13 @@ class CoreWorker {
   // Runs `fn` on the loop and waits for the status it reports.
   absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
                                 int64_t timeout_ms);
+  // A placement group call to the GCS: `request(gcs, callback)` runs on the loop.
+  template <typename Reply>
+  using PlacementGroupRequest = std::function<void(gcs::PlacementGroupInfoClientInterface&,
+                                                   std::function<void(const absl::Status&, Reply&&)>)>;
+  // Runs `request` and waits (at most timeout_ms) for its reply.
+  template <typename Reply>
+  absl::StatusOr<Reply> AskPlacementGroups(const PlacementGroupRequest<Reply>& request, int64_t timeout_ms);
   absl::Status FindLocalRaylet();
   // Cancels every RPC in flight and waits (bounded) until the loop ran their callbacks.
   void CancelRpcsAndDrain(int64_t timeout_ms);

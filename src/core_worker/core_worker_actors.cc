@@ -44,6 +44,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
   spec.set_name(options.class_name);
   for (const auto& [resource, quantity] : options.resources) SetRequiredResource(&spec, resource, quantity);
   if (!options.runtime_env.empty()) spec.set_runtime_env(options.runtime_env);
+  SetPlacement(&spec, options.placement);
   rpc::ActorCreationSpec* creation = spec.mutable_actor_creation();
   creation->set_actor_id(actor_id.Binary());
   creation->set_max_restarts(options.max_restarts);

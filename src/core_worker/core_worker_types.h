@@ -73,6 +73,25 @@ struct TaskOutput {
   bool exit_actor = false;
 };
 
+// Where a task or actor runs (TaskSpec.placement): in bundle `bundle_index` of
+// placement group `group`, or in any of its bundles (-1). A nil group: in none.
+struct Placement {
+  PlacementGroupID group;
+  int bundle_index = -1;
+};
+
+// What ray::Task(f) asks for (ARCHITECTURE.md §5).
+struct TaskOptions {
+  std::string name;  // empty: none
+  // Empty: one CPU.
+  std::map<std::string, double> resources;
+  int max_retries = -1;  // -1: Config::task_max_retries
+  // The task's merged, canonical runtime env (src/common/runtime_env.h); empty: none.
+  // Only workers started for it run the task.
+  std::string runtime_env;
+  Placement placement;
+};
+
 // What ray::Actor(factory) asks for (ARCHITECTURE.md §6).
 struct ActorCreationOptions {
   std::string name;           // empty: unnamed
@@ -85,6 +104,7 @@ struct ActorCreationOptions {
   std::string class_name;
   // The actor's merged, canonical runtime env (src/common/runtime_env.h); empty: none.
   std::string runtime_env;
+  Placement placement;
 };
 
 // A new actor: its id, and the object its handles count references on (carrying

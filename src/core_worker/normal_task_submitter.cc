@@ -19,6 +19,28 @@ constexpr double kPipelineTargetUs = 10000;
 // executor, so that empty tasks do not count as free.
 constexpr double kTaskOverheadUs = 5;
 constexpr char kEnvKeyPart[] = "|env:";
+constexpr char kPlacementKeyPart[] = "|pg:";
+
+// The hex id of a placement group named by a spec.
+std::string GroupHex(const rpc::PlacementGroupSchedulingOptions& placement) {
+  auto group = PlacementGroupID::FromBinaryChecked(placement.placement_group_id());
+  return group.ok() ? group->Hex() : "(malformed id)";
+}
+
+// Why the tasks of a key in a removed placement group fail.
+std::string PlacementGroupRemovedMessage(const rpc::PlacementGroupSchedulingOptions& placement,
+                                         const rpc::RequestWorkerLeaseReply& reply) {
+  std::string message = "the task's placement group " + GroupHex(placement) + " was removed (or never created)";
+  if (!reply.failure_message().empty()) message += ": " + reply.failure_message();
+  return message;
+}
+
+// The part of a scheduling key naming the task's placement group bundle ("|pg:<hex>:<index>"),
+// empty for a task in no group.
+std::string PlacementKeyPart(const rpc::PlacementGroupSchedulingOptions& placement) {
+  if (placement.placement_group_id().empty()) return "";
+  return kPlacementKeyPart + GroupHex(placement) + ":" + std::to_string(placement.bundle_index());
+}
 
 // A scheduling key for logs: without its runtime env, whose env_vars may hold secrets.
 std::string LogKey(const std::string& key) {
@@ -77,16 +99,19 @@ void NormalTaskSubmitter::Submit(TaskSpecPtr spec) {
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
       google::protobuf::Map<std::string, double> resources = ResourceMapOf(*spec);
-      // Per runtime env, in the shape itself: a lease (a worker started for one env)
-      // never serves tasks of another env, not even by AdoptIdleLease.
+      // Per runtime env and per placement group bundle, in the shape itself: a lease (a
+      // worker started for one env, holding one bundle's resources) never serves tasks
+      // of another env or bundle, not even by AdoptIdleLease.
       std::string env_suffix = spec->runtime_env().empty() ? std::string() : kEnvKeyPart + spec->runtime_env();
-      std::string key = SchedulingKey(resources) + "|" + spec->function_name() + env_suffix;
+      std::string placement = PlacementKeyPart(spec->placement());
+      std::string key = SchedulingKey(resources) + placement + "|" + spec->function_name() + env_suffix;
       KeyState& state = keys_[key];
       if (state.resources.empty()) {
         state.resources = std::move(resources);
         if (state.resources.empty()) state.resources["CPU"] = 1;
-        state.shape = SchedulingKey(state.resources) + env_suffix;
+        state.shape = SchedulingKey(state.resources) + placement + env_suffix;
         state.runtime_env = spec->runtime_env();
+        state.placement = spec->placement();
       }
       state.queue.push_back(std::move(spec));
       // Only an idle worker gets the task now. A busy one gets the tasks queued
@@ -139,6 +164,7 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
   request.set_backlog_size(static_cast<int64_t>(state.queue.size()));
   if (!state.queue.empty()) request.set_function_name(state.queue.front()->function_name());
   if (!state.runtime_env.empty()) request.set_runtime_env(state.runtime_env);
+  if (!state.placement.placement_group_id().empty()) *request.mutable_placement() = state.placement;
   std::weak_ptr<bool> alive = alive_;
   raylets_.Get(raylet_address)
       ->RequestWorkerLease(request, [this, alive, key, raylet_address, grant_or_reject](
@@ -189,6 +215,13 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
                      << " failed for good: " << reply.failure_message();
         FailQueuedTasks(state, rpc::RUNTIME_ENV_SETUP_FAILED,
                         "the task's runtime_env cannot be applied: " + reply.failure_message(), &later);
+        state.consecutive_lease_failures = 0;
+      } else if (!shutting_down_ && status.ok() && reply.rejected() && reply.placement_group_removed()) {
+        // Final too: the group's bundles are gone, and will not come back.
+        LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address
+                     << " rejected: its placement group was removed: " << reply.failure_message();
+        FailQueuedTasks(state, rpc::PLACEMENT_GROUP_REMOVED, PlacementGroupRemovedMessage(state.placement, reply),
+                        &later);
         state.consecutive_lease_failures = 0;
       } else if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
         std::string why = status.ok() ? reply.failure_message() : std::string(status.message());

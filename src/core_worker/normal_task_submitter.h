@@ -1,7 +1,8 @@
 // NormalTaskSubmitter: sends an owner's ready tasks to leased workers
 // (ARCHITECTURE.md §5 steps 4-5).
 //
-// Tasks are queued by scheduling key (resource shape + function + runtime env). For
+// Tasks are queued by scheduling key (resource shape + placement group bundle +
+// function + runtime env). For
 // a key with queued tasks and too few workers it asks the local raylet for a worker
 // lease (several in flight per key, up to max_pending_lease_requests_per_key); a spillback reply is
 // followed to the named raylet with grant_or_reject set. Granted workers get the
@@ -9,7 +10,10 @@
 // pipelining as many as fit in ~10 ms of the task time the workers report (at most
 // max_tasks_in_flight_per_worker; one while durations are unknown). A lease request
 // carries the key's runtime env; a reply saying the env cannot be applied fails the
-// key's queued tasks at once (RUNTIME_ENV_SETUP_FAILED), without retrying. A lease is
+// key's queued tasks at once (RUNTIME_ENV_SETUP_FAILED), without retrying. Likewise
+// a request carries the key's placement (TaskSpec.placement), and a reply saying the
+// placement group was removed fails the key's queued tasks (PLACEMENT_GROUP_REMOVED);
+// a lease in one bundle never serves tasks of another bundle or of no group. A lease is
 // reused while its key has work and is returned after worker_lease_idle_ms without
 // any; meanwhile an idle lease passes to another key of the same resource shape and
 // runtime env that has tasks queued (a lease is for a shape, not a function), so a program that
@@ -87,9 +91,11 @@ class NormalTaskSubmitter {
   struct KeyState {
     std::deque<TaskSpecPtr> queue;
     google::protobuf::Map<std::string, double> resources;
-    // SchedulingKey(resources) and the runtime env: keys of one shape share leases.
+    // SchedulingKey(resources), the placement and the runtime env: keys of one shape
+    // share leases.
     std::string shape;
     std::string runtime_env;  // of every task of the key (TaskSpec.runtime_env)
+    rpc::PlacementGroupSchedulingOptions placement;  // of every task of the key
     int64_t pending_lease_requests = 0;
     std::vector<std::string> leases;  // lease ids
     int64_t consecutive_lease_failures = 0;

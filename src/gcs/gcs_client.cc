@@ -1,5 +1,12 @@
 #include "src/gcs/gcs_client.h"
 
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "src/common/id.h"
+#include "src/common/util.h"
+
 namespace manta::gcs {
 
 using NodeStub = rpc::NodeInfoGcsService::Stub;
@@ -7,10 +14,12 @@ using PubSubStub = rpc::InternalPubSubGcsService::Stub;
 using JobStub = rpc::JobInfoGcsService::Stub;
 using WorkerStub = rpc::WorkerInfoGcsService::Stub;
 using ActorStub = rpc::ActorInfoGcsService::Stub;
+using PlacementGroupStub = rpc::PlacementGroupInfoGcsService::Stub;
 
 GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
-    : node_(loop, address, options), pubsub_(loop, address, options), job_(loop, address, options),
-      worker_(loop, address, options), actor_(loop, address, options) {}
+    : loop_(loop), rpc_deadline_ms_(options.deadline_ms), node_(loop, address, options),
+      pubsub_(loop, address, options), job_(loop, address, options), worker_(loop, address, options),
+      actor_(loop, address, options), placement_group_(loop, address, options) {}
 
 void GrpcGcsClient::AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) {
   rpc::RegisterNodeRequest request;
@@ -131,6 +140,117 @@ void GrpcGcsClient::AsyncReportActorOutOfScope(const std::string& actor_id,
   request.set_actor_id(actor_id);
   actor_.Call(&ActorStub::async::ReportActorOutOfScope, "ReportActorOutOfScope", std::move(request), std::move(cb),
               {0, true});
+}
+
+// Creating the same group id again is answered OK, so retries are safe.
+void GrpcGcsClient::AsyncCreatePlacementGroup(const rpc::PlacementGroupTableData& group,
+                                              Callback<rpc::CreatePlacementGroupReply> cb) {
+  rpc::CreatePlacementGroupRequest request;
+  *request.mutable_placement_group() = group;
+  placement_group_.Call(&PlacementGroupStub::async::CreatePlacementGroup, "CreatePlacementGroup", std::move(request),
+                        std::move(cb), {0, true});
+}
+
+// Removing a removed group is OK, so a retry after a lost reply is too.
+void GrpcGcsClient::AsyncRemovePlacementGroup(const std::string& group_id,
+                                              Callback<rpc::RemovePlacementGroupReply> cb) {
+  rpc::RemovePlacementGroupRequest request;
+  request.set_placement_group_id(group_id);
+  placement_group_.Call(&PlacementGroupStub::async::RemovePlacementGroup, "RemovePlacementGroup", std::move(request),
+                        std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncGetPlacementGroup(const std::string& group_id, Callback<rpc::GetPlacementGroupReply> cb) {
+  rpc::GetPlacementGroupRequest request;
+  request.set_placement_group_id(group_id);
+  placement_group_.Call(&PlacementGroupStub::async::GetPlacementGroup, "GetPlacementGroup", std::move(request),
+                        std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncGetNamedPlacementGroup(const std::string& name, const std::string& ray_namespace,
+                                                Callback<rpc::GetNamedPlacementGroupReply> cb) {
+  rpc::GetNamedPlacementGroupRequest request;
+  request.set_name(name);
+  request.set_ray_namespace(ray_namespace);
+  placement_group_.Call(&PlacementGroupStub::async::GetNamedPlacementGroup, "GetNamedPlacementGroup",
+                        std::move(request), std::move(cb), {0, true});
+}
+
+void GrpcGcsClient::AsyncGetAllPlacementGroup(Callback<rpc::GetAllPlacementGroupReply> cb) {
+  placement_group_.Call(&PlacementGroupStub::async::GetAllPlacementGroup, "GetAllPlacementGroup",
+                        rpc::GetAllPlacementGroupRequest(), std::move(cb), {0, true});
+}
+
+namespace {
+
+// A wait asks the GCS for at most this long at a time, so that a GCS gone silent
+// (no connection reset) is asked again rather than waited for until a far deadline.
+constexpr int64_t kPlacementWaitSliceMs = 60000;
+// The pause before asking again after a transient failure (the GCS restarting).
+constexpr int64_t kPlacementWaitRetryMs = 200;
+
+// One placement group wait across its attempts. Holds a copy of the client (which
+// shares its channel and calls) so that no attempt refers to the GcsClient itself.
+struct PlacementWait {
+  rpc::GrpcClient<rpc::PlacementGroupInfoGcsService> client;
+  EventLoop* loop;
+  int64_t rpc_deadline_ms;
+  std::shared_ptr<GrpcGcsClient::WaitTracker> tracker;
+  std::string group_id;
+  int64_t deadline_ms;  // MonotonicMs() when the caller's timeout passes
+  GrpcGcsClient::Callback<rpc::WaitPlacementGroupUntilReadyReply> callback;
+};
+
+void FinishWait(const std::shared_ptr<PlacementWait>& wait, const absl::Status& status,
+                rpc::WaitPlacementGroupUntilReadyReply&& reply) {
+  wait->callback(status, std::move(reply));
+  wait->tracker->active.fetch_sub(1);
+}
+
+void WaitAttempt(std::shared_ptr<PlacementWait> wait) {
+  const int64_t left = std::max<int64_t>(wait->deadline_ms - MonotonicMs(), 0);
+  rpc::WaitPlacementGroupUntilReadyRequest request;
+  request.set_placement_group_id(wait->group_id);
+  request.set_timeout_ms(std::min(left, kPlacementWaitSliceMs));
+  // The GCS holds the call for timeout_ms: its deadline allows one RPC deadline more.
+  rpc::CallOptions options{request.timeout_ms() + wait->rpc_deadline_ms, /*idempotent=*/false};
+  wait->client.Call(
+      &PlacementGroupStub::async::WaitPlacementGroupUntilReady, "WaitPlacementGroupUntilReady", std::move(request),
+      GrpcGcsClient::Callback<rpc::WaitPlacementGroupUntilReadyReply>(
+          [wait](const absl::Status& s, rpc::WaitPlacementGroupUntilReadyReply&& reply) {
+            const int64_t now = MonotonicMs();
+            const bool time_left = now < wait->deadline_ms;
+            if (s.ok() && !reply.ready() && time_left) return WaitAttempt(wait);  // a slice ended
+            const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+            if (!transient) return FinishWait(wait, s, std::move(reply));
+            if (time_left && !wait->tracker->cancelled.load()) {
+              const int64_t pause = std::min(kPlacementWaitRetryMs, wait->deadline_ms - now);
+              wait->loop->PostAfter("GcsClient.RetryPlacementGroupWait", pause, [wait] {
+                if (wait->tracker->cancelled.load()) {
+                  return FinishWait(wait, absl::CancelledError("the client is shutting down"), {});
+                }
+                WaitAttempt(wait);
+              });
+              return;
+            }
+            // The timeout passed while the GCS could not answer: not known to be created.
+            auto id = PlacementGroupID::FromBinaryChecked(wait->group_id);
+            LOG(WARNING) << "waiting for placement group " << (id.ok() ? id->Hex() : "(malformed id)")
+                         << ": the GCS did not answer before the timeout (" << s << ")";
+            FinishWait(wait, absl::OkStatus(), rpc::WaitPlacementGroupUntilReadyReply());
+          }),
+      options);
+}
+
+}  // namespace
+
+void GrpcGcsClient::AsyncWaitPlacementGroupUntilReady(const std::string& group_id, int64_t timeout_ms,
+                                                      Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) {
+  waits_->active.fetch_add(1);
+  auto wait = std::make_shared<PlacementWait>(PlacementWait{placement_group_, &loop_, rpc_deadline_ms_, waits_,
+                                                            group_id, MonotonicMs() + std::max<int64_t>(timeout_ms, 0),
+                                                            std::move(cb)});
+  WaitAttempt(std::move(wait));
 }
 
 }  // namespace manta::gcs

@@ -5,6 +5,7 @@
 // is ridden out); the rest fail fast. Loop thread only.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,7 +64,34 @@ class ActorInfoClientInterface {
                                           Callback<rpc::ReportActorOutOfScopeReply> cb) = 0;
 };
 
-class GrpcGcsClient : public GcsClientInterface, public ActorInfoClientInterface {
+// The placement group calls (PlacementGroupInfoGcsService, ARCHITECTURE.md §7): what a
+// core worker needs to create, remove, wait for and look up placement groups. The
+// semantics of each reply are those documented in protos/gcs.proto.
+class PlacementGroupInfoClientInterface {
+ public:
+  template <typename Reply>
+  using Callback = std::function<void(const absl::Status&, Reply&&)>;
+  virtual ~PlacementGroupInfoClientInterface() = default;
+  // INVALID_ARGUMENT for bad bundles or strategy; ALREADY_EXISTS when the name is
+  // taken in the namespace. Creating the same id again is OK.
+  virtual void AsyncCreatePlacementGroup(const rpc::PlacementGroupTableData& group,
+                                         Callback<rpc::CreatePlacementGroupReply> cb) = 0;
+  // OK for a group already removed; NOT_FOUND for an id never created.
+  virtual void AsyncRemovePlacementGroup(const std::string& group_id, Callback<rpc::RemovePlacementGroupReply> cb) = 0;
+  virtual void AsyncGetPlacementGroup(const std::string& group_id, Callback<rpc::GetPlacementGroupReply> cb) = 0;
+  virtual void AsyncGetNamedPlacementGroup(const std::string& name, const std::string& ray_namespace,
+                                           Callback<rpc::GetNamedPlacementGroupReply> cb) = 0;
+  virtual void AsyncGetAllPlacementGroup(Callback<rpc::GetAllPlacementGroupReply> cb) = 0;
+  // Answers ready = true once the group is CREATED, ready = false when `timeout_ms`
+  // (>= 0) passes first; NOT_FOUND when the group is removed or unknown. The answer
+  // comes within about timeout_ms plus one RPC deadline, whatever the GCS does.
+  virtual void AsyncWaitPlacementGroupUntilReady(const std::string& group_id, int64_t timeout_ms,
+                                                 Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) = 0;
+};
+
+class GrpcGcsClient : public GcsClientInterface,
+                      public ActorInfoClientInterface,
+                      public PlacementGroupInfoClientInterface {
  public:
   template <typename Reply>
   using Callback = GcsClientInterface::Callback<Reply>;
@@ -93,25 +121,54 @@ class GrpcGcsClient : public GcsClientInterface, public ActorInfoClientInterface
   void AsyncGetAllActorInfo(Callback<rpc::GetAllActorInfoReply> cb) override;
   void AsyncKillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) override;
   void AsyncReportActorOutOfScope(const std::string& actor_id, Callback<rpc::ReportActorOutOfScopeReply> cb) override;
+  void AsyncCreatePlacementGroup(const rpc::PlacementGroupTableData& group,
+                                 Callback<rpc::CreatePlacementGroupReply> cb) override;
+  void AsyncRemovePlacementGroup(const std::string& group_id, Callback<rpc::RemovePlacementGroupReply> cb) override;
+  void AsyncGetPlacementGroup(const std::string& group_id, Callback<rpc::GetPlacementGroupReply> cb) override;
+  void AsyncGetNamedPlacementGroup(const std::string& name, const std::string& ray_namespace,
+                                   Callback<rpc::GetNamedPlacementGroupReply> cb) override;
+  void AsyncGetAllPlacementGroup(Callback<rpc::GetAllPlacementGroupReply> cb) override;
+  // A long-held call, asked again (for what is left of timeout_ms) when it fails
+  // transiently, so a GCS restart shorter than the timeout is ridden out; once the
+  // timeout passed with the GCS unreachable the answer is ready = false.
+  void AsyncWaitPlacementGroupUntilReady(const std::string& group_id, int64_t timeout_ms,
+                                         Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) override;
 
   // Shutdown: cancels every call in flight (callbacks still run on the loop).
   void CancelAll() {
+    waits_->cancelled.store(true);
     node_.CancelAll();
     pubsub_.CancelAll();
     job_.CancelAll();
     worker_.CancelAll();
     actor_.CancelAll();
+    placement_group_.CancelAll();
   }
+  // Zero when no call awaits its callback (a placement group wait counts until its
+  // callback ran, also between its attempts).
   int64_t InFlight() const {
-    return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight() + actor_.InFlight();
+    return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight() + actor_.InFlight() +
+           placement_group_.InFlight() + waits_->active.load();
   }
 
+  // Placement group waits not yet answered, and whether CancelAll ran (a wait between
+  // attempts then ends CANCELLED instead of asking again). Shared with the waits,
+  // which may outlive the client.
+  struct WaitTracker {
+    std::atomic<int64_t> active{0};
+    std::atomic<bool> cancelled{false};
+  };
+
  private:
+  EventLoop& loop_;
+  const int64_t rpc_deadline_ms_;
   rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
   rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;
   rpc::GrpcClient<rpc::JobInfoGcsService> job_;
   rpc::GrpcClient<rpc::WorkerInfoGcsService> worker_;
   rpc::GrpcClient<rpc::ActorInfoGcsService> actor_;
+  rpc::GrpcClient<rpc::PlacementGroupInfoGcsService> placement_group_;
+  std::shared_ptr<WaitTracker> waits_ = std::make_shared<WaitTracker>();
 };
 
 }  // namespace manta::gcs

@@ -1,11 +1,14 @@
 // FakeRuntime: a scriptable RayRuntime for API unit tests. Records every call;
 // Put stores bytes in a map that Get reads back; SubmitTask records the task and
-// returns a fresh id. Install it with ScopedFakeRuntime (uninstalls on exit).
+// returns a fresh id; placement groups are recorded (created PENDING, every wait
+// answers true, lookups find nothing). Install it with ScopedFakeRuntime (uninstalls
+// on exit).
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -86,6 +89,29 @@ class FakeRuntime : public ray::internal::RayRuntime {
     return name == "known" ? std::string(16, 'k') : "";
   }
   std::string GetNamespace() override { return "fake-namespace"; }
+  ray::internal::PlacementGroupInfo CreatePlacementGroup(const ray::PlacementGroupCreationOptions& options) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string id = "pg-" + std::to_string(++next_);
+    id.resize(18, '\0');
+    created_groups_.push_back(options);
+    return {id, options, ray::PlacementGroupState::PENDING};
+  }
+  void RemovePlacementGroup(const std::string& group_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    removed_groups_.push_back(group_id);
+  }
+  bool WaitPlacementGroupReady(const std::string& group_id, int64_t timeout_ms) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    group_waits_.emplace_back(group_id, timeout_ms);
+    return true;
+  }
+  std::optional<ray::internal::PlacementGroupInfo> GetPlacementGroupById(const std::string&) override {
+    return std::nullopt;
+  }
+  std::optional<ray::internal::PlacementGroupInfo> GetPlacementGroupByName(const std::string&) override {
+    return std::nullopt;
+  }
+  std::vector<ray::internal::PlacementGroupInfo> GetAllPlacementGroups() override { return {}; }
   std::string CurrentActorId() override { return ""; }
   bool WasCurrentActorRestarted() override { return false; }
   void AddLocalReference(const std::string& id) override {
@@ -119,6 +145,9 @@ class FakeRuntime : public ray::internal::RayRuntime {
   std::vector<ray::internal::ActorCreationOptions>& created_actors() { return created_actors_; }
   std::vector<std::pair<std::string, std::string>>& actor_calls() { return actor_calls_; }
   std::vector<std::pair<std::string, bool>>& kills() { return kills_; }
+  std::vector<ray::PlacementGroupCreationOptions>& created_groups() { return created_groups_; }
+  std::vector<std::string>& removed_groups() { return removed_groups_; }
+  std::vector<std::pair<std::string, int64_t>>& group_waits() { return group_waits_; }
 
  private:
   std::string NextId() {
@@ -137,6 +166,9 @@ class FakeRuntime : public ray::internal::RayRuntime {
   std::vector<ray::internal::ActorCreationOptions> created_actors_;
   std::vector<std::pair<std::string, std::string>> actor_calls_;
   std::vector<std::pair<std::string, bool>> kills_;
+  std::vector<ray::PlacementGroupCreationOptions> created_groups_;
+  std::vector<std::string> removed_groups_;
+  std::vector<std::pair<std::string, int64_t>> group_waits_;
 };
 
 // Installs a FakeRuntime as the process's runtime for the scope's lifetime.

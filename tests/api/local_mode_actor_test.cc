@@ -13,6 +13,7 @@
 
 #include "ray/api.h"
 #include "src/api/local_mode_runtime.h"
+#include "tests/api/local_mode_fixture.h"
 #include "tests/test_util/test_util.h"
 
 namespace {
@@ -68,18 +69,9 @@ int AddThrough(ray::ActorHandle<Counter> counter, int x) { return *counter.Task(
 RAY_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Record, &Counter::RestartedAtCreation,
            &Counter::Exit, &Counter::Namespace, Latch::Create, &Latch::Arrive, Ten, AddThrough);
 
-class LocalModeActorTest : public ::testing::Test {
+class LocalModeActorTest : public manta::testing::LocalModeFixture {
  protected:
-  void SetUp() override {
-    ray::RayConfig config;
-    config.local_mode = true;
-    config.ray_namespace = "local-ns";
-    ray::Init(config);
-  }
-  void TearDown() override { ray::Shutdown(); }
-  static ray::internal::LocalModeRuntime& Runtime() {
-    return *dynamic_cast<ray::internal::LocalModeRuntime*>(ray::internal::GetRayRuntime());
-  }
+  LocalModeActorTest() : LocalModeFixture("local-ns") {}
 };
 
 TEST_F(LocalModeActorTest, CallsRunInOrderWithValuesAndRefs) {

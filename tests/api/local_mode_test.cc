@@ -13,6 +13,7 @@
 
 #include "ray/api.h"
 #include "src/api/local_mode_runtime.h"
+#include "tests/api/local_mode_fixture.h"
 #include "tests/test_util/test_util.h"
 
 namespace {
@@ -63,21 +64,9 @@ int Nested(int depth) {
 RAY_REMOTE(Plus, PlusOne, Sum, Deposit, Throws, ThrowsInt, CountCall, SleepThenReturn, SumArray, MakeRef,
            ReadRef, Nested);
 
-class LocalModeTest : public ::testing::Test {
+class LocalModeTest : public manta::testing::LocalModeFixture {
  protected:
-  void SetUp() override {
-    ray::RayConfig config;
-    config.local_mode = true;
-    config.num_cpus = 2;
-    ray::Init(config);
-  }
-  void TearDown() override { ray::Shutdown(); }
-
-  static ray::internal::LocalModeRuntime& Runtime() {
-    auto* runtime = dynamic_cast<ray::internal::LocalModeRuntime*>(ray::internal::GetRayRuntime());
-    EXPECT_NE(runtime, nullptr);
-    return *runtime;
-  }
+  LocalModeTest() : LocalModeFixture("", /*num_cpus=*/2) {}
 };
 
 TEST_F(LocalModeTest, PutAndGet) {

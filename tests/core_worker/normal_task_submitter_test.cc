@@ -1,6 +1,7 @@
 // NormalTaskSubmitter + TaskManager with fake raylets and workers: lease requests,
 // reuse, spillback, batching and pipelining, idle return, retries after worker
-// death, and errors stored as values. One EventLoop driven by the test.
+// death, runtime envs and placement groups in the scheduling key, and errors stored
+// as values. One EventLoop driven by the test.
 #include "src/core_worker/normal_task_submitter.h"
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "src/core_worker/fake_task_channel.h"
 #include "src/raylet/fake_raylet_client.h"
 #include "src/common/task_resources.h"
+#include "src/common/util.h"
 #include "tests/core_worker/noop_borrower_client.h"
 
 namespace manta::core {
@@ -64,7 +66,8 @@ class SubmitterTest : public ::testing::Test {
 
   // Submits a task through the task manager as the core worker does.
   ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}, size_t arg_bytes = 0,
-                  const std::string& function = "f", const std::string& runtime_env = "") {
+                  const std::string& function = "f", const std::string& runtime_env = "",
+                  const Placement& placement = {}) {
     TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
     rpc::TaskSpec spec;
     spec.set_task_id(task_id.Binary());
@@ -75,6 +78,7 @@ class SubmitterTest : public ::testing::Test {
     for (const auto& [k, v] : resources) SetRequiredResource(&spec, k, v);
     if (arg_bytes > 0) spec.add_args()->set_data(std::string(arg_bytes, 'a'));
     if (!runtime_env.empty()) spec.set_runtime_env(runtime_env);
+    SetPlacement(&spec, placement);
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
@@ -213,6 +217,69 @@ TEST_F(SubmitterTest, ARuntimeEnvThatCannotBeAppliedFailsItsTasksAtOnce) {
   // Not retried: no new lease request for the env; the other key is untouched.
   EXPECT_EQ(LocalRaylet().leases.size(), 2u);
   EXPECT_EQ(store_.GetIfExists(plain), nullptr);
+}
+
+TEST_F(SubmitterTest, LeasesAreNeverSharedAcrossPlacementGroupBundles) {
+  const PlacementGroupID group = PlacementGroupID::FromRandom();
+  const PlacementGroupID other = PlacementGroupID::FromRandom();
+  Submit(3, {}, 0, "f", "", {group, 0});
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  const rpc::RequestWorkerLeaseRequest& first = LocalRaylet().leases.front().request;
+  EXPECT_EQ(first.placement().placement_group_id(), group.Binary());
+  EXPECT_EQ(first.placement().bundle_index(), 0);
+  EXPECT_EQ(first.required_resources().at("CPU"), 1) << "the raylet turns resources into the bundle's";
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  // The lease of bundle 0 is idle. The same function and shape in another bundle, in
+  // any bundle (-1), in another group or in none asks for a lease of its own.
+  Submit(3, {}, 0, "f", "", {group, 1});
+  Submit(3, {}, 0, "f", "", {group, -1});
+  Submit(3, {}, 0, "f", "", {other, 0});
+  Submit(3, {}, 0, "f");
+  EXPECT_EQ(Worker(3000).pushes.size(), 0u);
+  ASSERT_EQ(LocalRaylet().leases.size(), 4u);
+  const auto placement_of = [&](size_t i) { return LocalRaylet().leases[i].request.placement(); };
+  EXPECT_EQ(placement_of(0).placement_group_id(), group.Binary());
+  EXPECT_EQ(placement_of(0).bundle_index(), 1);
+  EXPECT_EQ(placement_of(1).placement_group_id(), group.Binary());
+  EXPECT_EQ(placement_of(1).bundle_index(), -1);
+  EXPECT_EQ(placement_of(2).placement_group_id(), other.Binary());
+  EXPECT_FALSE(LocalRaylet().leases[3].request.has_placement());
+  // Another function in bundle 0 of the group does take the idle lease.
+  Submit(3, {}, 0, "g", "", {group, 0});
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3000).pushes.front().request.tasks(0).function_name(), "g");
+  EXPECT_EQ(LocalRaylet().leases.size(), 4u);
+}
+
+TEST_F(SubmitterTest, ARemovedPlacementGroupFailsItsQueuedTasksAtOnce) {
+  const PlacementGroupID group = PlacementGroupID::FromRandom();
+  ObjectID a = Submit(3, {}, 0, "f", "", {group, 0});
+  ObjectID b = Submit(3, {}, 0, "f", "", {group, 0});
+  ObjectID plain = Submit();
+  ASSERT_EQ(LocalRaylet().leases.size(), 3u);  // two for the group's key, then the plain one
+  auto rejected = std::move(LocalRaylet().leases.front());
+  LocalRaylet().leases.pop_front();
+  rpc::RequestWorkerLeaseReply reply;
+  reply.set_rejected(true);
+  reply.set_placement_group_removed(true);
+  reply.set_failure_message("placement group " + group.Hex() + " is removed");
+  rejected.callback(absl::OkStatus(), std::move(reply));
+  loop_.RunUntilIdle();
+  for (const ObjectID& id : {a, b}) {
+    auto value = store_.GetIfExists(id);
+    ASSERT_NE(value, nullptr);
+    EXPECT_EQ(value->error_type, rpc::PLACEMENT_GROUP_REMOVED);
+    EXPECT_NE(value->error.message().find(group.Hex()), std::string::npos) << value->error.message();
+  }
+  // Not retried: no new lease request for the group, even after the retry delay;
+  // the plain task is untouched.
+  DriveUntil(loop_, [start = MonotonicMs()] { return MonotonicMs() - start > 250; });
+  EXPECT_EQ(LocalRaylet().leases.size(), 2u);
+  EXPECT_EQ(store_.GetIfExists(plain), nullptr);
+  EXPECT_EQ(tasks_.NumPending(), 1u);
 }
 
 TEST_F(SubmitterTest, ALeaseThatGoesIdlePassesToAFunctionWaitingForOne) {

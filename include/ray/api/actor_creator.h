@@ -23,6 +23,12 @@
 //                                 over the job's (ray/api/runtime_env.h), kept across
 //                                 restarts; an env that cannot be applied makes the
 //                                 actor DEAD and its calls throw RayRuntimeEnvException
+//   SetPlacementGroup(group, i)   live in bundle i of the placement group (-1: any of its
+//                                 bundles), holding the bundle's reserved resources
+//                                 (ray/api/placement_group.h); Remote throws RayException
+//                                 for an empty group or i < -1 or i >= its bundles. When
+//                                 the group is removed (or never existed) the actor is
+//                                 DEAD: its calls throw RayActorException
 //
 // Creation is asynchronous: calls made before the actor is up wait for it. A factory
 // that throws makes the actor DEAD: every call fails with RayActorException carrying
@@ -40,6 +46,7 @@
 #include "ray/api/actor_handle.h"
 #include "ray/api/function_manager.h"
 #include "ray/api/function_traits.h"
+#include "ray/api/placement_group.h"
 #include "ray/api/ray_runtime.h"
 #include "ray/api/task_caller.h"
 
@@ -87,6 +94,10 @@ class ActorCreator {
     options_.serialized_runtime_env = runtime_env.Serialize();
     return *this;
   }
+  ActorCreator& SetPlacementGroup(const PlacementGroup& group, int bundle_index) {
+    placement_.Set(group, bundle_index);
+    return *this;
+  }
 
   template <typename... Args>
   ActorHandle<ActorType> Remote(Args&&... args) {
@@ -105,6 +116,7 @@ class ActorCreator {
   template <size_t... I, typename... Args>
   ActorHandle<ActorType> Create(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ray::Actor(...).Remote()");
+    placement_.Apply(&options_.placement, "ray::Actor(...).SetPlacementGroup(group, bundle_index).Remote()");
     const FunctionKey key = KeyOfFunction(factory_);
     std::string name = FunctionManager::Instance().GetFunctionName(key);
     if (name.empty() || FunctionManager::Instance().GetActorFactory(name) == nullptr) {
@@ -121,6 +133,7 @@ class ActorCreator {
 
   F factory_;
   ActorCreationOptions options_;
+  PlacementRequest placement_;
 };
 
 }  // namespace internal

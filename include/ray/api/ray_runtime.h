@@ -14,9 +14,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "ray/api/placement_group.h"
 
 namespace ray {
 namespace internal {
@@ -70,6 +73,9 @@ struct TaskOptions {
   // RuntimeEnv::Serialize() of the task's own runtime env; empty when none was set.
   // The runtime merges it over the parent's env (ray/api/runtime_env.h).
   std::string serialized_runtime_env;
+  // The placement group bundle the task runs in (SetPlacementGroup, checked against
+  // the group's bundles); empty group_id: none.
+  PlacementOptions placement;
 };
 
 // What ray::Actor(factory) was told (ray/api/actor_creator.h).
@@ -87,6 +93,16 @@ struct ActorCreationOptions {
   std::string class_name;
   // As TaskOptions::serialized_runtime_env, for the actor's process.
   std::string serialized_runtime_env;
+  // As TaskOptions::placement: the bundle the actor lives in.
+  PlacementOptions placement;
+};
+
+// A placement group as a runtime reports it: its binary id (18 bytes), what it was
+// created with, and its state now.
+struct PlacementGroupInfo {
+  std::string id;
+  PlacementGroupCreationOptions options;
+  PlacementGroupState state = PlacementGroupState::UNRECOGNIZED;
 };
 
 // A new actor: its id (16 bytes) and the id of the object its handles count
@@ -150,6 +166,24 @@ class RayRuntime {
   virtual std::string GetNamedActor(const std::string& name, const std::string& ray_namespace) = 0;
   // The job's namespace.
   virtual std::string GetNamespace() = 0;
+
+  // Placement groups (ray/api/placement_group.h). Ids are binary (18 bytes); the API
+  // has checked their size, the options and the names (ray::CreatePlacementGroup).
+  // Registers a group in the job's namespace and returns at once with its id and
+  // state (PENDING until placed). Throws RayException when the name is taken there.
+  virtual PlacementGroupInfo CreatePlacementGroup(const PlacementGroupCreationOptions& options) = 0;
+  // Removes the group; a removed group is fine. Throws RayException for an id never
+  // created.
+  virtual void RemovePlacementGroup(const std::string& group_id) = 0;
+  // True once the group is CREATED, false when `timeout_ms` (>= 0) passes first.
+  // Throws RayException when it is removed or unknown.
+  virtual bool WaitPlacementGroupReady(const std::string& group_id, int64_t timeout_ms) = 0;
+  // The group with this id, or the group not REMOVED named `name` in the job's
+  // namespace; nullopt when there is none.
+  virtual std::optional<PlacementGroupInfo> GetPlacementGroupById(const std::string& group_id) = 0;
+  virtual std::optional<PlacementGroupInfo> GetPlacementGroupByName(const std::string& name) = 0;
+  // Every group, removed ones included.
+  virtual std::vector<PlacementGroupInfo> GetAllPlacementGroups() = 0;
   // In an actor's process: the actor's id (empty elsewhere), and whether this run
   // of it is a restart.
   virtual std::string CurrentActorId() = 0;

@@ -12,6 +12,12 @@
 //   SetRuntimeEnv(env)            the runtime environment the task runs in, merged over
 //                                 the job's (ray/api/runtime_env.h); a task whose env
 //                                 cannot be applied fails with RayRuntimeEnvException
+//   SetPlacementGroup(group, i)   run in bundle i of the placement group (-1: any of its
+//                                 bundles), using the bundle's reserved resources
+//                                 (ray/api/placement_group.h); Remote throws RayException
+//                                 for an empty group or i < -1 or i >= its bundles. When
+//                                 the group is removed (or never existed) the task fails:
+//                                 Get throws RayException naming the group
 //
 // Arguments of Remote, one per parameter of f, checked at compile time:
 //   - a value implicitly convertible to the parameter's type: serialized and sent;
@@ -40,6 +46,7 @@
 #include "ray/api/function_manager.h"
 #include "ray/api/function_traits.h"
 #include "ray/api/object_ref.h"
+#include "ray/api/placement_group.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
 #include "ray/api/runtime_env.h"
@@ -132,6 +139,10 @@ class TaskCaller {
     options_.serialized_runtime_env = runtime_env.Serialize();
     return *this;
   }
+  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index) {
+    placement_.Set(group, bundle_index);
+    return *this;
+  }
 
   // Submits the task; see the top of this file.
   template <typename... Args>
@@ -151,6 +162,7 @@ class TaskCaller {
   template <size_t... I, typename... Args>
   ObjectRef<ReturnType> Submit(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ray::Task(...).Remote()");
+    placement_.Apply(&options_.placement, "ray::Task(...).SetPlacementGroup(group, bundle_index).Remote()");
     const FunctionKey key = KeyOfFunction(function_);
     std::string name = FunctionManager::Instance().GetFunctionName(key);
     if (name.empty()) throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(key));
@@ -162,6 +174,7 @@ class TaskCaller {
 
   F function_;
   TaskOptions options_;
+  PlacementRequest placement_;
 };
 
 }  // namespace internal
