@@ -130,9 +130,9 @@ std::vector<std::string> IdsOf(const std::vector<ObjectRef<T>>& objects, const c
 }
 
 template <typename T>
-std::vector<std::shared_ptr<T>> GetObjects(const std::vector<ObjectRef<T>>& objects, int64_t timeout_ms) {
+std::vector<std::shared_ptr<T>> GetObjectsById(const std::vector<std::string>& ids, int64_t timeout_ms) {
   RayRuntime* runtime = RequireRuntime("ray::Get");
-  std::vector<std::string> ids = IdsOf(objects, "ray::Get");
+  CheckNoNilIds(ids, "ray::Get");
   std::vector<ObjectData> data = runtime->Get(ids, timeout_ms);
   CheckResultCount(data.size(), ids.size(), "ray::Get");
   std::vector<std::shared_ptr<T>> values;
@@ -141,6 +141,11 @@ std::vector<std::shared_ptr<T>> GetObjects(const std::vector<ObjectRef<T>>& obje
     values.push_back(DecodeShared<T>(data[i], ids[i], [&] { return "ray::Get of object " + HexId(ids[i]); }));
   }
   return values;
+}
+
+template <typename T>
+std::vector<std::shared_ptr<T>> GetObjects(const std::vector<ObjectRef<T>>& objects, int64_t timeout_ms) {
+  return GetObjectsById<T>(IdsOf(objects, "ray::Get"), timeout_ms);
 }
 }  // namespace internal
 
@@ -153,6 +158,13 @@ std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& objects) {
 template <typename T>
 std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& objects, int timeout_ms) {
   return internal::GetObjects(objects, timeout_ms);
+}
+
+// The same for objects named by their ids (ObjectRef<T>::ID() of refs still alive
+// in this process): Ray's ray::Get<T>(ids). Throws RayException for an empty id.
+template <typename T>
+std::vector<std::shared_ptr<T>> Get(const std::vector<std::string>& ids) {
+  return internal::GetObjectsById<T>(ids, -1);
 }
 
 // Waits until void tasks finished; throws the error of the first failed one.

@@ -82,6 +82,13 @@ TEST_F(LocalModeTest, PutAndGet) {
   std::vector<std::shared_ptr<int>> values = ray::Get(refs);
   ASSERT_EQ(values.size(), 3u);
   EXPECT_EQ(*values[2], 3);
+  // Ray's Get<T> of ids: the objects of refs still alive here.
+  std::vector<std::string> ids{refs[0].ID(), refs[2].ID()};
+  std::vector<std::shared_ptr<int>> by_id = ray::Get<int>(ids);
+  ASSERT_EQ(by_id.size(), 2u);
+  EXPECT_EQ(*by_id[0], 1);
+  EXPECT_EQ(*by_id[1], 3);
+  EXPECT_THROW(ray::Get<int>(std::vector<std::string>{""}), ray::internal::RayException);
 }
 
 TEST_F(LocalModeTest, TasksWithValuesRefsChainsAndFanIn) {

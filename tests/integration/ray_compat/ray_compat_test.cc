@@ -3,7 +3,7 @@
 // ray::Shutdown themselves, factories chosen with RAY_FUNC, handles kept as members,
 // passed to and returned from actors, named actors in namespaces, detached child
 // actors, kill and restart, ExitActor, threaded actors, infeasible actors, exception
-// types, nested refs and byte vectors. No Manta header is included.
+// types, nested refs and byte vectors, placement groups. No Manta header is included.
 #include <gtest/gtest.h>
 #include <ray/api.h>
 
@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "counter.h"
@@ -185,6 +186,42 @@ TEST(RayCompatTest, Namespaces) {
   EXPECT_EQ(*ray::Task(GetNamespaceInTask).Remote().Get(), "test_get_current_namespace");
   auto in_actor = ray::Actor(RAY_FUNC(Counter::FactoryCreate)).Remote();
   EXPECT_EQ(*in_actor.Task(&Counter::GetNamespaceInActor).Remote().Get(), "test_get_current_namespace");
+  ray::Shutdown();
+}
+
+ray::PlacementGroup CreateSimplePlacementGroup(const std::string& name) {
+  std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 1}}};
+  ray::PlacementGroupCreationOptions options{name, bundles, ray::PlacementStrategy::PACK};
+  return ray::CreatePlacementGroup(options);
+}
+
+TEST(RayCompatTest, CreateAndRemovePlacementGroup) {
+  ray::Init();
+  auto first = CreateSimplePlacementGroup("first_placement_group");
+  EXPECT_TRUE(first.Wait(10));
+  EXPECT_EQ(ray::GetAllPlacementGroups().size(), 1u);
+  EXPECT_EQ(ray::GetPlacementGroupById(first.GetID()).GetID(), first.GetID());
+  EXPECT_EQ(ray::GetPlacementGroup("first_placement_group").GetID(), first.GetID());
+  auto r1 = ray::Task(Return1).SetPlacementGroup(first, 0).Remote();
+  EXPECT_EQ(*r1.Get(), 1);
+  ray::ActorHandle<Counter> actor =
+      ray::Actor(RAY_FUNC(Counter::FactoryCreate)).SetPlacementGroup(first, 0).Remote();
+  EXPECT_EQ(*actor.Task(&Counter::Plus1).Remote().Get(), 1);
+  ray::RemovePlacementGroup(first.GetID());
+  EXPECT_EQ(ray::GetPlacementGroupById(first.GetID()).GetState(), ray::PlacementGroupState::REMOVED);
+  EXPECT_TRUE(ray::GetPlacementGroup("not_exist_placement_group").GetID().empty());
+  ray::RemovePlacementGroup(first.GetID());
+  ray::Shutdown();
+}
+
+TEST(RayCompatTest, CreatePlacementGroupExceedsClusterResource) {
+  ray::Init();
+  std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 10000}}};
+  ray::PlacementGroupCreationOptions options{"too_big", bundles, ray::PlacementStrategy::PACK};
+  auto group = ray::CreatePlacementGroup(options);
+  EXPECT_FALSE(group.Wait(2));
+  ray::RemovePlacementGroup(group.GetID());
+  EXPECT_EQ(ray::GetPlacementGroupById(group.GetID()).GetState(), ray::PlacementGroupState::REMOVED);
   ray::Shutdown();
 }
 
