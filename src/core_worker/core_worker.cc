@@ -275,21 +275,15 @@ absl::Status CoreWorker::Connect() {
 }
 
 absl::Status CoreWorker::FindLocalRaylet() {
-  rpc::GetAllNodeInfoReply nodes;
-  absl::Status s = RunOnLoopAndWait(
-      [this, &nodes](std::function<void(absl::Status)> done) {
-        gcs_->AsyncGetAllNodeInfo([done, &nodes](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
-          if (s.ok()) nodes = std::move(reply);
-          done(s);
-        });
-      },
-      options_.config.grpc_client_deadline_ms);
-  if (!s.ok()) {
+  auto nodes = CallOnLoop<rpc::GetAllNodeInfoReply>(
+      [this](auto callback) { gcs_->AsyncGetAllNodeInfo(std::move(callback)); }, options_.config.grpc_client_deadline_ms);
+  if (!nodes.ok()) {
+    const absl::Status& s = nodes.status();
     return absl::UnavailableError("cannot reach the GCS at " + options_.gcs_address + ": " +
                                   std::string(s.message()) + (absl::IsUnavailable(s) ? rpc::TlsHint() : ""));
   }
   const rpc::NodeInfo* chosen = nullptr;
-  for (const rpc::NodeInfo& node : nodes.node_info_list()) {
+  for (const rpc::NodeInfo& node : nodes->node_info_list()) {
     if (node.state() != rpc::NodeInfo::ALIVE || node.draining()) continue;
     if (!chosen || (node.is_head_node() && !chosen->is_head_node())) chosen = &node;
   }
@@ -299,17 +293,12 @@ absl::Status CoreWorker::FindLocalRaylet() {
 }
 
 absl::Status CoreWorker::CreateJob() {
-  std::string job_id;
-  absl::Status s = RunOnLoopAndWait(
-      [this, &job_id](std::function<void(absl::Status)> done) {
-        gcs_->AsyncGetNextJobID([done, &job_id](const absl::Status& s, rpc::GetNextJobIDReply&& reply) {
-          if (s.ok()) job_id = reply.job_id();
-          done(s);
-        });
-      },
-      options_.config.grpc_client_deadline_ms);
-  if (!s.ok()) return absl::UnavailableError("cannot create a job at the GCS: " + std::string(s.message()));
-  auto id = JobID::FromBinaryChecked(job_id);
+  auto reply = CallOnLoop<rpc::GetNextJobIDReply>(
+      [this](auto callback) { gcs_->AsyncGetNextJobID(std::move(callback)); }, options_.config.grpc_client_deadline_ms);
+  if (!reply.ok()) {
+    return absl::UnavailableError("cannot create a job at the GCS: " + std::string(reply.status().message()));
+  }
+  auto id = JobID::FromBinaryChecked(reply->job_id());
   if (!id.ok()) return absl::InternalError("the GCS returned a malformed job id");
   options_.job_id = *id;
   return absl::OkStatus();
@@ -326,20 +315,15 @@ absl::Status CoreWorker::RegisterWithRaylet() {
   request.mutable_address()->set_worker_id(options_.worker_id.Binary());
   if (channel_server_) request.mutable_address()->set_task_port(channel_server_->port());
   request.set_startup_token(options_.startup_token);
-  rpc::RegisterWorkerReply reply;
   auto raylet = raylets_->Get(options_.raylet_address);
-  absl::Status s = RunOnLoopAndWait(
-      [raylet, request, &reply](std::function<void(absl::Status)> done) {
-        raylet->RegisterWorker(request, [done, &reply](const absl::Status& s, rpc::RegisterWorkerReply&& r) {
-          if (s.ok()) reply = std::move(r);
-          done(s);
-        });
-      },
+  auto registered = CallOnLoop<rpc::RegisterWorkerReply>(
+      [raylet, request](auto callback) { raylet->RegisterWorker(request, std::move(callback)); },
       options_.config.grpc_client_deadline_ms);
-  if (!s.ok()) {
+  if (!registered.ok()) {
     return absl::UnavailableError("cannot register with the raylet at " + options_.raylet_address + ": " +
-                                  std::string(s.message()));
+                                  std::string(registered.status().message()));
   }
+  const rpc::RegisterWorkerReply& reply = *registered;
   auto node = NodeID::FromBinaryChecked(reply.node_id());
   if (!node.ok()) return absl::InternalError("the raylet returned a malformed node id");
   node_id_ = *node;

@@ -202,6 +202,24 @@ class CoreWorker {
   // Runs `fn` on the loop and waits for the status it reports.
   absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
                                 int64_t timeout_ms);
+  // Runs `call(callback)` on the loop and waits (at most timeout_ms) for the reply it
+  // hands the callback. The reply is kept on the heap: one that comes after the wait
+  // gave up is dropped, never written to a caller's stack.
+  template <typename Reply>
+  absl::StatusOr<Reply> CallOnLoop(
+      const std::function<void(std::function<void(const absl::Status&, Reply&&)>)>& call, int64_t timeout_ms) {
+    auto reply = std::make_shared<Reply>();
+    absl::Status s = RunOnLoopAndWait(
+        [call, reply](std::function<void(absl::Status)> done) {
+          call([reply, done](const absl::Status& status, Reply&& r) {
+            if (status.ok()) *reply = std::move(r);
+            done(status);
+          });
+        },
+        timeout_ms);
+    if (!s.ok()) return s;
+    return std::move(*reply);
+  }
   // A placement group call to the GCS: `request(gcs, callback)` runs on the loop.
   template <typename Reply>
   using PlacementGroupRequest = std::function<void(gcs::PlacementGroupInfoClientInterface&,

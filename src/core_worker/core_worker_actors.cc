@@ -211,17 +211,13 @@ absl::Status CoreWorker::KillActor(const ActorID& actor_id, bool no_restart) {
 
 absl::StatusOr<std::optional<rpc::ActorTableData>> CoreWorker::GetNamedActor(const std::string& name,
                                                                              const std::string& ray_namespace) {
-  std::optional<rpc::ActorTableData> found;
   const std::string ns = ray_namespace.empty() ? this->ray_namespace() : ray_namespace;
-  absl::Status s = RunOnLoopAndWait(
-      [this, name, ns, &found](std::function<void(absl::Status)> done) {
-        gcs_->AsyncGetNamedActorInfo(name, ns, [done, &found](const absl::Status& s, rpc::GetNamedActorInfoReply&& r) {
-          if (s.ok() && r.found()) found = std::move(*r.mutable_actor());
-          done(s);
-        });
-      },
+  auto reply = CallOnLoop<rpc::GetNamedActorInfoReply>(
+      [this, name, ns](auto callback) { gcs_->AsyncGetNamedActorInfo(name, ns, std::move(callback)); },
       options_.config.grpc_client_deadline_ms);
-  if (!s.ok()) return s;
+  if (!reply.ok()) return reply.status();
+  std::optional<rpc::ActorTableData> found;
+  if (reply->found()) found = std::move(*reply->mutable_actor());
   if (found) {
     ActorID actor_id = ActorID::FromBinary(found->actor_id());
     FollowActor(actor_id);

@@ -34,18 +34,7 @@ absl::Status Explain(const absl::Status& s, const std::string& what) {
 template <typename Reply>
 absl::StatusOr<Reply> CoreWorker::AskPlacementGroups(const PlacementGroupRequest<Reply>& request,
                                                      int64_t timeout_ms) {
-  // Shared: a reply arriving after the wait timed out writes here, not to our stack.
-  auto reply = std::make_shared<Reply>();
-  absl::Status s = RunOnLoopAndWait(
-      [this, request, reply](std::function<void(absl::Status)> done) {
-        request(*gcs_, [reply, done](const absl::Status& s, Reply&& r) {
-          if (s.ok()) *reply = std::move(r);
-          done(s);
-        });
-      },
-      timeout_ms);
-  if (!s.ok()) return s;
-  return std::move(*reply);
+  return CallOnLoop<Reply>([this, request](auto callback) { request(*gcs_, std::move(callback)); }, timeout_ms);
 }
 
 absl::StatusOr<PlacementGroupID> CoreWorker::CreatePlacementGroup(
