@@ -80,11 +80,16 @@ void MemoryStore::GetAsync(const ObjectID& id, std::function<void(StoredObjectPt
   {
     absl::MutexLock lock(&mu_);
     auto it = objects_.find(id);
-    if (it == objects_.end()) {
+    if (it != objects_.end()) {
+      present = it->second;
+    } else if (!resolve_absent_) {
       async_waiters_[id].push_back(std::move(callback));
       return;
     }
-    present = it->second;
+  }
+  if (present == nullptr) {
+    absl::MutexLock lock(&mu_);
+    present = resolve_absent_(id);
   }
   callback(present);
 }
@@ -150,6 +155,7 @@ void MemoryStore::ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(con
   {
     absl::MutexLock lock(&mu_);
     waiters.swap(async_waiters_);
+    resolve_absent_ = value;
   }
   for (auto& [id, callbacks] : waiters) {
     StoredObjectPtr v = value(id);

@@ -111,7 +111,9 @@ class MemoryStore {
   // object freed before its value came: nobody else will be told). Blocked Gets
   // keep waiting. `value` is called only when there are callbacks.
   void ResolveAsyncWaiters(const ObjectID& id, absl::FunctionRef<StoredObjectPtr()> value);
-  // Runs every pending GetAsync callback with `value(id)` (shutdown).
+  // Runs every pending GetAsync callback with `value(id)` (shutdown); a GetAsync of
+  // an absent object after this gets `value(id)` at once instead of waiting, so a
+  // call arriving while the process shuts down is never held for ever.
   void ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(const ObjectID&)>& value);
   size_t Size() const;
   // Slots allocated by the store's tables (tests: they shrink).
@@ -138,6 +140,8 @@ class MemoryStore {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>> async_waiters_
       ABSL_GUARDED_BY(mu_);
+  // Set by ResolveAllAsyncWaiters: what later GetAsync calls of absent objects get.
+  std::function<StoredObjectPtr(const ObjectID&)> resolve_absent_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace manta::core

@@ -299,7 +299,9 @@ void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply rep
         details.contained_in.insert(*contained_in);
       }
     }
-    if (it == objects_.end()) {
+    if (answer_waits_at_once_) {
+      // Shutting down: this process will hold nothing in a moment.
+    } else if (it == objects_.end()) {
       // Either we already dropped it, or the borrow is not recorded yet (out-of-order
       // delivery); in both cases we hold nothing now.
       VLOG(1) << "WaitForRefRemoved for " << id.Hex() << ", not held: replying now";
@@ -319,6 +321,7 @@ void ReferenceCounter::AnswerWaitersAtShutdown() {
   std::vector<WaitReply> replies;
   {
     absl::MutexLock lock(&mu_);
+    answer_waits_at_once_ = true;
     for (auto& [id, entry] : objects_) {
       if (!entry.details) continue;
       for (WaitReply& reply : entry.details->wait_replies) replies.push_back(std::move(reply));

@@ -180,7 +180,9 @@ class ReferenceCounter {
                                std::optional<Address> owner = std::nullopt);
 
   // This process is going away: every pending HandleWaitForRefRemoved reply is sent
-  // now (a process that exits holds nothing), so no owner waits on us for ever.
+  // now (a process that exits holds nothing), so no owner waits on us for ever, and
+  // later ones are answered at once (a held call would keep the RPC server from
+  // stopping).
   void AnswerWaitersAtShutdown();
 
   // The owner `owner` died: GetOwnerStatus of its objects returns Unavailable.
@@ -298,6 +300,8 @@ class ReferenceCounter {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectID, Entry> objects_ ABSL_GUARDED_BY(mu_);
+  // Set by AnswerWaitersAtShutdown.
+  bool answer_waits_at_once_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace manta::core

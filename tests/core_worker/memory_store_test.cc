@@ -154,6 +154,20 @@ TEST(MemoryStoreTest, GetAsyncRunsInlineWhenPresentAndOnPutOtherwise) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(MemoryStoreTest, AfterResolvingAllWaitersAtShutdownNothingWaits) {
+  MemoryStore store;
+  auto ids = Ids(3);
+  std::vector<std::string> seen;
+  store.GetAsync(ids[0], [&](StoredObjectPtr o) { seen.push_back(o->data); });
+  store.ResolveAllAsyncWaiters([](const ObjectID&) { return Value("shutting down"); });
+  EXPECT_EQ(seen, std::vector<std::string>{"shutting down"});
+  // A GetAsync arriving afterwards is answered at once; a present value still wins.
+  store.GetAsync(ids[1], [&](StoredObjectPtr o) { seen.push_back(o->data); });
+  store.Put(ids[2], Value("here"));
+  store.GetAsync(ids[2], [&](StoredObjectPtr o) { seen.push_back(o->data); });
+  EXPECT_EQ(seen, (std::vector<std::string>{"shutting down", "shutting down", "here"}));
+}
+
 TEST(MemoryStoreTest, CallbacksMayCallBackIntoTheStore) {
   MemoryStore store;
   auto ids = Ids(2);

@@ -374,6 +374,9 @@ TEST_F(ReferenceCounterTest, BorrowerAnswersEveryWaitingOwnerAtShutdown) {
   EXPECT_EQ(replies, 2);
   rc_.AnswerWaitersAtShutdown();  // once only
   EXPECT_EQ(replies, 2);
+  // A wait arriving afterwards (a call in flight at shutdown) is not held either.
+  rc_.HandleWaitForRefRemoved(a, [&](std::vector<BorrowedRef>) { replies++; });
+  EXPECT_EQ(replies, 3);
 }
 
 TEST_F(ReferenceCounterTest, BorrowerRepliesWhenLastLocalRefDrops) {
