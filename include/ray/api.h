@@ -260,10 +260,12 @@ PlacementGroup GetPlacementGroup(const std::string& name);
 // ones included, with their current states.
 std::vector<PlacementGroup> GetAllPlacementGroups();
 
-// Called in an actor's method: the actor ends once this call returns (its caller
-// gets RayActorException, as do all later calls); it is not restarted. Throws
-// RayException outside an actor.
-void ExitActor();
+// Called in an actor's method: ends the actor. It never returns: it throws
+// RayIntentionalSystemExitException (as Ray does), which must leave the method, so do
+// not catch it (a catch of RayException or `...` around the call would); the
+// method's caller then gets RayActorException, as do all later calls, and the actor
+// is not restarted. Throws RayException outside an actor.
+[[noreturn]] void ExitActor();
 
 // In an actor: whether this run of it is a restart (its process died before and the
 // factory ran again). False outside actors.
