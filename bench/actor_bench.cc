@@ -1,7 +1,8 @@
 // Actor microbenchmarks through the public API, named after Ray's microbenchmark
 // (ray/_private/ray_perf.py), with the normal-task figures of the same run beside
-// them. Prints one JSON object. Starts its own local cluster (bench_cluster.h) and
-// joins it as a driver.
+// them, and placement groups (create/remove, a task through a bundle). Prints one
+// JSON object. Starts its own local cluster (bench_cluster.h) and joins it as a
+// driver.
 //
 //   actor_bench [--seconds S] [--only name,name] [--clients N] [--creations N]
 //
@@ -142,6 +143,30 @@ int main(int argc, char** argv) {
     results.emplace_back("n_n_actor_calls_with_arg_async", ClientsRate(o, cluster.gcs_address(), "with_arg"));
   }
   one.clear();
+  if (o.Want("placement_groups_created_and_removed_per_s")) {
+    // Groups of one small bundle, each created and waited for, then removed (Ray's
+    // placement group create/removal benchmark).
+    const int n = creations;
+    auto t0 = Clock::now();
+    std::vector<ray::PlacementGroup> groups;
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 0.01}}};
+      groups.push_back(ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK}));
+    }
+    for (auto& group : groups) group.Wait(60);
+    for (auto& group : groups) ray::RemovePlacementGroup(group.GetID());
+    results.emplace_back("placement_groups_created_and_removed_per_s", n / Since(t0));
+  }
+  if (o.Want("single_client_tasks_sync_in_bundle")) {
+    // The task path through a bundle: same as single_client_tasks_sync above.
+    std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 1}}};
+    ray::PlacementGroup group = ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK});
+    group.Wait(60);
+    results.emplace_back("single_client_tasks_sync_in_bundle", Rate(o.seconds, 1, [&] {
+                           ray::Task(SmallValue).SetPlacementGroup(group, 0).Remote().Get();
+                         }));
+    ray::RemovePlacementGroup(group.GetID());
+  }
   if (o.Want("actor_creations_per_s")) {
     // Actors of 0 CPU, each awaited through one call (Ray's definition).
     std::vector<ray::ActorHandle<Sink>> created;
