@@ -95,7 +95,7 @@ void GcsPlacementGroupManager::Start() {
     }
   }
   retry_timer_ = loop_.RunEvery("PlacementGroups.Retry", retry_period_ms_, [this] {
-    if (pass_due_ && started_ && !scheduling_.has_value()) RunPass();
+    if (pass_due_ && started_) RunPass();
   });
   scheduler_.ReleaseUnusedBundles(in_use, [this, alive = std::weak_ptr<bool>(alive_)] {
     if (alive.expired()) return;
@@ -286,7 +286,7 @@ void GcsPlacementGroupManager::FlushWaits() {
 
 void GcsPlacementGroupManager::Kick() {
   pass_due_ = true;
-  if (started_ && !scheduling_.has_value() && pass_.empty()) RunPass();
+  if (started_) RunPass();
 }
 
 void GcsPlacementGroupManager::OnResourcesChanged() {
@@ -295,30 +295,22 @@ void GcsPlacementGroupManager::OnResourcesChanged() {
 
 void GcsPlacementGroupManager::RunPass() {
   pass_due_ = false;
-  pass_ = pending_;
-  ScheduleNext();
-}
-
-void GcsPlacementGroupManager::ScheduleNext() {
-  while (!pass_.empty()) {
-    PlacementGroupID id = pass_.front();
-    pass_.pop_front();
+  // A copy: an attempt may finish (and change the queue) before Schedule returns.
+  const std::deque<PlacementGroupID> waiting = pending_;
+  for (const PlacementGroupID& id : waiting) {
     auto it = groups_.find(id);
     if (it == groups_.end() || it->second.state() == State::CREATED || IsRemoved(it->second)) continue;
-    if (std::find(pending_.begin(), pending_.end(), id) == pending_.end()) continue;
-    scheduling_ = id;
+    if (!scheduling_.insert(id).second) continue;  // an attempt is in flight
     scheduler_.Schedule(it->second, [this, id](const PlacementGroupScheduleResult& result) {
       OnScheduled(id, result);
     });
-    return;
   }
-  scheduling_.reset();
 }
 
 void GcsPlacementGroupManager::OnScheduled(const PlacementGroupID& id, const PlacementGroupScheduleResult& result) {
-  scheduling_.reset();
+  scheduling_.erase(id);
   auto it = groups_.find(id);
-  if (it == groups_.end() || IsRemoved(it->second)) return ScheduleNext();
+  if (it == groups_.end() || IsRemoved(it->second)) return;
   rpc::PlacementGroupTableData& group = it->second;
   using Kind = PlacementGroupScheduleResult::Kind;
   if (result.kind == Kind::kCreated) {
@@ -331,7 +323,7 @@ void GcsPlacementGroupManager::OnScheduled(const PlacementGroupID& id, const Pla
     LOG(INFO) << Describe(group) << (rescheduled ? " placed again" : " created");
     PersistAndPublish(group);
     AnswerWaiters(id, absl::OkStatus(), true);
-    return ScheduleNext();
+    return;
   }
   const bool infeasible = result.kind == Kind::kInfeasible;
   if (result.kind == Kind::kFailed) pass_due_ = true;  // try again soon
@@ -344,7 +336,6 @@ void GcsPlacementGroupManager::OnScheduled(const PlacementGroupID& id, const Pla
     group.set_pending_reason(result.reason);
     PersistAndPublish(group);
   }
-  ScheduleNext();
 }
 
 // ---------------------------------------------------------------- removal and failures
@@ -352,13 +343,7 @@ void GcsPlacementGroupManager::OnScheduled(const PlacementGroupID& id, const Pla
 void GcsPlacementGroupManager::Remove(const PlacementGroupID& id, const std::string& why,
                                       absl::AnyInvocable<void(absl::Status)> done) {
   rpc::PlacementGroupTableData& group = groups_.at(id);
-  if (scheduling_ == id) {
-    scheduler_.Cancel(id);
-    scheduling_.reset();
-    loop_.Post("PlacementGroups.NextAfterRemove", [this, alive = std::weak_ptr<bool>(alive_)] {
-      if (!alive.expired() && !scheduling_.has_value()) ScheduleNext();
-    });
-  }
+  if (scheduling_.erase(id) > 0) scheduler_.Cancel(id);
   pending_.erase(std::remove(pending_.begin(), pending_.end(), id), pending_.end());
   std::vector<rpc::Bundle> placed;
   for (rpc::Bundle& bundle : *group.mutable_bundles()) {
@@ -380,6 +365,10 @@ void GcsPlacementGroupManager::Remove(const PlacementGroupID& id, const std::str
 
 void GcsPlacementGroupManager::OnNodeDead(const NodeID& node_id) {
   const std::string node = node_id.Binary();
+  // Attempts in flight may have chosen that node: they start over (what they
+  // reserved elsewhere is returned).
+  for (const PlacementGroupID& id : scheduling_) scheduler_.Cancel(id);
+  scheduling_.clear();
   for (auto& [id, group] : groups_) {
     if (IsRemoved(group)) continue;
     int lost = 0;

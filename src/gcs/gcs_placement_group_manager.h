@@ -8,10 +8,12 @@
 // change is written to the store before it is acknowledged or published
 // (GCS_PLACEMENT_GROUP_CHANNEL, keyed by group id).
 //
-// Scheduling: groups not placed wait in a FIFO queue and are tried one at a time.
-// A pass over the queue runs when something changed that may let one fit (a group
-// was created or removed, a node joined or died, a node reported its resources, an
-// attempt failed), at most every `retry_period_ms`. A group that does not fit keeps
+// Scheduling: groups not placed wait in a FIFO queue. A pass tries every waiting group
+// that has no attempt in flight, oldest first, all at once (each placement counts what
+// the ones before it reserved, so they do not collide). A pass runs at once when a
+// group is created or removed, and at most every `retry_period_ms` after something
+// else changed that may let one fit (a node joined, died or reported its resources, an
+// attempt failed). A group that does not fit keeps
 // why in `pending_reason`, and `infeasible` when no set of the alive nodes could
 // ever hold it; it is placed once nodes join that can.
 //
@@ -33,12 +35,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "protos/gcs.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
@@ -104,10 +106,9 @@ class GcsPlacementGroupManager {
     rpc::SendReply send_reply;
   };
 
-  // Marks a pass as due and runs it now if none is running.
+  // Runs a pass now.
   void Kick();
   void RunPass();
-  void ScheduleNext();
   void OnScheduled(const PlacementGroupID& id, const PlacementGroupScheduleResult& result);
   void Remove(const PlacementGroupID& id, const std::string& why, absl::AnyInvocable<void(absl::Status)> done);
   void AnswerWaiters(const PlacementGroupID& id, const absl::Status& status, bool ready);
@@ -125,9 +126,8 @@ class GcsPlacementGroupManager {
   absl::flat_hash_map<NamedKey, PlacementGroupID> named_;
   // Groups waiting to be placed (PENDING or RESCHEDULING), oldest first.
   std::deque<PlacementGroupID> pending_;
-  // The groups the running pass has still to try, and the one being tried.
-  std::deque<PlacementGroupID> pass_;
-  std::optional<PlacementGroupID> scheduling_;
+  // Groups with an attempt in flight.
+  absl::flat_hash_set<PlacementGroupID> scheduling_;
   bool pass_due_ = false;
   bool started_ = false;
   uint64_t next_waiter_ = 0;
