@@ -301,6 +301,26 @@ TEST(PlacementGroupFailureTest, ANodeDeathPlacesItsBundlesAgain) {
   ray::Shutdown();
 }
 
+TEST(PlacementGroupFailureTest, AnInfeasibleGroupIsCreatedWhenANodeThatCanHoldItJoins) {
+  manta::testing::ClusterHarness harness;
+  harness.StartHead({"--num-cpus=1"});
+  ray::RayConfig config;
+  config.address = harness.gcs_address();
+  ray::Init(config);
+  auto group = MakeGroup("pair", {{{"CPU", 1}}, {{"CPU", 1}}}, ray::PlacementStrategy::STRICT_SPREAD);
+  EXPECT_FALSE(group.Wait(1));
+  EXPECT_TRUE(Listed(harness, group)["infeasible"].get<bool>()) << Listed(harness, group).dump(2);
+  harness.StartNode({"--num-cpus=1"});
+  EXPECT_TRUE(group.Wait(30));
+  std::vector<std::string> nodes = BundleNodes(harness, group);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_NE(nodes[0], nodes[1]);
+  EXPECT_EQ(*ray::Task(NodeOfThisProcess).SetPlacementGroup(group, 1).Remote().Get(30000), nodes[1]);
+  ray::RemovePlacementGroup(group.GetID());
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return ResourcesAtRest(harness); }, 20000)) << harness.Status().dump(2);
+  ray::Shutdown();
+}
+
 TEST(PlacementGroupFailureTest, AGcsRestartKeepsEveryGroupAndItsReservations) {
   manta::testing::ClusterHarness harness;
   harness.StartHead({"--num-cpus=2", "--system-config", kFastHealth});
