@@ -19,8 +19,9 @@ struct LeaseManager::Request {
   scheduling::ResourceMap resources;
   bool grant_or_reject = false;
   std::string function_name;
-  // Nil unless the request names a placement group bundle.
+  // Nil unless the request names a placement group bundle (bundle_index, -1 = any).
   PlacementGroupID placement_group;
+  int bundle_index = -1;
   // The worker must have been started for this runtime env (canonical JSON; "" = none).
   std::string runtime_env;
   // Actor leases: the worker outlives the job (detached); the resources only place
@@ -149,6 +150,7 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
                                      std::to_string(index));
     }
     r.placement_group = *group;
+    r.bundle_index = index;
     if (removed_groups_.contains(*group)) return RejectRemovedGroup(request_ptr);
     // An actor without resources of its own needs only the bundle's marker to be
     // placed there (it holds nothing while it lives).
@@ -298,6 +300,7 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   lease.owner_node_id = request->owner_node_id;
   lease.resources = request->resources;
   lease.placement_group = request->placement_group;
+  lease.bundle_index = request->bundle_index;
   lease.detached = request->detached;
   if (request->placement_only) {
     // Placed: an actor without explicit resources holds none while it lives.
@@ -507,10 +510,7 @@ void LeaseManager::RejectRemovedGroup(const RequestPtr& request) {
 std::vector<LeaseManager::RequestPtr> LeaseManager::TakeWaiting(const std::function<bool(const Request&)>& match) {
   std::vector<RequestPtr> taken;
   for (const auto& [id, request] : requests_) {
-    if ((request->stage == Request::Stage::kQueued || request->stage == Request::Stage::kInfeasible) &&
-        match(*request)) {
-      taken.push_back(request);
-    }
+    if (request->stage != Request::Stage::kDone && match(*request)) taken.push_back(request);
   }
   for (const RequestPtr& request : taken) Unlink(request);
   return taken;
@@ -531,14 +531,14 @@ void LeaseManager::PlaceAgain(const std::vector<RequestPtr>& requests) {
   }
 }
 
-bool LeaseManager::PrepareBundles(const std::vector<rpc::Bundle>& bundles) {
+bool LeaseManager::PrepareBundles(const std::vector<rpc::Bundle>& bundles, const std::string& attempt_id) {
   scheduling::ResourceMap needed;
   std::vector<std::pair<BundleKey, scheduling::ResourceMap>> fresh;
   for (const rpc::Bundle& bundle : bundles) {
     auto group = PlacementGroupID::FromBinaryChecked(bundle.placement_group_id());
     if (!group.ok() || bundle.bundle_index() < 0) return false;
     BundleKey key{*group, bundle.bundle_index()};
-    if (bundles_.contains(key)) continue;  // a repeated prepare
+    if (bundles_.contains(key)) continue;  // a repeated prepare: taken over below
     scheduling::ResourceMap resources = scheduling::QuantizeResources(
         scheduling::ResourceMap(bundle.unit_resources().begin(), bundle.unit_resources().end()));
     scheduling::AddResources(needed, resources);
@@ -553,7 +553,11 @@ bool LeaseManager::PrepareBundles(const std::vector<rpc::Bundle>& bundles) {
   for (auto& [key, resources] : fresh) {
     VLOG(1) << "bundle " << key.second << " of placement group " << key.first.Hex() << " prepared: {"
             << scheduling::FormatResources(resources) << "}";
-    bundles_.emplace(key, Bundle{std::move(resources), false});
+    bundles_.emplace(key, Bundle{std::move(resources), false, attempt_id});
+  }
+  for (const rpc::Bundle& bundle : bundles) {
+    bundles_.at({PlacementGroupID::FromBinary(bundle.placement_group_id()), bundle.bundle_index()}).attempt_id =
+        attempt_id;
   }
   return true;
 }
@@ -585,25 +589,31 @@ absl::Status LeaseManager::CommitBundles(const std::vector<rpc::Bundle>& bundles
   return absl::OkStatus();
 }
 
-void LeaseManager::ReturnBundle(const PlacementGroupID& group, int bundle_index) {
+void LeaseManager::ReturnBundle(const PlacementGroupID& group, int bundle_index, const std::string& attempt_id) {
   auto it = bundles_.find({group, bundle_index});
   if (it == bundles_.end()) return;
+  if (!attempt_id.empty() && it->second.attempt_id != attempt_id) {
+    VLOG(1) << "bundle " << bundle_index << " of placement group " << group.Hex()
+            << " is held for a newer attempt: a late cancel of attempt " << attempt_id << " leaves it";
+    return;
+  }
   Bundle bundle = std::move(it->second);
   bundles_.erase(it);
-  // The group's waiting requests step aside (so that nothing is granted from the
-  // bundle while it goes), then are placed again once it is gone.
-  std::vector<RequestPtr> waiting = TakeWaiting([&](const Request& r) { return r.placement_group == group; });
   if (bundle.committed) {
-    // Its workers go first (their leases give the bundle's resources back), then the
-    // bundle's resources leave the node.
-    const std::string marker = scheduling::BundleMarkerName(group, bundle_index);
-    const std::string any_marker = scheduling::BundleMarkerName(group, -1);
+    // Its workers go first (their leases give the bundle's resources back; the
+    // requests of owners among them are dropped), including actors that hold nothing
+    // while they live. Leases of "any bundle" of the group go too.
     ReleaseLeases(
         [&](const Lease& lease) {
-          return lease.placement_group == group &&
-                 (lease.resources.contains(marker) || lease.resources.contains(any_marker));
+          return lease.placement_group == group && (lease.bundle_index == bundle_index || lease.bundle_index < 0);
         },
         "bundle " + std::to_string(bundle_index) + " of placement group " + group.Hex() + " was returned");
+  }
+  // The group's requests step aside (those waiting for a worker give back what they
+  // took), so that nothing is granted from the bundle while it goes; they are placed
+  // again once it is gone.
+  std::vector<RequestPtr> waiting = TakeWaiting([&](const Request& r) { return r.placement_group == group; });
+  if (bundle.committed) {
     scheduling::ResourceMap added = scheduling::CommittedBundleResources(bundle.resources, group, bundle_index);
     scheduling::SubtractResources(total_, added);
     scheduling::SubtractResources(available_, added);

@@ -95,10 +95,12 @@ class LeaseManager {
   // Placement group bundles (see the top). Prepare: false, taking nothing, when the
   // bundles do not all fit in the available resources now; bundles already held here
   // take nothing more. Commit: FAILED_PRECONDITION for a bundle not prepared here.
-  bool PrepareBundles(const std::vector<rpc::Bundle>& bundles);
+  // `attempt_id` names the GCS's attempt (see ReturnBundle).
+  bool PrepareBundles(const std::vector<rpc::Bundle>& bundles, const std::string& attempt_id = "");
   absl::Status CommitBundles(const std::vector<rpc::Bundle>& bundles);
-  // Unknown bundles are ignored.
-  void ReturnBundle(const PlacementGroupID& group, int bundle_index);
+  // Unknown bundles are ignored. With an `attempt_id`, only a bundle that attempt
+  // holds (prepared last) is returned.
+  void ReturnBundle(const PlacementGroupID& group, int bundle_index, const std::string& attempt_id = "");
   // Returns every bundle held here that `in_use` does not list.
   void ReleaseUnusedBundles(const std::vector<rpc::Bundle>& in_use);
   // The group was removed: its requests here are rejected (placement_group_removed),
@@ -141,8 +143,9 @@ class LeaseManager {
     WorkerID owner_worker_id;
     NodeID owner_node_id;
     scheduling::ResourceMap resources;
-    // Nil unless leased from a placement group's bundle.
+    // Nil unless leased from a placement group's bundle (bundle_index, -1 = any).
     PlacementGroupID placement_group;
+    int bundle_index = -1;
     // A detached actor's: kept when its job ends.
     bool detached = false;
     // The CPUs (plain or of a bundle) given back while the worker is blocked.
@@ -152,6 +155,8 @@ class LeaseManager {
   struct Bundle {
     scheduling::ResourceMap resources;
     bool committed = false;
+    // The GCS attempt that prepared it last.
+    std::string attempt_id;
   };
   using BundleKey = std::pair<PlacementGroupID, int>;
   enum class AfterRelease { kReturnToPool, kKillWorker, kWorkerGone };
@@ -181,8 +186,9 @@ class LeaseManager {
   void ForgetOwner(const WorkerID& owner, const std::string& why);
   void OnWorkerGone(const WorkerGone& gone);
   void PlaceInfeasible();
-  // Takes the queued and infeasible requests matching `match` out of where they wait
-  // (and out of requests_); PlaceAgain puts them back through the policy.
+  // Takes the pending requests matching `match` out of where they wait (and out of
+  // requests_; one waiting for its worker gives its resources back); PlaceAgain puts
+  // them back through the policy.
   std::vector<RequestPtr> TakeWaiting(const std::function<bool(const Request&)>& match);
   void PlaceAgain(const std::vector<RequestPtr>& requests);
   // Answers `request` with rejected + placement_group_removed.

@@ -839,5 +839,45 @@ TEST_F(LeaseManagerBundleTest, MalformedPlacementIsRejected) {
   EXPECT_TRUE(call->reply.rejected());
 }
 
+TEST_F(LeaseManagerBundleTest, ALateCancelOfAnAbandonedAttemptLeavesTheNewerAttemptsBundle) {
+  std::vector<rpc::Bundle> bundles{MakeBundle(group_, 0, {{"CPU", 1}})};
+  ASSERT_TRUE(lease_manager_->PrepareBundles(bundles, "old"));
+  // The GCS gave up on "old" and placed the group again here with "new".
+  ASSERT_TRUE(lease_manager_->PrepareBundles(bundles, "new"));
+  ASSERT_TRUE(lease_manager_->CommitBundles(bundles).ok());
+  lease_manager_->ReturnBundle(group_, 0, "old");  // the abandoned attempt's cancel, late
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_bundles(), 1u);
+  EXPECT_EQ(Total(Name("CPU", 0)), 1);
+  EXPECT_EQ(Cpu(), 3);
+  lease_manager_->ReturnBundle(group_, 0, "new");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lease_manager_->num_bundles(), 0u);
+  EXPECT_EQ(Cpu(), 4);
+}
+
+TEST_F(LeaseManagerBundleTest, ReturningABundleKillsItsActorsAndTakesBackRequestsWaitingForAWorker) {
+  const scheduling::ResourceMap before = lease_manager_->available();
+  Reserve({MakeBundle(group_, 0, {{"CPU", 1}})});
+  // An actor that holds nothing while it lives, in bundle 0.
+  rpc::RequestWorkerLeaseRequest actor_request = InBundle({}, 0);
+  actor_request.mutable_actor()->set_actor_id(std::string(16, 'a'));
+  actor_request.mutable_actor()->set_placement_only(true);
+  LeaseCallPtr actor = Send(actor_request);
+  RegisterStarted();
+  ASSERT_TRUE(actor->granted());
+  // A task whose worker is still starting when the bundle goes.
+  LeaseCallPtr starting = Send(InBundle({{"CPU", 1}}, 0));
+  ASSERT_FALSE(starting->done());
+  lease_manager_->ReturnBundle(group_, 0);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(actor)), ::testing::Contains(SIGKILL));
+  EXPECT_FALSE(starting->done());  // waits again: its bundle is not here any more
+  RegisterStarted();               // the worker that was starting goes back to the pool
+  EXPECT_FALSE(starting->done());
+  EXPECT_EQ(lease_manager_->available(), before);
+  EXPECT_EQ(lease_manager_->num_leases(), 0u);
+}
+
 }  // namespace
 }  // namespace manta::raylet
