@@ -100,6 +100,8 @@ void GcsPlacementGroupManager::Start() {
   scheduler_.ReleaseUnusedBundles(in_use, [this, alive = std::weak_ptr<bool>(alive_)] {
     if (alive.expired()) return;
     started_ = true;
+    // Groups of jobs that ended while their removal was not stored yet.
+    for (const JobID& job : std::vector<JobID>(finished_jobs_.begin(), finished_jobs_.end())) OnJobFinished(job);
     Kick();
   });
 }
@@ -137,6 +139,11 @@ void GcsPlacementGroupManager::HandleCreatePlacementGroup(const rpc::CreatePlace
   if (absl::Status valid = Validate(group); !valid.ok()) return std::move(send_reply)(valid);
   PlacementGroupID id = PlacementGroupID::FromBinary(group.placement_group_id());
   if (groups_.contains(id)) return std::move(send_reply)(absl::OkStatus());  // a retried call
+  auto creator = JobID::FromBinaryChecked(group.creator_job_id());
+  if (creator.ok() && finished_jobs_.contains(*creator)) {
+    return std::move(send_reply)(
+        absl::FailedPreconditionError("job " + creator->Hex() + ", which creates the placement group, has ended"));
+  }
   if (!group.name().empty() && named_.contains({group.ray_namespace(), group.name()})) {
     return std::move(send_reply)(absl::AlreadyExistsError("a placement group named '" + group.name() +
                                                           "' already exists in namespace '" +
@@ -321,8 +328,10 @@ void GcsPlacementGroupManager::OnScheduled(const PlacementGroupID& id, const Pla
     group.set_pending_reason("");
     pending_.erase(std::remove(pending_.begin(), pending_.end(), id), pending_.end());
     LOG(INFO) << Describe(group) << (rescheduled ? " placed again" : " created");
-    PersistAndPublish(group);
-    AnswerWaiters(id, absl::OkStatus(), true);
+    // Waiters hear it once it is stored: a GCS restart never takes back a "ready".
+    PersistAndPublish(group, [this, id](absl::Status s) {
+      if (s.ok()) AnswerWaiters(id, absl::OkStatus(), true);
+    });
     return;
   }
   const bool infeasible = result.kind == Kind::kInfeasible;
@@ -350,17 +359,29 @@ void GcsPlacementGroupManager::Remove(const PlacementGroupID& id, const std::str
     if (!bundle.node_id().empty()) placed.push_back(bundle);
     bundle.clear_node_id();
   }
-  scheduler_.ReturnBundles(placed);
   if (!group.name().empty()) named_.erase({group.ray_namespace(), group.name()});
   group.set_state(State::REMOVED);
   group.set_remove_time_ms(now_ms_());
   group.set_infeasible(false);
   group.set_pending_reason("");
   LOG(INFO) << Describe(group) << " " << why;
-  PersistAndPublish(group, std::move(done));
-  AnswerWaiters(id, absl::NotFoundError(Describe(group) + " was removed"), false);
-  if (on_removed_) on_removed_(id, Describe(group) + " was " + why);
-  Kick();
+  // Acted on once stored: a GCS restart never brings back a group whose bundles and
+  // actors are gone.
+  PersistAndPublish(group, [this, id, placed = std::move(placed), why, done = std::move(done),
+                            alive = std::weak_ptr<bool>(alive_)](absl::Status s) mutable {
+    if (alive.expired()) return;
+    const rpc::PlacementGroupTableData& removed = groups_.at(id);
+    if (s.ok()) {
+      scheduler_.ReturnBundles(placed);
+      AnswerWaiters(id, absl::NotFoundError(Describe(removed) + " was removed"), false);
+      if (on_removed_) on_removed_(id, Describe(removed) + " was " + why);
+      Kick();
+    } else {
+      LOG(ERROR) << Describe(removed) << ": its removal was not stored (" << s
+                 << "); its bundles stay reserved until the GCS restarts";
+    }
+    if (done) done(s);
+  });
 }
 
 void GcsPlacementGroupManager::OnNodeDead(const NodeID& node_id) {
@@ -390,6 +411,7 @@ void GcsPlacementGroupManager::OnNodeDead(const NodeID& node_id) {
 }
 
 void GcsPlacementGroupManager::OnJobFinished(const JobID& job_id) {
+  finished_jobs_.insert(job_id);
   std::vector<PlacementGroupID> to_remove;
   for (const auto& [id, group] : groups_) {
     if (!IsRemoved(group) && group.creator_job_id() == job_id.Binary()) to_remove.push_back(id);

@@ -18,9 +18,10 @@
 // ever hold it; it is placed once nodes join that can.
 //
 // Removal (RemovePlacementGroup, or the end of the job that created it): the group
-// is REMOVED at once, its bundles are returned to their nodes (each raylet kills the
-// workers leased from them), `on_removed` kills its actors, raylets fail its waiting
-// lease requests (they follow the channel), and held Waits are answered NOT_FOUND.
+// is REMOVED at once; once that is stored, its bundles are returned to their nodes
+// (each raylet kills the workers leased from them), `on_removed` kills its actors,
+// raylets fail its waiting lease requests (they follow the channel), and held Waits
+// are answered NOT_FOUND. A group becomes CREATED for waiters once that is stored.
 // Removed groups stay in the table (REMOVED), so a second Remove is a no-op and
 // Get still finds them.
 //
@@ -86,7 +87,8 @@ class GcsPlacementGroupManager {
   void OnNodeDead(const NodeID& node_id);
   // Something changed that may let a waiting group fit (a node joined or reported).
   void OnResourcesChanged();
-  // A job ended: the groups it created are removed.
+  // A job ended: the groups it created are removed, and it creates no more (after a
+  // restart: the groups of ended jobs still in the table are removed at Start).
   void OnJobFinished(const JobID& job_id);
   // Answers every held Wait (ready = false): the server is stopping.
   void FlushWaits();
@@ -132,6 +134,7 @@ class GcsPlacementGroupManager {
   bool started_ = false;
   uint64_t next_waiter_ = 0;
   absl::flat_hash_map<PlacementGroupID, absl::flat_hash_map<uint64_t, Waiter>> waiters_;
+  absl::flat_hash_set<JobID> finished_jobs_;
   std::unique_ptr<Timer> retry_timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -19,6 +19,8 @@ scheduling::ResourceMap ResourcesOf(const rpc::Bundle& bundle) {
 }  // namespace
 
 struct GcsPlacementGroupScheduler::Attempt {
+  // Unique: raylets tell attempts of the same group apart by it.
+  std::string id = LeaseID::FromRandom().Hex();
   PlacementGroupID group_id;
   std::string describe;  // "placement group <hex> (name)"
   Done done;
@@ -129,6 +131,7 @@ void GcsPlacementGroupScheduler::Prepare(const std::shared_ptr<Attempt>& attempt
       continue;
     }
     rpc::PrepareBundleResourcesRequest request;
+    request.set_attempt_id(attempt->id);
     for (const rpc::Bundle& bundle : bundles) *request.add_bundles() = bundle;
     raylets_.Get(address)->PrepareBundleResources(
         request, [this, alive = std::weak_ptr<bool>(alive_), attempt, node_id](
@@ -183,9 +186,10 @@ void GcsPlacementGroupScheduler::Commit(const std::shared_ptr<Attempt>& attempt)
 
 void GcsPlacementGroupScheduler::Abort(const std::shared_ptr<Attempt>& attempt, const std::string& why) {
   for (const auto& [node_id, bundles] : attempt->by_node) {
-    for (const rpc::Bundle& bundle : bundles) ReturnBundle(bundle, kReturnAttempts);
-    // What was counted as reserved there is not; the node's next report tells.
-    reserved_since_report_.erase(node_id);
+    for (const rpc::Bundle& bundle : bundles) {
+      ReturnBundle(bundle, attempt->id, kReturnAttempts);
+      Unreserve(node_id, ResourcesOf(bundle));
+    }
   }
   if (attempt->cancelled) {
     VLOG(1) << attempt->describe << ": abandoned attempt returned its bundles";
@@ -220,18 +224,31 @@ void GcsPlacementGroupScheduler::Cancel(const PlacementGroupID& group_id) {
 }
 
 void GcsPlacementGroupScheduler::ReturnBundles(const std::vector<rpc::Bundle>& bundles) {
-  for (const rpc::Bundle& bundle : bundles) ReturnBundle(bundle, kReturnAttempts);
+  for (const rpc::Bundle& bundle : bundles) ReturnBundle(bundle, "", kReturnAttempts);
 }
 
-void GcsPlacementGroupScheduler::ReturnBundle(const rpc::Bundle& bundle, int attempts_left) {
+void GcsPlacementGroupScheduler::Unreserve(const NodeID& node_id, const scheduling::ResourceMap& resources) {
+  auto it = reserved_since_report_.find(node_id);
+  if (it == reserved_since_report_.end()) return;  // a report since counts it already
+  scheduling::SubtractResources(it->second, resources);
+  // A report in between may have cleared part of it: never count less than nothing.
+  for (auto r = it->second.begin(); r != it->second.end();) {
+    r = scheduling::ToSteps(r->second) <= 0 ? it->second.erase(r) : std::next(r);
+  }
+  if (it->second.empty()) reserved_since_report_.erase(it);
+}
+
+void GcsPlacementGroupScheduler::ReturnBundle(const rpc::Bundle& bundle, const std::string& attempt_id,
+                                              int attempts_left) {
   auto node_id = NodeID::FromBinaryChecked(bundle.node_id());
   if (!node_id.ok()) return;
   std::string address = RayletAddress(*node_id);
   if (address.empty()) return;  // a dead node holds nothing
   rpc::CancelResourceReserveRequest request;
   *request.mutable_bundle() = bundle;
+  request.set_attempt_id(attempt_id);
   raylets_.Get(address)->CancelResourceReserve(
-      request, [this, alive = std::weak_ptr<bool>(alive_), bundle, attempts_left](
+      request, [this, alive = std::weak_ptr<bool>(alive_), bundle, attempt_id, attempts_left](
                    const absl::Status& status, rpc::CancelResourceReserveReply&&) {
         if (alive.expired() || status.ok()) return;
         if (attempts_left <= 1) {
@@ -241,8 +258,8 @@ void GcsPlacementGroupScheduler::ReturnBundle(const rpc::Bundle& bundle, int att
           return;
         }
         loop_.PostAfter("PlacementGroup.ReturnBundle", kReturnRetryDelayMs,
-                        [this, alive, bundle, attempts_left] {
-                          if (!alive.expired()) ReturnBundle(bundle, attempts_left - 1);
+                        [this, alive, bundle, attempt_id, attempts_left] {
+                          if (!alive.expired()) ReturnBundle(bundle, attempt_id, attempts_left - 1);
                         });
       });
 }

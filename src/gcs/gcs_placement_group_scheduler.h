@@ -9,7 +9,8 @@
 //      resources.
 // A prepare that fails or is refused (the node's availability changed, the node
 // died, the call was lost) cancels the attempt: every bundle of it is returned to
-// its node (CancelResourceReserve is harmless for a bundle a node never prepared),
+// its node (CancelResourceReserve is harmless for a bundle a node never prepared;
+// it names the attempt, so a late one never takes a newer attempt's bundle),
 // and `done` reports kFailed: the caller tries again later. A failed commit does
 // the same. Cancel(group) abandons an attempt (the group was removed): its bundles
 // are returned once the calls in flight come back, and `done` is never called.
@@ -80,7 +81,10 @@ class GcsPlacementGroupScheduler {
   // Ends the attempt: returns its bundles and reports kFailed (unless cancelled).
   void Abort(const std::shared_ptr<Attempt>& attempt, const std::string& why);
   void Finish(const std::shared_ptr<Attempt>& attempt, PlacementGroupScheduleResult result);
-  void ReturnBundle(const rpc::Bundle& bundle, int attempts_left);
+  // Takes `resources` (an aborted attempt's) off what counts as reserved on the node.
+  void Unreserve(const NodeID& node_id, const scheduling::ResourceMap& resources);
+  // `attempt_id` empty: whichever attempt holds it (removal).
+  void ReturnBundle(const rpc::Bundle& bundle, const std::string& attempt_id, int attempts_left);
 
   EventLoop& loop_;
   GcsNodeManager& nodes_;

@@ -436,7 +436,7 @@ std::vector<rpc::Bundle> BundlesOf(const google::protobuf::RepeatedPtrField<rpc:
 void NodeManager::HandlePrepareBundleResources(const rpc::PrepareBundleResourcesRequest& request,
                                                rpc::PrepareBundleResourcesReply* reply, rpc::SendReply send_reply) {
   if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
-  reply->set_success(lease_manager_->PrepareBundles(BundlesOf(request.bundles())));
+  reply->set_success(lease_manager_->PrepareBundles(BundlesOf(request.bundles()), request.attempt_id()));
   std::move(send_reply)(absl::OkStatus());
 }
 
@@ -453,7 +453,7 @@ void NodeManager::HandleCancelResourceReserve(const rpc::CancelResourceReserveRe
   if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
   auto group = PlacementGroupID::FromBinaryChecked(request.bundle().placement_group_id());
   if (!group.ok()) return std::move(send_reply)(absl::InvalidArgumentError("malformed placement group id"));
-  lease_manager_->ReturnBundle(*group, request.bundle().bundle_index());
+  lease_manager_->ReturnBundle(*group, request.bundle().bundle_index(), request.attempt_id());
   ReportUsage(true);
   std::move(send_reply)(absl::OkStatus());
 }

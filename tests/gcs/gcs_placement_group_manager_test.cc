@@ -389,5 +389,21 @@ TEST_F(GcsPlacementGroupManagerTest, ARestartKeepsGroupsAndReleasesUnknownReserv
   EXPECT_THAT(Create(MakeGroup({{{"CPU", 1}}}, rpc::PACK, "kept")), StatusIs(absl::StatusCode::kAlreadyExists));
 }
 
+TEST_F(GcsPlacementGroupManagerTest, GroupsOfAJobThatEndedAreRemovedAfterARestartAndItCreatesNoMore) {
+  Group group = MakeGroup({{{"CPU", 1}}}, rpc::PACK);
+  ASSERT_THAT(Create(group), IsOk());
+  ASSERT_EQ(Get(group).state(), Group::CREATED);
+  // The GCS restarts; the job table (loaded first) says the job ended, but the
+  // group's removal was never stored.
+  manager_ = MakeManager();
+  manager_->OnJobFinished(job_);
+  manager_->Initialize(ReadTable(loop_, store_, kPlacementGroupTable));
+  manager_->Start();
+  Drive();
+  EXPECT_EQ(Get(group).state(), Group::REMOVED);
+  EXPECT_THAT(Create(MakeGroup({{{"CPU", 1}}}, rpc::PACK)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "has ended"));
+}
+
 }  // namespace
 }  // namespace manta::gcs::testing
