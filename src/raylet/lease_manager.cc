@@ -219,8 +219,12 @@ void LeaseManager::AddInfeasible(const RequestPtr& request) {
   request->stage = Request::Stage::kInfeasible;
   infeasible_[request->resources].push_back(request);
   if (!request->placement_group.IsNil()) {
-    // Not infeasible: its bundle is not placed (or not yet known here).
+    // Not infeasible: its bundle is not placed (or not yet known here). Unless the
+    // group is gone, which this node may not have heard.
     VLOG(1) << request->Describe() << " waits until its bundle is placed";
+    if (waiting_group_listener_ && asked_groups_.insert(request->placement_group).second) {
+      waiting_group_listener_(request->placement_group);
+    }
     return;
   }
   if (warned_infeasible_.insert(request->resources).second) {
@@ -504,7 +508,7 @@ void LeaseManager::OnJobFinished(const JobID& job_id) {
 
 void LeaseManager::RejectRemovedGroup(const RequestPtr& request) {
   request->reply->set_placement_group_removed(true);
-  Reject(request, "placement group " + request->placement_group.Hex() + " was removed");
+  Reject(request, "placement group " + request->placement_group.Hex() + " was removed (or never created)");
 }
 
 std::vector<LeaseManager::RequestPtr> LeaseManager::TakeWaiting(const std::function<bool(const Request&)>& match) {
@@ -642,6 +646,19 @@ void LeaseManager::ReleaseUnusedBundles(const std::vector<rpc::Bundle>& in_use) 
     if (!keep.contains(key)) unused.push_back(key);
   }
   for (const BundleKey& key : unused) ReturnBundle(key.first, key.second);
+}
+
+void LeaseManager::AskAboutWaitingGroups() {
+  absl::flat_hash_set<PlacementGroupID> waiting;
+  for (const auto& [shape, queue] : infeasible_) {
+    for (const RequestPtr& request : queue) {
+      if (!request->placement_group.IsNil()) waiting.insert(request->placement_group);
+    }
+  }
+  for (const PlacementGroupID& group : waiting) {
+    asked_groups_.insert(group);
+    if (waiting_group_listener_) waiting_group_listener_(group);
+  }
 }
 
 void LeaseManager::OnPlacementGroupRemoved(const PlacementGroupID& group) {

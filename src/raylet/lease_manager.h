@@ -103,9 +103,18 @@ class LeaseManager {
   void ReturnBundle(const PlacementGroupID& group, int bundle_index, const std::string& attempt_id = "");
   // Returns every bundle held here that `in_use` does not list.
   void ReleaseUnusedBundles(const std::vector<rpc::Bundle>& in_use);
-  // The group was removed: its requests here are rejected (placement_group_removed),
-  // its leases released (workers killed), and later requests naming it rejected.
+  // The group was removed (or does not exist): its requests here are rejected
+  // (placement_group_removed), its leases released (workers killed), and later
+  // requests naming it rejected.
   void OnPlacementGroupRemoved(const PlacementGroupID& group);
+  // Called once per group whose requests wait here for a bundle no node holds (the
+  // node manager then asks the GCS whether the group still exists), and again for
+  // every such group by AskAboutWaitingGroups (after a GCS restart: a removal may
+  // have been missed).
+  void SetWaitingGroupListener(std::function<void(const PlacementGroupID&)> listener) {
+    waiting_group_listener_ = std::move(listener);
+  }
+  void AskAboutWaitingGroups();
   size_t num_bundles() const { return bundles_.size(); }
 
   // The cluster view changed (a node joined, availability was reported): places
@@ -205,6 +214,9 @@ class LeaseManager {
   scheduling::ResourceMap available_;
   absl::flat_hash_map<BundleKey, Bundle> bundles_;
   absl::flat_hash_set<PlacementGroupID> removed_groups_;
+  // Groups the waiting-group listener was told about.
+  absl::flat_hash_set<PlacementGroupID> asked_groups_;
+  std::function<void(const PlacementGroupID&)> waiting_group_listener_;
   // Pending requests by lease_request_id, and where they wait.
   absl::flat_hash_map<std::string, RequestPtr> requests_;
   std::map<scheduling::ResourceMap, std::deque<RequestPtr>> queued_;

@@ -221,6 +221,7 @@ int main(int argc, char** argv) {
       node_manager.mutable_view(), pool,
       [&rng](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); });
   node_manager.AttachWorkers(&pool, &lease_manager);
+  node_manager.AttachPlacementGroups(&gcs);
   manta::raylet::NodeManagerWorkerGrpcService worker_service(loop, pool, lease_manager);
   server.RegisterService(&worker_service);
   // Worker exits arrive as SIGCHLD.

@@ -30,6 +30,20 @@ void NodeManager::AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager) {
   });
 }
 
+void NodeManager::AttachPlacementGroups(gcs::PlacementGroupInfoClientInterface* groups) {
+  groups_ = groups;
+  lease_manager_->SetWaitingGroupListener([this, alive = std::weak_ptr<bool>(alive_)](const PlacementGroupID& id) {
+    if (alive.expired() || groups_ == nullptr) return;
+    groups_->AsyncGetPlacementGroup(id.Binary(), [this, alive, id](const absl::Status& s,
+                                                                    rpc::GetPlacementGroupReply&& reply) {
+      if (alive.expired() || !s.ok()) return;  // unknown: the group's requests keep waiting
+      if (!reply.found() || reply.placement_group().state() == rpc::PlacementGroupTableData::REMOVED) {
+        lease_manager_->OnPlacementGroupRemoved(id);
+      }
+    });
+  });
+}
+
 void NodeManager::ReportWorkerGone(const WorkerGone& gone) {
   // Leases it owns on other nodes: their raylets learn it from the GCS.
   if (!gone.registered) return;  // never ran anything, owns nothing
@@ -145,6 +159,8 @@ void NodeManager::Resync() {
     for (const NodeID& id : known) {
       if (!view_.Contains(id) && lease_manager_ != nullptr) lease_manager_->OnNodeDead(id);
     }
+    // Placement groups removed while we were not listening.
+    if (lease_manager_ != nullptr && groups_ != nullptr) lease_manager_->AskAboutWaitingGroups();
     ViewChanged();
     reported_once_ = false;  // the GCS may have lost our availability
     ReportUsage(true);

@@ -67,6 +67,10 @@ class NodeManager {
   // reach the lease manager, and a local driver that is gone is reported to the GCS.
   // REQUIRES: called once; both outlive this.
   void AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager);
+  // Gives the node manager the GCS's placement group calls: a group whose requests
+  // wait here is looked up, and one that is removed or unknown fails them (the lease
+  // manager's OnPlacementGroupRemoved). REQUIRES: after AttachWorkers; outlives this.
+  void AttachPlacementGroups(gcs::PlacementGroupInfoClientInterface* groups);
   // Asks the GCS how `job_id`'s workers start (its registration) and hands the answer
   // to the worker pool: SetJobConfig, or FailJob when the GCS does not know the job.
   void FetchJobConfig(const JobID& job_id);
@@ -136,6 +140,7 @@ class NodeManager {
   scheduling::ClusterResourceView view_;
   WorkerPool* pool_ = nullptr;
   LeaseManager* lease_manager_ = nullptr;
+  gcs::PlacementGroupInfoClientInterface* groups_ = nullptr;
   bool view_change_posted_ = false;
   std::string last_reported_;
   object_store::ObjectStore* store_ = nullptr;

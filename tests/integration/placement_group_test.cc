@@ -228,6 +228,17 @@ TEST_F(PlacementGroupTest, RemovalKillsItsActorsAndFailsItsTasks) {
   } catch (const ray::internal::RayException& e) {
     EXPECT_THAT(e.what(), HasSubstr("removed"));
   }
+  // So does one naming a group that never existed (an id made up by the program).
+  ray::PlacementGroup made_up(manta::PlacementGroupID::FromRandom().Binary(),
+                              ray::PlacementGroupCreationOptions{"", {{{"CPU", 1}}}, ray::PlacementStrategy::PACK});
+  try {
+    ray::Task(NodeOfThisProcess).SetPlacementGroup(made_up, 0).Remote().Get(20000);
+    ADD_FAILURE() << "a task of a group that never existed ran";
+  } catch (const ray::internal::RayTimeoutException&) {
+    ADD_FAILURE() << "a task of a group that never existed is still waiting";
+  } catch (const ray::internal::RayException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("never created"));
+  }
   auto late = ray::Actor(Pinned::Create).SetPlacementGroup(group, 0).Remote();
   try {
     late.Task(&Pinned::Pid).Remote().Get(20000);

@@ -879,5 +879,23 @@ TEST_F(LeaseManagerBundleTest, ReturningABundleKillsItsActorsAndTakesBackRequest
   EXPECT_EQ(lease_manager_->num_leases(), 0u);
 }
 
+TEST_F(LeaseManagerBundleTest, AGroupWhoseRequestsWaitIsAskedAboutOnceAndAgainOnDemand) {
+  std::vector<PlacementGroupID> asked;
+  lease_manager_->SetWaitingGroupListener([&](const PlacementGroupID& id) { asked.push_back(id); });
+  LeaseCallPtr first = Send(InBundle({{"CPU", 1}}, 0));
+  LeaseCallPtr second = Send(InBundle({{"CPU", 1}}, -1));
+  EXPECT_EQ(asked, std::vector<PlacementGroupID>{group_});
+  lease_manager_->AskAboutWaitingGroups();  // after a GCS restart
+  EXPECT_EQ(asked, (std::vector<PlacementGroupID>{group_, group_}));
+  // The answer: it does not exist. Both fail for good.
+  lease_manager_->OnPlacementGroupRemoved(group_);
+  loop_.RunUntilIdle();
+  for (const LeaseCallPtr& call : {first, second}) {
+    ASSERT_TRUE(call->done());
+    EXPECT_TRUE(call->reply.placement_group_removed());
+    EXPECT_THAT(call->reply.failure_message(), HasSubstr("never created"));
+  }
+}
+
 }  // namespace
 }  // namespace manta::raylet
