@@ -86,6 +86,21 @@ bool ResourcesAtRest(manta::testing::ClusterHarness& harness) {
   return true;
 }
 
+// What `get` threw, if it threw E; otherwise says what happened instead.
+template <typename E, typename F>
+std::string ErrorOf(F get) {
+  try {
+    get();
+    return "<it returned>";
+  } catch (const ray::internal::RayTimeoutException&) {
+    return "<still waiting>";
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<another exception: ") + e.what() + ">";
+  }
+}
+
 class PlacementGroupTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -220,32 +235,18 @@ TEST_F(PlacementGroupTest, RemovalKillsItsActorsAndFailsItsTasks) {
   // Not restarted: its calls fail.
   EXPECT_THROW(actor.Task(&Pinned::Pid).Remote().Get(20000), ray::internal::RayActorException);
   // A task or actor naming the removed group fails with a clear error.
-  try {
-    ray::Task(NodeOfThisProcess).SetPlacementGroup(group, 0).Remote().Get(20000);
-    ADD_FAILURE() << "a task of a removed group ran";
-  } catch (const ray::internal::RayTimeoutException&) {
-    ADD_FAILURE() << "a task of a removed group is still waiting";
-  } catch (const ray::internal::RayException& e) {
-    EXPECT_THAT(e.what(), HasSubstr("removed"));
-  }
+  EXPECT_THAT(ErrorOf<ray::internal::RayException>(
+                  [&] { ray::Task(NodeOfThisProcess).SetPlacementGroup(group, 0).Remote().Get(20000); }),
+              HasSubstr("removed"));
   // So does one naming a group that never existed (an id made up by the program).
   ray::PlacementGroup made_up(manta::PlacementGroupID::FromRandom().Binary(),
                               ray::PlacementGroupCreationOptions{"", {{{"CPU", 1}}}, ray::PlacementStrategy::PACK});
-  try {
-    ray::Task(NodeOfThisProcess).SetPlacementGroup(made_up, 0).Remote().Get(20000);
-    ADD_FAILURE() << "a task of a group that never existed ran";
-  } catch (const ray::internal::RayTimeoutException&) {
-    ADD_FAILURE() << "a task of a group that never existed is still waiting";
-  } catch (const ray::internal::RayException& e) {
-    EXPECT_THAT(e.what(), HasSubstr("never created"));
-  }
+  EXPECT_THAT(ErrorOf<ray::internal::RayException>(
+                  [&] { ray::Task(NodeOfThisProcess).SetPlacementGroup(made_up, 0).Remote().Get(20000); }),
+              HasSubstr("never created"));
   auto late = ray::Actor(Pinned::Create).SetPlacementGroup(group, 0).Remote();
-  try {
-    late.Task(&Pinned::Pid).Remote().Get(20000);
-    ADD_FAILURE() << "an actor of a removed group was created";
-  } catch (const ray::internal::RayActorException& e) {
-    EXPECT_THAT(e.what(), HasSubstr("removed"));
-  }
+  EXPECT_THAT(ErrorOf<ray::internal::RayActorException>([&] { late.Task(&Pinned::Pid).Remote().Get(20000); }),
+              HasSubstr("removed"));
 }
 
 TEST_F(PlacementGroupTest, BadInputGetsAClearError) {
