@@ -897,5 +897,23 @@ TEST_F(LeaseManagerBundleTest, AGroupWhoseRequestsWaitIsAskedAboutOnceAndAgainOn
   }
 }
 
+TEST_F(LeaseManagerBundleTest, RequestsOfAWorkerKilledWithItsBundleAreDroppedNotPlacedAgain) {
+  Reserve({MakeBundle(group_, 0, {{"CPU", 1}})});
+  LeaseCallPtr parent = Send(InBundle({{"CPU", 1}}, 0));
+  RegisterStarted();
+  ASSERT_TRUE(parent->granted());
+  // The parent task submitted a child into the same (full) bundle.
+  rpc::RequestWorkerLeaseRequest child_request = InBundle({{"CPU", 1}}, 0);
+  child_request.mutable_owner_address()->set_worker_id(parent->reply.worker_address().worker_id());
+  LeaseCallPtr child = Send(child_request);
+  ASSERT_FALSE(child->done());
+  lease_manager_->ReturnBundle(group_, 0);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(child->done());
+  EXPECT_TRUE(child->reply.canceled());  // its owner is gone
+  EXPECT_EQ(lease_manager_->num_queued() + lease_manager_->num_infeasible(), 0u);
+  EXPECT_EQ(Cpu(), 4);
+}
+
 }  // namespace
 }  // namespace manta::raylet
