@@ -96,6 +96,8 @@ class GcsPlacementGroupManager {
   const rpc::PlacementGroupTableData* GetGroup(const PlacementGroupID& id) const;
   size_t NumGroups() const { return groups_.size(); }
   size_t NumPending() const { return pending_.size(); }
+  // Scheduling has started, no attempt is in flight and no pass is due (tests).
+  bool Settled() const { return started_ && scheduling_.empty() && !pass_due_; }
 
   // INVALID_ARGUMENT naming what is wrong with a group to create (id, bundles,
   // strategy), OK otherwise.

@@ -84,13 +84,19 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
     return group;
   }
 
-  absl::Status Create(const Group& group) {
+  // Creates `group`, then drives the loop until `done` holds (by default: until the
+  // manager has nothing in flight).
+  absl::Status Create(const Group& group, const std::function<bool()>& done = nullptr) {
     rpc::CreatePlacementGroupRequest request;
     *request.mutable_placement_group() = group;
     rpc::CreatePlacementGroupReply reply;
     absl::Status s = CallHandler(loop_, *manager_, &GcsPlacementGroupManager::HandleCreatePlacementGroup, request,
                                  &reply);
-    Drive();
+    if (done) {
+      EXPECT_TRUE(DriveUntil(done));
+    } else {
+      Drive();
+    }
     return s;
   }
   absl::Status Remove(const Group& group) {
@@ -112,13 +118,18 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
     manager_->HandleWaitPlacementGroupUntilReady(wait, reply, recorder.Sender());
   }
 
-  // Runs the loop (timers due within a few ms included) until nothing is left to do.
-  void Drive() {
-    for (int i = 0; i < 50; ++i) {
+  // Runs the loop (its timers included) until `done` holds; false after 5 s.
+  bool DriveUntil(const std::function<bool()>& done) {
+    for (int i = 0; i < 5000; ++i) {
       loop_.RunUntilIdle();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    loop_.RunUntilIdle();
+    return false;
+  }
+  // Runs the loop until the manager has no attempt in flight and no pass due.
+  void Drive() {
+    EXPECT_TRUE(DriveUntil([this] { return manager_->Settled() && scheduler_.NumScheduling() == 0; }));
   }
 
   const Group& Get(const Group& group) {
@@ -230,7 +241,7 @@ TEST_F(GcsPlacementGroupManagerTest, NamesAreUniquePerNamespaceUntilRemoved) {
 TEST_F(GcsPlacementGroupManagerTest, ARefusedPrepareReturnsEveryBundleOfTheAttemptAndRetries) {
   Group group = MakeGroup({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, rpc::STRICT_SPREAD);
   Raylet(2).prepare_success = false;
-  ASSERT_THAT(Create(group), IsOk());
+  ASSERT_THAT(Create(group, [&] { return !Get(group).pending_reason().empty(); }), IsOk());
   EXPECT_NE(Get(group).state(), Group::CREATED);
   EXPECT_THAT(Get(group).pending_reason(), HasSubstr("has not the resources now"));
   // Nothing was committed anywhere, and every prepared bundle was handed back.
@@ -250,7 +261,8 @@ TEST_F(GcsPlacementGroupManagerTest, ARefusedPrepareReturnsEveryBundleOfTheAttem
 TEST_F(GcsPlacementGroupManagerTest, AFailedCommitReturnsTheBundlesToo) {
   Group group = MakeGroup({{{"CPU", 2}}, {{"CPU", 2}}}, rpc::SPREAD);
   for (int i = 0; i < 3; ++i) Raylet(i).commit_status = absl::UnavailableError("raylet stopped");
-  ASSERT_THAT(Create(group), IsOk());
+  ASSERT_THAT(Create(group, [&] { return !Get(group).pending_reason().empty(); }), IsOk());
+  EXPECT_THAT(Get(group).pending_reason(), HasSubstr("failed to commit"));
   EXPECT_NE(Get(group).state(), Group::CREATED);
   int prepared = 0, cancelled = 0;
   for (int i = 0; i < 3; ++i) {
@@ -271,8 +283,7 @@ TEST_F(GcsPlacementGroupManagerTest, AGroupNoNodeCanHoldIsInfeasibleUntilANodeJo
   rpc::WaitPlacementGroupUntilReadyReply wait_reply;
   ReplyRecorder waited;
   StartWait(group, 5, &wait_reply, waited);
-  Drive();
-  ASSERT_EQ(waited.calls(), 1);
+  ASSERT_TRUE(DriveUntil([&] { return waited.calls() == 1; }));
   EXPECT_TRUE(waited.status().ok());
   EXPECT_FALSE(wait_reply.ready());
   // A node big enough joins: the group is created and a held Wait answered.
