@@ -17,6 +17,7 @@
 #include "src/gcs/in_memory_store_client.h"
 #include "src/raylet/fake_raylet_client.h"
 #include "src/common/task_resources.h"
+#include "tests/gcs/gcs_cluster_fixture.h"
 #include "tests/gcs/gcs_test_helpers.h"
 
 namespace manta::gcs::testing {
@@ -28,18 +29,10 @@ using Actor = rpc::ActorTableData;
 constexpr char kOwnerRaylet[] = "10.0.0.1:7000";
 constexpr char kOtherRaylet[] = "10.0.0.2:7001";
 
-class GcsActorManagerTest : public ::testing::Test {
+class GcsActorManagerTest : public GcsClusterFixture {
  protected:
   GcsActorManagerTest()
-      : store_(loop_),
-        publisher_(GcsPublisher::Options(), clock_.AsFunction()),
-        published_(publisher_, {rpc::GCS_ACTOR_CHANNEL}),
-        nodes_(store_, publisher_, ClusterID::FromRandom(), clock_.AsFunction()),
-        raylets_([this](const std::string& address) {
-          auto raylet = std::make_shared<raylet::FakeRayletClient>(address);
-          raylet_by_address_[address] = raylet.get();
-          return raylet;
-        }),
+      : GcsClusterFixture({rpc::GCS_ACTOR_CHANNEL}),
         channels_([this](const std::string& key) {
           std::string address = core::TaskChannelAddress(key);
           auto channel = std::make_shared<core::FakeTaskChannel>(address, loop_);
@@ -54,17 +47,6 @@ class GcsActorManagerTest : public ::testing::Test {
 
   std::unique_ptr<GcsActorManager> MakeManager() {
     return std::make_unique<GcsActorManager>(store_, publisher_, scheduler_, clock_.AsFunction());
-  }
-
-  NodeID RegisterNode(const std::string& ip, int port) {
-    NodeID id = NodeID::FromRandom();
-    rpc::RegisterNodeRequest request;
-    request.mutable_node_info()->set_node_id(id.Binary());
-    request.mutable_node_info()->set_node_manager_address(ip);
-    request.mutable_node_info()->set_node_manager_port(port);
-    rpc::RegisterNodeReply reply;
-    EXPECT_THAT(CallHandler(loop_, nodes_, &GcsNodeManager::HandleRegisterNode, request, &reply), IsOk());
-    return id;
   }
 
   rpc::TaskSpec CreationSpec(const std::string& name = "", const std::string& ns = "ns", int max_restarts = 0,
@@ -113,17 +95,6 @@ class GcsActorManagerTest : public ::testing::Test {
   }
   static ActorID IdOf(const rpc::TaskSpec& spec) { return ActorID::FromBinary(spec.actor_creation().actor_id()); }
 
-  // Lets timers due "now" run (the scheduler's retries), until `done` or ~2 s.
-  bool DriveUntil(const std::function<bool()>& done) {
-    for (int i = 0; i < 2000; ++i) {
-      loop_.RunUntilIdle();
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return false;
-  }
-
-  raylet::FakeRayletClient& Raylet(const std::string& address) { return *raylet_by_address_.at(address); }
   core::FakeTaskChannel& Channel(int port) { return *channel_by_address_.at("127.0.0.1:" + std::to_string(port)); }
 
   // Grants the oldest lease request at `raylet` with a worker on `port` and lets the
@@ -150,15 +121,7 @@ class GcsActorManagerTest : public ::testing::Test {
     return states;
   }
 
-  EventLoop loop_;
-  FakeClock clock_;
-  InMemoryStoreClient store_;
-  GcsPublisher publisher_;
-  PublishedMessages published_;
-  GcsNodeManager nodes_;
-  std::map<std::string, raylet::FakeRayletClient*> raylet_by_address_;
   std::map<std::string, core::FakeTaskChannel*> channel_by_address_;
-  raylet::RayletClientPool raylets_;
   core::TaskChannelPool channels_;
   GcsActorScheduler scheduler_;
   std::unique_ptr<GcsActorManager> manager_;

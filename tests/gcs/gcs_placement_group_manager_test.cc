@@ -19,6 +19,7 @@
 
 #include "src/gcs/in_memory_store_client.h"
 #include "src/raylet/fake_raylet_client.h"
+#include "tests/gcs/gcs_cluster_fixture.h"
 #include "tests/gcs/gcs_test_helpers.h"
 
 namespace manta::gcs::testing {
@@ -28,19 +29,10 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using Group = rpc::PlacementGroupTableData;
 
-class GcsPlacementGroupManagerTest : public ::testing::Test {
+class GcsPlacementGroupManagerTest : public GcsClusterFixture {
  protected:
   GcsPlacementGroupManagerTest()
-      : store_(loop_),
-        publisher_(GcsPublisher::Options(), clock_.AsFunction()),
-        published_(publisher_, {rpc::GCS_PLACEMENT_GROUP_CHANNEL}),
-        nodes_(store_, publisher_, ClusterID::FromRandom(), clock_.AsFunction()),
-        raylets_([this](const std::string& address) {
-          auto raylet = std::make_shared<raylet::FakeRayletClient>(address);
-          raylet_by_address_[address] = raylet.get();
-          return raylet;
-        }),
-        scheduler_(loop_, nodes_, raylets_) {
+      : GcsClusterFixture({rpc::GCS_PLACEMENT_GROUP_CHANNEL}), scheduler_(loop_, nodes_, raylets_) {
     for (int i = 0; i < 3; ++i) node_ids_.push_back(RegisterNode(i, {{"CPU", 2}}));
     manager_ = MakeManager();
     manager_->Start();
@@ -57,16 +49,7 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
   static std::string Address(int i) { return "10.0.0." + std::to_string(i + 1) + ":7000"; }
 
   NodeID RegisterNode(int i, const std::map<std::string, double>& resources) {
-    NodeID id = NodeID::FromRandom();
-    rpc::RegisterNodeRequest request;
-    rpc::NodeInfo* info = request.mutable_node_info();
-    info->set_node_id(id.Binary());
-    info->set_node_manager_address("10.0.0." + std::to_string(i + 1));
-    info->set_node_manager_port(7000);
-    for (const auto& [k, v] : resources) (*info->mutable_resources_total())[k] = v;
-    rpc::RegisterNodeReply reply;
-    EXPECT_THAT(CallHandler(loop_, nodes_, &GcsNodeManager::HandleRegisterNode, request, &reply), IsOk());
-    return id;
+    return GcsClusterFixture::RegisterNode("10.0.0." + std::to_string(i + 1), 7000, resources);
   }
 
   Group MakeGroup(std::vector<std::map<std::string, double>> bundles, rpc::PlacementStrategy strategy,
@@ -118,15 +101,6 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
     manager_->HandleWaitPlacementGroupUntilReady(wait, reply, recorder.Sender());
   }
 
-  // Runs the loop (its timers included) until `done` holds; false after 5 s.
-  bool DriveUntil(const std::function<bool()>& done) {
-    for (int i = 0; i < 5000; ++i) {
-      loop_.RunUntilIdle();
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return false;
-  }
   // Runs the loop until the manager has no attempt in flight and no pass due.
   void Drive() {
     EXPECT_TRUE(DriveUntil([this] { return manager_->Settled() && scheduler_.NumScheduling() == 0; }));
@@ -135,8 +109,8 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
   const Group& Get(const Group& group) {
     return *manager_->GetGroup(PlacementGroupID::FromBinary(group.placement_group_id()));
   }
-  raylet::FakeRayletClient& Raylet(int i) { return *raylet_by_address_.at(Address(i)); }
-  bool HasRaylet(int i) const { return raylet_by_address_.contains(Address(i)); }
+  raylet::FakeRayletClient& Raylet(int i) { return GcsClusterFixture::Raylet(Address(i)); }
+  bool HasRaylet(int i) const { return GcsClusterFixture::HasRaylet(Address(i)); }
   // Bundles prepared (and committed) at raylet `i`, over all calls.
   int Prepared(int i) {
     if (!HasRaylet(i)) return 0;
@@ -158,14 +132,6 @@ class GcsPlacementGroupManagerTest : public ::testing::Test {
     return -1;
   }
 
-  EventLoop loop_;
-  FakeClock clock_;
-  InMemoryStoreClient store_;
-  GcsPublisher publisher_;
-  PublishedMessages published_;
-  GcsNodeManager nodes_;
-  std::map<std::string, raylet::FakeRayletClient*> raylet_by_address_;
-  raylet::RayletClientPool raylets_;
   GcsPlacementGroupScheduler scheduler_;
   std::unique_ptr<GcsPlacementGroupManager> manager_;
   std::vector<NodeID> node_ids_;
