@@ -118,12 +118,13 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
   while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.has_value()) {
     PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
     while (!actor.queue.empty() && actor.queue.begin()->second.has_value()) {
-      rpc::TaskSpec& spec = *actor.queue.begin()->second;
+      const rpc::TaskSpec& spec = *actor.queue.begin()->second;
       PushBatch::Added added = batch.TryAdd(spec);
       if (added == PushBatch::Added::kFull) break;
       if (added == PushBatch::Added::kTooBig) {
-        rpc::ErrorInfo error =
-            TooBigForAPush(spec, "call " + spec.function_name() + " of " + actor.describe, options_.max_push_bytes);
+        rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(spec.ByteSizeLong()),
+                                              "call " + spec.function_name() + " of " + actor.describe,
+                                              options_.max_push_bytes);
         TaskID task_id = TaskID::FromBinary(spec.task_id());
         later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
       }
@@ -133,8 +134,8 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
     auto push = std::make_shared<Push>(Push{actor_id, actor.worker_id, batch.progress()});
     actor.in_flight += batch.size();
     std::weak_ptr<bool> alive = alive_;
-    actor.channel->Push(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
-                                                                 rpc::PushTaskReply&& reply) {
+    actor.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
+                                                                           rpc::PushTaskReply&& reply) {
       if (alive.expired()) return;
       if (status.ok()) {
         task_manager_.CompletePendingTasks(reply.results());

@@ -217,8 +217,8 @@ absl::Status CoreWorker::Connect() {
       loop_.RunEvery("CoreWorker.ReleaseMemory", kReleaseMemoryCheckMs, [this] { memory_releaser_.Check(); });
   task_manager_ = std::make_unique<TaskManager>(
       memory_store_, *reference_counter_,
-      [this](const TaskSpecPtr& spec) {
-        loop_.Post("CoreWorker.Resubmit", [this, spec] { ResolveAndSubmit(spec); });
+      [this](const PackedTaskPtr& task) {
+        loop_.Post("CoreWorker.Resubmit", [this, task] { ResolveAndSubmit(task->Unpack(), task); });
       },
       config.max_lineage_bytes);
   SubmitterOptions submitter_options;
@@ -472,11 +472,11 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
   reference_counter_->AddLocalReference(return_id);
   reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
-  // One copy of the spec, shared by the task manager and the submitter.
-  auto shared = std::make_shared<const rpc::TaskSpec>(std::move(spec));
-  task_manager_->AddPendingTask(shared, std::move(arg_ids));
+  // Packed once, while hot; shared by the task manager and the submitter.
+  PackedTaskPtr packed = PackedTask::Pack(spec);
+  task_manager_->AddPendingTask(packed, std::move(arg_ids));
   // On this thread: when a worker (or the actor) has room the task goes to its socket now.
-  ResolveAndSubmit(std::move(shared));
+  ResolveAndSubmit(std::move(spec), std::move(packed));
   return return_id;
 }
 
@@ -496,12 +496,12 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
 }
 
-void CoreWorker::ResolveAndSubmit(TaskSpecPtr spec) {
-  // Inlining works on a copy: the task manager keeps the spec as submitted (a retry
-  // resolves its arguments again).
-  std::shared_ptr<rpc::TaskSpec> resolved;
-  for (int i = 0; i < spec->args_size(); ++i) {
-    const rpc::TaskArg& arg = spec->args(i);
+void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
+  // Inlined values go into `spec` and a new packed copy for the push: the task
+  // manager keeps the spec as submitted (a retry resolves its arguments again).
+  bool inlined = false;
+  for (int i = 0; i < spec.args_size(); ++i) {
+    const rpc::TaskArg& arg = spec.args(i);
     if (!arg.is_ref() || !arg.data().empty() || arg.ref().object_id().empty()) continue;
     ObjectID id = ObjectID::FromBinary(arg.ref().object_id());
     if (!reference_counter_->IsOwnedByUs(id)) continue;  // the worker asks the owner
@@ -509,44 +509,43 @@ void CoreWorker::ResolveAndSubmit(TaskSpecPtr spec) {
     if (!value) {
       // Pending (its task runs): wait below. Otherwise its value was freed while only
       // lineage kept it (a task being run again needs it again): rebuild it first.
-      RecoverObject(id, nullptr, "needed again as an argument of " + spec->function_name());
+      RecoverObject(id, nullptr, "needed again as an argument of " + spec.function_name());
       value = memory_store_.GetIfExists(id);  // arrived meanwhile, or an error if it cannot be rebuilt
     }
     if (!value) {
-      // Wait for this dependency, then look at the spec again.
-      memory_store_.GetAsync(id, [this, spec](StoredObjectPtr) {
-        loop_.Post("CoreWorker.DependencyReady", [this, spec] { ResolveAndSubmit(spec); });
+      // Wait for this dependency, then look at the spec again (only the packed copy
+      // waits: a tree of pending tasks holds no decoded specs).
+      memory_store_.GetAsync(id, [this, packed](StoredObjectPtr) {
+        loop_.Post("CoreWorker.DependencyReady", [this, packed] { ResolveAndSubmit(packed->Unpack(), packed); });
       });
       return;
     }
     if (!value->error.ok()) {
       // A failed dependency fails the task with the same error.
-      FailBeforeDispatch(*spec, ToErrorInfo(*value));
+      FailBeforeDispatch(spec, ToErrorInfo(*value));
       return;
     }
     if (!value->in_plasma) {
-      if (!resolved) {
-        resolved = std::make_shared<rpc::TaskSpec>(*spec);
-        spec = resolved;
-      }
-      rpc::TaskArg* inlined = resolved->mutable_args(i);
-      inlined->set_data(value->data);
-      inlined->set_metadata(value->metadata);
+      rpc::TaskArg* resolved = spec.mutable_args(i);
+      resolved->set_data(value->data);
+      resolved->set_metadata(value->metadata);
+      inlined = true;
     }
   }
-  Dispatch(std::move(spec));
+  if (inlined && spec.type() == rpc::NORMAL_TASK) packed = PackedTask::Pack(spec);
+  Dispatch(std::move(spec), std::move(packed));
 }
 
-void CoreWorker::Dispatch(TaskSpecPtr spec) {
-  switch (spec->type()) {
+void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed) {
+  switch (spec.type()) {
     case rpc::ACTOR_TASK:
-      actor_submitter_->Resolved(*spec);
+      actor_submitter_->Resolved(std::move(spec));
       return;
     case rpc::ACTOR_CREATION_TASK:
-      SendCreateActor(*spec);
+      SendCreateActor(spec);
       return;
     default:
-      submitter_->Submit(std::move(spec));
+      submitter_->Submit(spec, std::move(packed));
   }
 }
 

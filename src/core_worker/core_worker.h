@@ -245,8 +245,9 @@ class CoreWorker {
   // Records a task (normal or actor call) this process owns the return of, and
   // submits it; returns the return's id carrying one local reference.
   ObjectID SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids);
-  // A task whose arguments are resolved goes to its submitter (by type).
-  void Dispatch(TaskSpecPtr spec);
+  // A task whose arguments are resolved goes to its submitter (by type); `packed` is
+  // `spec` packed (the normal submitter queues and pushes that).
+  void Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed);
   // A task that cannot run because an argument failed with `error`.
   void FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error);
   // Actors: follow an actor's state from the GCS (once per actor). Any thread.
@@ -269,7 +270,8 @@ class CoreWorker {
   uint64_t NextTaskIndex();
   uint64_t NextPutIndex();
   // Resolves owned by-ref arguments (inlining small ready values), then submits.
-  void ResolveAndSubmit(TaskSpecPtr spec);
+  // `spec` is `packed` decoded (the caller has it already, or decodes it).
+  void ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed);
   // Reads the replies of this process's task channels (any thread, non-blocking).
   // Returns true when anything was read; *in_flight tells whether any push awaits
   // replies.

@@ -79,7 +79,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
       if (s.ok()) {
         actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
                                         [this, actor_id](absl::Status) { RefreshActor(actor_id); });
-        ResolveAndSubmit(std::make_shared<const rpc::TaskSpec>(spec));
+        ResolveAndSubmit(spec, PackedTask::Pack(spec));
       }
       done(s);
     });

@@ -23,11 +23,18 @@ class FakeTaskChannel : public TaskChannelInterface {
 
   FakeTaskChannel(std::string address, EventLoop& loop) : address_(std::move(address)), loop_(loop) {}
   const std::string& address() const override { return address_; }
-  void Push(rpc::PushTaskRequest q, PushCallback cb) override {
+  // Recorded decoded, with the next push_id (from 1).
+  void PushSerialized(std::string bytes, PushCallback cb) override {
     if (closed) {
       loop_.Post("FakeTaskChannel.Closed", [cb] { cb(absl::UnavailableError("connection closed"), {}); });
       return;
     }
+    rpc::PushTaskRequest q;
+    if (!q.ParseFromString(bytes)) {
+      loop_.Post("FakeTaskChannel.Malformed", [cb] { cb(absl::InternalError("push does not parse"), {}); });
+      return;
+    }
+    q.set_push_id(next_push_id_++);
     pushes.push_back({std::move(q), std::move(cb)});
   }
   bool Poll() override { return false; }
@@ -84,6 +91,7 @@ class FakeTaskChannel : public TaskChannelInterface {
  private:
   std::string address_;
   EventLoop& loop_;
+  uint64_t next_push_id_ = 1;
 };
 
 }  // namespace manta::core

@@ -51,7 +51,8 @@ std::string LogKey(const std::string& key) {
 
 NormalTaskSubmitter::NormalTaskSubmitter(EventLoop& loop, SubmitterOptions options, RayletClientPool& raylets,
                                          TaskChannelPool& channels, TaskManager& task_manager)
-    : loop_(loop), options_(std::move(options)), raylets_(raylets), channels_(channels),
+    : loop_(loop), options_(std::move(options)), caller_field_(CallerAddressField(options_.self)),
+      raylets_(raylets), channels_(channels),
       task_manager_(task_manager) {}
 
 NormalTaskSubmitter::~NormalTaskSubmitter() { sweep_timer_.reset(); }
@@ -86,34 +87,34 @@ void NormalTaskSubmitter::Run(Deferred& later) {
   later.clear();
 }
 
-void NormalTaskSubmitter::Submit(TaskSpecPtr spec) {
+void NormalTaskSubmitter::Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed) {
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
-      TaskID task_id = TaskID::FromBinary(spec->task_id());
+      TaskID task_id = packed->task_id();
       rpc::ErrorInfo error;
       error.set_type(rpc::TASK_CANCELLED);
       error.set_message("the submitting process is shutting down");
       later.push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     } else {
       // Per function too, as in Ray: task durations (and so pipelining) are per function.
-      google::protobuf::Map<std::string, double> resources = ResourceMapOf(*spec);
+      google::protobuf::Map<std::string, double> resources = ResourceMapOf(spec);
       // Per runtime env and per placement group bundle, in the shape itself: a lease (a
       // worker started for one env, holding one bundle's resources) never serves tasks
       // of another env or bundle, not even by AdoptIdleLease.
-      std::string env_suffix = spec->runtime_env().empty() ? std::string() : kEnvKeyPart + spec->runtime_env();
-      std::string placement = PlacementKeyPart(spec->placement());
-      std::string key = SchedulingKey(resources) + placement + "|" + spec->function_name() + env_suffix;
+      std::string env_suffix = spec.runtime_env().empty() ? std::string() : kEnvKeyPart + spec.runtime_env();
+      std::string placement = PlacementKeyPart(spec.placement());
+      std::string key = SchedulingKey(resources) + placement + "|" + spec.function_name() + env_suffix;
       KeyState& state = keys_[key];
       if (state.resources.empty()) {
         state.resources = std::move(resources);
         if (state.resources.empty()) state.resources["CPU"] = 1;
         state.shape = SchedulingKey(state.resources) + placement + env_suffix;
-        state.runtime_env = spec->runtime_env();
-        state.placement = spec->placement();
+        state.runtime_env = spec.runtime_env();
+        state.placement = spec.placement();
       }
-      state.queue.push_back(std::move(spec));
+      state.queue.push_back(std::move(packed));
       // Only an idle worker gets the task now. A busy one gets the tasks queued
       // meanwhile in one push when its next reply comes: one frame and one wake-up
       // for many tasks, and the batch grows with the submission rate.
@@ -258,13 +259,14 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   if (n <= 0) return;
   PushBatch batch(lease.worker.worker_id(), n, options_.max_push_bytes);
   while (!state.queue.empty()) {
-    const rpc::TaskSpec& spec = *state.queue.front();
-    PushBatch::Added added = batch.TryAddCopy(spec, options_.self);
+    const PackedTask& task = *state.queue.front();
+    PushBatch::Added added = batch.TryAddPacked(task, caller_field_);
     if (added == PushBatch::Added::kFull) break;
     if (added == PushBatch::Added::kTooBig) {
       // Can never be sent: fail it rather than take a worker down with it.
-      rpc::ErrorInfo error = TooBigForAPush(spec, "task " + spec.function_name(), options_.max_push_bytes);
-      TaskID task_id = TaskID::FromBinary(spec.task_id());
+      rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(task.bytes().size()), "task " + task.function_name(),
+                                            options_.max_push_bytes);
+      TaskID task_id = task.task_id();
       later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     }
     state.queue.pop_front();
@@ -273,8 +275,8 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress()});
   lease.in_flight += batch.size();
   std::weak_ptr<bool> alive = alive_;
-  lease.channel->Push(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
-                                                               rpc::PushTaskReply&& reply) {
+  lease.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
+                                                                         rpc::PushTaskReply&& reply) {
     // On the thread that read the reply: results go to their waiters right away.
     if (alive.expired()) return;
     if (status.ok()) {
@@ -448,13 +450,13 @@ void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconne
 
 void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message,
                                           Deferred* later) {
-  std::deque<TaskSpecPtr> queue = std::move(state.queue);
+  std::deque<PackedTaskPtr> queue = std::move(state.queue);
   state.queue.clear();
-  for (const TaskSpecPtr& spec : queue) {
+  for (const PackedTaskPtr& task : queue) {
     rpc::ErrorInfo error;
     error.set_type(type);
     error.set_message(message);
-    TaskID task_id = TaskID::FromBinary(spec->task_id());
+    TaskID task_id = task->task_id();
     later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
   }
 }

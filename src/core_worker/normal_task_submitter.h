@@ -67,9 +67,10 @@ class NormalTaskSubmitter {
   ~NormalTaskSubmitter();
 
   // Queues a task whose arguments are resolved, and pushes it at once when a
-  // leased worker of its key has room. The spec is shared (with the task manager),
-  // never changed; a push carries a copy. Any thread.
-  void Submit(TaskSpecPtr spec);
+  // leased worker of its key has room. `packed` is `spec` packed (shared with the
+  // task manager, never changed): the queue holds it and a push carries its bytes;
+  // `spec` gives the scheduling key. Any thread.
+  void Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed);
   // Returns every lease; later submissions fail as cancelled (shutdown). Any thread.
   void Shutdown();
 
@@ -89,7 +90,7 @@ class NormalTaskSubmitter {
     int64_t idle_since_ms = 0;  // meaningful while in_flight == 0
   };
   struct KeyState {
-    std::deque<TaskSpecPtr> queue;
+    std::deque<PackedTaskPtr> queue;
     google::protobuf::Map<std::string, double> resources;
     // SchedulingKey(resources), the placement and the runtime env: keys of one shape
     // share leases.
@@ -142,6 +143,7 @@ class NormalTaskSubmitter {
 
   EventLoop& loop_;
   const SubmitterOptions options_;
+  const std::string caller_field_;  // CallerAddressField(options_.self), added to each spec pushed
   RayletClientPool& raylets_;
   TaskChannelPool& channels_;
   TaskManager& task_manager_;

@@ -1,9 +1,9 @@
 // PushBatch and PushProgress: what the task submitters (normal and actor) share about
 // one push over the task channel (ARCHITECTURE.md §5 step 5, §6).
 //
-// A PushBatch collects queued specs into one PushTaskRequest, up to a number of tasks
-// and of bytes; a spec that alone is over the byte limit can never be sent and is
-// refused (kTooBig) so the caller fails it. PushProgress then follows the push's
+// A PushBatch collects queued specs into one serialized PushTaskRequest, up to a
+// number of tasks and of bytes; a spec that alone is over the byte limit can never be
+// sent and is refused (kTooBig) so the caller fails it. PushProgress then follows the push's
 // replies: results arrive in one or more replies, the last one marked done; tasks
 // still without a result at that point, or when the push fails, are handed back for
 // retry or failure.
@@ -20,6 +20,8 @@
 
 #include "protos/core_worker.pb.h"
 #include "src/common/id.h"
+#include "src/core_worker/packed_task.h"
+#include "src/core_worker/task_channel.h"
 
 namespace manta::core {
 
@@ -58,68 +60,85 @@ class PushProgress {
 };
 
 // The error of a task too big for any push (`what` names it for the message).
-inline rpc::ErrorInfo TooBigForAPush(const rpc::TaskSpec& spec, const std::string& what, int64_t max_bytes) {
+inline rpc::ErrorInfo TooBigForAPush(int64_t spec_bytes, const std::string& what, int64_t max_bytes) {
   rpc::ErrorInfo error;
   error.set_type(rpc::TASK_CANCELLED);
-  error.set_message(what + " is " + std::to_string(spec.ByteSizeLong()) +
+  error.set_message(what + " is " + std::to_string(spec_bytes) +
                     " bytes with its inline arguments, over the limit of " + std::to_string(max_bytes) +
                     " for one push");
   return error;
 }
 
+// TaskSpec.caller_address (field 4) holding `caller`, serialized: appended to a spec's
+// bytes it sets that field (an owner's packed specs leave it out, it is the same for
+// all of them).
+inline std::string CallerAddressField(const rpc::Address& caller) {
+  std::string field;
+  const std::string address = caller.SerializeAsString();
+  AppendLengthDelimitedHeader(4, address.size(), &field);
+  field += address;
+  return field;
+}
+
+// The request is built in its wire form as tasks are added (the task channel sends
+// the bytes and appends the push_id): a packed spec goes in as a copy of its bytes.
 class PushBatch {
  public:
   enum class Added { kAdded, kFull, kTooBig };
 
   PushBatch(const std::string& intended_worker_id, int64_t max_tasks, int64_t max_bytes)
       : max_tasks_(max_tasks), max_bytes_(max_bytes), progress_(std::make_shared<PushProgress>()) {
-    request_.set_intended_worker_id(intended_worker_id);
+    AppendLengthDelimitedHeader(1, intended_worker_id.size(), &request_);  // PushTaskRequest.intended_worker_id
+    request_ += intended_worker_id;
   }
 
-  // kAdded: `spec` moved into the push (it is left empty). kFull: the push is full;
-  // `spec` waits for the next one. kTooBig: `spec` alone is over the byte limit.
-  Added TryAdd(rpc::TaskSpec& spec) {
-    const Added added = Check(spec, 0);
-    if (added == Added::kAdded) request_.add_tasks()->Swap(&spec);
-    return added;
-  }
-  // The same for a spec that stays where it is (shared with the task manager): the
-  // push gets a copy, with `caller` as its caller_address (an owner's specs leave
-  // it out: it is the same for all of them).
-  Added TryAddCopy(const rpc::TaskSpec& spec, const rpc::Address& caller) {
-    // The field's tag and length, then the address.
-    const int64_t caller_bytes = 2 + static_cast<int64_t>(caller.ByteSizeLong());
-    const Added added = Check(spec, caller_bytes);
+  // kAdded: `spec` is in the push. kFull: the push is full; `spec` waits for the next
+  // one. kTooBig: `spec` alone is over the byte limit.
+  Added TryAdd(const rpc::TaskSpec& spec) {
+    const size_t size = spec.ByteSizeLong();
+    const Added added = Check(TaskID::FromBinary(spec.task_id()), spec.attempt_number(), static_cast<int64_t>(size));
     if (added == Added::kAdded) {
-      rpc::TaskSpec* task = request_.add_tasks();
-      *task = spec;
-      *task->mutable_caller_address() = caller;
+      AppendLengthDelimitedHeader(2, size, &request_);  // PushTaskRequest.tasks
+      const size_t offset = request_.size();
+      request_.resize(offset + size);
+      spec.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(request_.data() + offset));
     }
     return added;
   }
-  bool empty() const { return request_.tasks_size() == 0; }
-  int64_t size() const { return request_.tasks_size(); }
+  // The same for a packed spec, with `caller_field` (CallerAddressField) appended.
+  Added TryAddPacked(const PackedTask& task, const std::string& caller_field) {
+    const size_t size = task.bytes().size() + caller_field.size();
+    const Added added = Check(task.task_id(), task.attempt_number(), static_cast<int64_t>(size));
+    if (added == Added::kAdded) {
+      AppendLengthDelimitedHeader(2, size, &request_);
+      request_ += task.bytes();
+      request_ += caller_field;
+    }
+    return added;
+  }
+  bool empty() const { return size() == 0; }
+  int64_t size() const { return static_cast<int64_t>(progress_->size()); }
   int64_t max_bytes() const { return max_bytes_; }
-  rpc::PushTaskRequest TakeRequest() { return std::move(request_); }
+  // The serialized PushTaskRequest (no push_id).
+  std::string TakeRequest() { return std::move(request_); }
   const std::shared_ptr<PushProgress>& progress() const { return progress_; }
 
  private:
-  // Whether `spec` (with `extra_bytes` more) fits; when it does, it is counted in
-  // (the caller adds it).
-  Added Check(const rpc::TaskSpec& spec, int64_t extra_bytes) {
-    const int64_t size = static_cast<int64_t>(spec.ByteSizeLong()) + extra_bytes;
+  // Whether a spec of `size` bytes fits; when it does, it is counted in (the caller
+  // adds it).
+  Added Check(const TaskID& task_id, int attempt, int64_t size) {
     if (size > max_bytes_) return Added::kTooBig;
-    if (request_.tasks_size() >= max_tasks_) return Added::kFull;
-    if (request_.tasks_size() > 0 && bytes_ + size > max_bytes_) return Added::kFull;
+    if (this->size() >= max_tasks_) return Added::kFull;
+    if (!empty() && bytes_ + size > max_bytes_) return Added::kFull;
     bytes_ += size;
-    progress_->Add(TaskID::FromBinary(spec.task_id()), spec.attempt_number());
+    progress_->Add(task_id, attempt);
     return Added::kAdded;
   }
 
   const int64_t max_tasks_;
   const int64_t max_bytes_;
   int64_t bytes_ = 0;
-  rpc::PushTaskRequest request_;
+  std::string request_;
   std::shared_ptr<PushProgress> progress_;
 };
 

@@ -175,20 +175,22 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 
   const std::string& address() const override { return address_; }
 
-  void Push(rpc::PushTaskRequest request, PushCallback callback) override {
+  void PushSerialized(std::string request, PushCallback callback) override {
     absl::Status failed;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (status_.ok() && fd_ < 0) status_ = StartConnect();
-      if (status_.ok() && static_cast<int64_t>(request.ByteSizeLong()) + 1 > max_frame_bytes_) {
-        failed = absl::InvalidArgumentError("a push of " + std::to_string(request.ByteSizeLong()) +
+      // The push_id field takes at most 11 bytes more, the frame's kind one.
+      if (status_.ok() && static_cast<int64_t>(request.size()) + 12 > max_frame_bytes_) {
+        failed = absl::InvalidArgumentError("a push of " + std::to_string(request.size()) +
                                             " bytes is over the task channel's frame limit of " +
                                             std::to_string(max_frame_bytes_) + " bytes");
       } else if (status_.ok()) {
         uint64_t push_id = next_push_id_++;
-        request.set_push_id(push_id);
+        AppendVarint(uint64_t{3} << 3, &request);  // PushTaskRequest.push_id, a varint
+        AppendVarint(push_id, &request);
         pushes_.emplace(push_id, std::make_shared<PushCallback>(std::move(callback)));
-        AppendFrame(FrameKind::kPush, request, &out_);
+        AppendRawFrame(FrameKind::kPush, request, &out_);
         if (authenticated_ && !write_armed_ && WriteSome()) {
           write_armed_ = true;
           loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });

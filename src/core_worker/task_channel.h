@@ -41,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +60,21 @@ enum class FrameKind : uint8_t { kPush = 1, kReply = 2, kChallenge = 3, kProof =
 void AppendFrame(FrameKind kind, const google::protobuf::MessageLite& message, std::string* out);
 // The same with raw bytes as the body (handshake frames).
 void AppendRawFrame(FrameKind kind, std::string_view body, std::string* out);
+
+// Protobuf wire form, for building a PushTaskRequest from specs already serialized
+// (push_batch.h) and for appending the push_id to one.
+inline void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+// The tag and length of a length-delimited field (bytes, string, message) `field`.
+inline void AppendLengthDelimitedHeader(uint32_t field, uint64_t length, std::string* out) {
+  AppendVarint((uint64_t{field} << 3) | 2, out);
+  AppendVarint(length, out);
+}
 
 // Accumulates bytes read from a socket and cuts them into frames. A malformed
 // header (length 0, or over max_frame_bytes) is an error as soon as it is seen,
@@ -96,9 +112,13 @@ class TaskChannelInterface {
   virtual ~TaskChannelInterface() = default;
   // "ip:task_port" of the worker.
   virtual const std::string& address() const = 0;
-  // Sends `request` (its push_id is assigned here). Never blocks on the peer: what
-  // the socket cannot take now is written from the loop when it can.
-  virtual void Push(rpc::PushTaskRequest request, PushCallback callback) = 0;
+  // Sends `request`, a serialized PushTaskRequest without its push_id (assigned and
+  // appended here). Never blocks on the peer: what the socket cannot take now is
+  // written from the loop when it can.
+  virtual void PushSerialized(std::string request, PushCallback callback) = 0;
+  void Push(const rpc::PushTaskRequest& request, PushCallback callback) {
+    PushSerialized(request.SerializeAsString(), std::move(callback));
+  }
   // Reads and dispatches the replies that have arrived, without blocking. Returns
   // true when it read anything. Any thread.
   virtual bool Poll() = 0;

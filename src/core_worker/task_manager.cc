@@ -14,14 +14,10 @@ TaskManager::TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_
     : memory_store_(memory_store), reference_counter_(reference_counter), resubmit_(std::move(resubmit)),
       max_lineage_bytes_(max_lineage_bytes) {}
 
-TaskSpecPtr TaskManager::Entry::NextAttempt() const {
-  auto next = std::make_shared<rpc::TaskSpec>(*spec);
-  next->set_attempt_number(spec->attempt_number() + 1);
-  return next;
-}
+PackedTaskPtr TaskManager::Entry::NextAttempt() const { return spec->NextAttempt(); }
 
-void TaskManager::AddPendingTask(TaskSpecPtr spec, std::vector<ObjectID> argument_ids) {
-  TaskID task_id = TaskID::FromBinary(spec->task_id());
+void TaskManager::AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids) {
+  const TaskID task_id = spec->task_id();
   absl::MutexLock lock(&mu_);
   Entry& e = pending_[task_id];
   e.retries_left = spec->max_retries();
@@ -159,9 +155,9 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
 }
 
 std::vector<ObjectID> TaskManager::KeepLineageLocked(Entry entry, std::vector<ObjectID> owned_args) {
-  TaskID task_id = TaskID::FromBinary(entry.spec->task_id());
+  const TaskID task_id = entry.spec->task_id();
   LineageEntry& kept = lineage_[task_id];
-  kept.bytes = static_cast<int64_t>(entry.spec->ByteSizeLong());
+  kept.bytes = static_cast<int64_t>(entry.spec->bytes().size());
   for (int i = 1; i <= std::max(1, entry.spec->num_returns()); ++i) kept.returns_alive.push_back(i);
   kept.task = std::move(entry);
   kept.owned_args = std::move(owned_args);
@@ -231,7 +227,7 @@ void TaskManager::OnObjectFreed(const ObjectID& id) {
 TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const StoredObjectPtr& stale,
                                                       std::string* why) {
   const TaskID task_id = id.Task();
-  TaskSpecPtr spec;
+  PackedTaskPtr spec;
   std::vector<ObjectID> argument_ids;
   std::vector<ObjectID> owned_args;
   {
@@ -287,7 +283,7 @@ size_t TaskManager::TableCapacity() const {
 
 bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type,
                                   const std::string& message) {
-  TaskSpecPtr resubmit;
+  PackedTaskPtr resubmit;
   Entry failed;
   {
     absl::MutexLock lock(&mu_);
@@ -339,7 +335,7 @@ void TaskManager::PutIfReferenced(const ObjectID& id, StoredObjectPtr value) {
 }
 
 void TaskManager::StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error) {
-  TaskID task_id = TaskID::FromBinary(entry.spec->task_id());
+  const TaskID task_id = entry.spec->task_id();
   for (int i = 1; i <= entry.spec->num_returns(); ++i) {
     ObjectID id = ObjectID::FromIndex(task_id, i);
     reference_counter_.UpdateObjectFailed(id);

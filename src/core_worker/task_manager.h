@@ -16,9 +16,10 @@
 // kept are capped at max_lineage_bytes; beyond it the oldest are dropped and their
 // returns can no longer be rebuilt.
 //
-// A spec is held by a shared pointer to const: the task manager, the submitter's queue
-// and the lineage share one copy per task. A retry makes a new spec with the next
-// attempt number rather than change the shared one.
+// A spec is held packed (packed_task.h: serialized once at submission) by a shared
+// pointer to const: the task manager, the submitter's queue and the lineage share one
+// copy per task. A retry makes a new one with the next attempt number rather than
+// change the shared one.
 //
 // Memory: the tables shrink once mostly empty (table_shrink.h), so a burst of a
 // million tasks leaves no million-slot tables behind.
@@ -41,21 +42,19 @@
 #include "protos/core_worker.pb.h"
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
+#include "src/core_worker/packed_task.h"
 #include "src/core_worker/reference_counter.h"
 
 namespace manta::core {
 
-// A task's spec as submitted; never changed once shared.
-using TaskSpecPtr = std::shared_ptr<const rpc::TaskSpec>;
-
 class TaskManager {
  public:
-  using Resubmit = std::function<void(const TaskSpecPtr& spec)>;
+  using Resubmit = std::function<void(const PackedTaskPtr& spec)>;
   TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit,
               int64_t max_lineage_bytes = int64_t{1} << 30);
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
-  void AddPendingTask(TaskSpecPtr spec, std::vector<ObjectID> argument_ids);
+  void AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids);
   bool IsPending(const TaskID& task_id) const;
   size_t NumPending() const;
 
@@ -99,14 +98,14 @@ class TaskManager {
 
  private:
   struct Entry {
-    TaskSpecPtr spec;
+    PackedTaskPtr spec;
     std::vector<ObjectID> argument_ids;
     int retries_left = 0;
     // A result is being stored: the task is still pending (readers wait, recovery
     // does nothing) but no retry or failure may touch it. The spec was moved out.
     bool completing = false;
     // Retries: the spec of the next attempt (a copy of `spec`, one attempt on).
-    TaskSpecPtr NextAttempt() const;
+    PackedTaskPtr NextAttempt() const;
   };
   struct LineageEntry {
     Entry task;

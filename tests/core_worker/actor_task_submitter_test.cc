@@ -30,7 +30,7 @@ class ActorSubmitterTest : public ::testing::Test {
         }),
         self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()},
         refs_(self_, &borrowers_),
-        tasks_(store_, refs_, [this](const TaskSpecPtr& spec) { submitter_->Resolved(*spec); }) {
+        tasks_(store_, refs_, [this](const PackedTaskPtr& task) { submitter_->Resolved(task->Unpack()); }) {
     ActorSubmitterOptions options;
     options.self = ToRpc(self_);
     options.max_tasks_per_push = 100;
@@ -55,7 +55,7 @@ class ActorSubmitterTest : public ::testing::Test {
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
-    tasks_.AddPendingTask(std::make_shared<const rpc::TaskSpec>(spec), {});
+    tasks_.AddPendingTask(PackedTask::Pack(spec), {});
     if (resolve) submitter_->Resolved(spec);
     if (out) *out = spec;
     loop_.RunUntilIdle();

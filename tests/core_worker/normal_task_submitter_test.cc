@@ -50,7 +50,7 @@ class SubmitterTest : public ::testing::Test {
         }),
         self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()},
         refs_(self_, &borrowers_),
-        tasks_(store_, refs_, [this](const TaskSpecPtr& spec) { submitter_->Submit(spec); }) {
+        tasks_(store_, refs_, [this](const PackedTaskPtr& task) { submitter_->Submit(task->Unpack(), task); }) {
     SubmitterOptions options;
     options.job_id = JobID::FromInt(1);
     options.self = ToRpc(self_);
@@ -82,9 +82,9 @@ class SubmitterTest : public ::testing::Test {
     ObjectID id = ObjectID::FromIndex(task_id, 1);
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
-    auto shared = std::make_shared<const rpc::TaskSpec>(std::move(spec));
-    tasks_.AddPendingTask(shared, {});
-    submitter_->Submit(shared);
+    PackedTaskPtr packed = PackedTask::Pack(spec);
+    tasks_.AddPendingTask(packed, {});
+    submitter_->Submit(spec, packed);
     loop_.RunUntilIdle();
     return id;
   }

@@ -1,4 +1,5 @@
-// PushBatch and PushProgress: what both task submitters share about one push.
+// PushBatch and PushProgress: what both task submitters share about one push; and
+// PackedTask, the form in which the owner keeps and pushes its normal tasks.
 #include "src/core_worker/push_batch.h"
 
 #include "gtest/gtest.h"
@@ -24,33 +25,67 @@ TEST(PushBatchTest, FillsUpToTheTaskAndByteLimitsAndRefusesWhatNeverFits) {
   EXPECT_EQ(batch.TryAdd(c), PushBatch::Added::kAdded);
   EXPECT_EQ(batch.TryAdd(d), PushBatch::Added::kAdded);
   EXPECT_EQ(batch.TryAdd(e), PushBatch::Added::kFull);  // three tasks
-  rpc::PushTaskRequest request = batch.TakeRequest();
+  rpc::PushTaskRequest request;
+  ASSERT_TRUE(request.ParseFromString(batch.TakeRequest()));
   EXPECT_EQ(request.intended_worker_id(), "worker");
-  EXPECT_EQ(request.tasks_size(), 3);
+  ASSERT_EQ(request.tasks_size(), 3);
+  EXPECT_EQ(request.tasks(0).task_id(), a.task_id());
+  EXPECT_EQ(request.tasks(0).args(0).data(), a.args(0).data());
+  EXPECT_EQ(request.tasks(2).task_id(), d.task_id());
   EXPECT_EQ(batch.progress()->size(), 3u);
-  EXPECT_NE(TooBigForAPush(huge, "task f", 1000).message().find("over the limit of 1000"), std::string::npos);
+  const rpc::ErrorInfo too_big = TooBigForAPush(static_cast<int64_t>(huge.ByteSizeLong()), "task f", 1000);
+  EXPECT_NE(too_big.message().find("over the limit of 1000"), std::string::npos) << too_big.message();
 }
 
-TEST(PushBatchTest, ACopiedSpecStaysAsItIsAndThePushCarriesTheCaller) {
+TEST(PushBatchTest, APackedSpecGoesInAsItsBytesWithTheCallerAppended) {
   rpc::Address caller;
   caller.set_ip_address("10.0.0.1");
   caller.set_port(4321);
   caller.set_worker_id(std::string(28, 'w'));
-  const int64_t caller_bytes = 2 + static_cast<int64_t>(caller.ByteSizeLong());
-  const rpc::TaskSpec a = Spec(1, 100);
-  const int64_t a_bytes = static_cast<int64_t>(a.ByteSizeLong());
+  const std::string caller_field = CallerAddressField(caller);
+  EXPECT_EQ(caller_field.size(), 2 + caller.ByteSizeLong());
+  rpc::TaskSpec spec = Spec(1, 100);
+  spec.set_attempt_number(2);
+  const PackedTaskPtr a = PackedTask::Pack(spec);
+  const int64_t a_bytes = static_cast<int64_t>(a->bytes().size());
+  EXPECT_EQ(a_bytes, static_cast<int64_t>(spec.ByteSizeLong()));
   // Room for `a` alone, but not with its caller.
-  PushBatch tight("worker", 10, a_bytes + caller_bytes - 1);
-  EXPECT_EQ(tight.TryAddCopy(a, caller), PushBatch::Added::kTooBig);
+  PushBatch tight("worker", 10, a_bytes + static_cast<int64_t>(caller_field.size()) - 1);
+  EXPECT_EQ(tight.TryAddPacked(*a, caller_field), PushBatch::Added::kTooBig);
   PushBatch batch("worker", 10, 10000);
-  EXPECT_EQ(batch.TryAddCopy(a, caller), PushBatch::Added::kAdded);
-  EXPECT_EQ(a.ByteSizeLong(), static_cast<size_t>(a_bytes));  // untouched
-  EXPECT_FALSE(a.has_caller_address());
-  rpc::PushTaskRequest request = batch.TakeRequest();
-  ASSERT_EQ(request.tasks_size(), 1);
-  EXPECT_EQ(request.tasks(0).task_id(), a.task_id());
+  EXPECT_EQ(batch.TryAddPacked(*a, caller_field), PushBatch::Added::kAdded);
+  EXPECT_EQ(batch.TryAdd(Spec(2)), PushBatch::Added::kAdded);  // both kinds in one push
+  EXPECT_FALSE(a->Unpack().has_caller_address());               // the packed copy is untouched
+  rpc::PushTaskRequest request;
+  ASSERT_TRUE(request.ParseFromString(batch.TakeRequest()));
+  ASSERT_EQ(request.tasks_size(), 2);
+  EXPECT_EQ(request.tasks(0).task_id(), spec.task_id());
+  EXPECT_EQ(request.tasks(0).attempt_number(), 2);
+  EXPECT_EQ(request.tasks(0).args(0).data(), spec.args(0).data());
   EXPECT_EQ(request.tasks(0).caller_address().port(), 4321);
-  EXPECT_EQ(static_cast<int64_t>(request.tasks(0).ByteSizeLong()), a_bytes + caller_bytes);
+  EXPECT_EQ(request.tasks(0).caller_address().worker_id(), caller.worker_id());
+  EXPECT_FALSE(request.tasks(1).has_caller_address());
+  ASSERT_EQ(batch.progress()->size(), 2u);
+}
+
+TEST(PackedTaskTest, KeepsTheSpecAndItsHotFieldsAndMakesTheNextAttempt) {
+  rpc::TaskSpec spec = Spec(7, 10);
+  spec.set_function_name("f");
+  spec.set_num_returns(2);
+  spec.set_max_retries(3);
+  spec.set_type(rpc::ACTOR_TASK);
+  const PackedTaskPtr packed = PackedTask::Pack(spec);
+  EXPECT_EQ(packed->task_id().Binary(), spec.task_id());
+  EXPECT_EQ(packed->num_returns(), 2);
+  EXPECT_EQ(packed->max_retries(), 3);
+  EXPECT_EQ(packed->type(), rpc::ACTOR_TASK);
+  EXPECT_EQ(packed->function_name(), "f");
+  EXPECT_EQ(packed->Unpack().SerializeAsString(), spec.SerializeAsString());
+  const PackedTaskPtr next = packed->NextAttempt();
+  EXPECT_EQ(next->attempt_number(), 1);
+  EXPECT_EQ(next->Unpack().attempt_number(), 1);
+  EXPECT_EQ(packed->attempt_number(), 0);
+  EXPECT_EQ(next->task_id(), packed->task_id());
 }
 
 TEST(PushProgressTest, CountsResultsAndHandsBackWhatWasNeverAnswered) {

@@ -19,7 +19,7 @@ class TaskManagerTest : public ::testing::Test {
  protected:
   explicit TaskManagerTest(int64_t max_lineage_bytes = int64_t{1} << 30)
       : refs_(self_, &borrowers_),
-        tasks_(store_, refs_, [this](const TaskSpecPtr& spec) { resubmitted_.push_back(*spec); },
+        tasks_(store_, refs_, [this](const PackedTaskPtr& task) { resubmitted_.push_back(task->Unpack()); },
                max_lineage_bytes) {
     refs_.SetOnObjectFreed([this](const ObjectID& id) { tasks_.OnObjectFreed(id); });
   }
@@ -33,7 +33,7 @@ class TaskManagerTest : public ::testing::Test {
     refs_.AddOwnedObject(id, self_, {});
     refs_.AddLocalReference(id);
     refs_.UpdateSubmittedTaskReferences(args);
-    last_spec_ = std::make_shared<const rpc::TaskSpec>(spec);
+    last_spec_ = PackedTask::Pack(spec);
     tasks_.AddPendingTask(last_spec_, args);
     return id;
   }
@@ -71,7 +71,7 @@ class TaskManagerTest : public ::testing::Test {
   ReferenceCounter refs_;
   MemoryStore store_;
   std::vector<rpc::TaskSpec> resubmitted_;
-  TaskSpecPtr last_spec_;  // as the last Submit() shared it with the task manager
+  PackedTaskPtr last_spec_;  // as the last Submit() shared it with the task manager
   TaskManager tasks_;
   TaskID root_ = TaskID::ForDriver(JobID::FromInt(1));
   uint64_t counter_ = 0;
@@ -220,7 +220,7 @@ TEST_F(TaskManagerTest, PutsAndTasksOutOfRetriesCannotBeRebuilt) {
 
 TEST_F(TaskManagerTest, ARetryLeavesTheSharedSpecAsItWas) {
   ObjectID x = Submit();
-  TaskSpecPtr shared = last_spec_;
+  PackedTaskPtr shared = last_spec_;
   EXPECT_TRUE(tasks_.RetryOrFailTask(x.Task(), 0, rpc::WORKER_DIED, "worker died"));
   ASSERT_EQ(resubmitted_.size(), 1u);
   EXPECT_EQ(resubmitted_[0].attempt_number(), 1);
