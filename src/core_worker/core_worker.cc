@@ -469,9 +469,7 @@ rpc::TaskSpec CoreWorker::NewTaskSpec(rpc::TaskType type, const TaskID& task_id,
 
 ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids) {
   ObjectID return_id = ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1);
-  reference_counter_->AddOwnedObject(return_id, self_, {}, std::nullopt, /*pending=*/true);
-  reference_counter_->AddLocalReference(return_id);
-  reference_counter_->UpdateSubmittedTaskReferences(arg_ids);
+  reference_counter_->AddOwnedTaskReturn(return_id, arg_ids);
   // Packed once, while hot; shared by the task manager and the submitter.
   PackedTaskPtr packed = PackedTask::Pack(spec);
   task_manager_->AddPendingTask(packed, std::move(arg_ids));

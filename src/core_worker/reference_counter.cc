@@ -103,6 +103,19 @@ void ReferenceCounter::Prefetch(const std::vector<ObjectID>& ids) const {
   for (const ObjectID& id : ids) objects_.prefetch(id);
 }
 
+void ReferenceCounter::AddOwnedTaskReturn(const ObjectID& return_id, const std::vector<ObjectID>& argument_ids) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = objects_.try_emplace(return_id);
+  if (!inserted) {
+    LOG(WARNING) << "AddOwnedTaskReturn: " << return_id.Hex() << " is already in the table; ignored";
+  } else {
+    it->second.owned_by_us = true;
+    it->second.state = State::kPending;
+    it->second.local_ref_count = 1;
+  }
+  AddSubmittedRefsLocked(argument_ids);
+}
+
 void ReferenceCounter::AddLocalReference(const ObjectID& id) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(id);
@@ -131,7 +144,12 @@ void ReferenceCounter::RemoveLocalReference(const ObjectID& id) {
 }
 
 void ReferenceCounter::UpdateSubmittedTaskReferences(const std::vector<ObjectID>& argument_ids) {
+  if (argument_ids.empty()) return;
   absl::MutexLock lock(&mu_);
+  AddSubmittedRefsLocked(argument_ids);
+}
+
+void ReferenceCounter::AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) {
   for (const ObjectID& id : argument_ids) {
     auto it = objects_.find(id);
     if (it == objects_.end()) {
@@ -145,6 +163,7 @@ void ReferenceCounter::UpdateSubmittedTaskReferences(const std::vector<ObjectID>
 
 void ReferenceCounter::UpdateFinishedTaskReferences(
     const std::vector<ObjectID>& argument_ids, const std::vector<BorrowedRef>& borrowed_refs) {
+  if (argument_ids.empty() && borrowed_refs.empty()) return;
   Deferred deferred;
   {
     absl::MutexLock lock(&mu_);

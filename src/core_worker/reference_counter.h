@@ -140,6 +140,13 @@ class ReferenceCounter {
   void AddBorrowedObject(const ObjectID& id, const Address& owner_address,
                          std::optional<ObjectID> outer_id = std::nullopt);
 
+  // The return of a task we submit: an owned pending object holding one local ref
+  // (for the ObjectRef handed out), and a submitted ref on each of the task's
+  // `argument_ids`. AddOwnedObject, AddLocalReference and
+  // UpdateSubmittedTaskReferences in one lock: the submitting thread's one call per
+  // task here.
+  void AddOwnedTaskReturn(const ObjectID& return_id, const std::vector<ObjectID>& argument_ids);
+
   // --- Counts ---------------------------------------------------------------
 
   // Unknown ids are logged and ignored (no entry is created).
@@ -273,6 +280,7 @@ class ReferenceCounter {
   };
   void Run(Deferred& deferred) const;
 
+  void AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `borrower` for `id`; if we own it, arranges a WaitForRefRemoved.
   void AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower, Deferred& deferred,
                          std::optional<ObjectID> contained_in = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -176,6 +176,25 @@ TEST_F(ReferenceCounterTest, SubmittedTaskRefsKeepObjectAliveUntilTaskFinishes) 
   EXPECT_EQ(Freed(id), 1);
 }
 
+TEST_F(ReferenceCounterTest, ATaskReturnIsOwnedPendingWithOneLocalRefAndItsArgumentsAreHeld) {
+  ObjectID arg = Owned();
+  ObjectID ret = ObjectID::FromRandom();
+  rc_.AddOwnedTaskReturn(ret, {arg, arg});
+  EXPECT_TRUE(rc_.IsOwnedByUs(ret));
+  EXPECT_EQ(rc_.LocalRefCount(ret), 1);
+  EXPECT_EQ(rc_.GetState(ret), ReferenceCounter::State::kPending);
+  EXPECT_EQ(rc_.SubmittedTaskRefCount(arg), 2);
+  rc_.RemoveLocalReference(arg);
+  EXPECT_TRUE(rc_.HasReference(arg));  // the task still holds it
+  rc_.UpdateFinishedTaskReferences({arg, arg}, {});
+  EXPECT_EQ(Freed(arg), 1);
+  rc_.AddOwnedTaskReturn(ret, {});  // the same id again: ignored
+  EXPECT_EQ(rc_.LocalRefCount(ret), 1);
+  rc_.RemoveLocalReference(ret);
+  EXPECT_EQ(Freed(ret), 1);
+  EXPECT_EQ(rc_.NumObjects(), 0u);
+}
+
 TEST_F(ReferenceCounterTest, ReportedBorrowKeepsObjectUntilWaitForRefRemovedReplies) {
   Address worker = MakeAddress(2001);
   ObjectID id = Owned();
