@@ -66,7 +66,7 @@ void BenchCluster::StartHead(const std::vector<std::string>& args) {
   watchdog.argv = {FindExecutable("manta"), "stop", "--force", "--after-pid", std::to_string(getpid())};
   watchdog.env["MANTA_TEMP_DIR"] = root_;
   watchdog.output_file = root_ + "/watchdog.out";
-  watchdog.new_session = true;
+  watchdog.detach = true;  // survives a tree kill of this process
   (void)StartProcess(watchdog);
 }
 

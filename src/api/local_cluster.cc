@@ -111,11 +111,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   if (!address.ok()) return absl::InternalError("the local cluster did not record its address: " + Tail(log));
   // A watchdog stops the cluster if this process dies without ray::Shutdown()
   // (Ctrl-C, a crash, SIGKILL); it exits by itself once the cluster is stopped.
+  // Detached: a tree kill of this process (a test runner's timeout) must not take
+  // the watchdog with it and leave the cluster running.
   manta::ProcessOptions watchdog;
   watchdog.argv = {manta, "stop", "--after-pid", std::to_string(getpid())};
   watchdog.env["MANTA_TEMP_DIR"] = root;
   watchdog.output_file = root + "/watchdog.out";
-  watchdog.new_session = true;
+  watchdog.detach = true;
   auto watchdog_pid = manta::StartProcess(watchdog);
   if (watchdog_pid.ok()) {
     cluster->watchdog_pid_ = *watchdog_pid;
@@ -144,11 +146,11 @@ void LocalCluster::Stop() {
                  << Tail(log);
     return;  // keep the session for inspection
   }
-  if (watchdog_pid_ > 0) {
+  // Not our child (detached): signalled only while that pid is still the watchdog.
+  if (watchdog_pid_ > 0 && manta::ProcessCommandLine(watchdog_pid_).find("--after-pid") != std::string::npos) {
     kill(watchdog_pid_, SIGTERM);
-    waitpid(watchdog_pid_, nullptr, 0);
-    watchdog_pid_ = 0;
   }
+  watchdog_pid_ = 0;
   if (std::getenv("MANTA_KEEP_SESSION") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(temp_root_, ec);

@@ -4,10 +4,10 @@
 // It runs `manta start --head --port 0 <head_args>` with its own temp root
 // (MANTA_TEMP_DIR=<base>/private/<pid>-<random>), so `manta stop` on destruction
 // stops exactly this cluster and nothing else on the machine; the temp root is then
-// removed (kept when MANTA_KEEP_SESSION is set, for debugging). A watchdog
-// (`manta stop --after-pid <this process>`) stops the cluster if the process dies
-// without ray::Shutdown(). The `manta`
-// executable is found through MANTA_BIN_DIR, next to the program, in the build
+// removed (kept when MANTA_KEEP_SESSION is set, for debugging). A detached watchdog
+// (`manta stop --after-pid <this process>`, not a descendant of this process, so a
+// test runner's tree kill does not take it along) stops the cluster if the process
+// dies without ray::Shutdown(). The `manta` executable is found through MANTA_BIN_DIR, next to the program, in the build
 // tree, in the install prefix, then in PATH.
 // Not thread-safe: owned by the native runtime.
 #pragma once

@@ -55,7 +55,8 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     }
   }
   // A CLOEXEC pipe tells the parent whether exec succeeded: it closes on exec, or
-  // carries {stage, errno} on failure (stage 1: chdir, 2: exec).
+  // carries {stage, errno} on failure (stage 1: chdir, 2: exec). A detached start's
+  // intermediate process sends {0, pid of the child} first.
   int err_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     if (out_fd >= 0) close(out_fd);
@@ -77,7 +78,16 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
       // The parent may have died before prctl took effect: then we were reparented.
       if (getppid() != parent_pid) _exit(127);
     }
-    if (options.new_session) setsid();
+    if (options.new_session || options.detach) setsid();
+    if (options.detach) {
+      const pid_t child = fork();
+      if (child != 0) {
+        int record[2] = {child < 0 ? 3 : 0, child < 0 ? errno : static_cast<int>(child)};
+        ssize_t ignored = write(err_pipe[1], record, sizeof(record));
+        (void)ignored;
+        _exit(child < 0 ? 127 : 0);
+      }
+    }
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (out_fd >= 0) {
@@ -102,12 +112,25 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   if (out_fd >= 0) close(out_fd);
   int failure[2] = {0, 0};
   ssize_t n;
-  do {
-    n = read(err_pipe[0], failure, sizeof(failure));
-  } while (n < 0 && errno == EINTR);
+  auto read_record = [&] {
+    do {
+      n = read(err_pipe[0], failure, sizeof(failure));
+    } while (n < 0 && errno == EINTR);
+  };
+  read_record();
+  if (options.detach) {
+    waitpid(pid, nullptr, 0);  // the intermediate, gone once it sent the record
+    if (n == sizeof(failure) && failure[0] == 0) {
+      pid = failure[1];
+      read_record();  // the child's failure, or end of file once it has exec'd
+    } else if (n == sizeof(failure) && failure[0] == 3) {
+      close(err_pipe[0]);
+      return absl::InternalError(std::string("fork: ") + std::strerror(failure[1]));
+    }
+  }
   close(err_pipe[0]);
   if (n == sizeof(failure)) {
-    waitpid(pid, nullptr, 0);
+    if (!options.detach) waitpid(pid, nullptr, 0);
     if (failure[0] == 1) {
       return absl::FailedPreconditionError("cannot start " + options.argv[0] + " in working directory " +
                                            options.working_dir + ": " + std::strerror(failure[1]));

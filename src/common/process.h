@@ -24,6 +24,10 @@ struct ProcessOptions {
   std::string working_dir;
   // Starts the child in a new session, so it outlives the parent's terminal.
   bool new_session = false;
+  // The child is started through an intermediate process that exits at once, so it
+  // is not our child (nor a descendant that a tree kill of us finds) and is reaped
+  // by init. The pid returned is still the child's. Implies new_session.
+  bool detach = false;
   // The child gets SIGKILL when the parent dies (Linux PR_SET_PDEATHSIG). The kernel
   // ties this to the *thread* that forked: call StartProcess from a thread that lives
   // as long as the parent process (e.g. the daemon's loop thread on its main thread).

@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <climits>
 #include <cstdlib>
@@ -84,6 +85,37 @@ TEST(ProcessTest, MissingExecutableIsAnErrorNamingIt) {
   absl::StatusOr<pid_t> in_path = StartProcess(Command({"manta_no_such_binary_in_path"}));
   ASSERT_FALSE(in_path.ok());
   EXPECT_THAT(std::string(in_path.status().message()), HasSubstr("manta_no_such_binary_in_path"));
+}
+
+TEST(ProcessTest, ADetachedChildIsNotOurChildAndItsOwnPidIsReturned) {
+  TempDir dir;
+  const std::string pid_file = dir.path() + "/pid";
+  ProcessOptions options = Command({"/bin/sh", "-c", "echo $$ > " + pid_file + "; exec sleep 30"});
+  options.detach = true;
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<std::string> text = ReadFile(pid_file);
+        return text.ok() && text->find('\n') != std::string::npos;
+      },
+      5000));
+  EXPECT_EQ(std::stoi(*ReadFile(pid_file)), *pid);
+  EXPECT_TRUE(IsProcessAlive(*pid));
+  // Reparented away from us (a tree kill of this process does not reach it), in a
+  // session of its own.
+  EXPECT_EQ(waitpid(*pid, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_NE(getsid(*pid), getsid(0));
+}
+
+TEST(ProcessTest, ADetachedStartOfAMissingExecutableIsStillAnError) {
+  ProcessOptions options = Command({"/nonexistent/manta_no_such_binary"});
+  options.detach = true;
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("/nonexistent/manta_no_such_binary"));
 }
 
 TEST(ProcessTest, EmptyArgvIsAnError) {

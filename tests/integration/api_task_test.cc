@@ -8,8 +8,11 @@
 
 #include <array>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -250,9 +253,41 @@ TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {
       << StoreObjectCount() << " objects left in the object store";
 }
 
-TEST(PrivateClusterTest, StopsWhenItsDriverIsKilled) {
-  // A driver (this binary in child mode) starts a private cluster and is killed
-  // with SIGKILL, so ray::Shutdown() never runs: the watchdog must stop the cluster.
+// The pids of `root`'s descendants (children, their children, ...), from /proc.
+std::vector<pid_t> Descendants(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close_paren = line.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(close_paren + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    children[ppid].push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo = {root};
+  while (!todo.empty()) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    for (pid_t child : children[pid]) {
+      out.push_back(child);
+      todo.push_back(child);
+    }
+  }
+  return out;
+}
+
+// A driver (this binary in child mode) starts a private cluster and is killed with
+// SIGKILL, so ray::Shutdown() never runs: the watchdog must stop the cluster. With
+// `whole_tree`, every descendant of the driver dies with it, as when a test runner
+// (CTest) kills a test that ran over its time.
+void KillDriverAndExpectItsClusterStopped(bool whole_tree) {
   manta::testing::TempDir dir;
   std::string ready = dir.path() + "/address";
   manta::ProcessOptions child;
@@ -270,11 +305,19 @@ TEST(PrivateClusterTest, StopsWhenItsDriverIsKilled) {
   auto host_port = manta::ParseHostPort(address);
   ASSERT_TRUE(host_port.ok()) << address;
   ASSERT_TRUE(manta::IsPortOpen(host_port->host, host_port->port));
+  std::vector<pid_t> tree = whole_tree ? Descendants(*pid) : std::vector<pid_t>{};
   ASSERT_TRUE(manta::SignalProcess(*pid, SIGKILL).ok());
+  for (pid_t p : tree) (void)manta::SignalProcess(p, SIGKILL);
   manta::WaitForExit(*pid, 5000);
   EXPECT_TRUE(manta::testing::WaitFor(
       [&] { return !manta::IsPortOpen(host_port->host, host_port->port); }, 20000))
       << "the private cluster's GCS at " << address << " outlived its driver";
+}
+
+TEST(PrivateClusterTest, StopsWhenItsDriverIsKilled) { KillDriverAndExpectItsClusterStopped(false); }
+
+TEST(PrivateClusterTest, StopsWhenItsDriverIsKilledWithEveryProcessItStarted) {
+  KillDriverAndExpectItsClusterStopped(true);
 }
 
 }  // namespace

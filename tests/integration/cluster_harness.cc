@@ -78,7 +78,7 @@ std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args
   watchdog.argv = {BinaryPath("manta"), "stop", "--force", "--after-pid", std::to_string(getpid())};
   watchdog.env["MANTA_TEMP_DIR"] = root_.path();
   watchdog.output_file = root_.path() + "/watchdog.out";
-  watchdog.new_session = true;
+  watchdog.detach = true;  // survives a tree kill of this process (a CTest timeout)
   (void)StartProcess(watchdog);
   return gcs_address_;
 }
