@@ -49,7 +49,7 @@ const ReferenceCounter::Entry* ReferenceCounter::FindLocked(const ObjectID& id) 
 bool ReferenceCounter::AddOwnedObject(const ObjectID& id, const Address& owner_address,
                                       const std::vector<ObjectID>& contained_ids,
                                       std::optional<int64_t> size_bytes, bool pending) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto [it, inserted] = objects_.try_emplace(id);
   if (!inserted) {
     LOG(WARNING) << "AddOwnedObject: " << id.Hex() << " is already in the table; ignored";
@@ -77,7 +77,7 @@ bool ReferenceCounter::AddOwnedObject(const ObjectID& id, const Address& owner_a
 
 void ReferenceCounter::AddBorrowedObject(const ObjectID& id, const Address& owner_address,
                                          std::optional<ObjectID> outer_id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto [it, inserted] = objects_.try_emplace(id);
   Entry& entry = it->second;
   if (inserted) {
@@ -99,12 +99,51 @@ void ReferenceCounter::AddBorrowedObject(const ObjectID& id, const Address& owne
 }
 
 void ReferenceCounter::Prefetch(const std::vector<ObjectID>& ids) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   for (const ObjectID& id : ids) objects_.prefetch(id);
 }
 
 void ReferenceCounter::AddOwnedTaskReturn(const ObjectID& return_id, const std::vector<ObjectID>& argument_ids) {
-  absl::MutexLock lock(&mu_);
+  size_t waiting;
+  {
+    absl::MutexLock lock(&added_mu_);
+    added_.push_back(AddedReturn{return_id, argument_ids});
+    waiting = added_.size();
+  }
+  // The submitting thread takes its own batches in when the table is free: the
+  // insertions stay on its core, a batch at a time (their misses overlapped).
+  if (waiting >= kTakeAddedBatch) {
+    mu_.Lock();
+    TakeAddedLocked();
+    mu_.Unlock();
+  }
+}
+
+ReferenceCounter::TableLock::TableLock(const ReferenceCounter* counter) : counter_(counter) {
+  counter_->mu_.Lock();
+  counter_->TakeAddedLocked();
+}
+
+ReferenceCounter::TableLock::~TableLock() { counter_->mu_.Unlock(); }
+
+void ReferenceCounter::TakeAddedLocked() const {
+  {
+    absl::MutexLock lock(&added_mu_);
+    if (added_.empty()) return;
+    added_.swap(taking_);
+  }
+  // Each insertion misses the caches in a big table: the slots a few places on are
+  // fetched meanwhile, so the misses overlap.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < taking_.size(); ++i) {
+    if (i + kAhead < taking_.size()) objects_.prefetch(taking_[i + kAhead].id);
+    AddOwnedTaskReturnLocked(taking_[i].id, taking_[i].argument_ids);
+  }
+  taking_.clear();  // keeps its capacity for the next swap
+}
+
+void ReferenceCounter::AddOwnedTaskReturnLocked(const ObjectID& return_id,
+                                                const std::vector<ObjectID>& argument_ids) const {
   auto [it, inserted] = objects_.try_emplace(return_id);
   if (!inserted) {
     LOG(WARNING) << "AddOwnedTaskReturn: " << return_id.Hex() << " is already in the table; ignored";
@@ -117,7 +156,7 @@ void ReferenceCounter::AddOwnedTaskReturn(const ObjectID& return_id, const std::
 }
 
 void ReferenceCounter::AddLocalReference(const ObjectID& id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) {
     LOG(WARNING) << "AddLocalReference: unknown object " << id.Hex() << "; ignored";
@@ -131,7 +170,7 @@ void ReferenceCounter::AddLocalReference(const ObjectID& id) {
 void ReferenceCounter::RemoveLocalReference(const ObjectID& id) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     auto it = objects_.find(id);
     if (it == objects_.end() || it->second.local_ref_count == 0) {
       LOG(WARNING) << "RemoveLocalReference: " << id.Hex() << " holds no local ref; ignored";
@@ -145,11 +184,11 @@ void ReferenceCounter::RemoveLocalReference(const ObjectID& id) {
 
 void ReferenceCounter::UpdateSubmittedTaskReferences(const std::vector<ObjectID>& argument_ids) {
   if (argument_ids.empty()) return;
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   AddSubmittedRefsLocked(argument_ids);
 }
 
-void ReferenceCounter::AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) {
+void ReferenceCounter::AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) const {
   for (const ObjectID& id : argument_ids) {
     auto it = objects_.find(id);
     if (it == objects_.end()) {
@@ -166,7 +205,7 @@ void ReferenceCounter::UpdateFinishedTaskReferences(
   if (argument_ids.empty() && borrowed_refs.empty()) return;
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     // Record the borrowers first so no argument goes out of scope in between.
     for (const BorrowedRef& ref : borrowed_refs) {
       auto it = objects_.find(ref.object_id);
@@ -196,7 +235,7 @@ void ReferenceCounter::AddNestedObjectIds(const ObjectID& outer,
                                           const Address& owner_address) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     auto outer_it = objects_.find(outer);
     const bool outer_ours = owner_address == self_ ||
                             (outer_it != objects_.end() && outer_it->second.owned_by_us);
@@ -227,7 +266,7 @@ void ReferenceCounter::AddNestedObjectIds(const ObjectID& outer,
 }
 
 void ReferenceCounter::AddLineageReference(const ObjectID& id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) {
     LOG(WARNING) << "AddLineageReference: unknown object " << id.Hex() << "; ignored";
@@ -239,7 +278,7 @@ void ReferenceCounter::AddLineageReference(const ObjectID& id) {
 void ReferenceCounter::RemoveLineageReference(const ObjectID& id) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     auto it = objects_.find(id);
     if (it == objects_.end() || it->second.lineage_ref_count == 0) {
       LOG(WARNING) << "RemoveLineageReference: " << id.Hex() << " has no lineage ref; ignored";
@@ -272,7 +311,7 @@ void ReferenceCounter::OnBorrowerReply(const ObjectID& id, const Address& borrow
                                        std::vector<BorrowedRef> new_borrowers) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     if (!status.ok()) {
       LOG(WARNING) << "Borrower " << borrower.ToString() << " of " << id.Hex()
                    << " is gone (" << status << "); releasing its borrow";
@@ -304,7 +343,7 @@ void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply rep
                                                std::optional<Address> owner) {
   Deferred deferred;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     auto it = objects_.find(id);
     if (it == objects_.end() && contained_in.has_value() && owner.has_value()) {
       // The ref travels inside an object we hold but have not read yet (a task's
@@ -339,7 +378,7 @@ void ReferenceCounter::HandleWaitForRefRemoved(const ObjectID& id, WaitReply rep
 void ReferenceCounter::AnswerWaitersAtShutdown() {
   std::vector<WaitReply> replies;
   {
-    absl::MutexLock lock(&mu_);
+    TableLock lock(this);
     answer_waits_at_once_ = true;
     for (auto& [id, entry] : objects_) {
       if (!entry.details) continue;
@@ -351,7 +390,7 @@ void ReferenceCounter::AnswerWaitersAtShutdown() {
 }
 
 void ReferenceCounter::HandleOwnerDied(const Address& owner) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   size_t marked = 0;
   for (auto& [id, entry] : objects_) {
     if (!entry.owned_by_us && OwnerOf(entry).worker_id == owner.worker_id) {
@@ -414,7 +453,7 @@ void ReferenceCounter::ReleaseIfUnusedLocked(const ObjectID& start, Deferred& de
 }
 
 bool ReferenceCounter::UpdateObjectReady(const ObjectID& id, int64_t size_bytes) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   it->second.state = State::kReady;
@@ -423,7 +462,7 @@ bool ReferenceCounter::UpdateObjectReady(const ObjectID& id, int64_t size_bytes)
 }
 
 bool ReferenceCounter::UpdateObjectFailed(const ObjectID& id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   it->second.state = State::kFailed;
@@ -431,7 +470,7 @@ bool ReferenceCounter::UpdateObjectFailed(const ObjectID& id) {
 }
 
 bool ReferenceCounter::AddObjectLocation(const ObjectID& id, const NodeID& node_id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   it->second.MutableDetails().locations.insert(node_id);
@@ -439,14 +478,14 @@ bool ReferenceCounter::AddObjectLocation(const ObjectID& id, const NodeID& node_
 }
 
 bool ReferenceCounter::RemoveObjectLocation(const ObjectID& id, const NodeID& node_id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   return it->second.details && it->second.details->locations.erase(node_id) > 0;
 }
 
 bool ReferenceCounter::UpdatePinnedAt(const ObjectID& id, const NodeID& node_id) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   it->second.MutableDetails().pinned_at = node_id;
@@ -454,7 +493,7 @@ bool ReferenceCounter::UpdatePinnedAt(const ObjectID& id, const NodeID& node_id)
 }
 
 bool ReferenceCounter::UpdateSpilledUrl(const ObjectID& id, const std::string& url) {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   auto it = objects_.find(id);
   if (it == objects_.end()) return false;
   it->second.MutableDetails().spilled_url = url;
@@ -462,30 +501,30 @@ bool ReferenceCounter::UpdateSpilledUrl(const ObjectID& id, const std::string& u
 }
 
 bool ReferenceCounter::HasReference(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   return FindLocked(id) != nullptr;
 }
 
 size_t ReferenceCounter::NumObjects() const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   return objects_.size();
 }
 
 bool ReferenceCounter::IsOwnedByUs(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e != nullptr && e->owned_by_us;
 }
 
 absl::StatusOr<Address> ReferenceCounter::GetOwner(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   if (e == nullptr) return absl::NotFoundError("object " + id.Hex() + " is not referenced");
   return OwnerOf(*e);
 }
 
 absl::Status ReferenceCounter::GetOwnerStatus(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   if (e == nullptr) return absl::NotFoundError("object " + id.Hex() + " is not referenced");
   if (e->owner_dead) {
@@ -496,14 +535,14 @@ absl::Status ReferenceCounter::GetOwnerStatus(const ObjectID& id) const {
 }
 
 std::optional<ReferenceCounter::State> ReferenceCounter::GetState(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   if (e == nullptr) return std::nullopt;
   return e->state;
 }
 
 std::vector<NodeID> ReferenceCounter::GetLocations(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   if (e == nullptr) return {};
   const Details& details = DetailsOf(*e);
@@ -511,55 +550,55 @@ std::vector<NodeID> ReferenceCounter::GetLocations(const ObjectID& id) const {
 }
 
 std::optional<NodeID> ReferenceCounter::GetPinnedAt(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? std::nullopt : DetailsOf(*e).pinned_at;
 }
 
 std::string ReferenceCounter::GetSpilledUrl(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? std::string() : DetailsOf(*e).spilled_url;
 }
 
 int64_t ReferenceCounter::GetSizeBytes(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? -1 : e->size_bytes;
 }
 
 int64_t ReferenceCounter::LocalRefCount(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? 0 : e->local_ref_count;
 }
 
 int64_t ReferenceCounter::SubmittedTaskRefCount(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? 0 : e->submitted_task_ref_count;
 }
 
 int64_t ReferenceCounter::LineageRefCount(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? 0 : e->lineage_ref_count;
 }
 
 size_t ReferenceCounter::NumBorrowers(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? 0 : DetailsOf(*e).borrowers.size();
 }
 
 size_t ReferenceCounter::NumContainedIn(const ObjectID& id) const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   const Entry* e = FindLocked(id);
   return e == nullptr ? 0 : DetailsOf(*e).contained_in.size();
 }
 
 size_t ReferenceCounter::TableCapacity() const {
-  absl::MutexLock lock(&mu_);
+  TableLock lock(this);
   return objects_.capacity();
 }
 

@@ -280,7 +280,6 @@ class ReferenceCounter {
   };
   void Run(Deferred& deferred) const;
 
-  void AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `borrower` for `id`; if we own it, arranges a WaitForRefRemoved.
   void AddBorrowerLocked(const ObjectID& id, Entry& entry, const Address& borrower, Deferred& deferred,
                          std::optional<ObjectID> contained_in = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -306,8 +305,43 @@ class ReferenceCounter {
   ObjectCallback on_object_freed_;
   ObjectCallback on_object_out_of_scope_;
 
+  // Holds mu_, with the task returns added since it was last held taken into
+  // objects_ first.
+  class ABSL_SCOPED_LOCKABLE TableLock {
+   public:
+    explicit TableLock(const ReferenceCounter* counter) ABSL_EXCLUSIVE_LOCK_FUNCTION(counter->mu_);
+    ~TableLock() ABSL_UNLOCK_FUNCTION();
+    TableLock(const TableLock&) = delete;
+    TableLock& operator=(const TableLock&) = delete;
+
+   private:
+    const ReferenceCounter* counter_;
+  };
+  // A task return added by AddOwnedTaskReturn, not yet in objects_.
+  struct AddedReturn {
+    ObjectID id;
+    std::vector<ObjectID> argument_ids;
+  };
+  // Moves added_ into objects_, in the order they were added.
+  void TakeAddedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddOwnedTaskReturnLocked(const ObjectID& return_id, const std::vector<ObjectID>& argument_ids) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<ObjectID, Entry> objects_ ABSL_GUARDED_BY(mu_);
+  // Task returns added and not yet in objects_. AddOwnedTaskReturn only appends here,
+  // under added_mu_ held for a push_back: the submitting thread never waits for mu_,
+  // which the thread completing tasks holds for table work that misses the caches
+  // once the table is big (a million tasks in flight). Every section under mu_ takes
+  // them into objects_ first (TableLock), so they are part of the table for every
+  // reader. (Hence objects_ is mutable: a const query may take them in.)
+  mutable absl::Mutex added_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // AddOwnedTaskReturn takes the returns in itself once this many wait, if mu_ is free.
+  static constexpr size_t kTakeAddedBatch = 64;
+  mutable std::vector<AddedReturn> added_ ABSL_GUARDED_BY(added_mu_);
+  // added_'s other buffer: swapped with it to take its returns, then emptied.
+  mutable std::vector<AddedReturn> taking_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<ObjectID, Entry> objects_ ABSL_GUARDED_BY(mu_);
   // Set by AnswerWaitersAtShutdown.
   bool answer_waits_at_once_ ABSL_GUARDED_BY(mu_) = false;
 };

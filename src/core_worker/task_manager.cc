@@ -18,20 +18,55 @@ PackedTaskPtr TaskManager::Entry::NextAttempt() const { return spec->NextAttempt
 
 void TaskManager::AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids) {
   const TaskID task_id = spec->task_id();
-  absl::MutexLock lock(&mu_);
-  Entry& e = pending_[task_id];
+  Entry e;
   e.retries_left = spec->max_retries();
   e.spec = std::move(spec);
   e.argument_ids = std::move(argument_ids);
+  size_t waiting;
+  {
+    absl::MutexLock lock(&added_mu_);
+    added_.emplace_back(task_id, std::move(e));
+    waiting = added_.size();
+  }
+  // The submitting thread takes its own batches in when the table is free: the
+  // insertions stay on its core, a batch at a time (their misses overlapped).
+  if (waiting >= kTakeAddedBatch) {
+    mu_.Lock();
+    TakeAddedLocked();
+    mu_.Unlock();
+  }
+}
+
+TaskManager::TablesLock::TablesLock(const TaskManager* manager) : manager_(manager) {
+  manager_->mu_.Lock();
+  manager_->TakeAddedLocked();
+}
+
+TaskManager::TablesLock::~TablesLock() { manager_->mu_.Unlock(); }
+
+void TaskManager::TakeAddedLocked() const {
+  {
+    absl::MutexLock lock(&added_mu_);
+    if (added_.empty()) return;
+    added_.swap(taking_);
+  }
+  // Each insertion misses the caches in a big table: the slots a few places on are
+  // fetched meanwhile, so the misses overlap.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < taking_.size(); ++i) {
+    if (i + kAhead < taking_.size()) pending_.prefetch(taking_[i + kAhead].first);
+    pending_[taking_[i].first] = std::move(taking_[i].second);
+  }
+  taking_.clear();  // keeps its capacity for the next swap
 }
 
 bool TaskManager::IsPending(const TaskID& task_id) const {
-  absl::MutexLock lock(&mu_);
+  TablesLock lock(this);
   return pending_.contains(task_id);
 }
 
 size_t TaskManager::NumPending() const {
-  absl::MutexLock lock(&mu_);
+  TablesLock lock(this);
   return pending_.size();
 }
 
@@ -40,7 +75,7 @@ void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<
     std::vector<ObjectID> returns;
     returns.reserve(results.size());
     {
-      absl::MutexLock lock(&mu_);
+      TablesLock lock(this);
       for (const rpc::TaskResult& result : results) {
         auto task_id = TaskID::FromBinaryChecked(result.task_id());
         if (!task_id.ok()) continue;
@@ -63,7 +98,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   }
   Entry entry;
   {
-    absl::MutexLock lock(&mu_);
+    TablesLock lock(this);
     auto it = pending_.find(*task_id);
     if (it == pending_.end() || it->second.completing ||
         it->second.spec->attempt_number() != result.attempt_number()) {
@@ -138,7 +173,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     }
   }
   {
-    absl::MutexLock lock(&mu_);
+    TablesLock lock(this);
     pending_.erase(*task_id);
     ShrinkIfMostlyEmpty(pending_);
     if (keep_lineage) evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
@@ -213,7 +248,7 @@ void TaskManager::CompactLineageOrderLocked() {
 void TaskManager::OnObjectFreed(const ObjectID& id) {
   std::vector<ObjectID> released;
   {
-    absl::MutexLock lock(&mu_);
+    TablesLock lock(this);
     auto it = lineage_.find(id.Task());
     if (it == lineage_.end()) return;
     auto& alive = it->second.returns_alive;
@@ -231,7 +266,7 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
   std::vector<ObjectID> argument_ids;
   std::vector<ObjectID> owned_args;
   {
-    absl::MutexLock lock(&mu_);
+    TablesLock lock(this);
     if (pending_.contains(task_id)) return Recovery::kAlreadyPending;
     // Under mu_, so a completion cannot slip in between (the memory store never
     // calls out while holding its own mutex, so nesting it here is safe).
@@ -267,17 +302,17 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
 }
 
 size_t TaskManager::NumLineage() const {
-  absl::MutexLock lock(&mu_);
+  TablesLock lock(this);
   return lineage_.size();
 }
 
 int64_t TaskManager::LineageBytes() const {
-  absl::MutexLock lock(&mu_);
+  TablesLock lock(this);
   return lineage_bytes_;
 }
 
 size_t TaskManager::TableCapacity() const {
-  absl::MutexLock lock(&mu_);
+  TablesLock lock(this);
   return pending_.capacity() + lineage_.capacity();
 }
 
@@ -286,7 +321,7 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
   PackedTaskPtr resubmit;
   Entry failed;
   {
-    absl::MutexLock lock(&mu_);
+    TablesLock lock(this);
     auto it = pending_.find(task_id);
     if (it == pending_.end() || it->second.completing || it->second.spec->attempt_number() != attempt) return false;
     Entry& e = it->second;
@@ -317,7 +352,7 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
 void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
   Entry failed;
   {
-    absl::MutexLock lock(&mu_);
+    TablesLock lock(this);
     auto it = pending_.find(task_id);
     if (it == pending_.end() || it->second.completing) return;
     failed = std::move(it->second);

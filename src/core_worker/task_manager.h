@@ -130,12 +130,37 @@ class TaskManager {
   // Stores a return value unless the object is no longer referenced.
   void PutIfReferenced(const ObjectID& id, StoredObjectPtr value);
 
+  // Holds mu_, with the tasks added since it was last held taken into pending_ first.
+  class ABSL_SCOPED_LOCKABLE TablesLock {
+   public:
+    explicit TablesLock(const TaskManager* manager) ABSL_EXCLUSIVE_LOCK_FUNCTION(manager->mu_);
+    ~TablesLock() ABSL_UNLOCK_FUNCTION();
+    TablesLock(const TablesLock&) = delete;
+    TablesLock& operator=(const TablesLock&) = delete;
+
+   private:
+    const TaskManager* manager_;
+  };
+  // Moves added_ into pending_.
+  void TakeAddedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   MemoryStore& memory_store_;
   ReferenceCounter& reference_counter_;
   Resubmit resubmit_;
   const int64_t max_lineage_bytes_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<TaskID, Entry> pending_ ABSL_GUARDED_BY(mu_);
+  // Tasks added and not yet in pending_. AddPendingTask only appends here, under
+  // added_mu_ held for a push_back: the submitting thread never waits for mu_, which
+  // the thread completing tasks holds for table work that misses the caches once the
+  // tables are big (a million tasks in flight). Every section under mu_ takes them
+  // into pending_ first (TablesLock), so no reader ever misses one.
+  mutable absl::Mutex added_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // AddPendingTask takes the tasks in itself once this many wait, if mu_ is free.
+  static constexpr size_t kTakeAddedBatch = 64;
+  mutable std::vector<std::pair<TaskID, Entry>> added_ ABSL_GUARDED_BY(added_mu_);
+  // added_'s other buffer: swapped with it to take its tasks, then emptied.
+  mutable std::vector<std::pair<TaskID, Entry>> taking_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<TaskID, Entry> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TaskID, LineageEntry> lineage_ ABSL_GUARDED_BY(mu_);
   // Kept tasks, oldest first, for eviction: (seq, task). A dropped task's item stays
   // until it reaches the front or a compaction (a task kept again gets a new seq).
