@@ -30,9 +30,7 @@ class TaskManagerTest : public ::testing::Test {
     TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
     rpc::TaskSpec spec = MakeSpec(task_id, self_, args, max_retries);
     ObjectID id = ObjectID::FromIndex(task_id, 1);
-    refs_.AddOwnedObject(id, self_, {});
-    refs_.AddLocalReference(id);
-    refs_.UpdateSubmittedTaskReferences(args);
+    refs_.AddOwnedTaskReturn(id, args);
     last_spec_ = PackedTask::Pack(spec);
     tasks_.AddPendingTask(last_spec_, args);
     return id;
@@ -251,6 +249,38 @@ TEST_F(TaskManagerTest, TablesShrinkOnceABurstIsFreed) {
   EXPECT_EQ(tasks_.NumLineage(), 0u);
   EXPECT_EQ(tasks_.LineageBytes(), 0);
   EXPECT_LE(tasks_.TableCapacity(), std::max<size_t>(empty_capacity, 2 * 4096));
+  EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, ATaskAddedOnOneThreadIsPendingForEveryOtherAtOnce) {
+  // The submitting thread adds tasks through an inbox taken in batches; a completing
+  // thread that gets a result right after a submission must still find the task.
+  constexpr int kTasks = 5000;
+  std::vector<ObjectID> ids(kTasks);
+  std::atomic<int> submitted{0};
+  std::thread submitter([&] {
+    for (int i = 0; i < kTasks; ++i) {
+      ids[i] = Submit();
+      submitted.store(i + 1, std::memory_order_release);
+    }
+  });
+  int completed = 0;
+  while (completed < kTasks) {
+    const int n = submitted.load(std::memory_order_acquire);
+    for (; completed < n; ++completed) {
+      EXPECT_TRUE(tasks_.IsPending(ids[completed].Task())) << completed;
+      Finish(ids[completed]);
+    }
+  }
+  submitter.join();
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+  EXPECT_EQ(tasks_.NumLineage(), static_cast<size_t>(kTasks));
+  for (const ObjectID& id : ids) {
+    ASSERT_NE(store_.GetIfExists(id), nullptr);
+    EXPECT_EQ(refs_.GetState(id), ReferenceCounter::State::kReady);
+    refs_.RemoveLocalReference(id);
+  }
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
   EXPECT_EQ(refs_.NumObjects(), 0u);
 }
 
