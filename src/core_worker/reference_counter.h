@@ -33,7 +33,9 @@
 // reply, which is sent once our own counts (local, submitted, contained-in) are zero.
 //
 // Threading. ObjectRef copies are made and destroyed on user threads, so every
-// public method is thread-safe: state is guarded by one absl::Mutex. All callbacks
+// public method is thread-safe: state is guarded by one absl::Mutex, except the task
+// returns AddOwnedTaskReturn adds, which wait in a small inbox (its own mutex) until
+// the next holder of the table mutex takes them in (TableLock). All callbacks
 // (`on_object_freed`, `on_object_out_of_scope`, calls into the borrower client and
 // HandleWaitForRefRemoved replies) run on the calling thread *after* the mutex is
 // released, so they may call back into the counter. The borrower client's `done`

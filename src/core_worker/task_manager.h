@@ -24,8 +24,9 @@
 // Memory: the tables shrink once mostly empty (table_shrink.h), so a burst of a
 // million tasks leaves no million-slot tables behind.
 //
-// Threading: thread-safe (one absl::Mutex); the memory store and reference counter
-// are called outside it. `resubmit` runs on the thread that reported the failure.
+// Threading: thread-safe (one absl::Mutex, plus a small inbox with its own for the
+// tasks AddPendingTask adds, taken in by the next holder of the first); the memory
+// store and reference counter are called outside them. `resubmit` runs on the thread that reported the failure.
 #pragma once
 
 #include <cstdint>
