@@ -104,43 +104,18 @@ void ReferenceCounter::Prefetch(const std::vector<ObjectID>& ids) const {
 }
 
 void ReferenceCounter::AddOwnedTaskReturn(const ObjectID& return_id, const std::vector<ObjectID>& argument_ids) {
-  size_t waiting;
-  {
-    absl::MutexLock lock(&added_mu_);
-    added_.push_back(AddedReturn{return_id, argument_ids});
-    waiting = added_.size();
-  }
-  // The submitting thread takes its own batches in when the table is free: the
-  // insertions stay on its core, a batch at a time (their misses overlapped).
-  if (waiting >= kTakeAddedBatch) {
-    mu_.Lock();
-    TakeAddedLocked();
-    mu_.Unlock();
-  }
+  if (inbox_.Add(AddedReturn{return_id, argument_ids})) TableLock take_in(this);
 }
 
 ReferenceCounter::TableLock::TableLock(const ReferenceCounter* counter) : counter_(counter) {
   counter_->mu_.Lock();
-  counter_->TakeAddedLocked();
+  counter_->inbox_.TakeAll([counter](const AddedReturn& added) { counter->objects_.prefetch(added.id); },
+                           [counter](AddedReturn& added) {
+                             counter->AddOwnedTaskReturnLocked(added.id, added.argument_ids);
+                           });
 }
 
 ReferenceCounter::TableLock::~TableLock() { counter_->mu_.Unlock(); }
-
-void ReferenceCounter::TakeAddedLocked() const {
-  {
-    absl::MutexLock lock(&added_mu_);
-    if (added_.empty()) return;
-    added_.swap(taking_);
-  }
-  // Each insertion misses the caches in a big table: the slots a few places on are
-  // fetched meanwhile, so the misses overlap.
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < taking_.size(); ++i) {
-    if (i + kAhead < taking_.size()) objects_.prefetch(taking_[i + kAhead].id);
-    AddOwnedTaskReturnLocked(taking_[i].id, taking_[i].argument_ids);
-  }
-  taking_.clear();  // keeps its capacity for the next swap
-}
 
 void ReferenceCounter::AddOwnedTaskReturnLocked(const ObjectID& return_id,
                                                 const std::vector<ObjectID>& argument_ids) const {

@@ -63,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/common/id.h"
+#include "src/core_worker/table_inbox.h"
 
 namespace manta::core {
 
@@ -324,25 +325,15 @@ class ReferenceCounter {
     ObjectID id;
     std::vector<ObjectID> argument_ids;
   };
-  // Moves added_ into objects_, in the order they were added.
-  void TakeAddedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddOwnedTaskReturnLocked(const ObjectID& return_id, const std::vector<ObjectID>& argument_ids) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddSubmittedRefsLocked(const std::vector<ObjectID>& argument_ids) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  // Task returns added and not yet in objects_. AddOwnedTaskReturn only appends here,
-  // under added_mu_ held for a push_back: the submitting thread never waits for mu_,
-  // which the thread completing tasks holds for table work that misses the caches
-  // once the table is big (a million tasks in flight). Every section under mu_ takes
-  // them into objects_ first (TableLock), so they are part of the table for every
+  // Task returns added and not yet in objects_ (table_inbox.h): every section under
+  // mu_ takes them in first (TableLock), so they are part of the table for every
   // reader. (Hence objects_ is mutable: a const query may take them in.)
-  mutable absl::Mutex added_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  // AddOwnedTaskReturn takes the returns in itself once this many wait, if mu_ is free.
-  static constexpr size_t kTakeAddedBatch = 64;
-  mutable std::vector<AddedReturn> added_ ABSL_GUARDED_BY(added_mu_);
-  // added_'s other buffer: swapped with it to take its returns, then emptied.
-  mutable std::vector<AddedReturn> taking_ ABSL_GUARDED_BY(mu_);
+  mutable TableInbox<AddedReturn> inbox_;
   mutable absl::flat_hash_map<ObjectID, Entry> objects_ ABSL_GUARDED_BY(mu_);
   // Set by AnswerWaitersAtShutdown.
   bool answer_waits_at_once_ ABSL_GUARDED_BY(mu_) = false;

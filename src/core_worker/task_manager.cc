@@ -22,43 +22,16 @@ void TaskManager::AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argum
   e.retries_left = spec->max_retries();
   e.spec = std::move(spec);
   e.argument_ids = std::move(argument_ids);
-  size_t waiting;
-  {
-    absl::MutexLock lock(&added_mu_);
-    added_.emplace_back(task_id, std::move(e));
-    waiting = added_.size();
-  }
-  // The submitting thread takes its own batches in when the table is free: the
-  // insertions stay on its core, a batch at a time (their misses overlapped).
-  if (waiting >= kTakeAddedBatch) {
-    mu_.Lock();
-    TakeAddedLocked();
-    mu_.Unlock();
-  }
+  if (inbox_.Add({task_id, std::move(e)})) TablesLock take_in(this);
 }
 
 TaskManager::TablesLock::TablesLock(const TaskManager* manager) : manager_(manager) {
   manager_->mu_.Lock();
-  manager_->TakeAddedLocked();
+  manager_->inbox_.TakeAll([manager](const Added& added) { manager->pending_.prefetch(added.first); },
+                           [manager](Added& added) { manager->pending_[added.first] = std::move(added.second); });
 }
 
 TaskManager::TablesLock::~TablesLock() { manager_->mu_.Unlock(); }
-
-void TaskManager::TakeAddedLocked() const {
-  {
-    absl::MutexLock lock(&added_mu_);
-    if (added_.empty()) return;
-    added_.swap(taking_);
-  }
-  // Each insertion misses the caches in a big table: the slots a few places on are
-  // fetched meanwhile, so the misses overlap.
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < taking_.size(); ++i) {
-    if (i + kAhead < taking_.size()) pending_.prefetch(taking_[i + kAhead].first);
-    pending_[taking_[i].first] = std::move(taking_[i].second);
-  }
-  taking_.clear();  // keeps its capacity for the next swap
-}
 
 bool TaskManager::IsPending(const TaskID& task_id) const {
   TablesLock lock(this);

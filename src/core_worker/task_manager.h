@@ -45,6 +45,7 @@
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/packed_task.h"
 #include "src/core_worker/reference_counter.h"
+#include "src/core_worker/table_inbox.h"
 
 namespace manta::core {
 
@@ -142,25 +143,17 @@ class TaskManager {
    private:
     const TaskManager* manager_;
   };
-  // Moves added_ into pending_.
-  void TakeAddedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task added by AddPendingTask, not yet in pending_.
+  using Added = std::pair<TaskID, Entry>;
 
   MemoryStore& memory_store_;
   ReferenceCounter& reference_counter_;
   Resubmit resubmit_;
   const int64_t max_lineage_bytes_;
   mutable absl::Mutex mu_;
-  // Tasks added and not yet in pending_. AddPendingTask only appends here, under
-  // added_mu_ held for a push_back: the submitting thread never waits for mu_, which
-  // the thread completing tasks holds for table work that misses the caches once the
-  // tables are big (a million tasks in flight). Every section under mu_ takes them
-  // into pending_ first (TablesLock), so no reader ever misses one.
-  mutable absl::Mutex added_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  // AddPendingTask takes the tasks in itself once this many wait, if mu_ is free.
-  static constexpr size_t kTakeAddedBatch = 64;
-  mutable std::vector<std::pair<TaskID, Entry>> added_ ABSL_GUARDED_BY(added_mu_);
-  // added_'s other buffer: swapped with it to take its tasks, then emptied.
-  mutable std::vector<std::pair<TaskID, Entry>> taking_ ABSL_GUARDED_BY(mu_);
+  // Tasks added and not yet in pending_ (table_inbox.h): every section under mu_
+  // takes them in first (TablesLock), so no reader ever misses one.
+  mutable TableInbox<Added> inbox_;
   mutable absl::flat_hash_map<TaskID, Entry> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TaskID, LineageEntry> lineage_ ABSL_GUARDED_BY(mu_);
   // Kept tasks, oldest first, for eviction: (seq, task). A dropped task's item stays
