@@ -245,8 +245,7 @@ class CoreWorker {
   // Records a task (normal or actor call) this process owns the return of, and
   // submits it; returns the return's id carrying one local reference.
   ObjectID SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids);
-  // A task whose arguments are resolved goes to its submitter (by type); `packed` is
-  // `spec` packed (the normal submitter queues and pushes that).
+  // A resolved task goes to its submitter (by type); `packed` is `spec` packed.
   void Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed);
   // A task that cannot run because an argument failed with `error`.
   void FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error);
@@ -269,8 +268,7 @@ class CoreWorker {
   // The next child / put index of that task (per task with a context, else per process).
   uint64_t NextTaskIndex();
   uint64_t NextPutIndex();
-  // Resolves owned by-ref arguments (inlining small ready values), then submits.
-  // `spec` is `packed` decoded (the caller has it already, or decodes it).
+  // Resolves owned by-ref arguments of `spec` (`packed`, decoded), then submits.
   void ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed);
   // Reads the replies of this process's task channels (any thread, non-blocking).
   // Returns true when anything was read; *in_flight tells whether any push awaits
