@@ -182,6 +182,38 @@ TEST_F(TaskChannelTest, EarlyAndFinalRepliesArriveInOrder) {
   EXPECT_EQ(channel_->InFlight(), 0);
 }
 
+TEST_F(TaskChannelTest, ASerializedPushGetsItsPushIdAppendedAndArrivesWhole) {
+  // What the submitters send: the request's bytes with no push_id; the channel adds it.
+  Recorder rec;
+  channel_->PushSerialized(MakePush(2, 100).SerializeAsString(), rec.Callback());
+  TaskChannelServer::Push push = NextPush();
+  EXPECT_NE(push.request->push_id(), 0u);
+  ASSERT_EQ(push.request->tasks_size(), 2);
+  EXPECT_EQ(push.request->tasks(1).task_id(), "task-1");
+  EXPECT_EQ(push.request->tasks(1).args(0).data(), std::string(100, 'b'));
+  ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"task-0", "task-1"}, true)));
+  ASSERT_TRUE(rec.WaitFor(1));
+  EXPECT_TRUE(rec.Calls()[0].status.ok());
+  EXPECT_EQ(rec.Calls()[0].reply.results_size(), 2);
+}
+
+TEST_F(TaskChannelTest, APushOverTheFrameLimitFailsAloneAndTheChannelGoesOn) {
+  auto small = MakeTcpTaskChannel(loop_, Address(), /*max_frame_bytes=*/4096, token_);
+  Recorder big, next;
+  small->Push(MakePush(1, 8000), big.Callback());
+  ASSERT_TRUE(big.WaitFor(1));
+  EXPECT_EQ(big.Calls()[0].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(big.Calls()[0].status.message().find("frame limit of 4096"), std::string::npos)
+      << big.Calls()[0].status;
+  small->Push(MakePush(1), next.Callback());
+  TaskChannelServer::Push push = NextPush();
+  ASSERT_EQ(push.request->tasks_size(), 1);
+  ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"task-0"}, true)));
+  ASSERT_TRUE(next.WaitFor(1));
+  EXPECT_TRUE(next.Calls()[0].status.ok());
+  small->CancelAll();
+}
+
 TEST_F(TaskChannelTest, PipelinedPushesGetTheirOwnReplies) {
   Recorder a, b;
   channel_->Push(MakePush(1), a.Callback());
