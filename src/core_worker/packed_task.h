@@ -46,7 +46,6 @@ class PackedTaskPtr {
 
   const PackedTask& operator*() const { return *task_; }
   const PackedTask* operator->() const { return task_; }
-  const PackedTask* get() const { return task_; }
   explicit operator bool() const { return task_ != nullptr; }
 
  private:

@@ -107,15 +107,10 @@ void ReferenceCounter::AddOwnedTaskReturn(const ObjectID& return_id, const std::
   if (inbox_.Add(AddedReturn{return_id, argument_ids})) TableLock take_in(this);
 }
 
-ReferenceCounter::TableLock::TableLock(const ReferenceCounter* counter) : counter_(counter) {
-  counter_->mu_.Lock();
-  counter_->inbox_.TakeAll([counter](const AddedReturn& added) { counter->objects_.prefetch(added.id); },
-                           [counter](AddedReturn& added) {
-                             counter->AddOwnedTaskReturnLocked(added.id, added.argument_ids);
-                           });
+void ReferenceCounter::TakeInLocked() const {
+  inbox_.TakeAll([this](const AddedReturn& added) { objects_.prefetch(added.id); },
+                 [this](AddedReturn& added) { AddOwnedTaskReturnLocked(added.id, added.argument_ids); });
 }
-
-ReferenceCounter::TableLock::~TableLock() { counter_->mu_.Unlock(); }
 
 void ReferenceCounter::AddOwnedTaskReturnLocked(const ObjectID& return_id,
                                                 const std::vector<ObjectID>& argument_ids) const {

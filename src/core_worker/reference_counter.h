@@ -310,16 +310,9 @@ class ReferenceCounter {
 
   // Holds mu_, with the task returns added since it was last held taken into
   // objects_ first.
-  class ABSL_SCOPED_LOCKABLE TableLock {
-   public:
-    explicit TableLock(const ReferenceCounter* counter) ABSL_EXCLUSIVE_LOCK_FUNCTION(counter->mu_);
-    ~TableLock() ABSL_UNLOCK_FUNCTION();
-    TableLock(const TableLock&) = delete;
-    TableLock& operator=(const TableLock&) = delete;
-
-   private:
-    const ReferenceCounter* counter_;
-  };
+  using TableLock = InboxTableLock<ReferenceCounter>;
+  friend TableLock;
+  void TakeInLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task return added by AddOwnedTaskReturn, not yet in objects_.
   struct AddedReturn {
     ObjectID id;

@@ -12,6 +12,7 @@
 // their cache misses overlapped.
 //
 // Threading: Add from any thread; TakeAll only under the owner's table mutex.
+// InboxTableLock is how the owner takes that mutex.
 #pragma once
 
 #include <cstddef>
@@ -57,6 +58,24 @@ class TableInbox {
   std::vector<Item> added_ ABSL_GUARDED_BY(mu_);
   // added_'s other buffer; only TakeAll touches it, under the owner's table mutex.
   std::vector<Item> taking_;
+};
+
+// Holds `owner->mu_` (the table mutex), with the owner's inbox taken in first
+// (`owner->TakeInLocked()`, which calls TakeAll): every section of the table goes
+// through it, so no reader misses an entry still waiting. The owner befriends it.
+template <typename Owner>
+class ABSL_SCOPED_LOCKABLE InboxTableLock {
+ public:
+  explicit InboxTableLock(const Owner* owner) ABSL_EXCLUSIVE_LOCK_FUNCTION(owner->mu_) : owner_(owner) {
+    owner_->mu_.Lock();
+    owner_->TakeInLocked();
+  }
+  ~InboxTableLock() ABSL_UNLOCK_FUNCTION() { owner_->mu_.Unlock(); }
+  InboxTableLock(const InboxTableLock&) = delete;
+  InboxTableLock& operator=(const InboxTableLock&) = delete;
+
+ private:
+  const Owner* owner_;
 };
 
 }  // namespace manta::core

@@ -25,13 +25,10 @@ void TaskManager::AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argum
   if (inbox_.Add({task_id, std::move(e)})) TablesLock take_in(this);
 }
 
-TaskManager::TablesLock::TablesLock(const TaskManager* manager) : manager_(manager) {
-  manager_->mu_.Lock();
-  manager_->inbox_.TakeAll([manager](const Added& added) { manager->pending_.prefetch(added.first); },
-                           [manager](Added& added) { manager->pending_[added.first] = std::move(added.second); });
+void TaskManager::TakeInLocked() const {
+  inbox_.TakeAll([this](const Added& added) { pending_.prefetch(added.first); },
+                 [this](Added& added) { pending_[added.first] = std::move(added.second); });
 }
-
-TaskManager::TablesLock::~TablesLock() { manager_->mu_.Unlock(); }
 
 bool TaskManager::IsPending(const TaskID& task_id) const {
   TablesLock lock(this);

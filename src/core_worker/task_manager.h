@@ -16,9 +16,9 @@
 // kept are capped at max_lineage_bytes; beyond it the oldest are dropped and their
 // returns can no longer be rebuilt.
 //
-// A spec is held packed (packed_task.h: serialized once at submission) by a shared
-// pointer to const: the task manager, the submitter's queue and the lineage share one
-// copy per task. A retry makes a new one with the next attempt number rather than
+// A spec is held packed (packed_task.h: serialized once at submission, shared through
+// a reference-counted pointer to const): the task manager, the submitter's queue and
+// the lineage share one copy per task. A retry makes a new one with the next attempt number rather than
 // change the shared one.
 //
 // Memory: the tables shrink once mostly empty (table_shrink.h), so a burst of a
@@ -26,7 +26,8 @@
 //
 // Threading: thread-safe (one absl::Mutex, plus a small inbox with its own for the
 // tasks AddPendingTask adds, taken in by the next holder of the first); the memory
-// store and reference counter are called outside them. `resubmit` runs on the thread that reported the failure.
+// store and reference counter are called outside them. `resubmit` runs on the thread
+// that reported the failure.
 #pragma once
 
 #include <cstdint>
@@ -133,16 +134,9 @@ class TaskManager {
   void PutIfReferenced(const ObjectID& id, StoredObjectPtr value);
 
   // Holds mu_, with the tasks added since it was last held taken into pending_ first.
-  class ABSL_SCOPED_LOCKABLE TablesLock {
-   public:
-    explicit TablesLock(const TaskManager* manager) ABSL_EXCLUSIVE_LOCK_FUNCTION(manager->mu_);
-    ~TablesLock() ABSL_UNLOCK_FUNCTION();
-    TablesLock(const TablesLock&) = delete;
-    TablesLock& operator=(const TablesLock&) = delete;
-
-   private:
-    const TaskManager* manager_;
-  };
+  using TablesLock = InboxTableLock<TaskManager>;
+  friend TablesLock;
+  void TakeInLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task added by AddPendingTask, not yet in pending_.
   using Added = std::pair<TaskID, Entry>;
 
