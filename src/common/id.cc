@@ -128,8 +128,13 @@ TaskID TaskID::ForNormalTask(const JobID& job_id, const TaskID& parent, uint64_t
 
 TaskID TaskID::ForActorTask(const ActorID& actor_id, const TaskID& parent, uint64_t counter) {
   TaskID id;
-  std::string seed = "task:" + parent.Binary() + std::to_string(counter);
-  DeriveBytes(seed, id.bytes_.data(), kUniqueBytes);
+  constexpr uint64_t kMask = (uint64_t{1} << kSequenceBits) - 1;
+  uint8_t seed[5 + kSize + 8];
+  std::memcpy(seed, "task:", 5);
+  std::memcpy(seed + 5, parent.Data(), kSize);
+  PutLE64(seed + 5 + kSize, counter >> kSequenceBits, 8);
+  uint64_t block = StableHash64(std::string_view(reinterpret_cast<const char*>(seed), sizeof(seed)));
+  PutLE64(id.bytes_.data(), (block << kSequenceBits) | (counter & kMask), kUniqueBytes);
   std::memcpy(id.bytes_.data() + kUniqueBytes, actor_id.Data(), ActorID::kSize);
   return id;
 }

@@ -151,7 +151,7 @@ void MemoryStore::ResolveAsyncWaiters(const ObjectID& id, absl::FunctionRef<Stor
 }
 
 void MemoryStore::ResolveAllAsyncWaiters(const std::function<StoredObjectPtr(const ObjectID&)>& value) {
-  absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>> waiters;
+  absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>, IdHash> waiters;
   {
     absl::MutexLock lock(&mu_);
     waiters.swap(async_waiters_);

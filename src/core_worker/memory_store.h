@@ -133,12 +133,12 @@ class MemoryStore {
     if (i + kAhead < ids.size()) objects_.prefetch(ids[i + kAhead]);
   }
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<ObjectID, StoredObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ObjectID, StoredObjectPtr, IdHash> objects_ ABSL_GUARDED_BY(mu_);
   // Per absent id: the blocked Gets waiting for it and how many of their positions
   // it fills.
-  absl::flat_hash_map<ObjectID, std::vector<std::pair<BlockingWaiter*, int64_t>>> blocking_waiters_
+  absl::flat_hash_map<ObjectID, std::vector<std::pair<BlockingWaiter*, int64_t>>, IdHash> blocking_waiters_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>> async_waiters_
+  absl::flat_hash_map<ObjectID, std::vector<std::function<void(StoredObjectPtr)>>, IdHash> async_waiters_
       ABSL_GUARDED_BY(mu_);
   // Set by ResolveAllAsyncWaiters: what later GetAsync calls of absent objects get.
   std::function<StoredObjectPtr(const ObjectID&)> resolve_absent_ ABSL_GUARDED_BY(mu_);

@@ -327,7 +327,7 @@ class ReferenceCounter {
   // mu_ takes them in first (TableLock), so they are part of the table for every
   // reader. (Hence objects_ is mutable: a const query may take them in.)
   mutable TableInbox<AddedReturn> inbox_;
-  mutable absl::flat_hash_map<ObjectID, Entry> objects_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<ObjectID, Entry, IdHash> objects_ ABSL_GUARDED_BY(mu_);
   // Set by AnswerWaitersAtShutdown.
   bool answer_waits_at_once_ ABSL_GUARDED_BY(mu_) = false;
 };

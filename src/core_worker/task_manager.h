@@ -148,8 +148,8 @@ class TaskManager {
   // Tasks added and not yet in pending_ (table_inbox.h): every section under mu_
   // takes them in first (TablesLock), so no reader ever misses one.
   mutable TableInbox<Added> inbox_;
-  mutable absl::flat_hash_map<TaskID, Entry> pending_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<TaskID, LineageEntry> lineage_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<TaskID, Entry, IdHash> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TaskID, LineageEntry, IdHash> lineage_ ABSL_GUARDED_BY(mu_);
   // Kept tasks, oldest first, for eviction: (seq, task). A dropped task's item stays
   // until it reaches the front or a compaction (a task kept again gets a new seq).
   std::deque<std::pair<uint64_t, TaskID>> lineage_order_ ABSL_GUARDED_BY(mu_);

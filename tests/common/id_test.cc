@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 
 namespace manta {
@@ -92,7 +95,11 @@ TEST(IdTest, NormalTaskIdDiffersByCounterAndParent) {
   TaskID other_parent = TaskID::ForDriver(job);
   ASSERT_NE(parent, other_parent);
   absl::flat_hash_set<TaskID> seen;
-  for (uint64_t counter = 0; counter < 1000; ++counter) {
+  // Across many blocks of TaskID::kSequenceBits, and at block edges.
+  for (uint64_t counter = 0; counter < 100000; ++counter) {
+    ASSERT_TRUE(seen.insert(TaskID::ForNormalTask(job, parent, counter)).second) << counter;
+  }
+  for (uint64_t counter : {uint64_t{1} << 32, (uint64_t{1} << 32) + 63, uint64_t{1} << 40, ~uint64_t{0}}) {
     EXPECT_TRUE(seen.insert(TaskID::ForNormalTask(job, parent, counter)).second) << counter;
   }
   EXPECT_NE(TaskID::ForNormalTask(job, parent, 5), TaskID::ForNormalTask(job, other_parent, 5));
@@ -161,11 +168,71 @@ TEST(IdTest, StableHash64IsStable) {
 
 TEST(IdTest, DerivedIdsAreStableAcrossProcesses) {
   // Fixed inputs give fixed outputs: a re-executed task recreates the same ObjectIDs
-  // whichever process runs it.
+  // whichever process runs it. (Every process of a cluster runs the same build.)
   JobID job = JobID::FromInt(1);
   TaskID parent = TaskID::FromBinary(std::string(24, '\x01'));
   // 8 derived bytes, then the nil actor's 12 bytes, then the job (little-endian 1).
-  EXPECT_EQ(TaskID::ForNormalTask(job, parent, 0).Hex(), "5a0b66da5da43ce5ffffffffffffffffffffffff01000000");
+  EXPECT_EQ(TaskID::ForNormalTask(job, parent, 0).Hex(), "c0734bc6b60801ecffffffffffffffffffffffff01000000");
+}
+
+TEST(IdTest, IdHashPutsConsecutiveTasksInNeighbouringSlots) {
+  // absl's swiss tables place an entry at (hash >> 7) and filter by the low 7 bits.
+  JobID job = JobID::FromInt(1);
+  TaskID parent = TaskID::ForDriver(job);
+  IdHash hash;
+  constexpr uint64_t kBlock = uint64_t{1} << TaskID::kSequenceBits;
+  for (uint64_t block_start : {uint64_t{0}, 5 * kBlock, uint64_t{1} << 33}) {
+    TaskID first = TaskID::ForNormalTask(job, parent, block_start);
+    ObjectID first_return = ObjectID::FromIndex(first, 1);
+    absl::flat_hash_set<size_t> control_bytes;
+    for (uint64_t i = 1; i < kBlock; ++i) {
+      TaskID task = TaskID::ForNormalTask(job, parent, block_start + i);
+      EXPECT_EQ((hash(task) >> 7) - (hash(first) >> 7), i);
+      EXPECT_EQ((hash(ObjectID::FromIndex(task, 1)) >> 7) - (hash(first_return) >> 7), i);
+      control_bytes.insert(hash(task) & 0x7f);
+    }
+    EXPECT_EQ(control_bytes.size(), kBlock - 1);  // they never all match the filter
+  }
+  // The next block lands elsewhere.
+  uint64_t a = hash(TaskID::ForNormalTask(job, parent, 0)) >> 7;
+  uint64_t b = hash(TaskID::ForNormalTask(job, parent, kBlock)) >> 7;
+  EXPECT_GT(a > b ? a - b : b - a, 1u << 20);
+  // A run of puts by one task is a block too.
+  TaskID driver = TaskID::ForDriver(job);
+  EXPECT_EQ((hash(ObjectID::ForPut(driver, 1)) >> 7) - (hash(ObjectID::ForPut(driver, 0)) >> 7), 1u);
+}
+
+TEST(IdTest, IdHashSpreadsRandomIds) {
+  // Ids with random bytes (drivers, actors' tasks, other owners' objects) fill the
+  // buckets evenly.
+  constexpr int kBuckets = 256, kIds = 256 * 200;
+  std::vector<int> count(kBuckets);
+  IdHash hash;
+  for (int i = 0; i < kIds; ++i) ++count[(hash(ObjectID::FromRandom()) >> 7) % kBuckets];
+  for (int c : count) {
+    EXPECT_GT(c, 100);
+    EXPECT_LT(c, 300);
+  }
+}
+
+TEST(IdTest, IdHashTableHoldsAMillionTasksInFlight) {
+  // Submission order in, completion order out, with a window in flight: the owner's
+  // pattern. Every lookup finds its own entry.
+  JobID job = JobID::FromInt(1);
+  TaskID parent = TaskID::ForDriver(job);
+  absl::flat_hash_map<ObjectID, uint64_t, IdHash> table;
+  constexpr uint64_t kTotal = 1000000, kWindow = 100000;
+  for (uint64_t i = 0; i < kTotal; ++i) {
+    table.emplace(ObjectID::FromIndex(TaskID::ForNormalTask(job, parent, i), 1), i);
+    if (i >= kWindow) {
+      auto it = table.find(ObjectID::FromIndex(TaskID::ForNormalTask(job, parent, i - kWindow), 1));
+      ASSERT_NE(it, table.end()) << i;
+      ASSERT_EQ(it->second, i - kWindow);
+      table.erase(it);
+    }
+  }
+  EXPECT_EQ(table.size(), kWindow);
+  EXPECT_FALSE(table.contains(ObjectID::FromIndex(TaskID::ForNormalTask(job, parent, kTotal), 1)));
 }
 
 TEST(IdTest, WorksInFlatHashSet) {
