@@ -1,7 +1,7 @@
 // FakeTaskChannel: the in-process fake of TaskChannelInterface for unit tests (the
 // core worker's submitters, the GCS actor scheduler).
 //
-// Pushes are recorded; the test answers them (ReplyOk, Reply, Fail). A closed channel
+// Pushes are recorded; the test answers them (ReplyOk, ReplySome, Reply, Fail). A closed channel
 // fails later pushes from the loop, as the real one does. Not thread-safe: for tests
 // that drive one loop.
 #pragma once
@@ -19,6 +19,7 @@ class FakeTaskChannel : public TaskChannelInterface {
   struct PendingPush {
     rpc::PushTaskRequest request;
     PushCallback callback;
+    int answered = 0;  // tasks already answered by partial replies
   };
 
   FakeTaskChannel(std::string address, EventLoop& loop) : address_(std::move(address)), loop_(loop) {}
@@ -59,14 +60,24 @@ class FakeTaskChannel : public TaskChannelInterface {
     ret->set_size_bytes(static_cast<int64_t>(data.size()));
   }
 
-  // Answers the oldest push: every task returns the bytes "ok".
+  // Answers the oldest push: every task not yet answered returns the bytes "ok".
   void ReplyOk() {
     if (pushes.empty()) return;
     auto p = std::move(pushes.front());
     pushes.pop_front();
     rpc::PushTaskReply reply;
-    for (const auto& spec : p.request.tasks()) AddResult(spec, &reply);
+    for (int i = p.answered; i < p.request.tasks_size(); ++i) AddResult(p.request.tasks(i), &reply);
     reply.set_done(true);
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+  // Answers the next `n` tasks of the oldest push with "ok", as a worker's interim
+  // reply does; the push stays open (ReplyOk answers the rest and closes it).
+  void ReplySome(int n) {
+    if (pushes.empty()) return;
+    PendingPush& p = pushes.front();
+    rpc::PushTaskReply reply;
+    reply.set_push_id(p.request.push_id());
+    for (int i = 0; i < n && p.answered < p.request.tasks_size(); ++i) AddResult(p.request.tasks(p.answered++), &reply);
     p.callback(absl::OkStatus(), std::move(reply));
   }
   // Answers the oldest push with `reply` (its push_id is filled in).

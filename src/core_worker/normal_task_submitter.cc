@@ -134,7 +134,9 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idl
     Lease* best = nullptr;
     for (const std::string& lease_id : state.leases) {
       Lease& lease = leases_.at(lease_id);
-      if (lease.in_flight >= depth || (idle_only && lease.in_flight > 0)) continue;
+      // A busy lease is refilled once half its pipeline has drained, so pushes stay
+      // large: refilling per reply would split them smaller with every partial reply.
+      if (lease.in_flight > depth / 2 || (idle_only && lease.in_flight > 0)) continue;
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) {

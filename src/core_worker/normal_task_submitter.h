@@ -8,7 +8,9 @@
 // followed to the named raylet with grant_or_reject set. Granted workers get the
 // key's queued tasks pushed over their task channel (task_channel.h), many per push,
 // pipelining as many as fit in ~10 ms of the task time the workers report (at most
-// max_tasks_in_flight_per_worker; one while durations are unknown). A lease request
+// max_tasks_in_flight_per_worker; one while durations are unknown). A busy worker is
+// refilled once half of that has drained, in one push, so pushes stay large while a
+// worker answers in interim replies. A lease request
 // carries the key's runtime env; a reply saying the env cannot be applied fails the
 // key's queued tasks at once (RUNTIME_ENV_SETUP_FAILED), without retrying. Likewise
 // a request carries the key's placement (TaskSpec.placement), and a reply saying the

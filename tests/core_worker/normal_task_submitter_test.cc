@@ -314,14 +314,38 @@ TEST_F(SubmitterTest, BatchesAndPipelinesUpToTheLimits) {
   EXPECT_EQ(Worker(3000).pushes[0].request.tasks_size(), 1);
   Worker(3000).ReplyOk();
   loop_.RunUntilIdle();
-  // Tasks proved short: 4 in flight per worker, 3 per push.
-  ASSERT_EQ(Worker(3000).pushes.size(), 2u);
+  // Tasks proved short: up to 4 in flight per worker, 3 per push. With 3 in flight
+  // the lease is more than half full, so no 1-task push follows.
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
   EXPECT_EQ(Worker(3000).pushes[0].request.tasks_size(), 3);
-  EXPECT_EQ(Worker(3000).pushes[1].request.tasks_size(), 1);
-  Worker(3000).ReplyOk();
+  // An interim reply for 1 of the 3 leaves 2 in flight: half the pipeline has
+  // drained, and the lease is refilled with one push of 2.
+  Worker(3000).ReplySome(1);
   loop_.RunUntilIdle();
-  EXPECT_EQ(Worker(3000).pushes.size(), 2u);  // refilled to 4 in flight
+  ASSERT_EQ(Worker(3000).pushes.size(), 2u);
+  EXPECT_EQ(Worker(3000).pushes[1].request.tasks_size(), 2);
   while (TotalPushes() > 0) {
+    Worker(3000).ReplyOk();
+    loop_.RunUntilIdle();
+  }
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
+TEST_F(SubmitterTest, APipelineRefilledPerReplyDoesNotSplitIntoSmallPushes) {
+  // A worker answers a long push in interim replies (every millisecond); refilling
+  // the lease after each would cut the queue into ever smaller pushes.
+  for (int i = 0; i < 40; ++i) Submit();
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();  // the first task proves the tasks short
+  loop_.RunUntilIdle();
+  while (TotalPushes() > 0) {
+    for (const auto& push : Worker(3000).pushes) {
+      // Every push is as large as the queue and the pipeline allow.
+      EXPECT_GE(push.request.tasks_size(), 2) << "push " << push.request.push_id();
+    }
+    Worker(3000).ReplySome(1);
+    loop_.RunUntilIdle();
     Worker(3000).ReplyOk();
     loop_.RunUntilIdle();
   }
