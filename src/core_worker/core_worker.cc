@@ -495,8 +495,9 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
 }
 
 void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
-  // Inlined values go into `spec` and a new packed copy for the push: the task
-  // manager keeps the spec as submitted (a retry resolves its arguments again).
+  // Inlined values go into `spec` and a new packed copy, which the task manager
+  // keeps from then on: a retry, or a rebuild from lineage, carries the values too,
+  // so it never needs them again once they are freed.
   bool inlined = false;
   for (int i = 0; i < spec.args_size(); ++i) {
     const rpc::TaskArg& arg = spec.args(i);
@@ -530,7 +531,10 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
       inlined = true;
     }
   }
-  if (inlined && spec.type() == rpc::NORMAL_TASK) packed = PackedTask::Pack(spec);
+  if (inlined && spec.type() == rpc::NORMAL_TASK) {
+    packed = PackedTask::Pack(spec);
+    task_manager_->ArgumentsInlined(packed);
+  }
   Dispatch(std::move(spec), std::move(packed));
 }
 

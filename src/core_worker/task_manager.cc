@@ -8,6 +8,21 @@
 #include "src/core_worker/table_shrink.h"
 
 namespace manta::core {
+namespace {
+
+// The ids of the arguments `spec` passes by reference (not inlined).
+std::vector<ObjectID> PassedByReference(const PackedTask& spec) {
+  std::vector<ObjectID> ids;
+  const rpc::TaskSpec unpacked = spec.Unpack();
+  for (const rpc::TaskArg& arg : unpacked.args()) {
+    if (!arg.is_ref() || !arg.data().empty()) continue;
+    auto id = ObjectID::FromBinaryChecked(arg.ref().object_id());
+    if (id.ok()) ids.push_back(*id);
+  }
+  return ids;
+}
+
+}  // namespace
 
 TaskManager::TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit,
                          int64_t max_lineage_bytes)
@@ -23,6 +38,16 @@ void TaskManager::AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argum
   e.spec = std::move(spec);
   e.argument_ids = std::move(argument_ids);
   if (inbox_.Add({task_id, std::move(e)})) TablesLock take_in(this);
+}
+
+void TaskManager::ArgumentsInlined(PackedTaskPtr resolved) {
+  TablesLock lock(this);
+  auto it = pending_.find(resolved->task_id());
+  if (it == pending_.end() || it->second.completing ||
+      it->second.spec->attempt_number() != resolved->attempt_number()) {
+    return;
+  }
+  it->second.spec = std::move(resolved);
 }
 
 void TaskManager::TakeInLocked() const {
@@ -82,6 +107,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
     it->second.completing = true;
   }
   bool failed = false;
+  bool in_store = false;  // a return is in the object store, where it can be lost
   for (const rpc::ReturnObject& r : result.returns()) {
     auto id = ObjectID::FromBinaryChecked(r.object_id());
     if (!id.ok() || id->Task() != *task_id) {
@@ -97,6 +123,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
       auto obj = std::make_shared<StoredObject>();
       obj->size_bytes = r.size_bytes();
       if (r.in_plasma()) {
+        in_store = true;
         obj->in_plasma = true;
         obj->owner_copy = true;
         auto node = NodeID::FromBinaryChecked(r.node_id());
@@ -130,13 +157,14 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   }
   std::vector<ObjectID> argument_ids = entry.argument_ids;
   std::vector<ObjectID> evicted;
-  // Keep the spec for rebuilding the returns; the arguments we own stay known
-  // (lineage refs, taken before the submitted refs go) so they can be rebuilt too.
+  // Keep the spec for rebuilding the returns that can be lost; the arguments we own
+  // that it passes by reference stay known (lineage refs, taken before the submitted
+  // refs go) so they can be rebuilt too. Inlined arguments travel in the spec.
   std::vector<ObjectID> owned_args;
   // Actor calls are not run again to rebuild their returns (the actor's state moved on).
-  const bool keep_lineage = !failed && entry.spec->type() == rpc::NORMAL_TASK;
-  if (keep_lineage) {
-    for (const ObjectID& arg : argument_ids) {
+  const bool keep_lineage = !failed && in_store && entry.spec->type() == rpc::NORMAL_TASK;
+  if (keep_lineage && !argument_ids.empty()) {
+    for (const ObjectID& arg : PassedByReference(*entry.spec)) {
       if (!reference_counter_.IsOwnedByUs(arg)) continue;
       reference_counter_.AddLineageReference(arg);
       owned_args.push_back(arg);

@@ -8,13 +8,17 @@
 // the task is resubmitted while retries remain; after that, or for errors that are
 // not retried (user exceptions), the error becomes the value of every return.
 //
-// Lineage. A normal task (not an actor call) that finished successfully keeps its spec while any of its
-// returns is still known to the reference counter, and holds a lineage reference on
-// each argument it owns (so theirs is kept too): a return whose value is lost (its
-// node died, or it was freed while a kept task still needed it) is rebuilt by
-// running the task again (ResubmitForRecovery), with the same object ids. The specs
-// kept are capped at max_lineage_bytes; beyond it the oldest are dropped and their
-// returns can no longer be rebuilt.
+// Lineage. A normal task (not an actor call) that finished successfully with a return
+// in the object store keeps its spec while any of its returns is still known to the
+// reference counter, and holds a lineage reference on each argument it owns that its
+// spec passes by reference (so theirs is kept too): a return whose value is lost (its
+// node died, or it was freed while a kept task still needed it) is rebuilt by running
+// the task again (ResubmitForRecovery), with the same object ids. Only store objects
+// can be lost: a task whose returns all came back inline keeps nothing, since its
+// values live in this process, and every task that took one of them as an argument
+// has it inlined in its spec (ArgumentsInlined), so rebuilding that task never needs
+// them again. The specs kept are capped at max_lineage_bytes; beyond it the oldest are
+// dropped and their returns can no longer be rebuilt.
 //
 // A spec is held packed (packed_task.h: serialized once at submission, shared through
 // a reference-counted pointer to const): the task manager, the submitter's queue and
@@ -58,6 +62,9 @@ class TaskManager {
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
   void AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids);
+  // The pending task's arguments were resolved, some of their values inlined into
+  // `resolved` (the same task and attempt): retries and lineage use it from now on.
+  void ArgumentsInlined(PackedTaskPtr resolved);
   bool IsPending(const TaskID& task_id) const;
   size_t NumPending() const;
 

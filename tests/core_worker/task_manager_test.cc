@@ -1,5 +1,6 @@
-// TaskManager lineage: a finished task's spec is kept while its return is known and
-// holds lineage refs on the arguments it owns; dropping the return drops it (and
+// TaskManager lineage: a finished task's spec is kept while its return (in the object
+// store) is known and holds lineage refs on the arguments it owns and passes by
+// reference; a task whose returns came back inline keeps nothing; dropping the return drops it (and
 // cascades); ResubmitForRecovery runs the task again with the next attempt after
 // dropping the stale value; Puts and evicted records cannot be rebuilt.
 #include "src/core_worker/task_manager.h"
@@ -64,6 +65,26 @@ class TaskManagerTest : public ::testing::Test {
     return result;
   }
 
+  // The result of a task whose return came back inline, in the reply.
+  static rpc::TaskResult InlineResultOf(const ObjectID& id, const std::string& data = "small") {
+    rpc::TaskResult result;
+    result.set_task_id(id.Task().Binary());
+    rpc::ReturnObject* r = result.add_returns();
+    r->set_object_id(id.Binary());
+    r->set_data(data);
+    r->set_size_bytes(static_cast<int64_t>(data.size()));
+    return result;
+  }
+  // As the core worker does once `arg`'s value is inlined into the last task's spec.
+  void InlineArgumentOfLastTask(const ObjectID& arg, const std::string& data) {
+    rpc::TaskSpec spec = last_spec_->Unpack();
+    for (rpc::TaskArg& a : *spec.mutable_args()) {
+      if (a.ref().object_id() == arg.Binary()) a.set_data(data);
+    }
+    last_spec_ = PackedTask::Pack(spec);
+    tasks_.ArgumentsInlined(last_spec_);
+  }
+
   Address self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()};
   NoopBorrowerClient borrowers_;
   ReferenceCounter refs_;
@@ -85,6 +106,48 @@ TEST_F(TaskManagerTest, FinishedTaskIsKeptWhileItsReturnIsReferenced) {
   EXPECT_EQ(tasks_.NumLineage(), 0u);
   EXPECT_EQ(tasks_.LineageBytes(), 0);
   EXPECT_EQ(refs_.NumObjects(), 0u);
+}
+
+TEST_F(TaskManagerTest, ATaskWhoseReturnsCameBackInlineKeepsNoLineage) {
+  // Its value lives in this process: there is nothing to rebuild.
+  ObjectID x = Submit();
+  tasks_.CompletePendingTask(InlineResultOf(x));
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+  ASSERT_NE(store_.GetIfExists(x), nullptr);
+  EXPECT_EQ(store_.GetIfExists(x)->data, "small");
+  // Nor does it hold lineage refs on the arguments it owns.
+  ObjectID big = Submit();
+  Finish(big);
+  ObjectID y = Submit({big});
+  tasks_.CompletePendingTask(InlineResultOf(y));
+  EXPECT_EQ(refs_.LineageRefCount(big), 0);
+  EXPECT_EQ(tasks_.NumLineage(), 1u);  // big's own
+}
+
+TEST_F(TaskManagerTest, AnArgumentInlinedIntoAKeptSpecIsNotNeededToRebuildIt) {
+  ObjectID small = Submit();
+  tasks_.CompletePendingTask(InlineResultOf(small, "seven"));
+  ObjectID big = Submit();
+  Finish(big);
+  ObjectID y = Submit({small, big});
+  InlineArgumentOfLastTask(small, "seven");
+  Finish(y);  // y's return is in the store: y is kept
+  EXPECT_EQ(tasks_.NumLineage(), 2u);  // big's and y's
+  // The user drops both arguments: `small` goes for good (y's spec carries its
+  // value), `big` stays known for y's record, which passes it by reference.
+  refs_.RemoveLocalReference(small);
+  refs_.RemoveLocalReference(big);
+  EXPECT_FALSE(refs_.HasReference(small));
+  EXPECT_EQ(refs_.LineageRefCount(big), 1);
+  // Rebuilding y runs the spec with the value inlined.
+  std::string why;
+  ASSERT_EQ(tasks_.ResubmitForRecovery(y, store_.GetIfExists(y), &why), TaskManager::Recovery::kResubmitted) << why;
+  ASSERT_EQ(resubmitted_.size(), 1u);
+  ASSERT_EQ(resubmitted_[0].args_size(), 2);
+  EXPECT_EQ(resubmitted_[0].args(0).data(), "seven");
+  EXPECT_EQ(resubmitted_[0].args(1).ref().object_id(), big.Binary());
+  EXPECT_TRUE(resubmitted_[0].args(1).data().empty());
 }
 
 TEST_F(TaskManagerTest, ABatchOfResultsCompletesEachTaskInOrder) {

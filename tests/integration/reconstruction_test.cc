@@ -3,7 +3,8 @@
 // lives only in the store of the node that made it; that node's raylet is killed
 // with SIGKILL, and the owner rebuilds the object by running its task again
 // elsewhere — when the driver reads it, when another task needs it as an argument,
-// and when the intermediate object of a chain was already freed. Once every ref is
+// when the intermediate object of a chain was already freed, and when a small argument
+// (inline, so its task left no record) was already freed. Once every ref is
 // gone, the owner keeps no lineage and no objects. This binary is its own worker.
 #include <ray/api.h>
 #include <signal.h>
@@ -27,7 +28,8 @@ Big AddOne(Big b) {
   for (int& v : b) ++v;
   return b;
 }
-RAY_REMOTE(MakeBig, SumBig, AddOne);
+int Thirteen() { return 13; }
+RAY_REMOTE(MakeBig, SumBig, AddOne, Thirteen);
 
 manta::core::CoreWorker& Core() { return *ray::internal::GetCoreWorkerForTesting(); }
 
@@ -113,6 +115,22 @@ TEST_F(ReconstructionTest, ChainIsRebuiltThroughAnIntermediateAlreadyFreed) {
   KillNode(node);
   // AddOne runs again, which needs MakeBig to run again first.
   EXPECT_EQ(*last.Get(), AddOne(MakeBig(11)));
+}
+
+TEST_F(ReconstructionTest, ABigResultIsRebuiltFromASmallArgumentAlreadyFreed) {
+  ray::ObjectRef<Big> big;
+  manta::NodeID node;
+  {
+    auto seed = ray::Task(Thirteen).Remote();
+    big = ray::Task(MakeBig).SetResource("special", 1).Remote(seed);
+    node = PrimaryNode(big);
+  }  // `seed` came back inline: its task keeps no record, and now its value is freed
+  ASSERT_FALSE(node.IsNil());
+  EXPECT_TRUE(manta::testing::WaitFor([] { return Core().reference_counter().NumObjects() == 1; }, 10000))
+      << Core().reference_counter().NumObjects() << " objects in the ownership table";
+  EXPECT_EQ(Core().NumLineage(), 1u);  // MakeBig's, with 13 inlined in its spec
+  KillNode(node);
+  EXPECT_EQ(*big.Get(), MakeBig(13));
 }
 
 TEST_F(ReconstructionTest, NoLineageIsLeftOnceEveryRefIsGone) {
