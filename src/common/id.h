@@ -161,21 +161,25 @@ inline uint64_t TaskPos(const uint8_t* task) {
 
 // Hasher for the owner's big tables keyed by TaskID or ObjectID (ARCHITECTURE.md §12).
 // Tasks submitted one after another by one parent differ only in their low sequence
-// bits (TaskID::kSequenceBits); this hasher puts each block of 64 of them (and their
-// return objects, and a run of 64 puts) in neighbouring slots of an absl swiss table,
-// at a random place per block. An owner completes and frees tasks in about the order it
-// submitted them, so with a million in flight it walks its tables a cache line at a time
-// instead of missing the cache once per table per task. IDs with random bytes hash as
-// well as with absl::Hash.
+// bits (TaskID::kSequenceBits); this hasher puts each block of 64 of them in
+// neighbouring slots of an absl swiss table, at a random place per block. The same
+// goes for their returns (one block per return index, so a task's many returns never
+// crowd each other) and for a run of 64 puts by one task. An owner completes and frees
+// tasks in about the order it submitted them, so with a million in flight it walks its
+// tables a cache line at a time instead of missing the cache once per table per task.
+// IDs with random bytes hash as well as with absl::Hash.
 struct IdHash {
   size_t operator()(const TaskID& id) const {
     return id_internal::PlaceInBlock(id_internal::TaskBlock(id.Data()), id_internal::TaskPos(id.Data()));
   }
   size_t operator()(const ObjectID& id) const {
-    constexpr uint32_t kMask = (1u << TaskID::kSequenceBits) - 1;
-    uint32_t index = id_internal::Load32(id.Data() + TaskID::kSize);
-    uint64_t block = id_internal::Fold(id_internal::TaskBlock(id.Data()), index >> TaskID::kSequenceBits);
-    return id_internal::PlaceInBlock(block, id_internal::TaskPos(id.Data()) + (index & kMask));
+    const uint32_t index = id_internal::Load32(id.Data() + TaskID::kSize);
+    const uint64_t task_block = id_internal::TaskBlock(id.Data());
+    if (index >= ObjectID::kPutIndexBase) {
+      constexpr uint32_t kMask = (1u << TaskID::kSequenceBits) - 1;
+      return id_internal::PlaceInBlock(id_internal::Fold(task_block, index >> TaskID::kSequenceBits), index & kMask);
+    }
+    return id_internal::PlaceInBlock(id_internal::Fold(task_block, index), id_internal::TaskPos(id.Data()));
   }
 };
 

@@ -202,6 +202,20 @@ TEST(IdTest, IdHashPutsConsecutiveTasksInNeighbouringSlots) {
   EXPECT_EQ((hash(ObjectID::ForPut(driver, 1)) >> 7) - (hash(ObjectID::ForPut(driver, 0)) >> 7), 1u);
 }
 
+TEST(IdTest, IdHashKeepsATasksManyReturnsApart) {
+  // 64 consecutive tasks with 50 returns each: 3,200 entries, each with a place of
+  // its own (a return index per block), not piled onto the 64 places of one block.
+  JobID job = JobID::FromInt(1);
+  TaskID parent = TaskID::ForDriver(job);
+  IdHash hash;
+  absl::flat_hash_set<size_t> places;
+  for (uint64_t t = 0; t < 64; ++t) {
+    TaskID task = TaskID::ForNormalTask(job, parent, t);
+    for (uint32_t i = 1; i <= 50; ++i) places.insert(hash(ObjectID::FromIndex(task, i)) >> 7);
+  }
+  EXPECT_EQ(places.size(), 64u * 50u);
+}
+
 TEST(IdTest, IdHashSpreadsRandomIds) {
   // Ids with random bytes (drivers, actors' tasks, other owners' objects) fill the
   // buckets evenly.
