@@ -75,7 +75,6 @@ void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<
         auto task_id = TaskID::FromBinaryChecked(result.task_id());
         if (!task_id.ok()) continue;
         pending_.prefetch(*task_id);
-        lineage_.prefetch(*task_id);
         for (int i = 1; i <= result.returns_size(); ++i) returns.push_back(ObjectID::FromIndex(*task_id, i));
       }
     }
