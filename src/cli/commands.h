@@ -31,6 +31,7 @@ struct StartOptions {
   bool block = false;
   // Joining: the cluster token's file (else $MANTA_CLUSTER_TOKEN_FILE,
   // $MANTA_CLUSTER_TOKEN, or the session on this machine that started the head).
+  // Head: the token to use (else a new one is made).
   std::string token_file;
   // TLS for every daemon started (and for this command's own calls).
   rpc::TlsFiles tls;
@@ -50,6 +51,9 @@ int RunStatus(const ClusterFlags& flags, bool json);
 int RunListActors(const ClusterFlags& flags, bool json);
 // `manta list placement-groups`: one line (or JSON object) per placement group.
 int RunListPlacementGroups(const ClusterFlags& flags, bool json);
+// `manta health-check`: 0 when the GCS (with `node`: this machine's raylet)
+// answers within `timeout_ms`, else 1 (health_check_command.cc).
+int RunHealthCheck(const ClusterFlags& flags, bool node, int64_t timeout_ms);
 
 // Shared by the commands that ask the GCS (status_command.cc): the GCS address is the
 // --address flag, else RAY_ADDRESS, else the head started on this machine; its token

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   start_cmd->add_option("--system-config", start.system_config, "JSON object of config overrides (head)");
   start_cmd->add_flag("--block", start.block, "stay in the foreground; Ctrl-C stops what was started");
   start_cmd->add_option("--token-file", start.token_file,
-                        "joining: file holding the cluster token (default: found in the head's session here)");
+                        "file holding the cluster token; joining: default found in the head's session here; "
+                        "head: use this token instead of making a new one");
   start_cmd->add_option("--tls-cert", start.tls.cert_file, "TLS certificate chain (PEM) for every daemon started");
   start_cmd->add_option("--tls-key", start.tls.key_file, "TLS private key (PEM)");
   start_cmd->add_option("--tls-ca", start.tls.ca_file, "CA certificate of the cluster's certificates (PEM)");
@@ -67,6 +68,18 @@ int main(int argc, char** argv) {
     cmd->add_flag("--json", list_json, "machine-readable output");
   }
 
+  manta::cli::ClusterFlags health_flags;
+  bool health_node = false;
+  int64_t health_timeout_ms = 3000;
+  CLI::App* health_cmd = app.add_subcommand(
+      "health-check", "exit 0 when the GCS (or, with --node, this machine's raylet) answers; for probes");
+  health_cmd->add_option("--address", health_flags.address, "GCS host:port (default: RAY_ADDRESS, else the head "
+                                                            "started here)");
+  health_cmd->add_option("--token-file", health_flags.token_file, "file holding the cluster token");
+  health_cmd->add_flag("--node", health_node, "check the raylet `manta start` started on this machine instead");
+  health_cmd->add_option("--timeout-ms", health_timeout_ms, "how long to wait for the answer (default 3000)")
+      ->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -83,5 +96,6 @@ int main(int argc, char** argv) {
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
   if (list_actors_cmd->parsed()) return manta::cli::RunListActors(list_flags, list_json);
   if (list_groups_cmd->parsed()) return manta::cli::RunListPlacementGroups(list_flags, list_json);
+  if (health_cmd->parsed()) return manta::cli::RunHealthCheck(health_flags, health_node, health_timeout_ms);
   return 2;
 }

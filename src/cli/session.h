@@ -7,6 +7,7 @@
 //     logs/                     daemon logs and captured stdout/stderr
 //     pids/<rank>_<role>.pid    "pid exe-name" per started process; rank orders stops
 //     gcs_address               the cluster's GCS host:port
+//     raylet_address            this node's raylet host:port (`manta health-check --node`)
 //     cluster_token             the cluster's token (0600)
 //   head_address                GCS address of the latest head started here
 #pragma once

@@ -1,8 +1,5 @@
 // `manta start`: starts Redis (head, unless external), the GCS (head) and a raylet,
 // waits until each answers, and records them in a new session directory.
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,6 +13,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
 #include "src/common/config.h"
+#include "src/common/network.h"
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
@@ -128,28 +126,6 @@ absl::Status CheckGcsReachable(const std::string& address) {
 
 bool IsWildcard(const std::string& host) { return host == "0.0.0.0" || host == "::" || host == "[::]"; }
 
-bool IsLoopback(const std::string& host) {
-  in_addr v4{};
-  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
-  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
-}
-
-// The first IPv4 address of an interface that is up and not loopback, if any.
-std::string FirstExternalIpv4() {
-  ifaddrs* all = nullptr;
-  if (getifaddrs(&all) != 0) return "";
-  std::string found;
-  for (ifaddrs* a = all; a != nullptr && found.empty(); a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
-    found = text;
-  }
-  freeifaddrs(all);
-  return found;
-}
-
 // Where the daemons listen and what they advertise. Loopback unless --bind-address
 // says otherwise; the advertised address must be one the daemons listen on.
 absl::Status ResolveAddresses(StartOptions* o) {
@@ -157,7 +133,7 @@ absl::Status ResolveAddresses(StartOptions* o) {
     // A loopback --node-ip-address (127.0.0.2, to run several nodes on one machine)
     // is also where to listen; any other needs --bind-address, so that a cluster is
     // reachable from other machines only when asked.
-    if (!o->node_ip_address.empty() && !IsLoopback(o->node_ip_address)) {
+    if (!o->node_ip_address.empty() && !IsLoopbackAddress(o->node_ip_address)) {
       return absl::InvalidArgumentError("--node-ip-address " + o->node_ip_address +
                                         " is not a loopback address, but the daemons listen on loopback unless "
                                         "told otherwise: add --bind-address " + o->node_ip_address +
@@ -179,7 +155,7 @@ absl::Status ResolveAddresses(StartOptions* o) {
                                       " is not an address other processes can reach; give this machine's address");
   }
   if (!IsWildcard(o->bind_address) && o->bind_address != o->node_ip_address &&
-      !(IsLoopback(o->bind_address) && o->node_ip_address == "localhost")) {
+      !(IsLoopbackAddress(o->bind_address) && o->node_ip_address == "localhost")) {
     return absl::InvalidArgumentError("--node-ip-address " + o->node_ip_address +
                                       " is advertised, but the daemons would listen on " + o->bind_address +
                                       " only: give the same address to both, or --bind-address 0.0.0.0");
@@ -284,7 +260,13 @@ int RunStart(const StartOptions& options) {
     if (auto s = c.ApplyJson(o.system_config); !s.ok()) return Error("--system-config: " + std::string(s.message()));
   }
   if (!o.address.empty()) {
-    if (auto hp = ParseHostPort(o.address); !hp.ok()) return Error("--address: " + std::string(hp.status().message()));
+    auto hp = ParseHostPort(o.address);
+    if (!hp.ok()) return Error("--address: " + std::string(hp.status().message()));
+    // A name (a Kubernetes Service, say) is looked up once: the daemons and the
+    // cluster's records use the address.
+    auto ip = ResolveIpv4(hp->host);
+    if (!ip.ok()) return Error("--address: " + std::string(ip.status().message()));
+    o.address = *ip + ":" + std::to_string(hp->port);
   }
   if (!o.redis_address.empty()) {
     if (auto hp = ParseHostPort(o.redis_address); !hp.ok()) {
@@ -304,7 +286,12 @@ int RunStart(const StartOptions& options) {
     auto hp = *ParseHostPort(o.address);
     if (!IsPortOpen(hp.host, hp.port)) return Error("cannot reach the GCS at " + o.address + ": nothing listens there");
   }
-  if (o.head) {
+  if (o.head && !o.token_file.empty()) {
+    // A token made beforehand (a Kubernetes Secret, a file copied to every machine).
+    auto token = ReadTokenFile(o.token_file);
+    if (!token.ok()) return Error("--token-file: " + std::string(token.status().message()));
+    credentials.token = *token;
+  } else if (o.head) {
     credentials.token = NewClusterToken();
   } else {
     auto token = FindClusterToken(o.address, o.token_file, TempRoot());
@@ -404,6 +391,8 @@ int RunStart(const StartOptions& options) {
     return Error(std::string(raylet_port.status().message()));
   }
   (void)session->WriteGcsAddress(gcs_address);
+  (void)WriteFileAtomic(session->Path("raylet_address"),
+                        o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n");
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
   std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";
@@ -412,7 +401,7 @@ int RunStart(const StartOptions& options) {
   std::cout << "  Raylet port:      " << std::stoi(*raylet_port) << "\n";
   std::cout << "  Session dir:      " << session->dir() << "\n";
   std::cout << "  Cluster token:    " << session->TokenFile() << " (keep it private)\n";
-  if (!IsLoopback(o.bind_address)) {
+  if (!IsLoopbackAddress(o.bind_address)) {
     std::cout << "  Listening on:     " << o.bind_address << " (reachable from other machines; every connection "
               << "must present the cluster token"
               << (o.tls.enabled() ? ", over TLS" : "; traffic is not encrypted: see --tls-cert") << ")\n";

@@ -214,7 +214,10 @@ int RunStatus(const ClusterFlags& flags, bool json) {
       j["resources_total"] = ToMap(n.resources_total());
       auto a = available.find(n.node_id());
       j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
-      if (n.state() == rpc::NodeInfo::DEAD) j["death_reason"] = n.death_reason();
+      if (n.state() == rpc::NodeInfo::DEAD) {
+        j["death_reason"] = n.death_reason();
+        j["end_time_ms"] = n.end_time_ms();
+      }
       auto inf = infeasible.find(n.node_id());
       j["infeasible_shapes"] = inf != infeasible.end() ? inf->second : std::vector<std::string>();
       if (auto st = stores.find(n.node_id()); st != stores.end()) {

@@ -8,6 +8,8 @@ MANTA_CONFIG(int64_t, health_check_period_ms, 1000, "GCS health-checks each rayl
 MANTA_CONFIG(int64_t, health_check_timeout_ms, 1000, "deadline of one health check")
 MANTA_CONFIG(int64_t, health_check_failure_threshold, 5, "consecutive misses before a node is DEAD")
 MANTA_CONFIG(int64_t, health_check_initial_delay_ms, 1000, "grace period after registration")
+MANTA_CONFIG(int64_t, health_check_isolation_grace_ms, 60000,
+             "when no node on another host answers (the GCS is likely cut off), none is declared dead until this long after its first miss")
 MANTA_CONFIG(int64_t, gcs_pubsub_poll_timeout_ms, 30000, "a long poll with nothing to say returns empty after this")
 MANTA_CONFIG(int64_t, gcs_pubsub_subscriber_timeout_ms, 60000, "a subscriber that has not polled for this long is dropped")
 MANTA_CONFIG(int64_t, gcs_max_subscribers, 100000, "pubsub subscribers the GCS keeps at once; more are refused")

@@ -253,13 +253,17 @@ void ActorTaskSubmitter::OnActorState(const rpc::ActorTableData& data) {
     if (!data.name().empty()) actor.describe += " named '" + data.name() + "'";
     const bool new_incarnation = alive && data.address().worker_id() != actor.worker_id;
     if ((!alive || new_incarnation) && actor.channel) {
+      // The worker the channel leads to is gone: calls still in flight there cannot
+      // be answered (its connection may never break, as across a partition).
+      actor.channel->Close(absl::UnavailableError(actor.describe + " left the worker it ran in (now " +
+                                                  rpc::ActorTableData::ActorState_Name(data.state()) + ")"));
       channels_.Disconnect(TaskChannelKey(actor.address));
       actor.channel = nullptr;
     }
     if (alive && (new_incarnation || actor.broken || !actor.channel)) {
       actor.worker_id = data.address().worker_id();
       actor.address = data.address();
-      actor.channel = channels_.Get(TaskChannelKey(actor.address));
+      actor.channel = ChannelTo(channels_, actor.address);
       actor.broken = false;
       actor.in_flight = 0;
     } else if (!alive) {

@@ -11,10 +11,12 @@
 #include "src/common/rpc/grpc_server.h"
 #include "src/common/security.h"
 #include "src/common/logging.h"
+#include "src/common/network.h"
 #include "src/common/process.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
+#include "src/core_worker/local_node.h"
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
 #include "src/object_store/store_client.h"
@@ -34,7 +36,7 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
     request.mutable_ref()->set_object_id(id.Binary());
     *request.mutable_ref()->mutable_owner_address() = ToRpc(owner);
     request.set_intended_worker_id(borrower.worker_id.Binary());
-    pool_.Get(HostPort(borrower))
+    pool_.Get(HostPort(borrower), borrower.node_id.Binary())
         ->WaitForRefRemoved(request, [done](const absl::Status& s, rpc::WaitForRefRemovedReply&& reply) {
           std::vector<BorrowedRef> subs;
           for (const auto& b : reply.sub_borrowers()) {
@@ -55,6 +57,8 @@ namespace {
 // freed objects make one (memory_releaser.h): ~100 MB of task entries and values.
 constexpr int64_t kReleaseMemoryCheckMs = 250;
 constexpr int64_t kReleaseMemoryMinFrees = 100000;
+// How often the core worker looks whether its node's raylet is still there.
+constexpr int64_t kRayletWatchMs = 500;
 
 // The CoreWorkerService front: every handler runs on the loop. (Tasks do not come
 // this way: they travel over the task channel.)
@@ -199,7 +203,7 @@ absl::Status CoreWorker::Connect() {
   root_task_id_ = TaskID::ForDriver(options_.job_id);
   MANTA_RETURN_IF_ERROR(RegisterWithRaylet());
 
-  auto store = object_store::ObjectStoreClient::Connect(store_socket_);
+  auto store = object_store::ObjectStoreClient::Connect(store_socket_, options_.worker_id.Hex());
   if (!store.ok()) {
     return absl::UnavailableError("cannot connect to the object store at " + store_socket_ + ": " +
                                   std::string(store.status().message()));
@@ -215,6 +219,12 @@ absl::Status CoreWorker::Connect() {
   reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
   release_timer_ =
       loop_.RunEvery("CoreWorker.ReleaseMemory", kReleaseMemoryCheckMs, [this] { memory_releaser_.Check(); });
+  raylet_watch_timer_ = loop_.RunEvery("CoreWorker.WatchRaylet", kRayletWatchMs, [this] {
+    if (store_->PeerClosed()) {
+      OnLocalNodeLost("the raylet of this node (" + options_.raylet_address +
+                      ") is gone: the node died or was declared dead");
+    }
+  });
   task_manager_ = std::make_unique<TaskManager>(
       memory_store_, *reference_counter_,
       [this](const PackedTaskPtr& task) {
@@ -238,18 +248,21 @@ absl::Status CoreWorker::Connect() {
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, *channels_, *task_manager_,
                                                           [this](const ActorID& id) { RefreshActor(id); });
   actor_subscriber_ = std::make_unique<gcs::GcsSubscriber>(
-      loop_, *gcs_, std::vector<rpc::ChannelType>{}, config.gcs_pubsub_poll_timeout_ms,
+      loop_, *gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, config.gcs_pubsub_poll_timeout_ms,
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
+        if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
       },
       [this] {
-        // The GCS restarted: messages may have been lost; read every followed actor again.
+        // The GCS restarted: messages may have been lost; read every followed actor
+        // and the node table again.
         std::vector<ActorID> followed;
         {
           absl::MutexLock lock(&actors_mu_);
           followed.assign(followed_actors_.begin(), followed_actors_.end());
         }
         for (const ActorID& id : followed) RefreshActor(id);
+        RefreshNodes();
       });
   loop_.Post("CoreWorker.StartActorSubscriber", [this] { actor_subscriber_->Start(); });
 
@@ -282,12 +295,17 @@ absl::Status CoreWorker::FindLocalRaylet() {
     return absl::UnavailableError("cannot reach the GCS at " + options_.gcs_address + ": " +
                                   std::string(s.message()) + (absl::IsUnavailable(s) ? rpc::TlsHint() : ""));
   }
-  const rpc::NodeInfo* chosen = nullptr;
-  for (const rpc::NodeInfo& node : nodes->node_info_list()) {
-    if (node.state() != rpc::NodeInfo::ALIVE || node.draining()) continue;
-    if (!chosen || (node.is_head_node() && !chosen->is_head_node())) chosen = &node;
+  // This machine's address as the cluster sees it: the one set, else the one the
+  // kernel reaches the GCS from.
+  std::string preferred = options_.node_ip_address;
+  if (preferred.empty()) {
+    auto gcs = ParseHostPort(options_.gcs_address);
+    if (gcs.ok()) preferred = SourceAddressTo(gcs->host).value_or("");
   }
-  if (!chosen) return absl::UnavailableError("the cluster at " + options_.gcs_address + " has no alive node");
+  std::string addresses;
+  for (const std::string& a : LocalIpv4Addresses()) addresses += (addresses.empty() ? "" : ", ") + a;
+  auto chosen = ChooseLocalNode(*nodes, preferred, IsLocalAddress, addresses, options_.gcs_address);
+  if (!chosen.ok()) return chosen.status();
   options_.raylet_address = chosen->node_manager_address() + ":" + std::to_string(chosen->node_manager_port());
   return absl::OkStatus();
 }
@@ -539,6 +557,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
 }
 
 void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed) {
+  if (node_lost_.load(std::memory_order_relaxed)) return FailBeforeDispatch(spec, LocalNodeLostError());
   switch (spec.type()) {
     case rpc::ACTOR_TASK:
       actor_submitter_->Resolved(std::move(spec));

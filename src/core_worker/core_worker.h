@@ -254,6 +254,17 @@ class CoreWorker {
   void RefreshActor(const ActorID& actor_id);  // loop thread
   void OnActorState(const rpc::ActorTableData& actor);
   void SendCreateActor(const rpc::TaskSpec& spec);
+  // Nodes (core_worker_nodes.cc): a node the GCS declared dead fails every call
+  // waiting on it. Loop thread.
+  void OnNodeInfo(const rpc::NodeInfo& node);
+  void RefreshNodes();
+  // Whether the GCS declared `node_id` dead. Any thread.
+  bool IsNodeDead(const std::string& node_id) const;
+  // This process's own node is gone (declared dead, or its raylet exited): every
+  // pending task fails with NODE_DIED and `why`, and so does every later one.
+  void OnLocalNodeLost(const std::string& why);
+  // The error of a task that cannot run because the local node is lost.
+  rpc::ErrorInfo LocalNodeLostError() const;
   // The actor could not be created (`why`): tell the GCS so every caller learns it.
   void FailActorCreation(const ActorID& actor_id, const std::string& why);
   // Worker side: an actor call of `spec` may run (its caller's order is kept).
@@ -339,8 +350,16 @@ class CoreWorker {
   std::unique_ptr<TaskManager> task_manager_;
   std::unique_ptr<NormalTaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
-  // Follows the actors this process calls (GCS_ACTOR_CHANNEL, one key per actor).
+  // Follows the actors this process calls (GCS_ACTOR_CHANNEL, one key per actor),
+  // and node deaths (GCS_NODE_INFO_CHANNEL).
   std::unique_ptr<gcs::GcsSubscriber> actor_subscriber_;
+  // Nodes the GCS declared dead (binary ids).
+  mutable absl::Mutex nodes_mu_;
+  absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(nodes_mu_);
+  std::string local_node_lost_ ABSL_GUARDED_BY(nodes_mu_);  // why, once lost
+  std::atomic<bool> node_lost_{false};
+  // Watches the store connection: it closes when the node's raylet is gone.
+  std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;
   absl::flat_hash_set<ActorID> followed_actors_ ABSL_GUARDED_BY(actors_mu_);
   // Owner: the handle object of each actor it created, and the factory arguments

@@ -74,7 +74,15 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids,
     request.set_owner_worker_id(owner->worker_id.Binary());
     if (auto lost = lost_at.find(id); lost != lost_at.end()) request.set_lost_at(lost->second);
     Address owner_address = *owner;
-    workers_->Get(HostPort(owner_address))
+    if (IsNodeDead(owner_address.node_id.Binary())) {
+      owner_requests_.erase(id);
+      reference_counter_->HandleOwnerDied(owner_address);
+      memory_store_.Put(id, MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " (" +
+                                                                 owner_address.ToString() +
+                                                                 ") died: its node was declared dead"));
+      continue;
+    }
+    workers_->Get(HostPort(owner_address), owner_address.node_id.Binary())
         ->GetObjectStatus(request, [this, id, owner_address](const absl::Status& s, rpc::GetObjectStatusReply&& r) {
           owner_requests_.erase(id);
           StoredObjectPtr value;
@@ -431,7 +439,7 @@ void CoreWorker::RecordCopy(const ObjectID& id, const NodeID& node_id, const std
     request.set_object_id(id.Binary());
     request.set_node_id(node_id.Binary());
     request.set_raylet_address(raylet_address);
-    workers_->Get(HostPort(*owner))
+    workers_->Get(HostPort(*owner), owner->node_id.Binary())
         ->AddObjectLocation(request, [id](const absl::Status& s, rpc::AddObjectLocationReply&&) {
           if (!s.ok()) VLOG(1) << "telling the owner of " << id.Hex() << " about a copy: " << s;
         });

@@ -32,8 +32,8 @@ struct CoreWorkerOptions {
   // node_ip_address. "0.0.0.0" = every interface.
   std::string bind_address;
   std::string gcs_address;
-  // Driver: empty = find the node's raylet through the GCS (the head, else the
-  // first alive node). Worker: given by its raylet.
+  // Driver: empty = the raylet of the node on this machine, found through the GCS
+  // (local_node.h). Worker: given by its raylet.
   std::string raylet_address;
   // Driver: how the raylets start this job's workers.
   rpc::JobConfig job_config;

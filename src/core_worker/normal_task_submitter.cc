@@ -194,7 +194,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       lease.raylet_address = raylet_address;
       lease.key = key;
       lease.idle_since_ms = MonotonicMs();
-      lease.channel = channels_.Get(TaskChannelKey(lease.worker));
+      lease.channel = ChannelTo(channels_, lease.worker);
       VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker "
               << HostPort(lease.worker) << " for " << LogKey(key);
       std::string lease_id = lease.lease_id;

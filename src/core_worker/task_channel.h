@@ -140,6 +140,11 @@ using TaskChannelPool = rpc::ClientPool<TaskChannelInterface>;
 std::string TaskChannelKey(const rpc::Address& worker);
 // The "ip:task_port" part of a key.
 std::string TaskChannelAddress(const std::string& key);
+// The pool's channel to `worker`, filed under the worker's node (so that every
+// channel to a node declared dead can be closed at once: RemoveGroup(node_id)).
+inline std::shared_ptr<TaskChannelInterface> ChannelTo(TaskChannelPool& pool, const rpc::Address& worker) {
+  return pool.Get(TaskChannelKey(worker), worker.node_id());
+}
 
 // The TCP implementation; `address` is "ip:task_port". Connects (and shakes hands
 // with `token`) on the first Push.

@@ -65,6 +65,14 @@ size_t TaskManager::NumPending() const {
   return pending_.size();
 }
 
+std::vector<TaskID> TaskManager::PendingTaskIds() const {
+  TablesLock lock(this);
+  std::vector<TaskID> ids;
+  ids.reserve(pending_.size());
+  for (const auto& [id, entry] : pending_) ids.push_back(id);
+  return ids;
+}
+
 void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results) {
   if (results.size() > 1) {
     std::vector<ObjectID> returns;

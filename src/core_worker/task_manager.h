@@ -67,6 +67,8 @@ class TaskManager {
   void ArgumentsInlined(PackedTaskPtr resolved);
   bool IsPending(const TaskID& task_id) const;
   size_t NumPending() const;
+  // The tasks pending now (to fail them all when this process's node is lost).
+  std::vector<TaskID> PendingTaskIds() const;
 
   // The worker reported the task's result. Results for unknown tasks or for an
   // older attempt are ignored (a late reply after a retry).

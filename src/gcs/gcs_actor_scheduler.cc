@@ -154,7 +154,7 @@ void GcsActorScheduler::PushCreation(const std::shared_ptr<Attempt>& attempt) {
   request.mutable_tasks(0)->mutable_actor_creation()->set_num_restarts(attempt->actor.num_restarts());
   const std::string key = core::TaskChannelKey(placement.worker);
   std::weak_ptr<bool> alive = alive_;
-  std::shared_ptr<core::TaskChannelInterface> channel = channels_.Get(key);
+  std::shared_ptr<core::TaskChannelInterface> channel = core::ChannelTo(channels_, placement.worker);
   std::weak_ptr<core::TaskChannelInterface> weak_channel = channel;
   channel->Push(std::move(request), [this, alive, attempt, key, weak_channel](const absl::Status& status,
                                                                              rpc::PushTaskReply&& reply) {
@@ -222,6 +222,13 @@ void GcsActorScheduler::Cancel(const ActorID& actor_id, const std::string& reaso
         });
   }
   if (attempt->leased) KillWorker(*attempt->leased, reason);
+}
+
+void GcsActorScheduler::OnNodeDead(const NodeID& node_id, const std::string& raylet_address) {
+  const absl::Status dead = absl::UnavailableError("node " + node_id.Hex() + " was declared dead");
+  for (const auto& channel : channels_.RemoveGroup(node_id.Binary())) channel->Close(dead);
+  raylets_.Get(raylet_address)->CancelAll();
+  raylets_.Disconnect(raylet_address);
 }
 
 void GcsActorScheduler::KillWorker(const ActorPlacement& placement, const std::string& reason) {

@@ -65,6 +65,11 @@ class GcsActorScheduler {
   void Cancel(const ActorID& actor_id, const std::string& reason);
   // Returns a lease and kills its worker (an actor that died or was killed).
   void KillWorker(const ActorPlacement& placement, const std::string& reason);
+  // The node (its raylet at `raylet_address`) was declared dead: lease requests
+  // waiting there and creation tasks pushed to its workers fail now (the node may
+  // be cut off rather than gone, and then they would wait for the cut to heal), so
+  // those actors are scheduled again elsewhere.
+  void OnNodeDead(const NodeID& node_id, const std::string& raylet_address);
   // Actors being scheduled.
   size_t NumScheduling() const { return scheduling_.size(); }
 

@@ -5,15 +5,18 @@
 namespace manta::gcs {
 
 GcsHealthChecker::GcsHealthChecker(CheckFn check, DeadFn on_dead, int64_t failure_threshold,
-                                   int64_t initial_delay_ms, std::function<int64_t()> now_ms)
+                                   int64_t initial_delay_ms, std::function<int64_t()> now_ms,
+                                   int64_t isolation_grace_ms)
     : check_(std::move(check)),
       on_dead_(std::move(on_dead)),
       failure_threshold_(std::max<int64_t>(1, failure_threshold)),
       initial_delay_ms_(initial_delay_ms),
+      isolation_grace_ms_(isolation_grace_ms),
       now_ms_(std::move(now_ms)) {}
 
-void GcsHealthChecker::AddNode(const NodeID& node_id) {
+void GcsHealthChecker::AddNode(const NodeID& node_id, bool remote) {
   NodeState state;
+  state.remote = remote;
   state.first_check_ms = now_ms_() + initial_delay_ms_;
   state.generation = next_generation_++;
   nodes_[node_id] = state;
@@ -31,27 +34,44 @@ void GcsHealthChecker::Tick() {
     due.emplace_back(node_id, state.generation);
   }
   for (const auto& [id, generation] : due) {
-    check_(id, [this, id, generation](absl::Status status) {
-      auto it = nodes_.find(id);
-      if (it == nodes_.end() || it->second.generation != generation) return;
-      NodeState& s = it->second;
-      s.in_flight = false;
-      if (status.ok()) {
-        s.misses = 0;
-        return;
-      }
-      ++s.misses;
-      VLOG(1) << "health check of node " << id.Hex() << " failed (" << s.misses << "/"
-              << failure_threshold_ << "): " << status.message();
-      if (s.misses >= failure_threshold_) {
-        nodes_.erase(it);
-        std::string reason = "missed " + std::to_string(failure_threshold_) +
-                             " health checks; last error: " + std::string(status.message());
-        LOG(WARNING) << "node " << id.Hex() << " is DEAD: " << reason;
-        on_dead_(id, reason);
-      }
-    });
+    check_(id, [this, id, generation](absl::Status status) { OnCheckResult(id, generation, status); });
   }
+}
+
+void GcsHealthChecker::OnCheckResult(const NodeID& id, uint64_t generation, const absl::Status& status) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || it->second.generation != generation) return;
+  NodeState& s = it->second;
+  s.in_flight = false;
+  if (status.ok()) {
+    s.misses = 0;
+    return;
+  }
+  if (s.misses++ == 0) s.first_miss_ms = now_ms_();
+  VLOG(1) << "health check of node " << id.Hex() << " failed (" << s.misses << "/" << failure_threshold_
+          << "): " << status.message();
+  if (s.misses < failure_threshold_) return;
+  if (s.remote && Isolated() && now_ms_() - s.first_miss_ms < isolation_grace_ms_) {
+    LOG_EVERY_N(WARNING, 20) << "no node on another host answers health checks: this GCS is more likely cut off "
+                                "than they all dead; not declaring node "
+                             << id.Hex() << " dead yet";
+    return;
+  }
+  nodes_.erase(it);
+  std::string reason =
+      "missed " + std::to_string(failure_threshold_) + " health checks; last error: " + std::string(status.message());
+  LOG(WARNING) << "node " << id.Hex() << " is DEAD: " << reason;
+  on_dead_(id, reason);
+}
+
+bool GcsHealthChecker::Isolated() const {
+  int64_t remote = 0;
+  for (const auto& [id, state] : nodes_) {
+    if (!state.remote) continue;
+    if (state.misses == 0) return false;
+    ++remote;
+  }
+  return remote >= 2;
 }
 
 }  // namespace manta::gcs

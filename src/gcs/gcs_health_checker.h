@@ -6,6 +6,14 @@
 // watch list and `on_dead` runs. How a node is checked is injected (a gRPC call in
 // the GCS, a fake in tests). Loop thread only; the owner calls Tick() every
 // health_check_period_ms.
+//
+// A GCS cut off from the network misses every other machine's checks at once. When
+// every node on another host than the GCS is failing (and there are at least two
+// such nodes), the GCS is more likely isolated than they all dead: none is declared
+// dead until `isolation_grace_ms` after its first miss, which should be no less
+// than the time raylets wait for an unreachable GCS before they leave on their own
+// (gcs_rpc_server_reconnect_timeout_s). Nodes on the GCS's own host never count as
+// remote, so a cluster on one machine is not affected.
 #pragma once
 
 #include <functional>
@@ -22,9 +30,10 @@ class GcsHealthChecker {
   using DeadFn = std::function<void(const NodeID&, const std::string& reason)>;
 
   GcsHealthChecker(CheckFn check, DeadFn on_dead, int64_t failure_threshold, int64_t initial_delay_ms,
-                   std::function<int64_t()> now_ms);
+                   std::function<int64_t()> now_ms, int64_t isolation_grace_ms = 0);
 
-  void AddNode(const NodeID& node_id);
+  // `remote`: the node runs on another host than the GCS.
+  void AddNode(const NodeID& node_id, bool remote = false);
   void RemoveNode(const NodeID& node_id);
   void Tick();
   bool IsWatching(const NodeID& node_id) const { return nodes_.contains(node_id); }
@@ -32,16 +41,23 @@ class GcsHealthChecker {
  private:
   struct NodeState {
     int64_t misses = 0;
+    int64_t first_miss_ms = 0;  // of the current run of misses
     int64_t first_check_ms = 0;
+    bool remote = false;
     bool in_flight = false;
     // Incremented on every Add so a stale reply for an earlier registration is ignored.
     uint64_t generation = 0;
   };
 
+  void OnCheckResult(const NodeID& id, uint64_t generation, const absl::Status& status);
+  // Every remote node is failing, and there are at least two.
+  bool Isolated() const;
+
   CheckFn check_;
   DeadFn on_dead_;
   int64_t failure_threshold_;
   int64_t initial_delay_ms_;
+  int64_t isolation_grace_ms_;
   std::function<int64_t()> now_ms_;
   uint64_t next_generation_ = 1;
   absl::flat_hash_map<NodeID, NodeState> nodes_;

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "src/common/status_util.h"
+#include "src/common/network.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_grpc_services.h"
 
@@ -91,7 +92,8 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   health_checker_ = std::make_unique<GcsHealthChecker>(
       [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
       [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
-      options_.config.health_check_failure_threshold, options_.config.health_check_initial_delay_ms, MonotonicMs);
+      options_.config.health_check_failure_threshold, options_.config.health_check_initial_delay_ms, MonotonicMs,
+      options_.config.health_check_isolation_grace_ms);
 
   node_manager_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {
     NodeID id = NodeID::FromBinary(info.node_id());
@@ -101,13 +103,14 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     client_options.faults = options_.faults;
     raylet_clients_[id] = std::make_unique<rpc::GrpcClient<rpc::NodeManagerService>>(
         loop_, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()), client_options);
-    health_checker_->AddNode(id);
+    health_checker_->AddNode(id, /*remote=*/!IsLocalAddress(info.node_manager_address()));
     placement_group_manager_->OnResourcesChanged();
   });
   node_manager_->AddNodeRemovedListener([this](const rpc::NodeInfo& info) {
     NodeID id = NodeID::FromBinary(info.node_id());
     health_checker_->RemoveNode(id);
     raylet_clients_.erase(id);
+    actor_scheduler_->OnNodeDead(id, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()));
     actor_manager_->OnNodeDead(id, info.death_reason());
     placement_group_manager_->OnNodeDead(id);
   });

@@ -1,6 +1,7 @@
 #include "src/object_store/store_client.h"
 
 #include <glog/logging.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -64,7 +65,13 @@ absl::Status ReadBody(int fd, uint32_t len, std::string* body) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(const std::string& socket_path) {
+bool ObjectStoreClient::PeerClosed() const {
+  pollfd p{fd_, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(const std::string& socket_path,
+                                                                           const std::string& name) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(std::string("socket: ") + std::strerror(errno));
   sockaddr_un addr{};
@@ -84,6 +91,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(co
   rpc::StoreRequest request;
   request.set_request_id(0);
   request.mutable_connect()->set_pid(getpid());
+  request.mutable_connect()->set_name(name);
   if (auto s = client->SendFrame(request.SerializeAsString()); !s.ok()) return s;
 
   // The reply carries the arena fd as ancillary data on its first bytes.

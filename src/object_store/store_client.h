@@ -51,8 +51,10 @@ class ObjectStoreClient {
   static constexpr size_t kReleaseDelay = 64;
   static constexpr int64_t kReleaseDelayMaxObjectBytes = 64 << 10;
 
-  // Connects to the store socket and maps the arena.
-  static absl::StatusOr<std::unique_ptr<ObjectStoreClient>> Connect(const std::string& socket_path);
+  // Connects to the store socket as `name` (a driver: its worker id in hex, which
+  // tells the raylet it lives while this connection is open) and maps the arena.
+  static absl::StatusOr<std::unique_ptr<ObjectStoreClient>> Connect(const std::string& socket_path,
+                                                                    const std::string& name = "");
   ~ObjectStoreClient();
 
   // Allocates a writable object: `data_size` bytes at the returned pointer, followed
@@ -76,6 +78,9 @@ class ObjectStoreClient {
   absl::Status Delete(const std::vector<ObjectID>& ids, bool wait = true);
   // The first error of an asynchronous Seal/Release since the last call, if any.
   absl::Status TakeAsyncError();
+  // Whether the store (its raylet) closed the connection: the node's raylet is gone.
+  // Reads nothing, takes no lock: any thread, any time.
+  bool PeerClosed() const;
 
   const Arena& arena() const { return *arena_; }
 

@@ -56,6 +56,7 @@ struct Connection : std::enable_shared_from_this<Connection> {
   bool handling = false;  // inside HandleFrames
   bool closed = false;
   bool connected = false;  // sent a Connect
+  std::string name;        // as it connected
 
   void Read();
   // Handles every complete frame in the inbox; false if the connection was closed.
@@ -208,7 +209,11 @@ void Connection::Close(const std::string& why) {
   boost::system::error_code ignored;
   socket.close(ignored);
   server->store.DisconnectClient(id);
-  server->connections.erase(id);
+  const bool was_connected = connected;
+  const std::string client_name = name;
+  StoreServer::Impl* owner = server;
+  owner->connections.erase(id);  // may destroy this connection
+  if (was_connected && !owner->stopped && owner->options.on_client_closed) owner->options.on_client_closed(client_name);
 }
 
 void Connection::Handle(const rpc::StoreRequest& request) {
@@ -221,7 +226,9 @@ void Connection::Handle(const rpc::StoreRequest& request) {
   }
   switch (request.request_case()) {
     case rpc::StoreRequest::kConnect: {
+      if (request.connect().name().size() > StoreServer::kMaxClientNameBytes) return Close("client name too long");
       connected = true;
+      name = request.connect().name();
       reply.mutable_connect()->set_capacity_bytes(server->arena.capacity());
       std::string frame = Frame(reply);
       // Hand over the arena's fd with the reply (the first bytes on this socket).
@@ -240,6 +247,7 @@ void Connection::Handle(const rpc::StoreRequest& request) {
       std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
       ssize_t sent = sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
       if (sent != static_cast<ssize_t>(frame.size())) return Close("cannot send the arena to the client");
+      if (server->options.on_client_connected) server->options.on_client_connected(name);
       return;
     }
     case rpc::StoreRequest::kCreate: {

@@ -8,13 +8,15 @@
 //
 // Only this user's processes may connect: the socket is 0600, and a peer whose uid
 // (SO_PEERCRED) is not StoreServerOptions::allowed_uid is refused at once. A client
-// must send Connect within connect_timeout_ms. A partial frame reserves no more
+// must send Connect within connect_timeout_ms, naming itself (the raylet knows a
+// driver is alive while its connection is open). A partial frame reserves no more
 // memory than what has arrived.
 // Running out of descriptors pauses accepting for a moment instead of spinning.
 #pragma once
 
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,11 +35,18 @@ struct StoreServerOptions {
   // The only uid whose processes are served (default: this process's).
   uid_t allowed_uid = geteuid();
   int64_t connect_timeout_ms = 10000;
+  // Called on the loop when a client has sent Connect, and when that client's
+  // connection closes, with the name it connected as (StoreConnectRequest.name,
+  // at most kMaxClientNameBytes). Not called once Stop() has begun. May be null.
+  std::function<void(const std::string& name)> on_client_connected;
+  std::function<void(const std::string& name)> on_client_closed;
 };
 
 class StoreServer {
  public:
   static constexpr uint32_t kMaxFrameBytes = 16 << 20;
+  // A longer client name closes the connection.
+  static constexpr size_t kMaxClientNameBytes = 256;
 
   StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path,
               StoreServerOptions options = {});

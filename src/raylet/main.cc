@@ -154,7 +154,17 @@ int main(int argc, char** argv) {
   auto pager_timer = loop.RunEvery("ArenaPager.Tick", 1000, [&pager, &store] {
     pager.Tick(store.allocated_end(), manta::MonotonicMs());
   });
-  manta::object_store::StoreServer store_server(loop, store, **arena, store_socket);
+  // A driver lives while its store connection is open (worker_pool.h); the pool is
+  // made below, and store events reach it only once the loop runs.
+  manta::raylet::WorkerPool* worker_pool = nullptr;
+  manta::object_store::StoreServerOptions store_server_options;
+  store_server_options.on_client_connected = [&worker_pool](const std::string& name) {
+    if (worker_pool != nullptr) worker_pool->OnStoreClientConnected(name);
+  };
+  store_server_options.on_client_closed = [&worker_pool](const std::string& name) {
+    if (worker_pool != nullptr) worker_pool->OnStoreClientClosed(name);
+  };
+  manta::object_store::StoreServer store_server(loop, store, **arena, store_socket, store_server_options);
   if (auto s = store_server.Start(); !s.ok()) return Fail(std::string(s.message()));
   manta::raylet::ObjectManagerOptions om_options;
   om_options.chunk_bytes = config->object_chunk_bytes;
@@ -178,7 +188,6 @@ int main(int argc, char** argv) {
   // Stops the RPC server while the loop still runs the handlers of calls in flight,
   // then the loop. Safe to call more than once.
   bool quitting = false;
-  manta::raylet::WorkerPool* worker_pool = nullptr;
   auto quit = [&](int code) {
     if (quitting) return;
     quitting = true;

@@ -175,6 +175,14 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
       return;
     }
     view_.OnNodeInfo(info);
+    const std::string address = info.node_manager_address() + ":" + std::to_string(info.node_manager_port());
+    if (object_manager_ != nullptr && info.node_id() != options_.node_id.Binary()) {
+      if (info.state() == rpc::NodeInfo::DEAD) {
+        object_manager_->OnNodeDead(address);
+      } else {
+        object_manager_->OnNodeAlive(address);
+      }
+    }
     if (info.state() == rpc::NodeInfo::DEAD && lease_manager_ != nullptr) {
       auto id = NodeID::FromBinaryChecked(info.node_id());
       if (id.ok()) lease_manager_->OnNodeDead(*id);
@@ -240,11 +248,21 @@ void NodeManager::CheckGcs() {
                            check_in_flight_ = false;
                            if (!s.ok()) {
                              LOG_EVERY_N(WARNING, 10) << "GCS check failed: " << s;
+                             gcs_check_failed_ = true;
                              return;
                            }
                            MarkGcsReachable();
                            if (reply.cluster_id() != cluster_id_.Binary()) {
                              on_fatal_("the GCS now serves another cluster");
+                             return;
+                           }
+                           if (gcs_check_failed_) {
+                             // Back from a spell without the GCS (a partition, say): it
+                             // may have declared this node dead meanwhile (Resync then
+                             // ends this raylet), and nodes may have come and gone.
+                             gcs_check_failed_ = false;
+                             LOG(INFO) << "the GCS answers again; registering anew";
+                             Resync();
                            }
                          });
 }

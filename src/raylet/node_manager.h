@@ -152,6 +152,7 @@ class NodeManager {
   bool reported_once_ = false;
   int64_t last_gcs_ok_ms_ = 0;
   bool check_in_flight_ = false;
+  bool gcs_check_failed_ = false;  // since the last check that succeeded
   bool shutting_down_ = false;
   int64_t start_time_ms_ = 0;
   std::unique_ptr<gcs::GcsSubscriber> subscriber_;

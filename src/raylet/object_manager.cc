@@ -190,6 +190,9 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
     loop_.Post("ObjectManager.PullDone", [this, s] { done_(this, s); });
   }
 
+  // Ends the stream (OnDone follows with CANCELLED). Any thread.
+  void Cancel() { context_.TryCancel(); }
+
   int64_t received() const { return received_; }
   int64_t total() const { return total_; }
   bool created() const { return dest_ != nullptr; }
@@ -461,12 +464,21 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
     return;
   }
   const std::string address = pull->locations[pull->next_location++];
+  if (dead_locations_.contains(address)) {
+    pull->last_error = absl::UnavailableError(address + ": the node was declared dead");
+    return StartNextLocation(pull);
+  }
   ClientId client = next_client_id_--;
+  const int64_t stream_id = next_stream_id_++;
   auto* reactor = new PullReactor(
       loop_, store_, pull->id, client, std::min(options_.chunk_bytes, options_.max_message_bytes / 2),
       options_.pull_timeout_ms,
-      [this, pull, address](PullReactor* r, grpc::Status status) {
+      [this, pull, address, stream_id](PullReactor* r, grpc::Status status) {
         std::unique_ptr<PullReactor> owned(r);
+        streams_.erase(stream_id);
+        if (dead_locations_.contains(address) && status.error_code() == grpc::StatusCode::CANCELLED) {
+          status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the node was declared dead");
+        }
         bool complete = status.ok() && r->created() && r->received() == r->total();
         if (complete) {
           absl::Status s = store_.Seal(r->client(), pull->id, /*release=*/true);
@@ -490,8 +502,22 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
         VLOG(1) << "pull of " << pull->id.Hex() << " failed: " << pull->last_error;
         StartNextLocation(pull);
       });
+  streams_[stream_id] = Stream{address, [reactor] { reactor->Cancel(); }};
   reactor->Start(impl_->StubFor(address));
 }
+
+void ObjectManager::OnNodeDead(const std::string& address) {
+  if (!dead_locations_.insert(address).second) return;
+  int64_t cancelled = 0;
+  for (const auto& [id, stream] : streams_) {
+    if (stream.address != address) continue;
+    stream.cancel();
+    ++cancelled;
+  }
+  if (cancelled > 0) LOG(INFO) << "cancelled " << cancelled << " pull(s) from " << address << ": its node died";
+}
+
+void ObjectManager::OnNodeAlive(const std::string& address) { dead_locations_.erase(address); }
 
 void ObjectManager::FinishPull(const std::shared_ptr<PullState>& pull, const absl::Status& status) {
   pulls_.erase(pull->id);

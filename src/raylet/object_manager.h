@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "protos/object_manager.grpc.pb.h"
@@ -43,6 +44,12 @@ class ObjectManager {
   // Makes `id` local, pulling from `locations` ("host:port" of raylets) in order.
   // OK at once when already local. Errors name the object and the last failure.
   void Pull(const ObjectID& id, std::vector<std::string> locations, PullCallback callback);
+  // The raylet at `address` was declared dead: streams from it are cancelled (it
+  // may be cut off, not gone, and a stream would then wait for pull_timeout_ms),
+  // and it is never pulled from again; those pulls go on to their next location.
+  void OnNodeDead(const std::string& address);
+  // A (new) node registered at `address`: it may be pulled from again.
+  void OnNodeAlive(const std::string& address);
 
   grpc::Service* service();
 
@@ -62,6 +69,14 @@ class ObjectManager {
   object_store::ObjectStore& store_;
   ObjectManagerOptions options_;
   absl::flat_hash_map<ObjectID, std::shared_ptr<PullState>> pulls_;
+  // Streams in flight: the raylet each reads from, and how to cancel it (any thread).
+  struct Stream {
+    std::string address;
+    std::function<void()> cancel;
+  };
+  absl::flat_hash_map<int64_t, Stream> streams_;
+  int64_t next_stream_id_ = 0;
+  absl::flat_hash_set<std::string> dead_locations_;
   std::deque<std::shared_ptr<PullState>> waiting_;
   int64_t active_streams_ = 0;
   int64_t bytes_pulled_ = 0;

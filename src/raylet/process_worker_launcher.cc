@@ -31,7 +31,6 @@ void ProcessWorkerLauncher::Signal(pid_t pid, int signal) {
   if (absl::Status s = SignalProcess(pid, signal); !s.ok()) LOG(WARNING) << "signal to worker: " << s;
 }
 
-bool ProcessWorkerLauncher::IsAlive(pid_t pid) { return IsProcessAlive(pid); }
 
 void ProcessWorkerLauncher::AsyncRequestExit(const rpc::Address& address,
                                              std::function<void(const absl::Status&, bool accepted)> callback) {

@@ -33,8 +33,6 @@ class WorkerLauncherInterface {
                                       const std::string& working_dir, const std::string& log_file) = 0;
   // Sends `signal` to `pid`; a process already gone is not an error.
   virtual void Signal(pid_t pid, int signal) = 0;
-  // True while `pid` runs (drivers are not the raylet's children: no SIGCHLD).
-  virtual bool IsAlive(pid_t pid) = 0;
   // Asks the core worker at `address` to exit (CoreWorkerService.Exit, not forced).
   // `callback(status, accepted)`: accepted is false when the worker refused because
   // it still owns objects in use; status is not OK when the RPC failed.

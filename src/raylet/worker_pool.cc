@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "src/common/runtime_env.h"
 #include "src/common/security.h"
+#include "src/common/util.h"
 
 namespace manta::raylet {
 
@@ -75,6 +76,7 @@ void WorkerPool::RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::
   Driver& driver = drivers_[*worker_id];
   driver.job_id = *job_id;
   driver.pid = request.pid();
+  driver.registered_ms = MonotonicMs();
   driver.address = request.address();
   driver.address.set_node_id(options_.node_id.Binary());
   driver.address.set_worker_id(worker_id->Binary());
@@ -493,20 +495,42 @@ void WorkerPool::OnProcessExit(pid_t pid, int status) {
   TryStartWorkers();
 }
 
+void WorkerPool::OnStoreClientConnected(const std::string& name) {
+  auto id = WorkerID::FromHex(name);
+  if (!id.ok()) return;
+  auto it = drivers_.find(*id);
+  if (it != drivers_.end()) it->second.store_connected = true;
+}
+
+void WorkerPool::OnStoreClientClosed(const std::string& name) {
+  auto id = WorkerID::FromHex(name);
+  if (!id.ok() || !drivers_.contains(*id)) return;
+  DriverGone(*id, "its connection to the object store closed");
+}
+
 void WorkerPool::CheckDrivers() {
-  std::vector<WorkerID> dead;
+  const int64_t now = MonotonicMs();
+  std::vector<WorkerID> silent;
   for (const auto& [id, driver] : drivers_) {
-    if (!launcher_.IsAlive(driver.pid)) dead.push_back(id);
+    if (!driver.store_connected && now - driver.registered_ms > config_.worker_register_timeout_ms) {
+      silent.push_back(id);
+    }
   }
-  for (const WorkerID& id : dead) {
-    Driver driver = drivers_.at(id);
-    drivers_.erase(id);
-    LOG(INFO) << "driver " << id.Hex() << " (pid " << driver.pid << ") of job " << driver.job_id.Hex() << " exited";
-    Notify(WorkerGone{id, driver.job_id, true, true, "driver exited"});
-    bool job_has_driver = std::any_of(drivers_.begin(), drivers_.end(),
-                                      [&](const auto& entry) { return entry.second.job_id == driver.job_id; });
-    if (!job_has_driver) KillJobWorkers(driver.job_id, "the job's driver exited");
+  for (const WorkerID& id : silent) {
+    DriverGone(id, "it did not connect to the object store within " +
+                       std::to_string(config_.worker_register_timeout_ms) + " ms of registering");
   }
+}
+
+void WorkerPool::DriverGone(const WorkerID& id, const std::string& why) {
+  Driver driver = drivers_.at(id);
+  drivers_.erase(id);
+  LOG(INFO) << "driver " << id.Hex() << " (pid " << driver.pid << ") of job " << driver.job_id.Hex()
+            << " is gone: " << why;
+  Notify(WorkerGone{id, driver.job_id, true, true, "driver exited"});
+  bool job_has_driver = std::any_of(drivers_.begin(), drivers_.end(),
+                                    [&](const auto& entry) { return entry.second.job_id == driver.job_id; });
+  if (!job_has_driver) KillJobWorkers(driver.job_id, "the job's driver exited");
 }
 
 void WorkerPool::Notify(const WorkerGone& gone) {

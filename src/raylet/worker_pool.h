@@ -15,8 +15,13 @@
 // that is idle is handed out again before a new one is started; PushWorker returns one. Idle workers
 // beyond num_workers_soft_limit are asked to exit after idle_worker_killing_time_ms;
 // a worker that has not registered within worker_register_timeout_ms is killed.
-// Drivers register here too: their pids are checked every driver_liveness_check_ms
-// and the workers of a job whose driver is gone are killed. Every worker or driver
+// Drivers register here too. A driver is alive while its connection to this node's
+// object store is open (OnStoreClientConnected/Closed, under its worker id): a Unix
+// socket, so the driver runs on this machine, and its end closes when the process
+// dies, whatever pid namespace it runs in (its pid is only logged). A driver that
+// has not connected within worker_register_timeout_ms of registering is gone too
+// (CheckDrivers, every driver_liveness_check_ms). The workers of a job whose
+// driver is gone are killed. Every worker or driver
 // that goes away (exit, kill) is announced once to the gone-listeners (the lease
 // manager releases its leases; the node manager reports it to the GCS).
 //
@@ -155,8 +160,15 @@ class WorkerPool {
   void KeepPastJobEnd(const WorkerID& worker_id);
   // A child process exited (`status` as from waitpid). Unknown pids are ignored.
   void OnProcessExit(pid_t pid, int status);
-  // Checks that every registered driver still runs; for each one gone: forgets it,
-  // tells the gone-listeners, and kills its job's workers. Runs every
+  // A client of this node's object store connected, or its connection closed;
+  // `name` is what it connected as (a driver: its worker id in hex). The close of a
+  // registered driver's connection means the driver is gone: it is forgotten, the
+  // gone-listeners hear of it, and its job's workers are killed (if it was the
+  // job's last driver here). Other names are ignored.
+  void OnStoreClientConnected(const std::string& name);
+  void OnStoreClientClosed(const std::string& name);
+  // Drivers registered for longer than worker_register_timeout_ms that never
+  // connected to the object store are gone (as above). Runs every
   // driver_liveness_check_ms after Start().
   void CheckDrivers();
   // Kills every worker (SIGKILL) and stops the timers; pending pops are dropped.
@@ -185,8 +197,10 @@ class WorkerPool {
   };
   struct Driver {
     JobID job_id;
-    pid_t pid = 0;
+    pid_t pid = 0;  // as the driver reported it, in its own pid namespace: for logs
     rpc::Address address;
+    bool store_connected = false;
+    int64_t registered_ms = 0;  // MonotonicMs()
   };
   // The workers and pops of one (job, runtime env).
   struct EnvPool {
@@ -207,6 +221,9 @@ class WorkerPool {
 
   void RegisterWorkerProcess(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
                              rpc::SendReply send_reply);
+  // Forgets a driver, tells the gone-listeners, and kills its job's workers when it
+  // was the job's last driver here.
+  void DriverGone(const WorkerID& id, const std::string& why);
   void RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
                       rpc::SendReply send_reply);
   void FillRegisterReply(rpc::RegisterWorkerReply* reply) const;

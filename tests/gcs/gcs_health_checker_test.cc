@@ -66,7 +66,7 @@ absl::Status Miss() { return absl::DeadlineExceededError("no answer"); }
 
 class GcsHealthCheckerTest : public ::testing::Test {
  protected:
-  void Build(int64_t failure_threshold, int64_t initial_delay_ms = 0) {
+  void Build(int64_t failure_threshold, int64_t initial_delay_ms = 0, int64_t isolation_grace_ms = 0) {
     checker_ = std::make_unique<GcsHealthChecker>(
         check_.AsFunction(),
         [this](const NodeID& id, const std::string& reason) {
@@ -74,7 +74,7 @@ class GcsHealthCheckerTest : public ::testing::Test {
           reasons_.push_back(reason);
           if (on_dead_) on_dead_(id);
         },
-        failure_threshold, initial_delay_ms, clock_.AsFunction());
+        failure_threshold, initial_delay_ms, clock_.AsFunction(), isolation_grace_ms);
   }
 
   // One period: a Tick and then the reply to the check it sent to `id`.
@@ -207,6 +207,62 @@ TEST_F(GcsHealthCheckerTest, NodesAreCountedIndependently) {
   }
   EXPECT_THAT(dead_, ElementsAre(node_));
   EXPECT_TRUE(checker_->IsWatching(other));
+}
+
+// Every node on another host misses its checks at once: the GCS host is more likely
+// cut off than all of them dead, so none is declared dead within the grace.
+TEST_F(GcsHealthCheckerTest, AGcsCutOffFromEveryOtherHostDeclaresNoneDeadWithinTheGrace) {
+  Build(/*failure_threshold=*/2, /*initial_delay_ms=*/0, /*isolation_grace_ms=*/10000);
+  NodeID local = NodeID::FromRandom();
+  NodeID a = NodeID::FromRandom();
+  NodeID b = NodeID::FromRandom();
+  checker_->AddNode(local, /*remote=*/false);
+  checker_->AddNode(a, /*remote=*/true);
+  checker_->AddNode(b, /*remote=*/true);
+  for (int i = 0; i < 5; ++i) {
+    checker_->Tick();
+    ASSERT_TRUE(check_.Reply(local, absl::OkStatus()));
+    ASSERT_TRUE(check_.Reply(a, Miss()));
+    ASSERT_TRUE(check_.Reply(b, Miss()));
+    clock_.Advance(1000);
+  }
+  EXPECT_THAT(dead_, IsEmpty());
+  // The cut heals: they answer again, and nothing was lost.
+  checker_->Tick();
+  ASSERT_TRUE(check_.Reply(a, absl::OkStatus()));
+  ASSERT_TRUE(check_.Reply(b, absl::OkStatus()));
+  ASSERT_TRUE(check_.Reply(local, absl::OkStatus()));
+  EXPECT_THAT(dead_, IsEmpty());
+  EXPECT_TRUE(checker_->IsWatching(a));
+  EXPECT_TRUE(checker_->IsWatching(b));
+}
+
+TEST_F(GcsHealthCheckerTest, NodesOfOtherHostsMissingForLongerThanTheGraceAreDeclaredDead) {
+  Build(/*failure_threshold=*/2, /*initial_delay_ms=*/0, /*isolation_grace_ms=*/3000);
+  NodeID a = NodeID::FromRandom();
+  NodeID b = NodeID::FromRandom();
+  checker_->AddNode(a, /*remote=*/true);
+  checker_->AddNode(b, /*remote=*/true);
+  for (int i = 0; i < 5 && dead_.size() < 2; ++i) {
+    checker_->Tick();
+    ASSERT_TRUE(check_.Reply(a, Miss()));
+    if (checker_->IsWatching(b)) ASSERT_TRUE(check_.Reply(b, Miss()));
+    clock_.Advance(1000);
+  }
+  EXPECT_THAT(dead_, ::testing::UnorderedElementsAre(a, b));
+}
+
+TEST_F(GcsHealthCheckerTest, OneRemoteNodeOfSeveralFailingIsDeclaredDeadAtOnce) {
+  Build(/*failure_threshold=*/2, /*initial_delay_ms=*/0, /*isolation_grace_ms=*/60000);
+  NodeID alive = NodeID::FromRandom();
+  checker_->AddNode(node_, /*remote=*/true);
+  checker_->AddNode(alive, /*remote=*/true);
+  for (int i = 0; i < 2; ++i) {
+    checker_->Tick();
+    ASSERT_TRUE(check_.Reply(node_, Miss()));
+    ASSERT_TRUE(check_.Reply(alive, absl::OkStatus()));
+  }
+  EXPECT_THAT(dead_, ElementsAre(node_));
 }
 
 TEST_F(GcsHealthCheckerTest, ThresholdBelowOneMeansOneMiss) {

@@ -1,7 +1,7 @@
 // FakeWorkerLauncher: an in-process WorkerLauncherInterface for raylet unit tests.
 //
 // Records every start (argv, env, working directory, log file) and hands out increasing fake pids; a
-// test can make the next start fail, decide which pids are alive, and answer Exit
+// test can make the next start fail and answer Exit
 // requests. Nothing is executed and no signal is sent. Loop thread only.
 #pragma once
 
@@ -9,7 +9,6 @@
 
 #include <deque>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,14 +43,11 @@ class FakeWorkerLauncher : public WorkerLauncherInterface {
     }
     pid_t pid = next_pid_++;
     starts.push_back({argv, env, working_dir, log_file, pid});
-    alive.insert(pid);
     return pid;
   }
   void Signal(pid_t pid, int signal) override {
     signals.emplace_back(pid, signal);
-    if (signal == SIGKILL) alive.erase(pid);
   }
-  bool IsAlive(pid_t pid) override { return alive.contains(pid); }
   void AsyncRequestExit(const rpc::Address& address,
                         std::function<void(const absl::Status&, bool)> callback) override {
     exit_requests.push_back({address, std::move(callback)});
@@ -77,7 +73,6 @@ class FakeWorkerLauncher : public WorkerLauncherInterface {
 
   std::vector<StartRecord> starts;
   std::vector<std::pair<pid_t, int>> signals;
-  std::set<pid_t> alive;
   std::deque<ExitRequest> exit_requests;
 
  private:

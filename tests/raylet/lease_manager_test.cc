@@ -512,7 +512,6 @@ TEST_F(LeaseManagerTest, OwnerDeathReturnsItsLeasesAndDropsItsRequests) {
 
 TEST_F(LeaseManagerTest, DriverDeathReturnsItsLeases) {
   WorkerID driver = WorkerID::FromRandom();
-  launcher_.alive.insert(5555);
   rpc::RegisterWorkerRequest reg;
   reg.set_worker_type(rpc::DRIVER);
   reg.set_worker_id(driver.Binary());
@@ -520,13 +519,13 @@ TEST_F(LeaseManagerTest, DriverDeathReturnsItsLeases) {
   reg.set_pid(5555);
   rpc::RegisterWorkerReply reg_reply;
   pool_->HandleRegisterWorker(reg, &reg_reply, rpc::SendReply([](absl::Status s) { ASSERT_TRUE(s.ok()); }));
+  pool_->OnStoreClientConnected(driver.Hex());
   owner_.set_worker_id(driver.Binary());
   LeaseCallPtr a = Lease({{"CPU", 1}});
   LeaseCallPtr b = Lease({{"CPU", 1}});
   EXPECT_EQ(Cpu(), 0);
 
-  launcher_.alive.erase(5555);
-  pool_->CheckDrivers();
+  pool_->OnStoreClientClosed(driver.Hex());
   loop_.RunUntilIdle();
   EXPECT_EQ(lease_manager_->num_leases(), 0u);
   EXPECT_EQ(Cpu(), 2);

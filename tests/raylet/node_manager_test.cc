@@ -692,7 +692,6 @@ TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
   AttachWorkers();
   WorkerID driver = WorkerID::FromRandom();
-  launcher_.alive.insert(4242);
   rpc::RegisterWorkerRequest reg;
   reg.set_worker_type(rpc::DRIVER);
   reg.set_worker_id(driver.Binary());
@@ -700,8 +699,8 @@ TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
   reg.set_pid(4242);
   rpc::RegisterWorkerReply reg_reply;
   pool_->HandleRegisterWorker(reg, &reg_reply, rpc::SendReply([](absl::Status s) { ASSERT_TRUE(s.ok()); }));
-  launcher_.alive.erase(4242);
-  pool_->CheckDrivers();
+  pool_->OnStoreClientConnected(driver.Hex());
+  pool_->OnStoreClientClosed(driver.Hex());
   loop_.RunUntilIdle();
   ASSERT_EQ(gcs_.worker_failures.pending(), 1u);
   const rpc::WorkerDeltaData& failure = gcs_.worker_failures.Next();

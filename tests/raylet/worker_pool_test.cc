@@ -14,6 +14,7 @@
 
 #include "src/common/runtime_env.h"
 #include "tests/raylet/fake_worker_launcher.h"
+#include "test_util/test_util.h"
 #include "tests/test_util/test_util.h"
 
 namespace manta::raylet {
@@ -425,8 +426,10 @@ TEST_F(WorkerPoolTest, LeasedWorkerExitIsAnnounced) {
 
 TEST_F(WorkerPoolTest, DriverDeathKillsItsJobsWorkers) {
   WorkerID driver = WorkerID::FromRandom();
-  launcher_.alive.insert(4242);
+  // The pid means nothing here (the driver may run in another pid namespace): only
+  // its connection to the object store tells whether it lives.
   ASSERT_TRUE(RegisterDriver(driver, job1_, 4242).ok());
+  pool_->OnStoreClientConnected(driver.Hex());
   EXPECT_EQ(pool_->num_drivers(), 1u);
   PopResult a = Pop(job1_);
   PopResult b = Pop(job2_);
@@ -436,11 +439,12 @@ TEST_F(WorkerPoolTest, DriverDeathKillsItsJobsWorkers) {
   ASSERT_TRUE(Register(1).ok());
   ASSERT_EQ(launcher_.starts.size(), 3u);
 
-  pool_->CheckDrivers();  // still alive
+  pool_->CheckDrivers();  // still connected
+  pool_->OnStoreClientClosed(WorkerID::FromRandom().Hex());  // another client
+  pool_->OnStoreClientClosed("not a worker id");
   EXPECT_TRUE(gone_.empty());
 
-  launcher_.alive.erase(4242);
-  pool_->CheckDrivers();
+  pool_->OnStoreClientClosed(driver.Hex());
   loop_.RunUntilIdle();
   EXPECT_EQ(pool_->num_drivers(), 0u);
   ASSERT_FALSE(gone_.empty());
@@ -454,6 +458,21 @@ TEST_F(WorkerPoolTest, DriverDeathKillsItsJobsWorkers) {
   EXPECT_EQ(pool_->num_workers(), 1u);
   ASSERT_TRUE(starting->has_value());
   EXPECT_FALSE(starting->value().ok());
+}
+
+TEST_F(WorkerPoolTest, DriverThatNeverConnectsToTheStoreIsGoneAfterTheRegisterTimeout) {
+  config_.worker_register_timeout_ms = 0;
+  WorkerID connected = WorkerID::FromRandom();
+  WorkerID silent = WorkerID::FromRandom();
+  ASSERT_TRUE(RegisterDriver(connected, job1_, 10).ok());
+  ASSERT_TRUE(RegisterDriver(silent, job2_, 11).ok());
+  pool_->OnStoreClientConnected(connected.Hex());
+  ASSERT_TRUE(manta::testing::WaitFor([&] {
+    pool_->CheckDrivers();
+    return pool_->num_drivers() == 1u;
+  }, 5000));
+  ASSERT_EQ(gone_.size(), 1u);
+  EXPECT_EQ(gone_[0].worker_id, silent);
 }
 
 TEST_F(WorkerPoolTest, MalformedDriverRegistrationIsRejected) {

@@ -34,11 +34,41 @@ class ClientPool {
     if (!slot) slot = factory_(address);
     return slot;
   }
+  // As Get, and files the client under `group` (the peer's node, say), so that
+  // RemoveGroup finds it when the whole group is gone.
+  std::shared_ptr<Interface> Get(const std::string& address, const std::string& group) {
+    absl::MutexLock lock(&mu_);
+    auto& slot = clients_[address];
+    if (!slot) slot = factory_(address);
+    groups_[address] = group;
+    return slot;
+  }
+  // Forgets (as Disconnect) every current client filed under `group`, and returns
+  // them so that the caller can fail their calls.
+  std::vector<std::shared_ptr<Interface>> RemoveGroup(const std::string& group) {
+    std::vector<std::shared_ptr<Interface>> removed;
+    absl::MutexLock lock(&mu_);
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      auto next = std::next(it);
+      if (it->second == group) {
+        auto client = clients_.find(it->first);
+        if (client != clients_.end()) {
+          removed.push_back(client->second);
+          retired_.push_back(std::move(client->second));
+          clients_.erase(client);
+        }
+        groups_.erase(it);
+      }
+      it = next;
+    }
+    return removed;
+  }
   // Forgets a client (a peer that died); later Gets create a fresh one. Calls in
   // flight on it still complete; the pool keeps counting them (ForEach).
   void Disconnect(const std::string& address) {
     absl::MutexLock lock(&mu_);
     auto it = clients_.find(address);
+    groups_.erase(address);
     if (it == clients_.end()) return;
     retired_.push_back(std::move(it->second));
     clients_.erase(it);
@@ -49,7 +79,10 @@ class ClientPool {
     absl::MutexLock lock(&mu_);
     for (auto it = clients_.begin(); it != clients_.end();) {
       auto next = std::next(it);
-      if (dead(*it->second)) clients_.erase(it);
+      if (dead(*it->second)) {
+        groups_.erase(it->first);
+        clients_.erase(it);
+      }
       it = next;
     }
     retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
@@ -79,6 +112,8 @@ class ClientPool {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Interface>> clients_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Interface>> retired_ ABSL_GUARDED_BY(mu_);
+  // address -> group, for the clients Get filed under one.
+  absl::flat_hash_map<std::string, std::string> groups_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace manta::rpc

@@ -25,6 +25,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t m
   // window updates would halve transfer throughput.
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 32 << 20);
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
+  // While calls are in flight, ping the peer: a connection whose packets vanish (a
+  // host cut off by a partition sends no FIN or RST) is given up after
+  // kKeepaliveTimeMs + kKeepaliveTimeoutMs instead of TCP's minutes of retries, so
+  // calls fail (and retry on a fresh connection) and a healed link is used again at
+  // once. Servers accept pings this often (grpc_server.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   Credentials credentials = ProcessCredentials();
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
   if (credentials.tls()) {

@@ -42,8 +42,12 @@ struct CallOptions {
   bool idempotent = false;
 };
 
-// Creates a channel with fast reconnects and our message-size limits, using TLS when
-// this process's credentials (src/common/rpc/auth.h) turn it on.
+// Keepalive pings of every channel (MakeChannel) while it has calls in flight.
+inline constexpr int kKeepaliveTimeMs = 5000;
+inline constexpr int kKeepaliveTimeoutMs = 5000;
+
+// Creates a channel with fast reconnects, keepalive pings and our message-size
+// limits, using TLS when this process's credentials (src/common/rpc/auth.h) turn it on.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes);
 // Puts this process's cluster token into a call's metadata. Every call needs it:
 // GrpcClient does it for its calls; code using a stub directly calls this on each

@@ -4,6 +4,7 @@
 #include <grpcpp/server_posix.h>
 
 #include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
 
 namespace manta::rpc {
 
@@ -46,6 +47,10 @@ absl::Status GrpcServer::Start() {
   acceptor_ = std::move(*acceptor);
   selected_port = acceptor_->port();
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients ping every kKeepaliveTimeMs while they wait (grpc_client.h); by default
+  // a server would call that abuse and close the connection.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kKeepaliveTimeMs / 2);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));
   // gRPC 1.51 buffers a whole request before it compares its size with the cap (and
