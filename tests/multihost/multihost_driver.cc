@@ -1,0 +1,372 @@
+// The driver program of the multi-host tests: an ordinary Ray C++ program (only
+// <ray/api.h>), run on any host of a test bed with RAY_ADDRESS set. Each scenario
+// prints progress lines and ends with one line "RESULT <json>" that the test reads.
+// Workers are this same binary, started by the raylets of every host.
+//
+// Hosts: host i offers the custom resource "host<i>"; hosts other than the head
+// also offer "worker_host", so work can be kept off the head (whose death would
+// end the cluster).
+#include <ifaddrs.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <ray/api.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// This host's address: the first IPv4 address of an interface that is up and not
+// loopback (each test host has exactly one).
+std::string WhereAmI() {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "?";
+  std::string found = "?";
+  for (ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    found = text;
+    break;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+void Say(const std::string& line) { std::cout << line << std::endl; }
+
+void Result(const nlohmann::json& result) { std::cout << "RESULT " << result.dump() << std::endl; }
+
+}  // namespace
+
+// ---- remote functions
+
+std::string Where() { return WhereAmI(); }
+
+std::string SlowWhere(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return WhereAmI();
+}
+
+// A blob of `bytes` whose content depends on `seed` only (so a rebuilt copy equals
+// the first), prefixed by where it was made (which differs when it was rebuilt).
+struct Blob {
+  std::string made_at;
+  std::vector<uint8_t> data;
+  MSGPACK_DEFINE(made_at, data);
+};
+
+uint64_t Fill(int64_t i, int64_t seed) { return (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(seed)) & 0xff; }
+
+uint64_t Checksum(const std::vector<uint8_t>& data) {
+  uint64_t sum = 1469598103934665603ull;
+  for (size_t i = 0; i < data.size(); i += 4096) sum = (sum ^ data[i]) * 1099511628211ull;
+  return sum ^ data.size();
+}
+
+std::vector<uint8_t> MakeData(int64_t bytes, int64_t seed) {
+  std::vector<uint8_t> data(static_cast<size_t>(bytes));
+  for (int64_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(Fill(i, seed));
+  return data;
+}
+
+bool DataIsRight(const std::vector<uint8_t>& data, int64_t bytes, int64_t seed) {
+  if (static_cast<int64_t>(data.size()) != bytes) return false;
+  for (int64_t i = 0; i < bytes; i += 997) {
+    if (data[i] != static_cast<uint8_t>(Fill(i, seed))) return false;
+  }
+  return true;
+}
+
+// Records which attempts of which work ran where and when (a named actor on the
+// head): a rebuilt object or a retried task registers again.
+class Registry {
+ public:
+  static Registry* Create() { return new Registry(); }
+  bool Record(std::string what, std::string where, int64_t at_ms) {
+    log_[what].push_back({where, at_ms});
+    return true;
+  }
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> Log() { return log_; }
+
+ private:
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> log_;
+};
+
+void Register(const std::string& what) {
+  auto registry = ray::GetActor<Registry>("registry");
+  if (registry) registry->Task(&Registry::Record).Remote(what, WhereAmI(), NowMs()).Get();
+}
+
+Blob Produce(int64_t index, int64_t bytes) {
+  Register("blob" + std::to_string(index));
+  return Blob{WhereAmI(), MakeData(bytes, index)};
+}
+
+std::string LongTask(int64_t index, int ms) {
+  Register("long" + std::to_string(index));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return "long" + std::to_string(index) + "@" + WhereAmI();
+}
+
+// Reads a blob by reference inside a task; returns {checksum, seconds of the first
+// Get (a transfer when the blob is elsewhere), seconds of a second, local Get}.
+std::vector<double> ReadRemote(std::vector<ray::ObjectRef<std::vector<uint8_t>>> refs) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto first = ray::Get(refs[0]);
+  double fetch = Seconds(t0);
+  uint64_t sum = Checksum(*first);
+  first.reset();
+  auto t1 = std::chrono::steady_clock::now();
+  auto again = ray::Get(refs[0]);
+  double local = Seconds(t1);
+  return {static_cast<double>(sum % 1000000007), fetch, local, static_cast<double>(again->size())};
+}
+
+class Counter {
+ public:
+  static Counter* Create() { return new Counter(); }
+  int Incr() { return ++value_; }
+  std::string Where() { return WhereAmI(); }
+
+ private:
+  int value_ = 0;
+};
+
+RAY_REMOTE(Where, SlowWhere, Produce, LongTask, ReadRemote, Registry::Create, &Registry::Record, &Registry::Log,
+           Counter::Create, &Counter::Incr, &Counter::Where);
+
+namespace {
+
+// ---- scenarios
+
+// Tasks submitted here spill back across hosts.
+int Spread(int n) {
+  std::vector<ray::ObjectRef<std::string>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(ray::Task(SlowWhere).Remote(500));
+  std::map<std::string, int> hosts;
+  for (auto& r : refs) hosts[*r.Get()]++;
+  Result({{"driver_host", WhereAmI()}, {"hosts", hosts}});
+  return 0;
+}
+
+// A big object moves from this host to `to_host` (by a task pinned there).
+int Transfer(int64_t bytes, int to_host) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto data = std::make_shared<std::vector<uint8_t>>(MakeData(bytes, 7));
+  uint64_t expected = Checksum(*data);
+  ray::ObjectRef<std::vector<uint8_t>> ref = ray::Put(*data);
+  data.reset();
+  double put = Seconds(t0);
+  auto reader = ray::Task(ReadRemote).SetResource("host" + std::to_string(to_host), 1).Remote(std::vector{ref});
+  std::vector<double> r = *reader.Get();
+  double transfer = r[1] - r[2];  // the fetch less what a local read costs
+  Result({{"from", WhereAmI()},
+          {"bytes", bytes},
+          {"intact", static_cast<uint64_t>(r[0]) == expected % 1000000007 && static_cast<int64_t>(r[3]) == bytes},
+          {"put_s", put},
+          {"first_get_s", r[1]},
+          {"local_get_s", r[2]},
+          {"transfer_gbps", transfer > 0 ? static_cast<double>(bytes) / transfer / 1e9 : 0.0}});
+  return 0;
+}
+
+// Actors on the given hosts answer from there.
+int Actors(const std::vector<int>& hosts) {
+  std::map<std::string, std::string> where;
+  for (int h : hosts) {
+    auto actor = ray::Actor(Counter::Create).SetResource("host" + std::to_string(h), 1).Remote();
+    actor.Task(&Counter::Incr).Remote().Get();
+    where[std::to_string(h)] = *actor.Task(&Counter::Where).Remote().Get();
+    actor.Kill();
+  }
+  Result({{"actors", where}});
+  return 0;
+}
+
+// A detached named actor, pinned to `host`, that outlives this driver.
+int NamedCreate(int host) {
+  auto actor = ray::Actor(Counter::Create)
+                   .SetName("mh_counter")
+                   .SetResource("host" + std::to_string(host), 1)
+                   .Remote();
+  int value = *actor.Task(&Counter::Incr).Remote().Get();
+  Result({{"created_at", *actor.Task(&Counter::Where).Remote().Get()}, {"value", value}});
+  return 0;
+}
+
+// Finds the named actor made by another driver (another job, another host).
+int NamedGet() {
+  auto actor = ray::GetActor<Counter>("mh_counter");
+  if (!actor) {
+    Result({{"found", false}});
+    return 1;
+  }
+  int value = *actor->Task(&Counter::Incr).Remote().Get();
+  std::string where = *actor->Task(&Counter::Where).Remote().Get();
+  actor->Kill();
+  Result({{"found", true}, {"value", value}, {"actor_host", where}, {"driver_host", WhereAmI()}});
+  return 0;
+}
+
+int StrictSpread(int bundles) {
+  ray::PlacementGroupCreationOptions options;
+  options.name = "mh_spread";
+  for (int i = 0; i < bundles; ++i) options.bundles.push_back({{"CPU", 1}});
+  options.strategy = ray::PlacementStrategy::STRICT_SPREAD;
+  ray::PlacementGroup group = ray::CreatePlacementGroup(options);
+  if (!group.Wait(60)) {
+    Result({{"placed", false}});
+    return 1;
+  }
+  std::vector<std::string> hosts;
+  for (int i = 0; i < bundles; ++i) hosts.push_back(*ray::Task(Where).SetPlacementGroup(group, i).Remote().Get());
+  ray::RemovePlacementGroup(group.GetID());
+  Result({{"placed", true}, {"hosts", hosts}});
+  return 0;
+}
+
+// Work spread over the worker hosts, for a test that kills or cuts off one of them
+// once this prints READY: an actor that may restart, objects that may have to be
+// rebuilt, long tasks that may have to run again. Prints what became of each.
+int Survive(int num_blobs, int64_t blob_bytes, int num_long, int long_ms) {
+  auto registry = ray::Actor(Registry::Create).SetName("registry").SetResource("host0", 1).Remote();
+  registry.Task(&Registry::Log).Remote().Get();
+  auto actor = ray::Actor(Counter::Create).SetMaxRestarts(1).SetResource("worker_host", 1).Remote();
+  actor.Task(&Counter::Incr).Remote().Get();
+  int before = *actor.Task(&Counter::Incr).Remote().Get();
+  std::string actor_host = *actor.Task(&Counter::Where).Remote().Get();
+  Say("ACTOR_HOST " + actor_host);
+
+  std::vector<ray::ObjectRef<Blob>> blobs;
+  for (int i = 0; i < num_blobs; ++i) {
+    blobs.push_back(ray::Task(Produce).SetResource("worker_host", 1).Remote(i, blob_bytes));
+  }
+  ray::Wait(blobs, num_blobs, 60000);
+  std::vector<ray::ObjectRef<std::string>> longs;
+  for (int i = 0; i < num_long; ++i) {
+    longs.push_back(ray::Task(LongTask).SetResource("worker_host", 1).Remote(i, long_ms));
+  }
+  // Every long task has started once each registered.
+  auto started = std::chrono::steady_clock::now();
+  while (Seconds(started) < 30) {
+    auto log = *registry.Task(&Registry::Log).Remote().Get();
+    int running = 0;
+    for (int i = 0; i < num_long; ++i) running += log.count("long" + std::to_string(i)) ? 1 : 0;
+    if (running == num_long) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Say("READY " + std::to_string(NowMs()));
+
+  nlohmann::json result;
+  std::vector<std::string> long_results;
+  for (auto& r : longs) long_results.push_back(*r.Get());
+  result["long_done_ms"] = NowMs();
+  result["long"] = long_results;
+  int right = 0;
+  std::vector<std::string> made_at;
+  for (int i = 0; i < num_blobs; ++i) {
+    auto blob = ray::Get(blobs[i]);
+    right += DataIsRight(blob->data, blob_bytes, i) ? 1 : 0;
+    made_at.push_back(blob->made_at);
+  }
+  result["blobs_right"] = right;
+  result["blobs_made_at"] = made_at;
+  result["actor_host_before"] = actor_host;
+  result["actor_value_before"] = before;
+  result["actor_value_after"] = *actor.Task(&Counter::Incr).Remote().Get();
+  result["actor_host_after"] = *actor.Task(&Counter::Where).Remote().Get();
+  nlohmann::json log = nlohmann::json::object();
+  for (const auto& [what, attempts] : *registry.Task(&Registry::Log).Remote().Get()) {
+    for (const auto& [where, at] : attempts) log[what].push_back({{"host", where}, {"at_ms", at}});
+  }
+  result["attempts"] = log;
+  result["done_ms"] = NowMs();
+  Result(result);
+  return 0;
+}
+
+// Runs tasks pinned to `host` one after another, printing each, until one fails.
+int Loop(int host, int max_seconds) {
+  auto start = std::chrono::steady_clock::now();
+  int done = 0;
+  try {
+    while (Seconds(start) < max_seconds) {
+      ray::Task(SlowWhere).SetResource("host" + std::to_string(host), 1).Remote(100).Get();
+      if (++done % 10 == 0) Say("LOOP " + std::to_string(done));
+    }
+  } catch (const std::exception& e) {
+    Result({{"done", done}, {"error", e.what()}, {"after_s", Seconds(start)}});
+    return 3;
+  }
+  Result({{"done", done}, {"error", ""}});
+  return 0;
+}
+
+int Usage() {
+  std::cerr << "usage: multihost_driver spread N | transfer BYTES TO_HOST | actors H... | named-create HOST | "
+               "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS"
+            << std::endl;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ray::RayConfig config;
+  config.ray_namespace = "multihost";
+  std::string cmd = argc > 1 ? argv[1] : "";
+  // The named actor outlives the driver that made it.
+  if (cmd == "named-create") config.default_actor_lifetime = ray::ActorLifetime::DETACHED;
+  ray::Init(config, argc, argv);
+  if (argc < 2) return Usage();
+  std::vector<std::string> args(argv + 2, argv + argc);
+  auto arg = [&](size_t i) { return i < args.size() ? std::stoll(args[i]) : 0; };
+  int code = 2;
+  try {
+    if (cmd == "spread") {
+      code = Spread(static_cast<int>(arg(0)));
+    } else if (cmd == "transfer") {
+      code = Transfer(arg(0), static_cast<int>(arg(1)));
+    } else if (cmd == "actors") {
+      std::vector<int> hosts;
+      for (size_t i = 0; i < args.size(); ++i) hosts.push_back(static_cast<int>(arg(i)));
+      code = Actors(hosts);
+    } else if (cmd == "named-create") {
+      code = NamedCreate(static_cast<int>(arg(0)));
+    } else if (cmd == "named-get") {
+      code = NamedGet();
+    } else if (cmd == "strict-spread") {
+      code = StrictSpread(static_cast<int>(arg(0)));
+    } else if (cmd == "survive") {
+      code = Survive(static_cast<int>(arg(0)), arg(1), static_cast<int>(arg(2)), static_cast<int>(arg(3)));
+    } else if (cmd == "loop") {
+      code = Loop(static_cast<int>(arg(0)), static_cast<int>(arg(1)));
+    } else {
+      code = Usage();
+    }
+  } catch (const std::exception& e) {
+    std::cout << "ERROR " << e.what() << std::endl;
+    code = 1;
+  }
+  ray::Shutdown();
+  return code;
+}
