@@ -18,11 +18,12 @@
 namespace manta::testing {
 namespace {
 
-// Health checks every 500 ms, dead after 4 misses: declared within about 2.5 s.
+// Health checks every 500 ms with a 500 ms deadline, dead after 4 misses: a host
+// that stops answering is declared dead within 4 x (500 + 500) ms.
 constexpr char kFastHealthChecks[] =
     R"({"health_check_period_ms": 500, "health_check_timeout_ms": 500, "health_check_failure_threshold": 4,
         "health_check_initial_delay_ms": 500})";
-constexpr int64_t kHealthWindowMs = 500 * 4 + 500;
+constexpr int64_t kHealthWindowMs = 4 * (500 + 500);
 // Failover target: work of a node declared dead runs again within this of the declaration.
 constexpr int64_t kFailoverMs = 2000;
 
@@ -77,8 +78,9 @@ class HostFailureTest : public ::testing::Test {
   }
 
   // What the survive driver reported; checks that every piece of work came out
-  // right, and that what ran on the victim ran again elsewhere within kFailoverMs
-  // of `dead_ms`.
+  // right, that tasks running on the victim ran again elsewhere within kFailoverMs
+  // of `dead_ms`, and that objects made there were made again elsewhere (when the
+  // driver read them: lost objects are rebuilt on demand, as in Ray).
   void CheckSurvived(const nlohmann::json& result, int victim, int64_t dead_ms) {
     ASSERT_TRUE(result.is_object());
     const std::string lost_ip = cluster_->bed().Ip(victim);
@@ -89,16 +91,21 @@ class HostFailureTest : public ::testing::Test {
     EXPECT_NE(result["actor_host_after"], lost_ip);
     EXPECT_EQ(result["actor_value_after"], 1) << "a restarted actor starts afresh";
     int moved = 0;
+    int moved_running = 0;
     for (const auto& [what, attempts] : result["attempts"].items()) {
       if (attempts.empty() || attempts[0]["host"] != lost_ip) continue;
       ++moved;
+      if (what.rfind("long", 0) == 0) ++moved_running;
       // Ran again, elsewhere, soon after the node was declared dead.
       ASSERT_GE(attempts.size(), 2u) << what << ": " << attempts.dump();
       const auto& retry = attempts[attempts.size() - 1];
       EXPECT_NE(retry["host"], lost_ip) << what;
-      EXPECT_LE(retry["at_ms"].get<int64_t>() - dead_ms, kFailoverMs) << what << " ran again too late";
+      if (what.rfind("long", 0) == 0) {
+        EXPECT_LE(retry["at_ms"].get<int64_t>() - dead_ms, kFailoverMs) << what << " ran again too late";
+      }
     }
     EXPECT_GE(moved, 1) << "no work was on the victim: " << result.dump();
+    EXPECT_GE(moved_running, 1) << "no task was running on the victim: " << result.dump();
   }
 
   std::unique_ptr<MultiHostCluster> cluster_;
@@ -111,9 +118,10 @@ TEST_F(HostFailureTest, HostDiesAndItsWorkGoesOnElsewhere) {
   const int64_t killed_ms = NowMs();
   ASSERT_TRUE(cluster_->bed().KillHost(victim).ok());
   const int64_t dead_ms = WaitDead(victim);
-  EXPECT_LE(dead_ms - killed_ms, kHealthWindowMs + 1500) << "declared dead too late";
+  EXPECT_LE(dead_ms - killed_ms, kHealthWindowMs + 1000) << "declared dead too late";
   CommandResult done = cluster_->bed().Wait(driver, 120000);
   ASSERT_EQ(done.exit_code, 0) << done.output;
+  ASSERT_TRUE(ResultOf(done.output).is_object()) << done.output;
   CheckSurvived(ResultOf(done.output), victim, dead_ms);
 }
 
@@ -131,9 +139,10 @@ TEST_F(HostFailureTest, PartitionedHostIsDeclaredDeadItsWorkGoesOnAndItLeavesWhe
   const int64_t cut_ms = NowMs();
   ASSERT_TRUE(cluster_->bed().Partition(victim).ok());
   const int64_t dead_ms = WaitDead(victim);
-  EXPECT_LE(dead_ms - cut_ms, kHealthWindowMs + 1500) << "declared dead too late";
+  EXPECT_LE(dead_ms - cut_ms, kHealthWindowMs + 1000) << "declared dead too late";
   CommandResult done = cluster_->bed().Wait(driver, 120000);
   ASSERT_EQ(done.exit_code, 0) << done.output;
+  ASSERT_TRUE(ResultOf(done.output).is_object()) << done.output;
   CheckSurvived(ResultOf(done.output), victim, dead_ms);
 
   // The cut heals: the raylet there learns it was declared dead and leaves, and its

@@ -1,6 +1,8 @@
 #include "tests/multihost/multihost_cluster.h"
 
+#include <cstdlib>
 #include <regex>
+#include <sstream>
 
 namespace manta::testing {
 
@@ -100,14 +102,31 @@ TestBed::Env MultiHostCluster::DriverEnv() const {
   return env;
 }
 
+namespace {
+
+// The driver's command line; MANTA_TEST_DRIVER_WRAPPER (e.g. "gdb -batch -ex run
+// -ex bt --args") goes in front of it, to debug a driver on its host.
+std::vector<std::string> DriverCommand() {
+  std::vector<std::string> argv;
+  if (const char* wrapper = std::getenv("MANTA_TEST_DRIVER_WRAPPER"); wrapper != nullptr) {
+    std::istringstream words(wrapper);
+    std::string word;
+    while (words >> word) argv.push_back(word);
+  }
+  argv.push_back(MultiHostDriver());
+  return argv;
+}
+
+}  // namespace
+
 CommandResult MultiHostCluster::Driver(int host, const std::vector<std::string>& args, int64_t timeout_ms) {
-  std::vector<std::string> argv = {MultiHostDriver()};
+  std::vector<std::string> argv = DriverCommand();
   argv.insert(argv.end(), args.begin(), args.end());
   return bed_->Exec(host, argv, DriverEnv(), timeout_ms);
 }
 
 absl::StatusOr<TestBed::Process> MultiHostCluster::SpawnDriver(int host, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {MultiHostDriver()};
+  std::vector<std::string> argv = DriverCommand();
   argv.insert(argv.end(), args.begin(), args.end());
   return bed_->Spawn(host, argv, DriverEnv());
 }

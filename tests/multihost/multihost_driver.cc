@@ -295,7 +295,8 @@ int Survive(int num_blobs, int64_t blob_bytes, int num_long, int long_ms) {
   result["actor_value_after"] = *actor.Task(&Counter::Incr).Remote().Get();
   result["actor_host_after"] = *actor.Task(&Counter::Where).Remote().Get();
   nlohmann::json log = nlohmann::json::object();
-  for (const auto& [what, attempts] : *registry.Task(&Registry::Log).Remote().Get()) {
+  auto attempts_log = registry.Task(&Registry::Log).Remote().Get();  // kept alive through the loop
+  for (const auto& [what, attempts] : *attempts_log) {
     for (const auto& [where, at] : attempts) log[what].push_back({{"host", where}, {"at_ms", at}});
   }
   result["attempts"] = log;
