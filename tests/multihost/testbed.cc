@@ -55,12 +55,13 @@ std::string Slurp(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TestBed>> TestBed::Up(int num_hosts) {
+absl::StatusOr<std::unique_ptr<TestBed>> TestBed::Up(int num_hosts, int mtu) {
   std::unique_ptr<TestBed> bed(new TestBed());
   bed->script_ = std::string(MANTA_SOURCE_DIR) + "/tests/multihost/testbed.sh";
   std::string out = bed->outputs_.path() + "/up";
-  auto pid = SpawnWithFiles({bed->script_, "up", std::to_string(num_hosts), "--owner", std::to_string(getpid())}, "",
-                            out);
+  auto pid = SpawnWithFiles({bed->script_, "up", std::to_string(num_hosts), "--owner", std::to_string(getpid()),
+                             "--mtu", std::to_string(mtu)},
+                            "", out);
   if (!pid.ok()) return pid.status();
   int code = WaitExit(*pid, 60000);
   std::string text = Slurp(out);

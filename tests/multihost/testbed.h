@@ -29,7 +29,9 @@ class TestBed {
 
   // Makes `num_hosts` hosts (host 0 is 198.51.100.10, host 1 .11, ...). The error
   // says what is missing when this machine cannot (not root, no nftables, ...).
-  static absl::StatusOr<std::unique_ptr<TestBed>> Up(int num_hosts);
+  // `mtu`: of every link (the bridge's default is 9000, jumbo frames as in a data
+  // centre; 1500 as on most networks).
+  static absl::StatusOr<std::unique_ptr<TestBed>> Up(int num_hosts, int mtu = 9000);
   ~TestBed();
   TestBed(const TestBed&) = delete;
   TestBed& operator=(const TestBed&) = delete;
