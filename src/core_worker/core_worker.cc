@@ -602,7 +602,7 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
       RecoverObject(object_id, current, "a borrower could not fetch its copy from " + request.lost_at());
     }
   }
-  memory_store_.GetAsync(*id, [reply, send_reply](StoredObjectPtr value) {
+  memory_store_.GetAsync(*id, [this, object_id, reply, send_reply](StoredObjectPtr value) {
     if (!value->error.ok()) {
       reply->set_status(rpc::GetObjectStatusReply::FAILED);
       *reply->mutable_error() = ToErrorInfo(*value);
@@ -610,8 +610,15 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
       reply->set_status(rpc::GetObjectStatusReply::CREATED);
       reply->set_size_bytes(value->size_bytes);
       if (value->in_plasma) {
+        // The primary first, then the other copies known here (a reader that cannot
+        // reach the primary pulls from one of them).
         reply->add_node_ids(value->plasma_node().Binary());
         reply->add_raylet_addresses(value->plasma_raylet_address());
+        for (const std::string& copy : CopiesOf(object_id)) {
+          if (copy == value->plasma_raylet_address()) continue;
+          reply->add_node_ids("");
+          reply->add_raylet_addresses(copy);
+        }
       } else {
         reply->set_data(value->data);
         reply->set_metadata(value->metadata);

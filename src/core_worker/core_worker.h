@@ -309,6 +309,8 @@ class CoreWorker {
   // owner deletes it with the object. Owner side: remembers it (or deletes it at
   // once if the object is already freed). Borrower side: tells the owner.
   void RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address);
+  // Owner: the raylets holding copies of `id` other than the primary. Any thread.
+  std::vector<std::string> CopiesOf(const ObjectID& id);
   // Reads plasma-resident values through the local store, fetching remote ones.
   // Positions (in `ids`) whose copy could not be fetched go to *lost, with the
   // error set in *out.

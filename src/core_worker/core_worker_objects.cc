@@ -103,6 +103,9 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids,
               obj->in_plasma = true;
               auto n = NodeID::FromBinaryChecked(r.node_ids(0));
               obj->SetPlasmaLocation(n.ok() ? *n : NodeID::Nil(), r.raylet_addresses(0));
+              if (r.raylet_addresses_size() > 1) {
+                obj->SetPlasmaCopies({r.raylet_addresses().begin() + 1, r.raylet_addresses().end()});
+              }
             } else {
               obj->data = std::move(*r.mutable_data());
               obj->metadata = std::move(*r.mutable_metadata());
@@ -280,6 +283,19 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
     rpc::FetchObjectsRequest request;
     for (const ObjectID& id : location_ids) request.add_object_ids(id.Binary());
     if (!location.empty()) request.add_locations(location);
+    // Other copies, tried in turn when the primary cannot be pulled from.
+    for (size_t k = 0; k < missing.size(); ++k) {
+      if (markers[missing_pos[k]]->plasma_raylet_address() != location) continue;
+      std::vector<std::string> copies = markers[missing_pos[k]]->plasma_copies();
+      if (reference_counter_->IsOwnedByUs(missing[k])) copies = CopiesOf(missing[k]);
+      for (const std::string& copy : copies) {
+        if (copy == options_.raylet_address ||
+            std::find(request.locations().begin(), request.locations().end(), copy) != request.locations().end()) {
+          continue;
+        }
+        request.add_locations(copy);
+      }
+    }
     int64_t wait_ms = remaining();
     int64_t rpc_deadline = wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
     auto raylet = raylets_->Get(options_.raylet_address);
@@ -459,6 +475,12 @@ void CoreWorker::RecordCopy(const ObjectID& id, const NodeID& node_id, const std
     }
     QueueFrees(raylet_address, {id});
   }
+}
+
+std::vector<std::string> CoreWorker::CopiesOf(const ObjectID& id) {
+  absl::MutexLock lock(&free_mu_);
+  auto it = copies_.find(id);
+  return it == copies_.end() ? std::vector<std::string>{} : it->second;
 }
 
 void CoreWorker::HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request,

@@ -53,6 +53,10 @@ struct StoredObject {
     Rare().plasma_node = node;
     Rare().plasma_raylet_address = std::move(raylet_address);
   }
+  // Raylets ("ip:port") that hold other copies, as the owner last said: a reader
+  // whose pull from the primary fails tries them.
+  const std::vector<std::string>& plasma_copies() const { return rare_ ? rare_->plasma_copies : NoCopies(); }
+  void SetPlasmaCopies(std::vector<std::string> copies) { Rare().plasma_copies = std::move(copies); }
 
  private:
   // Fields few objects have, kept apart: a small task result is ~100 bytes smaller
@@ -61,6 +65,7 @@ struct StoredObject {
     std::string exception_type;
     NodeID plasma_node = NodeID::Nil();
     std::string plasma_raylet_address;
+    std::vector<std::string> plasma_copies;
   };
   RareFields& Rare() {
     if (!rare_) rare_ = std::make_unique<RareFields>();
@@ -69,6 +74,10 @@ struct StoredObject {
   static const std::string& Empty() {
     static const std::string empty;
     return empty;
+  }
+  static const std::vector<std::string>& NoCopies() {
+    static const std::vector<std::string> none;
+    return none;
   }
   static const NodeID& NilNode() {
     static const NodeID nil = NodeID::Nil();

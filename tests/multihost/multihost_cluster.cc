@@ -119,10 +119,13 @@ std::vector<std::string> DriverCommand() {
 
 }  // namespace
 
-CommandResult MultiHostCluster::Driver(int host, const std::vector<std::string>& args, int64_t timeout_ms) {
+CommandResult MultiHostCluster::Driver(int host, const std::vector<std::string>& args, int64_t timeout_ms,
+                                       const TestBed::Env& env) {
   std::vector<std::string> argv = DriverCommand();
   argv.insert(argv.end(), args.begin(), args.end());
-  return bed_->Exec(host, argv, DriverEnv(), timeout_ms);
+  TestBed::Env all = DriverEnv();
+  all.insert(env.begin(), env.end());
+  return bed_->Exec(host, argv, all, timeout_ms);
 }
 
 absl::StatusOr<TestBed::Process> MultiHostCluster::SpawnDriver(int host, const std::vector<std::string>& args) {

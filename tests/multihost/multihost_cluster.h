@@ -54,8 +54,9 @@ class MultiHostCluster {
   // The state ("ALIVE", "DEAD") of the node at `ip` per `manta status` on host 0; ""
   // if unknown. With `end_time_ms`, when it died.
   std::string NodeState(const std::string& ip, int64_t* end_time_ms = nullptr);
-  // The multi-host driver on `host` with `args`.
-  CommandResult Driver(int host, const std::vector<std::string>& args, int64_t timeout_ms = 120000);
+  // The multi-host driver on `host` with `args` (and `env` added to its environment).
+  CommandResult Driver(int host, const std::vector<std::string>& args, int64_t timeout_ms = 120000,
+                       const TestBed::Env& env = {});
   absl::StatusOr<TestBed::Process> SpawnDriver(int host, const std::vector<std::string>& args);
   // Joins `host` to the cluster (`manta start --address`); extra flags appended.
   absl::Status StartNode(int host, const std::vector<std::string>& extra_args = {});

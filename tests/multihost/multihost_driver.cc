@@ -141,6 +141,11 @@ std::vector<double> ReadRemote(std::vector<ray::ObjectRef<std::vector<uint8_t>>>
   return {static_cast<double>(sum % 1000000007), fetch, local, static_cast<double>(again->size())};
 }
 
+// Reads a blob passed by reference as a task argument (its node pulls it first).
+std::vector<std::string> ReadBlob(Blob blob, int64_t index, int64_t bytes) {
+  return {WhereAmI(), DataIsRight(blob.data, bytes, index) ? "right" : "wrong"};
+}
+
 class Counter {
  public:
   static Counter* Create() { return new Counter(); }
@@ -151,7 +156,7 @@ class Counter {
   int value_ = 0;
 };
 
-RAY_REMOTE(Where, SlowWhere, Produce, LongTask, ReadRemote, Registry::Create, &Registry::Record, &Registry::Log,
+RAY_REMOTE(Where, SlowWhere, Produce, ReadBlob, LongTask, ReadRemote, Registry::Create, &Registry::Record, &Registry::Log,
            Counter::Create, &Counter::Incr, &Counter::Where);
 
 namespace {
@@ -322,9 +327,77 @@ int Loop(int host, int max_seconds) {
   return 0;
 }
 
+// A blob made on `maker` is read by a task on `reader`, which cannot reach `maker`
+// (the test cut the two apart) but can reach this driver's host, which holds a
+// copy: the reader's pull fails over to it.
+int PullFailover(int maker, int reader, int64_t bytes) {
+  auto blob = ray::Task(Produce).SetResource("host" + std::to_string(maker), 1).Remote(int64_t{1}, bytes);
+  auto copy = ray::Get(blob);  // a second copy, on this host
+  bool right_here = DataIsRight(copy->data, bytes, 1);
+  auto t0 = std::chrono::steady_clock::now();
+  auto read = ray::Task(ReadBlob).SetResource("host" + std::to_string(reader), 1).Remote(blob, int64_t{1}, bytes);
+  std::vector<std::string> r = *read.Get();
+  Result({{"made_at", copy->made_at}, {"right_here", right_here}, {"read_at", r[0]}, {"read", r[1]},
+          {"read_s", Seconds(t0)}});
+  return 0;
+}
+
+// For `seconds`, tasks on the worker hosts and calls to an actor there, one after
+// another; records when each finished (the test cuts the GCS's host off meanwhile).
+int KeepWorking(int seconds) {
+  auto actor = ray::Actor(Counter::Create).SetResource("worker_host", 1).Remote();
+  std::vector<int64_t> tasks_done_ms;
+  std::vector<int64_t> calls_done_ms;
+  std::string error;
+  auto start = std::chrono::steady_clock::now();
+  int expected = 0;
+  try {
+    while (Seconds(start) < seconds) {
+      std::vector<ray::ObjectRef<std::string>> batch;
+      for (int i = 0; i < 4; ++i) batch.push_back(ray::Task(SlowWhere).SetResource("worker_host", 1).Remote(50));
+      for (auto& r : batch) r.Get();
+      tasks_done_ms.push_back(NowMs());
+      Say("WORKING " + std::to_string(tasks_done_ms.size()));
+      int value = *actor.Task(&Counter::Incr).Remote().Get();
+      if (value != ++expected) error = "the actor lost its state";
+      calls_done_ms.push_back(NowMs());
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  Result({{"tasks_done_ms", tasks_done_ms}, {"calls_done_ms", calls_done_ms}, {"error", error}});
+  return error.empty() ? 0 : 3;
+}
+
+// A blob of `bytes` made on `from` moves to `to` while this driver calls an actor
+// on `from` every 20 ms: how long the move takes, and the slowest call meanwhile.
+int SlowLink(int from, int to, int64_t bytes) {
+  auto actor = ray::Actor(Counter::Create).SetResource("host" + std::to_string(from), 1).Remote();
+  actor.Task(&Counter::Incr).Remote().Get();
+  auto blob = ray::Task(Produce).SetResource("host" + std::to_string(from), 1).Remote(int64_t{2}, bytes);
+  ray::Wait(std::vector{blob}, 1, 60000);
+  auto t0 = std::chrono::steady_clock::now();
+  auto read = ray::Task(ReadBlob).SetResource("host" + std::to_string(to), 1).Remote(blob, int64_t{2}, bytes);
+  double slowest_call_s = 0;
+  int calls = 0;
+  while (ray::Wait(std::vector{read}, 1, 0).ready.empty()) {
+    auto c0 = std::chrono::steady_clock::now();
+    actor.Task(&Counter::Incr).Remote().Get();
+    slowest_call_s = std::max(slowest_call_s, Seconds(c0));
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<std::string> r = *read.Get();
+  double seconds = Seconds(t0);
+  Result({{"bytes", bytes}, {"seconds", seconds}, {"mbit_per_s", static_cast<double>(bytes) * 8 / seconds / 1e6},
+          {"read", r[1]}, {"read_at", r[0]}, {"calls", calls}, {"slowest_call_s", slowest_call_s}});
+  return 0;
+}
+
 int Usage() {
   std::cerr << "usage: multihost_driver spread N | transfer BYTES TO_HOST | actors H... | named-create HOST | "
-               "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS"
+               "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS | "
+               "pull-failover MAKER READER BYTES | keep-working SECONDS | slow-link FROM TO BYTES"
             << std::endl;
   return 2;
 }
@@ -359,6 +432,12 @@ int main(int argc, char** argv) {
       code = StrictSpread(static_cast<int>(arg(0)));
     } else if (cmd == "survive") {
       code = Survive(static_cast<int>(arg(0)), arg(1), static_cast<int>(arg(2)), static_cast<int>(arg(3)));
+    } else if (cmd == "pull-failover") {
+      code = PullFailover(static_cast<int>(arg(0)), static_cast<int>(arg(1)), arg(2));
+    } else if (cmd == "keep-working") {
+      code = KeepWorking(static_cast<int>(arg(0)));
+    } else if (cmd == "slow-link") {
+      code = SlowLink(static_cast<int>(arg(0)), static_cast<int>(arg(1)), arg(2));
     } else if (cmd == "loop") {
       code = Loop(static_cast<int>(arg(0)), static_cast<int>(arg(1)));
     } else {
