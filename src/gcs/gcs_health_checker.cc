@@ -45,6 +45,15 @@ void GcsHealthChecker::OnCheckResult(const NodeID& id, uint64_t generation, cons
   s.in_flight = false;
   if (status.ok()) {
     s.misses = 0;
+    if (s.remote && isolation_held_) {
+      // The cut around the GCS healed: misses counted while it was isolated say
+      // nothing about the nodes, which get a fresh count (their connections may
+      // take a moment to come back).
+      isolation_held_ = false;
+      for (auto& [other_id, other] : nodes_) {
+        if (other.remote) other.misses = 0;
+      }
+    }
     return;
   }
   if (s.misses++ == 0) s.first_miss_ms = now_ms_();
@@ -52,6 +61,7 @@ void GcsHealthChecker::OnCheckResult(const NodeID& id, uint64_t generation, cons
           << "): " << status.message();
   if (s.misses < failure_threshold_) return;
   if (s.remote && Isolated() && now_ms_() - s.first_miss_ms < isolation_grace_ms_) {
+    isolation_held_ = true;
     LOG_EVERY_N(WARNING, 20) << "no node on another host answers health checks: this GCS is more likely cut off "
                                 "than they all dead; not declaring node "
                              << id.Hex() << " dead yet";

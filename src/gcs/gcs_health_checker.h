@@ -13,7 +13,9 @@
 // dead until `isolation_grace_ms` after its first miss, which should be no less
 // than the time raylets wait for an unreachable GCS before they leave on their own
 // (gcs_rpc_server_reconnect_timeout_s). Nodes on the GCS's own host never count as
-// remote, so a cluster on one machine is not affected.
+// remote, so a cluster on one machine is not affected. When the first of them
+// answers again, the misses counted meanwhile are forgotten: every remote node gets
+// a fresh count, time for its connection to come back.
 #pragma once
 
 #include <functional>
@@ -60,6 +62,9 @@ class GcsHealthChecker {
   int64_t isolation_grace_ms_;
   std::function<int64_t()> now_ms_;
   uint64_t next_generation_ = 1;
+  // A declaration was held because the GCS looked isolated; the first remote node
+  // to answer again ends that, and every remote node's count starts afresh.
+  bool isolation_held_ = false;
   absl::flat_hash_map<NodeID, NodeState> nodes_;
 };
 
