@@ -138,6 +138,15 @@ int PutObject(const std::string& gcs, const std::string& hex, int64_t bytes) {
   return 0;
 }
 
+// Deletes the object from this host's store (the source copy, after a round).
+int DeleteObject(const std::string& gcs, const std::string& hex) {
+  auto id = ObjectID::FromHex(hex);
+  if (!id.ok()) Die("bad object id");
+  auto store = Store(LocalNode(gcs));
+  if (!store->Delete({*id}).ok()) Die("Delete failed");
+  return 0;
+}
+
 // Has this host's raylet pull the object from `from` ("ip:port"), timed.
 int FetchObject(const std::string& gcs, const std::string& hex, int64_t bytes, const std::string& from) {
   auto id = ObjectID::FromHex(hex);
@@ -217,6 +226,10 @@ nlohmann::json Transfer(testing::MultiHostCluster& cluster, int64_t bytes, int r
     testing::CommandResult fetched = cluster.bed().Exec(
         1, {SelfExecutablePath(), "fetch-object", cluster.gcs_address(), id, std::to_string(bytes), from}, {}, 300000);
     if (fetched.exit_code != 0) Die("fetch-object: " + fetched.output);
+    // The source copy goes too: left pinned, the sender's store would fill and spill.
+    testing::CommandResult deleted =
+        cluster.bed().Exec(0, {SelfExecutablePath(), "delete-object", cluster.gcs_address(), id}, {}, 60000);
+    if (deleted.exit_code != 0) Die("delete-object: " + deleted.output);
     std::string result = Line(fetched.output, "FETCHED");
     gbps.push_back(static_cast<double>(bytes) / std::stod(result) / 1e9);
     intact &= result.find("intact") != std::string::npos;
@@ -273,6 +286,9 @@ int main(int argc, char** argv) {
   put->add_option("gcs", gcs)->required();
   put->add_option("id", hex)->required();
   put->add_option("bytes", n)->required();
+  auto* del = app.add_subcommand("delete-object");
+  del->add_option("gcs", gcs)->required();
+  del->add_option("id", hex)->required();
   auto* fetch = app.add_subcommand("fetch-object");
   fetch->add_option("gcs", gcs)->required();
   fetch->add_option("id", hex)->required();
@@ -283,5 +299,6 @@ int main(int argc, char** argv) {
   if (source->parsed()) return TcpSource(ip, port, n);
   if (put->parsed()) return PutObject(gcs, hex, n);
   if (fetch->parsed()) return FetchObject(gcs, hex, n, from);
+  if (del->parsed()) return DeleteObject(gcs, hex);
   return Orchestrate(bytes, rounds, mtu);
 }

@@ -44,6 +44,9 @@ MANTA_CONFIG(int64_t, object_store_release_idle_ms, 10000, "populated pages of t
 MANTA_CONFIG(int64_t, object_chunk_bytes, 4 * 1024 * 1024, "node-to-node transfer chunk size")
 MANTA_CONFIG(int64_t, object_manager_max_bytes_in_flight, 256 * 1024 * 1024, "per-node cap on bytes being pulled")
 MANTA_CONFIG(int64_t, object_manager_pull_timeout_ms, 30000, "one pull attempt from one location")
+MANTA_CONFIG(bool, object_data_channel, true,
+             "without TLS, objects move between nodes over plain TCP with one copy (false: over gRPC streaming)")
+MANTA_CONFIG(int64_t, object_transfer_threads, 4, "threads per raylet pulling over the object data channel")
 
 // ---- workers, leases and scheduling (raylet)
 MANTA_CONFIG(double, scheduler_spread_threshold, 0.5, "hybrid policy: prefer the local node while its utilisation is below this")

@@ -171,6 +171,12 @@ int main(int argc, char** argv) {
   om_options.max_bytes_in_flight = config->object_manager_max_bytes_in_flight;
   om_options.pull_timeout_ms = config->object_manager_pull_timeout_ms;
   om_options.max_message_bytes = config->grpc_max_message_bytes;
+  // With TLS every byte goes through gRPC (and its TLS); without, the object data
+  // channel carries object bytes with one copy end to end.
+  om_options.data_channel = config->object_data_channel && !credentials->tls();
+  om_options.transfer_threads = static_cast<int>(config->object_transfer_threads);
+  om_options.arena_fd = (*arena)->fd();
+  om_options.token = credentials->token;
   manta::raylet::ObjectManager object_manager(loop, store, om_options);
 
   manta::rpc::ClientOptions client_options;
@@ -239,6 +245,11 @@ int main(int argc, char** argv) {
 
   if (auto s = server.Start(); !s.ok()) return Fail(std::string(s.message()));
   node_manager.SetPort(server.port());
+  if (om_options.data_channel) {
+    auto data_port = object_manager.StartDataChannel(bind_address);
+    if (!data_port.ok()) return Fail(std::string(data_port.status().message()));
+    node_manager.SetObjectDataPort(*data_port);
+  }
   pool.SetRayletPort(server.port());
 
   node_manager.Start([&](absl::Status s) {

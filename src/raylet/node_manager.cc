@@ -82,7 +82,7 @@ rpc::NodeInfo NodeManager::MakeNodeInfo() const {
   info.set_node_id(options_.node_id.Binary());
   info.set_node_manager_address(options_.node_ip_address);
   info.set_node_manager_port(options_.port);
-  info.set_object_manager_port(options_.port);
+  info.set_object_manager_port(options_.object_data_port > 0 ? options_.object_data_port : options_.port);
   info.set_state(rpc::NodeInfo::ALIVE);
   for (const auto& [name, value] : options_.resources) (*info.mutable_resources_total())[name] = value;
   info.set_node_name(options_.node_name);
@@ -155,6 +155,14 @@ void NodeManager::Resync() {
     std::vector<NodeID> known;
     for (const auto& [id, node] : view_.nodes()) known.push_back(id);
     view_.ResetFromSnapshot(reply);
+    for (const rpc::NodeInfo& node : reply.node_info_list()) {
+      if (object_manager_ == nullptr || node.state() != rpc::NodeInfo::ALIVE ||
+          node.node_id() == options_.node_id.Binary()) {
+        continue;
+      }
+      object_manager_->OnNodeAlive(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
+                                   node.object_manager_port());
+    }
     // Nodes that died while we were not listening.
     for (const NodeID& id : known) {
       if (!view_.Contains(id) && lease_manager_ != nullptr) lease_manager_->OnNodeDead(id);
@@ -180,7 +188,7 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
       if (info.state() == rpc::NodeInfo::DEAD) {
         object_manager_->OnNodeDead(address);
       } else {
-        object_manager_->OnNodeAlive(address);
+        object_manager_->OnNodeAlive(address, info.object_manager_port());
       }
     }
     if (info.state() == rpc::NodeInfo::DEAD && lease_manager_ != nullptr) {

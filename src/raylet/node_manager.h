@@ -38,6 +38,9 @@ struct NodeManagerOptions {
   NodeID node_id;
   std::string node_ip_address = "127.0.0.1";
   int port = 0;  // the bound node-manager port
+  // The object data channel's port (object_data_channel.h); 0: none, pulls from
+  // this node use the node-manager port's gRPC service.
+  int object_data_port = 0;
   std::string node_name;
   scheduling::ResourceMap resources;
   std::string session_dir;
@@ -53,6 +56,8 @@ class NodeManager {
 
   // The node-manager port, known once the RPC server is bound. REQUIRES: before Start().
   void SetPort(int port) { options_.port = port; }
+  // The object data channel's port, when it serves one. REQUIRES: before Start().
+  void SetObjectDataPort(int port) { options_.object_data_port = port; }
   // Gives the node manager this node's object store (socket path advertised in the
   // node table) and object manager. REQUIRES: before Start(); both outlive this.
   void AttachObjectStore(object_store::ObjectStore* store, ObjectManager* object_manager,

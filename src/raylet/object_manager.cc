@@ -12,22 +12,12 @@
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/status_convert.h"
 #include "src/common/util.h"
+#include "src/raylet/object_data_channel.h"
 
 namespace manta::raylet {
 
 using object_store::ClientId;
 using object_store::ObjectLocation;
-
-// One pull of one object, across its candidate locations. Loop thread only, except
-// `dest`/`total`, which the active stream's reactor reads on gRPC's thread after the
-// loop set them (ordered by StartRead).
-struct ObjectManager::PullState {
-  ObjectID id;
-  std::vector<std::string> locations;
-  size_t next_location = 0;
-  std::vector<PullCallback> callbacks;
-  absl::Status last_error = absl::NotFoundError("no locations given");
-};
 
 namespace {
 
@@ -413,11 +403,13 @@ struct ObjectManager::Impl final
 ObjectManager::ObjectManager(EventLoop& loop, object_store::ObjectStore& store, ObjectManagerOptions options)
     : loop_(loop), store_(store), options_(options), impl_(std::make_unique<Impl>(*this)) {}
 
-ObjectManager::~ObjectManager() = default;
+ObjectManager::~ObjectManager() { StopDataChannel(); }
 
 grpc::Service* ObjectManager::service() { return impl_.get(); }
 
-int64_t ObjectManager::bytes_served_total() const { return impl_->served.load(); }
+int64_t ObjectManager::bytes_served_total() const {
+  return impl_->served.load() + (data_server_ ? data_server_->bytes_served() : 0);
+}
 
 void ObjectManager::Pull(const ObjectID& id, std::vector<std::string> locations, PullCallback callback) {
   if (store_.Contains(id)) {
@@ -468,6 +460,9 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
     pull->last_error = absl::UnavailableError(address + ": the node was declared dead");
     return StartNextLocation(pull);
   }
+  if (auto data = data_addresses_.find(address); data != data_addresses_.end() && data_client_ != nullptr) {
+    return StartDataPull(pull, address, data->second);
+  }
   ClientId client = next_client_id_--;
   const int64_t stream_id = next_stream_id_++;
   auto* reactor = new PullReactor(
@@ -517,7 +512,15 @@ void ObjectManager::OnNodeDead(const std::string& address) {
   if (cancelled > 0) LOG(INFO) << "cancelled " << cancelled << " pull(s) from " << address << ": its node died";
 }
 
-void ObjectManager::OnNodeAlive(const std::string& address) { dead_locations_.erase(address); }
+void ObjectManager::OnNodeAlive(const std::string& address, int data_port) {
+  dead_locations_.erase(address);
+  const size_t colon = address.rfind(':');
+  if (data_port > 0 && colon != std::string::npos && address.substr(colon + 1) != std::to_string(data_port)) {
+    data_addresses_[address] = address.substr(0, colon) + ":" + std::to_string(data_port);
+  } else {
+    data_addresses_.erase(address);
+  }
+}
 
 void ObjectManager::FinishPull(const std::shared_ptr<PullState>& pull, const absl::Status& status) {
   pulls_.erase(pull->id);

@@ -7,12 +7,21 @@
 // copy through the loop), sealing at the end; on failure it tries the next location.
 // Concurrent pulls of one object are merged. Streams in flight are capped so that
 // (streams x chunk size) stays under max_bytes_in_flight; further pulls queue.
+//
+// Without TLS, pulls from a node that serves the object data channel
+// (object_data_channel.h; its port is the node's object_manager_port) go over it
+// instead: one copy end to end instead of gRPC's three. Those transfers run on
+// `transfer_threads` threads of their own, which reach the store through the loop
+// (object_manager_raw.cc).
+//
 // Public methods: loop thread; callbacks on the loop.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +36,22 @@
 
 namespace manta::raylet {
 
+class ObjectDataServer;
+class ObjectDataClient;
+class TransferThreads;
+
 struct ObjectManagerOptions {
   int64_t chunk_bytes = 4 << 20;
   int64_t max_bytes_in_flight = 256 << 20;
   int64_t pull_timeout_ms = 30000;
   int64_t max_message_bytes = 512 << 20;
+  // The object data channel: off (gRPC only) when false, and always with TLS.
+  bool data_channel = true;
+  int transfer_threads = 4;
+  // The arena's memfd, sent from with sendfile (-1: from memory).
+  int arena_fd = -1;
+  // The cluster token, proven in the data channel's handshake.
+  std::string token;
 };
 
 class ObjectManager {
@@ -48,8 +68,15 @@ class ObjectManager {
   // may be cut off, not gone, and a stream would then wait for pull_timeout_ms),
   // and it is never pulled from again; those pulls go on to their next location.
   void OnNodeDead(const std::string& address);
-  // A (new) node registered at `address`: it may be pulled from again.
-  void OnNodeAlive(const std::string& address);
+  // A (new) node registered at `address`: it may be pulled from again, over its
+  // object data channel at `data_port` when that is not `address`'s own port.
+  void OnNodeAlive(const std::string& address, int data_port = 0);
+  // Serves the object data channel on `ip`; returns its port. Not started, or with
+  // data_channel off: pulls from here use gRPC.
+  absl::StatusOr<int> StartDataChannel(const std::string& ip);
+  // Stops serving and pulling over the data channel and joins its threads (before
+  // the loop stops for good).
+  void StopDataChannel();
 
   grpc::Service* service();
 
@@ -57,12 +84,31 @@ class ObjectManager {
   int64_t bytes_pulled_total() const { return bytes_pulled_; }
   int64_t bytes_served_total() const;
 
-  struct PullState;
+  // One pull of one object, across its candidate locations. Loop thread only, except
+  // `dest`/`total`, which the active stream's reactor reads on gRPC's thread after the
+  // loop set them (ordered by StartRead).
+  struct PullState {
+    ObjectID id;
+    std::vector<std::string> locations;
+    size_t next_location = 0;
+    std::vector<PullCallback> callbacks;
+    absl::Status last_error = absl::NotFoundError("no locations given");
+  };
   struct Impl;
 
  private:
   void Admit();
   void StartNextLocation(const std::shared_ptr<PullState>& pull);
+  // object_manager_raw.cc: a pull over the object data channel at `data_address`.
+  void StartDataPull(const std::shared_ptr<PullState>& pull, const std::string& address,
+                     const std::string& data_address);
+  void OnDataPullDone(const std::shared_ptr<PullState>& pull, const std::string& address, int64_t stream_id,
+                      object_store::ClientId client, int64_t total, const absl::Status& status);
+  // Runs `fn(done)` on the loop and waits (from another thread) for the value it
+  // hands `done`; nullopt when the data channel stops or `timeout_ms` passes first.
+  template <typename T>
+  std::optional<T> WaitOnLoop(const char* name, std::function<void(std::function<void(T)>)> fn,
+                              int64_t timeout_ms);
   void FinishPull(const std::shared_ptr<PullState>& pull, const absl::Status& status);
 
   EventLoop& loop_;
@@ -77,6 +123,13 @@ class ObjectManager {
   absl::flat_hash_map<int64_t, Stream> streams_;
   int64_t next_stream_id_ = 0;
   absl::flat_hash_set<std::string> dead_locations_;
+  // The object data channel: raylet address -> "ip:data port" of those serving it.
+  absl::flat_hash_map<std::string, std::string> data_addresses_;
+  std::unique_ptr<ObjectDataServer> data_server_;
+  std::unique_ptr<ObjectDataClient> data_client_;
+  std::unique_ptr<TransferThreads> transfer_threads_;
+  std::shared_ptr<std::atomic<bool>> data_stopping_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<int64_t> next_data_serve_id_{0};
   std::deque<std::shared_ptr<PullState>> waiting_;
   int64_t active_streams_ = 0;
   int64_t bytes_pulled_ = 0;

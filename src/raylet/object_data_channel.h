@@ -1,0 +1,192 @@
+// The object data channel: node-to-node object transfer over plain TCP, the fast path
+// of ARCHITECTURE §9 when the cluster runs without TLS.
+//
+// gRPC streaming costs the receiver a second copy of every byte (kernel to gRPC's
+// buffers, then into the store) and the sender one more (into the kernel). Here the
+// sender hands the store's pages to the kernel with sendfile() from the arena's memfd,
+// and the receiver reads from the socket straight into the new object's allocation:
+// one copy in all, which on the test bed's bridge is what raw TCP does.
+//
+// Wire format, on blocking sockets whose every read and write is bounded by a
+// deadline:
+//   handshake, as the task channel's: both ends prove they hold the cluster token
+//   without sending it (HMAC-SHA256 under the token of the role and both nonces):
+//     server -> client   nonce_s (32 bytes)
+//     client -> server   nonce_c (32) + mac("client") (32)
+//     server -> client   mac("server") (32)
+//   then, any number of times (the client reuses an idle connection):
+//     client -> server   object id (28 bytes)
+//     server -> client   u8 found (1/0); if found: u64le data_size, u64le
+//                        metadata_size, then data_size + metadata_size bytes
+// A peer that fails the handshake, sends anything else, or stalls past the deadline
+// is disconnected (and named in the log); the server never crashes on its input.
+//
+// Threading: ObjectDataServer runs an accept thread and one thread per connection,
+// all joined by Stop(). ObjectDataClient::Fetch blocks its calling thread; Cancel()
+// may be called from any thread. The object store is reached only through the
+// callbacks, which post to the raylet's loop and wait.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/common/id.h"
+
+namespace manta::raylet {
+
+// An object as the server sends it: where its bytes are in the arena (the memfd
+// `arena_fd` of the server), and how to give back the reference held meanwhile.
+struct ServedObject {
+  int64_t offset = 0;
+  int64_t data_size = 0;
+  int64_t metadata_size = 0;
+  std::function<void()> release;
+};
+
+class ObjectDataServer {
+ public:
+  // Finds a sealed local object and holds it (blocking: the raylet posts to its
+  // loop and waits); nullopt when it is not here.
+  using Source = std::function<std::optional<ServedObject>(const ObjectID& id)>;
+
+  // Listens on `ip` at a free port. `arena_fd` is read with sendfile at the
+  // offsets Source returns; `base` is the same memory mapped (used when sendfile
+  // cannot be).
+  static absl::StatusOr<std::unique_ptr<ObjectDataServer>> Listen(const std::string& ip, const std::string& token,
+                                                                  int arena_fd, const uint8_t* base, Source source,
+                                                                  int64_t io_timeout_ms);
+  ~ObjectDataServer();
+  int port() const { return port_; }
+  // Bytes of objects sent so far. Any thread.
+  int64_t bytes_served() const { return bytes_served_.load(); }
+  // Closes the listener and every connection, and joins their threads.
+  void Stop();
+
+  static constexpr int kMaxConnections = 128;
+
+ private:
+  ObjectDataServer(int listen_fd, int port, std::string token, int arena_fd, const uint8_t* base, Source source,
+                   int64_t io_timeout_ms);
+  void AcceptLoop();
+  void Serve(int fd);
+  // Joins the threads of finished connections. REQUIRES: mu_ held.
+  void ReapLocked();
+  // Sends one object; false when the connection is no good any more.
+  bool SendObject(int fd, const ObjectID& id);
+
+  const int listen_fd_;
+  const int port_;
+  const std::string token_;
+  const int arena_fd_;
+  const uint8_t* const base_;
+  const Source source_;
+  const int64_t io_timeout_ms_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> bytes_served_{0};
+  std::thread accept_thread_;
+  std::mutex mu_;  // guards the three below
+  // One thread per connection, by connection number; a finished one is joined by
+  // the accept loop (or Stop).
+  absl::flat_hash_map<int64_t, std::thread> threads_;
+  std::vector<int64_t> finished_;
+  absl::flat_hash_map<int, bool> open_fds_;  // connections being served
+  int64_t next_connection_ = 0;
+};
+
+class ObjectDataClient {
+ public:
+  // Where to write an object of these sizes (an allocation in the local store), or
+  // why not (e.g. ALREADY_EXISTS). Blocking: the raylet posts to its loop and waits.
+  using Allocate = std::function<absl::StatusOr<uint8_t*>(int64_t data_size, int64_t metadata_size)>;
+
+  ObjectDataClient(std::string token, int64_t io_timeout_ms);
+  ~ObjectDataClient();
+
+  // One fetch: cancellable from any thread while it runs.
+  class Fetch {
+   public:
+    void Cancel();
+    bool cancelled() const { return cancelled_.load(); }
+
+   private:
+    friend class ObjectDataClient;
+    std::mutex mu_;
+    int fd_ = -1;
+    std::atomic<bool> cancelled_{false};
+  };
+
+  // Reads `id` from the server at `address` ("ip:port") into the place `allocate`
+  // gives, on the calling thread. NOT_FOUND when the server does not hold it;
+  // UNAVAILABLE when it cannot be reached, the connection breaks or a deadline
+  // passes; CANCELLED after fetch->Cancel(). On success every byte was written.
+  absl::Status Run(const std::string& address, const ObjectID& id, const Allocate& allocate,
+                   const std::shared_ptr<Fetch>& fetch);
+
+ private:
+  // An authenticated connection to `address`: an idle one, or a new one.
+  absl::StatusOr<int> Connect(const std::string& address);
+  void ReturnIdle(const std::string& address, int fd);
+
+  const std::string token_;
+  const int64_t io_timeout_ms_;
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, std::vector<int>> idle_;
+};
+
+// A few threads that run blocking jobs (the data channel's pulls) in order of
+// submission. Destruction drops the jobs not started and joins the threads.
+class TransferThreads {
+ public:
+  explicit TransferThreads(int n) {
+    for (int i = 0; i < std::max(1, n); ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~TransferThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void Run(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (stop_) return;  // queued jobs are dropped: their pulls are being abandoned
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace manta::raylet
