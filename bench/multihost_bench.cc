@@ -2,7 +2,8 @@
 // hosts, each a network namespace joined through a bridge, a Manta node on each.
 // Prints JSON. Must run as root (it makes namespaces).
 //
-//   tcp:      the bridge's raw TCP rate, one connection, 4 MiB writes (the baseline)
+//   raw_tcp:  the bridge's raw TCP rate, one connection, 4 MiB writes, read 128 KiB at
+//             a time (as iperf3); raw_tcp_into_4mib: read into 4 MiB (cold memory)
 //   transfer: an object of --bytes pulled by host 1's raylet from host 0's
 //             (FetchObjects, as a reader does), timed at the raylet; best and median
 //             of --rounds, contents checked
@@ -52,8 +53,10 @@ uint8_t Pattern(int64_t i, uint64_t seed) { return static_cast<uint8_t>((i * 131
 
 // ---- inside a host
 
-// Receives `bytes` on `port` from one connection; prints the seconds it took.
-int TcpSink(int port, int64_t bytes) {
+// Receives `bytes` on `port` from one connection into a buffer of `read_bytes`
+// (small: it stays in the cache, as iperf3's 128 KiB does; large: cold memory, as an
+// object's allocation is); prints the seconds it took.
+int TcpSink(int port, int64_t bytes, int64_t read_bytes) {
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -65,7 +68,7 @@ int TcpSink(int port, int64_t bytes) {
   }
   std::cout << "LISTENING" << std::endl;
   int fd = accept(listener, nullptr, nullptr);
-  std::vector<char> buf(4 << 20);
+  std::vector<char> buf(static_cast<size_t>(read_bytes));
   int64_t got = 0;
   auto t0 = Clock::now();
   while (got < bytes) {
@@ -188,11 +191,12 @@ std::string Line(const std::string& output, const std::string& key) {
   return m[1];
 }
 
-nlohmann::json RawTcp(testing::MultiHostCluster& cluster, int64_t bytes, int rounds) {
+nlohmann::json RawTcp(testing::MultiHostCluster& cluster, int64_t bytes, int rounds, int64_t read_bytes) {
   std::vector<double> gbps;
   for (int r = 0; r < rounds; ++r) {
     const int port = 47000 + r;
-    auto sink = cluster.bed().Spawn(1, {SelfExecutablePath(), "tcp-sink", std::to_string(port), std::to_string(bytes)});
+    auto sink = cluster.bed().Spawn(
+        1, {SelfExecutablePath(), "tcp-sink", std::to_string(port), std::to_string(bytes), std::to_string(read_bytes)});
     if (!sink.ok()) Die("tcp-sink did not start");
     if (!testing::WaitFor([&] { return cluster.bed().OutputOf(*sink).find("LISTENING") != std::string::npos; },
                           10000)) {
@@ -204,7 +208,8 @@ nlohmann::json RawTcp(testing::MultiHostCluster& cluster, int64_t bytes, int rou
     if (sent.exit_code != 0 || got.exit_code != 0) Die("raw TCP round failed: " + sent.output + got.output);
     gbps.push_back(static_cast<double>(bytes) / std::stod(Line(got.output, "SECONDS")) / 1e9);
   }
-  return {{"bytes", bytes}, {"gbps", *std::max_element(gbps.begin(), gbps.end())}, {"median_gbps", Median(gbps)},
+  return {{"bytes", bytes},       {"read_bytes", read_bytes},
+          {"gbps", *std::max_element(gbps.begin(), gbps.end())}, {"median_gbps", Median(gbps)},
           {"rounds_gbps", gbps}};
 }
 
@@ -250,9 +255,11 @@ int Orchestrate(int64_t bytes, int rounds, int mtu) {
   nlohmann::json out;
   out["mtu"] = mtu;
   // Warm up both paths once (connections, pages of the stores), then measure.
-  RawTcp(**cluster, int64_t{256} << 20, 1);
+  RawTcp(**cluster, int64_t{256} << 20, 1, 128 << 10);
   Transfer(**cluster, std::min<int64_t>(bytes, int64_t{256} << 20), 1);
-  out["raw_tcp"] = RawTcp(**cluster, bytes, rounds);
+  // One after the other on the same cluster and machine.
+  out["raw_tcp"] = RawTcp(**cluster, bytes, rounds, 128 << 10);
+  out["raw_tcp_into_4mib"] = RawTcp(**cluster, bytes, rounds, 4 << 20);
   out["transfer"] = Transfer(**cluster, bytes, rounds);
   out["transfer"]["vs_raw_tcp"] =
       out["transfer"]["median_gbps"].get<double>() / out["raw_tcp"]["median_gbps"].get<double>();
@@ -278,6 +285,8 @@ int main(int argc, char** argv) {
   auto* sink = app.add_subcommand("tcp-sink");
   sink->add_option("port", port)->required();
   sink->add_option("bytes", n)->required();
+  int64_t read_bytes = 128 << 10;
+  sink->add_option("read_bytes", read_bytes);
   auto* source = app.add_subcommand("tcp-source");
   source->add_option("ip", ip)->required();
   source->add_option("port", port)->required();
@@ -295,7 +304,7 @@ int main(int argc, char** argv) {
   fetch->add_option("bytes", n)->required();
   fetch->add_option("from", from)->required();
   CLI11_PARSE(app, argc, argv);
-  if (sink->parsed()) return TcpSink(port, n);
+  if (sink->parsed()) return TcpSink(port, n, read_bytes);
   if (source->parsed()) return TcpSource(ip, port, n);
   if (put->parsed()) return PutObject(gcs, hex, n);
   if (fetch->parsed()) return FetchObject(gcs, hex, n, from);

@@ -47,6 +47,7 @@ MANTA_CONFIG(int64_t, object_manager_pull_timeout_ms, 30000, "one pull attempt f
 MANTA_CONFIG(bool, object_data_channel, true,
              "without TLS, objects move between nodes over plain TCP with one copy (false: over gRPC streaming)")
 MANTA_CONFIG(int64_t, object_transfer_threads, 4, "threads per raylet pulling over the object data channel")
+MANTA_CONFIG(int64_t, object_manager_connect_timeout_ms, 3000, "connecting to another node's object data channel")
 
 // ---- workers, leases and scheduling (raylet)
 MANTA_CONFIG(double, scheduler_spread_threshold, 0.5, "hybrid policy: prefer the local node while its utilisation is below this")

@@ -78,6 +78,13 @@ absl::StatusOr<std::string> SourceAddressTo(const std::string& host) {
   return ToText(self.sin_addr);
 }
 
+std::string SocketPeerName(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "an unknown peer";
+  return ToText(addr.sin_addr) + ":" + std::to_string(ntohs(addr.sin_port));
+}
+
 absl::StatusOr<std::string> ResolveIpv4(const std::string& host) {
   in_addr v4{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return host;

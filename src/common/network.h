@@ -27,5 +27,7 @@ absl::StatusOr<std::string> SourceAddressTo(const std::string& host);
 // `host` as a numeric IPv4 address: itself when it is one, else the first IPv4
 // address the resolver gives for the name. NotFound naming the host otherwise.
 absl::StatusOr<std::string> ResolveIpv4(const std::string& host);
+// "ip:port" of the peer of a connected IPv4 socket, for logs.
+std::string SocketPeerName(int fd);
 
 }  // namespace manta

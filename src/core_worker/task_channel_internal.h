@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "src/common/network.h"
 #include "src/common/security.h"
 
 namespace manta::core::task_channel_internal {
@@ -46,14 +47,7 @@ inline std::string NewNonce() {
 }
 
 // "ip:port" of the peer of a connected socket, for logs.
-inline std::string PeerName(int fd) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof(addr);
-  char ip[INET_ADDRSTRLEN] = "?";
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "an unknown peer";
-  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-  return std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
-}
+inline std::string PeerName(int fd) { return SocketPeerName(fd); }
 
 inline uint32_t LoadLe32(const char* p) {
   const auto* u = reinterpret_cast<const unsigned char*>(p);

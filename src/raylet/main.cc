@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
   om_options.transfer_threads = static_cast<int>(config->object_transfer_threads);
   om_options.arena_fd = (*arena)->fd();
   om_options.token = credentials->token;
+  om_options.connect_timeout_ms = config->object_manager_connect_timeout_ms;
   manta::raylet::ObjectManager object_manager(loop, store, om_options);
 
   manta::rpc::ClientOptions client_options;
@@ -260,6 +261,8 @@ int main(int argc, char** argv) {
       return;
     }
     pool.Start();
+    // The head's overrides came with the registration.
+    object_manager.SetPullTimeout(node_manager.config().object_manager_pull_timeout_ms);
     if (!ready_file.empty()) {
       if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n"); !w.ok()) {
         std::cerr << "manta_raylet: " << w.message() << std::endl;

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "src/common/logging.h"
+#include "src/common/network.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -38,15 +39,6 @@ std::string Nonce() {
   std::string nonce(kNonceBytes, '\0');
   FillSecureRandom(reinterpret_cast<uint8_t*>(nonce.data()), nonce.size());
   return nonce;
-}
-
-std::string PeerOf(int fd) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof(addr);
-  char ip[INET_ADDRSTRLEN] = "?";
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "an unknown peer";
-  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-  return std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
 }
 
 // Blocking socket whose every read and write gives up after `timeout_ms`.
@@ -210,7 +202,7 @@ void ObjectDataServer::AcceptLoop() {
     if (open_fds_.size() >= kMaxConnections) {
       int64_t others = 0;
       if (refusals.Allow(&others)) {
-        LOG(WARNING) << "object channel: refused " << PeerOf(fd) << ": " << kMaxConnections
+        LOG(WARNING) << "object channel: refused " << SocketPeerName(fd) << ": " << kMaxConnections
                      << " connections are open" << LogRateLimiter::LeftOut(others);
       }
       close(fd);
@@ -234,7 +226,7 @@ void ObjectDataServer::Serve(int fd) {
   sigaddset(&pipe, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   Tune(fd, io_timeout_ms_);
-  const std::string peer = PeerOf(fd);
+  const std::string peer = SocketPeerName(fd);
   const std::string server_nonce = Nonce();
   char proof[kNonceBytes + kMacBytes];
   absl::Status s = WriteAll(fd, server_nonce.data(), server_nonce.size());
@@ -299,8 +291,8 @@ void ObjectDataClient::Fetch::Cancel() {
   if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
 }
 
-ObjectDataClient::ObjectDataClient(std::string token, int64_t io_timeout_ms)
-    : token_(std::move(token)), io_timeout_ms_(io_timeout_ms) {}
+ObjectDataClient::ObjectDataClient(std::string token, int64_t connect_timeout_ms)
+    : token_(std::move(token)), connect_timeout_ms_(connect_timeout_ms) {}
 
 ObjectDataClient::~ObjectDataClient() {
   for (auto& [address, fds] : idle_) {
@@ -308,21 +300,22 @@ ObjectDataClient::~ObjectDataClient() {
   }
 }
 
-absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address) {
+absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address, int64_t io_timeout_ms) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = idle_.find(address);
     if (it != idle_.end() && !it->second.empty()) {
       int fd = it->second.back();
       it->second.pop_back();
+      Tune(fd, io_timeout_ms);
       return fd;
     }
   }
   auto addr = ParseAddress(address);
   if (!addr.ok()) return addr.status();
-  auto fd = ConnectWithin(*addr, address, io_timeout_ms_);
+  auto fd = ConnectWithin(*addr, address, std::min(connect_timeout_ms_, io_timeout_ms));
   if (!fd.ok()) return fd.status();
-  Tune(*fd, io_timeout_ms_);
+  Tune(*fd, io_timeout_ms);
   char server_nonce[kNonceBytes];
   absl::Status s = ReadExact(*fd, server_nonce, sizeof(server_nonce));
   std::string client_nonce = Nonce();
@@ -351,9 +344,9 @@ void ObjectDataClient::ReturnIdle(const std::string& address, int fd) {
   fds.push_back(fd);
 }
 
-absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& id, const Allocate& allocate,
-                                   const std::shared_ptr<Fetch>& fetch) {
-  auto connected = Connect(address);
+absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
+                                   const Allocate& allocate, const std::shared_ptr<Fetch>& fetch) {
+  auto connected = Connect(address, io_timeout_ms);
   if (!connected.ok()) return connected.status();
   const int fd = *connected;
   {

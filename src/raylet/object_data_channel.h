@@ -111,7 +111,9 @@ class ObjectDataClient {
   // why not (e.g. ALREADY_EXISTS). Blocking: the raylet posts to its loop and waits.
   using Allocate = std::function<absl::StatusOr<uint8_t*>(int64_t data_size, int64_t metadata_size)>;
 
-  ObjectDataClient(std::string token, int64_t io_timeout_ms);
+  // Connecting to a server gives up after `connect_timeout_ms` (a host cut off
+  // answers nothing at all).
+  ObjectDataClient(std::string token, int64_t connect_timeout_ms);
   ~ObjectDataClient();
 
   // One fetch: cancellable from any thread while it runs.
@@ -128,19 +130,20 @@ class ObjectDataClient {
   };
 
   // Reads `id` from the server at `address` ("ip:port") into the place `allocate`
-  // gives, on the calling thread. NOT_FOUND when the server does not hold it;
-  // UNAVAILABLE when it cannot be reached, the connection breaks or a deadline
-  // passes; CANCELLED after fetch->Cancel(). On success every byte was written.
-  absl::Status Run(const std::string& address, const ObjectID& id, const Allocate& allocate,
+  // gives, on the calling thread; every read and write waits at most `io_timeout_ms`.
+  // NOT_FOUND when the server does not hold it; UNAVAILABLE when it cannot be
+  // reached, the connection breaks or a deadline passes; CANCELLED after
+  // fetch->Cancel(). On success every byte was written.
+  absl::Status Run(const std::string& address, const ObjectID& id, int64_t io_timeout_ms, const Allocate& allocate,
                    const std::shared_ptr<Fetch>& fetch);
 
  private:
   // An authenticated connection to `address`: an idle one, or a new one.
-  absl::StatusOr<int> Connect(const std::string& address);
+  absl::StatusOr<int> Connect(const std::string& address, int64_t io_timeout_ms);
   void ReturnIdle(const std::string& address, int fd);
 
   const std::string token_;
-  const int64_t io_timeout_ms_;
+  const int64_t connect_timeout_ms_;
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::vector<int>> idle_;
 };

@@ -401,7 +401,8 @@ struct ObjectManager::Impl final
 };
 
 ObjectManager::ObjectManager(EventLoop& loop, object_store::ObjectStore& store, ObjectManagerOptions options)
-    : loop_(loop), store_(store), options_(options), impl_(std::make_unique<Impl>(*this)) {}
+    : loop_(loop), store_(store), options_(options), impl_(std::make_unique<Impl>(*this)),
+      pull_timeout_ms_(options.pull_timeout_ms) {}
 
 ObjectManager::~ObjectManager() { StopDataChannel(); }
 
@@ -467,7 +468,7 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
   const int64_t stream_id = next_stream_id_++;
   auto* reactor = new PullReactor(
       loop_, store_, pull->id, client, std::min(options_.chunk_bytes, options_.max_message_bytes / 2),
-      options_.pull_timeout_ms,
+      pull_timeout_ms_.load(),
       [this, pull, address, stream_id](PullReactor* r, grpc::Status status) {
         std::unique_ptr<PullReactor> owned(r);
         streams_.erase(stream_id);

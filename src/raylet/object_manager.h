@@ -48,6 +48,8 @@ struct ObjectManagerOptions {
   // The object data channel: off (gRPC only) when false, and always with TLS.
   bool data_channel = true;
   int transfer_threads = 4;
+  // Connecting to another node's data channel gives up after this.
+  int64_t connect_timeout_ms = 3000;
   // The arena's memfd, sent from with sendfile (-1: from memory).
   int arena_fd = -1;
   // The cluster token, proven in the data channel's handshake.
@@ -77,6 +79,9 @@ class ObjectManager {
   // Stops serving and pulling over the data channel and joins its threads (before
   // the loop stops for good).
   void StopDataChannel();
+
+  // The head's pull timeout, which arrives with the node's registration. Loop thread.
+  void SetPullTimeout(int64_t ms) { pull_timeout_ms_ = ms; }
 
   grpc::Service* service();
 
@@ -130,6 +135,9 @@ class ObjectManager {
   std::unique_ptr<TransferThreads> transfer_threads_;
   std::shared_ptr<std::atomic<bool>> data_stopping_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<int64_t> next_data_serve_id_{0};
+  // options_.pull_timeout_ms, until the head's config says otherwise (read by the
+  // data channel's threads).
+  std::atomic<int64_t> pull_timeout_ms_;
   std::deque<std::shared_ptr<PullState>> waiting_;
   int64_t active_streams_ = 0;
   int64_t bytes_pulled_ = 0;

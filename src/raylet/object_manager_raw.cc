@@ -55,7 +55,7 @@ absl::StatusOr<int> ObjectManager::StartDataChannel(const std::string& ip) {
             done(*abandoned ? std::nullopt : result[0]);
           });
         },
-        options_.pull_timeout_ms);
+        pull_timeout_ms_.load());
     if (!found.has_value() || !found->has_value()) {
       abandoned->store(true);
       return std::nullopt;
@@ -67,10 +67,10 @@ absl::StatusOr<int> ObjectManager::StartDataChannel(const std::string& ip) {
     return served;
   };
   auto server = ObjectDataServer::Listen(ip, options_.token, options_.arena_fd, store_.base(), std::move(source),
-                                         options_.pull_timeout_ms);
+                                         pull_timeout_ms_.load());
   if (!server.ok()) return server.status();
   data_server_ = std::move(*server);
-  data_client_ = std::make_unique<ObjectDataClient>(options_.token, options_.pull_timeout_ms);
+  data_client_ = std::make_unique<ObjectDataClient>(options_.token, options_.connect_timeout_ms);
   transfer_threads_ = std::make_unique<TransferThreads>(options_.transfer_threads);
   return data_server_->port();
 }
@@ -99,13 +99,13 @@ void ObjectManager::StartDataPull(const std::shared_ptr<PullState>& pull, const 
           [this, client, id, data_size, metadata_size](std::function<void(Allocated)> done) {
             store_.Create(client, id, data_size, metadata_size, /*pin_on_seal=*/false, std::move(done));
           },
-          options_.pull_timeout_ms);
+          pull_timeout_ms_.load());
       if (!where.has_value()) return absl::UnavailableError("no allocation for the object in time");
       if (!where->ok()) return where->status();
       total = data_size + metadata_size;
       return store_.base() + (*where)->offset;
     };
-    absl::Status status = data_client_->Run(data_address, id, allocate, fetch);
+    absl::Status status = data_client_->Run(data_address, id, pull_timeout_ms_.load(), allocate, fetch);
     if (*data_stopping_) return;
     loop_.Post("ObjectManager.DataPullDone", [this, pull, address, stream_id, client, total, status] {
       OnDataPullDone(pull, address, stream_id, client, total, status);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 
 #include "protos/gcs.grpc.pb.h"
@@ -93,9 +94,13 @@ void ClusterHarness::StartNode(const std::vector<std::string>& extra_args) {
 
 nlohmann::json ClusterHarness::Status() {
   CommandResult r = Manta({"status", "--json", "--address", gcs_address_}, {}, 20000);
-  if (r.exit_code != 0) return nlohmann::json::object();
-  auto j = nlohmann::json::parse(r.output, nullptr, false);
-  return j.is_discarded() ? nlohmann::json::object() : j;
+  auto j = r.exit_code == 0 ? nlohmann::json::parse(r.output, nullptr, false) : nlohmann::json();
+  if (r.exit_code != 0 || j.is_discarded()) {
+    // Callers poll through failures; say what failed, for when one is not expected.
+    std::cerr << "manta status failed (exit " << r.exit_code << "): " << r.output << std::endl;
+    return nlohmann::json::object();
+  }
+  return j;
 }
 
 double ClusterHarness::AvailableCpus() {

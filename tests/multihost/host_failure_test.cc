@@ -27,13 +27,6 @@ constexpr int64_t kHealthWindowMs = 4 * (500 + 500);
 // Failover target: work of a node declared dead runs again within this of the declaration.
 constexpr int64_t kFailoverMs = 2000;
 
-nlohmann::json ResultOf(const std::string& output) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex("RESULT (\\{.*\\})"))) return nullptr;
-  auto j = nlohmann::json::parse(m[1].str(), nullptr, false);
-  return j.is_discarded() ? nlohmann::json(nullptr) : j;
-}
-
 class HostFailureTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,8 +114,8 @@ TEST_F(HostFailureTest, HostDiesAndItsWorkGoesOnElsewhere) {
   EXPECT_LE(dead_ms - killed_ms, kHealthWindowMs + 1000) << "declared dead too late";
   CommandResult done = cluster_->bed().Wait(driver, 120000);
   ASSERT_EQ(done.exit_code, 0) << done.output;
-  ASSERT_TRUE(ResultOf(done.output).is_object()) << done.output;
-  CheckSurvived(ResultOf(done.output), victim, dead_ms);
+  ASSERT_TRUE(DriverResult(done.output).is_object()) << done.output;
+  CheckSurvived(DriverResult(done.output), victim, dead_ms);
 }
 
 TEST_F(HostFailureTest, PartitionedHostIsDeclaredDeadItsWorkGoesOnAndItLeavesWhenTheCutHeals) {
@@ -142,8 +135,8 @@ TEST_F(HostFailureTest, PartitionedHostIsDeclaredDeadItsWorkGoesOnAndItLeavesWhe
   EXPECT_LE(dead_ms - cut_ms, kHealthWindowMs + 1000) << "declared dead too late";
   CommandResult done = cluster_->bed().Wait(driver, 120000);
   ASSERT_EQ(done.exit_code, 0) << done.output;
-  ASSERT_TRUE(ResultOf(done.output).is_object()) << done.output;
-  CheckSurvived(ResultOf(done.output), victim, dead_ms);
+  ASSERT_TRUE(DriverResult(done.output).is_object()) << done.output;
+  CheckSurvived(DriverResult(done.output), victim, dead_ms);
 
   // The cut heals: the raylet there learns it was declared dead and leaves, and its
   // workers with it.
@@ -163,7 +156,7 @@ TEST_F(HostFailureTest, PartitionedHostIsDeclaredDeadItsWorkGoesOnAndItLeavesWhe
   CommandResult cut = cluster_->bed().Wait(*cut_driver, 60000);
   EXPECT_NE(cut.exit_code, -1) << "the driver on the cut-off host hangs: " << cut.output;
   EXPECT_NE(cut.exit_code, 0) << cut.output;
-  nlohmann::json error = ResultOf(cut.output);
+  nlohmann::json error = DriverResult(cut.output);
   ASSERT_TRUE(error.is_object()) << cut.output;
   EXPECT_NE(error["error"].get<std::string>().find("dead"), std::string::npos) << cut.output;
   std::cout << "after the heal, the cut-off host's processes left within " << NowMs() - healed_ms << " ms"

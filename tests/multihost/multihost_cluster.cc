@@ -7,6 +7,13 @@
 namespace manta::testing {
 
 std::string MantaCli() { return BinaryPath("manta"); }
+
+nlohmann::json DriverResult(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("RESULT (\\{.*\\})"))) return nullptr;
+  auto j = nlohmann::json::parse(m[1].str(), nullptr, false);
+  return j.is_discarded() ? nlohmann::json(nullptr) : j;
+}
 std::string MultiHostDriver() { return MANTA_MULTIHOST_DRIVER; }
 
 absl::StatusOr<std::unique_ptr<MultiHostCluster>> MultiHostCluster::Start(const MultiHostOptions& options) {

@@ -72,6 +72,9 @@ class MultiHostCluster {
   std::string token_;
 };
 
+// The JSON a driver printed on its "RESULT <json>" line; null when there is none.
+nlohmann::json DriverResult(const std::string& output);
+
 // The Manta CLI and the driver program, as built.
 std::string MantaCli();
 std::string MultiHostDriver();

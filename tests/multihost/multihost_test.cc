@@ -11,14 +11,6 @@
 namespace manta::testing {
 namespace {
 
-// The JSON a driver printed on its RESULT line; null when there is none.
-nlohmann::json ResultOf(const CommandResult& r) {
-  std::smatch m;
-  if (!std::regex_search(r.output, m, std::regex("RESULT (\\{.*\\})"))) return nullptr;
-  auto j = nlohmann::json::parse(m[1].str(), nullptr, false);
-  return j.is_discarded() ? nlohmann::json(nullptr) : j;
-}
-
 class MultiHostClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -67,7 +59,7 @@ TEST_F(MultiHostClusterTest, StatusListsEveryHostAtItsOwnAddress) {
 TEST_F(MultiHostClusterTest, DriverOnAnotherHostRunsTasksThatSpillBackAcrossHosts) {
   CommandResult r = cluster_->Driver(2, {"spread", "24"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   EXPECT_EQ(result["driver_host"], cluster_->bed().Ip(2));
   // 24 half-second tasks from one host fill more than its two CPUs: the rest spill.
@@ -80,7 +72,7 @@ TEST_F(MultiHostClusterTest, DriverOnAnotherHostRunsTasksThatSpillBackAcrossHost
 TEST_F(MultiHostClusterTest, AGibibyteObjectMovesHostToHostIntact) {
   CommandResult r = cluster_->Driver(1, {"transfer", std::to_string(int64_t{1} << 30), "3"}, 300000);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   EXPECT_TRUE(result["intact"].get<bool>()) << result.dump();
   EXPECT_EQ(result["from"], cluster_->bed().Ip(1));
@@ -91,7 +83,7 @@ TEST_F(MultiHostClusterTest, AGibibyteObjectMovesHostToHostIntact) {
 TEST_F(MultiHostClusterTest, ActorsRunOnRemoteHosts) {
   CommandResult r = cluster_->Driver(3, {"actors", "0", "1", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   for (int h : {0, 1, 2}) EXPECT_EQ(result["actors"][std::to_string(h)], cluster_->bed().Ip(h)) << result.dump();
 }
@@ -99,11 +91,11 @@ TEST_F(MultiHostClusterTest, ActorsRunOnRemoteHosts) {
 TEST_F(MultiHostClusterTest, DetachedNamedActorIsFoundFromAnotherHostsDriver) {
   CommandResult created = cluster_->Driver(1, {"named-create", "3"});
   ASSERT_EQ(created.exit_code, 0) << created.output;
-  EXPECT_EQ(ResultOf(created)["created_at"], cluster_->bed().Ip(3)) << created.output;
+  EXPECT_EQ(DriverResult(created.output)["created_at"], cluster_->bed().Ip(3)) << created.output;
   // The first driver has exited; a driver on another host finds the actor.
   CommandResult found = cluster_->Driver(2, {"named-get"});
   ASSERT_EQ(found.exit_code, 0) << found.output;
-  nlohmann::json result = ResultOf(found);
+  nlohmann::json result = DriverResult(found.output);
   ASSERT_TRUE(result.is_object()) << found.output;
   EXPECT_TRUE(result["found"].get<bool>());
   EXPECT_EQ(result["value"], 2);  // its state survived the first driver
@@ -114,7 +106,7 @@ TEST_F(MultiHostClusterTest, DetachedNamedActorIsFoundFromAnotherHostsDriver) {
 TEST_F(MultiHostClusterTest, StrictSpreadGroupTakesThreeHosts) {
   CommandResult r = cluster_->Driver(3, {"strict-spread", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   ASSERT_TRUE(result["placed"].get<bool>());
   std::set<std::string> hosts;

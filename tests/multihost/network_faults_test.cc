@@ -21,13 +21,6 @@ constexpr char kConfig[] =
         "health_check_initial_delay_ms": 500, "object_manager_pull_timeout_ms": 3000})";
 constexpr int64_t kPullTimeoutMs = 3000;
 
-nlohmann::json ResultOf(const std::string& output) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex("RESULT (\\{.*\\})"))) return nullptr;
-  auto j = nlohmann::json::parse(m[1].str(), nullptr, false);
-  return j.is_discarded() ? nlohmann::json(nullptr) : j;
-}
-
 class NetworkFaultsTest : public ::testing::Test {
  protected:
   void Start(const std::string& system_config = kConfig) {
@@ -52,7 +45,7 @@ TEST_F(NetworkFaultsTest, APullFailsOverToAnotherCopyWhenThePeerHoldingOneIsUnre
   ASSERT_TRUE(cluster_->bed().Partition(1, {2}).ok());
   CommandResult r = cluster_->Driver(0, {"pull-failover", "2", "1", std::to_string(8 << 20)});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r.output);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   EXPECT_EQ(result["made_at"], cluster_->bed().Ip(2));
   EXPECT_EQ(result["read_at"], cluster_->bed().Ip(1));
@@ -78,7 +71,7 @@ TEST_F(NetworkFaultsTest, TheGcsHostCutOffBrieflyLosesNothing) {
   ASSERT_TRUE(cluster_->bed().Heal(0).ok());
   CommandResult done = cluster_->bed().Wait(*driver, 120000);
   ASSERT_EQ(done.exit_code, 0) << done.output;
-  nlohmann::json result = ResultOf(done.output);
+  nlohmann::json result = DriverResult(done.output);
   ASSERT_TRUE(result.is_object()) << done.output;
   EXPECT_EQ(result["error"], "");
   int during = 0;
@@ -93,7 +86,7 @@ TEST_F(NetworkFaultsTest, ATransferOverA100MbitLinkRunsAtItsRateAndCallsStayResp
   ASSERT_TRUE(cluster_->bed().Shape(2, "100mbit").ok());
   CommandResult r = cluster_->Driver(0, {"slow-link", "2", "1", std::to_string(24 << 20)}, 180000);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r.output);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   EXPECT_EQ(result["read"], "right");
   const double mbit = result["mbit_per_s"].get<double>();
@@ -111,7 +104,7 @@ TEST_F(NetworkFaultsTest, WorkCompletesWhenEveryLeaseRequestIsDelayed) {
   CommandResult r =
       cluster_->Driver(3, {"spread", "12"}, 120000, {{"MANTA_testing_rpc_failure", "RequestWorkerLease=delay:300"}});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r.output);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   int total = 0;
   for (const auto& [host, n] : result["hosts"].items()) total += n.get<int>();

@@ -11,13 +11,6 @@
 namespace manta::testing {
 namespace {
 
-nlohmann::json ResultOf(const std::string& output) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex("RESULT (\\{.*\\})"))) return nullptr;
-  auto j = nlohmann::json::parse(m[1].str(), nullptr, false);
-  return j.is_discarded() ? nlohmann::json(nullptr) : j;
-}
-
 // A cluster on hosts 0 and 1 of a three-host bed: host 2 is the stranger.
 std::unique_ptr<MultiHostCluster> TwoOfThree(const MultiHostOptions& base) {
   auto bed = TestBed::Up(3);
@@ -127,7 +120,7 @@ TEST(MultiHostSecurityTest, ATlsClusterAcrossHostsWorksWithEachHostsOwnCertifica
   // A driver on a non-head host, over TLS, with tasks spilling across hosts.
   CommandResult r = (*cluster)->Driver(1, {"spread", "12"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json result = ResultOf(r.output);
+  nlohmann::json result = DriverResult(r.output);
   ASSERT_TRUE(result.is_object()) << r.output;
   EXPECT_GE(result["hosts"].size(), 2u) << result.dump();
   // Without the certificates, the CLI cannot talk to the cluster.

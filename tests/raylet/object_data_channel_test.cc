@@ -51,7 +51,7 @@ class ObjectDataChannelTest : public ::testing::Test {
   // Pulls `id` into `out` with `client`.
   absl::Status Pull(ObjectDataClient& client, const ObjectID& id, std::vector<uint8_t>* out,
                     std::shared_ptr<ObjectDataClient::Fetch> fetch = std::make_shared<ObjectDataClient::Fetch>()) {
-    return client.Run(address_, id,
+    return client.Run(address_, id, 5000,
                       [out](int64_t data_size, int64_t metadata_size) -> absl::StatusOr<uint8_t*> {
                         out->assign(static_cast<size_t>(data_size + metadata_size), 0);
                         return out->data();
@@ -109,7 +109,7 @@ TEST_F(ObjectDataChannelTest, AServerWithoutTheTokenIsNotBelieved) {
                                         5000);
   ASSERT_TRUE(other.ok());
   std::vector<uint8_t> got;
-  absl::Status s = client.Run("127.0.0.1:" + std::to_string((*other)->port()), known_,
+  absl::Status s = client.Run("127.0.0.1:" + std::to_string((*other)->port()), known_, 5000,
                               [&got](int64_t d, int64_t m) -> absl::StatusOr<uint8_t*> {
                                 got.resize(d + m);
                                 return got.data();
@@ -136,7 +136,7 @@ TEST_F(ObjectDataChannelTest, GarbageAndSilenceCloseTheConnectionAndTheServerGoe
 
 TEST_F(ObjectDataChannelTest, AnAllocationThatFailsFailsThePull) {
   ObjectDataClient client(token_, 5000);
-  absl::Status s = client.Run(address_, known_,
+  absl::Status s = client.Run(address_, known_, 5000,
                               [](int64_t, int64_t) -> absl::StatusOr<uint8_t*> {
                                 return absl::AlreadyExistsError("already here");
                               },
@@ -153,7 +153,7 @@ TEST_F(ObjectDataChannelTest, CancelEndsAPullInProgress) {
   std::atomic<bool> allocating{false};
   std::vector<uint8_t> got;
   std::thread puller([&] {
-    absl::Status s = client.Run(address_, known_,
+    absl::Status s = client.Run(address_, known_, 5000,
                                 [&](int64_t d, int64_t m) -> absl::StatusOr<uint8_t*> {
                                   allocating = true;
                                   while (!fetch->cancelled()) std::this_thread::yield();
