@@ -6,7 +6,8 @@
 //             a time (as iperf3); raw_tcp_into_4mib: read into 4 MiB (cold memory)
 //   transfer: an object of --bytes pulled by host 1's raylet from host 0's
 //             (FetchObjects, as a reader does), timed at the raylet; best and median
-//             of --rounds, contents checked
+//             of --rounds, contents checked; over the object data channel, or gRPC
+//             streaming with --grpc
 //
 // The same binary also runs inside the hosts (the subcommands below), started by
 // the orchestrating process through the test bed.
@@ -244,16 +245,18 @@ nlohmann::json Transfer(testing::MultiHostCluster& cluster, int64_t bytes, int r
           {"contents_intact", intact}};
 }
 
-int Orchestrate(int64_t bytes, int rounds, int mtu) {
+int Orchestrate(int64_t bytes, int rounds, int mtu, bool grpc) {
   auto bed = testing::TestBed::Up(2, mtu);
   if (!bed.ok()) Die(std::string(bed.status().message()));
   testing::MultiHostOptions options;
   options.num_hosts = 2;
   options.object_store_bytes = bytes + (int64_t{512} << 20);
+  if (grpc) options.env["MANTA_object_data_channel"] = "false";
   auto cluster = testing::MultiHostCluster::StartOn(std::move(*bed), options);
   if (!cluster.ok()) Die(std::string(cluster.status().message()));
   nlohmann::json out;
   out["mtu"] = mtu;
+  out["path"] = grpc ? "grpc" : "object data channel";
   // Warm up both paths once (connections, pages of the stores), then measure.
   RawTcp(**cluster, int64_t{256} << 20, 1, 128 << 10);
   Transfer(**cluster, std::min<int64_t>(bytes, int64_t{256} << 20), 1);
@@ -279,6 +282,8 @@ int main(int argc, char** argv) {
   app.add_option("--bytes", bytes, "object size");
   app.add_option("--rounds", rounds, "rounds of each measurement");
   app.add_option("--mtu", mtu, "MTU of the test bed's links");
+  bool grpc = false;
+  app.add_flag("--grpc", grpc, "move objects over gRPC streaming (as with TLS), not the object data channel");
   std::string gcs, hex, ip, from;
   int port = 0;
   int64_t n = 0;
@@ -309,5 +314,5 @@ int main(int argc, char** argv) {
   if (put->parsed()) return PutObject(gcs, hex, n);
   if (fetch->parsed()) return FetchObject(gcs, hex, n, from);
   if (del->parsed()) return DeleteObject(gcs, hex);
-  return Orchestrate(bytes, rounds, mtu);
+  return Orchestrate(bytes, rounds, mtu, grpc);
 }
