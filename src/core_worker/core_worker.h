@@ -311,6 +311,9 @@ class CoreWorker {
   void RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address);
   // Owner: the raylets holding copies of `id` other than the primary. Any thread.
   std::vector<std::string> CopiesOf(const ObjectID& id);
+  // Adds the copies of `id` other than its primary (`marker`'s) to `request`'s
+  // locations, after those already there.
+  void AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request);
   // Reads plasma-resident values through the local store, fetching remote ones.
   // Positions (in `ids`) whose copy could not be fetched go to *lost, with the
   // error set in *out.

@@ -283,18 +283,8 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
     rpc::FetchObjectsRequest request;
     for (const ObjectID& id : location_ids) request.add_object_ids(id.Binary());
     if (!location.empty()) request.add_locations(location);
-    // Other copies, tried in turn when the primary cannot be pulled from.
     for (size_t k = 0; k < missing.size(); ++k) {
-      if (markers[missing_pos[k]]->plasma_raylet_address() != location) continue;
-      std::vector<std::string> copies = markers[missing_pos[k]]->plasma_copies();
-      if (reference_counter_->IsOwnedByUs(missing[k])) copies = CopiesOf(missing[k]);
-      for (const std::string& copy : copies) {
-        if (copy == options_.raylet_address ||
-            std::find(request.locations().begin(), request.locations().end(), copy) != request.locations().end()) {
-          continue;
-        }
-        request.add_locations(copy);
-      }
+      if (markers[missing_pos[k]]->plasma_raylet_address() == location) AddCopies(missing[k], *markers[missing_pos[k]], &request);
     }
     int64_t wait_ms = remaining();
     int64_t rpc_deadline = wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
@@ -474,6 +464,17 @@ void CoreWorker::RecordCopy(const ObjectID& id, const NodeID& node_id, const std
       copies_.erase(id);
     }
     QueueFrees(raylet_address, {id});
+  }
+}
+
+void CoreWorker::AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request) {
+  // Other copies, tried in turn when the primary cannot be pulled from: as the
+  // owner knows them (ours), or as it told us.
+  std::vector<std::string> copies = reference_counter_->IsOwnedByUs(id) ? CopiesOf(id) : marker.plasma_copies();
+  for (const std::string& copy : copies) {
+    const auto& tried = request->locations();
+    if (copy == options_.raylet_address || std::find(tried.begin(), tried.end(), copy) != tried.end()) continue;
+    request->add_locations(copy);
   }
 }
 

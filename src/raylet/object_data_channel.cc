@@ -344,6 +344,24 @@ void ObjectDataClient::ReturnIdle(const std::string& address, int fd) {
   fds.push_back(fd);
 }
 
+absl::Status ObjectDataClient::Ask(int fd, const ObjectID& id, uint64_t* data_size, uint64_t* metadata_size) {
+  std::string request = id.Binary();
+  char found = 0;
+  absl::Status s = WriteAll(fd, request.data(), request.size());
+  if (s.ok()) s = ReadExact(fd, &found, 1);
+  if (!s.ok()) return s;
+  if (found == 0) return absl::NotFoundError("not there");
+  if (found != 1) return absl::DataLossError("the server's answer is malformed");
+  char sizes[16];
+  if (s = ReadExact(fd, sizes, sizeof(sizes)); !s.ok()) return s;
+  *data_size = LoadLe64(sizes);
+  *metadata_size = LoadLe64(sizes + 8);
+  if (*data_size > kMaxObjectBytes || *metadata_size > kMaxObjectBytes) {
+    return absl::DataLossError("the server sent impossible sizes");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
                                    const Allocate& allocate, const std::shared_ptr<Fetch>& fetch) {
   auto connected = Connect(address, io_timeout_ms);
@@ -371,22 +389,13 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
     }
     return s;
   };
-  std::string request = id.Binary();
-  char found = 0;
-  absl::Status s = WriteAll(fd, request.data(), request.size());
-  if (s.ok()) s = ReadExact(fd, &found, 1);
-  if (!s.ok()) return finish(absl::UnavailableError("object channel to " + address + ": " + std::string(s.message())), false);
-  if (found != 1) {
-    return finish(absl::NotFoundError("object " + id.Hex() + " is not at " + address), found == 0);
+  uint64_t data_size = 0;
+  uint64_t metadata_size = 0;
+  absl::Status s = Ask(fd, id, &data_size, &metadata_size);
+  if (!s.ok()) {
+    if (absl::IsNotFound(s)) return finish(absl::NotFoundError("object " + id.Hex() + " is not at " + address), true);
+    return finish(absl::UnavailableError("object channel to " + address + ": " + std::string(s.message())), false);
   }
-  char sizes[16];
-  s = ReadExact(fd, sizes, sizeof(sizes));
-  const uint64_t data_size = LoadLe64(sizes);
-  const uint64_t metadata_size = LoadLe64(sizes + 8);
-  if (s.ok() && (data_size > kMaxObjectBytes || metadata_size > kMaxObjectBytes)) {
-    s = absl::DataLossError("the server sent impossible sizes");
-  }
-  if (!s.ok()) return finish(absl::UnavailableError("object channel to " + address + ": " + std::string(s.message())), false);
   auto dest = allocate(static_cast<int64_t>(data_size), static_cast<int64_t>(metadata_size));
   if (!dest.ok()) return finish(dest.status(), false);  // the bytes are still coming: drop the connection
   uint8_t* p = *dest;

@@ -141,6 +141,9 @@ class ObjectDataClient {
   // An authenticated connection to `address`: an idle one, or a new one.
   absl::StatusOr<int> Connect(const std::string& address, int64_t io_timeout_ms);
   void ReturnIdle(const std::string& address, int fd);
+  // Asks for `id` on `fd`: its sizes, NOT_FOUND (the connection is still good), or
+  // another error (it is not).
+  static absl::Status Ask(int fd, const ObjectID& id, uint64_t* data_size, uint64_t* metadata_size);
 
   const std::string token_;
   const int64_t connect_timeout_ms_;
