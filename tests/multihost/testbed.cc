@@ -59,8 +59,10 @@ absl::StatusOr<std::unique_ptr<TestBed>> TestBed::Up(int num_hosts, int mtu) {
   std::unique_ptr<TestBed> bed(new TestBed());
   bed->script_ = std::string(MANTA_SOURCE_DIR) + "/tests/multihost/testbed.sh";
   std::string out = bed->outputs_.path() + "/up";
+  // The hosts run this checkout's binaries: they must see it even when it lies under
+  // /tmp, which each host has its own of.
   auto pid = SpawnWithFiles({bed->script_, "up", std::to_string(num_hosts), "--owner", std::to_string(getpid()),
-                             "--mtu", std::to_string(mtu)},
+                             "--mtu", std::to_string(mtu), "--keep", MANTA_SOURCE_DIR, "--keep", MANTA_BUILD_DIR},
                             "", out);
   if (!pid.ok()) return pid.status();
   int code = WaitExit(*pid, 60000);

@@ -11,12 +11,15 @@
 #
 # Usage (as root):
 #   testbed.sh check                      what is missing to run a test bed, if anything
-#   testbed.sh up N [--owner PID] [--mtu BYTES]
+#   testbed.sh up N [--owner PID] [--mtu BYTES] [--keep DIR]...
 #                                         makes hosts h0..h(N-1) (h0 = 198.51.100.10,
 #                                         h1 = .11, ...); prints "testbed <id>" then
 #                                         "host <i> <ip> <init pid>" per host. With
 #                                         --owner, everything is torn down when PID exits
 #                                         (a detached watchdog), even after SIGKILL.
+#                                         Every host sees the machine's files but its own
+#                                         /tmp: a --keep DIR under /tmp (the checkout and
+#                                         build the hosts run, say) stays visible in them.
 #   testbed.sh exec ID HOST [--] CMD...   runs CMD inside host HOST (0..N-1), stdin,
 #                                         stdout and stderr passed through; exit code
 #                                         is CMD's
@@ -101,14 +104,30 @@ init_pid() {
   echo "$children"
 }
 
-# Starts the host's init: private /tmp and /dev/shm, then it reaps orphans forever.
+# Starts the host's init: private /tmp (but for the kept folders under it) and
+# /dev/shm, then it reaps orphans forever.
 start_host_init() {
   local id=$1 i=$2 dir ns
   dir=$(state_dir "$id")
   ns=$(host_ns "$id" "$i")
+  # Kept folders under /tmp are bound aside, /tmp is replaced, and they are bound back.
+  local keep_before="" keep_after="" k=0 d
+  while read -r d; do
+    [ -n "$d" ] || continue
+    case "$d" in
+      /tmp/*)
+        local stage="$dir/keep-h$i-$k"
+        mkdir -p "$stage"
+        keep_before+="mount --bind '$d' '$stage' && "
+        keep_after+="mkdir -p '$d' && mount --bind '$stage' '$d' && umount '$stage' && "
+        k=$((k + 1))
+        ;;
+    esac
+  done <"$dir/keep"
   # pid 1 of the host: bash reaps every child it inherits (waitpid(-1) on SIGCHLD).
-  local init='mount -t tmpfs -o mode=1777 testbed-tmp /tmp && mount -t tmpfs -o mode=1777 testbed-shm /dev/shm &&
-              touch /tmp/.testbed-ready && while :; do sleep 3600 & wait $!; done'
+  local init="$keep_before mount -t tmpfs -o mode=1777 testbed-tmp /tmp && $keep_after
+              mount -t tmpfs -o mode=1777 testbed-shm /dev/shm &&
+              touch /tmp/.testbed-ready && while :; do sleep 3600 & wait \$!; done"
   setsid ip netns exec "$ns" unshare --mount --pid --fork --kill-child --mount-proc --propagation private \
     -- /bin/bash -c "$init" </dev/null >/dev/null 2>&1 &
   echo $! >"$dir/h$i.unshare"
@@ -126,11 +145,12 @@ start_host_init() {
 up() {
   local n=$1; shift
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 100 ] || die "up: give a number of hosts (1-100)"
-  local owner="" mtu=9000
+  local owner="" mtu=9000 keep=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --owner) owner=$2; shift 2 ;;
       --mtu) mtu=$2; shift 2 ;;
+      --keep) keep+=("$(cd "$2" && pwd -P)") || die "up: --keep $2 is not a folder"; shift 2 ;;
       *) die "up: unknown option $1" ;;
     esac
   done
@@ -143,6 +163,7 @@ up() {
   dir=$(state_dir "$id")
   mkdir -p "$dir"
   echo "$n" >"$dir/hosts"
+  printf '%s\n' "${keep[@]}" >"$dir/keep"
   if [ -n "$owner" ]; then
     echo "$owner" >"$dir/owner"
     setsid "$0" watch "$id" "$owner" </dev/null >/dev/null 2>&1 &
