@@ -60,6 +60,7 @@
 #include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
 #include "ray/api/task_caller.h"
+#include "ray/api/task_options.h"
 #include "ray/api/wait_result.h"
 
 namespace ray {
@@ -216,12 +217,14 @@ std::string GetNamedActorId(const std::string& name, const std::string& ray_name
 // alive (named actors are not counted). Throws RayException for an empty name.
 template <typename T>
 boost::optional<ActorHandle<T>> GetActor(const std::string& actor_name) {
+  if (actor_name.empty()) return boost::none;  // as Ray: no actor has an empty name
   std::string id = internal::GetNamedActorId(actor_name, "");
   if (id.empty()) return boost::none;
   return ActorHandle<T>(std::move(id), ObjectRef<void>());
 }
 template <typename T>
 boost::optional<ActorHandle<T>> GetActor(const std::string& actor_name, const std::string& ray_namespace) {
+  if (actor_name.empty()) return boost::none;
   std::string id = internal::GetNamedActorId(actor_name, ray_namespace);
   if (id.empty()) return boost::none;
   return ActorHandle<T>(std::move(id), ObjectRef<void>());

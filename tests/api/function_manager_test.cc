@@ -125,6 +125,42 @@ TEST(TaskCallerTest, UnregisteredFunctionThrowsRayFunctionNotFound) {
   EXPECT_TRUE(fake->tasks().empty());
 }
 
+// As Ray: the caller of a function RAY_REMOTE never registered cannot even be made
+// (Ray's own tests check this), with or without a runtime.
+TEST(TaskCallerTest, MakingACallerOfAnUnregisteredFunctionThrowsARayException) {
+  EXPECT_THROW(ray::Task(Unregistered), ray::internal::RayException);
+  manta::testing::ScopedFakeRuntime fake;
+  EXPECT_THROW(ray::Task(Unregistered).SetName("x"), ray::internal::RayFunctionNotFound);
+  EXPECT_NO_THROW(ray::Task(Plus));
+}
+
+// Ray's TaskOptionsCheckTest, case by case.
+TEST(TaskOptionsTest, CheckTaskOptionsRefusesWhatRayRefuses) {
+  using ray::internal::CheckTaskOptions;
+  using ray::internal::RayException;
+  EXPECT_THROW(CheckTaskOptions({{"", 1}}), RayException);
+  EXPECT_THROW(CheckTaskOptions({{"dummy", 0}}), RayException);
+  EXPECT_NO_THROW(CheckTaskOptions({{"dummy", 2.0}}));
+  EXPECT_THROW(CheckTaskOptions({{"dummy", 2.0}, {"dummy1", 2.5}}), RayException);
+  EXPECT_NO_THROW(CheckTaskOptions({{"dummy", 0.5}}));
+  EXPECT_THROW(CheckTaskOptions({{"dummy", -1}}), RayException);
+}
+
+TEST(TaskOptionsTest, RemoteChecksTheResourcesBeforeSubmitting) {
+  manta::testing::ScopedFakeRuntime fake;
+  EXPECT_THROW(ray::Task(Plus).SetResource("GPU", 1.5).Remote(1, 2), ray::internal::RayException);
+  EXPECT_TRUE(fake->tasks().empty());
+}
+
+class Unnamed {};
+
+// As Ray: no actor has the empty name, so looking it up finds none (no throw).
+TEST(GetActorTest, AnEmptyNameFindsNoActor) {
+  manta::testing::ScopedFakeRuntime fake;
+  EXPECT_FALSE(ray::GetActor<Unnamed>(""));
+  EXPECT_FALSE(ray::GetActor<Unnamed>("", "some_namespace"));
+}
+
 TEST(TaskCallerTest, RemoteSendsValuesRefsAndOptions) {
   manta::testing::ScopedFakeRuntime fake;
   ray::ObjectRef<int> two = ray::Put(2);

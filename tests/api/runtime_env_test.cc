@@ -24,6 +24,18 @@ std::string RuntimeEnvError(F fn) {
   return "";
 }
 
+// A user type converted the way Ray's own runtime-env tests do: `json` unqualified,
+// at global scope.
+struct Person {
+  std::string name;
+  int age = 0;
+};
+void to_json(json& j, const Person& p) { j = json{{"name", p.name}, {"age", p.age}}; }
+void from_json(const json& j, Person& p) {
+  j.at("name").get_to(p.name);
+  j.at("age").get_to(p.age);
+}
+
 struct Limits {
   int cpu = 0;
   std::string policy;
@@ -183,3 +195,11 @@ TEST(RuntimeEnvTest, RayConfigAndCallersTakeAnEnv) {
 }
 
 }  // namespace
+
+TEST(RuntimeEnvTest, AUserTypeWithGlobalJsonConvertersRoundTrips) {
+  ray::RuntimeEnv env;
+  env.Set("person", Person{"Ada", 36});
+  Person back = env.Get<Person>("person");
+  EXPECT_EQ(back.name, "Ada");
+  EXPECT_EQ(back.age, 36);
+}

@@ -3,6 +3,7 @@
 // as borrowed while unpacking), and ObjectRef reference counting.
 #include <gtest/gtest.h>
 
+#include <any>
 #include <array>
 #include <map>
 #include <optional>
@@ -63,6 +64,36 @@ TEST(SerializationTest, StructsAndContainersRoundTrip) {
   std::optional<int> some = 42, none;
   EXPECT_EQ(RoundTrip(some), some);
   EXPECT_EQ(RoundTrip(none), none);
+}
+
+// As Ray's serializer: std::any values (Ray's test helpers pass std::vector<std::any>).
+TEST(SerializationTest, AnyValuesRoundTripAsTheirMsgpackTypes) {
+  std::vector<std::any> in = {1, -2L, 2.5, std::string("text"), true, std::vector<char>{'a', '\0'},
+                              std::vector<std::any>{3, std::string("x")},
+                              std::map<std::string, std::any>{{"k", 4.5}}, msgpack::type::nil_t()};
+  std::vector<std::any> out = RoundTrip(in);
+  ASSERT_EQ(out.size(), in.size());
+  EXPECT_EQ(std::any_cast<uint64_t>(out[0]), 1u);
+  EXPECT_EQ(std::any_cast<int64_t>(out[1]), -2);
+  EXPECT_EQ(std::any_cast<double>(out[2]), 2.5);
+  EXPECT_EQ(std::any_cast<std::string>(out[3]), "text");
+  EXPECT_TRUE(std::any_cast<bool>(out[4]));
+  EXPECT_EQ(std::any_cast<std::vector<char>>(out[5]), (std::vector<char>{'a', '\0'}));
+  auto nested = std::any_cast<std::vector<std::any>>(out[6]);
+  ASSERT_EQ(nested.size(), 2u);
+  EXPECT_EQ(std::any_cast<std::string>(nested[1]), "x");
+  EXPECT_EQ(std::any_cast<double>(std::any_cast<std::map<std::string, std::any>>(out[7]).at("k")), 4.5);
+  EXPECT_TRUE(out[8].type() == typeid(msgpack::type::nil_t));
+}
+
+TEST(SerializationTest, AnAnyHoldingAnUnsupportedTypeThrowsNamingIt) {
+  std::vector<std::any> in = {Point{}};
+  try {
+    ray::internal::SerializeBorrowed(in);
+    FAIL() << "no exception";
+  } catch (const ray::internal::RayException& e) {
+    EXPECT_NE(std::string(e.what()).find("Point"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SerializationTest, StringsWithNulsAndBinaryBytes) {

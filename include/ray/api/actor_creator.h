@@ -49,6 +49,7 @@
 #include "ray/api/placement_group.h"
 #include "ray/api/ray_runtime.h"
 #include "ray/api/task_caller.h"
+#include "ray/api/task_options.h"
 
 namespace ray {
 namespace internal {
@@ -63,7 +64,13 @@ class ActorCreator {
   using Traits = FunctionTraits<F>;
   using ActorType = std::remove_pointer_t<typename Traits::ReturnType>;
 
-  explicit ActorCreator(F factory) : factory_(factory) {}
+  // Throws RayFunctionNotFound (a RayException) when `factory` was not registered
+  // with RAY_REMOTE, as Ray does when the creator is made.
+  explicit ActorCreator(F factory) : factory_(factory), name_(FunctionManager::Instance().GetFunctionName(factory)) {
+    if (name_.empty() || FunctionManager::Instance().GetActorFactory(name_) == nullptr) {
+      throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(KeyOfFunction(factory)));
+    }
+  }
 
   ActorCreator& SetName(std::string name) {
     options_.name = std::move(name);
@@ -116,22 +123,19 @@ class ActorCreator {
   template <size_t... I, typename... Args>
   ActorHandle<ActorType> Create(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ray::Actor(...).Remote()");
+    CheckTaskOptions(options_.resources);
     placement_.Apply(&options_.placement, "ray::Actor(...).SetPlacementGroup(group, bundle_index).Remote()");
-    const FunctionKey key = KeyOfFunction(factory_);
-    std::string name = FunctionManager::Instance().GetFunctionName(key);
-    if (name.empty() || FunctionManager::Instance().GetActorFactory(name) == nullptr) {
-      throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(key));
-    }
     std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
-        name, std::index_sequence<I...>{}, std::forward<Args>(args)...);
+        name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
     ActorCreationOptions options = options_;
     options.class_name = TypeName<ActorType>();
-    CreatedActor created = runtime->CreateActor(name, std::move(task_args), options);
+    CreatedActor created = runtime->CreateActor(name_, std::move(task_args), options);
     return ActorHandle<ActorType>(std::move(created.actor_id),
                                   ObjectRef<void>(std::move(created.handle_object_id), AdoptReference{}));
   }
 
   F factory_;
+  std::string name_;  // as registered
   ActorCreationOptions options_;
   PlacementRequest placement_;
 };

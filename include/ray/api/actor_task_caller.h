@@ -55,8 +55,13 @@ class ActorTaskCaller {
   using Traits = MemberFunctionTraits<F>;
   using ReturnType = typename Traits::ReturnType;
 
+  // Throws (a RayException) when `method` was not registered with RAY_REMOTE, as Ray
+  // does when the caller is made.
   ActorTaskCaller(std::string actor_id, std::string handle_object_id, F method)
-      : actor_id_(std::move(actor_id)), handle_object_id_(std::move(handle_object_id)), method_(method) {}
+      : actor_id_(std::move(actor_id)), handle_object_id_(std::move(handle_object_id)), method_(method),
+        name_(FunctionManager::Instance().GetActorMethodName(KeyOfMemberFunction(method))) {
+    if (name_.empty()) ThrowMethodNotRegistered(TypeName<F>());
+  }
 
   ActorTaskCaller& SetName(std::string name) {
     options_.name = std::move(name);
@@ -93,17 +98,16 @@ class ActorTaskCaller {
   ObjectRef<ReturnType> Submit(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ActorHandle::Task(...).Remote()");
     if (actor_id_.empty()) ThrowNilActorHandle("ActorHandle::Task(...).Remote()");
-    std::string name = FunctionManager::Instance().GetActorMethodName(KeyOfMemberFunction(method_));
-    if (name.empty()) ThrowMethodNotRegistered(TypeName<F>());
     std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
-        name, std::index_sequence<I...>{}, std::forward<Args>(args)...);
-    std::string id = runtime->SubmitActorTask(actor_id_, handle_object_id_, name, std::move(task_args), options_);
+        name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
+    std::string id = runtime->SubmitActorTask(actor_id_, handle_object_id_, name_, std::move(task_args), options_);
     return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
   }
 
   std::string actor_id_;
   std::string handle_object_id_;
   F method_;
+  std::string name_;  // as registered
   TaskOptions options_;
 };
 

@@ -7,7 +7,7 @@
 //   ray::Task(f).SetRuntimeEnv(env).Remote();      // or RayConfig::runtime_env for the job
 //
 // A RuntimeEnv is a JSON object (field name -> any JSON value, nlohmann::json,
-// aliased ray::json as in Ray). It stores whatever it is given; what the fields mean is
+// aliased ray::json and ::json as in Ray). It stores whatever it is given; what the fields mean is
 // decided when a worker is started for it. Manta's workers apply two fields:
 //   env_vars     object of string -> string: set in the worker's environment
 //   working_dir  string: a local directory on the worker's node that the worker
@@ -37,6 +37,10 @@
 #include <utility>
 
 #include "ray/api/ray_exception.h"
+
+// As in Ray's header, `json` is also declared at global scope: Ray programs write
+// `void to_json(json& j, const Person& p)` for their own types, unqualified.
+using json = nlohmann::json;
 
 namespace ray {
 

@@ -3,7 +3,7 @@
 // Internal to the API templates (user code includes ray/api.h). Values are encoded
 // with msgpack-cxx: any type msgpack can pack and convert works, including structs
 // with MSGPACK_DEFINE and the standard containers; ObjectRef<T> has its own adaptor
-// (ray/api/object_ref.h).
+// (ray/api/object_ref.h), and std::any one as Ray's (ray/api/msgpack_any.h).
 //
 // Serialization is two-pass so a runtime can write a large value straight into its
 // final place (shared memory): a counting pass computes the exact size and collects
@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "ray/api/msgpack_any.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
 

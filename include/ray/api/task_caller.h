@@ -51,6 +51,7 @@
 #include "ray/api/ray_runtime.h"
 #include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
+#include "ray/api/task_options.h"
 
 namespace ray {
 namespace internal {
@@ -117,7 +118,11 @@ class TaskCaller {
   using Traits = FunctionTraits<F>;
   using ReturnType = typename Traits::ReturnType;
 
-  explicit TaskCaller(F function) : function_(function) {}
+  // Throws RayFunctionNotFound (a RayException) when `function` was not registered
+  // with RAY_REMOTE, as Ray does when the caller is made.
+  explicit TaskCaller(F function) : function_(function), name_(FunctionManager::Instance().GetFunctionName(function)) {
+    if (name_.empty()) throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(KeyOfFunction(function)));
+  }
 
   TaskCaller& SetName(std::string name) {
     options_.name = std::move(name);
@@ -162,17 +167,16 @@ class TaskCaller {
   template <size_t... I, typename... Args>
   ObjectRef<ReturnType> Submit(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ray::Task(...).Remote()");
+    CheckTaskOptions(options_.resources);
     placement_.Apply(&options_.placement, "ray::Task(...).SetPlacementGroup(group, bundle_index).Remote()");
-    const FunctionKey key = KeyOfFunction(function_);
-    std::string name = FunctionManager::Instance().GetFunctionName(key);
-    if (name.empty()) throw RayFunctionNotFound(FunctionManager::NotRegisteredMessage(key));
     std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
-        name, std::index_sequence<I...>{}, std::forward<Args>(args)...);
-    std::string id = runtime->SubmitTask(name, std::move(task_args), options_);
+        name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
+    std::string id = runtime->SubmitTask(name_, std::move(task_args), options_);
     return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
   }
 
   F function_;
+  std::string name_;  // as registered
   TaskOptions options_;
   PlacementRequest placement_;
 };
