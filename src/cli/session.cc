@@ -48,11 +48,11 @@ absl::StatusOr<Session> Session::Create() {
 absl::Status Session::Record(pid_t pid, Role role, const std::string& exe_name) const {
   std::string file = dir_ + "/pids/" + std::to_string(static_cast<int>(role)) + "_" + RoleName(role) + "_" +
                      std::to_string(pid) + ".pid";
-  return WriteFileAtomic(file, std::to_string(pid) + " " + exe_name + "\n");
+  return WriteFileAtomic(file, std::to_string(pid) + " " + exe_name + "\n", 0600);
 }
 
 absl::Status Session::WriteGcsAddress(const std::string& address) const {
-  return WriteFileAtomic(dir_ + "/gcs_address", address + "\n");
+  return WriteFileAtomic(dir_ + "/gcs_address", address + "\n", 0600);
 }
 
 std::string Session::TokenFile() const { return dir_ + "/" + kClusterTokenFileName; }
@@ -94,7 +94,7 @@ absl::StatusOr<std::string> LatestHeadAddress() {
 }
 
 absl::Status WriteHeadAddress(const std::string& address) {
-  return WriteFileAtomic(TempRoot() + "/head_address", address + "\n");
+  return WriteFileAtomic(TempRoot() + "/head_address", address + "\n", 0600);
 }
 
 }  // namespace manta::cli

@@ -392,7 +392,7 @@ int RunStart(const StartOptions& options) {
   }
   (void)session->WriteGcsAddress(gcs_address);
   (void)WriteFileAtomic(session->Path("raylet_address"),
-                        o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n");
+                        o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n", 0600);
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
   std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
       return;
     }
     if (!ready_file.empty()) {
-      auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n");
+      auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n", 0600);
       if (!w.ok()) {
         std::cerr << "manta_gcs: " << w.message() << std::endl;
         exit_code = 1;

@@ -1,6 +1,7 @@
 #include "src/object_store/spiller.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -30,6 +31,13 @@ FileSpiller::FileSpiller(EventLoop& loop, std::string dir, int threads) : loop_(
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) LOG(ERROR) << "cannot create spill directory " << dir_ << ": " << ec.message();
+  // Spilled objects are readable by this user alone: the files are 0600, and the
+  // directory (when it is ours) 0700, whatever the umask and wherever it points.
+  struct stat st {};
+  if (!ec && stat(dir_.c_str(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0077) != 0 &&
+      chmod(dir_.c_str(), 0700) != 0) {
+    LOG(WARNING) << "cannot make the spill directory " << dir_ << " private: " << std::strerror(errno);
+  }
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { WorkerMain(); });
 }
 

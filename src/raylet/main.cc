@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
     // The head's overrides came with the registration.
     object_manager.SetPullTimeout(node_manager.config().object_manager_pull_timeout_ms);
     if (!ready_file.empty()) {
-      if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n"); !w.ok()) {
+      if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n", 0600); !w.ok()) {
         std::cerr << "manta_raylet: " << w.message() << std::endl;
         quit(1);
         return;

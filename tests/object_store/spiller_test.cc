@@ -159,6 +159,19 @@ TEST_F(FileSpillerTest, FileIsRemovedWithItsLastObject) {
   EXPECT_EQ(spiller.num_files(), 0u);
 }
 
+TEST_F(FileSpillerTest, SpilledObjectsAreReadableByTheirOwnerAlone) {
+  std::string dir = tmp_.path() + "/open/spill";
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);  // 0755, as a umask makes it
+  FileSpiller spiller(loop_, dir, 1);
+  auto spilled = Spill(spiller, {"secret bytes"});
+  ASSERT_TRUE(spilled.ok());
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status((*spilled)[0].path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+}
+
 TEST_F(FileSpillerTest, DestructorRemovesRemainingFiles) {
   std::string path;
   {
