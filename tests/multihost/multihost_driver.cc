@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -118,6 +119,7 @@ void Register(const std::string& what) {
 
 Blob Produce(int64_t index, int64_t bytes) {
   Register("blob" + std::to_string(index));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // long enough to fill every CPU
   return Blob{WhereAmI(), MakeData(bytes, index)};
 }
 
@@ -261,24 +263,41 @@ int Survive(int num_blobs, int64_t blob_bytes, int num_long, int long_ms) {
   std::string actor_host = *actor.Task(&Counter::Where).Remote().Get();
   Say("ACTOR_HOST " + actor_host);
 
+  // Long tasks (no CPU: they all run at once) land where the scheduler puts them.
+  // They are started one after another, each once the one before registered where
+  // it runs, until at least `min` are and two of them are on the actor's host (the
+  // one the test takes away), or 40 were tried.
+  auto start_until_on_actor_host = [&](const std::string& prefix, int min, const std::function<void(int)>& start) {
+    int on_actor_host = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    int n = 0;
+    for (; n < 40 && (n < min || on_actor_host < 2) && Seconds(t0) < 60; ++n) {
+      start(n);
+      const std::string what = prefix + std::to_string(n);
+      while (Seconds(t0) < 60) {
+        auto log = *registry.Task(&Registry::Log).Remote().Get();
+        auto it = log.find(what);
+        if (it != log.end()) {
+          on_actor_host += it->second[0].first == actor_host ? 1 : 0;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    return n;
+  };
+  // The blobs take a CPU each for a moment: the worker hosts' 6 CPUs fill up, so
+  // every one of them makes some (the actor's host included).
   std::vector<ray::ObjectRef<Blob>> blobs;
   for (int i = 0; i < num_blobs; ++i) {
-    blobs.push_back(ray::Task(Produce).SetResource("worker_host", 1).Remote(i, blob_bytes));
+    blobs.push_back(
+        ray::Task(Produce).SetResource("worker_host", 1).SetResource("CPU", 1).Remote(int64_t{i}, blob_bytes));
   }
   ray::Wait(blobs, num_blobs, 60000);
   std::vector<ray::ObjectRef<std::string>> longs;
-  for (int i = 0; i < num_long; ++i) {
-    longs.push_back(ray::Task(LongTask).SetResource("worker_host", 1).Remote(i, long_ms));
-  }
-  // Every long task has started once each registered.
-  auto started = std::chrono::steady_clock::now();
-  while (Seconds(started) < 30) {
-    auto log = *registry.Task(&Registry::Log).Remote().Get();
-    int running = 0;
-    for (int i = 0; i < num_long; ++i) running += log.count("long" + std::to_string(i)) ? 1 : 0;
-    if (running == num_long) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  start_until_on_actor_host("long", num_long, [&](int i) {
+    longs.push_back(ray::Task(LongTask).SetResource("worker_host", 1).Remote(int64_t{i}, long_ms));
+  });
   Say("READY " + std::to_string(NowMs()));
 
   nlohmann::json result;
@@ -288,11 +307,12 @@ int Survive(int num_blobs, int64_t blob_bytes, int num_long, int long_ms) {
   result["long"] = long_results;
   int right = 0;
   std::vector<std::string> made_at;
-  for (int i = 0; i < num_blobs; ++i) {
+  for (size_t i = 0; i < blobs.size(); ++i) {
     auto blob = ray::Get(blobs[i]);
     right += DataIsRight(blob->data, blob_bytes, i) ? 1 : 0;
     made_at.push_back(blob->made_at);
   }
+  result["blobs"] = blobs.size();
   result["blobs_right"] = right;
   result["blobs_made_at"] = made_at;
   result["actor_host_before"] = actor_host;
