@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "src/common/id.h"
+#include "src/common/process.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -82,15 +83,27 @@ std::vector<ProcessRecord> ListRecords() {
   return records;
 }
 
+namespace {
+
+std::string Trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> LatestHeadAddress() {
-  auto text = ReadFile(TempRoot() + "/head_address");
-  if (!text.ok()) {
-    return absl::NotFoundError("no running Manta cluster found on this machine (start one with "
-                               "`manta start --head`, or pass --address)");
+  if (auto text = ReadFile(TempRoot() + "/head_address"); text.ok()) return Trimmed(*text);
+  // No head here: the cluster that the newest node started on this machine joined.
+  std::string newest_session;
+  for (const ProcessRecord& r : ListRecords()) {
+    if (r.role == Role::kRaylet && r.session_dir > newest_session && IsProcessAlive(r.pid)) newest_session = r.session_dir;
   }
-  std::string address = *text;
-  while (!address.empty() && (address.back() == '\n' || address.back() == ' ')) address.pop_back();
-  return address;
+  if (!newest_session.empty()) {
+    if (auto text = ReadFile(newest_session + "/gcs_address"); text.ok()) return Trimmed(*text);
+  }
+  return absl::NotFoundError("no running Manta cluster found on this machine (start one with "
+                             "`manta start --head`, or pass --address)");
 }
 
 absl::Status WriteHeadAddress(const std::string& address) {

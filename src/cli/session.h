@@ -50,7 +50,8 @@ class Session {
 
 // Every process record of every session under the temp root.
 std::vector<ProcessRecord> ListRecords();
-// The GCS address of the newest live head recorded on this machine, if any.
+// The GCS address of the newest head started on this machine, else of the cluster
+// the newest node still running here joined; NotFound when there is neither.
 absl::StatusOr<std::string> LatestHeadAddress();
 absl::Status WriteHeadAddress(const std::string& address);
 std::string RoleName(Role role);

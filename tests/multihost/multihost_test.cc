@@ -56,6 +56,15 @@ TEST_F(MultiHostClusterTest, StatusListsEveryHostAtItsOwnAddress) {
   EXPECT_EQ(hosts, expected);
 }
 
+TEST_F(MultiHostClusterTest, StatusOnANodeHostFindsTheClusterItJoinedWithoutAddress) {
+  // Host 3 runs no head: the CLI takes the GCS address its own node joined.
+  CommandResult r = cluster_->Manta(3, {"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json status = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_TRUE(status.is_object() && status.contains("nodes")) << r.output;
+  EXPECT_EQ(status["nodes"].size(), 4u) << r.output;
+}
+
 TEST_F(MultiHostClusterTest, DriverOnAnotherHostRunsTasksThatSpillBackAcrossHosts) {
   CommandResult r = cluster_->Driver(2, {"spread", "24"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
