@@ -25,13 +25,14 @@ bool IsExecutable(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
-// Runs `argv` with MANTA_TEMP_DIR=`temp_root`, output to `log`; returns its exit code.
+// Runs `argv` with MANTA_TEMP_DIR=`temp_root` and `secrets` on an inherited pipe,
+// output to `log`; returns its exit code.
 absl::StatusOr<int> RunManta(const std::vector<std::string>& argv, const std::string& temp_root,
                              const std::string& log, int64_t timeout_ms,
-                             const std::map<std::string, std::string>& env = {}) {
+                             const std::map<std::string, std::string>& secrets = {}) {
   manta::ProcessOptions options;
   options.argv = argv;
-  options.env = env;
+  options.secrets = secrets;
   options.env["MANTA_TEMP_DIR"] = temp_root;
   options.output_file = log;
   auto pid = manta::StartProcess(options);
@@ -85,7 +86,7 @@ std::string LocalCluster::FindMantaExecutable(const std::string& name) {
 }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vector<std::string>& head_args,
-                                                                  const std::map<std::string, std::string>& env) {
+                                                                  const std::map<std::string, std::string>& secrets) {
   std::string manta = FindMantaExecutable("manta");
   if (manta.empty()) {
     return absl::NotFoundError(
@@ -102,7 +103,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   std::vector<std::string> argv = {manta, "start", "--head", "--port", "0"};
   argv.insert(argv.end(), head_args.begin(), head_args.end());
   std::string log = root + "/start.out";
-  auto code = RunManta(argv, root, log, kStartTimeoutMs, env);
+  auto code = RunManta(argv, root, log, kStartTimeoutMs, secrets);
   if (!code.ok() || *code != 0) {
     std::string why = code.ok() ? "exit code " + std::to_string(*code) : std::string(code.status().message());
     return absl::UnavailableError("starting a local cluster failed (" + why + "): " + Tail(log));

@@ -29,10 +29,11 @@ class LocalCluster {
  public:
   // Starts the cluster and waits until it accepts drivers. Errors carry the tail
   // of `manta start`'s output.
-  // `env` is added to the environment of `manta start` (secrets go there, not in
-  // `head_args`, which any user can read with ps).
+  // `secrets` (such as MANTA_REDIS_PASSWORD) reach `manta start` through an inherited
+  // pipe (ProcessOptions::secrets), never its environment or `head_args`, which
+  // other processes can read.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const std::vector<std::string>& head_args,
-                                                             const std::map<std::string, std::string>& env = {});
+                                                             const std::map<std::string, std::string>& secrets = {});
   ~LocalCluster();
 
   // The GCS address ("127.0.0.1:port").

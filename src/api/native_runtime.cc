@@ -492,10 +492,15 @@ void LoadCodeSearchPath(const std::string& joined) {
   }
   options.job_id = *job;
   options.worker_id = *worker;
-  options.startup_token = Env("MANTA_WORKER_STARTUP_TOKEN");
-  // The token came from the raylet; user code this worker runs does not need it.
-  options.credentials.token = Env(manta::kClusterTokenEnv);
-  unsetenv(manta::kClusterTokenEnv);
+  // The raylet hands the tokens over through a pipe read (and closed) here: the code
+  // this worker runs, and its children, never see them.
+  auto secrets = manta::TakeInheritedSecrets();
+  if (!secrets.ok()) {
+    LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << secrets.status();
+    _exit(2);
+  }
+  options.startup_token = (*secrets)["MANTA_WORKER_STARTUP_TOKEN"];
+  options.credentials.token = (*secrets)[manta::kClusterTokenEnv];
   if (auto s = manta::rpc::LoadTls(manta::rpc::TlsFilesFromEnvironment(), &options.credentials); !s.ok()) {
     LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << s;
     _exit(1);
@@ -522,22 +527,50 @@ void LoadCodeSearchPath(const std::string& joined) {
   _exit(0);
 }
 
-// The driver's command line, for workers started from the same binary.
+// Ray's flags whose values are secrets: workers need none of them.
+constexpr const char* kSecretFlags[] = {"ray_redis_password"};
+
+// `args` without the secret flags (`--flag=value`, `--flag value`, one dash too).
+std::vector<std::string> WithoutSecretFlags(const std::vector<std::string>& args) {
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool secret = false;
+    for (const char* flag : kSecretFlags) {
+      for (const std::string& prefix : {std::string("--") + flag, std::string("-") + flag}) {
+        if (args[i] == prefix) {
+          secret = true;
+          ++i;  // its value
+        } else if (args[i].rfind(prefix + "=", 0) == 0) {
+          secret = true;
+        }
+        if (secret) break;
+      }
+      if (secret) break;
+    }
+    if (!secret) kept.push_back(args[i]);
+  }
+  return kept;
+}
+
+// The driver's command line, for workers started from the same binary (it is stored
+// in the job table and shown by ps: the secret flags are left out).
 std::vector<std::string> WorkerCommand(int argc, char** argv) {
-  std::vector<std::string> command = {manta::SelfExecutablePath()};
+  std::vector<std::string> args;
   if (argc > 0 && argv != nullptr) {
     // argv may end early (a NULL entry) when the program shortened it after main, as
     // GoogleTest does with its own flags while argc stays as it was.
-    for (int i = 1; i < argc && argv[i] != nullptr; ++i) command.push_back(argv[i]);
-    return command;
+    for (int i = 1; i < argc && argv[i] != nullptr; ++i) args.push_back(argv[i]);
+  } else {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::string arg;
+    bool first = true;
+    while (std::getline(in, arg, '\0')) {
+      if (!first) args.push_back(arg);
+      first = false;
+    }
   }
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string arg;
-  bool first = true;
-  while (std::getline(in, arg, '\0')) {
-    if (!first) command.push_back(arg);
-    first = false;
-  }
+  std::vector<std::string> command = {manta::SelfExecutablePath()};
+  for (std::string& arg : WithoutSecretFlags(args)) command.push_back(std::move(arg));
   return command;
 }
 
@@ -571,8 +604,8 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     std::vector<std::string> head_args = config.head_args;
     if (config.num_cpus >= 0) head_args.push_back("--num-cpus=" + std::to_string(config.num_cpus));
     if (config.num_gpus >= 0) head_args.push_back("--num-gpus=" + std::to_string(config.num_gpus));
-    std::map<std::string, std::string> env;
-    if (config.redis_password_) env["MANTA_REDIS_PASSWORD"] = *config.redis_password_;
+    std::map<std::string, std::string> secrets;
+    if (config.redis_password_) secrets["MANTA_REDIS_PASSWORD"] = *config.redis_password_;
     if (!config.resources.empty()) {
       std::string json = "{";
       for (const auto& [name, quantity] : config.resources) {
@@ -581,7 +614,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
       }
       head_args.push_back("--resources=" + json + "}");
     }
-    auto started = LocalCluster::Start(head_args, env);
+    auto started = LocalCluster::Start(head_args, secrets);
     if (!started.ok()) throw RayException("ray::Init: " + std::string(started.status().message()));
     cluster = std::move(*started);
     address = cluster->address();

@@ -300,8 +300,15 @@ int RunStart(const StartOptions& options) {
   }
   rpc::SetProcessCredentials(credentials);
   // The daemons read it from the session's file: it must not linger in their
-  // environment (nor in Redis's), where /proc shows it.
+  // environment (nor in Redis's), where /proc shows it. The Redis password likewise
+  // (from MANTA_REDIS_PASSWORD, or a pipe from ray::Init starting a local cluster).
   unsetenv(kClusterTokenEnv);
+  std::string inherited_redis_password;
+  if (const char* env = std::getenv("MANTA_REDIS_PASSWORD"); env != nullptr) inherited_redis_password = env;
+  unsetenv("MANTA_REDIS_PASSWORD");
+  auto inherited = TakeInheritedSecrets();
+  if (!inherited.ok()) return Error(std::string(inherited.status().message()));
+  if (auto it = inherited->find("MANTA_REDIS_PASSWORD"); it != inherited->end()) inherited_redis_password = it->second;
   if (!o.head) {
     if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
   }
@@ -323,9 +330,7 @@ int RunStart(const StartOptions& options) {
     // The Redis password: given (flag or MANTA_REDIS_PASSWORD), else a random one for
     // a Redis started here. It lives in a 0600 file of the session, never on a command line.
     std::string redis_password = o.redis_password;
-    if (redis_password.empty()) {
-      if (const char* env = std::getenv("MANTA_REDIS_PASSWORD"); env != nullptr) redis_password = env;
-    }
+    if (redis_password.empty()) redis_password = inherited_redis_password;
     if (redis_password.empty() && redis_address.empty()) redis_password = SecureRandomHex(24);
     if (!redis_password.empty()) {
       if (auto s = WriteSecretFile(session->Path("redis_password"), redis_password); !s.ok()) {

@@ -14,25 +14,92 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "src/common/util.h"
 
 extern char** environ;
 
 namespace manta {
 
-absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
-  if (options.argv.empty()) return absl::InvalidArgumentError("no command to start");
-  // Build everything the child needs before fork: after fork only async-signal-safe
-  // calls are allowed.
+namespace {
+
+// Variables that hold secrets: never passed on from our own environment.
+constexpr const char* kSecretVariables[] = {"MANTA_CLUSTER_TOKEN", "MANTA_REDIS_PASSWORD", "MANTA_WORKER_STARTUP_TOKEN",
+                                            kSecretsFdEnv};
+constexpr size_t kMaxSecretBytes = 4096;  // within PIPE_BUF: written whole before the child runs
+
+bool IsSecretVariable(const std::string& name) {
+  for (const char* secret : kSecretVariables) {
+    if (name == secret) return true;
+  }
+  return false;
+}
+
+// The child's environment: ours without the secrets, then options.env.
+std::vector<std::string> ChildEnvironment(const ProcessOptions& options, int secrets_fd) {
   std::map<std::string, std::string> env_map;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
     size_t eq = entry.find('=');
-    if (eq != std::string::npos) env_map[entry.substr(0, eq)] = entry.substr(eq + 1);
+    if (eq != std::string::npos && !IsSecretVariable(entry.substr(0, eq))) {
+      env_map[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
   }
   for (const auto& [k, v] : options.env) env_map[k] = v;
+  if (secrets_fd >= 0) env_map[kSecretsFdEnv] = std::to_string(secrets_fd);
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env_map) env_strings.push_back(k + "=" + v);
+  return env_strings;
+}
+
+// A pipe holding `secrets` (name NUL value NUL ...), its write end closed: returns the
+// read end (close-on-exec, above the standard descriptors), or -1 when there are none.
+absl::StatusOr<int> SecretsPipe(const std::map<std::string, std::string>& secrets) {
+  if (secrets.empty()) return -1;
+  std::string payload;
+  for (const auto& [name, value] : secrets) {
+    if (name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError("secret " + name + " holds a NUL byte");
+    }
+    payload += name + '\0' + value + '\0';
+  }
+  if (payload.size() > kMaxSecretBytes) {
+    return absl::InvalidArgumentError("secrets for a child exceed " + std::to_string(kMaxSecretBytes) + " bytes");
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
+  ssize_t written = write(fds[1], payload.data(), payload.size());
+  int err = errno;
+  close(fds[1]);
+  if (written != static_cast<ssize_t>(payload.size())) {
+    close(fds[0]);
+    return absl::InternalError(std::string("writing secrets to a pipe: ") + std::strerror(err));
+  }
+  if (fds[0] <= STDERR_FILENO) {  // the child's stdio is replaced: keep clear of it
+    int moved = fcntl(fds[0], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(fds[0]);
+    if (moved < 0) return absl::InternalError(std::string("fcntl: ") + std::strerror(errno));
+    fds[0] = moved;
+  }
+  return fds[0];
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("no command to start");
+  // Build everything the child needs before fork: after fork only async-signal-safe
+  // calls are allowed.
+  absl::StatusOr<int> secrets_fd = SecretsPipe(options.secrets);
+  if (!secrets_fd.ok()) return secrets_fd.status();
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) close(fd);
+    }
+  } secrets_closer{*secrets_fd};
+  std::vector<std::string> env_strings = ChildEnvironment(options, *secrets_fd);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -88,6 +155,7 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
         _exit(child < 0 ? 127 : 0);
       }
     }
+    if (*secrets_fd >= 0) fcntl(*secrets_fd, F_SETFD, 0);  // the one descriptor the child inherits
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (out_fd >= 0) {
@@ -138,6 +206,39 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
   }
   return pid;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets() {
+  std::map<std::string, std::string> secrets;
+  const char* named = std::getenv(kSecretsFdEnv);
+  if (named == nullptr) return secrets;
+  std::string fd_text = named;
+  unsetenv(kSecretsFdEnv);
+  int fd = -1;
+  if (!absl::SimpleAtoi(fd_text, &fd) || fd <= STDERR_FILENO) {
+    return absl::InvalidArgumentError(std::string(kSecretsFdEnv) + "=" + fd_text + " is not a descriptor");
+  }
+  std::string payload;
+  char buffer[1024];
+  while (payload.size() <= kMaxSecretBytes) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return absl::InternalError("reading secrets from descriptor " + fd_text + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    payload.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  std::vector<std::string> fields = absl::StrSplit(payload, '\0');
+  // name, value, ..., then the empty field after the last NUL.
+  if (payload.size() > kMaxSecretBytes || fields.size() % 2 != 1 || !fields.back().empty()) {
+    return absl::InvalidArgumentError("malformed secrets on descriptor " + fd_text);
+  }
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) secrets[fields[i]] = fields[i + 1];
+  return secrets;
 }
 
 bool IsProcessAlive(pid_t pid) {

@@ -15,8 +15,15 @@ namespace manta {
 struct ProcessOptions {
   // argv[0] is the executable path (looked up in PATH when it has no slash).
   std::vector<std::string> argv;
-  // Added to (or replacing entries of) the parent's environment.
+  // Added to (or replacing entries of) the parent's environment. The parent's own
+  // secret variables (MANTA_CLUSTER_TOKEN, MANTA_REDIS_PASSWORD,
+  // MANTA_WORKER_STARTUP_TOKEN) are never passed on; only `env` can set them.
   std::map<std::string, std::string> env;
+  // Handed to the child through a pipe it inherits (its number in MANTA_SECRETS_FD),
+  // never through its environment or command line, which other processes can read
+  // (/proc/<pid>/environ, ps) for the child's whole life. The child takes them with
+  // TakeInheritedSecrets(). At most 4 KiB in all.
+  std::map<std::string, std::string> secrets;
   // stdout and stderr go here (appended) when set, else inherited.
   std::string output_file;
   // The child starts in this directory when set (else in the parent's). Opened
@@ -38,6 +45,13 @@ struct ProcessOptions {
 // cannot be started (exec failure is reported, not just a dead child); or
 // FailedPrecondition naming working_dir when the child cannot enter it.
 absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options);
+
+inline constexpr char kSecretsFdEnv[] = "MANTA_SECRETS_FD";
+
+// The secrets the parent passed (ProcessOptions::secrets): read once, the pipe
+// closed and MANTA_SECRETS_FD unset, so this process's children do not inherit them.
+// Empty when none were passed; an error when the descriptor is bad or malformed.
+absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets();
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit (every daemon does at
 // start, so that many connections do not run it out of descriptors). Returns the

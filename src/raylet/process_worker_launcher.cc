@@ -11,6 +11,7 @@ namespace manta::raylet {
 
 absl::StatusOr<pid_t> ProcessWorkerLauncher::Start(const std::vector<std::string>& argv,
                                                    const std::map<std::string, std::string>& env,
+                                                   const std::map<std::string, std::string>& secrets,
                                                    const std::string& working_dir, const std::string& log_file) {
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::path(log_file).parent_path();
@@ -21,6 +22,7 @@ absl::StatusOr<pid_t> ProcessWorkerLauncher::Start(const std::vector<std::string
   ProcessOptions options;
   options.argv = argv;
   options.env = env;
+  options.secrets = secrets;
   options.output_file = log_file;
   options.working_dir = working_dir;
   options.die_with_parent = true;

@@ -18,6 +18,7 @@ class ProcessWorkerLauncher : public WorkerLauncherInterface {
       : loop_(loop), client_options_(std::move(client_options)) {}
 
   absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                              const std::map<std::string, std::string>& secrets,
                               const std::string& working_dir, const std::string& log_file) override;
   void Signal(pid_t pid, int signal) override;
   void AsyncRequestExit(const rpc::Address& address,

@@ -313,7 +313,6 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   if (config.code_search_path_size() > 0) env["MANTA_CODE_SEARCH_PATH"] = absl::StrJoin(config.code_search_path(), ":");
   env["MANTA_WORKER_MODE"] = "1";
   env["MANTA_WORKER_ID"] = worker.worker_id.Hex();
-  env["MANTA_WORKER_STARTUP_TOKEN"] = worker.startup_token;
   env["MANTA_JOB_ID"] = worker.job_id.Hex();
   env["MANTA_NODE_ID"] = options_.node_id.Hex();
   env["MANTA_NODE_IP_ADDRESS"] = options_.node_ip_address;
@@ -324,7 +323,6 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   env["MANTA_SESSION_DIR"] = options_.session_dir;
   env["MANTA_JOB_NAMESPACE"] = config.ray_namespace();
   if (config.default_actor_detached()) env["MANTA_DEFAULT_ACTOR_DETACHED"] = "1";
-  env[kClusterTokenEnv] = options_.cluster_token;
   if (options_.tls.enabled()) {
     env["MANTA_TLS_CERT"] = options_.tls.cert_file;
     env["MANTA_TLS_KEY"] = options_.tls.key_file;
@@ -355,7 +353,10 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& run
   worker->runtime_env = runtime_env;
   worker->startup_token = SecureRandomHex(16);
   worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
-  auto pid = launcher_.Start(*argv, WorkerEnv(*worker, config, applied.env_vars), applied.working_dir,
+  // Never in its environment or command line, which other processes can read.
+  std::map<std::string, std::string> secrets = {{kClusterTokenEnv, options_.cluster_token},
+                                                {"MANTA_WORKER_STARTUP_TOKEN", worker->startup_token}};
+  auto pid = launcher_.Start(*argv, WorkerEnv(*worker, config, applied.env_vars), secrets, applied.working_dir,
                              worker->log_file);
   if (!pid.ok()) {
     absl::Status error(pid.status().code(), "cannot start a worker for job " + job_id.Hex() + " (" + (*argv)[0] +

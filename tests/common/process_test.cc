@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <climits>
@@ -135,6 +136,72 @@ TEST(ProcessTest, OutputFileCapturesStdoutStderrAndEnvironment) {
   absl::StatusOr<std::string> contents = ReadFile(out);
   ASSERT_TRUE(contents.ok()) << contents.status();
   EXPECT_EQ(*contents, "hello world\noops\n");
+}
+
+TEST(ProcessTest, SecretsReachTheChildOnAPipeAndOurSecretVariablesDoNot) {
+  TempDir dir;
+  std::string out = dir.path() + "/out.log";
+  // The child reads its secrets' descriptor, and prints what it inherited.
+  ProcessOptions options = Command(
+      {"/bin/sh", "-c",
+       "tr '\\0' '|' <&$MANTA_SECRETS_FD; echo; echo \"token=$MANTA_CLUSTER_TOKEN pw=$MANTA_REDIS_PASSWORD "
+       "other=$MANTA_TEST_OTHER\""},
+      out);
+  options.secrets = {{"MANTA_CLUSTER_TOKEN", "t0ken"}, {"B", "two words"}};
+  setenv("MANTA_CLUSTER_TOKEN", "ours", 1);
+  setenv("MANTA_REDIS_PASSWORD", "ours-too", 1);
+  setenv("MANTA_TEST_OTHER", "kept", 1);
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  unsetenv("MANTA_CLUSTER_TOKEN");
+  unsetenv("MANTA_REDIS_PASSWORD");
+  unsetenv("MANTA_TEST_OTHER");
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  absl::StatusOr<std::string> contents = ReadFile(out);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_THAT(*contents, HasSubstr("B|two words|MANTA_CLUSTER_TOKEN|t0ken|\n"));
+  EXPECT_THAT(*contents, HasSubstr("token= pw= other=kept\n"));
+}
+
+TEST(ProcessTest, TooManySecretsAreRefusedBeforeAnythingStarts) {
+  ProcessOptions options = Command({"/bin/true"});
+  options.secrets = {{"BIG", std::string(8192, 'x')}};
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  EXPECT_FALSE(pid.ok());
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("4096"));
+}
+
+// Puts `payload` on a pipe named by MANTA_SECRETS_FD, as a parent would.
+int OfferSecrets(const std::string& payload) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  EXPECT_EQ(write(fds[1], payload.data(), payload.size()), static_cast<ssize_t>(payload.size()));
+  close(fds[1]);
+  setenv(kSecretsFdEnv, std::to_string(fds[0]).c_str(), 1);
+  return fds[0];
+}
+
+TEST(ProcessTest, TakeInheritedSecretsReadsThemOnceAndClosesThePipe) {
+  EXPECT_TRUE(TakeInheritedSecrets()->empty());  // none passed
+  int fd = OfferSecrets(std::string("A\0one\0B\0\0", 9));
+  absl::StatusOr<std::map<std::string, std::string>> secrets = TakeInheritedSecrets();
+  ASSERT_TRUE(secrets.ok()) << secrets.status();
+  EXPECT_EQ(*secrets, (std::map<std::string, std::string>{{"A", "one"}, {"B", ""}}));
+  EXPECT_EQ(std::getenv(kSecretsFdEnv), nullptr);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "the pipe was left open";
+  EXPECT_TRUE(TakeInheritedSecrets()->empty());
+}
+
+TEST(ProcessTest, TakeInheritedSecretsRefusesMalformedInput) {
+  OfferSecrets(std::string("A\0one", 5));  // no closing NUL
+  absl::StatusOr<std::map<std::string, std::string>> secrets = TakeInheritedSecrets();
+  EXPECT_FALSE(secrets.ok());
+  EXPECT_THAT(std::string(secrets.status().message()), HasSubstr("malformed"));
+  setenv(kSecretsFdEnv, "1", 1);  // stdout is never ours to read
+  EXPECT_FALSE(TakeInheritedSecrets().ok());
+  setenv(kSecretsFdEnv, "x", 1);
+  EXPECT_FALSE(TakeInheritedSecrets().ok());
 }
 
 TEST(ProcessTest, OutputFileIsAppended) {

@@ -64,6 +64,7 @@ int CountActors(manta::testing::ClusterHarness& harness, const std::string& stat
 absl::StatusOr<pid_t> StartChildDriver(const std::string& mode, const std::string& gcs, const std::string& arg = "") {
   manta::ProcessOptions child;
   child.argv = {manta::SelfExecutablePath(), "--child=" + mode, "--gcs=" + gcs, "--arg=" + arg};
+  child.env["MANTA_CLUSTER_TOKEN"] = std::getenv("MANTA_CLUSTER_TOKEN");  // never inherited
   return manta::StartProcess(child);
 }
 

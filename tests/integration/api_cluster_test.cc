@@ -143,6 +143,7 @@ TEST_F(ApiClusterTest, LeasesComeBackWhenTheOwnerDies) {
   // is killed with SIGKILL: the raylet must return the CPU and stop its worker.
   manta::ProcessOptions child;
   child.argv = {manta::SelfExecutablePath(), "--child-driver=" + harness_->gcs_address()};
+  child.env["MANTA_CLUSTER_TOKEN"] = harness_->token();  // never inherited
   auto pid = manta::StartProcess(child);
   ASSERT_TRUE(pid.ok()) << pid.status();
   EXPECT_TRUE(manta::testing::WaitFor([] { return harness_->AvailableCpus() == 2; }, 20000))

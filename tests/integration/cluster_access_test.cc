@@ -9,7 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -36,7 +39,15 @@ std::string WorkerAddress() {
   return a.ip_address() + ":" + std::to_string(a.port());
 }
 size_t Length(std::string s) { return s.size(); }
-RAY_REMOTE(WorkerAddress, Length);
+// What any process may read of another: its command line and starting environment.
+std::string ProcText(pid_t pid, const std::string& file) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(text.begin(), text.end(), '\0', '\n');
+  return text;
+}
+std::string WhatOthersSee() { return ProcText(getpid(), "cmdline") + ProcText(getpid(), "environ"); }
+RAY_REMOTE(WorkerAddress, Length, WhatOthersSee);
 
 // The driver: a task on the head and, when the cluster has one, a task on the node
 // offering "second" that reads a 5 MB object put here (it moves between nodes).
@@ -53,6 +64,22 @@ int RunDriver(const std::string& address, bool second_node) {
       size_t length = *ray::Task(Length).SetResource("second", 1).Remote(big).Get();
       std::cout << "second " << where << " " << length << std::endl;
     }
+    ray::Shutdown();
+  } catch (const std::exception& e) {
+    std::cout << "driver failed: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+// A driver whose command line carries Ray's secret flags (its workers are started from
+// it): prints what others can read of the worker that runs its task.
+int RunSecretsDriver(const std::string& address, int argc, char** argv) {
+  ray::RayConfig config;
+  config.address = address;
+  try {
+    ray::Init(config, argc, argv);
+    std::cout << "worker sees:\n" << *ray::Task(WhatOthersSee).Remote().Get() << std::endl;
     ray::Shutdown();
   } catch (const std::exception& e) {
     std::cout << "driver failed: " << e.what() << std::endl;
@@ -180,6 +207,37 @@ TEST(ClusterAccessTest, JoiningInspectingAndDrivingTakeTheToken) {
   EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;
 }
 
+TEST(ClusterAccessTest, NoProcessShowsASecretInItsEnvironmentOrCommandLine) {
+  const std::string redis_password = "redis-pw-from-the-environment-4711";
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead({"--num-cpus=1"}, {{"MANTA_REDIS_PASSWORD", redis_password}});
+  const std::vector<std::string> secrets = {redis_password, cluster.token(), "flag-pw-1", "flag-pw-2",
+                                            "MANTA_WORKER_STARTUP_TOKEN", "MANTA_CLUSTER_TOKEN", "MANTA_REDIS_PASSWORD"};
+  CommandResult r = RunCommand({manta::SelfExecutablePath(), "--secrets-driver", gcs, "--ray_redis_password=flag-pw-1",
+                                "--ray_redis_password", "flag-pw-2"},
+                               {{"MANTA_CLUSTER_TOKEN", cluster.token()}}, 120000);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t seen = r.output.find("worker sees:\n");
+  ASSERT_NE(seen, std::string::npos) << r.output;
+  std::string worker = r.output.substr(seen);
+  // What was read is the worker's: its command line (the driver's) and its environment.
+  ASSERT_NE(worker.find("--secrets-driver"), std::string::npos) << worker;
+  ASSERT_NE(worker.find("MANTA_WORKER_MODE=1"), std::string::npos) << worker;
+  std::vector<pid_t> daemons = cluster.LivePids();
+  ASSERT_GE(daemons.size(), 3u);  // Redis, the GCS, the raylet
+  for (const std::string& secret : secrets) {
+    EXPECT_EQ(worker.find(secret), std::string::npos) << secret << " is readable in a worker's /proc:\n" << worker;
+    for (pid_t pid : daemons) {
+      std::string text = ProcText(pid, "cmdline") + ProcText(pid, "environ");
+      EXPECT_EQ(text.find(secret), std::string::npos) << secret << " is readable in /proc/" << pid << ":\n" << text;
+    }
+  }
+  // The head took the password from the environment (its GCS reached Redis with it).
+  std::string stored = manta::ReadFile(cluster.HeadSessionDir() + "/redis_password").value_or("");
+  EXPECT_EQ(stored.substr(0, stored.find('\n')), redis_password);
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 1);
+}
+
 TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
   manta::testing::TestCertificates certs;
   // The harness's own `manta status` calls inherit this process's environment.
@@ -249,6 +307,7 @@ TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
 
 int main(int argc, char** argv) {
   if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  if (argc >= 3 && std::string(argv[1]) == "--secrets-driver") return RunSecretsDriver(argv[2], argc, argv);
   if (argc >= 3 && std::string(argv[1]) == "--driver") {
     return RunDriver(argv[2], argc >= 4 && std::string(argv[3]) == "--second");
   }

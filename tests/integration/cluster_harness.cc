@@ -58,11 +58,12 @@ void AddDefaultStoreSize(std::vector<std::string>* args) {
 
 }  // namespace
 
-std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args) {
+std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args,
+                                     const std::vector<std::pair<std::string, std::string>>& extra_env) {
   std::vector<std::string> args = {"start", "--head", "--port", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   AddDefaultStoreSize(&args);
-  CommandResult r = Manta(args);
+  CommandResult r = Manta(args, extra_env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   if (std::regex_search(r.output, m, std::regex("GCS address:\\s+(\\S+)"))) gcs_address_ = m[1];

@@ -27,7 +27,9 @@ class ClusterHarness {
                       int64_t timeout_ms = 60000);
 
   // `manta start --head --port 0 ...`; returns the GCS address (fails the test if not).
-  std::string StartHead(const std::vector<std::string>& extra_args = {});
+  // `extra_env` is added to the CLI's environment.
+  std::string StartHead(const std::vector<std::string>& extra_args = {},
+                        const std::vector<std::pair<std::string, std::string>>& extra_env = {});
   // `manta start --address <gcs> ...`.
   void StartNode(const std::vector<std::string>& extra_args = {});
   // `manta status --json`, parsed. Empty object on failure.
@@ -46,7 +48,8 @@ class ClusterHarness {
 
   const std::string& gcs_address() const { return gcs_address_; }
   // The head's cluster token. StartHead installs it as this process's credentials and
-  // in MANTA_CLUSTER_TOKEN, so the test's own calls, drivers and ray::Init join.
+  // in MANTA_CLUSTER_TOKEN, so the test's own calls and ray::Init join (a driver this
+  // test starts gets it only when given: StartProcess never passes it on).
   const std::string& token() const { return token_; }
   const std::string& temp_root() const { return root_.path(); }
   // The Redis address started by the head.

@@ -35,11 +35,14 @@ int RunAsWorker() {
     const char* v = std::getenv(name);
     return std::string(v == nullptr ? "" : v);
   };
-  rpc::SetProcessCredentials(rpc::TokenCredentials(env(kClusterTokenEnv)));
+  // The raylet hands a worker its tokens on an inherited pipe, never in the environment.
+  auto secrets = TakeInheritedSecrets();
+  if (!secrets.ok() || !env(kClusterTokenEnv).empty() || !env("MANTA_WORKER_STARTUP_TOKEN").empty()) return 4;
+  rpc::SetProcessCredentials(rpc::TokenCredentials((*secrets)[kClusterTokenEnv]));
   auto stub = rpc::NodeManagerWorkerService::NewStub(rpc::MakeChannel(env("MANTA_RAYLET_ADDRESS"), 64 << 20));
   rpc::RegisterWorkerRequest request;
   request.set_worker_type(rpc::WORKER);
-  request.set_startup_token(env("MANTA_WORKER_STARTUP_TOKEN"));
+  request.set_startup_token((*secrets)["MANTA_WORKER_STARTUP_TOKEN"]);
   auto worker_id = WorkerID::FromHex(env("MANTA_WORKER_ID"));
   auto job_id = JobID::FromHex(env("MANTA_JOB_ID"));
   if (!worker_id.ok() || !job_id.ok()) return 2;

@@ -86,7 +86,7 @@ class LeaseManagerTest : public ::testing::Test {
       const FakeWorkerLauncher::StartRecord& start = launcher_.starts[registered_];
       rpc::RegisterWorkerRequest request;
       request.set_worker_type(rpc::WORKER);
-      request.set_startup_token(start.env.at("MANTA_WORKER_STARTUP_TOKEN"));
+      request.set_startup_token(start.secrets.at("MANTA_WORKER_STARTUP_TOKEN"));
       request.set_worker_id(WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"))->Binary());
       request.set_pid(start.pid);
       request.mutable_address()->set_ip_address("10.0.0.1");

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "src/common/runtime_env.h"
+#include "src/common/security.h"
 #include "tests/raylet/fake_worker_launcher.h"
 #include "test_util/test_util.h"
 #include "tests/test_util/test_util.h"
@@ -35,6 +36,7 @@ class WorkerPoolTest : public ::testing::Test {
     options_.store_socket = "/tmp/session_t/store.sock";
     options_.session_dir = "/tmp/session_t";
     options_.default_worker_path = "/opt/manta/bin/manta_worker";
+    options_.cluster_token = "0123456789abcdef0123456789abcdef";
     options_.num_cpus = 4;
     // Timers the tests do not exercise are pushed far out.
     config_.worker_register_timeout_ms = 1000000;
@@ -77,7 +79,7 @@ class WorkerPoolTest : public ::testing::Test {
     const FakeWorkerLauncher::StartRecord& start = launcher_.starts.at(index);
     rpc::RegisterWorkerRequest request;
     request.set_worker_type(rpc::WORKER);
-    request.set_startup_token(start.env.at("MANTA_WORKER_STARTUP_TOKEN"));
+    request.set_startup_token(start.secrets.at("MANTA_WORKER_STARTUP_TOKEN"));
     request.set_worker_id(WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"))->Binary());
     request.set_job_id(JobID::FromHex(start.env.at("MANTA_JOB_ID"))->Binary());
     request.set_pid(start.pid);
@@ -136,7 +138,11 @@ TEST_F(WorkerPoolTest, PopStartsAWorkerWithTheJobsCommandAndEnvironment) {
   EXPECT_EQ(env.at("MANTA_WORKER_MODE"), "1");
   auto worker_id = WorkerID::FromHex(env.at("MANTA_WORKER_ID"));
   ASSERT_TRUE(worker_id.ok()) << env.at("MANTA_WORKER_ID");
-  EXPECT_EQ(env.at("MANTA_WORKER_STARTUP_TOKEN").size(), 32u);
+  // Secrets go through the inherited pipe, never the environment.
+  EXPECT_EQ(start.secrets.at("MANTA_WORKER_STARTUP_TOKEN").size(), 32u);
+  EXPECT_EQ(start.secrets.at(kClusterTokenEnv), options_.cluster_token);
+  EXPECT_FALSE(env.contains("MANTA_WORKER_STARTUP_TOKEN"));
+  EXPECT_FALSE(env.contains(kClusterTokenEnv));
   EXPECT_EQ(env.at("MANTA_JOB_ID"), job1_.Hex());
   EXPECT_EQ(env.at("MANTA_NODE_ID"), options_.node_id.Hex());
   EXPECT_EQ(env.at("MANTA_NODE_IP_ADDRESS"), "10.0.0.5");
@@ -289,7 +295,7 @@ TEST_F(WorkerPoolTest, UnknownTokenIsRejected) {
   // A known token with someone else's worker id is rejected too.
   Pop(job1_);
   loop_.RunUntilIdle();
-  request.set_startup_token(launcher_.starts[0].env.at("MANTA_WORKER_STARTUP_TOKEN"));
+  request.set_startup_token(launcher_.starts[0].secrets.at("MANTA_WORKER_STARTUP_TOKEN"));
   request.set_worker_id(WorkerID::FromRandom().Binary());
   EXPECT_EQ(CallRegister(request).code(), absl::StatusCode::kInvalidArgument);
   request.clear_worker_id();  // and with none at all
@@ -305,7 +311,7 @@ TEST_F(WorkerPoolTest, StartupTokensAre128RandomBitsAndNeverEchoed) {
   ASSERT_GE(launcher_.starts.size(), 2u);
   std::set<std::string> tokens;
   for (const auto& start : launcher_.starts) {
-    const std::string& token = start.env.at("MANTA_WORKER_STARTUP_TOKEN");
+    const std::string& token = start.secrets.at("MANTA_WORKER_STARTUP_TOKEN");
     EXPECT_EQ(token.size(), 32u);  // 16 bytes in hex
     tokens.insert(token);
   }
