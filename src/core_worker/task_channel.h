@@ -186,6 +186,9 @@ class TaskChannelServer {
   void Wake();
   // Connections open now (tests).
   size_t NumConnections() const;
+  // Tests: count loopback peers per host like remote ones (127.0.0.2 and 127.0.0.3
+  // are then two hosts). REQUIRES: before the first Next()/InputPending().
+  void LimitLoopbackPeersForTesting() { limit_loopback_ = true; }
 
  private:
   struct Connection;
@@ -194,6 +197,9 @@ class TaskChannelServer {
   // Accepts and reads whatever is ready (poll timeout in ms: 0 = do not wait).
   void PollSockets(int timeout_ms);
   void Accept();
+  // Registers an accepted connection, or returns null when its host (or everyone)
+  // has too many in their handshake.
+  std::shared_ptr<Connection> Admit(int fd);
   void ReadConnection(const std::shared_ptr<Connection>& c);
   // The owner's proof; false (after closing the connection) when it is wrong.
   bool CheckProof(const std::shared_ptr<Connection>& c, FrameKind kind, std::string_view body);
@@ -210,6 +216,7 @@ class TaskChannelServer {
   const std::string token_;
   const int64_t handshake_timeout_ms_;
   LogRateLimiter refusals_;
+  bool limit_loopback_ = false;
   std::atomic<bool> woken_{false};
   // Accepting resumes at this time after running out of descriptors (EMFILE).
   int64_t accept_paused_until_us_ = 0;

@@ -29,9 +29,13 @@ using task_channel_internal::TuneSocket;
 
 namespace {
 constexpr int64_t kAcceptPauseMs = 100;
-// Connections still in their handshake at once; more are closed as they come, so
-// strangers cannot take every descriptor of a worker.
-constexpr size_t kMaxPendingHandshakes = 64;
+// Connections still in their handshake at once, from one remote host and from all
+// together; more are closed as they come, so that strangers cannot take every
+// descriptor of a worker, and one host cannot keep the others out. Loopback peers
+// count only towards the total (every local process shares that address), as in the
+// gRPC acceptor.
+constexpr size_t kMaxPendingHandshakesPerHost = 64;
+constexpr size_t kMaxPendingHandshakes = 1024;
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -40,8 +44,12 @@ int64_t NowUs() {
 }  // namespace
 
 struct TaskChannelServer::Connection {
-  Connection(int64_t id_in, int fd_in, int64_t handshake_deadline_us_in)
-      : id(id_in), fd(fd_in), reader(kHandshakeFrameBytes), handshake_deadline_us(handshake_deadline_us_in) {}
+  Connection(int64_t id_in, int fd_in, std::string host_in, int64_t handshake_deadline_us_in)
+      : id(id_in),
+        fd(fd_in),
+        host(std::move(host_in)),
+        reader(kHandshakeFrameBytes),
+        handshake_deadline_us(handshake_deadline_us_in) {}
   ~Connection() { close(fd); }
 
   // Sends what the socket takes now. False when the owner is gone.
@@ -62,6 +70,7 @@ struct TaskChannelServer::Connection {
 
   const int64_t id;
   const int fd;
+  const std::string host;  // the peer's IP address; "" for loopback peers when they are not limited
   FrameReader reader;  // execution thread
   // The handshake (execution thread): the nonce sent, and whether the owner proved
   // it holds the token, by when it must.
@@ -217,23 +226,10 @@ void TaskChannelServer::Accept() {
       return;
     }
     TuneSocket(fd);
-    std::shared_ptr<Connection> c;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      size_t pending = 0;
-      for (const auto& [id, other] : connections_) pending += other->authenticated ? 0 : 1;
-      if (pending >= kMaxPendingHandshakes) {
-        int64_t others = 0;
-        if (refusals_.Allow(&others)) {
-          LOG(WARNING) << "refused task channel from " << PeerName(fd) << ": " << pending
-                       << " connections are in their handshake already" << LogRateLimiter::LeftOut(others);
-        }
-        close(fd);
-        continue;
-      }
-      int64_t id = next_connection_++;
-      c = std::make_shared<Connection>(id, fd, NowUs() + handshake_timeout_ms_ * 1000);
-      connections_.emplace(id, c);
+    std::shared_ptr<Connection> c = Admit(fd);
+    if (c == nullptr) {
+      close(fd);
+      continue;
     }
     // The challenge goes first: nothing is read from this owner before it answers.
     c->nonce = NewNonce();
@@ -241,6 +237,34 @@ void TaskChannelServer::Accept() {
     AppendRawFrame(FrameKind::kChallenge, c->nonce, &frame);
     Send(c->id, frame);
   }
+}
+
+std::shared_ptr<TaskChannelServer::Connection> TaskChannelServer::Admit(int fd) {
+  std::string peer = PeerName(fd);
+  std::string host = peer.substr(0, peer.rfind(':'));
+  if (!limit_loopback_ && IsLoopbackAddress(host)) host.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t pending = 0;
+  size_t from_host = 0;
+  for (const auto& [id, other] : connections_) {
+    if (other->authenticated) continue;
+    ++pending;
+    if (!host.empty() && other->host == host) ++from_host;
+  }
+  if (pending >= kMaxPendingHandshakes || from_host >= kMaxPendingHandshakesPerHost) {
+    int64_t others = 0;
+    if (refusals_.Allow(&others)) {
+      LOG(WARNING) << "refused task channel from " << peer << ": "
+                   << (from_host >= kMaxPendingHandshakesPerHost ? std::to_string(from_host) + " from that host"
+                                                                 : std::to_string(pending))
+                   << " connections are in their handshake already" << LogRateLimiter::LeftOut(others);
+    }
+    return nullptr;
+  }
+  int64_t id = next_connection_++;
+  auto c = std::make_shared<Connection>(id, fd, std::move(host), NowUs() + handshake_timeout_ms_ * 1000);
+  connections_.emplace(id, c);
+  return c;
 }
 
 int TaskChannelServer::MsToNextHandshakeDeadline() const {

@@ -530,6 +530,52 @@ TEST_F(TaskChannelTest, SilentConnectionIsDroppedAtTheHandshakeTimeout) {
   close(raw);
 }
 
+// A connection to 127.0.0.1:`port` from `source` (another loopback address).
+int ConnectFrom(const std::string& source, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << strerror(errno);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  return fd;
+}
+
+TEST(TaskChannelLimitsTest, OneHostCannotHoldEveryHandshakeSlot) {
+  auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20, NewClusterToken(), 30000);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->LimitLoopbackPeersForTesting();
+  // 64 connections from one host that never answer the challenge: each gets one.
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(ConnectFrom("127.0.0.2", (*server)->port()));
+    ASSERT_TRUE(ServeUntil(**server, [&] { return (*server)->NumConnections() == idle.size(); }));
+    FrameKind kind;
+    std::string nonce;
+    ASSERT_TRUE(ReadRawFrame(idle.back(), &kind, &nonce));
+    EXPECT_EQ(kind, FrameKind::kChallenge);
+  }
+  // The next from that host is closed unanswered; another host is still served.
+  int refused = ConnectFrom("127.0.0.2", (*server)->port());
+  std::atomic<bool> closed{false};
+  std::thread reader([&] { closed = ClosedByPeer(refused); });
+  EXPECT_TRUE(ServeUntil(**server, [&] { return closed.load(); }));
+  reader.join();
+  int other = ConnectFrom("127.0.0.3", (*server)->port());
+  ASSERT_TRUE(ServeUntil(**server, [&] { return (*server)->NumConnections() == 65u; }));
+  FrameKind kind;
+  std::string nonce;
+  ASSERT_TRUE(ReadRawFrame(other, &kind, &nonce));
+  EXPECT_EQ(kind, FrameKind::kChallenge);
+  for (int fd : idle) close(fd);
+  close(refused);
+  close(other);
+}
+
 TEST_F(TaskChannelTest, ImpostorWorkerGetsNoPushBytes) {
   // Something listening where a worker was, without the token.
   int port = 0;
