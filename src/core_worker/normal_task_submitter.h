@@ -58,7 +58,7 @@ struct SubmitterOptions {
   // A push stops growing at this many bytes of specs (the task channel's frames are
   // capped); a single task over it fails.
   int64_t max_push_bytes = 256 << 20;
-  int64_t lease_idle_ms = 100;
+  int64_t lease_idle_ms = 10;
   int64_t max_pending_lease_requests_per_key = 10;
 };
 

@@ -335,7 +335,7 @@ void GcsPlacementGroupManager::OnScheduled(const PlacementGroupID& id, const Pla
     return;
   }
   const bool infeasible = result.kind == Kind::kInfeasible;
-  if (result.kind == Kind::kFailed) pass_due_ = true;  // try again soon
+  if (result.kind == Kind::kFailed || result.kind == Kind::kWaiting) pass_due_ = true;  // try again soon
   if (group.infeasible() != infeasible || group.pending_reason() != result.reason) {
     if (infeasible && !group.infeasible()) {
       LOG(WARNING) << Describe(group) << " is infeasible: " << result.reason

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include "src/common/util.h"
 #include "src/scheduling/bundle_resources.h"
 
 namespace manta::gcs {
@@ -36,8 +37,8 @@ struct GcsPlacementGroupScheduler::Attempt {
 };
 
 GcsPlacementGroupScheduler::GcsPlacementGroupScheduler(EventLoop& loop, GcsNodeManager& nodes,
-                                                       raylet::RayletClientPool& raylets)
-    : loop_(loop), nodes_(nodes), raylets_(raylets) {}
+                                                       raylet::RayletClientPool& raylets, int64_t split_wait_ms)
+    : loop_(loop), nodes_(nodes), raylets_(raylets), split_wait_ms_(split_wait_ms) {}
 
 GcsPlacementGroupScheduler::~GcsPlacementGroupScheduler() { *alive_ = false; }
 
@@ -65,6 +66,21 @@ std::vector<scheduling::BundleNode> GcsPlacementGroupScheduler::Nodes() const {
   return out;
 }
 
+bool GcsPlacementGroupScheduler::WaitForBetter(const PlacementGroupID& group_id,
+                                               const scheduling::BundlePlacement& placement) {
+  if (placement.outcome != scheduling::BundlePlacement::Outcome::kPlaced || !placement.better_once_freed) {
+    waiting_since_ms_.erase(group_id);
+    return false;
+  }
+  const int64_t now = MonotonicMs();
+  auto [it, first] = waiting_since_ms_.try_emplace(group_id, now);
+  if (now - it->second < split_wait_ms_) return true;
+  LOG(INFO) << "placement group " << group_id.Hex() << ": " << placement.reason << "; placed as it fits now after "
+            << now - it->second << " ms";
+  waiting_since_ms_.erase(it);
+  return false;
+}
+
 std::string GcsPlacementGroupScheduler::RayletAddress(const NodeID& node_id) const {
   const rpc::NodeInfo* info = nodes_.GetNode(node_id);
   if (info == nullptr || info->state() != rpc::NodeInfo::ALIVE) return "";
@@ -73,7 +89,7 @@ std::string GcsPlacementGroupScheduler::RayletAddress(const NodeID& node_id) con
 
 void GcsPlacementGroupScheduler::Schedule(const rpc::PlacementGroupTableData& group, Done done) {
   auto group_id = PlacementGroupID::FromBinary(group.placement_group_id());
-  Cancel(group_id);
+  Abandon(group_id);
   auto attempt = std::make_shared<Attempt>();
   attempt->group_id = group_id;
   attempt->describe = "placement group " + group_id.Hex() + (group.name().empty() ? "" : " (" + group.name() + ")");
@@ -88,12 +104,16 @@ void GcsPlacementGroupScheduler::Schedule(const rpc::PlacementGroupTableData& gr
   }
   scheduling::BundlePlacement placement = scheduling::PlaceBundles(bundles, placed, group.strategy(), Nodes());
   attempts_[group_id] = attempt;
-  if (placement.outcome != scheduling::BundlePlacement::Outcome::kPlaced) {
+  const bool wait = WaitForBetter(group_id, placement);
+  if (placement.outcome != scheduling::BundlePlacement::Outcome::kPlaced || wait) {
     PlacementGroupScheduleResult result;
-    result.kind = placement.outcome == scheduling::BundlePlacement::Outcome::kNotNow
+    result.kind = wait ? PlacementGroupScheduleResult::Kind::kWaiting
+                  : placement.outcome == scheduling::BundlePlacement::Outcome::kNotNow
                       ? PlacementGroupScheduleResult::Kind::kNotNow
                       : PlacementGroupScheduleResult::Kind::kInfeasible;
-    result.reason = placement.reason;
+    result.reason = wait ? placement.reason + ": waiting up to " + std::to_string(split_wait_ms_) +
+                               " ms for resources to come back"
+                         : placement.reason;
     // `done` never runs inside Schedule.
     loop_.Post("PlacementGroup.NotPlaced", [this, alive = std::weak_ptr<bool>(alive_), attempt, result] {
       if (!alive.expired()) Finish(attempt, result);
@@ -213,6 +233,11 @@ void GcsPlacementGroupScheduler::Finish(const std::shared_ptr<Attempt>& attempt,
 }
 
 void GcsPlacementGroupScheduler::Cancel(const PlacementGroupID& group_id) {
+  waiting_since_ms_.erase(group_id);
+  Abandon(group_id);
+}
+
+void GcsPlacementGroupScheduler::Abandon(const PlacementGroupID& group_id) {
   auto it = attempts_.find(group_id);
   if (it == attempts_.end()) return;
   std::shared_ptr<Attempt> attempt = it->second;

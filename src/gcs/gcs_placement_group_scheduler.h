@@ -15,6 +15,13 @@
 // the same. Cancel(group) abandons an attempt (the group was removed): its bundles
 // are returned once the calls in flight come back, and `done` is never called.
 //
+// A PACK or SPREAD group that fits now, but on more (PACK) or fewer (SPREAD) nodes
+// than it would once the resources in use are given back, is held back (kWaiting)
+// for up to `split_wait_ms` from its first such attempt: availability the GCS sees
+// lags (reports every resource_report_ms; owners return leases after
+// worker_lease_idle_ms), and a group placed on a split is split for its life. After
+// that it takes the placement it has.
+//
 // Thread: the GCS loop only; `done` runs on it, never inside Schedule.
 // Ownership: one attempt per group at a time; the node manager and the raylet client
 // pool outlive it.
@@ -41,6 +48,8 @@ struct PlacementGroupScheduleResult {
     kNotNow,      // the nodes cannot hold it now, but could once resources come back
     kInfeasible,  // no set of the alive nodes could ever hold it
     kFailed,      // a prepare or commit failed: try again later
+    kWaiting,     // a best-effort group fits now, but better once resources in use come
+                  // back (stale availability, leases about to be returned): try again soon
   };
   Kind kind = Kind::kFailed;
   std::vector<NodeID> nodes;
@@ -51,7 +60,8 @@ class GcsPlacementGroupScheduler {
  public:
   using Done = std::function<void(const PlacementGroupScheduleResult&)>;
 
-  GcsPlacementGroupScheduler(EventLoop& loop, GcsNodeManager& nodes, raylet::RayletClientPool& raylets);
+  GcsPlacementGroupScheduler(EventLoop& loop, GcsNodeManager& nodes, raylet::RayletClientPool& raylets,
+                             int64_t split_wait_ms = 0);
   ~GcsPlacementGroupScheduler();
 
   // Places and reserves the bundles of `group` that have no node_id (the others keep
@@ -73,6 +83,8 @@ class GcsPlacementGroupScheduler {
 
  private:
   struct Attempt;
+  // Cancel without forgetting how long the group has waited for a better placement.
+  void Abandon(const PlacementGroupID& group_id);
   std::vector<scheduling::BundleNode> Nodes() const;
   std::string RayletAddress(const NodeID& node_id) const;
   void Prepare(const std::shared_ptr<Attempt>& attempt);
@@ -86,10 +98,17 @@ class GcsPlacementGroupScheduler {
   // `attempt_id` empty: whichever attempt holds it (removal).
   void ReturnBundle(const rpc::Bundle& bundle, const std::string& attempt_id, int attempts_left);
 
+  // True when the placement is worse than it will be soon and the group has not
+  // waited split_wait_ms for better yet (see the top).
+  bool WaitForBetter(const PlacementGroupID& group_id, const scheduling::BundlePlacement& placement);
+
   EventLoop& loop_;
   GcsNodeManager& nodes_;
   raylet::RayletClientPool& raylets_;
+  const int64_t split_wait_ms_;
   absl::flat_hash_map<PlacementGroupID, std::shared_ptr<Attempt>> attempts_;
+  // When each group held back for a better placement was first held back (ms).
+  absl::flat_hash_map<PlacementGroupID, int64_t> waiting_since_ms_;
   // Resources this scheduler reserved on a node since its last report.
   absl::flat_hash_map<NodeID, scheduling::ResourceMap> reserved_since_report_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -71,7 +71,8 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   actor_scheduler_ = std::make_unique<GcsActorScheduler>(loop_, *node_manager_, *lease_clients_, *actor_channels_);
   actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);
   placement_group_scheduler_ =
-      std::make_unique<GcsPlacementGroupScheduler>(loop_, *node_manager_, *lease_clients_);
+      std::make_unique<GcsPlacementGroupScheduler>(loop_, *node_manager_, *lease_clients_,
+                                                   options_.config.placement_group_split_wait_ms);
   placement_group_manager_ = std::make_unique<GcsPlacementGroupManager>(
       loop_, *store_, publisher_, *placement_group_scheduler_, NowMs,
       [this](const PlacementGroupID& group, const std::string& why) {

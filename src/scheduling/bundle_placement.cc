@@ -39,6 +39,11 @@ std::string NameBundles(const std::vector<size_t>& indices) {
 // "1 node", "3 nodes".
 std::string CountNodes(size_t n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
 
+size_t CountDistinct(std::vector<NodeID> nodes) {
+  std::sort(nodes.begin(), nodes.end());
+  return static_cast<size_t>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
 // Kuhn's augmenting path from bundle `k`: takes the first free node of `edges[k]`
 // (its preference order), else one whose bundle can move on to another node it fits.
 // `owner[n]` is the bundle on node n. Free nodes are looked at first so that a bundle
@@ -380,12 +385,21 @@ BundlePlacement PlaceBundles(const std::vector<ResourceMap>& bundles, const std:
   CHECK_EQ(placed.size(), bundles.size());
   BundlePlacement result;
   PlacementPass now(bundles, placed, nodes, Capacity::kAvailable);
+  PlacementPass once_freed(bundles, placed, nodes, Capacity::kTotal);
   if (now.Run(strategy)) {
     result.outcome = BundlePlacement::Outcome::kPlaced;
     result.nodes = now.chosen();
+    if ((strategy == rpc::PACK || strategy == rpc::SPREAD) && once_freed.Run(strategy)) {
+      const size_t nodes_now = CountDistinct(result.nodes);
+      const size_t nodes_then = CountDistinct(once_freed.chosen());
+      result.better_once_freed = strategy == rpc::PACK ? nodes_then < nodes_now : nodes_then > nodes_now;
+      if (result.better_once_freed) {
+        result.reason = std::string(strategy == rpc::PACK ? "PACK" : "SPREAD") + " fits on " + CountNodes(nodes_now) +
+                        " now, on " + CountNodes(nodes_then) + " once resources in use are given back";
+      }
+    }
     return result;
   }
-  PlacementPass once_freed(bundles, placed, nodes, Capacity::kTotal);
   if (once_freed.Run(strategy)) {
     result.outcome = BundlePlacement::Outcome::kNotNow;
     result.reason = now.reason();

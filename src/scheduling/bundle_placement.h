@@ -46,8 +46,13 @@ struct BundlePlacement {
   std::vector<NodeID> nodes;
   // With kNotNow and kInfeasible: why, naming the bundle and its resources, e.g.
   // "bundle 2 {CPU: 8} fits on no node" or "STRICT_SPREAD needs 4 nodes, 3 can hold
-  // its bundles".
+  // its bundles". With kPlaced and better_once_freed: how it would be better.
   std::string reason;
+  // With kPlaced by a best-effort strategy: the group would be placed better once the
+  // resources in use are given back (PACK on fewer nodes, SPREAD on more), as the
+  // same strategy over the nodes' totals places it. Availability may be stale (a
+  // report not sent yet, a lease about to be returned): the caller may wait a little.
+  bool better_once_freed = false;
 };
 
 // Places `bundles` (bundle i reserves bundles[i]) by `strategy` over `nodes`.

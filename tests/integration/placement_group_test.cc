@@ -33,7 +33,11 @@ std::string NodeOfThisProcess() {
   const char* node = std::getenv("MANTA_NODE_ID");
   return node == nullptr ? "" : node;
 }
-RAY_REMOTE(NodeOfThisProcess);
+std::string NapThenNode(int ms) {
+  usleep(static_cast<useconds_t>(ms) * 1000);
+  return NodeOfThisProcess();
+}
+RAY_REMOTE(NodeOfThisProcess, NapThenNode);
 
 class Pinned {
  public:
@@ -105,9 +109,10 @@ class PlacementGroupTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     harness_ = new manta::testing::ClusterHarness();
-    harness_->StartHead({"--num-cpus=2"});
-    harness_->StartNode({"--num-cpus=2"});
-    harness_->StartNode({"--num-cpus=2"});
+    // One resource naming each node, so that a test can put a task on each.
+    harness_->StartHead({"--num-cpus=2", R"(--resources={"host0": 1})"});
+    harness_->StartNode({"--num-cpus=2", R"(--resources={"host1": 1})"});
+    harness_->StartNode({"--num-cpus=2", R"(--resources={"host2": 1})"});
     ray::RayConfig config;
     config.address = harness_->gcs_address();
     ray::Init(config);
@@ -162,6 +167,27 @@ TEST_F(PlacementGroupTest, PackAndSpreadAreBestEffort) {
   ASSERT_TRUE(spread.Wait(30));
   nodes = BundleNodes(*harness_, spread);
   EXPECT_EQ(std::set<std::string>(nodes.begin(), nodes.end()).size(), 3u);
+}
+
+TEST_F(PlacementGroupTest, PackRightAfterTasksRanOnEveryNodeStillPacks) {
+  // A task on each node, then, as soon as they are done, a PACK group that any one
+  // node can hold: it goes on one node. (Leases the driver still holds, and
+  // availability the GCS has not heard of yet, showed one CPU free on each node.)
+  for (int round = 0; round < 3; ++round) {
+    std::vector<ray::ObjectRef<std::string>> refs;
+    for (int i = 0; i < 3; ++i) {
+      refs.push_back(
+          ray::Task(NapThenNode).SetResource("CPU", 1).SetResource("host" + std::to_string(i), 1).Remote(300));
+    }
+    for (auto& ref : refs) ref.Get(30000);
+    auto group = MakeGroup("", {{{"CPU", 1}}, {{"CPU", 1}}}, ray::PlacementStrategy::PACK);
+    ASSERT_TRUE(group.Wait(30));
+    std::vector<std::string> nodes = BundleNodes(*harness_, group);
+    ASSERT_EQ(nodes.size(), 2u);
+    EXPECT_EQ(nodes[0], nodes[1]) << "round " << round << ": PACK split its bundles";
+    ray::RemovePlacementGroup(group.GetID());
+    ASSERT_TRUE(manta::testing::WaitFor([] { return ResourcesAtRest(*harness_); }, 20000));
+  }
 }
 
 TEST_F(PlacementGroupTest, TasksAndActorsUseOnlyTheirBundle) {

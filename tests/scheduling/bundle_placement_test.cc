@@ -86,6 +86,40 @@ TEST_F(BundlePlacementTest, PackIsNotNowWhenOnlyTheTotalsHoldIt) {
   EXPECT_EQ(p.reason, "bundle 0 {CPU: 2} fits in no node's available resources");
 }
 
+TEST_F(BundlePlacementTest, PackSplitNowThatOneNodeCouldHoldLaterSaysSo) {
+  // One CPU of each 2-CPU node in use (work finishing, leases about to come back).
+  AddNode(kA, {{"CPU", 2}}, ResourceMap{{"CPU", 1}});
+  AddNode(kB, {{"CPU", 2}}, ResourceMap{{"CPU", 1}});
+  AddNode(kC, {{"CPU", 2}}, ResourceMap{{"CPU", 1}});
+  BundlePlacement p = Place(Repeat({{"CPU", 1}}, 2), rpc::PACK);
+  ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+  EXPECT_NE(p.nodes[0], p.nodes[1]);
+  EXPECT_TRUE(p.better_once_freed);
+  EXPECT_EQ(p.reason, "PACK fits on 2 nodes now, on 1 node once resources in use are given back");
+  // A split the totals could not avoid either is simply placed.
+  nodes_.clear();
+  AddNode(kA, {{"CPU", 1}});
+  AddNode(kB, {{"CPU", 1}});
+  p = Place(Repeat({{"CPU", 1}}, 2), rpc::PACK);
+  ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+  EXPECT_FALSE(p.better_once_freed);
+  EXPECT_TRUE(p.reason.empty());
+}
+
+TEST_F(BundlePlacementTest, SpreadOnFewerNodesNowThanLaterSaysSo) {
+  AddNode(kA, {{"CPU", 2}});
+  AddNode(kB, {{"CPU", 2}}, ResourceMap{{"CPU", 0}});
+  BundlePlacement p = Place(Repeat({{"CPU", 1}}, 2), rpc::SPREAD);
+  ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+  EXPECT_EQ(p.nodes, (std::vector<NodeID>{kA, kA}));
+  EXPECT_TRUE(p.better_once_freed);
+  EXPECT_THAT(p.reason, HasSubstr("on 2 nodes once"));
+  // Strict strategies never say so: they are placed as they must be, or not at all.
+  p = Place(Repeat({{"CPU", 1}}, 2), rpc::STRICT_PACK);
+  ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+  EXPECT_FALSE(p.better_once_freed);
+}
+
 TEST_F(BundlePlacementTest, PackIsInfeasibleForABundleNoNodeCouldHold) {
   AddNode(kA, {{"CPU", 4}});
   AddNode(kB, {{"CPU", 4}});
