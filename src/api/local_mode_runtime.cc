@@ -30,10 +30,6 @@ thread_local const LocalModeRuntime* tls_pool_owner = nullptr;
 thread_local const std::string* tls_actor_id = nullptr;
 thread_local bool tls_actor_restarted = false;
 
-std::string NamedKey(const std::string& ray_namespace, const std::string& name) {
-  return ray_namespace + std::string(1, '\0') + name;
-}
-
 size_t PoolSize(const ray::RayConfig& config) {
   if (config.num_cpus > 0) return static_cast<size_t>(config.num_cpus);
   return std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);

@@ -12,10 +12,6 @@ namespace {
 
 constexpr size_t kIdPrefixBytes = 10;  // + an 8-byte counter: 18 bytes, as on a cluster
 
-std::string NamedKey(const std::string& ray_namespace, const std::string& name) {
-  return ray_namespace + std::string(1, '\0') + name;
-}
-
 std::string Describe(const std::string& group_id) { return "placement group " + HexId(group_id); }
 
 }  // namespace

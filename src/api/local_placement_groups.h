@@ -22,6 +22,11 @@
 namespace ray {
 namespace internal {
 
+// The key of a named actor or group: its namespace and name, kept apart.
+inline std::string NamedKey(const std::string& ray_namespace, const std::string& name) {
+  return ray_namespace + std::string(1, '\0') + name;
+}
+
 class LocalPlacementGroups {
  public:
   // Ids are `id_prefix` (its first 10 bytes: random per runtime) and a counter.

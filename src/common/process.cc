@@ -85,6 +85,78 @@ absl::StatusOr<int> SecretsPipe(const std::map<std::string, std::string>& secret
   return fds[0];
 }
 
+// After fork, in the child: only async-signal-safe calls. Sets the child up and
+// executes it; a failure is written to `err_fd` as {stage, errno} (see StartProcess).
+[[noreturn]] void RunChild(const ProcessOptions& options, pid_t parent_pid, int secrets_fd, int out_fd, int err_fd,
+                           char** argv, char** envp) {
+  if (options.die_with_parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before prctl took effect: then we were reparented.
+    if (getppid() != parent_pid) _exit(127);
+  }
+  if (options.new_session || options.detach) setsid();
+  if (options.detach) {
+    const pid_t child = fork();
+    if (child != 0) {
+      int record[2] = {child < 0 ? 3 : 0, child < 0 ? errno : static_cast<int>(child)};
+      ssize_t ignored = write(err_fd, record, sizeof(record));
+      (void)ignored;
+      _exit(child < 0 ? 127 : 0);
+    }
+  }
+  if (secrets_fd >= 0) fcntl(secrets_fd, F_SETFD, 0);  // the one descriptor the child inherits
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (out_fd >= 0) {
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(out_fd, STDERR_FILENO);
+  }
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  int failure[2] = {2, 0};
+  if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) {
+    failure[0] = 1;
+  } else {
+    execvpe(argv[0], argv, envp);
+  }
+  failure[1] = errno;
+  ssize_t ignored = write(err_fd, failure, sizeof(failure));
+  (void)ignored;
+  _exit(127);
+}
+
+// In the parent: reads the child's records from `err_fd` (see StartProcess) until it
+// has exec'd (end of file) or failed. Returns the child's pid, or why it did not start.
+absl::StatusOr<pid_t> AwaitExec(const ProcessOptions& options, pid_t pid, int err_fd) {
+  int failure[2] = {0, 0};
+  ssize_t n;
+  auto read_record = [&] {
+    do {
+      n = read(err_fd, failure, sizeof(failure));
+    } while (n < 0 && errno == EINTR);
+  };
+  read_record();
+  if (options.detach) {
+    waitpid(pid, nullptr, 0);  // the intermediate, gone once it sent the record
+    if (n == sizeof(failure) && failure[0] == 0) {
+      pid = failure[1];
+      read_record();  // the child's failure, or end of file once it has exec'd
+    } else if (n == sizeof(failure) && failure[0] == 3) {
+      return absl::InternalError(std::string("fork: ") + std::strerror(failure[1]));
+    }
+  }
+  if (n == sizeof(failure)) {
+    if (!options.detach) waitpid(pid, nullptr, 0);
+    if (failure[0] == 1) {
+      return absl::FailedPreconditionError("cannot start " + options.argv[0] + " in working directory " +
+                                           options.working_dir + ": " + std::strerror(failure[1]));
+    }
+    return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
+  }
+  return pid;
+}
+
 }  // namespace
 
 absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
@@ -140,72 +212,13 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   }
   if (pid == 0) {
     close(err_pipe[0]);
-    if (options.die_with_parent) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      // The parent may have died before prctl took effect: then we were reparented.
-      if (getppid() != parent_pid) _exit(127);
-    }
-    if (options.new_session || options.detach) setsid();
-    if (options.detach) {
-      const pid_t child = fork();
-      if (child != 0) {
-        int record[2] = {child < 0 ? 3 : 0, child < 0 ? errno : static_cast<int>(child)};
-        ssize_t ignored = write(err_pipe[1], record, sizeof(record));
-        (void)ignored;
-        _exit(child < 0 ? 127 : 0);
-      }
-    }
-    if (*secrets_fd >= 0) fcntl(*secrets_fd, F_SETFD, 0);  // the one descriptor the child inherits
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    if (out_fd >= 0) {
-      dup2(out_fd, STDOUT_FILENO);
-      dup2(out_fd, STDERR_FILENO);
-    }
-    sigset_t all;
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, nullptr);
-    int failure[2] = {2, 0};
-    if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) {
-      failure[0] = 1;
-    } else {
-      execvpe(argv[0], argv.data(), envp.data());
-    }
-    failure[1] = errno;
-    ssize_t ignored = write(err_pipe[1], failure, sizeof(failure));
-    (void)ignored;
-    _exit(127);
+    RunChild(options, parent_pid, *secrets_fd, out_fd, err_pipe[1], argv.data(), envp.data());
   }
   close(err_pipe[1]);
   if (out_fd >= 0) close(out_fd);
-  int failure[2] = {0, 0};
-  ssize_t n;
-  auto read_record = [&] {
-    do {
-      n = read(err_pipe[0], failure, sizeof(failure));
-    } while (n < 0 && errno == EINTR);
-  };
-  read_record();
-  if (options.detach) {
-    waitpid(pid, nullptr, 0);  // the intermediate, gone once it sent the record
-    if (n == sizeof(failure) && failure[0] == 0) {
-      pid = failure[1];
-      read_record();  // the child's failure, or end of file once it has exec'd
-    } else if (n == sizeof(failure) && failure[0] == 3) {
-      close(err_pipe[0]);
-      return absl::InternalError(std::string("fork: ") + std::strerror(failure[1]));
-    }
-  }
+  absl::StatusOr<pid_t> started = AwaitExec(options, pid, err_pipe[0]);
   close(err_pipe[0]);
-  if (n == sizeof(failure)) {
-    if (!options.detach) waitpid(pid, nullptr, 0);
-    if (failure[0] == 1) {
-      return absl::FailedPreconditionError("cannot start " + options.argv[0] + " in working directory " +
-                                           options.working_dir + ": " + std::strerror(failure[1]));
-    }
-    return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
-  }
-  return pid;
+  return started;
 }
 
 absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets() {
