@@ -197,18 +197,25 @@ void ObjectDataServer::AcceptLoop() {
       poll(&p, 1, 100);
       continue;
     }
+    const std::string peer = SocketPeerName(fd);
+    std::string host = peer.substr(0, peer.rfind(':'));
+    if (!limit_loopback_ && IsLoopbackAddress(host)) host.clear();
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
-    if (open_fds_.size() >= kMaxConnections) {
+    int from_host = 0;
+    for (const auto& [open_fd, open_host] : open_fds_) from_host += !host.empty() && open_host == host ? 1 : 0;
+    if (open_fds_.size() >= kMaxConnections || from_host >= kMaxConnectionsPerHost) {
       int64_t others = 0;
       if (refusals.Allow(&others)) {
-        LOG(WARNING) << "object channel: refused " << SocketPeerName(fd) << ": " << kMaxConnections
-                     << " connections are open" << LogRateLimiter::LeftOut(others);
+        LOG(WARNING) << "object channel: refused " << peer << ": "
+                     << (from_host >= kMaxConnectionsPerHost ? std::to_string(from_host) + " connections from that host"
+                                                             : std::to_string(kMaxConnections) + " connections")
+                     << " are open" << LogRateLimiter::LeftOut(others);
       }
       close(fd);
       continue;
     }
-    open_fds_[fd] = true;
+    open_fds_[fd] = host;
     const int64_t id = next_connection_++;
     threads_.emplace(id, std::thread([this, fd, id] {
       Serve(fd);

@@ -74,7 +74,14 @@ class ObjectDataServer {
   // Closes the listener and every connection, and joins their threads.
   void Stop();
 
+  // Connections open at once, in all and from one other host (loopback peers count
+  // only towards the total: every local process shares that address), so that one
+  // host cannot keep every other raylet out. A raylet opens at most
+  // object_transfer_threads (4) to a peer.
   static constexpr int kMaxConnections = 128;
+  static constexpr int kMaxConnectionsPerHost = 16;
+  // Tests: count loopback peers per host like remote ones.
+  void LimitLoopbackPeersForTesting() { limit_loopback_ = true; }
 
  private:
   ObjectDataServer(int listen_fd, int port, std::string token, int arena_fd, const uint8_t* base, Source source,
@@ -101,7 +108,9 @@ class ObjectDataServer {
   // the accept loop (or Stop).
   absl::flat_hash_map<int64_t, std::thread> threads_;
   std::vector<int64_t> finished_;
-  absl::flat_hash_map<int, bool> open_fds_;  // connections being served
+  // Connections being served: the peer's host ("" for an unlimited loopback peer).
+  absl::flat_hash_map<int, std::string> open_fds_;
+  std::atomic<bool> limit_loopback_{false};
   int64_t next_connection_ = 0;
 };
 

@@ -118,6 +118,47 @@ TEST_F(ObjectDataChannelTest, AServerWithoutTheTokenIsNotBelieved) {
   EXPECT_FALSE(s.ok());
 }
 
+// A connection to 127.0.0.1:`port` from `source` (another loopback address).
+int ConnectFrom(const std::string& source, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << strerror(errno);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+TEST_F(ObjectDataChannelTest, OneHostCannotHoldEveryConnection) {
+  auto server = ObjectDataServer::Listen(
+      "127.0.0.1", token_, fd_, base_, [](const ObjectID&) -> std::optional<ServedObject> { return std::nullopt; },
+      /*io_timeout_ms=*/20000);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->LimitLoopbackPeersForTesting();
+  // Connections from one host that never answer: each is served its nonce.
+  std::vector<int> held;
+  char nonce[8];
+  for (int i = 0; i < ObjectDataServer::kMaxConnectionsPerHost; ++i) {
+    held.push_back(ConnectFrom("127.0.0.2", (*server)->port()));
+    ASSERT_EQ(recv(held.back(), nonce, sizeof(nonce), MSG_WAITALL), static_cast<ssize_t>(sizeof(nonce))) << i;
+  }
+  // One more from that host is closed unanswered; another host is still served.
+  int refused = ConnectFrom("127.0.0.2", (*server)->port());
+  EXPECT_EQ(recv(refused, nonce, sizeof(nonce), 0), 0);
+  int other = ConnectFrom("127.0.0.3", (*server)->port());
+  EXPECT_EQ(recv(other, nonce, sizeof(nonce), MSG_WAITALL), static_cast<ssize_t>(sizeof(nonce)));
+  for (int fd : held) close(fd);
+  close(refused);
+  close(other);
+  (*server)->Stop();
+}
+
 TEST_F(ObjectDataChannelTest, GarbageAndSilenceCloseTheConnectionAndTheServerGoesOn) {
   int garbage = RawConnect();
   std::string junk(4096, 'x');
