@@ -9,6 +9,9 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <string_view>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -499,7 +502,7 @@ void LoadCodeSearchPath(const std::string& joined) {
     LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << secrets.status();
     _exit(2);
   }
-  options.startup_token = (*secrets)["MANTA_WORKER_STARTUP_TOKEN"];
+  options.startup_token = (*secrets)[manta::kWorkerStartupTokenEnv];
   options.credentials.token = (*secrets)[manta::kClusterTokenEnv];
   if (auto s = manta::rpc::LoadTls(manta::rpc::TlsFilesFromEnvironment(), &options.credentials); !s.ok()) {
     LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << s;
@@ -534,20 +537,17 @@ constexpr const char* kSecretFlags[] = {"ray_redis_password"};
 std::vector<std::string> WithoutSecretFlags(const std::vector<std::string>& args) {
   std::vector<std::string> kept;
   for (size_t i = 0; i < args.size(); ++i) {
-    bool secret = false;
-    for (const char* flag : kSecretFlags) {
-      for (const std::string& prefix : {std::string("--") + flag, std::string("-") + flag}) {
-        if (args[i] == prefix) {
-          secret = true;
-          ++i;  // its value
-        } else if (args[i].rfind(prefix + "=", 0) == 0) {
-          secret = true;
-        }
-        if (secret) break;
-      }
-      if (secret) break;
+    std::string_view name = args[i];
+    const bool flag_like = name.rfind("-", 0) == 0;
+    name.remove_prefix(name.rfind("--", 0) == 0 ? 2 : flag_like ? 1 : 0);
+    const size_t eq = name.find('=');
+    const bool secret = flag_like && std::any_of(std::begin(kSecretFlags), std::end(kSecretFlags),
+                                    [&](const char* flag) { return name.substr(0, eq) == flag; });
+    if (!secret) {
+      kept.push_back(args[i]);
+    } else if (eq == std::string_view::npos) {
+      ++i;  // its value is the next argument
     }
-    if (!secret) kept.push_back(args[i]);
   }
   return kept;
 }
@@ -605,7 +605,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     if (config.num_cpus >= 0) head_args.push_back("--num-cpus=" + std::to_string(config.num_cpus));
     if (config.num_gpus >= 0) head_args.push_back("--num-gpus=" + std::to_string(config.num_gpus));
     std::map<std::string, std::string> secrets;
-    if (config.redis_password_) secrets["MANTA_REDIS_PASSWORD"] = *config.redis_password_;
+    if (config.redis_password_) secrets[manta::kRedisPasswordEnv] = *config.redis_password_;
     if (!config.resources.empty()) {
       std::string json = "{";
       for (const auto& [name, quantity] : config.resources) {

@@ -304,11 +304,11 @@ int RunStart(const StartOptions& options) {
   // (from MANTA_REDIS_PASSWORD, or a pipe from ray::Init starting a local cluster).
   unsetenv(kClusterTokenEnv);
   std::string inherited_redis_password;
-  if (const char* env = std::getenv("MANTA_REDIS_PASSWORD"); env != nullptr) inherited_redis_password = env;
-  unsetenv("MANTA_REDIS_PASSWORD");
+  if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) inherited_redis_password = env;
+  unsetenv(kRedisPasswordEnv);
   auto inherited = TakeInheritedSecrets();
   if (!inherited.ok()) return Error(std::string(inherited.status().message()));
-  if (auto it = inherited->find("MANTA_REDIS_PASSWORD"); it != inherited->end()) inherited_redis_password = it->second;
+  if (auto it = inherited->find(kRedisPasswordEnv); it != inherited->end()) inherited_redis_password = it->second;
   if (!o.head) {
     if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
   }

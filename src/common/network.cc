@@ -46,6 +46,12 @@ bool IsLoopbackAddress(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
+std::string PeerHostForLimit(int fd, bool count_loopback) {
+  const std::string peer = SocketPeerName(fd);
+  std::string host = peer.substr(0, peer.rfind(':'));
+  return !count_loopback && IsLoopbackAddress(host) ? "" : host;
+}
+
 bool IsLocalAddress(const std::string& host) {
   if (IsLoopbackAddress(host)) return true;
   std::vector<std::string> local = LocalIpv4Addresses();

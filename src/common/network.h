@@ -18,6 +18,10 @@ std::vector<std::string> LocalIpv4Addresses();
 bool IsLocalAddress(const std::string& host);
 // Whether `host` is "localhost", ::1 or in 127.0.0.0/8.
 bool IsLoopbackAddress(const std::string& host);
+// The host a connected socket's peer counts against in a per-host connection limit:
+// its IP address, or "" (no limit of its own) for a loopback peer unless
+// `count_loopback` (every local process shares that address; tests count it).
+std::string PeerHostForLimit(int fd, bool count_loopback);
 // The first IPv4 address of an interface that is up and not loopback; "" if none.
 std::string FirstExternalIpv4();
 // The local address the kernel routes through to reach `host` (numeric IPv4 or

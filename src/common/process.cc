@@ -16,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "src/common/security.h"
 #include "src/common/util.h"
 
 extern char** environ;
@@ -25,8 +26,7 @@ namespace manta {
 namespace {
 
 // Variables that hold secrets: never passed on from our own environment.
-constexpr const char* kSecretVariables[] = {"MANTA_CLUSTER_TOKEN", "MANTA_REDIS_PASSWORD", "MANTA_WORKER_STARTUP_TOKEN",
-                                            kSecretsFdEnv};
+constexpr const char* kSecretVariables[] = {kClusterTokenEnv, kRedisPasswordEnv, kWorkerStartupTokenEnv, kSecretsFdEnv};
 constexpr size_t kMaxSecretBytes = 4096;  // within PIPE_BUF: written whole before the child runs
 
 bool IsSecretVariable(const std::string& name) {

@@ -19,6 +19,10 @@ namespace manta {
 // The environment variables through which a process is given the token.
 inline constexpr char kClusterTokenEnv[] = "MANTA_CLUSTER_TOKEN";
 inline constexpr char kClusterTokenFileEnv[] = "MANTA_CLUSTER_TOKEN_FILE";
+// The Redis password `manta start --head` takes, and the one-time token a raylet
+// gives each worker it starts (both handed over as ProcessOptions::secrets).
+inline constexpr char kRedisPasswordEnv[] = "MANTA_REDIS_PASSWORD";
+inline constexpr char kWorkerStartupTokenEnv[] = "MANTA_WORKER_STARTUP_TOKEN";
 // The token's file in a session directory.
 inline constexpr char kClusterTokenFileName[] = "cluster_token";
 

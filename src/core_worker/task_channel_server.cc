@@ -240,9 +240,7 @@ void TaskChannelServer::Accept() {
 }
 
 std::shared_ptr<TaskChannelServer::Connection> TaskChannelServer::Admit(int fd) {
-  std::string peer = PeerName(fd);
-  std::string host = peer.substr(0, peer.rfind(':'));
-  if (!limit_loopback_ && IsLoopbackAddress(host)) host.clear();
+  std::string host = PeerHostForLimit(fd, limit_loopback_);
   std::lock_guard<std::mutex> lock(mu_);
   size_t pending = 0;
   size_t from_host = 0;
@@ -254,7 +252,7 @@ std::shared_ptr<TaskChannelServer::Connection> TaskChannelServer::Admit(int fd) 
   if (pending >= kMaxPendingHandshakes || from_host >= kMaxPendingHandshakesPerHost) {
     int64_t others = 0;
     if (refusals_.Allow(&others)) {
-      LOG(WARNING) << "refused task channel from " << peer << ": "
+      LOG(WARNING) << "refused task channel from " << PeerName(fd) << ": "
                    << (from_host >= kMaxPendingHandshakesPerHost ? std::to_string(from_host) + " from that host"
                                                                  : std::to_string(pending))
                    << " connections are in their handshake already" << LogRateLimiter::LeftOut(others);

@@ -197,9 +197,7 @@ void ObjectDataServer::AcceptLoop() {
       poll(&p, 1, 100);
       continue;
     }
-    const std::string peer = SocketPeerName(fd);
-    std::string host = peer.substr(0, peer.rfind(':'));
-    if (!limit_loopback_ && IsLoopbackAddress(host)) host.clear();
+    std::string host = PeerHostForLimit(fd, limit_loopback_);
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
     int from_host = 0;
@@ -207,7 +205,7 @@ void ObjectDataServer::AcceptLoop() {
     if (open_fds_.size() >= kMaxConnections || from_host >= kMaxConnectionsPerHost) {
       int64_t others = 0;
       if (refusals.Allow(&others)) {
-        LOG(WARNING) << "object channel: refused " << peer << ": "
+        LOG(WARNING) << "object channel: refused " << SocketPeerName(fd) << ": "
                      << (from_host >= kMaxConnectionsPerHost ? std::to_string(from_host) + " connections from that host"
                                                              : std::to_string(kMaxConnections) + " connections")
                      << " are open" << LogRateLimiter::LeftOut(others);

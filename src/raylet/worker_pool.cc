@@ -355,7 +355,7 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& run
   worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
   // Never in its environment or command line, which other processes can read.
   std::map<std::string, std::string> secrets = {{kClusterTokenEnv, options_.cluster_token},
-                                                {"MANTA_WORKER_STARTUP_TOKEN", worker->startup_token}};
+                                                {kWorkerStartupTokenEnv, worker->startup_token}};
   auto pid = launcher_.Start(*argv, WorkerEnv(*worker, config, applied.env_vars), secrets, applied.working_dir,
                              worker->log_file);
   if (!pid.ok()) {

@@ -532,16 +532,8 @@ TEST_F(TaskChannelTest, SilentConnectionIsDroppedAtTheHandshakeTimeout) {
 
 // A connection to 127.0.0.1:`port` from `source` (another loopback address).
 int ConnectFrom(const std::string& source, int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << strerror(errno);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  int fd = manta::testing::ConnectTcpFrom(source, "127.0.0.1", port);
+  EXPECT_GE(fd, 0) << source;
   return fd;
 }
 

@@ -118,18 +118,11 @@ TEST_F(ObjectDataChannelTest, AServerWithoutTheTokenIsNotBelieved) {
   EXPECT_FALSE(s.ok());
 }
 
-// A connection to 127.0.0.1:`port` from `source` (another loopback address).
+// A connection to 127.0.0.1:`port` from `source` (another loopback address), whose
+// reads give up after 5 s.
 int ConnectFrom(const std::string& source, int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << strerror(errno);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  int fd = testing::ConnectTcpFrom(source, "127.0.0.1", port);
+  EXPECT_GE(fd, 0) << source;
   timeval timeout{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   return fd;

@@ -157,12 +157,18 @@ int ListenOnLoopback(int* port) {
   return fd;
 }
 
-int ConnectTcp(const std::string& host, int port) {
+int ConnectTcp(const std::string& host, int port) { return ConnectTcpFrom("", host, port); }
+
+int ConnectTcpFrom(const std::string& source, const std::string& host, int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
+  if ((!source.empty() && (inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+                           bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0)) ||
+      inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return -1;

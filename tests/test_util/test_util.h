@@ -51,6 +51,8 @@ class RedisServer {
 int ListenOnLoopback(int* port);
 // A TCP connection to host:port (numeric IPv4), or -1 when it is refused.
 int ConnectTcp(const std::string& host, int port);
+// The same from local address `source` (e.g. 127.0.0.2, to look like another host).
+int ConnectTcpFrom(const std::string& source, const std::string& host, int port);
 
 // A TCP connection to "host:port" (numeric IPv4), or -1 when it is refused or malformed.
 int ConnectTcp(const std::string& address);
