@@ -246,6 +246,18 @@ int Block(Launcher& launcher) {
   return 0;
 }
 
+// The Redis password given to this process (MANTA_REDIS_PASSWORD, or on the pipe
+// ray::Init hands it over), taken out of reach of the children ("" when none).
+absl::StatusOr<std::string> TakeRedisPassword() {
+  std::string password;
+  if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) password = env;
+  unsetenv(kRedisPasswordEnv);
+  auto inherited = TakeInheritedSecrets();
+  if (!inherited.ok()) return inherited.status();
+  if (auto it = inherited->find(kRedisPasswordEnv); it != inherited->end()) password = it->second;
+  return password;
+}
+
 }  // namespace
 
 int RunStart(const StartOptions& options) {
@@ -303,12 +315,8 @@ int RunStart(const StartOptions& options) {
   // environment (nor in Redis's), where /proc shows it. The Redis password likewise
   // (from MANTA_REDIS_PASSWORD, or a pipe from ray::Init starting a local cluster).
   unsetenv(kClusterTokenEnv);
-  std::string inherited_redis_password;
-  if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) inherited_redis_password = env;
-  unsetenv(kRedisPasswordEnv);
-  auto inherited = TakeInheritedSecrets();
-  if (!inherited.ok()) return Error(std::string(inherited.status().message()));
-  if (auto it = inherited->find(kRedisPasswordEnv); it != inherited->end()) inherited_redis_password = it->second;
+  auto inherited_redis_password = TakeRedisPassword();
+  if (!inherited_redis_password.ok()) return Error(std::string(inherited_redis_password.status().message()));
   if (!o.head) {
     if (auto s = CheckGcsReachable(o.address); !s.ok()) return Error(std::string(s.message()));
   }
@@ -330,7 +338,7 @@ int RunStart(const StartOptions& options) {
     // The Redis password: given (flag or MANTA_REDIS_PASSWORD), else a random one for
     // a Redis started here. It lives in a 0600 file of the session, never on a command line.
     std::string redis_password = o.redis_password;
-    if (redis_password.empty()) redis_password = inherited_redis_password;
+    if (redis_password.empty()) redis_password = *inherited_redis_password;
     if (redis_password.empty() && redis_address.empty()) redis_password = SecureRandomHex(24);
     if (!redis_password.empty()) {
       if (auto s = WriteSecretFile(session->Path("redis_password"), redis_password); !s.ok()) {
