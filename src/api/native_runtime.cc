@@ -57,6 +57,7 @@ ErrorKind KindOf(int error_type) {
     case manta::rpc::RUNTIME_ENV_SETUP_FAILED:
       return ErrorKind::kRuntimeEnv;
     case manta::rpc::PLACEMENT_GROUP_REMOVED:  // as Ray: a plain RayException naming the group
+    case manta::rpc::TASK_CHANNEL_REFUSED:     // a configuration error: a RayException with the reason
     default:
       return ErrorKind::kOther;
   }

@@ -65,6 +65,8 @@ MANTA_CONFIG(int64_t, max_inline_result_bytes, 100 * 1024, "task results up to t
 MANTA_CONFIG(int64_t, max_direct_put_bytes, 100 * 1024, "Put values up to this size stay in the owner's memory store")
 MANTA_CONFIG(int64_t, max_tasks_in_flight_per_worker, 1000, "tasks pushed to one leased worker before its replies come back")
 MANTA_CONFIG(int64_t, max_tasks_per_push, 1000, "tasks sent together in one push over a task channel")
+MANTA_CONFIG(std::string, task_channel_protection, "auto",
+             "task channel frames: 'encrypt' (AES-256-GCM), 'mac' (authenticated, in the clear), 'auto' (encrypt with TLS, else mac) or 'none' (trusted networks only); a worker's must be at least its owners'")
 MANTA_CONFIG(int64_t, task_channel_spin_us, 200, "a worker waiting for tasks, or a thread in Get/Wait waiting for task results, busy-polls its task channels this long (µs) before it sleeps; 0 = never")
 MANTA_CONFIG(int64_t, worker_lease_idle_ms, 10, "an owner returns a leased worker after this long without work (its key has nothing queued)")
 MANTA_CONFIG(int64_t, placement_group_split_wait_ms, 1000, "a PACK (SPREAD) group that fits now on more (fewer) nodes than once resources in use come back waits up to this long for them before it is placed as it fits")

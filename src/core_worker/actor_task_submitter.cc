@@ -163,6 +163,22 @@ void ActorTaskSubmitter::OnPushProgress(const std::shared_ptr<Push>& push, const
                                         describe + " answered without the call's result");
         });
       }
+    } else if (absl::IsFailedPrecondition(status)) {
+      // This owner refuses the worker's protection: the calls fail, and so will the
+      // next ones (each tries a new channel), whatever becomes of the actor.
+      rpc::ErrorInfo error;
+      error.set_type(rpc::TASK_CHANNEL_REFUSED);
+      error.set_message("cannot call " + actor.describe + ": " + std::string(status.message()));
+      for (const PushProgress::Task& task : push->progress->TakeUnanswered()) {
+        later.push_back([this, task_id = task.task_id, error] { task_manager_.FailTask(task_id, error); });
+      }
+      FailQueued(actor, error, &later);
+      if (current) {
+        actor.in_flight = 0;
+        if (actor.channel) actor.channel->Close(status);
+        channels_.Disconnect(TaskChannelKey(actor.address));
+        actor.channel = ChannelTo(channels_, actor.address);
+      }
     } else {
       for (const PushProgress::Task& task : push->progress->TakeUnanswered()) {
         actor.lost.push_back({task.task_id, task.attempt, std::string(status.message())});

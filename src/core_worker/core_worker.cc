@@ -167,6 +167,9 @@ absl::Status CoreWorker::Connect() {
   if (auto s = CheckTokenFormat(options_.credentials.token); !s.ok()) {
     return absl::UnauthenticatedError("no valid cluster token to join the cluster with: " + std::string(s.message()));
   }
+  auto protection = ParseChannelProtection(config.task_channel_protection, options_.credentials.tls());
+  if (!protection.ok()) return protection.status();
+  const TaskChannelSecurity channel_security{options_.credentials.token, *protection};
   rpc::SetProcessCredentials(options_.credentials);
   rpc::ClientOptions client_options = MakeClientOptions(config);
   loop_thread_ = std::thread([this] { loop_.Run(); });
@@ -178,9 +181,9 @@ absl::Status CoreWorker::Connect() {
   workers_ = std::make_unique<CoreWorkerClientPool>([this, client_options](const std::string& address) {
     return MakeGrpcCoreWorkerClient(loop_, address, client_options);
   });
-  channels_ = std::make_unique<TaskChannelPool>([this](const std::string& key) {
+  channels_ = std::make_unique<TaskChannelPool>([this, channel_security](const std::string& key) {
     return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
-                              options_.credentials.token);
+                              channel_security);
   });
   if (options_.is_driver && options_.raylet_address.empty()) MANTA_RETURN_IF_ERROR(FindLocalRaylet());
   if (options_.node_ip_address.empty()) {
@@ -195,7 +198,7 @@ absl::Status CoreWorker::Connect() {
   server_->RegisterService(service_.get());
   MANTA_RETURN_IF_ERROR(server_->Start());
   if (!options_.is_driver) {
-    auto channel_server = TaskChannelServer::Listen(bind, config.grpc_max_message_bytes, options_.credentials.token);
+    auto channel_server = TaskChannelServer::Listen(bind, config.grpc_max_message_bytes, channel_security);
     if (!channel_server.ok()) return channel_server.status();
     channel_server_ = std::move(*channel_server);
   }

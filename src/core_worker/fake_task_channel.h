@@ -88,12 +88,12 @@ class FakeTaskChannel : public TaskChannelInterface {
     reply.set_push_id(p.request.push_id());
     p.callback(absl::OkStatus(), std::move(reply));
   }
-  // Fails the oldest push as a dead connection does.
-  void Fail() {
+  // Fails the oldest push as a dead connection does, or with `status`.
+  void Fail(const absl::Status& status = absl::UnavailableError("Socket closed")) {
     if (pushes.empty()) return;
     auto p = std::move(pushes.front());
     pushes.pop_front();
-    p.callback(absl::UnavailableError("Socket closed"), {});
+    p.callback(status, {});
   }
 
   bool closed = false;  // the worker process went away

@@ -338,14 +338,28 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
         // it is not the worker the lease was for).
         lease->channel->Close(status);
         channels_.Disconnect(TaskChannelKey(lease->worker));
-        ReturnLease(push->lease_id, true, "push failed: " + std::string(status.message()));
+        ReturnLease(push->lease_id, !absl::IsFailedPrecondition(status), "push failed: " + std::string(status.message()));
         lease = nullptr;
       }
-      std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
-      for (const PushProgress::Task& task : lost) {
-        later.push_back([this, task, message] {
-          task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
-        });
+      if (absl::IsFailedPrecondition(status)) {
+        // This owner refuses the workers' protection: no worker will do, now or later.
+        rpc::ErrorInfo error;
+        error.set_type(rpc::TASK_CHANNEL_REFUSED);
+        error.set_message("cannot run the task: " + std::string(status.message()));
+        for (const PushProgress::Task& task : lost) {
+          later.push_back([this, task_id = task.task_id, error] { task_manager_.FailTask(task_id, error); });
+        }
+        // (Looked up again: returning the lease may have dropped the key's state.)
+        if (auto key_it = keys_.find(key); key_it != keys_.end()) {
+          FailQueuedTasks(key_it->second, error.type(), error.message(), &later);
+        }
+      } else {
+        std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
+        for (const PushProgress::Task& task : lost) {
+          later.push_back([this, task, message] {
+            task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
+          });
+        }
       }
     }
     if (!key.empty()) Pump(key, &later);

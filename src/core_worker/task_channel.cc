@@ -23,12 +23,9 @@ namespace manta::core {
 namespace asio = boost::asio;
 
 using task_channel_internal::Errno;
-using task_channel_internal::HandshakeMac;
 using task_channel_internal::kHandshakeFrameBytes;
 using task_channel_internal::kHeaderBytes;
 using task_channel_internal::kMaxBufferedBeforeHandshake;
-using task_channel_internal::kNonceBytes;
-using task_channel_internal::NewNonce;
 using task_channel_internal::LoadLe32;
 using task_channel_internal::ParseAddress;
 using task_channel_internal::SendResult;
@@ -143,9 +140,18 @@ bool FrameReader::Next(FrameKind* kind, std::string_view* body) {
   if (have < kHeaderBytes) return false;
   uint32_t length = LoadLe32(buffer_.data() + start_);
   if (have < 4 + static_cast<size_t>(length)) return false;
-  *kind = static_cast<FrameKind>(static_cast<unsigned char>(buffer_[start_ + 4]));
-  *body = std::string_view(buffer_.data() + start_ + kHeaderBytes, length - 1);
+  char* frame = buffer_.data() + start_;
   start_ += 4 + length;
+  *kind = static_cast<FrameKind>(static_cast<unsigned char>(frame[4]));
+  if (opener_ == nullptr) {
+    *body = std::string_view(frame + kHeaderBytes, length - 1);
+    return true;
+  }
+  if (!opener_->Open(frame, 4 + static_cast<size_t>(length), body)) {
+    error_ = absl::DataLossError(
+        "a task channel frame failed authentication (altered, replayed, reordered or injected in transit)");
+    return false;
+  }
   return true;
 }
 
@@ -161,9 +167,9 @@ namespace {
 // socket).
 class TcpTaskChannel final : public TaskChannelInterface, public std::enable_shared_from_this<TcpTaskChannel> {
  public:
-  TcpTaskChannel(EventLoop& loop, std::string address, int64_t max_frame_bytes, std::string token)
+  TcpTaskChannel(EventLoop& loop, std::string address, int64_t max_frame_bytes, TaskChannelSecurity security)
       : loop_(loop), io_(*static_cast<asio::io_context*>(loop.native_handle())), address_(std::move(address)),
-        max_frame_bytes_(max_frame_bytes), token_(std::move(token)), reader_(kHandshakeFrameBytes) {}
+        max_frame_bytes_(max_frame_bytes), security_(std::move(security)), reader_(kHandshakeFrameBytes) {}
 
   ~TcpTaskChannel() override {
     if (descriptor_) {
@@ -190,7 +196,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
         AppendVarint(uint64_t{3} << 3, &request);  // PushTaskRequest.push_id, a varint
         AppendVarint(push_id, &request);
         pushes_.emplace(push_id, std::make_shared<PushCallback>(std::move(callback)));
-        AppendRawFrame(FrameKind::kPush, request, &out_);
+        if (sealer_ != nullptr) {
+          sealer_->Append(static_cast<uint8_t>(FrameKind::kPush), request, &out_);
+        } else {
+          AppendRawFrame(FrameKind::kPush, request, &out_);
+        }
         if (authenticated_ && !write_armed_ && WriteSome()) {
           write_armed_ = true;
           loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
@@ -352,31 +362,42 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // One frame of the handshake from the worker: its challenge, then its proof.
   // REQUIRES: read_mu_ held.
   absl::Status Handshake(int fd, FrameKind kind, std::string_view body) {
-    if (kind == FrameKind::kChallenge && body.size() == kNonceBytes && owner_nonce_.empty()) {
-      server_nonce_ = std::string(body);
-      owner_nonce_ = NewNonce();
+    if (kind == FrameKind::kChallenge && handshake_ == nullptr) {
+      handshake_ = std::make_unique<OwnerHandshake>(security_);
+      absl::StatusOr<std::string> proof = handshake_->Prove(body);
+      if (!proof.ok()) return proof.status();
       std::string frame;
-      AppendRawFrame(FrameKind::kProof, owner_nonce_ + HandshakeMac(token_, "owner", server_nonce_, owner_nonce_),
-                     &frame);
+      AppendRawFrame(FrameKind::kProof, *proof, &frame);
       // Nothing was written on this socket yet, so it takes these few bytes at once.
       if (send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(frame.size())) {
         return absl::UnavailableError(Errno("sending the handshake"));
       }
       return absl::OkStatus();
     }
-    if (kind == FrameKind::kServerProof && !owner_nonce_.empty() &&
-        ConstantTimeEquals(body, HandshakeMac(token_, "worker", server_nonce_, owner_nonce_))) {
-      reader_.set_max_frame_bytes(max_frame_bytes_);
-      handshake_done_ = true;
-      std::lock_guard<std::mutex> lock(mu_);
-      authenticated_ = true;
-      if (!write_armed_ && WriteSome()) {
-        write_armed_ = true;
-        loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
-      }
-      return absl::OkStatus();
+    if (kind != FrameKind::kServerProof || handshake_ == nullptr) {
+      return absl::PermissionDeniedError("the handshake failed: the peer does not hold this cluster's token");
     }
-    return absl::PermissionDeniedError("the handshake failed: the peer does not hold this cluster's token");
+    ChannelKeys keys;
+    if (absl::Status checked = handshake_->Check(body, &keys); !checked.ok()) return checked;
+    handshake_.reset();
+    handshake_done_ = true;
+    const bool sealed = keys.protection != ChannelProtection::kNone;
+    reader_.set_max_frame_bytes(max_frame_bytes_ + (sealed ? static_cast<int64_t>(kFrameTagBytes) : 0));
+    if (sealed) reader_.set_opener(std::make_unique<FrameOpener>(keys.protection, keys.worker_to_owner));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sealed) {
+      sealer_ = std::make_unique<FrameSealer>(keys.protection, keys.owner_to_worker);
+      // The pushes made before the handshake wait in out_ as plain frames.
+      std::string plain;
+      plain.swap(out_);
+      sealer_->SealFrames(plain, &out_);
+    }
+    authenticated_ = true;
+    if (!write_armed_ && WriteSome()) {
+      write_armed_ = true;
+      loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
+    }
+    return absl::OkStatus();
   }
 
   void ArmRead() {
@@ -438,8 +459,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (status_.ok()) {
-        status_ = absl::UnavailableError("task channel to the worker at " + address_ + ": " +
-                                         std::string(read_status.message()));
+        // A worker refused for its protection stays a FailedPrecondition: retrying
+        // elsewhere cannot help (TaskChannelInterface::Push).
+        status_ = absl::Status(absl::IsFailedPrecondition(read_status) ? absl::StatusCode::kFailedPrecondition
+                                                                        : absl::StatusCode::kUnavailable,
+                               "task channel to the worker at " + address_ + ": " + std::string(read_status.message()));
       }
       why = status_;
       for (auto& [id, cb] : pushes_) callbacks.push_back(std::move(cb));
@@ -455,7 +479,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   asio::io_context& io_;
   const std::string address_;
   const int64_t max_frame_bytes_;
-  const std::string token_;
+  const TaskChannelSecurity security_;
 
   mutable std::mutex mu_;
   int fd_ = -1;
@@ -464,15 +488,15 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   absl::Status status_;  // not OK once the channel failed or was closed
   uint64_t next_push_id_ = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<PushCallback>> pushes_;
-  std::string out_;  // bytes the socket did not take yet
+  std::string out_;  // bytes the socket did not take yet (plain frames until authenticated_)
   size_t out_offset_ = 0;
+  std::unique_ptr<FrameSealer> sealer_;  // once authenticated_, unless the protection is kNone
   bool write_armed_ = false;
 
   std::mutex read_mu_;
   FrameReader reader_;
   // The handshake (read_mu_).
-  std::string server_nonce_;
-  std::string owner_nonce_;
+  std::unique_ptr<OwnerHandshake> handshake_;
   bool handshake_done_ = false;
   std::atomic<bool> poll_requested_{false};
   std::atomic<bool> closed_{false};
@@ -483,8 +507,9 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 }  // namespace
 
 std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,
-                                                         int64_t max_frame_bytes, const std::string& token) {
-  return std::make_shared<TcpTaskChannel>(loop, address, max_frame_bytes, token);
+                                                         int64_t max_frame_bytes,
+                                                         const TaskChannelSecurity& security) {
+  return std::make_shared<TcpTaskChannel>(loop, address, max_frame_bytes, security);
 }
 
 }  // namespace manta::core

@@ -17,13 +17,15 @@
 // into two socket round trips with no thread wake-up at all.
 //
 // Each connection starts with a handshake in which both ends prove they hold the
-// cluster token, without sending it: the worker sends a random nonce (kChallenge);
-// the owner answers with a nonce of its own and an HMAC of both under the token
-// (kProof); the worker checks it and answers with its own HMAC (kServerProof),
-// which the owner checks before it sends any push. Until then frames are at most
-// 128 bytes, a worker drops a connection that has not proved itself within the
+// cluster token, without sending it, and agree on keys (task_channel_security.h):
+// the worker sends a challenge, the owner its proof, the worker its own proof, which
+// the owner checks before it sends any push. Until then frames are at most 128
+// bytes, a worker drops a connection that has not proved itself within the
 // handshake timeout, and a failed proof closes the connection with a log line
-// naming the peer. It costs one round trip per connection, none per task.
+// naming the peer. It costs one round trip per connection, none per task. After it
+// every frame is encrypted (with TLS on) or authenticated (without), unless the
+// cluster opted out (task_channel_protection=none): a frame altered, replayed,
+// reordered or injected in transit closes the connection.
 //
 // Threading: TaskChannelInterface is thread-safe. Push callbacks run on the thread
 // that polled the reply (a user thread in Get, or the loop), or on the loop for
@@ -51,6 +53,7 @@
 #include "src/common/event_loop.h"
 #include "src/common/logging.h"
 #include "src/common/rpc/client_pool.h"
+#include "src/core_worker/task_channel_security.h"
 
 namespace manta::core {
 
@@ -84,13 +87,15 @@ class FrameReader {
   explicit FrameReader(int64_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
   // Changes the limit for the frames not yet checked (after the handshake).
   void set_max_frame_bytes(int64_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
+  // From the next frame on, every frame is opened (checked, and decrypted) by `opener`.
+  void set_opener(std::unique_ptr<FrameOpener> opener) { opener_ = std::move(opener); }
   // Reads everything the socket holds now without blocking. Sets *got_bytes.
   // Returns an error at end of stream, on a socket error, or on a malformed header
   // (the frames before it can still be taken with Next).
   absl::Status ReadAvailable(int fd, bool* got_bytes);
-  // The next complete frame; the view stays valid until the next ReadAvailable.
-  // False when no complete frame is buffered, or the next header is malformed
-  // (then error() says so).
+  // The next complete frame (opened, with an opener); the view stays valid until the
+  // next ReadAvailable. False when no complete frame is buffered, or the next one is
+  // malformed or does not open (then error() says so).
   bool Next(FrameKind* kind, std::string_view* body);
   const absl::Status& error() const { return error_; }
 
@@ -100,11 +105,14 @@ class FrameReader {
   std::string buffer_;
   size_t start_ = 0;
   absl::Status error_;
+  std::unique_ptr<FrameOpener> opener_;
 };
 
 // Called once per reply of a push (reply.done() on the last), or once with an error
-// status when the push cannot complete (the worker or the connection died). Must
-// be thread-safe.
+// status when the push cannot complete: Unavailable when the worker or the
+// connection died, FailedPrecondition when the owner refused the worker's protection
+// (weaker than its own setting; no worker of that cluster will do better). Must be
+// thread-safe.
 using PushCallback = std::function<void(const absl::Status& status, rpc::PushTaskReply&& reply)>;
 
 class TaskChannelInterface {
@@ -147,18 +155,19 @@ inline std::shared_ptr<TaskChannelInterface> ChannelTo(TaskChannelPool& pool, co
 }
 
 // The TCP implementation; `address` is "ip:task_port". Connects (and shakes hands
-// with `token`) on the first Push.
+// with the token, requiring at least the protection of `security`) on the first Push.
 std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const std::string& address,
-                                                         int64_t max_frame_bytes, const std::string& token);
+                                                         int64_t max_frame_bytes,
+                                                         const TaskChannelSecurity& security);
 
 // The worker's end: a listening socket and the owners' connections, read by the
 // execution thread.
 class TaskChannelServer {
  public:
-  // Listens on `ip`, on a free port; owners must prove they hold `token` within
-  // `handshake_timeout_ms` of connecting.
+  // Listens on `ip`, on a free port; owners must prove they hold the token within
+  // `handshake_timeout_ms` of connecting. Frames are protected as `security` says.
   static absl::StatusOr<std::unique_ptr<TaskChannelServer>> Listen(const std::string& ip, int64_t max_frame_bytes,
-                                                                   const std::string& token,
+                                                                   const TaskChannelSecurity& security,
                                                                    int64_t handshake_timeout_ms = 10000);
   ~TaskChannelServer();
   TaskChannelServer(const TaskChannelServer&) = delete;
@@ -192,7 +201,7 @@ class TaskChannelServer {
 
  private:
   struct Connection;
-  TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes, std::string token,
+  TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes, TaskChannelSecurity security,
                     int64_t handshake_timeout_ms);
   // Accepts and reads whatever is ready (poll timeout in ms: 0 = do not wait).
   void PollSockets(int timeout_ms);
@@ -203,6 +212,9 @@ class TaskChannelServer {
   void ReadConnection(const std::shared_ptr<Connection>& c);
   // The owner's proof; false (after closing the connection) when it is wrong.
   bool CheckProof(const std::shared_ptr<Connection>& c, FrameKind kind, std::string_view body);
+  // Queues `frames` (sealed, once the handshake is done) and writes what the socket
+  // takes; `then_seal_with` becomes the connection's sealer after these frames.
+  bool Queue(Connection& c, std::string_view frames, std::unique_ptr<FrameSealer> then_seal_with = nullptr);
   // Ms until the earliest handshake deadline (-1: none).
   int MsToNextHandshakeDeadline() const;
   // Closes connections whose handshake deadline passed.
@@ -213,7 +225,7 @@ class TaskChannelServer {
   const int wake_fd_;
   const int port_;
   const int64_t max_frame_bytes_;
-  const std::string token_;
+  const TaskChannelSecurity security_;
   const int64_t handshake_timeout_ms_;
   LogRateLimiter refusals_;
   bool limit_loopback_ = false;

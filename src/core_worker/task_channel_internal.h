@@ -22,23 +22,13 @@ namespace manta::core::task_channel_internal {
 
 inline constexpr size_t kHeaderBytes = 5;  // u32 length + u8 kind
 
-// The handshake (task_channel.h): nonces and MACs are 32 bytes; until it is done
-// neither end accepts a frame longer than kHandshakeFrameBytes.
+// The handshake (task_channel_security.h): nonces and MACs are 32 bytes; until it is
+// done neither end accepts a frame longer than kHandshakeFrameBytes.
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr int64_t kHandshakeFrameBytes = 128;
 // What a reader buffers at most while its limit is kHandshakeFrameBytes.
 inline constexpr size_t kMaxBufferedBeforeHandshake = 1 << 20;
-
-// What each end proves it knows the token with: HMAC-SHA256 under the token of its
-// role and both nonces, so that neither proof can be replayed as the other's, nor on
-// another connection.
-inline std::string HandshakeMac(const std::string& token, std::string_view role, std::string_view server_nonce,
-                                std::string_view owner_nonce) {
-  std::string message = "manta task channel v1 ";
-  message.append(role).append(server_nonce).append(owner_nonce);
-  return HmacSha256(token, message);
-}
 
 inline std::string NewNonce() {
   std::string nonce(kNonceBytes, '\0');

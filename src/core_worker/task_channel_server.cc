@@ -16,11 +16,7 @@
 namespace manta::core {
 
 using task_channel_internal::Errno;
-using task_channel_internal::HandshakeMac;
 using task_channel_internal::kHandshakeFrameBytes;
-using task_channel_internal::kMacBytes;
-using task_channel_internal::kNonceBytes;
-using task_channel_internal::NewNonce;
 using task_channel_internal::ParseAddress;
 using task_channel_internal::PeerName;
 using task_channel_internal::SendResult;
@@ -72,13 +68,14 @@ struct TaskChannelServer::Connection {
   const int fd;
   const std::string host;  // the peer's IP address; "" for loopback peers when they are not limited
   FrameReader reader;  // execution thread
-  // The handshake (execution thread): the nonce sent, and whether the owner proved
-  // it holds the token, by when it must.
-  std::string nonce;
+  // The handshake (execution thread), whether the owner proved it holds the token,
+  // and by when it must.
+  std::unique_ptr<WorkerHandshake> handshake;
   bool authenticated = false;
   const int64_t handshake_deadline_us;
   std::mutex write_mu;
   bool broken = false;     // guarded by write_mu
+  std::unique_ptr<FrameSealer> sealer;  // write_mu; once authenticated, unless the protection is kNone
   std::string out;         // replies the socket did not take yet (write_mu)
   size_t out_offset = 0;   // write_mu
   std::atomic<bool> has_output{false};
@@ -86,9 +83,9 @@ struct TaskChannelServer::Connection {
 
 absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(const std::string& ip,
                                                                              int64_t max_frame_bytes,
-                                                                             const std::string& token,
+                                                                             const TaskChannelSecurity& security,
                                                                              int64_t handshake_timeout_ms) {
-  if (absl::Status s = CheckTokenFormat(token); !s.ok()) {
+  if (absl::Status s = CheckTokenFormat(security.token); !s.ok()) {
     return absl::InvalidArgumentError("the task channel needs the cluster token: " + std::string(s.message()));
   }
   sockaddr_in addr;
@@ -110,16 +107,16 @@ absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(con
     return absl::UnavailableError(Errno("eventfd"));
   }
   return std::unique_ptr<TaskChannelServer>(
-      new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes, token, handshake_timeout_ms));
+      new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes, security, handshake_timeout_ms));
 }
 
 TaskChannelServer::TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes,
-                                     std::string token, int64_t handshake_timeout_ms)
+                                     TaskChannelSecurity security, int64_t handshake_timeout_ms)
     : listen_fd_(listen_fd),
       wake_fd_(wake_fd),
       port_(port),
       max_frame_bytes_(max_frame_bytes),
-      token_(std::move(token)),
+      security_(std::move(security)),
       handshake_timeout_ms_(handshake_timeout_ms) {}
 
 TaskChannelServer::~TaskChannelServer() {
@@ -232,10 +229,10 @@ void TaskChannelServer::Accept() {
       continue;
     }
     // The challenge goes first: nothing is read from this owner before it answers.
-    c->nonce = NewNonce();
+    c->handshake = std::make_unique<WorkerHandshake>(security_);
     std::string frame;
-    AppendRawFrame(FrameKind::kChallenge, c->nonce, &frame);
-    Send(c->id, frame);
+    AppendRawFrame(FrameKind::kChallenge, c->handshake->challenge(), &frame);
+    Queue(*c, frame);
   }
 }
 
@@ -292,21 +289,28 @@ void TaskChannelServer::ExpireHandshakes() {
 }
 
 bool TaskChannelServer::CheckProof(const std::shared_ptr<Connection>& c, FrameKind kind, std::string_view body) {
-  if (kind != FrameKind::kProof || body.size() != kNonceBytes + kMacBytes) {
+  if (kind != FrameKind::kProof) {
     Close(c->id, absl::PermissionDeniedError("a frame before the handshake"));
     return false;
   }
-  std::string_view owner_nonce = body.substr(0, kNonceBytes);
-  std::string_view mac = body.substr(kNonceBytes);
-  if (!ConstantTimeEquals(mac, HandshakeMac(token_, "owner", c->nonce, owner_nonce))) {
-    Close(c->id, absl::PermissionDeniedError("failed handshake (wrong cluster token)"));
+  ChannelKeys keys;
+  absl::StatusOr<std::string> answer = c->handshake->Answer(body, &keys);
+  if (!answer.ok()) {
+    Close(c->id, answer.status());
     return false;
   }
+  c->handshake.reset();
   c->authenticated = true;
-  c->reader.set_max_frame_bytes(max_frame_bytes_);
+  const bool sealed = keys.protection != ChannelProtection::kNone;
+  c->reader.set_max_frame_bytes(max_frame_bytes_ + (sealed ? static_cast<int64_t>(kFrameTagBytes) : 0));
+  std::unique_ptr<FrameSealer> sealer;
+  if (sealed) {
+    c->reader.set_opener(std::make_unique<FrameOpener>(keys.protection, keys.owner_to_worker));
+    sealer = std::make_unique<FrameSealer>(keys.protection, keys.worker_to_owner);
+  }
   std::string frame;
-  AppendRawFrame(FrameKind::kServerProof, HandshakeMac(token_, "worker", c->nonce, owner_nonce), &frame);
-  return Send(c->id, frame);
+  AppendRawFrame(FrameKind::kServerProof, *answer, &frame);
+  return Queue(*c, frame, std::move(sealer));
 }
 
 void TaskChannelServer::ReadConnection(const std::shared_ptr<Connection>& c) {
@@ -364,13 +368,22 @@ bool TaskChannelServer::Send(int64_t connection, const std::string& frames) {
     if (it == connections_.end()) return false;
     c = it->second;
   }
-  std::lock_guard<std::mutex> lock(c->write_mu);
-  if (c->broken) return false;
-  c->out.append(frames);
-  bool ok = c->WriteSome();
+  return Queue(*c, frames);
+}
+
+bool TaskChannelServer::Queue(Connection& c, std::string_view frames, std::unique_ptr<FrameSealer> then_seal_with) {
+  std::lock_guard<std::mutex> lock(c.write_mu);
+  if (c.broken) return false;
+  if (c.sealer != nullptr) {
+    c.sealer->SealFrames(frames, &c.out);
+  } else {
+    c.out.append(frames);
+  }
+  if (then_seal_with != nullptr) c.sealer = std::move(then_seal_with);
+  bool ok = c.WriteSome();
   // What the socket did not take goes when the owner reads (the execution thread
   // polls for it); wake it if it sleeps.
-  if (ok && c->has_output.load(std::memory_order_acquire)) {
+  if (ok && c.has_output.load(std::memory_order_acquire)) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
   }

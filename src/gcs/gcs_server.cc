@@ -66,7 +66,7 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   });
   actor_channels_ = std::make_unique<core::TaskChannelPool>([this](const std::string& key) {
     return core::MakeTcpTaskChannel(loop_, core::TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
-                                    options_.cluster_token);
+                                    options_.task_channel_security);
   });
   actor_scheduler_ = std::make_unique<GcsActorScheduler>(loop_, *node_manager_, *lease_clients_, *actor_channels_);
   actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);

@@ -43,9 +43,10 @@ struct GcsServerOptions {
   // The --system-config JSON given to this GCS, handed on to every raylet.
   std::string system_config;
   std::shared_ptr<rpc::FaultInjector> faults;
-  // The cluster token: the GCS proves it on the task channels to actor workers
-  // (creation tasks). Its RPC server checks the process's (src/common/rpc/auth.h).
-  std::string cluster_token;
+  // The cluster token and the task channel protection the GCS requires on the task
+  // channels to actor workers (creation tasks). Its RPC server checks the process's
+  // token (src/common/rpc/auth.h).
+  core::TaskChannelSecurity task_channel_security;
 };
 
 class GcsGrpcServices;

@@ -103,7 +103,12 @@ int main(int argc, char** argv) {
   options.config = *config;
   options.system_config = system_config;
   options.faults = std::make_shared<manta::rpc::FaultInjector>(*faults);
-  options.cluster_token = credentials->token;
+  auto protection = manta::core::ParseChannelProtection(config->task_channel_protection, credentials->tls());
+  if (!protection.ok()) {
+    std::cerr << "manta_gcs: " << protection.status().message() << std::endl;
+    return 1;
+  }
+  options.task_channel_security = {credentials->token, *protection};
   manta::gcs::GcsServer server(loop, options, std::move(store));
   int exit_code = 0;
   server.Start([&](absl::Status s) {

@@ -279,6 +279,24 @@ TEST_F(ActorSubmitterTest, ABrokenConnectionToALiveActorIsReopenedAfterAskingThe
   EXPECT_EQ(Value(waiting)->data, "ok");
 }
 
+TEST_F(ActorSubmitterTest, AWorkerRefusedForItsProtectionFailsTheCallsWithoutWaitingForTheGcs) {
+  Report(Actor::ALIVE, 3000);
+  ObjectID refused = Call(/*max_retries=*/3);
+  Channel(3000).Fail(absl::FailedPreconditionError("the worker protects its task channel with 'mac', weaker"));
+  loop_.RunUntilIdle();
+  ASSERT_NE(Value(refused), nullptr);
+  EXPECT_EQ(Value(refused)->error_type, rpc::TASK_CHANNEL_REFUSED);
+  EXPECT_NE(Value(refused)->error.message().find("weaker"), std::string::npos) << Value(refused)->error;
+  EXPECT_TRUE(rechecks_.empty());  // the actor is fine: nothing to ask the GCS
+  // A later call tries a new channel (and fails the same way here).
+  ObjectID later = Call();
+  EXPECT_EQ(connections_["127.0.0.1:3000"], 2);
+  Channel(3000).Fail(absl::FailedPreconditionError("weaker"));
+  loop_.RunUntilIdle();
+  ASSERT_NE(Value(later), nullptr);
+  EXPECT_EQ(Value(later)->error_type, rpc::TASK_CHANNEL_REFUSED);
+}
+
 TEST_F(ActorSubmitterTest, ShutdownFailsWaitingCalls) {
   ObjectID id = Call();
   submitter_->Shutdown();

@@ -408,6 +408,27 @@ TEST_F(SubmitterTest, WorkerDeathRetriesThenFailsWithWorkerDied) {
   EXPECT_EQ(tasks_.NumPending(), 0u);
 }
 
+TEST_F(SubmitterTest, AWorkerRefusedForItsProtectionFailsTheTasksAtOnceAndStaysAlive) {
+  ObjectID running = Submit(/*max_retries=*/3);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  ObjectID queued = Submit(/*max_retries=*/3);
+  while (!Worker(3000).pushes.empty()) {  // the second task may ride the same lease
+    Worker(3000).Fail(absl::FailedPreconditionError("the worker protects its task channel with 'mac', weaker"));
+    loop_.RunUntilIdle();
+  }
+  // No retry, no new lease for the same refusal, and the worker is not reported dead.
+  for (const ObjectID& id : {running, queued}) {
+    auto value = store_.GetIfExists(id);
+    ASSERT_NE(value, nullptr);
+    EXPECT_EQ(value->error_type, rpc::TASK_CHANNEL_REFUSED);
+    EXPECT_NE(value->error.message().find("weaker"), std::string::npos) << value->error;
+  }
+  ASSERT_EQ(LocalRaylet().returns.size(), 1u);
+  EXPECT_FALSE(LocalRaylet().returns[0].disconnect_worker());
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+}
+
 TEST_F(SubmitterTest, ANewWorkerOnADeadWorkersPortGetsAFreshChannel) {
   Submit();
   LocalRaylet().Grant(3000);

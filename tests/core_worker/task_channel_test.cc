@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -99,20 +101,37 @@ void SendAll(int fd, const std::string& bytes) {
   ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
 }
 
-// Plays the owner's half of the handshake on a raw socket, proving `token`. Returns
-// whether the worker proved itself back.
-bool RawOwnerHandshake(int fd, const std::string& token) {
+// Plays the owner's half of the handshake on a raw socket with `security`. Returns
+// whether the worker proved itself back; then *keys are the connection's keys.
+bool RawOwnerHandshake(int fd, const TaskChannelSecurity& security, ChannelKeys* keys) {
   FrameKind kind;
   std::string challenge;
   if (!ReadRawFrame(fd, &kind, &challenge) || kind != FrameKind::kChallenge) return false;
-  std::string owner_nonce(32, 'n');
+  OwnerHandshake owner(security);
+  absl::StatusOr<std::string> proof = owner.Prove(challenge);
+  if (!proof.ok()) return false;
   std::string frame;
-  AppendRawFrame(FrameKind::kProof,
-                 owner_nonce + task_channel_internal::HandshakeMac(token, "owner", challenge, owner_nonce), &frame);
+  AppendRawFrame(FrameKind::kProof, *proof, &frame);
   SendAll(fd, frame);
-  std::string proof;
-  return ReadRawFrame(fd, &kind, &proof) && kind == FrameKind::kServerProof &&
-         proof == task_channel_internal::HandshakeMac(token, "worker", challenge, owner_nonce);
+  std::string server_proof;
+  return ReadRawFrame(fd, &kind, &server_proof) && kind == FrameKind::kServerProof &&
+         owner.Check(server_proof, keys).ok();
+}
+
+// `frames` (plain) as the owner sends them on a connection with `keys`.
+std::string SealedByOwner(const ChannelKeys& keys, const std::string& frames) {
+  if (keys.protection == ChannelProtection::kNone) return frames;
+  FrameSealer sealer(keys.protection, keys.owner_to_worker);
+  std::string sealed;
+  sealer.SealFrames(frames, &sealed);
+  return sealed;
+}
+
+// The next push `server` receives (the test thread plays the worker).
+TaskChannelServer::Push NextPush(TaskChannelServer& server) {
+  std::optional<TaskChannelServer::Push> push = server.Next(0);
+  EXPECT_TRUE(push.has_value());
+  return push.value_or(TaskChannelServer::Push{});
 }
 
 // True when the peer closed `fd` (end of stream) within 5 s, whatever it sent before.
@@ -130,11 +149,11 @@ bool ClosedByPeer(int fd) {
 class TaskChannelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20, token_, kHandshakeTimeoutMs);
+    auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20, security_, kHandshakeTimeoutMs);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     loop_thread_ = std::thread([this] { loop_.Run(); });
-    channel_ = MakeTcpTaskChannel(loop_, Address(), 64 << 20, token_);
+    channel_ = MakeTcpTaskChannel(loop_, Address(), 64 << 20, security_);
   }
   void TearDown() override {
     if (channel_) channel_->CancelAll();
@@ -145,14 +164,11 @@ class TaskChannelTest : public ::testing::Test {
   std::string Address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
 
   // The next push the server receives (the test thread plays the worker).
-  TaskChannelServer::Push NextPush() {
-    std::optional<TaskChannelServer::Push> push = server_->Next(0);
-    EXPECT_TRUE(push.has_value());
-    return push.value_or(TaskChannelServer::Push{});
-  }
+  TaskChannelServer::Push NextPush() { return core::NextPush(*server_); }
 
   static constexpr int64_t kHandshakeTimeoutMs = 300;
   const std::string token_ = NewClusterToken();
+  const TaskChannelSecurity security_{token_, ChannelProtection::kMac};
   EventLoop loop_;
   std::thread loop_thread_;
   std::unique_ptr<TaskChannelServer> server_;
@@ -198,7 +214,7 @@ TEST_F(TaskChannelTest, ASerializedPushGetsItsPushIdAppendedAndArrivesWhole) {
 }
 
 TEST_F(TaskChannelTest, APushOverTheFrameLimitFailsAloneAndTheChannelGoesOn) {
-  auto small = MakeTcpTaskChannel(loop_, Address(), /*max_frame_bytes=*/4096, token_);
+  auto small = MakeTcpTaskChannel(loop_, Address(), /*max_frame_bytes=*/4096, security_);
   Recorder big, next;
   small->Push(MakePush(1, 8000), big.Callback());
   ASSERT_TRUE(big.WaitFor(1));
@@ -319,7 +335,7 @@ TEST_F(TaskChannelTest, WorkerDeathFailsPushesInFlightAndLaterOnes) {
 TEST_F(TaskChannelTest, NoWorkerListeningFailsThePushWithTheAddress) {
   int port = server_->port();
   server_.reset();
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, token_);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, security_);
   Recorder rec;
   channel->Push(MakePush(1), rec.Callback());
   ASSERT_TRUE(rec.WaitFor(1));
@@ -382,27 +398,30 @@ TEST_F(TaskChannelTest, OwnerFailsPushesWhenTheWorkerSendsGarbage) {
   int port = 0;
   int listener = manta::testing::ListenOnLoopback(&port);
   ASSERT_GE(listener, 0);
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, token_);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, security_);
   Recorder rec;
   channel->Push(MakePush(1), rec.Callback());
   int conn = accept(listener, nullptr, nullptr);
   ASSERT_GE(conn, 0);
   // It knows the token: the handshake passes.
-  std::string nonce(32, 's');
+  WorkerHandshake worker(security_);
   std::string challenge;
-  AppendRawFrame(FrameKind::kChallenge, nonce, &challenge);
+  AppendRawFrame(FrameKind::kChallenge, worker.challenge(), &challenge);
   SendAll(conn, challenge);
   FrameKind kind;
   std::string proof;
   ASSERT_TRUE(ReadRawFrame(conn, &kind, &proof));
   ASSERT_EQ(kind, FrameKind::kProof);
+  ChannelKeys keys;
+  absl::StatusOr<std::string> answer = worker.Answer(proof, &keys);
+  ASSERT_TRUE(answer.ok()) << answer.status();
   std::string server_proof;
-  AppendRawFrame(FrameKind::kServerProof,
-                 task_channel_internal::HandshakeMac(token_, "worker", nonce, proof.substr(0, 32)), &server_proof);
+  AppendRawFrame(FrameKind::kServerProof, *answer, &server_proof);
   SendAll(conn, server_proof);
-  rpc::PushTaskRequest wrong_kind;  // a push frame where a reply belongs
+  rpc::PushTaskRequest wrong_kind;  // a push frame where a reply belongs, sealed as a reply would be
   std::string frames;
-  AppendFrame(FrameKind::kPush, wrong_kind, &frames);
+  FrameSealer sealer(keys.protection, keys.worker_to_owner);
+  sealer.Append(static_cast<uint8_t>(FrameKind::kPush), wrong_kind.SerializeAsString(), &frames);
   ASSERT_EQ(send(conn, frames.data(), frames.size(), 0), static_cast<ssize_t>(frames.size()));
   ASSERT_TRUE(rec.WaitFor(1));
   absl::Status s = rec.Calls()[0].status;
@@ -444,9 +463,11 @@ TEST_F(TaskChannelTest, RunningOutOfDescriptorsPausesAcceptsWithoutSpinningAndRe
   // Descriptors back: the waiting connection is accepted and served.
   for (int fd : fillers) close(fd);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
-  ASSERT_TRUE(RawOwnerHandshake(raw, token_));
+  ChannelKeys keys;
+  ASSERT_TRUE(RawOwnerHandshake(raw, security_, &keys));
   std::string frames;
   AppendFrame(FrameKind::kPush, MakePush(1), &frames);
+  frames = SealedByOwner(keys, frames);
   ASSERT_EQ(send(raw, frames.data(), frames.size(), 0), static_cast<ssize_t>(frames.size()));
   worker.join();
   EXPECT_TRUE(got_push.load());
@@ -467,7 +488,7 @@ bool ServeUntil(TaskChannelServer& server, Done done) {
 }
 
 TEST_F(TaskChannelTest, OwnerWithAnotherClustersTokenGetsNothingRun) {
-  auto stranger = MakeTcpTaskChannel(loop_, Address(), 64 << 20, NewClusterToken());
+  auto stranger = MakeTcpTaskChannel(loop_, Address(), 64 << 20, {NewClusterToken(), ChannelProtection::kMac});
   Recorder rec;
   stranger->Push(MakePush(1), rec.Callback());
   ASSERT_TRUE(ServeUntil(*server_, [&] { return rec.Calls().size() == 1; }));
@@ -499,11 +520,12 @@ TEST_F(TaskChannelTest, WrongProofOrLargeFrameBeforeTheHandshakeIsRefused) {
       ASSERT_TRUE(ReadRawFrame(raw, &kind, &challenge));
       std::string frame;
       if (attempt == 0) {
-        // A proof computed for another connection's nonce (a replay).
-        std::string nonce(32, 'n');
-        AppendRawFrame(FrameKind::kProof,
-                       nonce + task_channel_internal::HandshakeMac(token_, "owner", std::string(32, 'x'), nonce),
-                       &frame);
+        // A proof computed for another connection's challenge (a replay).
+        WorkerHandshake other(security_);
+        OwnerHandshake owner(security_);
+        absl::StatusOr<std::string> proof = owner.Prove(other.challenge());
+        ASSERT_TRUE(proof.ok()) << proof.status();
+        AppendRawFrame(FrameKind::kProof, *proof, &frame);
       } else {
         AppendRawFrame(FrameKind::kProof, std::string(1000, 'p'), &frame);  // over the 128-byte limit
       }
@@ -538,7 +560,8 @@ int ConnectFrom(const std::string& source, int port) {
 }
 
 TEST(TaskChannelLimitsTest, OneHostCannotHoldEveryHandshakeSlot) {
-  auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20, NewClusterToken(), 30000);
+  auto server =
+      TaskChannelServer::Listen("127.0.0.1", 64 << 20, {NewClusterToken(), ChannelProtection::kMac}, 30000);
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->LimitLoopbackPeersForTesting();
   // 64 connections from one host that never answer the challenge: each gets one.
@@ -573,13 +596,13 @@ TEST_F(TaskChannelTest, ImpostorWorkerGetsNoPushBytes) {
   int port = 0;
   int listener = manta::testing::ListenOnLoopback(&port);
   ASSERT_GE(listener, 0);
-  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, token_);
+  auto channel = MakeTcpTaskChannel(loop_, "127.0.0.1:" + std::to_string(port), 1 << 20, security_);
   Recorder rec;
   channel->Push(MakePush(1, 100), rec.Callback());
   int conn = accept(listener, nullptr, nullptr);
   ASSERT_GE(conn, 0);
   std::string challenge;
-  AppendRawFrame(FrameKind::kChallenge, std::string(32, 's'), &challenge);
+  AppendRawFrame(FrameKind::kChallenge, "\x01" + std::string(32, 's'), &challenge);
   SendAll(conn, challenge);
   FrameKind kind;
   std::string proof;
@@ -587,7 +610,7 @@ TEST_F(TaskChannelTest, ImpostorWorkerGetsNoPushBytes) {
   EXPECT_EQ(kind, FrameKind::kProof);
   EXPECT_EQ(proof.find(token_), std::string::npos);  // the token itself never travels
   std::string fake;
-  AppendRawFrame(FrameKind::kServerProof, std::string(32, 'f'), &fake);
+  AppendRawFrame(FrameKind::kServerProof, std::string(64, 'f'), &fake);
   SendAll(conn, fake);
   ASSERT_TRUE(rec.WaitFor(1));
   EXPECT_NE(rec.Calls()[0].status.message().find("handshake"), std::string::npos) << rec.Calls()[0].status;
@@ -700,6 +723,269 @@ TEST(FrameReaderTest, FramesSplitAcrossReadsAreReassembled) {
   bool got = false;
   EXPECT_EQ(reader.ReadAvailable(fds[1], &got).code(), absl::StatusCode::kUnavailable);  // end of stream
   close(fds[1]);
+}
+
+// ---------------------------------------------------------------------------------
+// An attacker on the path: a relay between owner and worker that forwards whole
+// frames, and lets a test alter, repeat, reorder, drop or inject them.
+
+class FrameRelay {
+ public:
+  // What goes on in place of the `index`th frame (0-based) of one direction.
+  using Edit = std::function<std::vector<std::string>(size_t index, const std::string& frame)>;
+  static std::vector<std::string> PassThrough(size_t, const std::string& frame) { return {frame}; }
+
+  FrameRelay(int worker_port, Edit to_worker, Edit to_owner)
+      : worker_port_(worker_port), to_worker_(std::move(to_worker)), to_owner_(std::move(to_owner)) {
+    listener_ = manta::testing::ListenOnLoopback(&port_);
+    EXPECT_GE(listener_, 0);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~FrameRelay() {
+    stop_ = true;
+    thread_.join();
+    close(listener_);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Every byte forwarded to the worker so far.
+  std::string SentToWorker() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_to_worker_;
+  }
+
+ private:
+  struct Direction {
+    int from = -1;
+    int to = -1;
+    Edit* edit = nullptr;
+    std::string buffer;
+    size_t frames = 0;
+  };
+
+  void Run() {
+    int owner = -1;
+    while (!stop_ && owner < 0) {
+      pollfd p{listener_, POLLIN, 0};
+      if (poll(&p, 1, 20) == 1) owner = accept(listener_, nullptr, nullptr);
+    }
+    if (owner < 0) return;
+    int worker = manta::testing::ConnectTcp("127.0.0.1", worker_port_);
+    Direction up{owner, worker, &to_worker_};
+    Direction down{worker, owner, &to_owner_};
+    while (!stop_ && worker >= 0) {
+      pollfd fds[2] = {{owner, POLLIN, 0}, {worker, POLLIN, 0}};
+      if (poll(fds, 2, 20) <= 0) continue;
+      if ((fds[0].revents && !Forward(up, true)) || (fds[1].revents && !Forward(down, false))) break;
+    }
+    // One side left: so does the other.
+    close(owner);
+    if (worker >= 0) close(worker);
+  }
+
+  // Reads what `d.from` sent and forwards its whole frames, edited. False at the end.
+  bool Forward(Direction& d, bool upstream) {
+    char chunk[64 * 1024];
+    ssize_t n = recv(d.from, chunk, sizeof(chunk), 0);
+    if (n <= 0) return false;
+    d.buffer.append(chunk, static_cast<size_t>(n));
+    while (d.buffer.size() >= 4) {
+      size_t length = 4 + task_channel_internal::LoadLe32(d.buffer.data());
+      if (d.buffer.size() < length) break;
+      std::string frame = d.buffer.substr(0, length);
+      d.buffer.erase(0, length);
+      for (const std::string& out : (*d.edit)(d.frames++, frame)) {
+        if (send(d.to, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) return false;
+        if (upstream) {
+          std::lock_guard<std::mutex> lock(mu_);
+          sent_to_worker_ += out;
+        }
+      }
+    }
+    return true;
+  }
+
+  const int worker_port_;
+  Edit to_worker_;
+  Edit to_owner_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::string sent_to_worker_;
+  std::thread thread_;
+};
+
+// A task channel whose server and owner use `protection`, through a relay.
+class ProtectedChannelTest : public ::testing::TestWithParam<ChannelProtection> {
+ protected:
+  void SetUp() override {
+    auto server = TaskChannelServer::Listen("127.0.0.1", 64 << 20, security_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    loop_thread_ = std::thread([this] { loop_.Run(); });
+  }
+  void TearDown() override {
+    if (channel_) channel_->CancelAll();
+    channel_.reset();
+    relay_.reset();
+    loop_.Stop();
+    loop_thread_.join();
+  }
+  void Connect(FrameRelay::Edit to_worker, FrameRelay::Edit to_owner = FrameRelay::PassThrough) {
+    relay_ = std::make_unique<FrameRelay>(server_->port(), std::move(to_worker), std::move(to_owner));
+    channel_ = MakeTcpTaskChannel(loop_, relay_->address(), 64 << 20, security_);
+  }
+  // Serves (the test thread plays the worker) until the server has no connection
+  // left and `pushes` callbacks ran, or 5 s; returns the pushes it received.
+  std::vector<TaskChannelServer::Push> ServeUntilClosed(Recorder& rec, size_t pushes) {
+    std::vector<TaskChannelServer::Push> received;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+      while (server_->InputPending()) received.push_back(*server_->Next(0));
+      if (server_->NumConnections() == 0 && rec.Calls().size() >= pushes) break;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_EQ(server_->NumConnections(), 0u) << "the worker kept the connection";
+    return received;
+  }
+
+  const std::string token_ = NewClusterToken();
+  const TaskChannelSecurity security_{token_, GetParam()};
+  EventLoop loop_;
+  std::thread loop_thread_;
+  std::unique_ptr<TaskChannelServer> server_;
+  std::unique_ptr<FrameRelay> relay_;
+  std::shared_ptr<TaskChannelInterface> channel_;
+};
+
+INSTANTIATE_TEST_SUITE_P(EveryProtection, ProtectedChannelTest,
+                         ::testing::Values(ChannelProtection::kNone, ChannelProtection::kMac,
+                                           ChannelProtection::kEncrypt),
+                         [](const auto& info) { return std::string(ChannelProtectionName(info.param)); });
+
+// Sealed channels only: the attacks below pass unnoticed on kNone (that is its point).
+class SealedChannelTest : public ProtectedChannelTest {};
+INSTANTIATE_TEST_SUITE_P(Sealed, SealedChannelTest,
+                         ::testing::Values(ChannelProtection::kMac, ChannelProtection::kEncrypt),
+                         [](const auto& info) { return std::string(ChannelProtectionName(info.param)); });
+
+TEST_P(ProtectedChannelTest, PushesAndRepliesCrossIntactAndOnlyEncryptionHidesThem) {
+  Connect(FrameRelay::PassThrough);
+  const std::string marker = "secret-argument-" + SecureRandomHex(8);
+  rpc::PushTaskRequest request = MakePush(1);
+  request.mutable_tasks(0)->add_args()->set_data(marker);
+  request.mutable_tasks(0)->add_args()->set_data(std::string(3 << 20, 'L'));  // a large frame too
+  Recorder rec;
+  channel_->Push(request, rec.Callback());
+  TaskChannelServer::Push push = NextPush(*server_);
+  ASSERT_EQ(push.request->tasks(0).args_size(), 2);
+  EXPECT_EQ(push.request->tasks(0).args(0).data(), marker);
+  EXPECT_EQ(push.request->tasks(0).args(1).data().size(), 3u << 20);
+  std::string result(2 << 20, 'R');
+  rpc::PushTaskReply reply;
+  reply.set_push_id(push.request->push_id());
+  reply.set_done(true);
+  reply.add_results()->set_task_id(result);
+  std::string frames;
+  AppendFrame(FrameKind::kReply, reply, &frames);
+  ASSERT_TRUE(server_->Send(push.connection, frames));
+  ASSERT_TRUE(rec.WaitFor(1));
+  ASSERT_TRUE(rec.Calls()[0].status.ok()) << rec.Calls()[0].status;
+  EXPECT_EQ(rec.Calls()[0].reply.results(0).task_id(), result);
+  const bool visible = relay_->SentToWorker().find(marker) != std::string::npos;
+  EXPECT_EQ(visible, GetParam() != ChannelProtection::kEncrypt);
+}
+
+// Flips one byte in the body of frame `index`.
+FrameRelay::Edit Alter(size_t index) {
+  return [index](size_t i, const std::string& frame) -> std::vector<std::string> {
+    if (i != index) return {frame};
+    std::string altered = frame;
+    altered[task_channel_internal::kHeaderBytes + 2] ^= 0x20;
+    return {altered};
+  };
+}
+
+TEST_P(SealedChannelTest, AnAlteredPushClosesTheConnectionUnread) {
+  Connect(Alter(1));  // frame 0 is the proof; frame 1 the first push
+  Recorder rec;
+  channel_->Push(MakePush(1, 64), rec.Callback());
+  EXPECT_TRUE(ServeUntilClosed(rec, 1).empty());
+  ASSERT_EQ(rec.Calls().size(), 1u);
+  EXPECT_EQ(rec.Calls()[0].status.code(), absl::StatusCode::kUnavailable) << rec.Calls()[0].status;
+}
+
+TEST_P(SealedChannelTest, AReplayedPushRunsOnceAndClosesTheConnection) {
+  Connect([](size_t i, const std::string& frame) -> std::vector<std::string> {
+    if (i == 1) return {frame, frame};
+    return {frame};
+  });
+  Recorder rec;
+  channel_->Push(MakePush(1), rec.Callback());
+  std::vector<TaskChannelServer::Push> received = ServeUntilClosed(rec, 1);
+  EXPECT_EQ(received.size(), 1u);
+  ASSERT_EQ(rec.Calls().size(), 1u);
+  EXPECT_FALSE(rec.Calls()[0].status.ok());
+}
+
+TEST_P(SealedChannelTest, ReorderedOrInjectedPushesAreRefused) {
+  for (int attack = 0; attack < 3; ++attack) {
+    SCOPED_TRACE(attack == 0 ? "reordered" : attack == 1 ? "injected" : "dropped");
+    std::string held;
+    Connect([attack, &held](size_t i, const std::string& frame) -> std::vector<std::string> {
+      if (attack == 0 && i == 1) {  // the first push goes after the second
+        held = frame;
+        return {};
+      }
+      if (attack == 0 && i == 2) return {frame, held};
+      if (attack == 1 && i == 1) {  // a push of the attacker's own goes first
+        std::string forged;
+        AppendFrame(FrameKind::kPush, MakePush(1), &forged);
+        return {forged, frame};
+      }
+      if (attack == 2 && i == 1) return {};  // the first push never arrives
+      return {frame};
+    });
+    Recorder rec;
+    channel_->Push(MakePush(1), rec.Callback());
+    channel_->Push(MakePush(1), rec.Callback());
+    EXPECT_TRUE(ServeUntilClosed(rec, 2).empty());
+    ASSERT_EQ(rec.Calls().size(), 2u);
+    for (const auto& call : rec.Calls()) EXPECT_EQ(call.status.code(), absl::StatusCode::kUnavailable) << call.status;
+    channel_->CancelAll();
+    relay_.reset();
+  }
+}
+
+TEST_P(SealedChannelTest, AnAlteredReplyFailsThePush) {
+  Connect(FrameRelay::PassThrough, Alter(2));  // challenge, server proof, then the reply
+  Recorder rec;
+  channel_->Push(MakePush(1), rec.Callback());
+  TaskChannelServer::Push push = NextPush(*server_);
+  ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"task-0"}, true)));
+  ASSERT_TRUE(rec.WaitFor(1));
+  EXPECT_EQ(rec.Calls()[0].status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(rec.Calls()[0].status.message().find("failed authentication"), std::string::npos)
+      << rec.Calls()[0].status;
+}
+
+TEST_F(TaskChannelTest, AnOwnerRefusesAWorkerWeakerThanItRequiresAndAcceptsAStrongerOne) {
+  // The fixture's worker authenticates (kMac).
+  auto demanding = MakeTcpTaskChannel(loop_, Address(), 64 << 20, {token_, ChannelProtection::kEncrypt});
+  Recorder refused;
+  demanding->Push(MakePush(1), refused.Callback());
+  ASSERT_TRUE(ServeUntil(*server_, [&] { return refused.Calls().size() == 1; }));
+  EXPECT_NE(refused.Calls()[0].status.message().find("'mac', weaker than the 'encrypt'"), std::string::npos)
+      << refused.Calls()[0].status;
+  demanding->CancelAll();
+  auto lenient = MakeTcpTaskChannel(loop_, Address(), 64 << 20, {token_, ChannelProtection::kNone});
+  Recorder served;
+  lenient->Push(MakePush(1), served.Callback());
+  TaskChannelServer::Push push = NextPush();
+  ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"task-0"}, true)));
+  ASSERT_TRUE(served.WaitFor(1));
+  EXPECT_TRUE(served.Calls()[0].status.ok()) << served.Calls()[0].status;
+  lenient->CancelAll();
 }
 
 }  // namespace

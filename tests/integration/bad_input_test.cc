@@ -51,7 +51,7 @@ class BadInputTest : public ::testing::Test {
                                                         std::string token = manta::rpc::ProcessCredentials().token) {
     manta::EventLoop loop;
     std::thread thread([&] { loop.Run(); });
-    auto channel = manta::core::MakeTcpTaskChannel(loop, address, 64 << 20, token);
+    auto channel = manta::core::MakeTcpTaskChannel(loop, address, 64 << 20, {token, manta::core::ChannelProtection::kMac});
     auto promise = std::make_shared<std::promise<absl::StatusOr<manta::rpc::PushTaskReply>>>();
     auto future = promise->get_future();
     auto answered = std::make_shared<std::atomic<bool>>(false);

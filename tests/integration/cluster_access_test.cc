@@ -205,6 +205,13 @@ TEST(ClusterAccessTest, JoiningInspectingAndDrivingTakeTheToken) {
                          {"MANTA_TEMP_DIR", elsewhere.temp_root()}});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;
+
+  // Without TLS the workers' task channels are authenticated, not encrypted: a driver
+  // that requires encryption gets nothing run, and is told why.
+  r = Driver(gcs, false, {{"MANTA_CLUSTER_TOKEN", cluster.token()}, {"MANTA_task_channel_protection", "encrypt"}});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cannot run the task: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'mac', weaker than the 'encrypt' this process requires"), std::string::npos) << r.output;
 }
 
 TEST(ClusterAccessTest, NoProcessShowsASecretInItsEnvironmentOrCommandLine) {
@@ -252,9 +259,11 @@ TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
 
   // A driver with the cluster's certificates: tasks on both nodes, and an object
-  // moved between them over TLS.
+  // moved between them over TLS. It requires encrypted task channels, which the
+  // workers of a TLS cluster use unasked (an owner refuses a weaker worker).
   Env with_tls = certs.Environment();
   with_tls.emplace_back("MANTA_CLUSTER_TOKEN", cluster.token());
+  with_tls.emplace_back("MANTA_task_channel_protection", "encrypt");
   CommandResult r = Driver(gcs, true, with_tls);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;

@@ -1,0 +1,296 @@
+#include "src/core_worker/task_channel_security.h"
+
+#include <glog/logging.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "src/common/security.h"
+#include "src/core_worker/task_channel_internal.h"
+
+namespace manta::core {
+namespace task_channel_internal {
+
+namespace {
+constexpr size_t kKeyBytes = 32;  // X25519 public keys
+constexpr size_t kChallengeBytes = 1 + kNonceBytes;
+constexpr size_t kProofBytes = kNonceBytes + kKeyBytes + kMacBytes;
+constexpr size_t kServerProofBytes = kKeyBytes + kMacBytes;
+// EVP takes int lengths: longer inputs go in pieces.
+constexpr size_t kMaxPieceBytes = size_t{1} << 30;
+
+const unsigned char* Bytes(const char* p) { return reinterpret_cast<const unsigned char*>(p); }
+unsigned char* Bytes(char* p) { return reinterpret_cast<unsigned char*>(p); }
+
+void StoreLe32(uint32_t value, char* out) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+}  // namespace
+
+class Aead {
+ public:
+  Aead(std::string_view key, bool seal) : seal_(seal), ctx_(EVP_CIPHER_CTX_new()) {
+    CHECK(ctx_ != nullptr) << "out of memory for a cipher context";
+    CHECK_EQ(key.size(), kKeyBytes);
+    CHECK_EQ(EVP_CipherInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, Bytes(key.data()), nullptr, seal ? 1 : 0), 1);
+  }
+  ~Aead() { EVP_CIPHER_CTX_free(ctx_); }
+  Aead(const Aead&) = delete;
+  Aead& operator=(const Aead&) = delete;
+
+  // Authenticates `aad`, seals or opens in[0..n) into out (which may be `in`), and
+  // writes (sealing) or checks (opening) the tag. False when the tag is wrong.
+  bool Run(uint64_t frame, std::string_view aad, const char* in, size_t n, char* out, char* tag) {
+    unsigned char nonce[12] = {0};
+    for (int i = 0; i < 8; ++i) nonce[4 + i] = static_cast<unsigned char>((frame >> (8 * i)) & 0xff);
+    CHECK_EQ(EVP_CipherInit_ex(ctx_, nullptr, nullptr, nullptr, nonce, seal_ ? 1 : 0), 1);
+    int len = 0;
+    if (!Update(nullptr, Bytes(aad.data()), aad.size())) return false;
+    if (n > 0 && !Update(Bytes(out), Bytes(in), n)) return false;
+    if (!seal_ && EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_SET_TAG, kFrameTagBytes, tag) != 1) return false;
+    if (EVP_CipherFinal_ex(ctx_, nullptr, &len) != 1) return false;
+    if (seal_) CHECK_EQ(EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_GET_TAG, kFrameTagBytes, tag), 1);
+    return true;
+  }
+
+ private:
+  bool Update(unsigned char* out, const unsigned char* in, size_t n) {
+    while (n > 0) {
+      size_t piece = std::min(n, kMaxPieceBytes);
+      int len = 0;
+      if (EVP_CipherUpdate(ctx_, out, &len, in, static_cast<int>(piece)) != 1) return false;
+      if (out != nullptr) out += piece;
+      in += piece;
+      n -= piece;
+    }
+    return true;
+  }
+
+  const bool seal_;
+  EVP_CIPHER_CTX* const ctx_;
+};
+
+class EphemeralKey {
+ public:
+  EphemeralKey() : key_(EVP_PKEY_Q_keygen(nullptr, nullptr, "X25519")) {
+    CHECK(key_ != nullptr) << "cannot make an X25519 key";
+  }
+  ~EphemeralKey() { EVP_PKEY_free(key_); }
+  EphemeralKey(const EphemeralKey&) = delete;
+  EphemeralKey& operator=(const EphemeralKey&) = delete;
+
+  std::string Public() const {
+    std::string out(kKeyBytes, '\0');
+    size_t len = out.size();
+    CHECK_EQ(EVP_PKEY_get_raw_public_key(key_, Bytes(out.data()), &len), 1);
+    return out;
+  }
+
+  // The shared secret with `peer_public`; empty when that is not a usable key.
+  std::string Agree(std::string_view peer_public) const {
+    std::string secret;
+    EVP_PKEY* peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, Bytes(peer_public.data()),
+                                                 peer_public.size());
+    EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new(key_, nullptr);
+    size_t len = kKeyBytes;
+    secret.resize(len);
+    // OpenSSL refuses a peer key whose shared secret would be all zeros.
+    if (peer == nullptr || ctx == nullptr || EVP_PKEY_derive_init(ctx) != 1 || EVP_PKEY_derive_set_peer(ctx, peer) != 1 ||
+        EVP_PKEY_derive(ctx, Bytes(secret.data()), &len) != 1 || len != kKeyBytes) {
+      secret.clear();
+    }
+    EVP_PKEY_CTX_free(ctx);
+    EVP_PKEY_free(peer);
+    return secret;
+  }
+
+ private:
+  EVP_PKEY* const key_;
+};
+
+namespace {
+
+std::string Mac(const std::string& token, std::string_view role, std::string_view transcript) {
+  std::string message = "manta task channel v2 ";
+  message.append(role).append(transcript);
+  return HmacSha256(token, message);
+}
+
+void DeriveKeys(const std::string& token, ChannelProtection protection, std::string_view transcript,
+                std::string_view shared_secret, ChannelKeys* keys) {
+  std::string material = "manta task channel v2 keys";
+  material.append(transcript).append(shared_secret);
+  std::string prk = HmacSha256(token, material);
+  keys->protection = protection;
+  keys->owner_to_worker = HmacSha256(prk, "owner to worker");
+  keys->worker_to_owner = HmacSha256(prk, "worker to owner");
+}
+
+}  // namespace
+}  // namespace task_channel_internal
+
+using task_channel_internal::Aead;
+using task_channel_internal::EphemeralKey;
+
+absl::StatusOr<ChannelProtection> ParseChannelProtection(std::string_view setting, bool tls) {
+  if (setting == "auto" || setting.empty()) return tls ? ChannelProtection::kEncrypt : ChannelProtection::kMac;
+  if (setting == "encrypt") return ChannelProtection::kEncrypt;
+  if (setting == "mac") return ChannelProtection::kMac;
+  if (setting == "none") return ChannelProtection::kNone;
+  return absl::InvalidArgumentError("task_channel_protection is '" + std::string(setting) +
+                                    "'; it must be auto, encrypt, mac or none");
+}
+
+const char* ChannelProtectionName(ChannelProtection protection) {
+  switch (protection) {
+    case ChannelProtection::kNone:
+      return "none";
+    case ChannelProtection::kMac:
+      return "mac";
+    case ChannelProtection::kEncrypt:
+      return "encrypt";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------
+// Frames
+
+FrameSealer::FrameSealer(ChannelProtection protection, std::string_view key)
+    : protection_(protection), aead_(std::make_unique<Aead>(key, /*seal=*/true)) {
+  CHECK(protection != ChannelProtection::kNone);
+}
+
+FrameSealer::~FrameSealer() = default;
+
+void FrameSealer::Append(uint8_t kind, std::string_view body, std::string* out) {
+  using task_channel_internal::kHeaderBytes;
+  const size_t start = out->size();
+  char header[kHeaderBytes];
+  task_channel_internal::StoreLe32(static_cast<uint32_t>(1 + body.size() + kFrameTagBytes), header);
+  header[4] = static_cast<char>(kind);
+  out->append(header, kHeaderBytes).append(body).append(kFrameTagBytes, '\0');
+  // Sealed in place.
+  char* frame = out->data() + start;
+  char* payload = frame + kHeaderBytes;
+  char* tag = payload + body.size();
+  if (protection_ == ChannelProtection::kEncrypt) {
+    aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes), payload, body.size(), payload, tag);
+  } else {
+    aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes + body.size()), nullptr, 0, nullptr, tag);
+  }
+}
+
+void FrameSealer::SealFrames(std::string_view frames, std::string* out) {
+  using task_channel_internal::kHeaderBytes;
+  size_t at = 0;
+  while (at + kHeaderBytes <= frames.size()) {
+    const uint32_t length = task_channel_internal::LoadLe32(frames.data() + at);
+    CHECK(length >= 1 && at + 4 + length <= frames.size()) << "SealFrames: not a sequence of whole frames";
+    Append(static_cast<uint8_t>(frames[at + 4]), frames.substr(at + kHeaderBytes, length - 1), out);
+    at += 4 + length;
+  }
+  CHECK_EQ(at, frames.size()) << "SealFrames: not a sequence of whole frames";
+}
+
+FrameOpener::FrameOpener(ChannelProtection protection, std::string_view key)
+    : protection_(protection), aead_(std::make_unique<Aead>(key, /*seal=*/false)) {
+  CHECK(protection != ChannelProtection::kNone);
+}
+
+FrameOpener::~FrameOpener() = default;
+
+bool FrameOpener::Open(char* frame, size_t frame_bytes, std::string_view* body) {
+  using task_channel_internal::kHeaderBytes;
+  if (failed_ || frame_bytes < kHeaderBytes + kFrameTagBytes) {
+    failed_ = true;
+    return false;
+  }
+  const size_t n = frame_bytes - kHeaderBytes - kFrameTagBytes;
+  char* payload = frame + kHeaderBytes;
+  char* tag = payload + n;
+  bool ok;
+  if (protection_ == ChannelProtection::kEncrypt) {
+    ok = aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes), payload, n, payload, tag);
+  } else {
+    ok = aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes + n), nullptr, 0, nullptr, tag);
+  }
+  if (!ok) {
+    failed_ = true;
+    return false;
+  }
+  ++next_frame_;
+  *body = std::string_view(payload, n);
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The handshake
+
+WorkerHandshake::WorkerHandshake(const TaskChannelSecurity& security)
+    : token_(security.token), protection_(security.protection) {
+  challenge_.push_back(static_cast<char>(protection_));
+  challenge_.append(task_channel_internal::NewNonce());
+}
+
+WorkerHandshake::~WorkerHandshake() = default;
+
+absl::StatusOr<std::string> WorkerHandshake::Answer(std::string_view proof, ChannelKeys* keys) {
+  using namespace task_channel_internal;  // NOLINT: the sizes of the handshake
+  if (proof.size() != kProofBytes) return absl::PermissionDeniedError("a malformed handshake proof");
+  std::string transcript = challenge_;
+  transcript.append(proof.substr(0, kProofBytes - kMacBytes));
+  if (!ConstantTimeEquals(proof.substr(kProofBytes - kMacBytes), Mac(token_, "owner", transcript))) {
+    return absl::PermissionDeniedError("failed handshake (wrong cluster token)");
+  }
+  EphemeralKey key;
+  std::string shared = key.Agree(proof.substr(kNonceBytes, kKeyBytes));
+  if (shared.empty()) return absl::PermissionDeniedError("the owner's handshake key is not usable");
+  std::string answer = key.Public();
+  transcript.append(answer);
+  answer.append(Mac(token_, "worker", transcript));
+  DeriveKeys(token_, protection_, transcript, shared, keys);
+  return answer;
+}
+
+OwnerHandshake::OwnerHandshake(const TaskChannelSecurity& security)
+    : token_(security.token), minimum_(security.protection), key_(std::make_unique<EphemeralKey>()) {}
+
+OwnerHandshake::~OwnerHandshake() = default;
+
+absl::StatusOr<std::string> OwnerHandshake::Prove(std::string_view challenge) {
+  using namespace task_channel_internal;  // NOLINT: the sizes of the handshake
+  const auto announced = challenge.empty() ? 0xff : static_cast<uint8_t>(challenge[0]);
+  if (challenge.size() != kChallengeBytes || announced > static_cast<uint8_t>(ChannelProtection::kEncrypt)) {
+    return absl::PermissionDeniedError("a malformed handshake challenge (is the peer a Manta worker of this version?)");
+  }
+  protection_ = static_cast<ChannelProtection>(announced);
+  if (protection_ < minimum_) {
+    return absl::FailedPreconditionError(
+        std::string("the worker protects its task channel with '") + ChannelProtectionName(protection_) +
+        "', weaker than the '" + ChannelProtectionName(minimum_) +
+        "' this process requires (task_channel_protection must be the same in every process of a cluster)");
+  }
+  std::string proof = NewNonce() + key_->Public();
+  transcript_ = std::string(challenge) + proof;
+  proof.append(Mac(token_, "owner", transcript_));
+  return proof;
+}
+
+absl::Status OwnerHandshake::Check(std::string_view server_proof, ChannelKeys* keys) {
+  using namespace task_channel_internal;  // NOLINT: the sizes of the handshake
+  const absl::Status refused = absl::PermissionDeniedError("the handshake failed: the peer does not hold this cluster's token");
+  if (transcript_.empty() || server_proof.size() != kServerProofBytes) return refused;
+  std::string_view worker_public = server_proof.substr(0, kKeyBytes);
+  std::string transcript = transcript_;
+  transcript.append(worker_public);
+  if (!ConstantTimeEquals(server_proof.substr(kKeyBytes), Mac(token_, "worker", transcript))) return refused;
+  std::string shared = key_->Agree(worker_public);
+  if (shared.empty()) return absl::PermissionDeniedError("the worker's handshake key is not usable");
+  DeriveKeys(token_, protection_, transcript, shared, keys);
+  return absl::OkStatus();
+}
+
+}  // namespace manta::core
