@@ -401,8 +401,8 @@ struct ObjectManager::Impl final
 };
 
 ObjectManager::ObjectManager(EventLoop& loop, object_store::ObjectStore& store, ObjectManagerOptions options)
-    : loop_(loop), store_(store), options_(options), impl_(std::make_unique<Impl>(*this)),
-      pull_timeout_ms_(options.pull_timeout_ms) {}
+    : loop_(loop), store_(store), options_(options), pull_timeout_ms_(options.pull_timeout_ms),
+      impl_(std::make_unique<Impl>(*this)) {}
 
 ObjectManager::~ObjectManager() { StopDataChannel(); }
 

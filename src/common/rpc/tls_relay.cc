@@ -54,6 +54,12 @@ int SelectHttp2(SSL*, const unsigned char** out, unsigned char* out_len, const u
   return SSL_TLSEXT_ERR_OK;
 }
 
+}  // namespace
+
+// Named, not anonymous: TlsRelay::Connection holds two (GCC warns about a member of
+// an anonymous type when this file is compiled inside a unity batch).
+namespace tls_relay_internal {
+
 // Bytes read from one side and not yet written to the other.
 // Allocated when first written to (after the handshake): a connection that never
 // completes one costs no more than its SSL state.
@@ -86,8 +92,12 @@ class Buffer {
   size_t end_ = 0;
 };
 
-constexpr uint64_t kWakeTag = 0;
+}  // namespace tls_relay_internal
 
+using tls_relay_internal::Buffer;
+
+namespace {
+constexpr uint64_t kWakeTag = 0;
 }  // namespace
 
 struct TlsRelay::Connection {
