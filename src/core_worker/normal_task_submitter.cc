@@ -330,37 +330,7 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
         });
       }
     } else {
-      std::vector<PushProgress::Task> lost = push->progress->TakeUnanswered();
-      std::string where = lease ? HostPort(lease->worker) : "a leased worker";
-      LOG(WARNING) << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
-      if (lease) {
-        // The connection is no good any more (also when the worker refused the push:
-        // it is not the worker the lease was for).
-        lease->channel->Close(status);
-        channels_.Disconnect(TaskChannelKey(lease->worker));
-        ReturnLease(push->lease_id, !absl::IsFailedPrecondition(status), "push failed: " + std::string(status.message()));
-        lease = nullptr;
-      }
-      if (absl::IsFailedPrecondition(status)) {
-        // This owner refuses the workers' protection: no worker will do, now or later.
-        rpc::ErrorInfo error;
-        error.set_type(rpc::TASK_CHANNEL_REFUSED);
-        error.set_message("cannot run the task: " + std::string(status.message()));
-        for (const PushProgress::Task& task : lost) {
-          later.push_back([this, task_id = task.task_id, error] { task_manager_.FailTask(task_id, error); });
-        }
-        // (Looked up again: returning the lease may have dropped the key's state.)
-        if (auto key_it = keys_.find(key); key_it != keys_.end()) {
-          FailQueuedTasks(key_it->second, error.type(), error.message(), &later);
-        }
-      } else {
-        std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
-        for (const PushProgress::Task& task : lost) {
-          later.push_back([this, task, message] {
-            task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
-          });
-        }
-      }
+      OnPushFailed(*push, lease, key, status, &later);
     }
     if (!key.empty()) Pump(key, &later);
     it = leases_.find(push->lease_id);
@@ -370,6 +340,42 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
     }
   }
   Run(later);
+}
+
+void NormalTaskSubmitter::OnPushFailed(const PushState& push, Lease* lease, const std::string& key,
+                                       const absl::Status& status, Deferred* later) {
+  std::vector<PushProgress::Task> lost = push.progress->TakeUnanswered();
+  std::string where = lease ? HostPort(lease->worker) : "a leased worker";
+  LOG(WARNING) << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
+  // FailedPrecondition: this owner refuses the workers' protection (task_channel.h);
+  // no worker will do, now or later, and this one is not to blame.
+  const bool refused = absl::IsFailedPrecondition(status);
+  if (lease) {
+    // The connection is no good any more (also when the worker refused the push:
+    // it is not the worker the lease was for).
+    lease->channel->Close(status);
+    channels_.Disconnect(TaskChannelKey(lease->worker));
+    ReturnLease(push.lease_id, !refused, "push failed: " + std::string(status.message()));
+  }
+  if (refused) {
+    rpc::ErrorInfo error;
+    error.set_type(rpc::TASK_CHANNEL_REFUSED);
+    error.set_message("cannot run the task: " + std::string(status.message()));
+    for (const PushProgress::Task& task : lost) {
+      later->push_back([this, task_id = task.task_id, error] { task_manager_.FailTask(task_id, error); });
+    }
+    // Looked up now: returning the lease may have dropped the key's state.
+    if (auto key_it = keys_.find(key); key_it != keys_.end()) {
+      FailQueuedTasks(key_it->second, error.type(), error.message(), later);
+    }
+    return;
+  }
+  std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
+  for (const PushProgress::Task& task : lost) {
+    later->push_back([this, task, message] {
+      task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
+    });
+  }
 }
 
 void NormalTaskSubmitter::MarkIdleIfSo(Lease& lease) {

@@ -126,6 +126,10 @@ class NormalTaskSubmitter {
   // A reply (or the failure) of a push arrived; its results are already stored.
   void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
                       const rpc::PushTaskReply& reply);
+  // A push failed: its unanswered tasks are retried elsewhere, or fail at once when
+  // this owner refused the worker's protection (and so do those queued for the key).
+  void OnPushFailed(const PushState& push, Lease* lease, const std::string& key, const absl::Status& status,
+                    Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkIdleIfSo(Lease& lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An idle lease of another key of `key`'s shape whose own queue is empty now
   // serves `key`; false when there is none.
