@@ -161,6 +161,20 @@ absl::Status CoreWorker::RunOnLoopAndWait(const std::function<void(std::function
   return future.get();
 }
 
+void CoreWorker::MakeClients(const rpc::ClientOptions& client_options, const TaskChannelSecurity& channel_security) {
+  gcs_ = std::make_unique<gcs::GrpcGcsClient>(loop_, options_.gcs_address, client_options);
+  raylets_ = std::make_unique<RayletClientPool>([this, client_options](const std::string& address) {
+    return MakeGrpcRayletClient(loop_, address, client_options);
+  });
+  workers_ = std::make_unique<CoreWorkerClientPool>([this, client_options](const std::string& address) {
+    return MakeGrpcCoreWorkerClient(loop_, address, client_options);
+  });
+  channels_ = std::make_unique<TaskChannelPool>([this, channel_security](const std::string& key) {
+    return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
+                              channel_security);
+  });
+}
+
 absl::Status CoreWorker::Connect() {
   const Config& config = options_.config;
   RaiseOpenFileLimit();  // many owners and workers may connect to this process
@@ -174,17 +188,7 @@ absl::Status CoreWorker::Connect() {
   rpc::ClientOptions client_options = MakeClientOptions(config);
   loop_thread_ = std::thread([this] { loop_.Run(); });
 
-  gcs_ = std::make_unique<gcs::GrpcGcsClient>(loop_, options_.gcs_address, client_options);
-  raylets_ = std::make_unique<RayletClientPool>([this, client_options](const std::string& address) {
-    return MakeGrpcRayletClient(loop_, address, client_options);
-  });
-  workers_ = std::make_unique<CoreWorkerClientPool>([this, client_options](const std::string& address) {
-    return MakeGrpcCoreWorkerClient(loop_, address, client_options);
-  });
-  channels_ = std::make_unique<TaskChannelPool>([this, channel_security](const std::string& key) {
-    return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
-                              channel_security);
-  });
+  MakeClients(client_options, channel_security);
   if (options_.is_driver && options_.raylet_address.empty()) MANTA_RETURN_IF_ERROR(FindLocalRaylet());
   if (options_.node_ip_address.empty()) {
     auto raylet = ParseHostPort(options_.raylet_address);

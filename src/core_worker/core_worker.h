@@ -199,6 +199,8 @@ class CoreWorker {
 
   explicit CoreWorker(CoreWorkerOptions options);
   absl::Status Connect();
+  // The GCS client and the pools of raylet, core worker and task channel clients.
+  void MakeClients(const rpc::ClientOptions& client_options, const TaskChannelSecurity& channel_security);
   // Runs `fn` on the loop and waits for the status it reports.
   absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
                                 int64_t timeout_ms);
