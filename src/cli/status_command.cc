@@ -227,6 +227,7 @@ int RunStatus(const ClusterFlags& flags, bool json) {
                              {"num_objects", o.num_objects()},
                              {"num_pinned", o.num_pinned()},
                              {"num_spilled", o.num_spilled()},
+                             {"num_pending_creates", o.num_pending_creates()},
                              {"spilled_bytes_current", o.spilled_bytes_current()},
                              {"spilled_bytes_total", o.spilled_bytes_total()},
                              {"restored_bytes_total", o.restored_bytes_total()},

@@ -92,7 +92,10 @@ absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(co
   request.set_request_id(0);
   request.mutable_connect()->set_pid(getpid());
   request.mutable_connect()->set_name(name);
-  if (auto s = client->SendFrame(request.SerializeAsString()); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&client->mu_);
+    if (auto s = client->SendFrame(request.SerializeAsString()); !s.ok()) return s;
+  }
 
   // The reply carries the arena fd as ancillary data on its first bytes.
   uint8_t header[4];
@@ -156,29 +159,78 @@ absl::Status ObjectStoreClient::ReadFrame(std::string* body) {
   return ReadBody(fd_, len, body);
 }
 
+struct ObjectStoreClient::Waiter {
+  bool done = false;
+  absl::StatusOr<rpc::StoreReply> reply;
+};
+
 absl::StatusOr<rpc::StoreReply> ObjectStoreClient::Call(rpc::StoreRequest& request, bool one_way) {
+  if (!broken_.ok()) return broken_;
   uint64_t request_id = next_request_id_++;
   request.set_request_id(request_id);
   request.set_no_reply(one_way);
-  if (auto s = SendFrame(request.SerializeAsString()); !s.ok()) return s;
-  if (one_way) return rpc::StoreReply();
-  for (;;) {
-    std::string body;
-    if (auto s = ReadFrame(&body); !s.ok()) return s;
-    rpc::StoreReply reply;
-    if (!reply.ParseFromString(body)) return absl::InternalError("malformed reply from the object store");
-    if (reply.request_id() == request_id) return reply;
-    // The late error of an earlier one-way request.
-    absl::Status s = StatusOf(reply);
-    if (s.ok()) continue;
-    LOG(WARNING) << "object store rejected an earlier request: " << s;
-    if (async_error_.ok()) async_error_ = s;
+  Waiter waiter;
+  if (!one_way) waiters_[request_id] = &waiter;
+  if (auto s = SendFrame(request.SerializeAsString()); !s.ok()) {
+    Break(s);
+    return s;
   }
+  if (one_way) return rpc::StoreReply();
+  AwaitReply(&waiter);
+  return std::move(waiter.reply);
+}
+
+void ObjectStoreClient::AwaitReply(Waiter* waiter) {
+  while (!waiter->done) {
+    if (reading_) {
+      replies_.Wait(&mu_);
+      continue;
+    }
+    reading_ = true;
+    std::string body;
+    mu_.Unlock();
+    absl::Status read = ReadFrame(&body);
+    mu_.Lock();
+    reading_ = false;
+    if (read.ok()) {
+      Deliver(body);
+    } else {
+      Break(read);
+    }
+    // Wakes the caller whose reply this was, and lets another waiting caller read.
+    replies_.SignalAll();
+  }
+}
+
+void ObjectStoreClient::Deliver(const std::string& body) {
+  rpc::StoreReply reply;
+  if (!reply.ParseFromString(body)) return Break(absl::InternalError("malformed reply from the object store"));
+  auto it = waiters_.find(reply.request_id());
+  if (it != waiters_.end()) {
+    it->second->done = true;
+    it->second->reply.emplace(std::move(reply));
+    waiters_.erase(it);
+    return;
+  }
+  // The late error of an earlier one-way request.
+  absl::Status s = StatusOf(reply);
+  if (s.ok()) return;
+  LOG(WARNING) << "object store rejected an earlier request: " << s;
+  if (async_error_.ok()) async_error_ = s;
+}
+
+void ObjectStoreClient::Break(const absl::Status& status) {
+  if (broken_.ok()) broken_ = status;
+  for (auto& [id, waiter] : waiters_) {
+    waiter->done = true;
+    waiter->reply = broken_;
+  }
+  waiters_.clear();
 }
 
 absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t data_size, int64_t metadata_size,
                                                    bool pin_on_seal) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   rpc::StoreRequest request;
   auto* q = request.mutable_create();
   q->set_object_id(id.Binary());
@@ -195,30 +247,36 @@ absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t d
   if (!CheckedAdd(data_size, metadata_size, &size) || !RangeWithin(offset, size, arena_->capacity())) {
     return absl::InternalError("object store answered Create of " + id.Hex() + " with memory outside its arena");
   }
-  if (size >= kPopulateMinBytes) PopulateForWrite(offset, size);
+  if (size < kPopulateMinBytes) return arena_->base() + offset;
+  auto runs = ChunksToPopulate(offset, size);
+  lock.Release();  // filling page tables takes a while for a large object
+  for (const auto& [first, end] : runs) {
+    // Whole chunks: neighbours' pages get mapped too, which is harmless.
+    arena_->PopulateRange(first * kPopulateChunkBytes, (end - first) * kPopulateChunkBytes, /*write=*/true);
+  }
   return arena_->base() + offset;
 }
 
-void ObjectStoreClient::PopulateForWrite(int64_t offset, int64_t size) {
-  constexpr int64_t kChunk = 2 << 20;
-  if (populated_chunks_.empty()) populated_chunks_.resize(arena_->capacity() / kChunk + 1, false);
-  int64_t first = offset / kChunk;
-  int64_t last = (offset + size - 1) / kChunk;
+std::vector<std::pair<int64_t, int64_t>> ObjectStoreClient::ChunksToPopulate(int64_t offset, int64_t size) {
+  if (populated_chunks_.empty()) populated_chunks_.resize(arena_->capacity() / kPopulateChunkBytes + 1, false);
+  const int64_t first = offset / kPopulateChunkBytes;
+  const int64_t last = (offset + size - 1) / kPopulateChunkBytes;
+  std::vector<std::pair<int64_t, int64_t>> runs;
   int64_t run_start = -1;
   for (int64_t c = first; c <= last + 1; ++c) {
     bool need = c <= last && !populated_chunks_[c];
     if (need && run_start < 0) run_start = c;
     if (!need && run_start >= 0) {
-      // Whole chunks: neighbours' pages get mapped too, which is harmless.
-      arena_->PopulateRange(run_start * kChunk, (c - run_start) * kChunk, /*write=*/true);
+      runs.emplace_back(run_start, c);
       for (int64_t k = run_start; k < c; ++k) populated_chunks_[k] = true;
       run_start = -1;
     }
   }
+  return runs;
 }
 
 absl::Status ObjectStoreClient::Seal(const ObjectID& id, bool release, bool wait) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   rpc::StoreRequest request;
   request.mutable_seal()->set_object_id(id.Binary());
   request.mutable_seal()->set_release(release);
@@ -228,7 +286,7 @@ absl::Status ObjectStoreClient::Seal(const ObjectID& id, bool release, bool wait
 }
 
 absl::Status ObjectStoreClient::Abort(const ObjectID& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   rpc::StoreRequest request;
   request.mutable_abort()->set_object_id(id.Binary());
   auto reply = Call(request, false);
@@ -238,7 +296,7 @@ absl::Status ObjectStoreClient::Abort(const ObjectID& id) {
 
 absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> ObjectStoreClient::Get(const std::vector<ObjectID>& ids,
                                                                                 int64_t timeout_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::optional<ObjectBuffer>> out(ids.size());
   std::vector<ObjectID> remote;
   std::vector<size_t> remote_index;
@@ -289,7 +347,7 @@ absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> ObjectStoreClient::Get(
 }
 
 absl::Status ObjectStoreClient::Release(const ObjectID& id, bool wait) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = in_use_.find(id);
   if (it == in_use_.end()) {
     // Not from Get (e.g. the creator's reference after Seal without release): the
@@ -342,7 +400,7 @@ absl::Status ObjectStoreClient::SendRelease(const ObjectID& id, bool wait) {
 }
 
 absl::StatusOr<bool> ObjectStoreClient::Contains(const ObjectID& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   rpc::StoreRequest request;
   request.mutable_contains()->set_object_id(id.Binary());
   auto reply = Call(request, false);
@@ -352,7 +410,7 @@ absl::StatusOr<bool> ObjectStoreClient::Contains(const ObjectID& id) {
 }
 
 absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids, bool wait) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Lingering references of released objects must not hold the deletion up.
   for (const auto& id : ids) {
     auto it = in_use_.find(id);
@@ -366,7 +424,7 @@ absl::Status ObjectStoreClient::Delete(const std::vector<ObjectID>& ids, bool wa
 }
 
 absl::Status ObjectStoreClient::TakeAsyncError() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Status s = async_error_;
   async_error_ = absl::OkStatus();
   return s;

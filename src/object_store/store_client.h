@@ -1,8 +1,12 @@
 // ObjectStoreClient: a process's connection to its node's object store.
 //
 // Maps the arena once at Connect, so Get returns pointers into shared memory (no
-// copy). Synchronous; thread-safe (one mutex: a Get that waits blocks the client's
-// other calls until it returns, so give a long-waiting thread its own client).
+// copy). Synchronous and thread-safe; calls from several threads are multiplexed on
+// the one socket and never wait for each other: a Create waiting for memory or a Get
+// waiting for an object holds no lock while it waits, so another thread's Delete,
+// Release or Get of a present object is answered at once. (The store answers a
+// connection's requests out of order; replies are matched by request id. Whichever
+// caller is waiting reads the socket for all of them: no reader thread.)
 // Seal and Release are sent without waiting for the reply; if the store rejects one,
 // the error is logged and returned by the next TakeAsyncError().
 //
@@ -15,13 +19,14 @@
 #include <cstdint>
 #include <memory>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/id.h"
 #include "src/object_store/arena.h"
 
@@ -45,6 +50,7 @@ class ObjectStoreClient {
   // Objects at least this large get their page tables filled in one system call
   // at Create (instead of one page fault per 4 KiB while they are written).
   static constexpr int64_t kPopulateMinBytes = 1 << 20;
+  static constexpr int64_t kPopulateChunkBytes = 2 << 20;
   // Released objects whose store reference is kept for quick re-use: at most this
   // many, only objects up to kReleaseDelayMaxObjectBytes, and at most 1/16 of the
   // store in total, so lingering references never starve the store of memory.
@@ -86,33 +92,49 @@ class ObjectStoreClient {
 
  private:
   ObjectStoreClient(int fd) : fd_(fd) {}
-  // Sends `request` and, unless it is one-way, waits for its reply. REQUIRES: mu_.
-  absl::StatusOr<rpc::StoreReply> Call(rpc::StoreRequest& request, bool one_way);
-  absl::Status SendFrame(const std::string& body);
-  absl::Status ReadFrame(std::string* body);
+  // Sends `request` and, unless it is one-way, waits for its reply, releasing mu_
+  // while it waits (state read before the call may have changed after it).
+  absl::StatusOr<rpc::StoreReply> Call(rpc::StoreRequest& request, bool one_way)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Waiter;  // a reply being waited for
+  // Waits until `waiter` is done: reads the socket for every caller while no other
+  // caller does, else sleeps until the reader hands a reply over.
+  void AwaitReply(Waiter* waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a reply that arrived to its waiter (or records a one-way request's error).
+  void Deliver(const std::string& body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The connection failed: every waiting and later call fails with `status`.
+  void Break(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SendFrame(const std::string& body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ReadFrame(std::string* body);  // only by the one caller that is reading
 
   struct InUse {
     ObjectBuffer buffer;
     int64_t count = 0;  // references handed out by Get and not yet released
     bool queued = false;  // in release_queue_
   };
-  // Sends the store-level Release of `id` and forgets it. REQUIRES: mu_.
-  absl::Status ReleaseToStore(const ObjectID& id, bool wait);
-  // Sends one store-level Release. REQUIRES: mu_.
-  absl::Status SendRelease(const ObjectID& id, bool wait);
+  // Sends the store-level Release of `id` and forgets it.
+  absl::Status ReleaseToStore(const ObjectID& id, bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends one store-level Release.
+  absl::Status SendRelease(const ObjectID& id, bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Fills page tables for a new object's range, skipping 2 MiB chunks this process
-  // populated before (its mapping is never unmapped, so they stay). REQUIRES: mu_.
-  void PopulateForWrite(int64_t offset, int64_t size);
+  // The 2 MiB chunks of a new object's range whose page tables this process has not
+  // filled before (marked filled now: its mapping is never unmapped, so they stay),
+  // as runs of [first, end) chunk numbers.
+  std::vector<std::pair<int64_t, int64_t>> ChunksToPopulate(int64_t offset, int64_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  std::vector<bool> populated_chunks_;  // guarded by mu_; one bit per 2 MiB of arena
-  absl::flat_hash_map<ObjectID, InUse> in_use_;    // guarded by mu_
-  std::deque<ObjectID> release_queue_;             // guarded by mu_
-  int64_t lingering_bytes_ = 0;                    // guarded by mu_: sizes in release_queue_
-  int fd_;
-  uint64_t next_request_id_ = 1;
-  absl::Status async_error_;
+  absl::Mutex mu_;
+  absl::CondVar replies_;  // signalled when a reply has been handed over or reading stops
+  std::vector<bool> populated_chunks_ ABSL_GUARDED_BY(mu_);  // one bit per 2 MiB of arena
+  absl::flat_hash_map<ObjectID, InUse> in_use_ ABSL_GUARDED_BY(mu_);
+  std::deque<ObjectID> release_queue_ ABSL_GUARDED_BY(mu_);
+  int64_t lingering_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // sizes in release_queue_
+  absl::flat_hash_map<uint64_t, Waiter*> waiters_ ABSL_GUARDED_BY(mu_);  // by request id
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a caller is reading the socket
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);   // why the connection failed, once it has
+  const int fd_;
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status async_error_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Arena> arena_;
 };
 

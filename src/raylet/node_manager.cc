@@ -312,6 +312,7 @@ rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
     o->set_spilled_bytes_total(s.spilled_bytes_total);
     o->set_restored_bytes_total(s.restored_bytes_total);
     o->set_evicted_bytes_total(s.evicted_bytes_total);
+    o->set_num_pending_creates(s.num_pending_creates);
     if (arena_ != nullptr) {
       o->set_prefaulted_bytes(arena_->prefaulted_bytes());
       o->set_prefault_target_bytes(arena_->prefault_target());
