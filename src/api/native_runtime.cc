@@ -525,7 +525,11 @@ void LoadCodeSearchPath(const std::string& joined) {
   int64_t max_inline = options.config.max_inline_arg_bytes;
   // The env the raylet started this worker for: what its tasks' children inherit.
   InstallRayRuntime(std::make_unique<NativeRuntime>(std::move(*core), nullptr, max_inline, Env("MANTA_RUNTIME_ENV")));
-  raw->RunTaskExecutionLoop(ExecuteTask);
+  if (!raw->RunTaskExecutionLoop(ExecuteTask)) {
+    // An actor's calls still run and use the core worker: leave without destroying it.
+    google::FlushLogFiles(google::GLOG_INFO);
+    _exit(0);
+  }
   UninstallRayRuntime().reset();
   google::FlushLogFiles(google::GLOG_INFO);
   _exit(0);

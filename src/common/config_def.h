@@ -60,6 +60,8 @@ MANTA_CONFIG(int64_t, driver_liveness_check_ms, 1000, "raylet checks that local 
 MANTA_CONFIG(int64_t, worker_exit_grace_ms, 5000, "a worker asked to exit (idle, or its job ended) that is still alive after this is killed with SIGKILL")
 
 // ---- core worker (drivers and workers)
+MANTA_CONFIG(int64_t, actor_exit_timeout_ms, 10000,
+             "a threaded actor leaving (ray::ExitActor, exit) waits this long for its running calls to finish")
 MANTA_CONFIG(int64_t, max_inline_arg_bytes, 100 * 1024, "task arguments up to this size travel inside the task spec")
 MANTA_CONFIG(int64_t, max_inline_result_bytes, 100 * 1024, "task results up to this size travel inside the reply")
 MANTA_CONFIG(int64_t, max_direct_put_bytes, 100 * 1024, "Put values up to this size stay in the owner's memory store")

@@ -1,61 +1,48 @@
 // ActorThreadPool: the threads that run a threaded actor's calls (max_concurrency > 1).
 //
-// Post queues a call; one of `threads` threads runs it. Threads still running user
-// code when the pool is destroyed finish on their own (the pool's destruction means
-// the worker is exiting); queued calls that did not start are dropped. Thread-safe.
+// Post queues a call; one of `threads` threads runs it. Stop drops the calls that
+// have not started and waits for the running ones to finish; the threads are joined
+// then, so nothing of the pool outlives it (the destructor stops it, waiting as long
+// as the calls take). Thread-safe; Stop must not be called from a pool thread.
 #pragma once
 
-#include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace manta::core {
 
 class ActorThreadPool {
  public:
-  explicit ActorThreadPool(int threads) : state_(std::make_shared<State>()) {
-    for (int i = 0; i < threads; ++i) {
-      std::thread([state = state_] {
-        while (true) {
-          std::function<void()> fn;
-          {
-            std::unique_lock<std::mutex> lock(state->mu);
-            state->cv.wait(lock, [&] { return state->stop || !state->queue.empty(); });
-            if (state->stop) return;
-            fn = std::move(state->queue.front());
-            state->queue.pop_front();
-          }
-          fn();
-        }
-      }).detach();
-    }
-  }
-  ~ActorThreadPool() {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stop = true;
-    state_->queue.clear();
-    state_->cv.notify_all();
-  }
+  explicit ActorThreadPool(int threads);
+  ~ActorThreadPool();
   ActorThreadPool(const ActorThreadPool&) = delete;
   ActorThreadPool& operator=(const ActorThreadPool&) = delete;
 
-  void Post(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->queue.push_back(std::move(fn));
-    state_->cv.notify_one();
-  }
+  // Queues `fn`; dropped if the pool is stopping.
+  void Post(std::function<void()> fn);
+  // Calls queued or running.
+  int64_t NumBusy();
+  // Drops the queued calls and waits up to `timeout_ms` (-1: as long as it takes)
+  // for the running ones. True once they have all finished and the threads are
+  // joined; false if some still run (call again, or leave the process).
+  bool Stop(int64_t timeout_ms);
 
  private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<std::function<void()>> queue;
-    bool stop = false;
-  };
-  std::shared_ptr<State> state_;
+  void Work();
+  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); }
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // joined by the first Stop that sees them idle
 };
 
 }  // namespace manta::core

@@ -359,7 +359,7 @@ absl::Status CoreWorker::RegisterWithRaylet() {
 void CoreWorker::Shutdown() {
   if (shut_down_.exchange(true)) return;
   {
-    std::lock_guard<std::mutex> lock(exec_mu_);
+    absl::MutexLock lock(&exec_mu_);
     exit_requested_ = true;
   }
   if (channel_server_) channel_server_->Wake();
@@ -662,9 +662,9 @@ void CoreWorker::HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* rep
                             std::function<void(absl::Status)> send_reply) {
   bool busy;
   {
-    std::lock_guard<std::mutex> lock(exec_mu_);
+    absl::MutexLock lock(&exec_mu_);
     // A worker that owns or borrows objects stays: its borrowers and owners need it.
-    busy = executing_.load() || running_push_.load() ||
+    busy = executing_ || running_push_ || (actor_pool_ && actor_pool_->NumBusy() > 0) ||
            (reference_counter_ && reference_counter_->NumObjects() > 0);
     if (!busy || request.force()) exit_requested_ = true;
   }

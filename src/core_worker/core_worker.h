@@ -169,8 +169,12 @@ class CoreWorker {
 
   // --- Worker mode ----------------------------------------------------------
   // Serves pushed tasks on the calling thread until Exit is requested or the raylet
-  // goes away; then returns. REQUIRES: a worker (not a driver).
-  void RunTaskExecutionLoop(TaskExecutor executor);
+  // goes away; then stops a threaded actor's pool (the calls that have not started
+  // are dropped; the running ones get actor_exit_timeout_ms to finish), sends the
+  // last replies and returns true. False when calls were still running then: the
+  // process must leave at once (_exit) without destroying this CoreWorker, which
+  // they use. REQUIRES: a worker (not a driver).
+  bool RunTaskExecutionLoop(TaskExecutor executor);
 
   // --- Introspection (tests, debugging) -------------------------------------
   const JobID& job_id() const { return options_.job_id; }
@@ -413,14 +417,21 @@ class CoreWorker {
   // A call ran ray::ExitActor(): the worker leaves once the call is answered.
   std::atomic<bool> exit_actor_requested_{false};
   ActorCallOrder call_order_;  // execution thread
+  // Set (under exec_mu_) by the execution thread, which alone reads it unlocked;
+  // stopped, never destroyed, when the execution loop ends.
   std::unique_ptr<ActorThreadPool> actor_pool_;
 
   // Worker mode: exit requests and what the execution thread is doing.
-  std::mutex exec_mu_;
-  bool exit_requested_ = false;          // guarded by exec_mu_
-  std::atomic<bool> running_push_{false};
+  absl::Mutex exec_mu_;
+  bool exit_requested_ ABSL_GUARDED_BY(exec_mu_) = false;
+  bool running_push_ ABSL_GUARDED_BY(exec_mu_) = false;
   // A task runs on the execution thread (user code, or resolving its arguments).
-  std::atomic<bool> executing_{false};
+  bool executing_ ABSL_GUARDED_BY(exec_mu_) = false;
+  // Sets what the execution thread is doing.
+  void SetExecuting(bool* flag, bool value) {
+    absl::MutexLock lock(&exec_mu_);
+    *flag = value;
+  }
 };
 
 }  // namespace manta::core

@@ -254,7 +254,11 @@ void CoreWorker::BeginActorCreation(const rpc::TaskSpec& spec) {
 void CoreWorker::OnActorCreated(const rpc::TaskSpec& spec) {
   const rpc::ActorCreationSpec& creation = spec.actor_creation();
   call_order_.Reset();
-  if (creation.max_concurrency() > 1) actor_pool_ = std::make_unique<ActorThreadPool>(creation.max_concurrency());
+  if (creation.max_concurrency() > 1) {
+    auto pool = std::make_unique<ActorThreadPool>(creation.max_concurrency());
+    absl::MutexLock lock(&exec_mu_);
+    actor_pool_ = std::move(pool);
+  }
   VLOG(1) << "worker " << options_.worker_id.Hex() << " runs actor " << CurrentActorId().Hex()
           << (creation.max_concurrency() > 1 ? " on " + std::to_string(creation.max_concurrency()) + " threads" : "");
 }
@@ -293,7 +297,7 @@ void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServ
 
 void CoreWorker::ExitCurrentActor(const std::string& method) {
   {
-    std::lock_guard<std::mutex> lock(exec_mu_);
+    absl::MutexLock lock(&exec_mu_);
     if (exit_requested_) return;
   }
   ActorID actor_id = CurrentActorId();
@@ -309,7 +313,7 @@ void CoreWorker::ExitCurrentActor(const std::string& method) {
       options_.config.grpc_client_deadline_ms);
   if (!s.ok()) LOG(WARNING) << "could not tell the GCS that actor " << actor_id.Hex() << " exits: " << s;
   {
-    std::lock_guard<std::mutex> lock(exec_mu_);
+    absl::MutexLock lock(&exec_mu_);
     exit_requested_ = true;
   }
   channel_server_->Wake();

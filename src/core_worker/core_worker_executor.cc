@@ -10,28 +10,37 @@
 
 namespace manta::core {
 
-void CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
+bool CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
   CHECK(!options_.is_driver) << "RunTaskExecutionLoop is for workers";
   const int64_t spin_us = options_.config.task_channel_spin_us;
   bool spin = false;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(exec_mu_);
+      absl::MutexLock lock(&exec_mu_);
       if (exit_requested_) break;
     }
     std::optional<TaskChannelServer::Push> push = channel_server_->Next(spin ? spin_us : 0);
     if (!push) continue;  // woken: look at exit_requested_ again
-    running_push_.store(true, std::memory_order_release);
+    SetExecuting(&running_push_, true);
     RunPush(*push, executor);
-    running_push_.store(false, std::memory_order_release);
+    SetExecuting(&running_push_, false);
     // A lone task is what a synchronous caller sends: its next one comes within a
     // round trip, so wait for it awake. After a batch the owner is busy submitting,
     // and spinning here would take the CPU it needs.
     spin = push->request->tasks_size() == 1;
   }
+  bool stopped = true;
+  if (actor_pool_) {
+    stopped = actor_pool_->Stop(options_.config.actor_exit_timeout_ms);
+    if (!stopped) {
+      LOG(WARNING) << "worker " << options_.worker_id.Hex() << " leaves with " << actor_pool_->NumBusy()
+                   << " calls of its actor still running after " << options_.config.actor_exit_timeout_ms << " ms";
+    }
+  }
   FlushReports();
   channel_server_->FlushAll(/*timeout_ms=*/1000);
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
+  return stopped;
 }
 
 namespace {
@@ -99,13 +108,13 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
     TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
     ScopedTaskContext in_task(&context);
     if (spec.type() == rpc::ACTOR_CREATION_TASK) BeginActorCreation(spec);
-    executing_.store(true, std::memory_order_release);
+    SetExecuting(&executing_, true);
     auto started = std::chrono::steady_clock::now();
     rpc::TaskResult result = ExecuteTask(spec, executor, push.request);
     result.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                             started)
                           .count());
-    executing_.store(false, std::memory_order_release);
+    SetExecuting(&executing_, false);
     if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
       OnActorCreated(spec);
     }

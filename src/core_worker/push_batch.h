@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,31 +32,60 @@ class PushProgress {
     TaskID task_id;
     int attempt = 0;
   };
-  void Add(const TaskID& task_id, int attempt) { tasks_.push_back({task_id, attempt}); }
+  void Add(const TaskID& task_id, int attempt) {
+    tasks_.push_back({task_id, attempt});
+    answered_flags_.push_back(false);
+  }
   size_t size() const { return tasks_.size(); }
   int64_t unanswered() const { return static_cast<int64_t>(tasks_.size()) - answered_; }
 
-  // A reply arrived (status OK). Returns how many of the push's tasks it answered;
-  // when it is the last reply, `*without_result` gets the tasks it never answered.
+  // A reply arrived (status OK). Returns how many of the push's tasks it answered
+  // (results are matched by task id: a threaded actor answers out of order); when it
+  // is the last reply, `*without_result` gets the tasks it never answered.
   int64_t OnReply(const rpc::PushTaskReply& reply, std::vector<Task>* without_result) {
-    const int64_t n = std::min<int64_t>(reply.results_size(), unanswered());
-    answered_ += n;
+    int64_t n = 0;
+    for (const rpc::TaskResult& result : reply.results()) {
+      const int64_t i = Find(result.task_id());
+      if (i < 0) continue;
+      answered_flags_[i] = true;
+      ++answered_;
+      ++n;
+    }
     if (reply.done() && unanswered() > 0) {
-      without_result->insert(without_result->end(), tasks_.begin() + answered_, tasks_.end());
-      answered_ = static_cast<int64_t>(tasks_.size());
+      std::vector<Task> rest = TakeUnanswered();
+      without_result->insert(without_result->end(), rest.begin(), rest.end());
     }
     return n;
   }
   // The push failed: the tasks that had no result yet (afterwards none is left).
   std::vector<Task> TakeUnanswered() {
-    std::vector<Task> out(tasks_.begin() + answered_, tasks_.end());
+    std::vector<Task> out;
+    for (size_t i = first_unanswered_; i < tasks_.size(); ++i) {
+      if (!answered_flags_[i]) out.push_back(tasks_[i]);
+      answered_flags_[i] = true;
+    }
     answered_ = static_cast<int64_t>(tasks_.size());
+    first_unanswered_ = tasks_.size();
     return out;
   }
 
  private:
-  // Results come back in push order, so the first `answered_` tasks are answered.
+  // The index of the unanswered task `task_id` (binary), or -1. Results mostly come
+  // in push order: the search starts at the first unanswered task.
+  int64_t Find(const std::string& task_id) {
+    while (first_unanswered_ < tasks_.size() && answered_flags_[first_unanswered_]) ++first_unanswered_;
+    if (task_id.size() != TaskID::kSize) return -1;
+    for (size_t i = first_unanswered_; i < tasks_.size(); ++i) {
+      if (!answered_flags_[i] && std::memcmp(tasks_[i].task_id.Data(), task_id.data(), TaskID::kSize) == 0) {
+        return static_cast<int64_t>(i);
+      }
+    }
+    return -1;
+  }
+
   std::vector<Task> tasks_;
+  std::vector<bool> answered_flags_;
+  size_t first_unanswered_ = 0;  // every task before it is answered
   int64_t answered_ = 0;
 };
 

@@ -88,30 +88,69 @@ TEST(PackedTaskTest, KeepsTheSpecAndItsHotFieldsAndMakesTheNextAttempt) {
   EXPECT_EQ(next->task_id(), packed->task_id());
 }
 
+// A reply holding the results of `tasks`.
+rpc::PushTaskReply ReplyWith(const std::vector<TaskID>& tasks, bool done) {
+  rpc::PushTaskReply reply;
+  for (const TaskID& id : tasks) reply.add_results()->set_task_id(id.Binary());
+  reply.set_done(done);
+  return reply;
+}
+
 TEST(PushProgressTest, CountsResultsAndHandsBackWhatWasNeverAnswered) {
   PushProgress progress;
-  for (int i = 0; i < 4; ++i) progress.Add(TaskID::FromRandom(), i);
-  rpc::PushTaskReply reply;
-  reply.add_results();
+  std::vector<TaskID> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(TaskID::FromRandom());
+    progress.Add(ids.back(), i);
+  }
   std::vector<PushProgress::Task> missing;
-  EXPECT_EQ(progress.OnReply(reply, &missing), 1);
+  EXPECT_EQ(progress.OnReply(ReplyWith({ids[0]}, false), &missing), 1);
   EXPECT_TRUE(missing.empty());
-  reply.add_results();
-  reply.set_done(true);  // two more results, and that is all
-  EXPECT_EQ(progress.OnReply(reply, &missing), 2);
+  // Two more results, and that is all.
+  EXPECT_EQ(progress.OnReply(ReplyWith({ids[1], ids[2]}, true), &missing), 2);
   ASSERT_EQ(missing.size(), 1u);
   EXPECT_EQ(missing[0].attempt, 3);
   EXPECT_EQ(progress.unanswered(), 0);
 
   PushProgress failed;
-  for (int i = 0; i < 3; ++i) failed.Add(TaskID::FromRandom(), i);
-  rpc::PushTaskReply one;
-  one.add_results();
-  failed.OnReply(one, &missing);
+  ids.clear();
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(TaskID::FromRandom());
+    failed.Add(ids.back(), i);
+  }
+  failed.OnReply(ReplyWith({ids[0]}, false), &missing);
   std::vector<PushProgress::Task> lost = failed.TakeUnanswered();
   ASSERT_EQ(lost.size(), 2u);
   EXPECT_EQ(lost[0].attempt, 1);
   EXPECT_TRUE(failed.TakeUnanswered().empty());
+}
+
+// A threaded actor answers a push's calls as they finish, out of order: the calls
+// that never got a result are the ones handed back, whatever their place.
+TEST(PushProgressTest, ResultsOutOfOrderLeaveTheRightCallsUnanswered) {
+  PushProgress progress;
+  std::vector<TaskID> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(TaskID::FromRandom());
+    progress.Add(ids.back(), i);
+  }
+  std::vector<PushProgress::Task> missing;
+  EXPECT_EQ(progress.OnReply(ReplyWith({ids[3], ids[1]}, false), &missing), 2);
+  // A result listed twice, or of a task not in this push, answers nothing.
+  EXPECT_EQ(progress.OnReply(ReplyWith({ids[3], TaskID::FromRandom()}, false), &missing), 0);
+  EXPECT_EQ(progress.unanswered(), 3);
+  std::vector<PushProgress::Task> lost = progress.TakeUnanswered();
+  ASSERT_EQ(lost.size(), 3u);
+  EXPECT_EQ(lost[0].task_id, ids[0]);
+  EXPECT_EQ(lost[1].task_id, ids[2]);
+  EXPECT_EQ(lost[2].task_id, ids[4]);
+
+  PushProgress done;
+  for (const TaskID& id : ids) done.Add(id, 0);
+  EXPECT_EQ(done.OnReply(ReplyWith({ids[4], ids[0]}, true), &missing), 2);
+  ASSERT_EQ(missing.size(), 3u);
+  EXPECT_EQ(missing[0].task_id, ids[1]);
+  EXPECT_EQ(missing[2].task_id, ids[3]);
 }
 
 }  // namespace
