@@ -1,4 +1,4 @@
-// What protecting the task channel costs (src/core_worker/task_channel_security.h):
+// What protecting the task channel costs (src/task_channel/task_channel_security.h):
 // for each protection (none, mac, encrypt), the round trips per second of one push
 // and its reply between an owner and a worker in this process over loopback, both
 // ends busy-polling so that no thread wake-up hides the cost, with small (100 B) and
@@ -16,7 +16,7 @@
 #include "bench_util.h"
 #include "src/common/event_loop.h"
 #include "src/common/security.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 
 namespace {
 

@@ -260,57 +260,173 @@ absl::StatusOr<std::string> TakeRedisPassword() {
 
 }  // namespace
 
-int RunStart(const StartOptions& options) {
-  StartOptions o = options;
+// Checks the flags and resolves the addresses they name; an error names the flag.
+absl::Status CheckStartOptions(StartOptions& o) {
   if (o.head == !o.address.empty()) {
-    return Error(o.head ? "--head and --address are exclusive" : "give --head to start a new cluster, or "
-                                                                  "--address H:P to join one");
+    return absl::InvalidArgumentError(o.head ? "--head and --address are exclusive"
+                                              : "give --head to start a new cluster, or --address H:P to join one");
   }
-  if (auto r = scheduling::ParseCustomResources(o.resources); !r.ok()) return Error(std::string(r.status().message()));
+  if (auto r = scheduling::ParseCustomResources(o.resources); !r.ok()) {
+    return absl::InvalidArgumentError(std::string(r.status().message()));
+  }
   if (!o.system_config.empty()) {
     Config c;
-    if (auto s = c.ApplyJson(o.system_config); !s.ok()) return Error("--system-config: " + std::string(s.message()));
+    if (auto s = c.ApplyJson(o.system_config); !s.ok()) {
+      return absl::InvalidArgumentError("--system-config: " + std::string(s.message()));
+    }
   }
   if (!o.address.empty()) {
     auto hp = ParseHostPort(o.address);
-    if (!hp.ok()) return Error("--address: " + std::string(hp.status().message()));
+    if (!hp.ok()) return absl::InvalidArgumentError("--address: " + std::string(hp.status().message()));
     // A name (a Kubernetes Service, say) is looked up once: the daemons and the
     // cluster's records use the address.
     auto ip = ResolveIpv4(hp->host);
-    if (!ip.ok()) return Error("--address: " + std::string(ip.status().message()));
+    if (!ip.ok()) return absl::InvalidArgumentError("--address: " + std::string(ip.status().message()));
     o.address = *ip + ":" + std::to_string(hp->port);
   }
   if (!o.redis_address.empty()) {
     if (auto hp = ParseHostPort(o.redis_address); !hp.ok()) {
-      return Error("--redis-address: " + std::string(hp.status().message()));
+      return absl::InvalidArgumentError("--redis-address: " + std::string(hp.status().message()));
     }
   }
-  if (auto s = ResolveAddresses(&o); !s.ok()) return Error(std::string(s.message()));
+  if (auto s = ResolveAddresses(&o); !s.ok()) return s;
   if (o.head && o.port != 0 && IsPortOpen(IsWildcard(o.bind_address) ? "127.0.0.1" : o.bind_address, o.port)) {
-    return Error("port " + std::to_string(o.port) +
-                 " is already in use (another Manta head? pick another with --port)");
+    return absl::InvalidArgumentError("port " + std::to_string(o.port) +
+                                      " is already in use (another Manta head? pick another with --port)");
   }
-  // The cluster's credentials: a new token for a new cluster; a joining node finds
-  // the one of the cluster it joins.
+  return absl::OkStatus();
+}
+
+// The cluster's credentials: a new token for a new cluster (or the one given with
+// --token-file); a joining node finds the one of the cluster it joins.
+absl::StatusOr<rpc::Credentials> ClusterCredentials(const StartOptions& o) {
   rpc::Credentials credentials;
-  if (auto s = rpc::LoadTls(o.tls, &credentials); !s.ok()) return Error(std::string(s.message()));
+  if (auto s = rpc::LoadTls(o.tls, &credentials); !s.ok()) return s;
   if (!o.head) {
     auto hp = *ParseHostPort(o.address);
-    if (!IsPortOpen(hp.host, hp.port)) return Error("cannot reach the GCS at " + o.address + ": nothing listens there");
+    if (!IsPortOpen(hp.host, hp.port)) {
+      return absl::UnavailableError("cannot reach the GCS at " + o.address + ": nothing listens there");
+    }
   }
   if (o.head && !o.token_file.empty()) {
     // A token made beforehand (a Kubernetes Secret, a file copied to every machine).
     auto token = ReadTokenFile(o.token_file);
-    if (!token.ok()) return Error("--token-file: " + std::string(token.status().message()));
+    if (!token.ok()) return absl::InvalidArgumentError("--token-file: " + std::string(token.status().message()));
     credentials.token = *token;
   } else if (o.head) {
     credentials.token = NewClusterToken();
   } else {
     auto token = FindClusterToken(o.address, o.token_file, TempRoot());
-    if (!token.ok()) return Error(std::string(token.status().message()));
+    if (!token.ok()) return token.status();
     credentials.token = *token;
   }
-  rpc::SetProcessCredentials(credentials);
+  return credentials;
+}
+
+// The head's Redis: started here when no --redis-address is given (on a free port,
+// retried on a lost race), else checked with a PING. Returns its address.
+absl::StatusOr<std::string> StartOrCheckRedis(Launcher& launcher, Session& session, std::string redis_address,
+                                              const std::string& redis_password) {
+  if (redis_address.empty()) {
+    // redis-server cannot bind port 0, so pick a free port and retry on a lost race.
+    absl::Status last;
+    for (int attempt = 0; attempt < 3 && redis_address.empty(); ++attempt) {
+      auto port = PickFreePort();
+      if (!port.ok()) return port.status();
+      std::string conf = session.Path("redis.conf");
+      if (auto s = WriteSecretFile(conf, RedisConfig(*port, session.dir(), redis_password)); !s.ok()) return s;
+      gcs::RedisStoreClient::Options ping;
+      ping.port = *port;
+      ping.password = redis_password;
+      ping.connect_timeout_ms = 200;
+      auto ready = launcher.Start("redis-server", {conf}, Role::kRedis, "", [&] {
+        return IsPortOpen("127.0.0.1", *port) && gcs::RedisStoreClient::RunOnce(ping, {"PING"}).ok();
+      });
+      if (ready.ok()) {
+        redis_address = "127.0.0.1:" + std::to_string(*port);
+      } else {
+        last = ready.status();
+        launcher.Abort();
+      }
+    }
+    if (redis_address.empty()) return last;
+  } else {
+    auto hp = *ParseHostPort(redis_address);
+    gcs::RedisStoreClient::Options ping;
+    ping.host = hp.host;
+    ping.port = hp.port;
+    ping.password = redis_password;
+    if (auto r = gcs::RedisStoreClient::RunOnce(ping, {"PING"}); !r.ok()) {
+      launcher.Abort();
+      return r.status();
+    }
+  }
+  return redis_address;
+}
+
+// What `manta start` tells its user once the node is up.
+void PrintStarted(const StartOptions& o, const Session& session, const std::string& gcs_address,
+                  const std::string& redis_address, int raylet_port) {
+  std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";
+  std::cout << "  GCS address:      " << gcs_address << "\n";
+  if (o.head) std::cout << "  Redis address:    " << redis_address << "\n";
+  std::cout << "  Raylet port:      " << raylet_port << "\n";
+  std::cout << "  Session dir:      " << session.dir() << "\n";
+  std::cout << "  Cluster token:    " << session.TokenFile() << " (keep it private)\n";
+  if (!IsLoopbackAddress(o.bind_address)) {
+    std::cout << "  Listening on:     " << o.bind_address << " (reachable from other machines; every connection "
+              << "must present the cluster token"
+              << (o.tls.enabled() ? ", over TLS" : "; traffic is not encrypted: see --tls-cert") << ")\n";
+  }
+  if (o.head) {
+    std::cout << "\nTo add another node to this cluster from this machine, run\n"
+              << "  manta start --address " << gcs_address << "\n"
+              << "From another machine, copy the token file there (mode 0600) and add --token-file <path>.\n";
+  }
+  std::cout << "To see the cluster: manta status\nTo stop: manta stop" << std::endl;
+}
+
+struct HeadAddresses {
+  std::string gcs;
+  std::string redis;
+};
+
+// The head's Redis (started or checked) and GCS.
+absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* session, const StartOptions& o,
+                                               const std::string& inherited_redis_password) {
+  // The Redis password: given (flag or MANTA_REDIS_PASSWORD), else a random one for
+  // a Redis started here. It lives in a 0600 file of the session, never on a command line.
+  std::string redis_password = o.redis_password;
+  if (redis_password.empty()) redis_password = inherited_redis_password;
+  if (redis_password.empty() && o.redis_address.empty()) redis_password = SecureRandomHex(24);
+  if (!redis_password.empty()) {
+    if (auto s = WriteSecretFile(session->Path("redis_password"), redis_password); !s.ok()) return s;
+  }
+  auto redis = StartOrCheckRedis(launcher, *session, o.redis_address, redis_password);
+  if (!redis.ok()) return redis.status();
+  const std::string redis_address = *redis;
+  std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--bind-address", o.bind_address,
+                                       "--redis-address", redis_address,
+                                       "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
+  for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));
+  if (!redis_password.empty()) {
+    gcs_args.insert(gcs_args.end(), {"--redis-password-file", session->Path("redis_password")});
+  }
+  if (!o.system_config.empty()) gcs_args.insert(gcs_args.end(), {"--system-config", o.system_config});
+  auto gcs_port = launcher.Start("manta_gcs", gcs_args, Role::kGcs, session->Path("gcs.ready"));
+  if (!gcs_port.ok()) {
+    launcher.Abort();
+    return gcs_port.status();
+  }
+  return HeadAddresses{o.node_ip_address + ":" + std::to_string(std::stoi(*gcs_port)), redis_address};
+}
+
+int RunStart(const StartOptions& options) {
+  StartOptions o = options;
+  if (auto s = CheckStartOptions(o); !s.ok()) return Error(std::string(s.message()));
+  auto credentials = ClusterCredentials(o);
+  if (!credentials.ok()) return Error(std::string(credentials.status().message()));
+  rpc::SetProcessCredentials(*credentials);
   // The daemons read it from the session's file: it must not linger in their
   // environment (nor in Redis's), where /proc shows it. The Redis password likewise
   // (from MANTA_REDIS_PASSWORD, or a pipe from ray::Init starting a local cluster).
@@ -327,7 +443,7 @@ int RunStart(const StartOptions& options) {
   }
   auto session = Session::Create();
   if (!session.ok()) return Error(std::string(session.status().message()));
-  if (auto s = WriteTokenFile(session->TokenFile(), credentials.token); !s.ok()) {
+  if (auto s = WriteTokenFile(session->TokenFile(), credentials->token); !s.ok()) {
     return Error(std::string(s.message()));
   }
   Launcher launcher(*session);
@@ -335,66 +451,10 @@ int RunStart(const StartOptions& options) {
   std::string redis_address = o.redis_address;
 
   if (o.head) {
-    // The Redis password: given (flag or MANTA_REDIS_PASSWORD), else a random one for
-    // a Redis started here. It lives in a 0600 file of the session, never on a command line.
-    std::string redis_password = o.redis_password;
-    if (redis_password.empty()) redis_password = *inherited_redis_password;
-    if (redis_password.empty() && redis_address.empty()) redis_password = SecureRandomHex(24);
-    if (!redis_password.empty()) {
-      if (auto s = WriteSecretFile(session->Path("redis_password"), redis_password); !s.ok()) {
-        return Error(std::string(s.message()));
-      }
-    }
-    if (redis_address.empty()) {
-      // redis-server cannot bind port 0, so pick a free port and retry on a lost race.
-      absl::Status last;
-      for (int attempt = 0; attempt < 3 && redis_address.empty(); ++attempt) {
-        auto port = PickFreePort();
-        if (!port.ok()) return Error(std::string(port.status().message()));
-        std::string conf = session->Path("redis.conf");
-        if (auto s = WriteSecretFile(conf, RedisConfig(*port, session->dir(), redis_password)); !s.ok()) {
-          return Error(std::string(s.message()));
-        }
-        gcs::RedisStoreClient::Options ping;
-        ping.port = *port;
-        ping.password = redis_password;
-        ping.connect_timeout_ms = 200;
-        auto ready = launcher.Start("redis-server", {conf}, Role::kRedis, "", [&] {
-          return IsPortOpen("127.0.0.1", *port) && gcs::RedisStoreClient::RunOnce(ping, {"PING"}).ok();
-        });
-        if (ready.ok()) {
-          redis_address = "127.0.0.1:" + std::to_string(*port);
-        } else {
-          last = ready.status();
-          launcher.Abort();
-        }
-      }
-      if (redis_address.empty()) return Error(std::string(last.message()));
-    } else {
-      auto hp = *ParseHostPort(redis_address);
-      gcs::RedisStoreClient::Options ping;
-      ping.host = hp.host;
-      ping.port = hp.port;
-      ping.password = redis_password;
-      if (auto r = gcs::RedisStoreClient::RunOnce(ping, {"PING"}); !r.ok()) {
-        launcher.Abort();
-        return Error(std::string(r.status().message()));
-      }
-    }
-    std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--bind-address", o.bind_address,
-                                         "--redis-address", redis_address,
-                                         "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
-    for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));
-    if (!redis_password.empty()) {
-      gcs_args.insert(gcs_args.end(), {"--redis-password-file", session->Path("redis_password")});
-    }
-    if (!o.system_config.empty()) gcs_args.insert(gcs_args.end(), {"--system-config", o.system_config});
-    auto gcs_port = launcher.Start("manta_gcs", gcs_args, Role::kGcs, session->Path("gcs.ready"));
-    if (!gcs_port.ok()) {
-      launcher.Abort();
-      return Error(std::string(gcs_port.status().message()));
-    }
-    gcs_address = o.node_ip_address + ":" + std::to_string(std::stoi(*gcs_port));
+    auto head = StartHeadDaemons(launcher, &*session, o, *inherited_redis_password);
+    if (!head.ok()) return Error(std::string(head.status().message()));
+    gcs_address = head->gcs;
+    redis_address = head->redis;
   }
 
   auto raylet_port =
@@ -408,23 +468,7 @@ int RunStart(const StartOptions& options) {
                         o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n", 0600);
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
-  std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";
-  std::cout << "  GCS address:      " << gcs_address << "\n";
-  if (o.head) std::cout << "  Redis address:    " << redis_address << "\n";
-  std::cout << "  Raylet port:      " << std::stoi(*raylet_port) << "\n";
-  std::cout << "  Session dir:      " << session->dir() << "\n";
-  std::cout << "  Cluster token:    " << session->TokenFile() << " (keep it private)\n";
-  if (!IsLoopbackAddress(o.bind_address)) {
-    std::cout << "  Listening on:     " << o.bind_address << " (reachable from other machines; every connection "
-              << "must present the cluster token"
-              << (o.tls.enabled() ? ", over TLS" : "; traffic is not encrypted: see --tls-cert") << ")\n";
-  }
-  if (o.head) {
-    std::cout << "\nTo add another node to this cluster from this machine, run\n"
-              << "  manta start --address " << gcs_address << "\n"
-              << "From another machine, copy the token file there (mode 0600) and add --token-file <path>.\n";
-  }
-  std::cout << "To see the cluster: manta status\nTo stop: manta stop" << std::endl;
+  PrintStarted(o, *session, gcs_address, redis_address, std::stoi(*raylet_port));
   if (o.block) return Block(launcher);
   return 0;
 }

@@ -140,17 +140,24 @@ scheduling::ResourceMap WithoutBundleResources(const scheduling::ResourceMap& re
   return out;
 }
 
-}  // namespace
-
-int RunStatus(const ClusterFlags& flags, bool json) {
-  auto resolved = JoinCluster(flags);
-  if (!resolved.ok()) {
-    std::cerr << "manta status: " << resolved.status().message() << std::endl;
-    return 1;
-  }
-  const std::string address = *resolved;
-  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
+struct ClusterSnapshot {
+  std::string address;
+  std::string cluster_hex;
   rpc::GetAllNodeInfoReply nodes;
+  std::map<std::string, scheduling::ResourceMap> available;  // by node id (binary)
+  std::map<std::string, rpc::ObjectStoreStats> stores;
+  std::map<std::string, std::vector<std::string>> infeasible;
+  std::map<std::string, int> actor_states;  // actors per state
+  std::map<std::string, int> group_states;  // placement groups per state
+  std::vector<rpc::PlacementGroupTableData> waiting_groups;  // those waiting to be placed
+};
+
+// What `manta status` shows, read from the GCS at `address`.
+absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
+  ClusterSnapshot snap;
+  snap.address = address;
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
+  rpc::GetAllNodeInfoReply& nodes = snap.nodes;
   rpc::GetClusterIdReply cluster;
   {
     grpc::ClientContext ctx;
@@ -158,10 +165,8 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     grpc::Status s = stub->GetAllNodeInfo(&ctx, rpc::GetAllNodeInfoRequest(), &nodes);
     if (!s.ok()) {
-      std::cerr << "manta status: cannot reach the GCS at " << address << ": " << s.error_message()
-                << (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : "")
-                << std::endl;
-      return 1;
+      return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message() +
+                                    (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : ""));
     }
   }
   {
@@ -170,9 +175,9 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     (void)stub->GetClusterId(&ctx, rpc::GetClusterIdRequest(), &cluster);
   }
-  std::map<std::string, scheduling::ResourceMap> available;
-  std::map<std::string, rpc::ObjectStoreStats> stores;
-  std::map<std::string, std::vector<std::string>> infeasible;
+  auto& available = snap.available;
+  auto& stores = snap.stores;
+  auto& infeasible = snap.infeasible;
   for (const auto& u : nodes.resource_usage()) {
     available[u.node_id()] = ToMap(u.resources_available());
     if (u.infeasible_shapes_size() > 0) {
@@ -181,121 +186,131 @@ int RunStatus(const ClusterFlags& flags, bool json) {
     if (u.has_object_store()) stores[u.node_id()] = u.object_store();
   }
 
-  std::string cluster_hex = BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()),
-                                       cluster.cluster_id().size());
+  snap.cluster_hex =
+      BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()), cluster.cluster_id().size());
   // Actors per state (a GCS without actors, or an error here, shows none).
-  std::map<std::string, int> actor_states;
   if (auto actors = FetchActors(address); actors.ok()) {
-    for (const auto& actor : actors->actors()) ++actor_states[ActorStateName(actor.state())];
+    for (const auto& actor : actors->actors()) ++snap.actor_states[ActorStateName(actor.state())];
   }
   // Placement groups per state, and those waiting to be placed (with why).
-  std::map<std::string, int> group_states;
-  std::vector<rpc::PlacementGroupTableData> waiting_groups;
   if (auto groups = FetchPlacementGroups(address); groups.ok()) {
     for (const auto& group : groups->placement_groups()) {
-      ++group_states[PlacementGroupStateName(group.state())];
+      ++snap.group_states[PlacementGroupStateName(group.state())];
       if (group.state() == rpc::PlacementGroupTableData::PENDING ||
           group.state() == rpc::PlacementGroupTableData::RESCHEDULING) {
-        waiting_groups.push_back(group);
+        snap.waiting_groups.push_back(group);
       }
     }
   }
-  if (json) {
-    nlohmann::json out;
-    out["gcs_address"] = address;
-    out["cluster_id"] = cluster_hex;
-    out["nodes"] = nlohmann::json::array();
-    for (const auto& n : nodes.node_info_list()) {
-      nlohmann::json j;
-      j["node_id"] = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
-      j["state"] = n.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD";
-      j["address"] = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
-      j["is_head"] = n.is_head_node();
-      j["resources_total"] = ToMap(n.resources_total());
-      auto a = available.find(n.node_id());
-      j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
-      if (n.state() == rpc::NodeInfo::DEAD) {
-        j["death_reason"] = n.death_reason();
-        j["end_time_ms"] = n.end_time_ms();
-      }
-      auto inf = infeasible.find(n.node_id());
-      j["infeasible_shapes"] = inf != infeasible.end() ? inf->second : std::vector<std::string>();
-      if (auto st = stores.find(n.node_id()); st != stores.end()) {
-        const rpc::ObjectStoreStats& o = st->second;
-        j["object_store"] = {{"capacity_bytes", o.capacity_bytes()},
-                             {"used_bytes", o.used_bytes()},
-                             {"num_objects", o.num_objects()},
-                             {"num_pinned", o.num_pinned()},
-                             {"num_spilled", o.num_spilled()},
-                             {"num_pending_creates", o.num_pending_creates()},
-                             {"spilled_bytes_current", o.spilled_bytes_current()},
-                             {"spilled_bytes_total", o.spilled_bytes_total()},
-                             {"restored_bytes_total", o.restored_bytes_total()},
-                             {"evicted_bytes_total", o.evicted_bytes_total()},
-                             {"pulled_bytes_total", o.pulled_bytes_total()},
-                             {"served_bytes_total", o.served_bytes_total()}};
-      }
-      out["nodes"].push_back(j);
-    }
-    out["actors"] = actor_states;
-    out["placement_groups"] = group_states;
-    out["waiting_placement_groups"] = nlohmann::json::array();
-    for (const auto& group : waiting_groups) {
-      out["waiting_placement_groups"].push_back({{"placement_group_id", Hex(group.placement_group_id())},
-                                                 {"name", group.name()},
-                                                 {"state", PlacementGroupStateName(group.state())},
-                                                 {"infeasible", group.infeasible()},
-                                                 {"reason", group.pending_reason()}});
-    }
-    std::cout << out.dump(2) << std::endl;
-    return 0;
-  }
+  return snap;
+}
 
+void PrintStatusJson(const ClusterSnapshot& snap) {
+  const auto& available = snap.available;
+  const auto& stores = snap.stores;
+  const auto& infeasible = snap.infeasible;
+  nlohmann::json out;
+  out["gcs_address"] = snap.address;
+  out["cluster_id"] = snap.cluster_hex;
+  out["nodes"] = nlohmann::json::array();
+  for (const auto& n : snap.nodes.node_info_list()) {
+    nlohmann::json j;
+    j["node_id"] = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
+    j["state"] = n.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD";
+    j["address"] = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
+    j["is_head"] = n.is_head_node();
+    j["resources_total"] = ToMap(n.resources_total());
+    auto a = available.find(n.node_id());
+    j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
+    if (n.state() == rpc::NodeInfo::DEAD) {
+      j["death_reason"] = n.death_reason();
+      j["end_time_ms"] = n.end_time_ms();
+    }
+    auto inf = infeasible.find(n.node_id());
+    j["infeasible_shapes"] = inf != infeasible.end() ? inf->second : std::vector<std::string>();
+    if (auto st = stores.find(n.node_id()); st != stores.end()) {
+      const rpc::ObjectStoreStats& o = st->second;
+      j["object_store"] = {{"capacity_bytes", o.capacity_bytes()},
+                           {"used_bytes", o.used_bytes()},
+                           {"num_objects", o.num_objects()},
+                           {"num_pinned", o.num_pinned()},
+                           {"num_spilled", o.num_spilled()},
+                           {"num_pending_creates", o.num_pending_creates()},
+                           {"spilled_bytes_current", o.spilled_bytes_current()},
+                           {"spilled_bytes_total", o.spilled_bytes_total()},
+                           {"restored_bytes_total", o.restored_bytes_total()},
+                           {"evicted_bytes_total", o.evicted_bytes_total()},
+                           {"pulled_bytes_total", o.pulled_bytes_total()},
+                           {"served_bytes_total", o.served_bytes_total()}};
+    }
+    out["nodes"].push_back(j);
+  }
+  out["actors"] = snap.actor_states;
+  out["placement_groups"] = snap.group_states;
+  out["waiting_placement_groups"] = nlohmann::json::array();
+  for (const auto& group : snap.waiting_groups) {
+    out["waiting_placement_groups"].push_back({{"placement_group_id", Hex(group.placement_group_id())},
+                                               {"name", group.name()},
+                                               {"state", PlacementGroupStateName(group.state())},
+                                               {"infeasible", group.infeasible()},
+                                               {"reason", group.pending_reason()}});
+  }
+  std::cout << out.dump(2) << std::endl;
+}
+
+// One node's lines; its resources are added to the cluster's when it is alive.
+void PrintNode(const ClusterSnapshot& snap, const rpc::NodeInfo& n, scheduling::ResourceMap* cluster_total,
+               scheduling::ResourceMap* cluster_available) {
+  const auto& available = snap.available;
+  const auto& stores = snap.stores;
+  const auto& infeasible = snap.infeasible;
+  bool is_alive = n.state() == rpc::NodeInfo::ALIVE;
+  std::string id = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
+  std::cout << (is_alive ? "ALIVE " : "DEAD  ") << id << "  " << n.node_manager_address() << ":"
+            << n.node_manager_port() << (n.is_head_node() ? "  (head)" : "") << (n.draining() ? "  (draining)" : "")
+            << "\n";
+  scheduling::ResourceMap total = ToMap(n.resources_total());
+  if (is_alive) {
+    auto a = available.find(n.node_id());
+    scheduling::ResourceMap avail = WithoutBundleResources(a != available.end() ? a->second : total);
+    std::cout << "      total:     " << scheduling::FormatResources(total) << "\n"
+              << "      available: " << scheduling::FormatResources(avail) << "\n";
+    if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
+      for (const std::string& shape : inf->second) {
+        std::cout << "      infeasible: {" << shape << "} (lease requests waiting: no node has these resources)\n";
+      }
+    }
+    if (auto st = stores.find(n.node_id()); st != stores.end()) {
+      const rpc::ObjectStoreStats& o = st->second;
+      std::cout << "      objects:   " << Bytes(o.used_bytes()) << " / " << Bytes(o.capacity_bytes()) << " used, "
+                << o.num_objects() << " objects (" << o.num_pinned() << " pinned), spilled "
+                << Bytes(o.spilled_bytes_current()) << " in " << o.num_spilled() << " objects (total "
+                << Bytes(o.spilled_bytes_total()) << " out, " << Bytes(o.restored_bytes_total())
+                << " restored), transfer " << Bytes(o.pulled_bytes_total()) << " in / "
+                << Bytes(o.served_bytes_total()) << " out\n";
+    }
+    for (const auto& [k, v] : total) (*cluster_total)[k] += v;
+    for (const auto& [k, v] : avail) (*cluster_available)[k] += v;
+  } else {
+    std::cout << "      reason:    " << n.death_reason() << "\n";
+  }
+}
+
+void PrintStatusTable(const ClusterSnapshot& snap) {
   int alive = 0, dead = 0;
   scheduling::ResourceMap cluster_total, cluster_available;
-  for (const auto& n : nodes.node_info_list()) (n.state() == rpc::NodeInfo::ALIVE ? alive : dead)++;
+  for (const auto& n : snap.nodes.node_info_list()) (n.state() == rpc::NodeInfo::ALIVE ? alive : dead)++;
   std::cout << "======== Manta cluster status ========\n"
-            << "GCS address: " << address << "\n"
-            << "Cluster id:  " << cluster_hex << "\n"
+            << "GCS address: " << snap.address << "\n"
+            << "Cluster id:  " << snap.cluster_hex << "\n"
             << "Nodes:       " << alive << " alive, " << dead << " dead\n\n";
-  for (const auto& n : nodes.node_info_list()) {
-    bool is_alive = n.state() == rpc::NodeInfo::ALIVE;
-    std::string id = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
-    std::cout << (is_alive ? "ALIVE " : "DEAD  ") << id << "  " << n.node_manager_address() << ":"
-              << n.node_manager_port() << (n.is_head_node() ? "  (head)" : "") << (n.draining() ? "  (draining)" : "")
-              << "\n";
-    scheduling::ResourceMap total = ToMap(n.resources_total());
-    if (is_alive) {
-      auto a = available.find(n.node_id());
-      scheduling::ResourceMap avail = WithoutBundleResources(a != available.end() ? a->second : total);
-      std::cout << "      total:     " << scheduling::FormatResources(total) << "\n"
-                << "      available: " << scheduling::FormatResources(avail) << "\n";
-      if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
-        for (const std::string& shape : inf->second) {
-          std::cout << "      infeasible: {" << shape << "} (lease requests waiting: no node has these resources)\n";
-        }
-      }
-      if (auto st = stores.find(n.node_id()); st != stores.end()) {
-        const rpc::ObjectStoreStats& o = st->second;
-        std::cout << "      objects:   " << Bytes(o.used_bytes()) << " / " << Bytes(o.capacity_bytes()) << " used, "
-                  << o.num_objects() << " objects (" << o.num_pinned() << " pinned), spilled "
-                  << Bytes(o.spilled_bytes_current()) << " in " << o.num_spilled() << " objects (total "
-                  << Bytes(o.spilled_bytes_total()) << " out, " << Bytes(o.restored_bytes_total())
-                  << " restored), transfer " << Bytes(o.pulled_bytes_total()) << " in / "
-                  << Bytes(o.served_bytes_total()) << " out\n";
-      }
-      for (const auto& [k, v] : total) cluster_total[k] += v;
-      for (const auto& [k, v] : avail) cluster_available[k] += v;
-    } else {
-      std::cout << "      reason:    " << n.death_reason() << "\n";
-    }
-  }
+  for (const auto& n : snap.nodes.node_info_list()) PrintNode(snap, n, &cluster_total, &cluster_available);
   std::cout << "\nCluster resources (alive nodes)\n"
             << "      total:     " << scheduling::FormatResources(cluster_total) << "\n"
             << "      available: " << scheduling::FormatResources(cluster_available) << "\n";
-  std::cout << "\nActors:      " << CountsLine(actor_states) << "\n";
-  std::cout << "Placement groups: " << CountsLine(group_states) << "\n";
-  for (const auto& group : waiting_groups) {
+  std::cout << "\nActors:      " << CountsLine(snap.actor_states) << "\n";
+  std::cout << "Placement groups: " << CountsLine(snap.group_states) << "\n";
+  for (const auto& group : snap.waiting_groups) {
     std::cout << "      " << PlacementGroupStateName(group.state()) << " " << Hex(group.placement_group_id())
               << (group.name().empty() ? "" : " '" + group.name() + "'") << " ("
               << rpc::PlacementStrategy_Name(group.strategy()) << ", " << group.bundles_size() << " bundles)"
@@ -303,6 +318,26 @@ int RunStatus(const ClusterFlags& flags, bool json) {
               << group.pending_reason() << "\n";
   }
   std::cout << std::flush;
+}
+
+}  // namespace
+
+int RunStatus(const ClusterFlags& flags, bool json) {
+  auto resolved = JoinCluster(flags);
+  if (!resolved.ok()) {
+    std::cerr << "manta status: " << resolved.status().message() << std::endl;
+    return 1;
+  }
+  auto snap = TakeSnapshot(*resolved);
+  if (!snap.ok()) {
+    std::cerr << "manta status: " << snap.status().message() << std::endl;
+    return 1;
+  }
+  if (json) {
+    PrintStatusJson(*snap);
+  } else {
+    PrintStatusTable(*snap);
+  }
   return 0;
 }
 

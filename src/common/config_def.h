@@ -5,6 +5,8 @@
 
 // ---- GCS
 MANTA_CONFIG(int64_t, health_check_period_ms, 1000, "GCS health-checks each raylet this often")
+MANTA_CONFIG(int64_t, bundle_return_attempts, 5, "tries of the GCS to give a placement group's bundle back to its raylet")
+MANTA_CONFIG(int64_t, bundle_return_retry_ms, 500, "pause between those tries")
 MANTA_CONFIG(int64_t, health_check_timeout_ms, 1000, "deadline of one health check")
 MANTA_CONFIG(int64_t, health_check_failure_threshold, 5, "consecutive misses before a node is DEAD")
 MANTA_CONFIG(int64_t, health_check_initial_delay_ms, 1000, "grace period after registration")
@@ -38,6 +40,8 @@ MANTA_CONFIG(int64_t, slow_handler_warn_ms, 100, "event-loop handlers slower tha
 MANTA_CONFIG(int64_t, object_store_full_timeout_ms, 10000, "a Create that cannot get memory fails after this")
 MANTA_CONFIG(int64_t, object_spilling_min_bytes, 100 * 1024 * 1024, "spill at least this much per batch (one file)")
 MANTA_CONFIG(int64_t, object_spilling_threads, 2, "threads writing and reading spill files")
+MANTA_CONFIG(int64_t, object_store_max_pending_connects, 64,
+             "store clients that have connected but not yet sent Connect, at once; more are refused")
 MANTA_CONFIG(std::string, object_spilling_dir, "", "spill directory (default: <session dir>/spill)")
 MANTA_CONFIG(int64_t, object_store_prefault_bytes, 64 << 20, "bytes of the arena kept populated ahead of the highest object, at idle priority (-1 = the whole arena at start, 0 = none)")
 MANTA_CONFIG(int64_t, object_store_release_idle_ms, 10000, "populated pages of the arena beyond what the prefault window needs are given back after this long (0 = never)")
@@ -60,6 +64,15 @@ MANTA_CONFIG(int64_t, driver_liveness_check_ms, 1000, "raylet checks that local 
 MANTA_CONFIG(int64_t, worker_exit_grace_ms, 5000, "a worker asked to exit (idle, or its job ended) that is still alive after this is killed with SIGKILL")
 
 // ---- core worker (drivers and workers)
+MANTA_CONFIG(int64_t, free_memory_check_ms, 250,
+             "how often a core worker looks whether a burst of freed objects is over (to give the heap back)")
+MANTA_CONFIG(int64_t, free_memory_min_frees, 100000, "freed objects that make a burst worth giving heap memory back for")
+MANTA_CONFIG(int64_t, raylet_watch_ms, 500, "how often a core worker checks that its node's raylet is still there")
+MANTA_CONFIG(int64_t, lease_retry_delay_ms, 100, "an owner asks again this long after a lease request failed")
+MANTA_CONFIG(int64_t, max_consecutive_lease_failures, 10,
+             "lease requests of one scheduling key that fail in a row before its queued tasks fail")
+MANTA_CONFIG(int64_t, task_pipeline_target_us, 10000,
+             "work an owner keeps queued at each leased worker, in the tasks' measured run time (µs)")
 MANTA_CONFIG(int64_t, actor_exit_timeout_ms, 10000,
              "a threaded actor leaving (ray::ExitActor, exit) waits this long for its running calls to finish")
 MANTA_CONFIG(int64_t, max_inline_arg_bytes, 100 * 1024, "task arguments up to this size travel inside the task spec")

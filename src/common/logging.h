@@ -12,8 +12,9 @@ namespace manta {
 // above; otherwise everything goes to stderr. Installs the failure signal handler
 // so a crash prints a stack trace. Call once from main().
 void InitLogging(const char* program, const std::string& log_dir);
-// Turns off Abseil's per-Lock deadlock detection (done by InitLogging; drivers,
-// which do not own logging set-up, call it directly).
+// Turns off Abseil's per-Lock deadlock detection in Manta's own processes (done by
+// InitLogging: daemons and workers). A driver is the user's program: its setting is
+// the user's, and Manta leaves it as it finds it.
 void DisableMutexDeadlockDetection();
 
 // Bounds how often one kind of event is logged (refused peers, say, which a hostile

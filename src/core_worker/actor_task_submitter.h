@@ -38,7 +38,7 @@
 #include "protos/common.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 #include "src/core_worker/task_manager.h"
 
 namespace manta::core {

@@ -53,12 +53,6 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
 
 namespace {
 
-// How often the loop looks whether a burst of freed objects is over, and how many
-// freed objects make one (memory_releaser.h): ~100 MB of task entries and values.
-constexpr int64_t kReleaseMemoryCheckMs = 250;
-constexpr int64_t kReleaseMemoryMinFrees = 100000;
-// How often the core worker looks whether its node's raylet is still there.
-constexpr int64_t kRayletWatchMs = 500;
 
 // The CoreWorkerService front: every handler runs on the loop. (Tasks do not come
 // this way: they travel over the task channel.)
@@ -107,30 +101,24 @@ class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackServi
 };
 
 rpc::ClientOptions MakeClientOptions(const Config& config) {
-  rpc::ClientOptions options;
-  options.deadline_ms = config.grpc_client_deadline_ms;
-  options.max_attempts = config.grpc_client_max_attempts;
-  options.initial_backoff_ms = config.grpc_client_initial_backoff_ms;
-  options.max_backoff_ms = config.grpc_client_max_backoff_ms;
-  options.max_message_bytes = config.grpc_max_message_bytes;
+  std::shared_ptr<rpc::FaultInjector> faults;
   if (!config.testing_rpc_failure.empty()) {
-    auto faults = rpc::FaultInjector::Parse(config.testing_rpc_failure);
-    if (faults.ok()) {
-      options.faults = std::make_shared<rpc::FaultInjector>(*faults);
+    auto parsed = rpc::FaultInjector::Parse(config.testing_rpc_failure);
+    if (parsed.ok()) {
+      faults = std::make_shared<rpc::FaultInjector>(*parsed);
     } else {
-      LOG(WARNING) << "ignoring testing_rpc_failure: " << faults.status();
+      LOG(WARNING) << "ignoring testing_rpc_failure: " << parsed.status();
     }
   }
-  return options;
+  return rpc::ClientOptionsFromConfig(config, std::move(faults));
 }
 
 }  // namespace
 
 CoreWorker::CoreWorker(CoreWorkerOptions options)
     : options_(std::move(options)), loop_(options_.config.slow_handler_warn_ms),
-      memory_releaser_(kReleaseMemoryMinFrees, &MemoryReleaser::TrimHeap) {
+      memory_releaser_(options_.config.free_memory_min_frees, &MemoryReleaser::TrimHeap) {
   if (options_.worker_id.IsNil()) options_.worker_id = WorkerID::FromRandom();
-  DisableMutexDeadlockDetection();
 }
 
 absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Create(CoreWorkerOptions options) {
@@ -225,8 +213,8 @@ absl::Status CoreWorker::Connect() {
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
   reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
   release_timer_ =
-      loop_.RunEvery("CoreWorker.ReleaseMemory", kReleaseMemoryCheckMs, [this] { memory_releaser_.Check(); });
-  raylet_watch_timer_ = loop_.RunEvery("CoreWorker.WatchRaylet", kRayletWatchMs, [this] {
+      loop_.RunEvery("CoreWorker.ReleaseMemory", config.free_memory_check_ms, [this] { memory_releaser_.Check(); });
+  raylet_watch_timer_ = loop_.RunEvery("CoreWorker.WatchRaylet", config.raylet_watch_ms, [this] {
     if (store_->PeerClosed()) {
       OnLocalNodeLost("the raylet of this node (" + options_.raylet_address +
                       ") is gone: the node died or was declared dead");
@@ -247,6 +235,9 @@ absl::Status CoreWorker::Connect() {
   submitter_options.max_push_bytes = config.grpc_max_message_bytes / 2;
   submitter_options.lease_idle_ms = config.worker_lease_idle_ms;
   submitter_options.max_pending_lease_requests_per_key = config.max_pending_lease_requests_per_key;
+  submitter_options.lease_retry_delay_ms = config.lease_retry_delay_ms;
+  submitter_options.max_consecutive_lease_failures = config.max_consecutive_lease_failures;
+  submitter_options.pipeline_target_us = config.task_pipeline_target_us;
   submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, *raylets_, *channels_, *task_manager_);
   ActorSubmitterOptions actor_options;
   actor_options.self = rpc_address_;

@@ -60,7 +60,7 @@
 #include "src/core_worker/normal_task_submitter.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/rpc_clients.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 #include "src/core_worker/task_context.h"
 #include "src/core_worker/task_manager.h"
 
@@ -299,6 +299,15 @@ class CoreWorker {
                          const absl::flat_hash_map<ObjectID, std::string>& lost_at = {});
   absl::StatusOr<std::vector<ObjectValue>> GetWithRecovery(const std::vector<ObjectID>& ids, int64_t timeout_ms,
                                                            int recovery_rounds);
+  // Before a Get waits: NotFound for an id this process has no reference to; asks
+  // the owners of borrowed values absent here; reads our tasks' results off their
+  // channels for a while. Returns whether the Get will block (NotifyBlocked(true)
+  // was called).
+  absl::StatusOr<bool> AwaitAbsent(const std::vector<ObjectID>& ids, int64_t timeout_ms);
+  // Values at positions `lost` of `ids` could not be read: owned ones are rebuilt,
+  // borrowed ones reported to their owners. Returns their ids, to read again.
+  std::vector<ObjectID> RecoverLost(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
+                                    const std::vector<ObjectValue>& out, const std::vector<size_t>& lost);
   // Owner: `id` has no readable value (`cause`); `stale` is the value whose copy
   // could not be read (null: none). Runs the task that made it again, unless the
   // value changed meanwhile. When that is impossible its value becomes an
@@ -326,6 +335,13 @@ class CoreWorker {
   absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                 int64_t deadline_ms, std::vector<ObjectValue>* out,
                                 const std::vector<size_t>& positions, std::vector<size_t>* lost);
+  // ReadPlasmaValues' pulls of the objects not on this node (`missing`, at
+  // `missing_pos` in its ids) through this node's raylet; the ones that fail get an
+  // OBJECT_LOST error in *out and their position in *lost.
+  absl::Status PullToThisNode(const std::vector<ObjectID>& missing, const std::vector<size_t>& missing_pos,
+                              const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
+                              std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
+                              std::vector<size_t>* lost);
   void NotifyBlocked(bool blocked);
 
   // Worker-mode execution.

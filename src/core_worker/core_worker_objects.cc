@@ -128,31 +128,9 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::Get(const std::vector<Objec
 absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::vector<ObjectID>& ids,
                                                                      int64_t timeout_ms, int recovery_rounds) {
   int64_t deadline = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
-  std::vector<ObjectID> borrowed_absent;
-  const std::vector<size_t> absent = memory_store_.AbsentPositions(ids);
-  const bool all_present = absent.empty();
-  for (size_t position : absent) {
-    const ObjectID& id = ids[position];
-    if (!reference_counter_->HasReference(id)) {
-      return absl::NotFoundError("object " + id.Hex() +
-                                 " is unknown to this process (no live ObjectRef to it was created here)");
-    }
-    if (!reference_counter_->IsOwnedByUs(id)) borrowed_absent.push_back(id);
-  }
-  if (!borrowed_absent.empty()) {
-    loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
-  }
-  bool blocked = false;
-  if (!all_present && timeout_ms != 0) {
-    // Results of our own tasks: read them here rather than wait for the loop to.
-    size_t next = 0;
-    SpinOnTaskChannels([&] {
-      while (next < absent.size() && memory_store_.Contains(ids[absent[next]])) ++next;
-      return next == absent.size();
-    });
-    blocked = next < absent.size();
-    if (blocked) NotifyBlocked(true);
-  }
+  auto blocked_or = AwaitAbsent(ids, timeout_ms);
+  if (!blocked_or.ok()) return blocked_or.status();
+  const bool blocked = *blocked_or;
   std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), timeout_ms);
   std::vector<ObjectValue> out(ids.size());
   std::vector<ObjectID> plasma_ids;
@@ -185,6 +163,43 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::
   if (blocked) NotifyBlocked(false);
   if (!status.ok()) return status;
   if (lost.empty() || recovery_rounds <= 0) return out;
+  std::vector<ObjectID> lost_ids = RecoverLost(ids, values, out, lost);
+  int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicMs());
+  auto again = GetWithRecovery(lost_ids, left, recovery_rounds - 1);
+  if (!again.ok()) return again.status();
+  for (size_t k = 0; k < lost.size(); ++k) out[lost[k]] = std::move((*again)[k]);
+  return out;
+}
+
+absl::StatusOr<bool> CoreWorker::AwaitAbsent(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
+  std::vector<ObjectID> borrowed_absent;
+  const std::vector<size_t> absent = memory_store_.AbsentPositions(ids);
+  for (size_t position : absent) {
+    const ObjectID& id = ids[position];
+    if (!reference_counter_->HasReference(id)) {
+      return absl::NotFoundError("object " + id.Hex() +
+                                 " is unknown to this process (no live ObjectRef to it was created here)");
+    }
+    if (!reference_counter_->IsOwnedByUs(id)) borrowed_absent.push_back(id);
+  }
+  if (!borrowed_absent.empty()) {
+    loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
+  }
+  if (absent.empty() || timeout_ms == 0) return false;
+  // Results of our own tasks: read them here rather than wait for the loop to.
+  size_t next = 0;
+  SpinOnTaskChannels([&] {
+    while (next < absent.size() && memory_store_.Contains(ids[absent[next]])) ++next;
+    return next == absent.size();
+  });
+  const bool blocked = next < absent.size();
+  if (blocked) NotifyBlocked(true);
+  return blocked;
+}
+
+std::vector<ObjectID> CoreWorker::RecoverLost(const std::vector<ObjectID>& ids,
+                                              const std::vector<StoredObjectPtr>& values,
+                                              const std::vector<ObjectValue>& out, const std::vector<size_t>& lost) {
   // Copies that could not be fetched: the owner rebuilds them; then read again.
   std::vector<ObjectID> lost_ids;
   absl::flat_hash_map<ObjectID, std::string> borrowed_lost_at;
@@ -208,11 +223,7 @@ absl::StatusOr<std::vector<ObjectValue>> CoreWorker::GetWithRecovery(const std::
       RequestFromOwners(borrowed, borrowed_lost_at);
     });
   }
-  int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicMs());
-  auto again = GetWithRecovery(lost_ids, left, recovery_rounds - 1);
-  if (!again.ok()) return again.status();
-  for (size_t k = 0; k < lost.size(); ++k) out[lost[k]] = std::move((*again)[k]);
-  return out;
+  return lost_ids;
 }
 
 bool CoreWorker::PollTaskChannels(bool* in_flight) {
@@ -273,7 +284,39 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
     }
   }
   if (missing.empty()) return absl::OkStatus();
-  // Pull the missing objects to this node, from the node holding each primary copy.
+  if (auto s = PullToThisNode(missing, missing_pos, markers, deadline_ms, out, positions, lost); !s.ok()) return s;
+  std::vector<ObjectID> fetch_ids;
+  std::vector<size_t> fetch_pos;
+  for (size_t k = 0; k < missing.size(); ++k) {
+    if ((*out)[positions[missing_pos[k]]].error) continue;
+    fetch_ids.push_back(missing[k]);
+    fetch_pos.push_back(missing_pos[k]);
+  }
+  if (fetch_ids.empty()) return absl::OkStatus();
+  // Each pulled object now has a copy on this node, which its owner must delete
+  // along with the object.
+  for (const ObjectID& id : fetch_ids) RecordCopy(id, node_id_, options_.raylet_address);
+  int64_t wait_ms = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
+  auto again = store_->Get(fetch_ids, wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms : wait_ms);
+  if (!again.ok()) return again.status();
+  for (size_t k = 0; k < fetch_ids.size(); ++k) {
+    ObjectValue& v = (*out)[positions[fetch_pos[k]]];
+    if (!(*again)[k]) {
+      v.error = MakeErrorObject(rpc::OBJECT_LOST, "object " + fetch_ids[k].Hex() + " was fetched but is not readable");
+      continue;
+    }
+    v.data = reinterpret_cast<const char*>((*again)[k]->data);
+    v.size = static_cast<size_t>((*again)[k]->data_size);
+    v.holder = hold(fetch_ids[k]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CoreWorker::PullToThisNode(const std::vector<ObjectID>& missing, const std::vector<size_t>& missing_pos,
+                                        const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
+                                        std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
+                                        std::vector<size_t>* lost) {
+  // From the node holding each primary copy (then the other copies).
   absl::flat_hash_map<std::string, std::vector<ObjectID>> by_location;
   for (size_t k = 0; k < missing.size(); ++k) {
     by_location[markers[missing_pos[k]]->plasma_raylet_address()].push_back(missing[k]);
@@ -308,30 +351,6 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
         lost->push_back(positions[missing_pos[k]]);
       }
     }
-  }
-  std::vector<ObjectID> fetch_ids;
-  std::vector<size_t> fetch_pos;
-  for (size_t k = 0; k < missing.size(); ++k) {
-    if ((*out)[positions[missing_pos[k]]].error) continue;
-    fetch_ids.push_back(missing[k]);
-    fetch_pos.push_back(missing_pos[k]);
-  }
-  if (fetch_ids.empty()) return absl::OkStatus();
-  // Each pulled object now has a copy on this node, which its owner must delete
-  // along with the object.
-  for (const ObjectID& id : fetch_ids) RecordCopy(id, node_id_, options_.raylet_address);
-  int64_t wait_ms = remaining();
-  auto again = store_->Get(fetch_ids, wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms : wait_ms);
-  if (!again.ok()) return again.status();
-  for (size_t k = 0; k < fetch_ids.size(); ++k) {
-    ObjectValue& v = (*out)[positions[fetch_pos[k]]];
-    if (!(*again)[k]) {
-      v.error = MakeErrorObject(rpc::OBJECT_LOST, "object " + fetch_ids[k].Hex() + " was fetched but is not readable");
-      continue;
-    }
-    v.data = reinterpret_cast<const char*>((*again)[k]->data);
-    v.size = static_cast<size_t>((*again)[k]->data_size);
-    v.holder = hold(fetch_ids[k]);
   }
   return absl::OkStatus();
 }

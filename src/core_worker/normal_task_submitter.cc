@@ -11,10 +11,6 @@
 
 namespace manta::core {
 namespace {
-constexpr int64_t kLeaseRetryDelayMs = 100;
-constexpr int64_t kMaxConsecutiveLeaseFailures = 10;
-// Work kept in flight per worker, in reported task time.
-constexpr double kPipelineTargetUs = 10000;
 // Added to each reported run time: the per-task cost of the channel and the
 // executor, so that empty tasks do not count as free.
 constexpr double kTaskOverheadUs = 5;
@@ -231,7 +227,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
         bool local = raylet_address == options_.local_raylet_address;
         if (local) ++state.consecutive_lease_failures;
         LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address << " failed: " << why;
-        if (state.consecutive_lease_failures >= kMaxConsecutiveLeaseFailures) {
+        if (state.consecutive_lease_failures >= options_.max_consecutive_lease_failures) {
           FailQueuedTasks(state, rpc::NODE_DIED,
                           "no worker lease could be obtained from the local raylet " +
                               options_.local_raylet_address + ": " + why,
@@ -239,7 +235,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
           state.consecutive_lease_failures = 0;
         } else {
           std::weak_ptr<bool> alive = alive_;
-          loop_.PostAfter("RetryLease", kLeaseRetryDelayMs, [this, alive, key] {
+          loop_.PostAfter("RetryLease", options_.lease_retry_delay_ms, [this, alive, key] {
             if (alive.expired()) return;
             Deferred retry_later;
             {
@@ -289,11 +285,11 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
 }
 
 int64_t NormalTaskSubmitter::PipelineDepth(const KeyState& state) const {
-  // Queue about kPipelineTargetUs of work per worker: many tiny tasks travel and
+  // Queue about pipeline_target_us of work per worker: many tiny tasks travel and
   // run back to back, while long tasks go one per worker so that more workers (and
   // leases) share them. Unknown durations start at one task per worker.
   if (state.avg_task_us <= 0) return 1;
-  int64_t depth = static_cast<int64_t>(kPipelineTargetUs / state.avg_task_us);
+  int64_t depth = static_cast<int64_t>(static_cast<double>(options_.pipeline_target_us) / state.avg_task_us);
   return std::clamp<int64_t>(depth, 1, options_.max_tasks_in_flight_per_worker);
 }
 

@@ -44,7 +44,7 @@
 #include "src/common/id.h"
 #include "src/core_worker/push_batch.h"
 #include "src/core_worker/rpc_clients.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 #include "src/core_worker/task_manager.h"
 
 namespace manta::core {
@@ -60,6 +60,9 @@ struct SubmitterOptions {
   int64_t max_push_bytes = 256 << 20;
   int64_t lease_idle_ms = 10;
   int64_t max_pending_lease_requests_per_key = 10;
+  int64_t lease_retry_delay_ms = 100;
+  int64_t max_consecutive_lease_failures = 10;
+  int64_t pipeline_target_us = 10000;  // work kept in flight per worker, in reported task time
 };
 
 class NormalTaskSubmitter {

@@ -22,7 +22,7 @@
 #include "protos/core_worker.pb.h"
 #include "src/common/id.h"
 #include "src/core_worker/packed_task.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 
 namespace manta::core {
 

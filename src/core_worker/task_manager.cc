@@ -116,47 +116,62 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   bool failed = false;
   bool in_store = false;  // a return is in the object store, where it can be lost
   for (const rpc::ReturnObject& r : result.returns()) {
-    auto id = ObjectID::FromBinaryChecked(r.object_id());
-    if (!id.ok() || id->Task() != *task_id) {
-      LOG(WARNING) << "task " << task_id->Hex() << " returned a foreign object id; ignored";
-      continue;
-    }
-    StoredObjectPtr value;
-    if (r.has_error() && r.error().type() != rpc::ERROR_TYPE_UNSPECIFIED) {
-      failed = true;
-      value = MakeErrorObject(r.error());
-      reference_counter_.UpdateObjectFailed(*id);
-    } else {
-      auto obj = std::make_shared<StoredObject>();
-      obj->size_bytes = r.size_bytes();
-      if (r.in_plasma()) {
-        in_store = true;
-        obj->in_plasma = true;
-        obj->owner_copy = true;
-        auto node = NodeID::FromBinaryChecked(r.node_id());
-        if (node.ok()) {
-          reference_counter_.AddObjectLocation(*id, *node);
-          reference_counter_.UpdatePinnedAt(*id, *node);
-        }
-        obj->SetPlasmaLocation(node.ok() ? *node : NodeID::Nil(), r.raylet_address());
-      } else {
-        obj->data = r.data();
-        obj->metadata = r.metadata();
-      }
-      reference_counter_.UpdateObjectReady(*id, r.size_bytes());
-      value = std::move(obj);
-    }
-    // Refs inside the value stay alive while the value does.
-    std::vector<ObjectID> inner;
-    for (const rpc::ObjectReference& ref : r.nested_refs()) {
-      auto inner_id = ObjectID::FromBinaryChecked(ref.object_id());
-      if (!inner_id.ok()) continue;
-      reference_counter_.AddBorrowedObject(*inner_id, FromRpc(ref.owner_address()), *id);
-      inner.push_back(*inner_id);
-    }
-    if (!inner.empty()) reference_counter_.AddNestedObjectIds(*id, inner, reference_counter_.self());
-    PutIfReferenced(*id, std::move(value));
+    const ReturnKind kind = StoreReturn(*task_id, r);
+    failed |= kind == ReturnKind::kError;
+    in_store |= kind == ReturnKind::kInStore;
   }
+  // Actor calls are not run again to rebuild their returns (the actor's state moved on).
+  const bool keep_lineage = !failed && in_store && entry.spec->type() == rpc::NORMAL_TASK;
+  FinishCompletion(*task_id, std::move(entry), result, keep_lineage);
+}
+
+TaskManager::ReturnKind TaskManager::StoreReturn(const TaskID& task_id, const rpc::ReturnObject& r) {
+  auto id = ObjectID::FromBinaryChecked(r.object_id());
+  if (!id.ok() || id->Task() != task_id) {
+    LOG(WARNING) << "task " << task_id.Hex() << " returned a foreign object id; ignored";
+    return ReturnKind::kForeign;
+  }
+  StoredObjectPtr value;
+  ReturnKind kind = ReturnKind::kInline;
+  if (r.has_error() && r.error().type() != rpc::ERROR_TYPE_UNSPECIFIED) {
+    kind = ReturnKind::kError;
+    value = MakeErrorObject(r.error());
+    reference_counter_.UpdateObjectFailed(*id);
+  } else {
+    auto obj = std::make_shared<StoredObject>();
+    obj->size_bytes = r.size_bytes();
+    if (r.in_plasma()) {
+      kind = ReturnKind::kInStore;
+      obj->in_plasma = true;
+      obj->owner_copy = true;
+      auto node = NodeID::FromBinaryChecked(r.node_id());
+      if (node.ok()) {
+        reference_counter_.AddObjectLocation(*id, *node);
+        reference_counter_.UpdatePinnedAt(*id, *node);
+      }
+      obj->SetPlasmaLocation(node.ok() ? *node : NodeID::Nil(), r.raylet_address());
+    } else {
+      obj->data = r.data();
+      obj->metadata = r.metadata();
+    }
+    reference_counter_.UpdateObjectReady(*id, r.size_bytes());
+    value = std::move(obj);
+  }
+  // Refs inside the value stay alive while the value does.
+  std::vector<ObjectID> inner;
+  for (const rpc::ObjectReference& ref : r.nested_refs()) {
+    auto inner_id = ObjectID::FromBinaryChecked(ref.object_id());
+    if (!inner_id.ok()) continue;
+    reference_counter_.AddBorrowedObject(*inner_id, FromRpc(ref.owner_address()), *id);
+    inner.push_back(*inner_id);
+  }
+  if (!inner.empty()) reference_counter_.AddNestedObjectIds(*id, inner, reference_counter_.self());
+  PutIfReferenced(*id, std::move(value));
+  return kind;
+}
+
+void TaskManager::FinishCompletion(const TaskID& task_id, Entry entry, const rpc::TaskResult& result,
+                                   bool keep_lineage) {
   std::vector<BorrowedRef> borrowed;
   for (const rpc::BorrowedRefReport& b : result.borrowed_refs()) {
     auto id = ObjectID::FromBinaryChecked(b.ref().object_id());
@@ -168,8 +183,6 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   // that it passes by reference stay known (lineage refs, taken before the submitted
   // refs go) so they can be rebuilt too. Inlined arguments travel in the spec.
   std::vector<ObjectID> owned_args;
-  // Actor calls are not run again to rebuild their returns (the actor's state moved on).
-  const bool keep_lineage = !failed && in_store && entry.spec->type() == rpc::NORMAL_TASK;
   if (keep_lineage && !argument_ids.empty()) {
     for (const ObjectID& arg : PassedByReference(*entry.spec)) {
       if (!reference_counter_.IsOwnedByUs(arg)) continue;
@@ -179,7 +192,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   }
   {
     TablesLock lock(this);
-    pending_.erase(*task_id);
+    pending_.erase(task_id);
     ShrinkIfMostlyEmpty(pending_);
     if (keep_lineage) evicted = KeepLineageLocked(std::move(entry), std::move(owned_args));
   }
@@ -188,7 +201,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   if (keep_lineage) {
     // Returns freed before the lineage was recorded never reach OnObjectFreed.
     for (int i = 1; i <= result.returns_size(); ++i) {
-      ObjectID id = ObjectID::FromIndex(*task_id, i);
+      ObjectID id = ObjectID::FromIndex(task_id, i);
       if (!reference_counter_.HasReference(id)) OnObjectFreed(id);
     }
   }

@@ -130,6 +130,14 @@ class TaskManager {
     uint64_t seq = 0;  // its place in lineage_order_
   };
   void StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error);
+  // What a finished task's return turned out to be.
+  enum class ReturnKind { kError, kInStore, kInline, kForeign };
+  // Stores one return of a finished task: its value or error, where its copy is,
+  // the refs inside it.
+  ReturnKind StoreReturn(const TaskID& task_id, const rpc::ReturnObject& r);
+  // After the returns are stored: the task leaves the pending table (its spec kept
+  // as lineage when `keep_lineage`), and the references it held go.
+  void FinishCompletion(const TaskID& task_id, Entry entry, const rpc::TaskResult& result, bool keep_lineage);
   // Keeps a finished task's spec; returns the argument ids whose lineage references
   // dropped by eviction must be removed (outside the mutex).
   std::vector<ObjectID> KeepLineageLocked(Entry entry, std::vector<ObjectID> owned_args)

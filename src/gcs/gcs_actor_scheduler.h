@@ -33,7 +33,7 @@
 #include "protos/common.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 #include "src/gcs/gcs_node_manager.h"
 #include "src/raylet/raylet_client.h"
 

@@ -9,9 +9,6 @@ namespace manta::gcs {
 
 namespace {
 
-constexpr int kReturnAttempts = 5;
-constexpr int64_t kReturnRetryDelayMs = 500;
-
 scheduling::ResourceMap ResourcesOf(const rpc::Bundle& bundle) {
   return scheduling::QuantizeResources(
       scheduling::ResourceMap(bundle.unit_resources().begin(), bundle.unit_resources().end()));
@@ -37,8 +34,9 @@ struct GcsPlacementGroupScheduler::Attempt {
 };
 
 GcsPlacementGroupScheduler::GcsPlacementGroupScheduler(EventLoop& loop, GcsNodeManager& nodes,
-                                                       raylet::RayletClientPool& raylets, int64_t split_wait_ms)
-    : loop_(loop), nodes_(nodes), raylets_(raylets), split_wait_ms_(split_wait_ms) {}
+                                                       raylet::RayletClientPool& raylets,
+                                                       PlacementGroupSchedulerOptions options)
+    : loop_(loop), nodes_(nodes), raylets_(raylets), options_(options) {}
 
 GcsPlacementGroupScheduler::~GcsPlacementGroupScheduler() { *alive_ = false; }
 
@@ -74,7 +72,7 @@ bool GcsPlacementGroupScheduler::WaitForBetter(const PlacementGroupID& group_id,
   }
   const int64_t now = MonotonicMs();
   auto [it, first] = waiting_since_ms_.try_emplace(group_id, now);
-  if (now - it->second < split_wait_ms_) return true;
+  if (now - it->second < options_.split_wait_ms) return true;
   LOG(INFO) << "placement group " << group_id.Hex() << ": " << placement.reason << "; placed as it fits now after "
             << now - it->second << " ms";
   waiting_since_ms_.erase(it);
@@ -111,7 +109,7 @@ void GcsPlacementGroupScheduler::Schedule(const rpc::PlacementGroupTableData& gr
                   : placement.outcome == scheduling::BundlePlacement::Outcome::kNotNow
                       ? PlacementGroupScheduleResult::Kind::kNotNow
                       : PlacementGroupScheduleResult::Kind::kInfeasible;
-    result.reason = wait ? placement.reason + ": waiting up to " + std::to_string(split_wait_ms_) +
+    result.reason = wait ? placement.reason + ": waiting up to " + std::to_string(options_.split_wait_ms) +
                                " ms for resources to come back"
                          : placement.reason;
     // `done` never runs inside Schedule.
@@ -207,7 +205,7 @@ void GcsPlacementGroupScheduler::Commit(const std::shared_ptr<Attempt>& attempt)
 void GcsPlacementGroupScheduler::Abort(const std::shared_ptr<Attempt>& attempt, const std::string& why) {
   for (const auto& [node_id, bundles] : attempt->by_node) {
     for (const rpc::Bundle& bundle : bundles) {
-      ReturnBundle(bundle, attempt->id, kReturnAttempts);
+      ReturnBundle(bundle, attempt->id, static_cast<int>(options_.bundle_return_attempts));
       Unreserve(node_id, ResourcesOf(bundle));
     }
   }
@@ -249,7 +247,7 @@ void GcsPlacementGroupScheduler::Abandon(const PlacementGroupID& group_id) {
 }
 
 void GcsPlacementGroupScheduler::ReturnBundles(const std::vector<rpc::Bundle>& bundles) {
-  for (const rpc::Bundle& bundle : bundles) ReturnBundle(bundle, "", kReturnAttempts);
+  for (const rpc::Bundle& bundle : bundles) ReturnBundle(bundle, "", static_cast<int>(options_.bundle_return_attempts));
 }
 
 void GcsPlacementGroupScheduler::Unreserve(const NodeID& node_id, const scheduling::ResourceMap& resources) {
@@ -282,7 +280,7 @@ void GcsPlacementGroupScheduler::ReturnBundle(const rpc::Bundle& bundle, const s
                        << NodeID::FromBinary(bundle.node_id()).Hex() << ": " << status;
           return;
         }
-        loop_.PostAfter("PlacementGroup.ReturnBundle", kReturnRetryDelayMs,
+        loop_.PostAfter("PlacementGroup.ReturnBundle", options_.bundle_return_retry_ms,
                         [this, alive, bundle, attempt_id, attempts_left] {
                           if (!alive.expired()) ReturnBundle(bundle, attempt_id, attempts_left - 1);
                         });

@@ -56,12 +56,20 @@ struct PlacementGroupScheduleResult {
   std::string reason;
 };
 
+struct PlacementGroupSchedulerOptions {
+  int64_t split_wait_ms = 0;  // see the top
+  // A bundle the GCS gives back (a failed or removed group) is sent this many times,
+  // this long apart, before it is left to the raylet's own clean-up.
+  int64_t bundle_return_attempts = 5;
+  int64_t bundle_return_retry_ms = 500;
+};
+
 class GcsPlacementGroupScheduler {
  public:
   using Done = std::function<void(const PlacementGroupScheduleResult&)>;
 
   GcsPlacementGroupScheduler(EventLoop& loop, GcsNodeManager& nodes, raylet::RayletClientPool& raylets,
-                             int64_t split_wait_ms = 0);
+                             PlacementGroupSchedulerOptions options = {});
   ~GcsPlacementGroupScheduler();
 
   // Places and reserves the bundles of `group` that have no node_id (the others keep
@@ -105,7 +113,7 @@ class GcsPlacementGroupScheduler {
   EventLoop& loop_;
   GcsNodeManager& nodes_;
   raylet::RayletClientPool& raylets_;
-  const int64_t split_wait_ms_;
+  const PlacementGroupSchedulerOptions options_;
   absl::flat_hash_map<PlacementGroupID, std::shared_ptr<Attempt>> attempts_;
   // When each group held back for a better placement was first held back (ms).
   absl::flat_hash_map<PlacementGroupID, int64_t> waiting_since_ms_;

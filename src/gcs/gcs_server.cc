@@ -56,11 +56,7 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
   worker_manager_ = std::make_unique<GcsWorkerManager>(publisher_);
   kv_manager_ = std::make_unique<GcsKVManager>(*store_, options_.config.gcs_max_kv_value_bytes);
-  rpc::ClientOptions lease_options;
-  lease_options.deadline_ms = options_.config.grpc_client_deadline_ms;
-  lease_options.max_attempts = options_.config.grpc_client_max_attempts;
-  lease_options.max_message_bytes = options_.config.grpc_max_message_bytes;
-  lease_options.faults = options_.faults;
+  rpc::ClientOptions lease_options = rpc::ClientOptionsFromConfig(options_.config, options_.faults);
   lease_clients_ = std::make_unique<raylet::RayletClientPool>([this, lease_options](const std::string& address) {
     return raylet::MakeGrpcRayletClient(loop_, address, lease_options);
   });
@@ -72,7 +68,10 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);
   placement_group_scheduler_ =
       std::make_unique<GcsPlacementGroupScheduler>(loop_, *node_manager_, *lease_clients_,
-                                                   options_.config.placement_group_split_wait_ms);
+                                                   PlacementGroupSchedulerOptions{
+                                                       options_.config.placement_group_split_wait_ms,
+                                                       options_.config.bundle_return_attempts,
+                                                       options_.config.bundle_return_retry_ms});
   placement_group_manager_ = std::make_unique<GcsPlacementGroupManager>(
       loop_, *store_, publisher_, *placement_group_scheduler_, NowMs,
       [this](const PlacementGroupID& group, const std::string& why) {
@@ -98,10 +97,9 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
 
   node_manager_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {
     NodeID id = NodeID::FromBinary(info.node_id());
-    rpc::ClientOptions client_options;
+    rpc::ClientOptions client_options = rpc::ClientOptionsFromConfig(options_.config, options_.faults);
     client_options.deadline_ms = options_.config.health_check_timeout_ms;
     client_options.max_attempts = 1;
-    client_options.faults = options_.faults;
     raylet_clients_[id] = std::make_unique<rpc::GrpcClient<rpc::NodeManagerService>>(
         loop_, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()), client_options);
     health_checker_->AddNode(id, /*remote=*/!IsLocalAddress(info.node_manager_address()));

@@ -17,7 +17,7 @@
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/grpc_server.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 #include "src/gcs/gcs_actor_manager.h"
 #include "src/gcs/gcs_actor_scheduler.h"
 #include "src/gcs/gcs_health_checker.h"

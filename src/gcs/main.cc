@@ -5,104 +5,117 @@
 #include <iostream>
 
 #include "src/common/config.h"
-#include "src/common/logging.h"
-#include "src/common/process.h"
-#include "src/common/rpc/auth.h"
+#include "src/common/daemon.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_server.h"
 #include "src/gcs/in_memory_store_client.h"
 #include "src/gcs/redis_store_client.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"manta_gcs: Manta's global control store"};
+namespace {
+
+struct GcsFlags {
   std::string bind_address = "127.0.0.1";
   int port = 0;
   std::string redis_address;
   std::string redis_password_file;
   std::string cluster_name = "default";
   std::string ready_file;
-  std::string log_dir;
-  std::string system_config;
   bool in_memory = false;
-  std::string token_file;
-  manta::rpc::TlsFiles tls;
-  app.add_option("--bind-address", bind_address, "address to listen on");
-  app.add_option("--port", port, "port to listen on (0 = any free port)")->check(CLI::Range(0, 65535));
-  app.add_option("--redis-address", redis_address, "Redis host:port holding the tables");
-  app.add_option("--redis-password-file", redis_password_file, "file holding the Redis password (mode 0600)");
-  app.add_option("--cluster-name", cluster_name, "names the Redis keys: manta:<name>:<table>");
-  app.add_option("--ready-file", ready_file, "written with the bound port once serving");
-  app.add_option("--log-dir", log_dir, "log directory (default: stderr)");
-  app.add_option("--system-config", system_config, "JSON object of config overrides");
-  app.add_flag("--in-memory-store", in_memory, "keep tables in memory only (no Redis; for testing)");
-  app.add_option("--token-file", token_file, "file holding the cluster token (default: $MANTA_CLUSTER_TOKEN)");
-  app.add_option("--tls-cert", tls.cert_file, "TLS certificate chain (PEM); turns TLS on with --tls-key, --tls-ca");
-  app.add_option("--tls-key", tls.key_file, "TLS private key (PEM)");
-  app.add_option("--tls-ca", tls.ca_file, "CA certificate every member's certificate is signed by (PEM)");
-  CLI11_PARSE(app, argc, argv);
+  manta::DaemonFlags daemon;
+};
 
-  manta::InitLogging(argv[0], log_dir);
-  manta::RaiseOpenFileLimit();
-  auto credentials = manta::rpc::InstallDaemonCredentials(token_file, tls);
-  if (!credentials.ok()) {
-    std::cerr << "manta_gcs: " << credentials.status().message() << std::endl;
+void AddGcsFlags(CLI::App& app, GcsFlags* f) {
+  app.add_option("--bind-address", f->bind_address, "address to listen on");
+  app.add_option("--port", f->port, "port to listen on (0 = any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--redis-address", f->redis_address, "Redis host:port holding the tables");
+  app.add_option("--redis-password-file", f->redis_password_file, "file holding the Redis password (mode 0600)");
+  app.add_option("--cluster-name", f->cluster_name, "names the Redis keys: manta:<name>:<table>");
+  app.add_option("--ready-file", f->ready_file, "written with the bound port once serving");
+  app.add_flag("--in-memory-store", f->in_memory, "keep tables in memory only (no Redis; for testing)");
+  manta::AddDaemonFlags(app, &f->daemon);
+}
+
+// Where the tables live in Redis, from the flags; an error names the bad flag.
+absl::StatusOr<manta::gcs::RedisStoreClient::Options> RedisOptions(const std::string& redis_address,
+                                                                   const std::string& redis_password_file,
+                                                                   const std::string& cluster_name,
+                                                                   const manta::Config& config) {
+  if (redis_address.empty()) return absl::InvalidArgumentError("--redis-address is required (or --in-memory-store)");
+  auto hp = manta::ParseHostPort(redis_address);
+  if (!hp.ok()) return absl::InvalidArgumentError("--redis-address: " + std::string(hp.status().message()));
+  manta::gcs::RedisStoreClient::Options options;
+  options.host = hp->host;
+  options.port = hp->port;
+  if (!redis_password_file.empty()) {
+    auto password = manta::ReadSecretFile(redis_password_file);
+    if (!password.ok()) {
+      return absl::InvalidArgumentError("--redis-password-file: " + std::string(password.status().message()));
+    }
+    options.password = *password;
+  }
+  options.key_prefix = "manta:" + cluster_name + ":";
+  options.connect_timeout_ms = config.redis_connect_timeout_ms;
+  options.command_timeout_ms = config.redis_command_timeout_ms;
+  options.retry_attempts = config.redis_retry_attempts;
+  return options;
+}
+
+// The tables' store in Redis. InvalidArgument names a bad flag; other errors are
+// Redis's.
+absl::StatusOr<std::unique_ptr<manta::gcs::StoreClientInterface>> ConnectRedis(
+    manta::EventLoop& loop, const std::string& redis_address, const std::string& redis_password_file,
+    const std::string& cluster_name, const manta::Config& config) {
+  auto options = RedisOptions(redis_address, redis_password_file, cluster_name, config);
+  if (!options.ok()) return options.status();
+  auto redis = manta::gcs::RedisStoreClient::Connect(loop, *options);
+  if (!redis.ok()) {
+    // Not a flag's fault, whatever Redis answered.
+    if (absl::IsInvalidArgument(redis.status())) return absl::UnavailableError(redis.status().message());
+    return redis.status();
+  }
+  return std::unique_ptr<manta::gcs::StoreClientInterface>(std::move(*redis));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"manta_gcs: Manta's global control store"};
+  GcsFlags gcs_flags;
+  AddGcsFlags(app, &gcs_flags);
+  manta::DaemonFlags& flags = gcs_flags.daemon;
+  CLI11_PARSE(app, argc, argv);
+  const std::string& bind_address = gcs_flags.bind_address;
+  const std::string& ready_file = gcs_flags.ready_file;
+
+  auto daemon = manta::SetUpDaemon(argv[0], flags);
+  if (!daemon.ok()) {
+    std::cerr << "manta_gcs: " << daemon.status().message() << std::endl;
     return 2;
   }
-  auto config = manta::Config::Load(system_config);
-  if (!config.ok()) {
-    std::cerr << "manta_gcs: " << config.status().message() << std::endl;
-    return 2;
-  }
-  auto faults = manta::rpc::FaultInjector::Parse(config->testing_rpc_failure);
-  if (!faults.ok()) {
-    std::cerr << "manta_gcs: " << faults.status().message() << std::endl;
-    return 2;
-  }
+  const manta::Config* config = &daemon->config;
+  const manta::rpc::Credentials* credentials = &daemon->credentials;
 
   manta::EventLoop loop(config->slow_handler_warn_ms);
   std::unique_ptr<manta::gcs::StoreClientInterface> store;
-  if (in_memory) {
+  if (gcs_flags.in_memory) {
     store = std::make_unique<manta::gcs::InMemoryStoreClient>(loop);
   } else {
-    if (redis_address.empty()) {
-      std::cerr << "manta_gcs: --redis-address is required (or --in-memory-store)" << std::endl;
-      return 2;
-    }
-    auto hp = manta::ParseHostPort(redis_address);
-    if (!hp.ok()) {
-      std::cerr << "manta_gcs: --redis-address: " << hp.status().message() << std::endl;
-      return 2;
-    }
-    manta::gcs::RedisStoreClient::Options redis_options;
-    redis_options.host = hp->host;
-    redis_options.port = hp->port;
-    if (!redis_password_file.empty()) {
-      auto password = manta::ReadSecretFile(redis_password_file);
-      if (!password.ok()) {
-        std::cerr << "manta_gcs: --redis-password-file: " << password.status().message() << std::endl;
-        return 2;
-      }
-      redis_options.password = *password;
-    }
-    redis_options.key_prefix = "manta:" + cluster_name + ":";
-    redis_options.connect_timeout_ms = config->redis_connect_timeout_ms;
-    redis_options.command_timeout_ms = config->redis_command_timeout_ms;
-    redis_options.retry_attempts = config->redis_retry_attempts;
-    auto redis = manta::gcs::RedisStoreClient::Connect(loop, redis_options);
+    auto redis = ConnectRedis(loop, gcs_flags.redis_address, gcs_flags.redis_password_file, gcs_flags.cluster_name,
+                              *config);
     if (!redis.ok()) {
       std::cerr << "manta_gcs: " << redis.status().message() << std::endl;
-      return 1;
+      return absl::IsInvalidArgument(redis.status()) ? 2 : 1;
     }
     store = std::move(*redis);
   }
 
   manta::gcs::GcsServerOptions options;
   options.bind_address = bind_address;
-  options.port = port;
+  options.port = gcs_flags.port;
   options.config = *config;
-  options.system_config = system_config;
-  options.faults = std::make_shared<manta::rpc::FaultInjector>(*faults);
+  options.system_config = flags.system_config;
+  options.faults = daemon->faults;
   auto protection = manta::core::ParseChannelProtection(config->task_channel_protection, credentials->tls());
   if (!protection.ok()) {
     std::cerr << "manta_gcs: " << protection.status().message() << std::endl;

@@ -22,9 +22,6 @@ using asio::local::stream_protocol;
 
 namespace {
 
-// Clients that have not sent Connect yet, at once; more are refused as they come.
-constexpr size_t kMaxPendingConnects = 64;
-
 std::string Frame(const rpc::StoreReply& reply) {
   std::string body = reply.SerializeAsString();
   uint32_t n = static_cast<uint32_t>(body.size());
@@ -62,6 +59,11 @@ struct Connection : std::enable_shared_from_this<Connection> {
   // Handles every complete frame in the inbox; false if the connection was closed.
   bool HandleFrames();
   void Handle(const rpc::StoreRequest& request);
+  void HandleConnect(const rpc::StoreConnectRequest& request, rpc::StoreReply reply);
+  void HandleCreate(const rpc::StoreCreateRequest& request, rpc::StoreReply reply);
+  void HandleGet(const rpc::StoreGetRequest& request, rpc::StoreReply reply);
+  // Seal, Release and Abort: one object, answered at once.
+  void HandleOneObjectCall(const rpc::StoreRequest& request, rpc::StoreReply reply);
   void Send(const rpc::StoreReply& reply);
   void Flush();
   void Close(const std::string& why);
@@ -115,7 +117,7 @@ struct StoreServer::Impl {
     }
     size_t pending = 0;
     for (const auto& [id, c] : connections) pending += c->connected ? 0 : 1;
-    if (pending >= kMaxPendingConnects) {
+    if (static_cast<int64_t>(pending) >= options.max_pending_connects) {
       int64_t others = 0;
       if (refusals.Allow(&others)) {
         LOG(WARNING) << "refused object store client pid " << peer.pid << ": " << pending
@@ -216,128 +218,133 @@ void Connection::Close(const std::string& why) {
   if (was_connected && !owner->stopped && owner->options.on_client_closed) owner->options.on_client_closed(client_name);
 }
 
+namespace {
+
+// The ids of a request, or an error naming the bad one.
+absl::StatusOr<std::vector<ObjectID>> IdsOf(const google::protobuf::RepeatedPtrField<std::string>& binaries) {
+  std::vector<ObjectID> ids;
+  ids.reserve(binaries.size());
+  for (const auto& b : binaries) {
+    auto id = ObjectID::FromBinaryChecked(b);
+    if (!id.ok()) return id.status();
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
+}  // namespace
+
 void Connection::Handle(const rpc::StoreRequest& request) {
-  ObjectStore& store = server->store;
-  auto id_of = [](const std::string& binary) { return ObjectID::FromBinaryChecked(binary); };
+  if (!connected && request.request_case() != rpc::StoreRequest::kConnect) return Close("request before Connect");
   rpc::StoreReply reply;
   reply.set_request_id(request.request_id());
-  if (!connected && request.request_case() != rpc::StoreRequest::kConnect) {
-    return Close("request before Connect");
-  }
   switch (request.request_case()) {
-    case rpc::StoreRequest::kConnect: {
-      if (request.connect().name().size() > StoreServer::kMaxClientNameBytes) return Close("client name too long");
-      connected = true;
-      name = request.connect().name();
-      reply.mutable_connect()->set_capacity_bytes(server->arena.capacity());
-      std::string frame = Frame(reply);
-      // Hand over the arena's fd with the reply (the first bytes on this socket).
-      int fd = server->arena.fd();
-      char control[CMSG_SPACE(sizeof(int))] = {};
-      iovec iov{frame.data(), frame.size()};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-      cmsg->cmsg_level = SOL_SOCKET;
-      cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-      ssize_t sent = sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
-      if (sent != static_cast<ssize_t>(frame.size())) return Close("cannot send the arena to the client");
-      if (server->options.on_client_connected) server->options.on_client_connected(name);
-      return;
-    }
-    case rpc::StoreRequest::kCreate: {
-      const auto& q = request.create();
-      auto oid = id_of(q.object_id());
-      if (!oid.ok()) return Close("Create with a malformed object id");
-      std::weak_ptr<Connection> weak = shared_from_this();
-      store.Create(id, *oid, q.data_size(), q.metadata_size(), q.pin_on_seal(),
-                   [weak, reply](absl::StatusOr<ObjectLocation> loc) mutable {
-                     auto self = weak.lock();
-                     if (!self || self->closed) return;
-                     if (loc.ok()) {
-                       reply.mutable_create()->set_offset(loc->offset);
-                     } else {
-                       SetError(&reply, loc.status());
-                     }
-                     self->Send(reply);
-                   });
-      return;
-    }
-    case rpc::StoreRequest::kSeal: {
-      auto oid = id_of(request.seal().object_id());
-      if (!oid.ok()) return Close("Seal with a malformed object id");
-      absl::Status s = store.Seal(id, *oid, request.seal().release());
-      if (!s.ok()) SetError(&reply, s);
-      if (!request.no_reply() || !s.ok()) Send(reply);
-      return;
-    }
-    case rpc::StoreRequest::kRelease: {
-      auto oid = id_of(request.release().object_id());
-      if (!oid.ok()) return Close("Release with a malformed object id");
-      absl::Status s = store.Release(id, *oid);
-      if (!s.ok()) SetError(&reply, s);
-      if (!request.no_reply() || !s.ok()) Send(reply);
-      return;
-    }
-    case rpc::StoreRequest::kGet: {
-      std::vector<ObjectID> ids;
-      for (const auto& b : request.get().object_ids()) {
-        auto oid = id_of(b);
-        if (!oid.ok()) return Close("Get with a malformed object id");
-        ids.push_back(*oid);
-      }
-      std::weak_ptr<Connection> weak = shared_from_this();
-      store.Get(id, ids, request.get().timeout_ms(),
-                [weak, reply](std::vector<std::optional<ObjectLocation>> results) mutable {
-                  auto self = weak.lock();
-                  if (!self || self->closed) return;
-                  for (const auto& r : results) {
-                    rpc::StoreObject* o = reply.mutable_get()->add_objects();
-                    o->set_found(r.has_value());
-                    if (r) {
-                      o->set_offset(r->offset);
-                      o->set_data_size(r->data_size);
-                      o->set_metadata_size(r->metadata_size);
-                    }
-                  }
-                  self->Send(reply);
-                });
-      return;
-    }
+    case rpc::StoreRequest::kConnect:
+      return HandleConnect(request.connect(), std::move(reply));
+    case rpc::StoreRequest::kCreate:
+      return HandleCreate(request.create(), std::move(reply));
+    case rpc::StoreRequest::kGet:
+      return HandleGet(request.get(), std::move(reply));
     case rpc::StoreRequest::kContains: {
-      auto oid = id_of(request.contains().object_id());
+      auto oid = ObjectID::FromBinaryChecked(request.contains().object_id());
       if (!oid.ok()) return Close("Contains with a malformed object id");
-      reply.mutable_contains()->set_has_object(store.Contains(*oid));
-      Send(reply);
-      return;
+      reply.mutable_contains()->set_has_object(server->store.Contains(*oid));
+      return Send(reply);
     }
     case rpc::StoreRequest::kDelete: {
-      std::vector<ObjectID> ids;
-      for (const auto& b : request.delete_().object_ids()) {
-        auto oid = id_of(b);
-        if (!oid.ok()) return Close("Delete with a malformed object id");
-        ids.push_back(*oid);
-      }
-      store.Delete(ids);
+      auto ids = IdsOf(request.delete_().object_ids());
+      if (!ids.ok()) return Close("Delete with a malformed object id");
+      server->store.Delete(*ids);
       if (!request.no_reply()) Send(reply);
       return;
     }
-    case rpc::StoreRequest::kAbort: {
-      auto oid = id_of(request.abort().object_id());
-      if (!oid.ok()) return Close("Abort with a malformed object id");
-      absl::Status s = store.Abort(id, *oid);
-      if (!s.ok()) SetError(&reply, s);
-      if (!request.no_reply() || !s.ok()) Send(reply);
-      return;
-    }
+    case rpc::StoreRequest::kSeal:
+    case rpc::StoreRequest::kRelease:
+    case rpc::StoreRequest::kAbort:
+      return HandleOneObjectCall(request, std::move(reply));
     case rpc::StoreRequest::REQUEST_NOT_SET:
       return Close("empty request");
   }
+}
+
+void Connection::HandleConnect(const rpc::StoreConnectRequest& request, rpc::StoreReply reply) {
+  if (request.name().size() > StoreServer::kMaxClientNameBytes) return Close("client name too long");
+  connected = true;
+  name = request.name();
+  reply.mutable_connect()->set_capacity_bytes(server->arena.capacity());
+  std::string frame = Frame(reply);
+  // Hand over the arena's fd with the reply (the first bytes on this socket).
+  int fd = server->arena.fd();
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{frame.data(), frame.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  ssize_t sent = sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
+  if (sent != static_cast<ssize_t>(frame.size())) return Close("cannot send the arena to the client");
+  if (server->options.on_client_connected) server->options.on_client_connected(name);
+}
+
+void Connection::HandleCreate(const rpc::StoreCreateRequest& q, rpc::StoreReply reply) {
+  auto oid = ObjectID::FromBinaryChecked(q.object_id());
+  if (!oid.ok()) return Close("Create with a malformed object id");
+  std::weak_ptr<Connection> weak = shared_from_this();
+  server->store.Create(id, *oid, q.data_size(), q.metadata_size(), q.pin_on_seal(),
+                       [weak, reply = std::move(reply)](absl::StatusOr<ObjectLocation> loc) mutable {
+                         auto self = weak.lock();
+                         if (!self || self->closed) return;
+                         if (loc.ok()) {
+                           reply.mutable_create()->set_offset(loc->offset);
+                         } else {
+                           SetError(&reply, loc.status());
+                         }
+                         self->Send(reply);
+                       });
+}
+
+void Connection::HandleGet(const rpc::StoreGetRequest& q, rpc::StoreReply reply) {
+  auto ids = IdsOf(q.object_ids());
+  if (!ids.ok()) return Close("Get with a malformed object id");
+  std::weak_ptr<Connection> weak = shared_from_this();
+  server->store.Get(id, *ids, q.timeout_ms(),
+                    [weak, reply = std::move(reply)](std::vector<std::optional<ObjectLocation>> results) mutable {
+                      auto self = weak.lock();
+                      if (!self || self->closed) return;
+                      for (const auto& r : results) {
+                        rpc::StoreObject* o = reply.mutable_get()->add_objects();
+                        o->set_found(r.has_value());
+                        if (r) {
+                          o->set_offset(r->offset);
+                          o->set_data_size(r->data_size);
+                          o->set_metadata_size(r->metadata_size);
+                        }
+                      }
+                      self->Send(reply);
+                    });
+}
+
+void Connection::HandleOneObjectCall(const rpc::StoreRequest& request, rpc::StoreReply reply) {
+  ObjectStore& store = server->store;
+  const bool seal = request.has_seal(), release = request.has_release();
+  const std::string& binary =
+      seal ? request.seal().object_id() : release ? request.release().object_id() : request.abort().object_id();
+  auto oid = ObjectID::FromBinaryChecked(binary);
+  if (!oid.ok()) {
+    return Close(std::string(seal ? "Seal" : release ? "Release" : "Abort") + " with a malformed object id");
+  }
+  absl::Status s = seal      ? store.Seal(id, *oid, request.seal().release())
+                   : release ? store.Release(id, *oid)
+                             : store.Abort(id, *oid);
+  if (!s.ok()) SetError(&reply, s);
+  // One-way calls are answered only with an error.
+  if (!request.no_reply() || !s.ok()) Send(reply);
 }
 
 StoreServer::StoreServer(EventLoop& loop, ObjectStore& store, const Arena& arena, std::string socket_path,

@@ -35,6 +35,8 @@ struct StoreServerOptions {
   // The only uid whose processes are served (default: this process's).
   uid_t allowed_uid = geteuid();
   int64_t connect_timeout_ms = 10000;
+  // Clients that have not sent Connect yet, at once; more are refused as they come.
+  int64_t max_pending_connects = 64;
   // Called on the loop when a client has sent Connect, and when that client's
   // connection closes, with the name it connected as (StoreConnectRequest.name,
   // at most kMaxClientNameBytes). Not called once Stop() has begun. May be null.

@@ -9,40 +9,45 @@
 
 namespace manta::raylet {
 
-NodeManager::NodeManager(EventLoop& loop, NodeManagerOptions options, gcs::GcsClientInterface& gcs,
+NodeManager::NodeManager(EventLoop& loop, NodeManagerOptions options, NodeManagerParts parts,
                          std::function<int64_t()> now_ms, std::function<void(const std::string&)> on_fatal)
     : loop_(loop),
       options_(std::move(options)),
-      gcs_(gcs),
+      config_(parts.config),
+      gcs_(parts.gcs),
       now_ms_(std::move(now_ms)),
       on_fatal_(std::move(on_fatal)),
-      start_time_ms_(NowMs()) {}
-
-NodeManager::~NodeManager() { *alive_ = false; }
-
-void NodeManager::AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager) {
-  pool_ = pool;
-  lease_manager_ = lease_manager;
-  pool_->AddGoneListener([this, alive = std::weak_ptr<bool>(alive_)](const WorkerGone& gone) {
+      view_(parts.view),
+      groups_(parts.groups),
+      pool_(parts.pool),
+      lease_manager_(parts.lease_manager),
+      store_(parts.store),
+      object_manager_(parts.object_manager),
+      arena_(parts.arena),
+      store_socket_(std::move(parts.store_socket)),
+      start_time_ms_(NowMs()) {
+  // Usage reports carry the lease manager's availability and infeasible shapes,
+  // cluster events reach it, and a local driver that is gone is reported to the GCS.
+  pool_.AddGoneListener([this, alive = std::weak_ptr<bool>(alive_)](const WorkerGone& gone) {
     if (alive.expired()) return;
     if (gone.is_driver) OnDriverGone(gone);
     ReportWorkerGone(gone);
   });
-}
-
-void NodeManager::AttachPlacementGroups(gcs::PlacementGroupInfoClientInterface* groups) {
-  groups_ = groups;
-  lease_manager_->SetWaitingGroupListener([this, alive = std::weak_ptr<bool>(alive_)](const PlacementGroupID& id) {
-    if (alive.expired() || groups_ == nullptr) return;
-    groups_->AsyncGetPlacementGroup(id.Binary(), [this, alive, id](const absl::Status& s,
-                                                                    rpc::GetPlacementGroupReply&& reply) {
+  // A group whose requests wait here is looked up; one that is removed or unknown
+  // fails them.
+  lease_manager_.SetWaitingGroupListener([this, alive = std::weak_ptr<bool>(alive_)](const PlacementGroupID& id) {
+    if (alive.expired()) return;
+    groups_.AsyncGetPlacementGroup(id.Binary(), [this, alive, id](const absl::Status& s,
+                                                                   rpc::GetPlacementGroupReply&& reply) {
       if (alive.expired() || !s.ok()) return;  // unknown: the group's requests keep waiting
       if (!reply.found() || reply.placement_group().state() == rpc::PlacementGroupTableData::REMOVED) {
-        lease_manager_->OnPlacementGroupRemoved(id);
+        lease_manager_.OnPlacementGroupRemoved(id);
       }
     });
   });
 }
+
+NodeManager::~NodeManager() { *alive_ = false; }
 
 void NodeManager::ReportWorkerGone(const WorkerGone& gone) {
   // Leases it owns on other nodes: their raylets learn it from the GCS.
@@ -68,12 +73,12 @@ void NodeManager::OnDriverGone(const WorkerGone& gone) {
 }
 
 void NodeManager::ViewChanged() {
-  if (lease_manager_ == nullptr || view_change_posted_) return;
+  if (view_change_posted_) return;
   view_change_posted_ = true;
   loop_.Post("NodeManager.ViewChanged", [this, alive = std::weak_ptr<bool>(alive_)] {
     if (alive.expired()) return;
     view_change_posted_ = false;
-    lease_manager_->OnClusterViewChanged();
+    lease_manager_.OnClusterViewChanged();
   });
 }
 
@@ -105,7 +110,7 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
     cluster_id_ = ClusterID::FromBinaryChecked(reply.cluster_id()).value_or(ClusterID::Nil());
     if (!reply.system_config().empty()) {
       // The head's overrides apply cluster-wide; they are applied before any timer starts.
-      if (absl::Status c = options_.config.ApplyJson(reply.system_config()); !c.ok()) {
+      if (absl::Status c = config_.ApplyJson(reply.system_config()); !c.ok()) {
         LOG(WARNING) << "ignoring the head's system config: " << c;
       }
     }
@@ -115,16 +120,16 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
         loop_, gcs_,
         std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL, rpc::GCS_JOB_CHANNEL,
                                       rpc::GCS_WORKER_DELTA_CHANNEL, rpc::GCS_PLACEMENT_GROUP_CHANNEL},
-        options_.config.gcs_pubsub_poll_timeout_ms, [this](const rpc::PubMessage& m) { OnPubMessage(m); },
+        config_.gcs_pubsub_poll_timeout_ms, [this](const rpc::PubMessage& m) { OnPubMessage(m); },
         [this] { Resync(); });
     subscriber_->SetOnPollResult([this](const absl::Status& s) {
       if (s.ok()) MarkGcsReachable();
     });
     subscriber_->Start();
     Resync();
-    gcs_check_timer_ = loop_.RunEvery("NodeManager.CheckGcs", options_.config.raylet_gcs_check_period_ms,
+    gcs_check_timer_ = loop_.RunEvery("NodeManager.CheckGcs", config_.raylet_gcs_check_period_ms,
                                       [this] { CheckGcs(); });
-    report_timer_ = loop_.RunEvery("NodeManager.ReportUsage", options_.config.resource_report_ms,
+    report_timer_ = loop_.RunEvery("NodeManager.ReportUsage", config_.resource_report_ms,
                                    [this] { ReportUsage(false); });
     (*done)(absl::OkStatus());
   });
@@ -156,19 +161,16 @@ void NodeManager::Resync() {
     for (const auto& [id, node] : view_.nodes()) known.push_back(id);
     view_.ResetFromSnapshot(reply);
     for (const rpc::NodeInfo& node : reply.node_info_list()) {
-      if (object_manager_ == nullptr || node.state() != rpc::NodeInfo::ALIVE ||
-          node.node_id() == options_.node_id.Binary()) {
-        continue;
-      }
-      object_manager_->OnNodeAlive(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
+      if (node.state() != rpc::NodeInfo::ALIVE || node.node_id() == options_.node_id.Binary()) continue;
+      object_manager_.OnNodeAlive(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
                                    node.object_manager_port());
     }
     // Nodes that died while we were not listening.
     for (const NodeID& id : known) {
-      if (!view_.Contains(id) && lease_manager_ != nullptr) lease_manager_->OnNodeDead(id);
+      if (!view_.Contains(id)) lease_manager_.OnNodeDead(id);
     }
     // Placement groups removed while we were not listening.
-    if (lease_manager_ != nullptr && groups_ != nullptr) lease_manager_->AskAboutWaitingGroups();
+    lease_manager_.AskAboutWaitingGroups();
     ViewChanged();
     reported_once_ = false;  // the GCS may have lost our availability
     ReportUsage(true);
@@ -184,16 +186,16 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
     }
     view_.OnNodeInfo(info);
     const std::string address = info.node_manager_address() + ":" + std::to_string(info.node_manager_port());
-    if (object_manager_ != nullptr && info.node_id() != options_.node_id.Binary()) {
+    if (info.node_id() != options_.node_id.Binary()) {
       if (info.state() == rpc::NodeInfo::DEAD) {
-        object_manager_->OnNodeDead(address);
+        object_manager_.OnNodeDead(address);
       } else {
-        object_manager_->OnNodeAlive(address, info.object_manager_port());
+        object_manager_.OnNodeAlive(address, info.object_manager_port());
       }
     }
-    if (info.state() == rpc::NodeInfo::DEAD && lease_manager_ != nullptr) {
+    if (info.state() == rpc::NodeInfo::DEAD) {
       auto id = NodeID::FromBinaryChecked(info.node_id());
-      if (id.ok()) lease_manager_->OnNodeDead(*id);
+      if (id.ok()) lease_manager_.OnNodeDead(*id);
     }
     ViewChanged();
   } else if (message.has_resource_usage_message()) {
@@ -202,19 +204,19 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
   } else if (message.has_job_message()) {
     const rpc::JobInfo& job = message.job_message();
     auto id = JobID::FromBinaryChecked(job.job_id());
-    if (id.ok() && pool_ != nullptr && job.has_config()) pool_->SetJobConfig(*id, job.config());
-    if (job.is_dead() && id.ok() && lease_manager_ != nullptr) lease_manager_->OnJobFinished(*id);
+    if (id.ok() && job.has_config()) pool_.SetJobConfig(*id, job.config());
+    if (job.is_dead() && id.ok()) lease_manager_.OnJobFinished(*id);
   } else if (message.has_worker_delta_message()) {
     const rpc::WorkerDeltaData& failure = message.worker_delta_message();
     // A process of this node was handled when the worker pool saw it go.
-    if (failure.node_id() == options_.node_id.Binary() || lease_manager_ == nullptr) return;
+    if (failure.node_id() == options_.node_id.Binary()) return;
     auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
-    if (worker.ok()) lease_manager_->OnRemoteOwnerGone(*worker, failure.exit_reason());
+    if (worker.ok()) lease_manager_.OnRemoteOwnerGone(*worker, failure.exit_reason());
   } else if (message.has_placement_group_message()) {
     const rpc::PlacementGroupTableData& group = message.placement_group_message();
     auto id = PlacementGroupID::FromBinaryChecked(group.placement_group_id());
-    if (id.ok() && group.state() == rpc::PlacementGroupTableData::REMOVED && lease_manager_ != nullptr) {
-      lease_manager_->OnPlacementGroupRemoved(*id);
+    if (id.ok() && group.state() == rpc::PlacementGroupTableData::REMOVED) {
+      lease_manager_.OnPlacementGroupRemoved(*id);
     }
   }
 }
@@ -222,9 +224,9 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
 void NodeManager::FetchJobConfig(const JobID& job_id) {
   gcs_.AsyncGetAllJobInfo([this, job_id, alive = std::weak_ptr<bool>(alive_)](const absl::Status& s,
                                                                              rpc::GetAllJobInfoReply&& reply) {
-    if (alive.expired() || pool_ == nullptr) return;
+    if (alive.expired()) return;
     if (!s.ok()) {
-      pool_->FailJob(job_id, absl::UnavailableError("cannot read job " + job_id.Hex() + " from the GCS: " +
+      pool_.FailJob(job_id, absl::UnavailableError("cannot read job " + job_id.Hex() + " from the GCS: " +
                                                     std::string(s.message())));
       return;
     }
@@ -232,26 +234,26 @@ void NodeManager::FetchJobConfig(const JobID& job_id) {
     for (const rpc::JobInfo& job : reply.job_info_list()) {
       auto id = JobID::FromBinaryChecked(job.job_id());
       if (!id.ok() || !job.has_config()) continue;
-      pool_->SetJobConfig(*id, job.config());
+      pool_.SetJobConfig(*id, job.config());
       found |= *id == job_id;
     }
     if (!found) {
-      pool_->FailJob(job_id, absl::NotFoundError("job " + job_id.Hex() +
+      pool_.FailJob(job_id, absl::NotFoundError("job " + job_id.Hex() +
                                                  " is not registered with the GCS: no worker can be started for it"));
     }
   });
 }
 
 void NodeManager::CheckGcs() {
-  int64_t timeout_ms = options_.config.gcs_rpc_server_reconnect_timeout_s * 1000;
+  int64_t timeout_ms = config_.gcs_rpc_server_reconnect_timeout_s * 1000;
   if (now_ms_() - last_gcs_ok_ms_ > timeout_ms) {
     on_fatal_("the GCS has been unreachable for more than " +
-              std::to_string(options_.config.gcs_rpc_server_reconnect_timeout_s) + " s");
+              std::to_string(config_.gcs_rpc_server_reconnect_timeout_s) + " s");
     return;
   }
   if (check_in_flight_) return;
   check_in_flight_ = true;
-  gcs_.AsyncGetClusterId(options_.config.raylet_gcs_check_period_ms,
+  gcs_.AsyncGetClusterId(config_.raylet_gcs_check_period_ms,
                          [this](const absl::Status& s, rpc::GetClusterIdReply&& reply) {
                            check_in_flight_ = false;
                            if (!s.ok()) {
@@ -278,7 +280,7 @@ void NodeManager::CheckGcs() {
 const object_store::ObjectStoreStats& NodeManager::StoreStats(bool fresh) {
   int64_t now = now_ms_();
   if (fresh || store_stats_ms_ < 0 || now - store_stats_ms_ >= 1000) {
-    store_stats_ = store_->Stats();
+    store_stats_ = store_.Stats();
     store_stats_ms_ = now;
   }
   return store_stats_;
@@ -287,20 +289,15 @@ const object_store::ObjectStoreStats& NodeManager::StoreStats(bool fresh) {
 rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
   rpc::ResourceUsage usage;
   usage.set_node_id(options_.node_id.Binary());
-  if (lease_manager_ != nullptr) {
-    // Blocked workers that took their CPU back may oversubscribe the node for a while;
-    // others see it as full, not as negative.
-    for (const auto& [k, v] : lease_manager_->available()) {
-      (*usage.mutable_resources_available())[k] = std::max(0.0, v);
-    }
-    for (const std::string& shape : lease_manager_->InfeasibleShapes()) usage.add_infeasible_shapes(shape);
-  } else {
-    for (const auto& [k, v] : options_.resources) (*usage.mutable_resources_available())[k] = v;
+  // Blocked workers that took their CPU back may oversubscribe the node for a while;
+  // others see it as full, not as negative.
+  for (const auto& [k, v] : lease_manager_.available()) {
+    (*usage.mutable_resources_available())[k] = std::max(0.0, v);
   }
+  for (const std::string& shape : lease_manager_.InfeasibleShapes()) usage.add_infeasible_shapes(shape);
   // Committed bundles are resources of this node too.
-  const scheduling::ResourceMap& total = lease_manager_ != nullptr ? lease_manager_->total() : options_.resources;
-  for (const auto& [k, v] : total) (*usage.mutable_resources_total())[k] = v;
-  if (store_ != nullptr) {
+  for (const auto& [k, v] : lease_manager_.total()) (*usage.mutable_resources_total())[k] = v;
+  {
     const object_store::ObjectStoreStats& s = StoreStats(fresh);
     rpc::ObjectStoreStats* o = usage.mutable_object_store();
     o->set_capacity_bytes(s.capacity_bytes);
@@ -313,14 +310,10 @@ rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
     o->set_restored_bytes_total(s.restored_bytes_total);
     o->set_evicted_bytes_total(s.evicted_bytes_total);
     o->set_num_pending_creates(s.num_pending_creates);
-    if (arena_ != nullptr) {
-      o->set_prefaulted_bytes(arena_->prefaulted_bytes());
-      o->set_prefault_target_bytes(arena_->prefault_target());
-    }
-    if (object_manager_ != nullptr) {
-      o->set_pulled_bytes_total(object_manager_->bytes_pulled_total());
-      o->set_served_bytes_total(object_manager_->bytes_served_total());
-    }
+    o->set_prefaulted_bytes(arena_.prefaulted_bytes());
+    o->set_prefault_target_bytes(arena_.prefault_target());
+    o->set_pulled_bytes_total(object_manager_.bytes_pulled_total());
+    o->set_served_bytes_total(object_manager_.bytes_served_total());
   }
   return usage;
 }
@@ -380,40 +373,34 @@ absl::StatusOr<std::vector<ObjectID>> ParseObjectIds(const google::protobuf::Rep
   return out;
 }
 
-absl::Status NoStore() { return absl::UnavailableError("this raylet has no object store"); }
-
 }  // namespace
 
 void NodeManager::HandlePinObjectIDs(const rpc::PinObjectIDsRequest& request, rpc::PinObjectIDsReply* reply,
                                      rpc::SendReply send_reply) {
-  if (store_ == nullptr) return std::move(send_reply)(NoStore());
   auto ids = ParseObjectIds(request.object_ids());
   if (!ids.ok()) return std::move(send_reply)(ids.status());
-  for (const auto& id : *ids) reply->add_successes(store_->Pin(id).ok());
+  for (const auto& id : *ids) reply->add_successes(store_.Pin(id).ok());
   std::move(send_reply)(absl::OkStatus());
 }
 
 void NodeManager::HandleUnpinObjectIDs(const rpc::UnpinObjectIDsRequest& request, rpc::UnpinObjectIDsReply*,
                                        rpc::SendReply send_reply) {
-  if (store_ == nullptr) return std::move(send_reply)(NoStore());
   auto ids = ParseObjectIds(request.object_ids());
   if (!ids.ok()) return std::move(send_reply)(ids.status());
-  for (const auto& id : *ids) store_->Unpin(id);
+  for (const auto& id : *ids) store_.Unpin(id);
   std::move(send_reply)(absl::OkStatus());
 }
 
 void NodeManager::HandleFreeObjects(const rpc::FreeObjectsRequest& request, rpc::FreeObjectsReply*,
                                     rpc::SendReply send_reply) {
-  if (store_ == nullptr) return std::move(send_reply)(NoStore());
   auto ids = ParseObjectIds(request.object_ids());
   if (!ids.ok()) return std::move(send_reply)(ids.status());
-  store_->Delete(*ids);
+  store_.Delete(*ids);
   std::move(send_reply)(absl::OkStatus());
 }
 
 void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply*,
                                      rpc::SendReply send_reply) {
-  if (store_ == nullptr || object_manager_ == nullptr) return std::move(send_reply)(NoStore());
   auto ids = ParseObjectIds(request.object_ids());
   if (!ids.ok()) return std::move(send_reply)(ids.status());
   std::vector<std::string> locations(request.locations().begin(), request.locations().end());
@@ -425,7 +412,7 @@ void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rp
   auto joint = std::make_shared<Joint>(Joint{ids->size(), absl::OkStatus(), std::move(send_reply)});
   if (ids->empty()) return std::move(joint->send_reply)(absl::OkStatus());
   for (const auto& id : *ids) {
-    object_manager_->Pull(id, locations, [joint](const absl::Status& s) {
+    object_manager_.Pull(id, locations, [joint](const absl::Status& s) {
       if (!s.ok() && joint->first_error.ok()) joint->first_error = s;
       if (--joint->remaining == 0) std::move(joint->send_reply)(joint->first_error);
     });
@@ -470,7 +457,6 @@ grpc::ServerUnaryReactor* NodeManagerGrpcService::FreeObjects(grpc::CallbackServ
                           rpc::BindHandler(manager_, &NodeManager::HandleFreeObjects));
 }
 namespace {
-absl::Status NoLeaseManager() { return absl::UnavailableError("this raylet runs no workers"); }
 std::vector<rpc::Bundle> BundlesOf(const google::protobuf::RepeatedPtrField<rpc::Bundle>& bundles) {
   return std::vector<rpc::Bundle>(bundles.begin(), bundles.end());
 }
@@ -478,33 +464,29 @@ std::vector<rpc::Bundle> BundlesOf(const google::protobuf::RepeatedPtrField<rpc:
 
 void NodeManager::HandlePrepareBundleResources(const rpc::PrepareBundleResourcesRequest& request,
                                                rpc::PrepareBundleResourcesReply* reply, rpc::SendReply send_reply) {
-  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
-  reply->set_success(lease_manager_->PrepareBundles(BundlesOf(request.bundles()), request.attempt_id()));
+  reply->set_success(lease_manager_.PrepareBundles(BundlesOf(request.bundles()), request.attempt_id()));
   std::move(send_reply)(absl::OkStatus());
 }
 
 void NodeManager::HandleCommitBundleResources(const rpc::CommitBundleResourcesRequest& request,
                                               rpc::CommitBundleResourcesReply*, rpc::SendReply send_reply) {
-  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
-  absl::Status s = lease_manager_->CommitBundles(BundlesOf(request.bundles()));
+  absl::Status s = lease_manager_.CommitBundles(BundlesOf(request.bundles()));
   if (s.ok()) ReportUsage(true);
   std::move(send_reply)(s);
 }
 
 void NodeManager::HandleCancelResourceReserve(const rpc::CancelResourceReserveRequest& request,
                                               rpc::CancelResourceReserveReply*, rpc::SendReply send_reply) {
-  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
   auto group = PlacementGroupID::FromBinaryChecked(request.bundle().placement_group_id());
   if (!group.ok()) return std::move(send_reply)(absl::InvalidArgumentError("malformed placement group id"));
-  lease_manager_->ReturnBundle(*group, request.bundle().bundle_index(), request.attempt_id());
+  lease_manager_.ReturnBundle(*group, request.bundle().bundle_index(), request.attempt_id());
   ReportUsage(true);
   std::move(send_reply)(absl::OkStatus());
 }
 
 void NodeManager::HandleReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequest& request,
                                              rpc::ReleaseUnusedBundlesReply*, rpc::SendReply send_reply) {
-  if (lease_manager_ == nullptr) return std::move(send_reply)(NoLeaseManager());
-  lease_manager_->ReleaseUnusedBundles(BundlesOf(request.bundles_in_use()));
+  lease_manager_.ReleaseUnusedBundles(BundlesOf(request.bundles_in_use()));
   ReportUsage(true);
   std::move(send_reply)(absl::OkStatus());
 }

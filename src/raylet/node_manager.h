@@ -3,7 +3,7 @@
 // Registers this node with the GCS, answers health checks, keeps the cluster
 // resource view fed by GCS pubsub, reports this node's availability (from the lease
 // manager, with its infeasible requests), watches that the GCS stays reachable, and
-// unregisters on clean shutdown. With workers attached it also forwards cluster
+// unregisters on clean shutdown. It also forwards cluster
 // events to the lease manager (view changes, dead nodes, finished jobs, worker and
 // driver exits on other nodes, removed placement groups), reports every exit of a registered local worker or
 // driver to the GCS (ReportWorkerFailure, published on GCS_WORKER_DELTA_CHANNEL) and
@@ -45,37 +45,35 @@ struct NodeManagerOptions {
   scheduling::ResourceMap resources;
   std::string session_dir;
   bool is_head = false;
-  Config config;
+};
+
+// What the node manager works with, made before it (raylet.h builds them in order);
+// all outlive it.
+struct NodeManagerParts {
+  Config& config;  // the node's: the head's overrides are applied at registration
+  scheduling::ClusterResourceView& view;
+  gcs::GcsClientInterface& gcs;
+  gcs::PlacementGroupInfoClientInterface& groups;  // looks up groups whose requests wait here
+  WorkerPool& pool;
+  LeaseManager& lease_manager;
+  object_store::ObjectStore& store;
+  ObjectManager& object_manager;
+  const object_store::Arena& arena;
+  std::string store_socket;  // advertised in the node table
 };
 
 class NodeManager {
  public:
-  NodeManager(EventLoop& loop, NodeManagerOptions options, gcs::GcsClientInterface& gcs,
-              std::function<int64_t()> now_ms, std::function<void(const std::string&)> on_fatal);
+  // Listens to the pool (local workers and drivers that leave) and the lease manager
+  // (placement groups its requests wait for) at once.
+  NodeManager(EventLoop& loop, NodeManagerOptions options, NodeManagerParts parts, std::function<int64_t()> now_ms,
+              std::function<void(const std::string&)> on_fatal);
   ~NodeManager();
 
   // The node-manager port, known once the RPC server is bound. REQUIRES: before Start().
   void SetPort(int port) { options_.port = port; }
   // The object data channel's port, when it serves one. REQUIRES: before Start().
   void SetObjectDataPort(int port) { options_.object_data_port = port; }
-  // Gives the node manager this node's object store (socket path advertised in the
-  // node table) and object manager. REQUIRES: before Start(); both outlive this.
-  void AttachObjectStore(object_store::ObjectStore* store, ObjectManager* object_manager,
-                         std::string socket_path, const object_store::Arena* arena = nullptr) {
-    store_ = store;
-    object_manager_ = object_manager;
-    store_socket_ = std::move(socket_path);
-    arena_ = arena;
-  }
-  // Gives the node manager this node's worker pool and lease manager: usage reports
-  // then carry the lease manager's availability and infeasible shapes, cluster events
-  // reach the lease manager, and a local driver that is gone is reported to the GCS.
-  // REQUIRES: called once; both outlive this.
-  void AttachWorkers(WorkerPool* pool, LeaseManager* lease_manager);
-  // Gives the node manager the GCS's placement group calls: a group whose requests
-  // wait here is looked up, and one that is removed or unknown fails them (the lease
-  // manager's OnPlacementGroupRemoved). REQUIRES: after AttachWorkers; outlives this.
-  void AttachPlacementGroups(gcs::PlacementGroupInfoClientInterface* groups);
   // Asks the GCS how `job_id`'s workers start (its registration) and hands the answer
   // to the worker pool: SetJobConfig, or FailJob when the GCS does not know the job.
   void FetchJobConfig(const JobID& job_id);
@@ -89,7 +87,6 @@ class NodeManager {
                          rpc::SendReply send_reply);
   void HandleGetNodeStats(const rpc::GetNodeStatsRequest& request, rpc::GetNodeStatsReply* reply,
                           rpc::SendReply send_reply);
-  // Object RPCs: UNAVAILABLE when no object store is attached.
   void HandlePinObjectIDs(const rpc::PinObjectIDsRequest& request, rpc::PinObjectIDsReply* reply,
                           rpc::SendReply send_reply);
   void HandleUnpinObjectIDs(const rpc::UnpinObjectIDsRequest& request, rpc::UnpinObjectIDsReply* reply,
@@ -99,7 +96,7 @@ class NodeManager {
   void HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply* reply,
                           rpc::SendReply send_reply);
 
-  // Placement group bundles, handed to the lease manager (UNAVAILABLE without one).
+  // Placement group bundles, handed to the lease manager.
   // A commit or return is reported to the GCS at once, so that requests for the
   // bundle find this node.
   void HandlePrepareBundleResources(const rpc::PrepareBundleResourcesRequest& request,
@@ -112,10 +109,8 @@ class NodeManager {
                                   rpc::ReleaseUnusedBundlesReply* reply, rpc::SendReply send_reply);
 
   const scheduling::ClusterResourceView& view() const { return view_; }
-  // For the lease manager, which counts what it spills to a node as taken.
-  scheduling::ClusterResourceView& mutable_view() { return view_; }
   // The configuration, with the head's overrides once registered.
-  const Config& config() const { return options_.config; }
+  const Config& config() const { return config_; }
   const ClusterID& cluster_id() const { return cluster_id_; }
   rpc::NodeInfo MakeNodeInfo() const;
 
@@ -138,22 +133,23 @@ class NodeManager {
 
   EventLoop& loop_;
   NodeManagerOptions options_;
+  Config& config_;
   gcs::GcsClientInterface& gcs_;
   std::function<int64_t()> now_ms_;
   std::function<void(const std::string&)> on_fatal_;
   ClusterID cluster_id_;
-  scheduling::ClusterResourceView view_;
-  WorkerPool* pool_ = nullptr;
-  LeaseManager* lease_manager_ = nullptr;
-  gcs::PlacementGroupInfoClientInterface* groups_ = nullptr;
+  scheduling::ClusterResourceView& view_;
+  gcs::PlacementGroupInfoClientInterface& groups_;
+  WorkerPool& pool_;
+  LeaseManager& lease_manager_;
   bool view_change_posted_ = false;
   std::string last_reported_;
-  object_store::ObjectStore* store_ = nullptr;
-  ObjectManager* object_manager_ = nullptr;
-  const object_store::Arena* arena_ = nullptr;
+  object_store::ObjectStore& store_;
+  ObjectManager& object_manager_;
+  const object_store::Arena& arena_;
   object_store::ObjectStoreStats store_stats_;
   int64_t store_stats_ms_ = -1;
-  std::string store_socket_;
+  const std::string store_socket_;
   bool reported_once_ = false;
   int64_t last_gcs_ok_ms_ = 0;
   bool check_in_flight_ = false;

@@ -2,10 +2,13 @@
 // threaded actor (ActorThreadPool).
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "src/core_worker/actor_call_order.h"
 #include "src/core_worker/actor_thread_pool.h"
@@ -43,6 +46,62 @@ TEST(ActorThreadPoolTest, RunsUpToItsThreadsAtOnce) {
   }
   for (int i = 0; i < 1000 && met.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(met.load(), 3);  // three calls waited for each other: they ran at once
+}
+
+// Stop drops the calls that have not started, waits for the running ones (a call
+// finishing late still finds the pool's owner alive), then joins the threads; a
+// stop that times out says so, and a later one finishes the job.
+TEST(ActorThreadPoolTest, StopDropsQueuedCallsAndWaitsForRunningOnes) {
+  auto pool = std::make_unique<ActorThreadPool>(2);
+  absl::Mutex mu;
+  bool release = false;
+  int started = 0;
+  std::atomic<int> finished{0};
+  std::atomic<int> dropped_ran{0};
+  for (int i = 0; i < 2; ++i) {
+    pool->Post([&] {
+      absl::MutexLock lock(&mu);
+      ++started;
+      mu.Await(absl::Condition(&release));
+      ++finished;
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto two_started = [&started]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return started == 2; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&two_started), absl::Seconds(10)));
+  }
+  for (int i = 0; i < 5; ++i) pool->Post([&] { ++dropped_ran; });
+  EXPECT_EQ(pool->NumBusy(), 7);
+  EXPECT_FALSE(pool->Stop(50)) << "two calls still run";
+  EXPECT_EQ(pool->NumBusy(), 2) << "the queued calls are dropped";
+  pool->Post([&] { ++dropped_ran; });  // a stopping pool takes no more
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  EXPECT_TRUE(pool->Stop(10000));
+  EXPECT_EQ(finished.load(), 2);
+  EXPECT_EQ(dropped_ran.load(), 0);
+  EXPECT_EQ(pool->NumBusy(), 0);
+  pool.reset();  // already stopped: nothing to wait for
+}
+
+// A pool destroyed while a call runs waits for it (the call's thread is joined).
+TEST(ActorThreadPoolTest, DestructionWaitsForTheRunningCall) {
+  std::atomic<bool> done{false};
+  std::atomic<bool> running{false};
+  {
+    ActorThreadPool pool(1);
+    pool.Post([&] {
+      running = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      done = true;
+    });
+    for (int i = 0; i < 1000 && !running.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(running.load());
+  }
+  EXPECT_TRUE(done.load());
 }
 
 }  // namespace

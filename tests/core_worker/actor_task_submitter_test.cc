@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "src/core_worker/common.h"
-#include "src/core_worker/fake_task_channel.h"
+#include "src/task_channel/fake_task_channel.h"
 #include "tests/core_worker/noop_borrower_client.h"
 
 namespace manta::core {

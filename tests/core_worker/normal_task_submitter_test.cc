@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "src/core_worker/common.h"
-#include "src/core_worker/fake_task_channel.h"
+#include "src/task_channel/fake_task_channel.h"
 #include "src/raylet/fake_raylet_client.h"
 #include "src/common/task_resources.h"
 #include "src/common/util.h"

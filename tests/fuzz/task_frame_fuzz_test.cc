@@ -1,5 +1,5 @@
 // Randomized tests of the task channel's frame decoding and handshake
-// (src/core_worker/task_channel*): FrameReader fed random, mutated and hand-made byte
+// (src/task_channel/task_channel*): FrameReader fed random, mutated and hand-made byte
 // streams through a socketpair, compared against the frame format written down in
 // task_channel.h; the worker's TaskChannelServer, under each protection, refusing
 // every connection that does not prove the token without ever delivering its pushes,
@@ -29,9 +29,9 @@
 
 #include "gtest/gtest.h"
 #include "src/common/security.h"
-#include "src/core_worker/task_channel.h"
-#include "src/core_worker/task_channel_internal.h"
-#include "src/core_worker/task_channel_security.h"
+#include "src/task_channel/task_channel.h"
+#include "src/task_channel/task_channel_internal.h"
+#include "src/task_channel/task_channel_security.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "test_util/test_util.h"
 

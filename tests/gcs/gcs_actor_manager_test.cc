@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/core_worker/fake_task_channel.h"
+#include "src/task_channel/fake_task_channel.h"
 #include "src/gcs/in_memory_store_client.h"
 #include "src/raylet/fake_raylet_client.h"
 #include "src/common/task_resources.h"

@@ -14,7 +14,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/security.h"
 #include "src/core_worker/core_worker.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 #include "test_util/test_util.h"
 
 namespace {

@@ -10,6 +10,9 @@
 #include <deque>
 #include <optional>
 
+#include "src/gcs/fake_gcs_client.h"
+#include "src/object_store/arena.h"
+#include "src/object_store/object_store.h"
 #include "test_util/test_util.h"
 #include "tests/raylet/fake_worker_launcher.h"
 
@@ -19,98 +22,7 @@ namespace {
 using ::manta::testing::WaitFor;
 using ::testing::HasSubstr;
 
-// The calls of one GCS method: requests in arrival order, answered by the test.
-template <typename Request, typename Reply>
-class CallQueue {
- public:
-  using Callback = gcs::GcsClientInterface::Callback<Reply>;
-
-  void Add(Request request, Callback callback) {
-    pending_.push_back({std::move(request), std::move(callback)});
-    ++total_;
-  }
-  // Calls received so far, answered or not.
-  int total() const { return total_; }
-  size_t pending() const { return pending_.size(); }
-  const Request& Next() const { return pending_.front().request; }
-  // Answers the oldest pending call; its callback runs on `loop`, as a real client's does.
-  void ReplyNext(EventLoop& loop, absl::Status status, Reply reply = Reply()) {
-    ASSERT_FALSE(pending_.empty()) << "no pending call to answer";
-    auto call = std::move(pending_.front());
-    pending_.pop_front();
-    loop.Post("FakeGcs.Reply", [callback = std::move(call.callback), status, reply = std::move(reply)]() mutable {
-      callback(status, std::move(reply));
-    });
-  }
-
- private:
-  struct Call {
-    Request request;
-    Callback callback;
-  };
-  std::deque<Call> pending_;
-  int total_ = 0;
-};
-
-struct UnregisterRequest {
-  std::string node_id;
-  std::string reason;
-};
-struct NoRequest {};
-
-class FakeGcsClient : public gcs::GcsClientInterface {
- public:
-  void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) override {
-    register_node.Add(info, std::move(cb));
-  }
-  void AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
-                           Callback<rpc::UnregisterNodeReply> cb) override {
-    unregister_node.Add({node_id, reason}, std::move(cb));
-  }
-  void AsyncGetAllNodeInfo(Callback<rpc::GetAllNodeInfoReply> cb) override {
-    get_all_node_info.Add({}, std::move(cb));
-  }
-  void AsyncGetClusterId(int64_t deadline_ms, Callback<rpc::GetClusterIdReply> cb) override {
-    get_cluster_id.Add(deadline_ms, std::move(cb));
-  }
-  void AsyncReportResourceUsage(const rpc::ResourceUsage& usage,
-                                Callback<rpc::ReportResourceUsageReply> cb) override {
-    report_usage.Add(usage, std::move(cb));
-  }
-  void AsyncSubscriberCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request,
-                                   Callback<rpc::GcsSubscriberCommandBatchReply> cb) override {
-    subscribe.Add(request, std::move(cb));
-  }
-  void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
-                           Callback<rpc::GcsSubscriberPollReply> cb) override {
-    poll.Add(request, std::move(cb));
-  }
-  void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
-  }
-  void AsyncAddJob(const rpc::JobInfo&, Callback<rpc::AddJobReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
-  }
-  void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override {
-    mark_job_finished.Add(job_id, std::move(cb));
-  }
-  void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) override { get_all_jobs.Add({}, std::move(cb)); }
-  void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
-                                Callback<rpc::ReportWorkerFailureReply> cb) override {
-    worker_failures.Add(failure, std::move(cb));
-  }
-
-  CallQueue<rpc::NodeInfo, rpc::RegisterNodeReply> register_node;
-  CallQueue<UnregisterRequest, rpc::UnregisterNodeReply> unregister_node;
-  CallQueue<NoRequest, rpc::GetAllNodeInfoReply> get_all_node_info;
-  CallQueue<int64_t, rpc::GetClusterIdReply> get_cluster_id;
-  CallQueue<rpc::ResourceUsage, rpc::ReportResourceUsageReply> report_usage;
-  CallQueue<rpc::GcsSubscriberCommandBatchRequest, rpc::GcsSubscriberCommandBatchReply> subscribe;
-  CallQueue<rpc::GcsSubscriberPollRequest, rpc::GcsSubscriberPollReply> poll;
-  CallQueue<std::string, rpc::MarkJobFinishedReply> mark_job_finished;
-  CallQueue<NoRequest, rpc::GetAllJobInfoReply> get_all_jobs;
-  CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
-};
+using gcs::FakeGcsClient;
 
 rpc::RegisterNodeReply RegisterReply(const ClusterID& cluster_id) {
   rpc::RegisterNodeReply reply;
@@ -142,14 +54,30 @@ class NodeManagerTest : public ::testing::Test {
     options_.session_dir = "/tmp/session_x";
     options_.is_head = true;
     // Timers the tests do not exercise are pushed far out.
-    options_.config.raylet_gcs_check_period_ms = 1000000;
-    options_.config.resource_report_ms = 1000000;
-    options_.config.gcs_rpc_server_reconnect_timeout_s = 1;
+    config_.raylet_gcs_check_period_ms = 1000000;
+    config_.resource_report_ms = 1000000;
+    config_.gcs_rpc_server_reconnect_timeout_s = 1;
   }
 
+  // The node's parts (a small object store, the worker pool and lease manager), then
+  // the node manager.
   void MakeManager() {
+    auto arena = object_store::Arena::Create(kStoreBytes);
+    ASSERT_TRUE(arena.ok()) << arena.status();
+    arena_ = std::move(*arena);
+    store_ = std::make_unique<object_store::ObjectStore>(loop_, arena_->capacity(), object_store::ObjectStoreOptions(),
+                                                         nullptr, arena_->base());
+    object_manager_ = std::make_unique<ObjectManager>(loop_, *store_, ObjectManagerOptions());
+    WorkerPoolOptions pool_options;
+    pool_options.node_id = options_.node_id;
+    pool_ = std::make_unique<WorkerPool>(loop_, pool_options, config_, launcher_,
+                                         [this](const JobID& job) { manager_->FetchJobConfig(job); });
+    leases_ = std::make_unique<LeaseManager>(loop_, LeaseManagerOptions{options_.node_id, options_.resources}, config_,
+                                             view_, *pool_, [](size_t) { return 0; });
+    NodeManagerParts parts{config_, view_, gcs_, gcs_, *pool_, *leases_, *store_, *object_manager_, *arena_,
+                           "/tmp/session_x/store.sock"};
     manager_ = std::make_unique<NodeManager>(
-        loop_, options_, gcs_, [this] { return now_ms_; },
+        loop_, options_, std::move(parts), [this] { return now_ms_; },
         [this](const std::string& reason) { fatal_reasons_.push_back(reason); });
     manager_->SetPort(7001);
   }
@@ -191,8 +119,17 @@ class NodeManagerTest : public ::testing::Test {
         5000);
   }
 
+  static constexpr int64_t kStoreBytes = 4 << 20;
   EventLoop loop_;
   FakeGcsClient gcs_;
+  Config config_;
+  scheduling::ClusterResourceView view_;
+  std::unique_ptr<object_store::Arena> arena_;
+  std::unique_ptr<object_store::ObjectStore> store_;
+  std::unique_ptr<ObjectManager> object_manager_;
+  FakeWorkerLauncher launcher_{loop_};
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<LeaseManager> leases_;
   int64_t now_ms_ = 50000;
   std::vector<std::string> fatal_reasons_;
   std::optional<absl::Status> registered_;
@@ -326,7 +263,7 @@ TEST_F(NodeManagerTest, GcsServingAnotherClusterIsFatal) {
 }
 
 TEST_F(NodeManagerTest, GcsUnreachableLongerThanTheTimeoutIsFatal) {
-  options_.config.raylet_gcs_check_period_ms = 1;
+  config_.raylet_gcs_check_period_ms = 1;
   ASSERT_NO_FATAL_FAILURE(StartRegistered());  // the GCS answered at now_ms_
   const int64_t registered_at = now_ms_;
 
@@ -348,7 +285,7 @@ TEST_F(NodeManagerTest, GcsUnreachableLongerThanTheTimeoutIsFatal) {
 }
 
 TEST_F(NodeManagerTest, AnsweredGcsChecksKeepTheNodeAlive) {
-  options_.config.raylet_gcs_check_period_ms = 1;
+  config_.raylet_gcs_check_period_ms = 1;
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   const int64_t registered_at = now_ms_;
 
@@ -366,7 +303,7 @@ TEST_F(NodeManagerTest, AnsweredGcsChecksKeepTheNodeAlive) {
 }
 
 TEST_F(NodeManagerTest, GcsCheckReportingAnotherClusterIsFatal) {
-  options_.config.raylet_gcs_check_period_ms = 1;
+  config_.raylet_gcs_check_period_ms = 1;
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_TRUE(RunUntil([&] { return gcs_.get_cluster_id.pending() == 1; }));
   rpc::GetClusterIdReply reply;
@@ -471,7 +408,7 @@ TEST_F(NodeManagerTest, OwnDeathAfterShutdownIsNotFatal) {
 }
 
 TEST_F(NodeManagerTest, ShutdownStopsTheGcsCheck) {
-  options_.config.raylet_gcs_check_period_ms = 1;
+  config_.raylet_gcs_check_period_ms = 1;
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   manager_->Shutdown([] {});
   loop_.RunUntilIdle();
@@ -485,21 +422,10 @@ TEST_F(NodeManagerTest, ShutdownStopsTheGcsCheck) {
   EXPECT_EQ(gcs_.get_cluster_id.total(), checks);
 }
 
-// With workers attached, usage reports carry the lease manager's view of this node
+// Usage reports carry the lease manager's view of this node
 // and cluster events reach it.
 class NodeManagerWithWorkersTest : public NodeManagerTest {
  protected:
-  void AttachWorkers() {
-    WorkerPoolOptions pool_options;
-    pool_options.node_id = options_.node_id;
-    pool_ = std::make_unique<WorkerPool>(loop_, pool_options, manager_->config(), launcher_,
-                                         [this](const JobID& job) { manager_->FetchJobConfig(job); });
-    leases_ = std::make_unique<LeaseManager>(loop_, LeaseManagerOptions{options_.node_id, options_.resources},
-                                             manager_->config(), manager_->mutable_view(), *pool_,
-                                             [](size_t) { return 0; });
-    manager_->AttachWorkers(pool_.get(), leases_.get());
-  }
-
   struct Call {
     rpc::RequestWorkerLeaseReply reply;
     bool sent = false;
@@ -554,15 +480,11 @@ class NodeManagerWithWorkersTest : public NodeManagerTest {
     return reply.usage();
   }
 
-  FakeWorkerLauncher launcher_{loop_};
-  std::unique_ptr<WorkerPool> pool_;
-  std::unique_ptr<LeaseManager> leases_;
 };
 
 TEST_F(NodeManagerWithWorkersTest, UsageListsInfeasibleRequestsUntilANodeCanRunThem) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   std::shared_ptr<Call> gpu = RequestLease({{"GPU", 1}});
   std::shared_ptr<Call> cpu = RequestLease({{"CPU", 1}});
   EXPECT_FALSE(gpu->sent);
@@ -584,7 +506,6 @@ TEST_F(NodeManagerWithWorkersTest, UsageListsInfeasibleRequestsUntilANodeCanRunT
 TEST_F(NodeManagerWithWorkersTest, WorkersStartOnlyAsTheJobRegisteredWithTheGcs) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   RequestLease({{"CPU", 1}});
   ASSERT_EQ(launcher_.starts.size(), 1u);
   EXPECT_EQ(launcher_.starts[0].argv, std::vector<std::string>{"/bin/driver"});
@@ -623,7 +544,6 @@ TEST_F(NodeManagerWithWorkersTest, WorkersStartOnlyAsTheJobRegisteredWithTheGcs)
 TEST_F(NodeManagerWithWorkersTest, PublishedJobEndDropsItsRequestsAndWorkers) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   std::shared_ptr<Call> call = RequestLease({{"CPU", 1}});
   ASSERT_EQ(launcher_.starts.size(), 1u);
   EXPECT_FALSE(call->sent);
@@ -653,7 +573,6 @@ rpc::PubMessage WorkerDeath(const WorkerID& worker, const NodeID& node, int64_t 
 TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerDropsItsRequests) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   WorkerID owner = WorkerID::FromRandom();
   RequestLease({{"CPU", 2}});  // takes both CPUs while its worker starts
   std::shared_ptr<Call> queued = RequestLease({{"CPU", 1}}, owner);
@@ -669,7 +588,6 @@ TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerDropsItsRequests)
 TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerReleasesItsLeases) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   WorkerID owner = WorkerID::FromRandom();
   std::shared_ptr<Call> dead_owners = RequestLease({{"CPU", 1}}, owner);
   RegisterStarted(0);
@@ -690,7 +608,6 @@ TEST_F(NodeManagerWithWorkersTest, PublishedDeathOfARemoteOwnerReleasesItsLeases
 TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   WorkerID driver = WorkerID::FromRandom();
   rpc::RegisterWorkerRequest reg;
   reg.set_worker_type(rpc::DRIVER);
@@ -716,7 +633,6 @@ TEST_F(NodeManagerWithWorkersTest, ProcessesThatExitAreReportedToTheGcs) {
 TEST_F(NodeManagerWithWorkersTest, RegisteredWorkersThatExitAreReportedToTheGcs) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
-  AttachWorkers();
   // Two workers start (one lease each); only the first registers.
   std::shared_ptr<Call> leased = RequestLease({{"CPU", 1}});
   ASSERT_EQ(launcher_.starts.size(), 1u);

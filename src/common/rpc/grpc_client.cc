@@ -48,4 +48,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t m
   return grpc::CreateCustomChannel(address, channel_credentials, args);
 }
 
+ClientOptions ClientOptionsFromConfig(const Config& config, std::shared_ptr<FaultInjector> faults) {
+  ClientOptions options;
+  options.deadline_ms = config.grpc_client_deadline_ms;
+  options.max_attempts = config.grpc_client_max_attempts;
+  options.initial_backoff_ms = config.grpc_client_initial_backoff_ms;
+  options.max_backoff_ms = config.grpc_client_max_backoff_ms;
+  options.max_message_bytes = config.grpc_max_message_bytes;
+  options.faults = std::move(faults);
+  return options;
+}
+
 }  // namespace manta::rpc

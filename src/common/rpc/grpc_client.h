@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "src/common/config.h"
 #include "src/common/event_loop.h"
 #include "src/common/rpc/fault_injection.h"
 #include "src/common/rpc/status_convert.h"
@@ -34,6 +35,9 @@ struct ClientOptions {
   // Shared by every client of a process; may be null.
   std::shared_ptr<FaultInjector> faults;
 };
+
+// The options of the config's grpc_client_* tunables, with `faults` (may be null).
+ClientOptions ClientOptionsFromConfig(const Config& config, std::shared_ptr<FaultInjector> faults);
 
 struct CallOptions {
   // Overrides ClientOptions::deadline_ms for this call when > 0.

@@ -10,8 +10,8 @@
 #include <chrono>
 
 #include "src/common/logging.h"
-#include "src/core_worker/task_channel.h"
-#include "src/core_worker/task_channel_internal.h"
+#include "src/task_channel/task_channel.h"
+#include "src/task_channel/task_channel_internal.h"
 
 namespace manta::core {
 

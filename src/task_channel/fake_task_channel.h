@@ -10,7 +10,7 @@
 #include <string>
 
 #include "src/common/id.h"
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 
 namespace manta::core {
 

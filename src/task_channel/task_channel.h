@@ -53,7 +53,7 @@
 #include "src/common/event_loop.h"
 #include "src/common/logging.h"
 #include "src/common/rpc/client_pool.h"
-#include "src/core_worker/task_channel_security.h"
+#include "src/task_channel/task_channel_security.h"
 
 namespace manta::core {
 

@@ -1,4 +1,4 @@
-#include "src/core_worker/task_channel_security.h"
+#include "src/task_channel/task_channel_security.h"
 
 #include <glog/logging.h>
 #include <openssl/evp.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "src/common/security.h"
-#include "src/core_worker/task_channel_internal.h"
+#include "src/task_channel/task_channel_internal.h"
 
 namespace manta::core {
 namespace task_channel_internal {

@@ -1,6 +1,6 @@
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 
-#include "src/core_worker/task_channel_internal.h"
+#include "src/task_channel/task_channel_internal.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

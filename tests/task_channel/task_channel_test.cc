@@ -2,7 +2,7 @@
 // replies in order, replies read by the loop or by a polling thread exactly once,
 // large frames, a dead or absent worker, cancellation, and malformed bytes from
 // either side (the reader drops the connection and keeps serving the others).
-#include "src/core_worker/task_channel.h"
+#include "src/task_channel/task_channel.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,7 +22,7 @@
 
 #include "gtest/gtest.h"
 #include "src/common/security.h"
-#include "src/core_worker/task_channel_internal.h"
+#include "src/task_channel/task_channel_internal.h"
 #include "test_util/test_util.h"
 
 namespace manta::core {

@@ -1,16 +1,16 @@
-// The task channel's handshake and frame sealing (src/core_worker/task_channel_security.h)
+// The task channel's handshake and frame sealing (src/task_channel/task_channel_security.h)
 // without sockets: both ends agree on keys only with the same token and an untouched
 // transcript; a sealed frame opens once, in order, under its own direction's key, and
 // not at all after any change; encryption hides the body, a MAC does not.
-#include "src/core_worker/task_channel_security.h"
+#include "src/task_channel/task_channel_security.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "src/common/security.h"
-#include "src/core_worker/task_channel.h"
-#include "src/core_worker/task_channel_internal.h"
+#include "src/task_channel/task_channel.h"
+#include "src/task_channel/task_channel_internal.h"
 
 namespace manta::core {
 namespace {

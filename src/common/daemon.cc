@@ -1,0 +1,32 @@
+#include "src/common/daemon.h"
+
+#include <CLI/CLI.hpp>
+
+#include "src/common/logging.h"
+#include "src/common/process.h"
+
+namespace manta {
+
+void AddDaemonFlags(CLI::App& app, DaemonFlags* flags) {
+  app.add_option("--log-dir", flags->log_dir, "log directory (default: stderr)");
+  app.add_option("--system-config", flags->system_config, "JSON object of config overrides");
+  app.add_option("--token-file", flags->token_file, "file holding the cluster token (default: $MANTA_CLUSTER_TOKEN)");
+  app.add_option("--tls-cert", flags->tls.cert_file,
+                 "TLS certificate chain (PEM); turns TLS on with --tls-key, --tls-ca");
+  app.add_option("--tls-key", flags->tls.key_file, "TLS private key (PEM)");
+  app.add_option("--tls-ca", flags->tls.ca_file, "CA certificate every member's certificate is signed by (PEM)");
+}
+
+absl::StatusOr<DaemonSetup> SetUpDaemon(const char* program, const DaemonFlags& flags) {
+  InitLogging(program, flags.log_dir);
+  RaiseOpenFileLimit();
+  auto credentials = rpc::InstallDaemonCredentials(flags.token_file, flags.tls);
+  if (!credentials.ok()) return credentials.status();
+  auto config = Config::Load(flags.system_config);
+  if (!config.ok()) return config.status();
+  auto faults = rpc::FaultInjector::Parse(config->testing_rpc_failure);
+  if (!faults.ok()) return faults.status();
+  return DaemonSetup{*credentials, *config, std::make_shared<rpc::FaultInjector>(*faults)};
+}
+
+}  // namespace manta

@@ -1,0 +1,138 @@
+// FakeGcsClient: a scriptable GcsClientInterface and PlacementGroupInfoClientInterface
+// for unit tests. Each method the raylet's node manager calls queues the call
+// (CallQueue: requests in arrival order); the test answers them with ReplyNext, and
+// the callback runs on the loop it names, as a real client's does. Methods the node
+// manager never calls answer UNIMPLEMENTED at once.
+#pragma once
+
+#include <glog/logging.h>
+
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "src/common/event_loop.h"
+#include "src/gcs/gcs_client.h"
+
+namespace manta::gcs {
+
+// The calls of one GCS method: requests in arrival order, answered by the test.
+template <typename Request, typename Reply>
+class CallQueue {
+ public:
+  using Callback = GcsClientInterface::Callback<Reply>;
+
+  void Add(Request request, Callback callback) {
+    pending_.push_back({std::move(request), std::move(callback)});
+    ++total_;
+  }
+  // Calls received so far, answered or not.
+  int total() const { return total_; }
+  size_t pending() const { return pending_.size(); }
+  const Request& Next() const { return pending_.front().request; }
+  // Answers the oldest pending call; its callback runs on `loop`, as a real client's does.
+  void ReplyNext(EventLoop& loop, absl::Status status, Reply reply = Reply()) {
+    CHECK(!pending_.empty()) << "no pending call to answer";
+    auto call = std::move(pending_.front());
+    pending_.pop_front();
+    loop.Post("FakeGcs.Reply", [callback = std::move(call.callback), status, reply = std::move(reply)]() mutable {
+      callback(status, std::move(reply));
+    });
+  }
+
+ private:
+  struct Call {
+    Request request;
+    Callback callback;
+  };
+  std::deque<Call> pending_;
+  int total_ = 0;
+};
+
+struct UnregisterRequest {
+  std::string node_id;
+  std::string reason;
+};
+struct NoRequest {};
+
+class FakeGcsClient : public GcsClientInterface, public PlacementGroupInfoClientInterface {
+ public:
+  template <typename Reply>
+  using Callback = GcsClientInterface::Callback<Reply>;
+  void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) override {
+    register_node.Add(info, std::move(cb));
+  }
+  void AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
+                           Callback<rpc::UnregisterNodeReply> cb) override {
+    unregister_node.Add({node_id, reason}, std::move(cb));
+  }
+  void AsyncGetAllNodeInfo(Callback<rpc::GetAllNodeInfoReply> cb) override {
+    get_all_node_info.Add({}, std::move(cb));
+  }
+  void AsyncGetClusterId(int64_t deadline_ms, Callback<rpc::GetClusterIdReply> cb) override {
+    get_cluster_id.Add(deadline_ms, std::move(cb));
+  }
+  void AsyncReportResourceUsage(const rpc::ResourceUsage& usage,
+                                Callback<rpc::ReportResourceUsageReply> cb) override {
+    report_usage.Add(usage, std::move(cb));
+  }
+  void AsyncSubscriberCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request,
+                                   Callback<rpc::GcsSubscriberCommandBatchReply> cb) override {
+    subscribe.Add(request, std::move(cb));
+  }
+  void AsyncSubscriberPoll(const rpc::GcsSubscriberPollRequest& request, int64_t deadline_ms,
+                           Callback<rpc::GcsSubscriberPollReply> cb) override {
+    poll.Add(request, std::move(cb));
+  }
+  void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncAddJob(const rpc::JobInfo&, Callback<rpc::AddJobReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override {
+    mark_job_finished.Add(job_id, std::move(cb));
+  }
+  void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) override { get_all_jobs.Add({}, std::move(cb)); }
+  void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
+                                Callback<rpc::ReportWorkerFailureReply> cb) override {
+    worker_failures.Add(failure, std::move(cb));
+  }
+
+  // Placement groups: lookups are queued; the node manager makes no other call.
+  void AsyncCreatePlacementGroup(const rpc::PlacementGroupTableData&,
+                                 Callback<rpc::CreatePlacementGroupReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncRemovePlacementGroup(const std::string&, Callback<rpc::RemovePlacementGroupReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncGetPlacementGroup(const std::string& group_id, Callback<rpc::GetPlacementGroupReply> cb) override {
+    get_placement_group.Add(group_id, std::move(cb));
+  }
+  void AsyncGetNamedPlacementGroup(const std::string&, const std::string&,
+                                   Callback<rpc::GetNamedPlacementGroupReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncGetAllPlacementGroup(Callback<rpc::GetAllPlacementGroupReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+  void AsyncWaitPlacementGroupUntilReady(const std::string&, int64_t,
+                                         Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) override {
+    cb(absl::UnimplementedError("not used by the node manager"), {});
+  }
+
+  CallQueue<rpc::NodeInfo, rpc::RegisterNodeReply> register_node;
+  CallQueue<UnregisterRequest, rpc::UnregisterNodeReply> unregister_node;
+  CallQueue<NoRequest, rpc::GetAllNodeInfoReply> get_all_node_info;
+  CallQueue<int64_t, rpc::GetClusterIdReply> get_cluster_id;
+  CallQueue<rpc::ResourceUsage, rpc::ReportResourceUsageReply> report_usage;
+  CallQueue<rpc::GcsSubscriberCommandBatchRequest, rpc::GcsSubscriberCommandBatchReply> subscribe;
+  CallQueue<rpc::GcsSubscriberPollRequest, rpc::GcsSubscriberPollReply> poll;
+  CallQueue<std::string, rpc::MarkJobFinishedReply> mark_job_finished;
+  CallQueue<NoRequest, rpc::GetAllJobInfoReply> get_all_jobs;
+  CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
+  CallQueue<std::string, rpc::GetPlacementGroupReply> get_placement_group;
+};
+
+}  // namespace manta::gcs
