@@ -8,6 +8,7 @@
 #include <ray/api.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -85,3 +86,10 @@ TEST_F(LoopStallTest, PutWaitingForMemoryDoesNotStallTheLoop) {
 }
 
 }  // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
