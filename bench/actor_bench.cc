@@ -97,6 +97,31 @@ double ClientsRate(const BenchFlags& o, const std::string& address, const std::s
 
 }  // namespace
 
+// Groups of one small bundle, each created and waited for, then removed (Ray's
+// placement group create/removal benchmark).
+double PlacementGroupsPerSecond(int n) {
+  auto t0 = Clock::now();
+  std::vector<ray::PlacementGroup> groups;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 0.01}}};
+    groups.push_back(ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK}));
+  }
+  for (auto& group : groups) group.Wait(60);
+  for (auto& group : groups) ray::RemovePlacementGroup(group.GetID());
+  return n / Since(t0);
+}
+
+// The task path through a bundle: same as single_client_tasks_sync.
+double TasksInBundle(double seconds) {
+  std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 1}}};
+  ray::PlacementGroup group = ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK});
+  group.Wait(60);
+  const double rate =
+      Rate(seconds, 1, [&] { ray::Task(SmallValue).SetPlacementGroup(group, 0).Remote().Get(); });
+  ray::RemovePlacementGroup(group.GetID());
+  return rate;
+}
+
 int main(int argc, char** argv) {
   if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
   const BenchFlags o = BenchFlags::Parse(argc, argv);
@@ -144,28 +169,10 @@ int main(int argc, char** argv) {
   }
   one.clear();
   if (o.Want("placement_groups_created_and_removed_per_s")) {
-    // Groups of one small bundle, each created and waited for, then removed (Ray's
-    // placement group create/removal benchmark).
-    const int n = creations;
-    auto t0 = Clock::now();
-    std::vector<ray::PlacementGroup> groups;
-    for (int i = 0; i < n; ++i) {
-      std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 0.01}}};
-      groups.push_back(ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK}));
-    }
-    for (auto& group : groups) group.Wait(60);
-    for (auto& group : groups) ray::RemovePlacementGroup(group.GetID());
-    results.emplace_back("placement_groups_created_and_removed_per_s", n / Since(t0));
+    results.emplace_back("placement_groups_created_and_removed_per_s", PlacementGroupsPerSecond(creations));
   }
   if (o.Want("single_client_tasks_sync_in_bundle")) {
-    // The task path through a bundle: same as single_client_tasks_sync above.
-    std::vector<std::unordered_map<std::string, double>> bundles{{{"CPU", 1}}};
-    ray::PlacementGroup group = ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK});
-    group.Wait(60);
-    results.emplace_back("single_client_tasks_sync_in_bundle", Rate(o.seconds, 1, [&] {
-                           ray::Task(SmallValue).SetPlacementGroup(group, 0).Remote().Get();
-                         }));
-    ray::RemovePlacementGroup(group.GetID());
+    results.emplace_back("single_client_tasks_sync_in_bundle", TasksInBundle(o.seconds));
   }
   if (o.Want("actor_creations_per_s")) {
     // Actors of 0 CPU, each awaited through one call (Ray's definition).

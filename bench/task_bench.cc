@@ -56,6 +56,70 @@ int RunClient(const manta::bench::BenchFlags& o) {
   return 0;
 }
 
+using Results = std::vector<std::pair<std::string, double>>;
+
+void PlasmaPutsAndGets(const manta::bench::BenchFlags& o, ray::RayConfig& config, int argc, char** argv,
+                       Results* out) {
+  Results& results = *out;
+  // As in Ray, small Puts that go to the node's shared-memory store: this driver
+  // re-joins with max_direct_put_bytes = 0.
+  ray::Shutdown();
+  setenv("MANTA_max_direct_put_bytes", "0", 1);
+  ray::Init(config, argc, argv);
+  results.emplace_back("single_client_put_calls_Plasma_Store", Rate(o.seconds, 1000, [] {
+                         for (int i = 0; i < 1000; ++i) ray::Put(i);
+                       }));
+  auto ref = ray::Put(0);
+  results.emplace_back("single_client_get_calls_Plasma_Store", Rate(o.seconds, 1000, [&] {
+                         for (int i = 0; i < 1000; ++i) ray::Get(ref);
+                       }));
+  ray::Shutdown();
+  unsetenv("MANTA_max_direct_put_bytes");
+  ray::Init(config, argc, argv);
+}
+
+// A 1 GiB ray::Put against memcpy of the same bytes.
+void PutGigabytes(Results* out) {
+  Results& results = *out;
+  const size_t n = size_t{1} << 30;
+  std::vector<uint8_t> src(n, 1), dst(n, 0);
+  double best_memcpy = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), n);
+    best_memcpy = std::max(best_memcpy, n / Since(t0) / 1e9);
+  }
+  dst = {};
+  double best_put = 0;
+  for (int r = 0; r < 4; ++r) {
+    auto t0 = Clock::now();
+    auto ref = ray::Put(src);
+    best_put = std::max(best_put, n / Since(t0) / 1e9);
+  }
+  results.emplace_back("memcpy_gigabytes_baseline", best_memcpy);
+  results.emplace_back("single_client_put_gigabytes", best_put);
+  results.emplace_back("put_gigabytes_vs_memcpy", best_put / best_memcpy);
+}
+
+// Tasks per second of o.clients extra driver processes submitting at once.
+double MultiClientTasks(const manta::bench::BenchFlags& o, const std::string& gcs_address) {
+  // Extra driver processes of this binary join the cluster and submit at once.
+  long per_client = 20000;
+  std::vector<std::FILE*> children;
+  for (int c = 0; c < o.clients; ++c) {
+    std::string cmd = "'" + manta::SelfExecutablePath() + "' --client-of=" + gcs_address +
+                      " --client-tasks=" + std::to_string(per_client);
+    children.push_back(popen(cmd.c_str(), "r"));
+  }
+  double total = 0;
+  for (std::FILE* f : children) {
+    double rate = 0;
+    if (f && std::fscanf(f, "%lf", &rate) == 1) total += rate;
+    if (f) pclose(f);
+  }
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,7 +129,7 @@ int main(int argc, char** argv) {
   const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
   if (!o.Value("--client-of").empty()) return RunClient(o);
 
-  std::vector<std::pair<std::string, double>> results;
+  Results results;
   manta::bench::BenchCluster cluster;
   // 4 GiB of object store (room for a 1 GiB put while the previous one is being
   // freed), pre-faulted before measuring.
@@ -97,42 +161,9 @@ int main(int argc, char** argv) {
                          }));
   }
   if (o.Want("single_client_put_calls_Plasma_Store") || o.Want("single_client_get_calls_Plasma_Store")) {
-    // As in Ray, small Puts that go to the node's shared-memory store: this driver
-    // re-joins with max_direct_put_bytes = 0.
-    ray::Shutdown();
-    setenv("MANTA_max_direct_put_bytes", "0", 1);
-    ray::Init(config, argc, argv);
-    results.emplace_back("single_client_put_calls_Plasma_Store", Rate(o.seconds, 1000, [] {
-                           for (int i = 0; i < 1000; ++i) ray::Put(i);
-                         }));
-    auto ref = ray::Put(0);
-    results.emplace_back("single_client_get_calls_Plasma_Store", Rate(o.seconds, 1000, [&] {
-                           for (int i = 0; i < 1000; ++i) ray::Get(ref);
-                         }));
-    ray::Shutdown();
-    unsetenv("MANTA_max_direct_put_bytes");
-    ray::Init(config, argc, argv);
+    PlasmaPutsAndGets(o, config, argc, argv, &results);
   }
-  if (o.Want("single_client_put_gigabytes")) {
-    const size_t n = size_t{1} << 30;
-    std::vector<uint8_t> src(n, 1), dst(n, 0);
-    double best_memcpy = 0;
-    for (int r = 0; r < 3; ++r) {
-      auto t0 = Clock::now();
-      std::memcpy(dst.data(), src.data(), n);
-      best_memcpy = std::max(best_memcpy, n / Since(t0) / 1e9);
-    }
-    dst = {};
-    double best_put = 0;
-    for (int r = 0; r < 4; ++r) {
-      auto t0 = Clock::now();
-      auto ref = ray::Put(src);
-      best_put = std::max(best_put, n / Since(t0) / 1e9);
-    }
-    results.emplace_back("memcpy_gigabytes_baseline", best_memcpy);
-    results.emplace_back("single_client_put_gigabytes", best_put);
-    results.emplace_back("put_gigabytes_vs_memcpy", best_put / best_memcpy);
-  }
+  if (o.Want("single_client_put_gigabytes")) PutGigabytes(&results);
   if (o.Want("single_client_wait_1k_refs")) {
     results.emplace_back("single_client_wait_1k_refs", Rate(o.seconds, 1, [] {
                            std::vector<ray::ObjectRef<int>> not_ready;
@@ -144,21 +175,7 @@ int main(int argc, char** argv) {
                          }));
   }
   if (o.Want("multi_client_tasks_async")) {
-    // Extra driver processes of this binary join the cluster and submit at once.
-    long per_client = 20000;
-    std::vector<std::FILE*> children;
-    for (int c = 0; c < o.clients; ++c) {
-      std::string cmd = "'" + manta::SelfExecutablePath() + "' --client-of=" + cluster.gcs_address() +
-                        " --client-tasks=" + std::to_string(per_client);
-      children.push_back(popen(cmd.c_str(), "r"));
-    }
-    double total = 0;
-    for (std::FILE* f : children) {
-      double rate = 0;
-      if (f && std::fscanf(f, "%lf", &rate) == 1) total += rate;
-      if (f) pclose(f);
-    }
-    results.emplace_back("multi_client_tasks_async", total);
+    results.emplace_back("multi_client_tasks_async", MultiClientTasks(o, cluster.gcs_address()));
   }
   ray::Shutdown();
 

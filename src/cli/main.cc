@@ -4,40 +4,50 @@
 
 #include "src/cli/commands.h"
 
+namespace {
+
+// `manta start` and its flags, which fill *start.
+CLI::App* AddStartCommand(CLI::App& app, manta::cli::StartOptions* start) {
+  CLI::App* start_cmd = app.add_subcommand("start", "start a head node or a node that joins a cluster");
+  start_cmd->add_flag("--head", start->head, "start a new cluster (Redis, GCS and a raylet)");
+  start_cmd->add_option("--address", start->address, "GCS host:port of the cluster to join");
+  start_cmd->add_option("--port", start->port, "GCS port of a head node (default 6379)")->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--redis-address", start->redis_address, "use this Redis (host:port) instead of starting one");
+  start_cmd->add_option("--redis-password", start->redis_password,
+                        "password of the Redis given by --redis-address, or to set on the one started (default: "
+                        "$MANTA_REDIS_PASSWORD, else a random one); prefer the variable: flags show in ps");
+  start_cmd->add_option("--num-cpus", start->num_cpus, "CPUs this node offers")->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--num-gpus", start->num_gpus, "GPUs this node offers")->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--resources", start->resources, "custom resources as JSON, e.g. '{\"special\": 2}'");
+  start_cmd->add_option("--object-store-memory", start->object_store_memory, "object store size in bytes")
+      ->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--memory", start->memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
+  start_cmd->add_option("--bind-address", start->bind_address,
+                        "address every daemon listens on (default 127.0.0.1; 0.0.0.0 = every interface, which makes "
+                        "the node reachable from other machines)");
+  start_cmd->add_option("--node-ip-address", start->node_ip_address,
+                        "address this node is reached at (default: the bind address, or this machine's first "
+                        "non-loopback address when binding 0.0.0.0)");
+  start_cmd->add_option("--node-name", start->node_name, "human-readable node name");
+  start_cmd->add_option("--system-config", start->system_config, "JSON object of config overrides (head)");
+  start_cmd->add_flag("--block", start->block, "stay in the foreground; Ctrl-C stops what was started");
+  start_cmd->add_option("--token-file", start->token_file,
+                        "file holding the cluster token; joining: default found in the head's session here; "
+                        "head: use this token instead of making a new one");
+  start_cmd->add_option("--tls-cert", start->tls.cert_file, "TLS certificate chain (PEM) for every daemon started");
+  start_cmd->add_option("--tls-key", start->tls.key_file, "TLS private key (PEM)");
+  start_cmd->add_option("--tls-ca", start->tls.ca_file, "CA certificate of the cluster's certificates (PEM)");
+  return start_cmd;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"manta: start, stop and inspect Manta clusters"};
   app.require_subcommand(1);
 
   manta::cli::StartOptions start;
-  CLI::App* start_cmd = app.add_subcommand("start", "start a head node or a node that joins a cluster");
-  start_cmd->add_flag("--head", start.head, "start a new cluster (Redis, GCS and a raylet)");
-  start_cmd->add_option("--address", start.address, "GCS host:port of the cluster to join");
-  start_cmd->add_option("--port", start.port, "GCS port of a head node (default 6379)")->check(CLI::Range(0, 65535));
-  start_cmd->add_option("--redis-address", start.redis_address, "use this Redis (host:port) instead of starting one");
-  start_cmd->add_option("--redis-password", start.redis_password,
-                        "password of the Redis given by --redis-address, or to set on the one started (default: "
-                        "$MANTA_REDIS_PASSWORD, else a random one); prefer the variable: flags show in ps");
-  start_cmd->add_option("--num-cpus", start.num_cpus, "CPUs this node offers")->check(CLI::NonNegativeNumber);
-  start_cmd->add_option("--num-gpus", start.num_gpus, "GPUs this node offers")->check(CLI::NonNegativeNumber);
-  start_cmd->add_option("--resources", start.resources, "custom resources as JSON, e.g. '{\"special\": 2}'");
-  start_cmd->add_option("--object-store-memory", start.object_store_memory, "object store size in bytes")
-      ->check(CLI::NonNegativeNumber);
-  start_cmd->add_option("--memory", start.memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
-  start_cmd->add_option("--bind-address", start.bind_address,
-                        "address every daemon listens on (default 127.0.0.1; 0.0.0.0 = every interface, which makes "
-                        "the node reachable from other machines)");
-  start_cmd->add_option("--node-ip-address", start.node_ip_address,
-                        "address this node is reached at (default: the bind address, or this machine's first "
-                        "non-loopback address when binding 0.0.0.0)");
-  start_cmd->add_option("--node-name", start.node_name, "human-readable node name");
-  start_cmd->add_option("--system-config", start.system_config, "JSON object of config overrides (head)");
-  start_cmd->add_flag("--block", start.block, "stay in the foreground; Ctrl-C stops what was started");
-  start_cmd->add_option("--token-file", start.token_file,
-                        "file holding the cluster token; joining: default found in the head's session here; "
-                        "head: use this token instead of making a new one");
-  start_cmd->add_option("--tls-cert", start.tls.cert_file, "TLS certificate chain (PEM) for every daemon started");
-  start_cmd->add_option("--tls-key", start.tls.key_file, "TLS private key (PEM)");
-  start_cmd->add_option("--tls-ca", start.tls.ca_file, "CA certificate of the cluster's certificates (PEM)");
+  CLI::App* start_cmd = AddStartCommand(app, &start);
 
   bool force = false;
   CLI::App* stop_cmd = app.add_subcommand("stop", "stop every Manta process started on this machine");

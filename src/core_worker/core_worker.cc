@@ -84,16 +84,14 @@ class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackServi
   grpc::ServerUnaryReactor* Serve(const char* name, grpc::CallbackServerContext* c, const Request* q, Reply* r,
                                   void (CoreWorker::*method)(const Request&, Reply*,
                                                              std::function<void(absl::Status)>)) {
-    grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
-    if (absl::Status admitted = rpc::AuthenticateCall(*c, name); !admitted.ok()) {
-      reactor->Finish(rpc::ToGrpcStatus(admitted));
-      return reactor;
-    }
     CoreWorker& core = core_;
-    loop_.Post(name, [&core, method, q, r, reactor] {
-      (core.*method)(*q, r, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpcStatus(s)); });
-    });
-    return reactor;
+    return rpc::ServeOnLoop(loop_, name, c, q, r,
+                            [&core, method](const Request& request, Reply* reply, rpc::SendReply send) {
+                              // The handlers take a copyable callback; the call is still answered once.
+                              auto once = std::make_shared<rpc::SendReply>(std::move(send));
+                              (core.*method)(request, reply,
+                                             [once](absl::Status s) { std::move(*once)(std::move(s)); });
+                            });
   }
 
   EventLoop& loop_;
@@ -183,17 +181,7 @@ absl::Status CoreWorker::Connect() {
     if (!raylet.ok()) return raylet.status();
     options_.node_ip_address = raylet->host;
   }
-  const std::string& bind = options_.bind_address.empty() ? options_.node_ip_address : options_.bind_address;
-  service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
-  server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", bind, 0,
-                                              config.grpc_max_message_bytes);
-  server_->RegisterService(service_.get());
-  MANTA_RETURN_IF_ERROR(server_->Start());
-  if (!options_.is_driver) {
-    auto channel_server = TaskChannelServer::Listen(bind, config.grpc_max_message_bytes, channel_security);
-    if (!channel_server.ok()) return channel_server.status();
-    channel_server_ = std::move(*channel_server);
-  }
+  MANTA_RETURN_IF_ERROR(StartServers(channel_security));
   if (options_.is_driver) MANTA_RETURN_IF_ERROR(CreateJob());
   root_task_id_ = TaskID::ForDriver(options_.job_id);
   MANTA_RETURN_IF_ERROR(RegisterWithRaylet());
@@ -208,6 +196,33 @@ absl::Status CoreWorker::Connect() {
   self_ = Address{node_id_, options_.node_ip_address, server_->port(), options_.worker_id};
   rpc_address_ = ToRpc(self_);
   if (channel_server_) rpc_address_.set_task_port(channel_server_->port());
+  MakeOwnership();
+  MakeSubmitters();
+  StartFollowingTheGcs();
+  if (options_.is_driver) MANTA_RETURN_IF_ERROR(AddJob());
+  VLOG(1) << (options_.is_driver ? "driver " : "worker ") << options_.worker_id.Hex() << " of job "
+          << options_.job_id.Hex() << " serving at " << HostPort(self_);
+  return absl::OkStatus();
+}
+
+absl::Status CoreWorker::StartServers(const TaskChannelSecurity& channel_security) {
+  const Config& config = options_.config;
+  const std::string& bind = options_.bind_address.empty() ? options_.node_ip_address : options_.bind_address;
+  service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
+  server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", bind, 0,
+                                              config.grpc_max_message_bytes);
+  server_->RegisterService(service_.get());
+  MANTA_RETURN_IF_ERROR(server_->Start());
+  if (!options_.is_driver) {
+    auto channel_server = TaskChannelServer::Listen(bind, config.grpc_max_message_bytes, channel_security);
+    if (!channel_server.ok()) return channel_server.status();
+    channel_server_ = std::move(*channel_server);
+  }
+  return absl::OkStatus();
+}
+
+void CoreWorker::MakeOwnership() {
+  const Config& config = options_.config;
   borrower_client_ = std::make_unique<BorrowerClient>(*workers_);
   reference_counter_ = std::make_unique<ReferenceCounter>(self_, borrower_client_.get());
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
@@ -226,6 +241,10 @@ absl::Status CoreWorker::Connect() {
         loop_.Post("CoreWorker.Resubmit", [this, task] { ResolveAndSubmit(task->Unpack(), task); });
       },
       config.max_lineage_bytes);
+}
+
+void CoreWorker::MakeSubmitters() {
+  const Config& config = options_.config;
   SubmitterOptions submitter_options;
   submitter_options.job_id = options_.job_id;
   submitter_options.self = rpc_address_;
@@ -245,8 +264,11 @@ absl::Status CoreWorker::Connect() {
   actor_options.max_push_bytes = config.grpc_max_message_bytes / 2;
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, *channels_, *task_manager_,
                                                           [this](const ActorID& id) { RefreshActor(id); });
+}
+
+void CoreWorker::StartFollowingTheGcs() {
   actor_subscriber_ = std::make_unique<gcs::GcsSubscriber>(
-      loop_, *gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, config.gcs_pubsub_poll_timeout_ms,
+      loop_, *gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, options_.config.gcs_pubsub_poll_timeout_ms,
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
         if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
@@ -264,25 +286,23 @@ absl::Status CoreWorker::Connect() {
       });
   loop_.Post("CoreWorker.StartActorSubscriber", [this] { actor_subscriber_->Start(); });
 
-  if (options_.is_driver) {
-    rpc::JobInfo job;
-    job.set_job_id(options_.job_id.Binary());
-    *job.mutable_driver_address() = rpc_address_;
-    job.set_driver_pid(getpid());
-    job.set_ray_namespace(options_.job_config.ray_namespace());
-    job.set_start_time_ms(NowMs());
-    job.set_entrypoint(options_.driver_entrypoint);
-    job.set_driver_ip_address(options_.node_ip_address);
-    *job.mutable_config() = options_.job_config;
-    MANTA_RETURN_IF_ERROR(RunOnLoopAndWait(
-        [this, job](std::function<void(absl::Status)> done) {
-          gcs_->AsyncAddJob(job, [done](const absl::Status& s, rpc::AddJobReply&&) { done(s); });
-        },
-        options_.config.grpc_client_deadline_ms));
-  }
-  VLOG(1) << (options_.is_driver ? "driver " : "worker ") << options_.worker_id.Hex() << " of job "
-          << options_.job_id.Hex() << " serving at " << HostPort(self_);
-  return absl::OkStatus();
+}
+
+absl::Status CoreWorker::AddJob() {
+  rpc::JobInfo job;
+  job.set_job_id(options_.job_id.Binary());
+  *job.mutable_driver_address() = rpc_address_;
+  job.set_driver_pid(getpid());
+  job.set_ray_namespace(options_.job_config.ray_namespace());
+  job.set_start_time_ms(NowMs());
+  job.set_entrypoint(options_.driver_entrypoint);
+  job.set_driver_ip_address(options_.node_ip_address);
+  *job.mutable_config() = options_.job_config;
+  return RunOnLoopAndWait(
+      [this, job](std::function<void(absl::Status)> done) {
+        gcs_->AsyncAddJob(job, [done](const absl::Status& s, rpc::AddJobReply&&) { done(s); });
+      },
+      options_.config.grpc_client_deadline_ms);
 }
 
 absl::Status CoreWorker::FindLocalRaylet() {

@@ -205,6 +205,16 @@ class CoreWorker {
   absl::Status Connect();
   // The GCS client and the pools of raylet, core worker and task channel clients.
   void MakeClients(const rpc::ClientOptions& client_options, const TaskChannelSecurity& channel_security);
+  // The CoreWorkerService's server and, for a worker, the task channel's.
+  absl::Status StartServers(const TaskChannelSecurity& channel_security);
+  // The reference counter, the task manager and the timers that keep memory in check
+  // and watch the node's raylet.
+  void MakeOwnership();
+  void MakeSubmitters();
+  // Follows the node table and the actors this process calls (GCS pubsub).
+  void StartFollowingTheGcs();
+  // A driver's job in the GCS's job table.
+  absl::Status AddJob();
   // Runs `fn` on the loop and waits for the status it reports.
   absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
                                 int64_t timeout_ms);

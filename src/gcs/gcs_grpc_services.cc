@@ -1,6 +1,6 @@
 #include "src/gcs/gcs_grpc_services.h"
 
-#include "src/common/rpc/grpc_server.h"
+#include "src/common/rpc/serve_on_loop.h"
 
 namespace manta::gcs {
 
@@ -9,24 +9,10 @@ using rpc::ServeOnLoop;
 
 using rpc::BindHandler;
 
-ServerUnaryReactor* NodeInfoService::RegisterNode(CallbackServerContext* c, const rpc::RegisterNodeRequest* q,
-                                                  rpc::RegisterNodeReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.RegisterNode", c, q, r, BindHandler(nodes_, &GcsNodeManager::HandleRegisterNode));
-}
-ServerUnaryReactor* NodeInfoService::UnregisterNode(CallbackServerContext* c, const rpc::UnregisterNodeRequest* q,
-                                                    rpc::UnregisterNodeReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.UnregisterNode", c, q, r,
-                     BindHandler(nodes_, &GcsNodeManager::HandleUnregisterNode));
-}
-ServerUnaryReactor* NodeInfoService::DrainNode(CallbackServerContext* c, const rpc::DrainNodeRequest* q,
-                                               rpc::DrainNodeReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.DrainNode", c, q, r, BindHandler(nodes_, &GcsNodeManager::HandleDrainNode));
-}
-ServerUnaryReactor* NodeInfoService::GetAllNodeInfo(CallbackServerContext* c, const rpc::GetAllNodeInfoRequest* q,
-                                                    rpc::GetAllNodeInfoReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.GetAllNodeInfo", c, q, r,
-                     BindHandler(nodes_, &GcsNodeManager::HandleGetAllNodeInfo));
-}
+MANTA_SERVE_ON_LOOP(NodeInfoService, "NodeInfo", RegisterNode, nodes_, GcsNodeManager)
+MANTA_SERVE_ON_LOOP(NodeInfoService, "NodeInfo", UnregisterNode, nodes_, GcsNodeManager)
+MANTA_SERVE_ON_LOOP(NodeInfoService, "NodeInfo", DrainNode, nodes_, GcsNodeManager)
+MANTA_SERVE_ON_LOOP(NodeInfoService, "NodeInfo", GetAllNodeInfo, nodes_, GcsNodeManager)
 ServerUnaryReactor* NodeInfoService::GetClusterId(CallbackServerContext* c, const rpc::GetClusterIdRequest* q,
                                                   rpc::GetClusterIdReply* r) {
   return ServeOnLoop(loop_, "NodeInfo.GetClusterId", c, q, r,
@@ -36,123 +22,39 @@ ServerUnaryReactor* NodeInfoService::GetClusterId(CallbackServerContext* c, cons
                        std::move(s)(absl::OkStatus());
                      });
 }
-ServerUnaryReactor* NodeInfoService::ReportResourceUsage(CallbackServerContext* c,
-                                                         const rpc::ReportResourceUsageRequest* q,
-                                                         rpc::ReportResourceUsageReply* r) {
-  return ServeOnLoop(loop_, "NodeInfo.ReportResourceUsage", c, q, r,
-                     BindHandler(nodes_, &GcsNodeManager::HandleReportResourceUsage));
-}
+MANTA_SERVE_ON_LOOP(NodeInfoService, "NodeInfo", ReportResourceUsage, nodes_, GcsNodeManager)
 
-ServerUnaryReactor* JobInfoService::GetNextJobID(CallbackServerContext* c, const rpc::GetNextJobIDRequest* q,
-                                                 rpc::GetNextJobIDReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.GetNextJobID", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleGetNextJobID));
-}
-ServerUnaryReactor* JobInfoService::AddJob(CallbackServerContext* c, const rpc::AddJobRequest* q,
-                                           rpc::AddJobReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.AddJob", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleAddJob));
-}
-ServerUnaryReactor* JobInfoService::MarkJobFinished(CallbackServerContext* c, const rpc::MarkJobFinishedRequest* q,
-                                                    rpc::MarkJobFinishedReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.MarkJobFinished", c, q, r,
-                     BindHandler(jobs_, &GcsJobManager::HandleMarkJobFinished));
-}
-ServerUnaryReactor* JobInfoService::GetAllJobInfo(CallbackServerContext* c, const rpc::GetAllJobInfoRequest* q,
-                                                  rpc::GetAllJobInfoReply* r) {
-  return ServeOnLoop(loop_, "JobInfo.GetAllJobInfo", c, q, r, BindHandler(jobs_, &GcsJobManager::HandleGetAllJobInfo));
-}
+MANTA_SERVE_ON_LOOP(JobInfoService, "JobInfo", GetNextJobID, jobs_, GcsJobManager)
+MANTA_SERVE_ON_LOOP(JobInfoService, "JobInfo", AddJob, jobs_, GcsJobManager)
+MANTA_SERVE_ON_LOOP(JobInfoService, "JobInfo", MarkJobFinished, jobs_, GcsJobManager)
+MANTA_SERVE_ON_LOOP(JobInfoService, "JobInfo", GetAllJobInfo, jobs_, GcsJobManager)
 
-ServerUnaryReactor* WorkerInfoService::ReportWorkerFailure(CallbackServerContext* c,
-                                                           const rpc::ReportWorkerFailureRequest* q,
-                                                           rpc::ReportWorkerFailureReply* r) {
-  return ServeOnLoop(loop_, "WorkerInfo.ReportWorkerFailure", c, q, r,
-                     BindHandler(workers_, &GcsWorkerManager::HandleReportWorkerFailure));
-}
+MANTA_SERVE_ON_LOOP(WorkerInfoService, "WorkerInfo", ReportWorkerFailure, workers_, GcsWorkerManager)
 
-ServerUnaryReactor* KVService::InternalKVGet(CallbackServerContext* c, const rpc::InternalKVGetRequest* q,
-                                             rpc::InternalKVGetReply* r) {
-  return ServeOnLoop(loop_, "KV.Get", c, q, r, BindHandler(kv_, &GcsKVManager::HandleGet));
-}
-ServerUnaryReactor* KVService::InternalKVPut(CallbackServerContext* c, const rpc::InternalKVPutRequest* q,
-                                             rpc::InternalKVPutReply* r) {
-  return ServeOnLoop(loop_, "KV.Put", c, q, r, BindHandler(kv_, &GcsKVManager::HandlePut));
-}
-ServerUnaryReactor* KVService::InternalKVDel(CallbackServerContext* c, const rpc::InternalKVDelRequest* q,
-                                             rpc::InternalKVDelReply* r) {
-  return ServeOnLoop(loop_, "KV.Del", c, q, r, BindHandler(kv_, &GcsKVManager::HandleDel));
-}
-ServerUnaryReactor* KVService::InternalKVExists(CallbackServerContext* c, const rpc::InternalKVExistsRequest* q,
-                                                rpc::InternalKVExistsReply* r) {
-  return ServeOnLoop(loop_, "KV.Exists", c, q, r, BindHandler(kv_, &GcsKVManager::HandleExists));
-}
-ServerUnaryReactor* KVService::InternalKVKeys(CallbackServerContext* c, const rpc::InternalKVKeysRequest* q,
-                                              rpc::InternalKVKeysReply* r) {
-  return ServeOnLoop(loop_, "KV.Keys", c, q, r, BindHandler(kv_, &GcsKVManager::HandleKeys));
-}
+MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVGet, "KV.Get", kv_, &GcsKVManager::HandleGet)
+MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVPut, "KV.Put", kv_, &GcsKVManager::HandlePut)
+MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVDel, "KV.Del", kv_, &GcsKVManager::HandleDel)
+MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVExists, "KV.Exists", kv_, &GcsKVManager::HandleExists)
+MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVKeys, "KV.Keys", kv_, &GcsKVManager::HandleKeys)
 
-ServerUnaryReactor* ActorInfoService::RegisterActor(CallbackServerContext* c, const rpc::RegisterActorRequest* q,
-                                                    rpc::RegisterActorReply* r) {
-  return ServeOnLoop(loop_, "Actor.RegisterActor", c, q, r, BindHandler(actors_, &GcsActorManager::HandleRegisterActor));
-}
-ServerUnaryReactor* ActorInfoService::CreateActor(CallbackServerContext* c, const rpc::CreateActorRequest* q,
-                                                  rpc::CreateActorReply* r) {
-  return ServeOnLoop(loop_, "Actor.CreateActor", c, q, r, BindHandler(actors_, &GcsActorManager::HandleCreateActor));
-}
-ServerUnaryReactor* ActorInfoService::GetActorInfo(CallbackServerContext* c, const rpc::GetActorInfoRequest* q,
-                                                   rpc::GetActorInfoReply* r) {
-  return ServeOnLoop(loop_, "Actor.GetActorInfo", c, q, r, BindHandler(actors_, &GcsActorManager::HandleGetActorInfo));
-}
-ServerUnaryReactor* ActorInfoService::GetNamedActorInfo(CallbackServerContext* c,
-                                                        const rpc::GetNamedActorInfoRequest* q,
-                                                        rpc::GetNamedActorInfoReply* r) {
-  return ServeOnLoop(loop_, "Actor.GetNamedActorInfo", c, q, r,
-                     BindHandler(actors_, &GcsActorManager::HandleGetNamedActorInfo));
-}
-ServerUnaryReactor* ActorInfoService::GetAllActorInfo(CallbackServerContext* c, const rpc::GetAllActorInfoRequest* q,
-                                                      rpc::GetAllActorInfoReply* r) {
-  return ServeOnLoop(loop_, "Actor.GetAllActorInfo", c, q, r,
-                     BindHandler(actors_, &GcsActorManager::HandleGetAllActorInfo));
-}
-ServerUnaryReactor* ActorInfoService::KillActor(CallbackServerContext* c, const rpc::KillActorRequest* q,
-                                                rpc::KillActorReply* r) {
-  return ServeOnLoop(loop_, "Actor.KillActor", c, q, r, BindHandler(actors_, &GcsActorManager::HandleKillActor));
-}
-ServerUnaryReactor* ActorInfoService::ReportActorOutOfScope(CallbackServerContext* c,
-                                                            const rpc::ReportActorOutOfScopeRequest* q,
-                                                            rpc::ReportActorOutOfScopeReply* r) {
-  return ServeOnLoop(loop_, "Actor.ReportActorOutOfScope", c, q, r,
-                     BindHandler(actors_, &GcsActorManager::HandleReportActorOutOfScope));
-}
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", RegisterActor, actors_, GcsActorManager)
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", CreateActor, actors_, GcsActorManager)
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", GetActorInfo, actors_, GcsActorManager)
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", GetNamedActorInfo, actors_, GcsActorManager)
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", GetAllActorInfo, actors_, GcsActorManager)
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", KillActor, actors_, GcsActorManager)
+MANTA_SERVE_ON_LOOP(ActorInfoService, "Actor", ReportActorOutOfScope, actors_, GcsActorManager)
 
-ServerUnaryReactor* PlacementGroupInfoService::CreatePlacementGroup(CallbackServerContext* c,
-                                                                   const rpc::CreatePlacementGroupRequest* q,
-                                                                   rpc::CreatePlacementGroupReply* r) {
-  return ServeOnLoop(loop_, "PlacementGroup.Create", c, q, r,
-                     BindHandler(groups_, &GcsPlacementGroupManager::HandleCreatePlacementGroup));
-}
-ServerUnaryReactor* PlacementGroupInfoService::RemovePlacementGroup(CallbackServerContext* c,
-                                                                   const rpc::RemovePlacementGroupRequest* q,
-                                                                   rpc::RemovePlacementGroupReply* r) {
-  return ServeOnLoop(loop_, "PlacementGroup.Remove", c, q, r,
-                     BindHandler(groups_, &GcsPlacementGroupManager::HandleRemovePlacementGroup));
-}
-ServerUnaryReactor* PlacementGroupInfoService::GetPlacementGroup(CallbackServerContext* c,
-                                                                const rpc::GetPlacementGroupRequest* q,
-                                                                rpc::GetPlacementGroupReply* r) {
-  return ServeOnLoop(loop_, "PlacementGroup.Get", c, q, r,
-                     BindHandler(groups_, &GcsPlacementGroupManager::HandleGetPlacementGroup));
-}
-ServerUnaryReactor* PlacementGroupInfoService::GetNamedPlacementGroup(CallbackServerContext* c,
-                                                                     const rpc::GetNamedPlacementGroupRequest* q,
-                                                                     rpc::GetNamedPlacementGroupReply* r) {
-  return ServeOnLoop(loop_, "PlacementGroup.GetNamed", c, q, r,
-                     BindHandler(groups_, &GcsPlacementGroupManager::HandleGetNamedPlacementGroup));
-}
-ServerUnaryReactor* PlacementGroupInfoService::GetAllPlacementGroup(CallbackServerContext* c,
-                                                                   const rpc::GetAllPlacementGroupRequest* q,
-                                                                   rpc::GetAllPlacementGroupReply* r) {
-  return ServeOnLoop(loop_, "PlacementGroup.GetAll", c, q, r,
-                     BindHandler(groups_, &GcsPlacementGroupManager::HandleGetAllPlacementGroup));
-}
+MANTA_SERVE_ON_LOOP_AS(PlacementGroupInfoService, CreatePlacementGroup, "PlacementGroup.Create",
+                       groups_, &GcsPlacementGroupManager::HandleCreatePlacementGroup)
+MANTA_SERVE_ON_LOOP_AS(PlacementGroupInfoService, RemovePlacementGroup, "PlacementGroup.Remove",
+                       groups_, &GcsPlacementGroupManager::HandleRemovePlacementGroup)
+MANTA_SERVE_ON_LOOP_AS(PlacementGroupInfoService, GetPlacementGroup, "PlacementGroup.Get",
+                       groups_, &GcsPlacementGroupManager::HandleGetPlacementGroup)
+MANTA_SERVE_ON_LOOP_AS(PlacementGroupInfoService, GetNamedPlacementGroup, "PlacementGroup.GetNamed",
+                       groups_, &GcsPlacementGroupManager::HandleGetNamedPlacementGroup)
+MANTA_SERVE_ON_LOOP_AS(PlacementGroupInfoService, GetAllPlacementGroup, "PlacementGroup.GetAll",
+                       groups_, &GcsPlacementGroupManager::HandleGetAllPlacementGroup)
 ServerUnaryReactor* PlacementGroupInfoService::WaitPlacementGroupUntilReady(
     CallbackServerContext* c, const rpc::WaitPlacementGroupUntilReadyRequest* q,
     rpc::WaitPlacementGroupUntilReadyReply* r) {
@@ -169,9 +71,6 @@ ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerConte
                        std::move(s)(p->HandleCommandBatch(req));
                      });
 }
-ServerUnaryReactor* PubSubService::GcsSubscriberPoll(CallbackServerContext* c, const rpc::GcsSubscriberPollRequest* q,
-                                                     rpc::GcsSubscriberPollReply* r) {
-  return ServeOnLoop(loop_, "PubSub.Poll", c, q, r, BindHandler(publisher_, &GcsPublisher::HandlePoll));
-}
+MANTA_SERVE_ON_LOOP_AS(PubSubService, GcsSubscriberPoll, "PubSub.Poll", publisher_, &GcsPublisher::HandlePoll)
 
 }  // namespace manta::gcs

@@ -24,6 +24,8 @@ GcsServer::~GcsServer() { Stop(); }
 void GcsServer::Start(absl::AnyInvocable<void(absl::Status)> on_started) {
   LoadClusterId([this, on_started = std::move(on_started)](absl::Status s) mutable {
     if (!s.ok()) return on_started(s);
+    BuildManagers();
+    WireManagers();
     LoadTables([this, on_started = std::move(on_started)](absl::Status s) mutable {
       if (!s.ok()) return on_started(s);
       on_started(StartRpc());
@@ -51,7 +53,7 @@ void GcsServer::LoadClusterId(absl::AnyInvocable<void(absl::Status)> done) {
                    });
 }
 
-void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
+void GcsServer::BuildManagers() {
   node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs, options_.system_config);
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
   worker_manager_ = std::make_unique<GcsWorkerManager>(publisher_);
@@ -77,6 +79,14 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
       [this](const PlacementGroupID& group, const std::string& why) {
         actor_manager_->OnPlacementGroupRemoved(group, why);
       });
+  health_checker_ = std::make_unique<GcsHealthChecker>(
+      [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
+      [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
+      options_.config.health_check_failure_threshold, options_.config.health_check_initial_delay_ms, MonotonicMs,
+      options_.config.health_check_isolation_grace_ms);
+}
+
+void GcsServer::WireManagers() {
   node_manager_->AddResourceReportListener([this](const NodeID& node) {
     placement_group_scheduler_->OnResourceReport(node);
     placement_group_manager_->OnResourcesChanged();
@@ -89,18 +99,12 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     actor_manager_->OnJobFinished(job);
     placement_group_manager_->OnJobFinished(job);
   });
-  health_checker_ = std::make_unique<GcsHealthChecker>(
-      [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
-      [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
-      options_.config.health_check_failure_threshold, options_.config.health_check_initial_delay_ms, MonotonicMs,
-      options_.config.health_check_isolation_grace_ms);
-
   node_manager_->AddNodeAddedListener([this](const rpc::NodeInfo& info) {
     NodeID id = NodeID::FromBinary(info.node_id());
     rpc::ClientOptions client_options = rpc::ClientOptionsFromConfig(options_.config, options_.faults);
     client_options.deadline_ms = options_.config.health_check_timeout_ms;
     client_options.max_attempts = 1;
-    raylet_clients_[id] = std::make_unique<rpc::GrpcClient<rpc::NodeManagerService>>(
+    raylet_clients_[id] = raylet::MakeGrpcRayletClient(
         loop_, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()), client_options);
     health_checker_->AddNode(id, /*remote=*/!IsLocalAddress(info.node_manager_address()));
     placement_group_manager_->OnResourcesChanged();
@@ -113,7 +117,9 @@ void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
     actor_manager_->OnNodeDead(id, info.death_reason());
     placement_group_manager_->OnNodeDead(id);
   });
+}
 
+void GcsServer::LoadTables(absl::AnyInvocable<void(absl::Status)> done) {
   // Nodes first (the actor scheduler places restarts on them), then jobs (finished
   // ones end their actors), then actors, then placement groups.
   auto loaders = std::make_shared<std::vector<TableLoad>>(std::vector<TableLoad>{
@@ -164,16 +170,14 @@ void GcsServer::CheckNodeHealth(const NodeID& node_id, std::function<void(absl::
     done(absl::NotFoundError("no client for node"));
     return;
   }
-  it->second->Call(&rpc::NodeManagerService::Stub::async::HealthCheck, "HealthCheck", rpc::HealthCheckRequest(),
-                   std::function<void(const absl::Status&, rpc::HealthCheckReply&&)>(
-                       [done, node_id](const absl::Status& s, rpc::HealthCheckReply&& reply) {
-                         if (s.ok() && reply.node_id() != node_id.Binary()) {
-                           // Another raylet now answers on that port: ours is gone.
-                           done(absl::NotFoundError("a different node answers at that address"));
-                           return;
-                         }
-                         done(s);
-                       }));
+  it->second->HealthCheck([done, node_id](const absl::Status& s, rpc::HealthCheckReply&& reply) {
+    if (s.ok() && reply.node_id() != node_id.Binary()) {
+      // Another raylet now answers on that port: ours is gone.
+      done(absl::NotFoundError("a different node answers at that address"));
+      return;
+    }
+    done(s);
+  });
 }
 
 void GcsServer::StopWork() {

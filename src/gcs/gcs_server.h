@@ -75,6 +75,12 @@ class GcsServer {
 
  private:
   void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
+  // The managers, schedulers and clients (once the cluster id is known).
+  void BuildManagers();
+  // What each manager tells the others (node added or removed, resources reported,
+  // a worker or job gone).
+  void WireManagers();
+  // Fills the managers from the store, in the order they depend on each other.
   void LoadTables(absl::AnyInvocable<void(absl::Status)> done);
   using TableRows = absl::flat_hash_map<std::string, std::string>;
   struct TableLoad {
@@ -107,7 +113,8 @@ class GcsServer {
   std::unique_ptr<GcsPlacementGroupScheduler> placement_group_scheduler_;
   std::unique_ptr<GcsPlacementGroupManager> placement_group_manager_;
   std::unique_ptr<GcsHealthChecker> health_checker_;
-  absl::flat_hash_map<NodeID, std::unique_ptr<rpc::GrpcClient<rpc::NodeManagerService>>> raylet_clients_;
+  // Each node's raylet, for health checks (one attempt within health_check_timeout_ms).
+  absl::flat_hash_map<NodeID, std::shared_ptr<raylet::RayletClientInterface>> raylet_clients_;
   std::unique_ptr<GcsGrpcServices> services_;
   std::unique_ptr<rpc::GrpcServer> server_;
   std::unique_ptr<Timer> health_timer_;

@@ -53,6 +53,7 @@ class FakeRayletClient : public RayletClientInterface {
                            Callback<rpc::NotifyWorkerBlockedReply> cb) override {
     cb(absl::OkStatus(), {});
   }
+  void HealthCheck(Callback<rpc::HealthCheckReply> cb) override { cb(absl::OkStatus(), {}); }
   void PinObjectIDs(const rpc::PinObjectIDsRequest&, Callback<rpc::PinObjectIDsReply> cb) override {
     cb(absl::OkStatus(), {});
   }

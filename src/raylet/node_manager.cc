@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "src/common/rpc/serve_on_loop.h"
 #include "src/common/util.h"
 
 namespace manta::raylet {
@@ -419,43 +420,23 @@ void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rp
   }
 }
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::HealthCheck(grpc::CallbackServerContext* c,
-                                                              const rpc::HealthCheckRequest* q,
-                                                              rpc::HealthCheckReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.HealthCheck", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleHealthCheck));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, HealthCheck, "NodeManager.HealthCheck",
+                       manager_, &NodeManager::HandleHealthCheck)
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::GetNodeStats(grpc::CallbackServerContext* c,
-                                                               const rpc::GetNodeStatsRequest* q,
-                                                               rpc::GetNodeStatsReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.GetNodeStats", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleGetNodeStats));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, GetNodeStats, "NodeManager.GetNodeStats",
+                       manager_, &NodeManager::HandleGetNodeStats)
 
 }  // namespace manta::raylet
 
 namespace manta::raylet {
 
 // The object RPCs: each posted to the loop and handed to the node manager.
-grpc::ServerUnaryReactor* NodeManagerGrpcService::PinObjectIDs(grpc::CallbackServerContext* c,
-                                                               const rpc::PinObjectIDsRequest* q,
-                                                               rpc::PinObjectIDsReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.PinObjectIDs", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandlePinObjectIDs));
-}
-grpc::ServerUnaryReactor* NodeManagerGrpcService::UnpinObjectIDs(grpc::CallbackServerContext* c,
-                                                                 const rpc::UnpinObjectIDsRequest* q,
-                                                                 rpc::UnpinObjectIDsReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.UnpinObjectIDs", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleUnpinObjectIDs));
-}
-grpc::ServerUnaryReactor* NodeManagerGrpcService::FreeObjects(grpc::CallbackServerContext* c,
-                                                              const rpc::FreeObjectsRequest* q,
-                                                              rpc::FreeObjectsReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.FreeObjects", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleFreeObjects));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, PinObjectIDs, "NodeManager.PinObjectIDs",
+                       manager_, &NodeManager::HandlePinObjectIDs)
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, UnpinObjectIDs, "NodeManager.UnpinObjectIDs",
+                       manager_, &NodeManager::HandleUnpinObjectIDs)
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, FreeObjects, "NodeManager.FreeObjects",
+                       manager_, &NodeManager::HandleFreeObjects)
 namespace {
 std::vector<rpc::Bundle> BundlesOf(const google::protobuf::RepeatedPtrField<rpc::Bundle>& bundles) {
   return std::vector<rpc::Bundle>(bundles.begin(), bundles.end());
@@ -491,39 +472,19 @@ void NodeManager::HandleReleaseUnusedBundles(const rpc::ReleaseUnusedBundlesRequ
   std::move(send_reply)(absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::PrepareBundleResources(grpc::CallbackServerContext* c,
-                                                                         const rpc::PrepareBundleResourcesRequest* q,
-                                                                         rpc::PrepareBundleResourcesReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.PrepareBundleResources", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandlePrepareBundleResources));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, PrepareBundleResources, "NodeManager.PrepareBundleResources",
+                       manager_, &NodeManager::HandlePrepareBundleResources)
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::CommitBundleResources(grpc::CallbackServerContext* c,
-                                                                        const rpc::CommitBundleResourcesRequest* q,
-                                                                        rpc::CommitBundleResourcesReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.CommitBundleResources", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleCommitBundleResources));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, CommitBundleResources, "NodeManager.CommitBundleResources",
+                       manager_, &NodeManager::HandleCommitBundleResources)
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::CancelResourceReserve(grpc::CallbackServerContext* c,
-                                                                        const rpc::CancelResourceReserveRequest* q,
-                                                                        rpc::CancelResourceReserveReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.CancelResourceReserve", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleCancelResourceReserve));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, CancelResourceReserve, "NodeManager.CancelResourceReserve",
+                       manager_, &NodeManager::HandleCancelResourceReserve)
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::ReleaseUnusedBundles(grpc::CallbackServerContext* c,
-                                                                       const rpc::ReleaseUnusedBundlesRequest* q,
-                                                                       rpc::ReleaseUnusedBundlesReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.ReleaseUnusedBundles", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleReleaseUnusedBundles));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, ReleaseUnusedBundles, "NodeManager.ReleaseUnusedBundles",
+                       manager_, &NodeManager::HandleReleaseUnusedBundles)
 
-grpc::ServerUnaryReactor* NodeManagerGrpcService::FetchObjects(grpc::CallbackServerContext* c,
-                                                               const rpc::FetchObjectsRequest* q,
-                                                               rpc::FetchObjectsReply* r) {
-  return rpc::ServeOnLoop(loop_, "NodeManager.FetchObjects", c, q, r,
-                          rpc::BindHandler(manager_, &NodeManager::HandleFetchObjects));
-}
+MANTA_SERVE_ON_LOOP_AS(NodeManagerGrpcService, FetchObjects, "NodeManager.FetchObjects",
+                       manager_, &NodeManager::HandleFetchObjects)
 
 }  // namespace manta::raylet

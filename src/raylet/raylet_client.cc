@@ -34,6 +34,9 @@ class GrpcRayletClient final : public RayletClientInterface {
                            Callback<rpc::NotifyWorkerBlockedReply> cb) override {
     worker_.Call(&WorkerStub::async::NotifyWorkerBlocked, "NotifyWorkerBlocked", q, std::move(cb), {0, true});
   }
+  void HealthCheck(Callback<rpc::HealthCheckReply> cb) override {
+    node_.Call(&NodeStub::async::HealthCheck, "HealthCheck", rpc::HealthCheckRequest(), std::move(cb), {0, false});
+  }
   void PinObjectIDs(const rpc::PinObjectIDsRequest& q, Callback<rpc::PinObjectIDsReply> cb) override {
     node_.Call(&NodeStub::async::PinObjectIDs, "PinObjectIDs", q, std::move(cb), {0, true});
   }

@@ -33,6 +33,8 @@ class RayletClientInterface {
                                  Callback<rpc::CancelWorkerLeaseReply> cb) = 0;
   virtual void NotifyWorkerBlocked(const rpc::NotifyWorkerBlockedRequest& request,
                                    Callback<rpc::NotifyWorkerBlockedReply> cb) = 0;
+  // One attempt, within the client's deadline: the GCS's health checks.
+  virtual void HealthCheck(Callback<rpc::HealthCheckReply> cb) = 0;
   virtual void PinObjectIDs(const rpc::PinObjectIDsRequest& request, Callback<rpc::PinObjectIDsReply> cb) = 0;
   virtual void FreeObjects(const rpc::FreeObjectsRequest& request, Callback<rpc::FreeObjectsReply> cb) = 0;
   // Deadline `deadline_ms` (0 = the default).

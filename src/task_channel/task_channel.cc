@@ -184,7 +184,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   void PushSerialized(std::string request, PushCallback callback) override {
     absl::Status failed;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (status_.ok() && fd_ < 0) status_ = StartConnect();
       // The push_id field takes at most 11 bytes more, the frame's kind one.
       if (status_.ok() && static_cast<int64_t>(request.size()) + 12 > max_frame_bytes_) {
@@ -220,21 +220,20 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     poll_requested_.store(true, std::memory_order_release);
     bool any = false;
     while (true) {
-      std::unique_lock<std::mutex> reading(read_mu_, std::try_to_lock);
-      if (!reading.owns_lock()) return any;
+      if (!read_mu_.TryLock()) return any;
       while (poll_requested_.exchange(false, std::memory_order_acq_rel)) any |= ReadAndDispatch();
-      reading.unlock();
+      read_mu_.Unlock();
       if (!poll_requested_.load(std::memory_order_acquire)) return any;
     }
   }
 
   int64_t InFlight() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return static_cast<int64_t>(pushes_.size());
   }
 
   bool IsClosed() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return !status_.ok();
   }
 
@@ -242,7 +241,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     std::vector<std::shared_ptr<PushCallback>> orphans;
     absl::Status reason;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (status_.ok()) status_ = why;
       reason = status_;
       if (fd_ >= 0) {
@@ -303,7 +302,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 
   // Loop thread: the socket may take more bytes.
   void OnWritable() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!descriptor_ || !authenticated_ || !WriteSome()) {
       write_armed_ = false;
       return;
@@ -319,7 +318,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   void Watch() {
     bool connected;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       descriptor_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd_);
       connected = connected_;
     }
@@ -337,7 +336,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   void OnConnected(const boost::system::error_code& ec) {
     absl::Status failure;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       int error = 0;
       socklen_t len = sizeof(error);
       if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
@@ -352,7 +351,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       }
     }
     if (!failure.ok()) {
-      std::lock_guard<std::mutex> reading(read_mu_);
+      absl::MutexLock reading(&read_mu_);
       FailAll(failure);
       return;
     }
@@ -384,7 +383,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     const bool sealed = keys.protection != ChannelProtection::kNone;
     reader_.set_max_frame_bytes(max_frame_bytes_ + (sealed ? static_cast<int64_t>(kFrameTagBytes) : 0));
     if (sealed) reader_.set_opener(std::make_unique<FrameOpener>(keys.protection, keys.worker_to_owner));
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (sealed) {
       sealer_ = std::make_unique<FrameSealer>(keys.protection, keys.owner_to_worker);
       // The pushes made before the handshake wait in out_ as plain frames.
@@ -413,7 +412,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   bool ReadAndDispatch() {
     int fd;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!connected_) return false;  // nothing to read before the connect finished
       fd = fd_;
     }
@@ -435,7 +434,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       }
       std::shared_ptr<PushCallback> callback;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         auto it = pushes_.find(reply.push_id());
         if (it == pushes_.end()) continue;  // cancelled meanwhile
         callback = it->second;
@@ -457,7 +456,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     std::vector<std::shared_ptr<PushCallback>> callbacks;
     absl::Status why;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (status_.ok()) {
         // A worker refused for its protection stays a FailedPrecondition: retrying
         // elsewhere cannot help (TaskChannelInterface::Push).
@@ -481,7 +480,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   const int64_t max_frame_bytes_;
   const TaskChannelSecurity security_;
 
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   int fd_ = -1;
   bool connected_ = false;
   bool authenticated_ = false;  // pushes are written only once the handshake is done
@@ -493,11 +492,10 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   std::unique_ptr<FrameSealer> sealer_;  // once authenticated_, unless the protection is kNone
   bool write_armed_ = false;
 
-  std::mutex read_mu_;
-  FrameReader reader_;
-  // The handshake (read_mu_).
-  std::unique_ptr<OwnerHandshake> handshake_;
-  bool handshake_done_ = false;
+  absl::Mutex read_mu_;  // one reader at a time
+  FrameReader reader_ ABSL_GUARDED_BY(read_mu_);
+  std::unique_ptr<OwnerHandshake> handshake_ ABSL_GUARDED_BY(read_mu_);
+  bool handshake_done_ ABSL_GUARDED_BY(read_mu_) = false;
   std::atomic<bool> poll_requested_{false};
   std::atomic<bool> closed_{false};
 

@@ -39,7 +39,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +48,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/logging.h"
@@ -234,8 +234,8 @@ class TaskChannelServer {
   int64_t accept_paused_until_us_ = 0;
   std::deque<Push> ready_;
   int64_t next_connection_ = 1;
-  mutable std::mutex mu_;  // guards connections_ (Send runs on other threads)
-  absl::flat_hash_map<int64_t, std::shared_ptr<Connection>> connections_;
+  mutable absl::Mutex mu_;  // Send runs on other threads
+  absl::flat_hash_map<int64_t, std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace manta::core

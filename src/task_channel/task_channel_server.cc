@@ -73,11 +73,12 @@ struct TaskChannelServer::Connection {
   std::unique_ptr<WorkerHandshake> handshake;
   bool authenticated = false;
   const int64_t handshake_deadline_us;
-  std::mutex write_mu;
-  bool broken = false;     // guarded by write_mu
-  std::unique_ptr<FrameSealer> sealer;  // write_mu; once authenticated, unless the protection is kNone
-  std::string out;         // replies the socket did not take yet (write_mu)
-  size_t out_offset = 0;   // write_mu
+  absl::Mutex write_mu;
+  bool broken ABSL_GUARDED_BY(write_mu) = false;
+  // Once authenticated, unless the protection is kNone.
+  std::unique_ptr<FrameSealer> sealer ABSL_GUARDED_BY(write_mu);
+  std::string out ABSL_GUARDED_BY(write_mu);  // replies the socket did not take yet
+  size_t out_offset ABSL_GUARDED_BY(write_mu) = 0;
   std::atomic<bool> has_output{false};
 };
 
@@ -131,7 +132,7 @@ void TaskChannelServer::Wake() {
 }
 
 size_t TaskChannelServer::NumConnections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return connections_.size();
 }
 
@@ -160,7 +161,7 @@ bool TaskChannelServer::InputPending() {
 void TaskChannelServer::PollSockets(int timeout_ms) {
   std::vector<std::shared_ptr<Connection>> connections;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     connections.reserve(connections_.size());
     for (const auto& [id, c] : connections_) connections.push_back(c);
   }
@@ -200,7 +201,7 @@ void TaskChannelServer::PollSockets(int timeout_ms) {
   for (size_t i = 0; i < connections.size(); ++i) {
     const short revents = fds[2 + i].revents;
     if (revents & POLLOUT) {
-      std::lock_guard<std::mutex> lock(connections[i]->write_mu);
+      absl::MutexLock lock(&connections[i]->write_mu);
       if (!connections[i]->broken) connections[i]->WriteSome();
     }
     if (revents & (POLLIN | POLLHUP | POLLERR)) ReadConnection(connections[i]);
@@ -238,7 +239,7 @@ void TaskChannelServer::Accept() {
 
 std::shared_ptr<TaskChannelServer::Connection> TaskChannelServer::Admit(int fd) {
   std::string host = PeerHostForLimit(fd, limit_loopback_);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   size_t pending = 0;
   size_t from_host = 0;
   for (const auto& [id, other] : connections_) {
@@ -265,7 +266,7 @@ std::shared_ptr<TaskChannelServer::Connection> TaskChannelServer::Admit(int fd) 
 int TaskChannelServer::MsToNextHandshakeDeadline() const {
   int64_t next_us = -1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [id, c] : connections_) {
       if (!c->authenticated && (next_us < 0 || c->handshake_deadline_us < next_us)) next_us = c->handshake_deadline_us;
     }
@@ -278,7 +279,7 @@ void TaskChannelServer::ExpireHandshakes() {
   std::vector<int64_t> expired;
   const int64_t now_us = NowUs();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [id, c] : connections_) {
       if (!c->authenticated && c->handshake_deadline_us <= now_us) expired.push_back(id);
     }
@@ -337,7 +338,7 @@ void TaskChannelServer::ReadConnection(const std::shared_ptr<Connection>& c) {
 void TaskChannelServer::Close(int64_t connection, const absl::Status& why) {
   std::shared_ptr<Connection> c;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = connections_.find(connection);
     if (it == connections_.end()) return;
     c = std::move(it->second);
@@ -355,7 +356,7 @@ void TaskChannelServer::Close(int64_t connection, const absl::Status& why) {
   } else {
     LOG(WARNING) << "dropping task channel " << connection << ": " << why.message();
   }
-  std::lock_guard<std::mutex> lock(c->write_mu);
+  absl::MutexLock lock(&c->write_mu);
   c->broken = true;
   shutdown(c->fd, SHUT_RDWR);
 }
@@ -363,7 +364,7 @@ void TaskChannelServer::Close(int64_t connection, const absl::Status& why) {
 bool TaskChannelServer::Send(int64_t connection, const std::string& frames) {
   std::shared_ptr<Connection> c;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = connections_.find(connection);
     if (it == connections_.end()) return false;
     c = it->second;
@@ -372,7 +373,7 @@ bool TaskChannelServer::Send(int64_t connection, const std::string& frames) {
 }
 
 bool TaskChannelServer::Queue(Connection& c, std::string_view frames, std::unique_ptr<FrameSealer> then_seal_with) {
-  std::lock_guard<std::mutex> lock(c.write_mu);
+  absl::MutexLock lock(&c.write_mu);
   if (c.broken) return false;
   if (c.sealer != nullptr) {
     c.sealer->SealFrames(frames, &c.out);
@@ -394,7 +395,7 @@ void TaskChannelServer::FlushAll(int64_t timeout_ms) {
   const int64_t until = NowUs() + timeout_ms * 1000;
   std::vector<std::shared_ptr<Connection>> connections;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [id, c] : connections_) connections.push_back(c);
   }
   for (const auto& c : connections) {
@@ -403,7 +404,7 @@ void TaskChannelServer::FlushAll(int64_t timeout_ms) {
       if (left_ms <= 0) return;
       pollfd p{c->fd, POLLOUT, 0};
       if (poll(&p, 1, static_cast<int>(left_ms)) <= 0) return;
-      std::lock_guard<std::mutex> lock(c->write_mu);
+      absl::MutexLock lock(&c->write_mu);
       if (c->broken || !c->WriteSome()) break;
     }
   }

@@ -111,12 +111,9 @@ class ActorCreator {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "ray::Actor(f).Remote(args...): wrong number of arguments: pass exactly one argument per "
                   "parameter of the factory f");
-    if constexpr (sizeof...(Args) == Traits::kArity) {
-      if constexpr (CheckArguments<typename Traits::Params, Args...>(std::index_sequence_for<Args...>{})) {
-        return Create(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
-      }
-    }
-    return ActorHandle<ActorType>();
+    return SubmitIfArgumentsFit<ActorHandle<ActorType>, typename Traits::Params, Traits::kArity>(
+        [this](auto indexes, auto&&... a) { return Create(indexes, std::forward<decltype(a)>(a)...); },
+        std::forward<Args>(args)...);
   }
 
  private:

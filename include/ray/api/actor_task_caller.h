@@ -85,12 +85,9 @@ class ActorTaskCaller {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "handle.Task(&Class::Method).Remote(args...): wrong number of arguments: pass exactly one "
                   "argument per parameter of the method");
-    if constexpr (sizeof...(Args) == Traits::kArity) {
-      if constexpr (CheckArguments<typename Traits::Params, Args...>(std::index_sequence_for<Args...>{})) {
-        return Submit(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
-      }
-    }
-    return ObjectRef<ReturnType>();
+    return SubmitIfArgumentsFit<ObjectRef<ReturnType>, typename Traits::Params, Traits::kArity>(
+        [this](auto indexes, auto&&... a) { return Submit(indexes, std::forward<decltype(a)>(a)...); },
+        std::forward<Args>(args)...);
   }
 
  private:

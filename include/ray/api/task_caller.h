@@ -74,6 +74,20 @@ constexpr bool CheckArguments(std::index_sequence<I...>) {
   return (CheckArgument<I + 1, std::tuple_element_t<I, Params>, Args>::kOk && ...);
 }
 
+// What Remote(args...) of a task, actor factory or actor method does once its
+// caller's static_assert has checked the number of arguments: when they also match
+// the parameters `Params`, `submit(std::index_sequence_for<Args...>, args...)`;
+// otherwise (a compile error has been reported) an empty `Result`.
+template <typename Result, typename Params, size_t kArity, typename Submit, typename... Args>
+Result SubmitIfArgumentsFit(Submit&& submit, Args&&... args) {
+  if constexpr (sizeof...(Args) == kArity) {
+    if constexpr (CheckArguments<Params, Args...>(std::index_sequence_for<Args...>{})) {
+      return submit(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+    }
+  }
+  return Result();
+}
+
 // [[noreturn]] helpers keeping string building out of the templates.
 [[noreturn]] void ThrowNilArgument(const std::string& function_name, size_t position);
 
@@ -155,12 +169,9 @@ class TaskCaller {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "ray::Task(f).Remote(args...): wrong number of arguments: pass exactly one "
                   "argument per parameter of f");
-    if constexpr (sizeof...(Args) == Traits::kArity) {
-      if constexpr (CheckArguments<typename Traits::Params, Args...>(std::index_sequence_for<Args...>{})) {
-        return Submit(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
-      }
-    }
-    return ObjectRef<ReturnType>();
+    return SubmitIfArgumentsFit<ObjectRef<ReturnType>, typename Traits::Params, Traits::kArity>(
+        [this](auto indexes, auto&&... a) { return Submit(indexes, std::forward<decltype(a)>(a)...); },
+        std::forward<Args>(args)...);
   }
 
  private:
