@@ -12,9 +12,10 @@ namespace manta {
 // above; otherwise everything goes to stderr. Installs the failure signal handler
 // so a crash prints a stack trace. Call once from main().
 void InitLogging(const char* program, const std::string& log_dir);
-// Turns off Abseil's per-Lock deadlock detection in Manta's own processes (done by
-// InitLogging: daemons and workers). A driver is the user's program: its setting is
-// the user's, and Manta leaves it as it finds it.
+// Turns off Abseil's per-Lock deadlock detection (Debian's Abseil has it on: a
+// global lock and a graph update on every Mutex::Lock). Done by InitLogging in the
+// daemons and workers, and by ray::Init in a driver unless the program keeps it
+// (MANTA_KEEP_MUTEX_DEADLOCK_DETECTION=1), not by the core worker.
 void DisableMutexDeadlockDetection();
 
 // Bounds how often one kind of event is logged (refused peers, say, which a hostile

@@ -330,6 +330,10 @@ class CoreWorker {
   // Queues the deletion of `ids` at `raylet_address` (batched per loop turn).
   void QueueFrees(const std::string& raylet_address, const std::vector<ObjectID>& ids);
   void FlushFrees();
+  // Sends the queued deletions of copies on this node to the store now, from this
+  // thread (one one-way message), so that the Create that follows can reuse their
+  // memory, whose pages this process has mapped already. Any thread.
+  void FlushLocalFrees();
   // A copy of `id` now exists at `raylet_address` (beyond its primary copy): the
   // owner deletes it with the object. Owner side: remembers it (or deletes it at
   // once if the object is already freed). Borrower side: tells the owner.

@@ -302,6 +302,7 @@ void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_i
     if (output.size > 0) output.write(data->data());
     return;
   }
+  FlushLocalFrees();
   auto dst = store_->Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true);
   if (dst.ok()) {
     output.write(reinterpret_cast<char*>(*dst));

@@ -29,6 +29,7 @@ absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(c
     obj->data.resize(size);
     if (size > 0) write(obj->data.data());
   } else {
+    FlushLocalFrees();
     auto dst = store_->Create(id, static_cast<int64_t>(size), 0, /*pin_on_seal=*/true);
     if (!dst.ok()) return dst.status();
     write(reinterpret_cast<char*>(*dst));
@@ -517,6 +518,19 @@ void CoreWorker::HandleAddObjectLocation(const rpc::AddObjectLocationRequest& re
     QueueFrees(request.raylet_address(), {*id});  // already freed: the copy goes too
   }
   send_reply(absl::OkStatus());
+}
+
+void CoreWorker::FlushLocalFrees() {
+  std::vector<ObjectID> ids;
+  {
+    absl::MutexLock lock(&free_mu_);
+    auto it = pending_frees_.find(options_.raylet_address);
+    if (it == pending_frees_.end()) return;
+    ids.swap(it->second);
+    pending_frees_.erase(it);
+  }
+  if (ids.empty() || store_->Delete(ids, /*wait=*/false).ok()) return;
+  QueueFrees(options_.raylet_address, ids);  // the loop tries again, then through the raylet
 }
 
 void CoreWorker::FlushFrees() {

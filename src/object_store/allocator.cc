@@ -31,14 +31,32 @@ void Allocator::EraseFree(int64_t offset, int64_t size) {
 std::optional<int64_t> Allocator::Allocate(int64_t size_bytes) {
   int64_t size = RoundUp(size_bytes);
   if (size > capacity_) return std::nullopt;
+  if (size >= kPageAlignFrom) {
+    // Best fit among the blocks that hold a page-aligned block of this size: from the
+    // smallest large enough, the first whose padding leaves room (any block with room
+    // for the largest padding does).
+    for (auto it = free_by_size_.lower_bound({size, 0}); it != free_by_size_.end(); ++it) {
+      auto [block_size, block_offset] = *it;
+      const int64_t aligned = (block_offset + kPageBytes - 1) / kPageBytes * kPageBytes;
+      if (aligned + size > block_offset + block_size) continue;
+      Carve(block_offset, block_size, aligned, size);
+      return aligned;
+    }
+  }
   auto it = free_by_size_.lower_bound({size, 0});
   if (it == free_by_size_.end()) return std::nullopt;
   auto [block_size, offset] = *it;
-  EraseFree(offset, block_size);
-  if (block_size > size) InsertFree(offset + size, block_size - size);
+  Carve(offset, block_size, offset, size);
+  return offset;
+}
+
+void Allocator::Carve(int64_t block_offset, int64_t block_size, int64_t offset, int64_t size) {
+  EraseFree(block_offset, block_size);
+  if (offset > block_offset) InsertFree(block_offset, offset - block_offset);
+  const int64_t end = offset + size, block_end = block_offset + block_size;
+  if (block_end > end) InsertFree(end, block_end - end);
   allocated_.emplace(offset, size);
   allocated_bytes_ += size;
-  return offset;
 }
 
 void Allocator::Free(int64_t offset) {

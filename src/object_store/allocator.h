@@ -1,7 +1,10 @@
 // Allocator: best-fit allocation of byte ranges inside the object store's arena.
 //
 // Every block is 64-byte aligned and a multiple of 64 bytes, so objects start on a
-// cache line. Free blocks are indexed by size (best fit: the smallest block that is
+// cache line; blocks of kPageAlignFrom bytes or more start on a page when a free
+// block allows it (a copy into memory at a small offset from its source's page
+// offset runs at a third of the speed: glibc's memcpy and 4K aliasing), else
+// wherever they fit. Free blocks are indexed by size (best fit: the smallest block that is
 // large enough; the lowest offset among equals, which keeps the arena's hot, already
 // faulted-in front in use) and by offset (so a freed block merges with free
 // neighbours at once: no fragmentation from adjacent frees). O(log n) per call.
@@ -18,6 +21,8 @@ namespace manta::object_store {
 class Allocator {
  public:
   static constexpr int64_t kAlignment = 64;
+  static constexpr int64_t kPageBytes = 4096;
+  static constexpr int64_t kPageAlignFrom = 64 << 10;
 
   explicit Allocator(int64_t capacity_bytes);
 
@@ -44,6 +49,9 @@ class Allocator {
   static int64_t RoundUp(int64_t size_bytes);
 
  private:
+  // Takes [offset, offset + size) out of the free block (block_offset, block_size)
+  // that holds it; what is left on either side stays free.
+  void Carve(int64_t block_offset, int64_t block_size, int64_t offset, int64_t size);
   void InsertFree(int64_t offset, int64_t size);
   void EraseFree(int64_t offset, int64_t size);
 

@@ -203,6 +203,27 @@ TEST(AllocatorTest, FragmentationBlocksLargeRequestDespiteEnoughFreeBytes) {
   EXPECT_EQ(a.Allocate(2 * kA), 2 * kA);
 }
 
+// Blocks of kPageAlignFrom bytes or more start on a page when a free block allows
+// it (the padding before them stays free, for small blocks); when only an unaligned
+// block fits, they go there all the same.
+TEST(AllocatorTest, LargeBlocksStartOnAPageWhenTheyCan) {
+  constexpr int64_t kLarge = Allocator::kPageAlignFrom;
+  Allocator a(1 << 20);
+  EXPECT_EQ(MustAllocate(a, kA), 0);
+  const int64_t large = MustAllocate(a, kLarge + 1);
+  EXPECT_EQ(large, Allocator::kPageBytes);
+  EXPECT_EQ(a.BlockSize(large), kLarge + kA);
+  EXPECT_EQ(MustAllocate(a, kLarge - kA), 0 + kLarge + Allocator::kPageBytes + kA)
+      << "just below the threshold: 64-byte aligned, right after the large block";
+  EXPECT_EQ(MustAllocate(a, 2 * kA), kA) << "the padding before the large block serves small blocks";
+  a.Free(large);
+  EXPECT_EQ(MustAllocate(a, kLarge), Allocator::kPageBytes) << "freed: the same page again";
+
+  Allocator full(kLarge + kA);
+  EXPECT_EQ(MustAllocate(full, kA), 0);
+  EXPECT_EQ(full.Allocate(kLarge), kA) << "only an unaligned block is free: it is used";
+}
+
 // Random allocations and frees checked against a model: no two live blocks overlap,
 // each lies inside the arena, and the byte/block accounting always adds up.
 TEST(AllocatorTest, RandomizedAgainstModel) {
@@ -214,7 +235,8 @@ TEST(AllocatorTest, RandomizedAgainstModel) {
   for (int step = 0; step < 20000; ++step) {
     bool do_alloc = live.empty() || rng() % 100 < 55;
     if (do_alloc) {
-      int64_t size = static_cast<int64_t>(rng() % 3 == 0 ? rng() % 64 : rng() % 40000);
+      const uint64_t kind = rng() % 6;
+      int64_t size = static_cast<int64_t>(kind < 2 ? rng() % 64 : kind < 5 ? rng() % 40000 : rng() % 200000);
       std::optional<int64_t> offset = a.Allocate(size);
       if (!offset) {
         ++failures;
