@@ -80,19 +80,9 @@ int RunClient(const BenchFlags& o) {
 
 // Sum of the rates the extra drivers print.
 double ClientsRate(const BenchFlags& o, const std::string& address, const std::string& mode) {
-  std::vector<std::FILE*> children;
-  for (int c = 0; c < o.clients; ++c) {
-    std::string cmd = "'" + manta::SelfExecutablePath() + "' --client-of=" + address + " --client-mode=" + mode +
-                      " --seconds=" + std::to_string(o.seconds);
-    children.push_back(popen(cmd.c_str(), "r"));
-  }
-  double total = 0;
-  for (std::FILE* f : children) {
-    double rate = 0;
-    if (f && std::fscanf(f, "%lf", &rate) == 1) total += rate;
-    if (f) pclose(f);
-  }
-  return total;
+  return manta::bench::SumOfClientRates(
+      o.clients, manta::SelfExecutablePath(),
+      "--client-of=" + address + " --client-mode=" + mode + " --seconds=" + std::to_string(o.seconds));
 }
 
 }  // namespace

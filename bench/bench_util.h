@@ -14,6 +14,23 @@
 namespace manta::bench {
 
 using Clock = std::chrono::steady_clock;
+
+// Runs `clients` copies of `program` with `args` at once (extra drivers joining the
+// cluster) and returns the sum of the rates they print.
+inline double SumOfClientRates(int clients, const std::string& program, const std::string& args) {
+  std::vector<std::FILE*> children;
+  for (int c = 0; c < clients; ++c) {
+    const std::string cmd = "'" + program + "' " + args;
+    children.push_back(popen(cmd.c_str(), "r"));
+  }
+  double total = 0;
+  for (std::FILE* f : children) {
+    double rate = 0;
+    if (f && std::fscanf(f, "%lf", &rate) == 1) total += rate;
+    if (f) pclose(f);
+  }
+  return total;
+}
 inline double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // --seconds S, --only a,b, --clients N, and any other "--name value" / "--name=value"

@@ -104,20 +104,10 @@ void PutGigabytes(Results* out) {
 // Tasks per second of o.clients extra driver processes submitting at once.
 double MultiClientTasks(const manta::bench::BenchFlags& o, const std::string& gcs_address) {
   // Extra driver processes of this binary join the cluster and submit at once.
-  long per_client = 20000;
-  std::vector<std::FILE*> children;
-  for (int c = 0; c < o.clients; ++c) {
-    std::string cmd = "'" + manta::SelfExecutablePath() + "' --client-of=" + gcs_address +
-                      " --client-tasks=" + std::to_string(per_client);
-    children.push_back(popen(cmd.c_str(), "r"));
-  }
-  double total = 0;
-  for (std::FILE* f : children) {
-    double rate = 0;
-    if (f && std::fscanf(f, "%lf", &rate) == 1) total += rate;
-    if (f) pclose(f);
-  }
-  return total;
+  const long per_client = 20000;
+  return manta::bench::SumOfClientRates(
+      o.clients, manta::SelfExecutablePath(),
+      "--client-of=" + gcs_address + " --client-tasks=" + std::to_string(per_client));
 }
 
 }  // namespace
