@@ -31,6 +31,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/security.h"
 #include "src/core_worker/core_worker.h"
+#include "src/core_worker/core_worker_process.h"
 
 namespace ray {
 namespace internal {
@@ -38,6 +39,7 @@ namespace {
 
 using manta::ObjectID;
 using manta::core::CoreWorker;
+using manta::core::CoreWorkerProcess;
 
 ErrorKind KindOf(int error_type) {
   switch (error_type) {
@@ -128,13 +130,14 @@ class NativeRuntime final : public RayRuntime {
  public:
   // `runtime_env`: the env this process's tasks and actors inherit (a driver: the
   // job's; a worker: the one it was started for), canonical, "" = none.
-  NativeRuntime(std::unique_ptr<CoreWorker> core, std::unique_ptr<LocalCluster> cluster, int64_t max_inline_arg_bytes,
-                std::string runtime_env)
-      : core_(std::move(core)), cluster_(std::move(cluster)), max_inline_arg_bytes_(max_inline_arg_bytes),
-        runtime_env_(std::move(runtime_env)) {}
+  NativeRuntime(std::unique_ptr<CoreWorkerProcess> process, std::unique_ptr<LocalCluster> cluster,
+                int64_t max_inline_arg_bytes, std::string runtime_env)
+      : process_(std::move(process)), core_(&process_->core()), cluster_(std::move(cluster)),
+        max_inline_arg_bytes_(max_inline_arg_bytes), runtime_env_(std::move(runtime_env)) {}
   ~NativeRuntime() override {
-    core_->Shutdown();
-    core_.reset();
+    process_->Shutdown();
+    core_ = nullptr;
+    process_.reset();
     cluster_.reset();
   }
 
@@ -360,7 +363,8 @@ class NativeRuntime final : public RayRuntime {
     return out;
   }
 
-  std::unique_ptr<CoreWorker> core_;
+  std::unique_ptr<CoreWorkerProcess> process_;
+  CoreWorker* core_;  // process_'s
   std::unique_ptr<LocalCluster> cluster_;
   int64_t max_inline_arg_bytes_;
   const std::string runtime_env_;
@@ -516,15 +520,16 @@ void LoadCodeSearchPath(const std::string& joined) {
   options.job_config.set_ray_namespace(Env("MANTA_JOB_NAMESPACE"));
   options.job_config.set_default_actor_detached(Env("MANTA_DEFAULT_ACTOR_DETACHED") == "1");
   LoadCodeSearchPath(Env("MANTA_CODE_SEARCH_PATH"));
-  auto core = CoreWorker::Create(options);
-  if (!core.ok()) {
-    LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << core.status();
+  auto process = CoreWorkerProcess::Start(options);
+  if (!process.ok()) {
+    LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << process.status();
     _exit(1);
   }
-  CoreWorker* raw = core->get();
+  CoreWorker* raw = &(*process)->core();
   int64_t max_inline = options.config.max_inline_arg_bytes;
   // The env the raylet started this worker for: what its tasks' children inherit.
-  InstallRayRuntime(std::make_unique<NativeRuntime>(std::move(*core), nullptr, max_inline, Env("MANTA_RUNTIME_ENV")));
+  InstallRayRuntime(
+      std::make_unique<NativeRuntime>(std::move(*process), nullptr, max_inline, Env("MANTA_RUNTIME_ENV")));
   if (!raw->RunTaskExecutionLoop(ExecuteTask)) {
     // An actor's calls still run and use the core worker: leave without destroying it.
     google::FlushLogFiles(google::GLOG_INFO);
@@ -658,12 +663,12 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
                                            : config.ray_namespace);
   options.job_config.set_default_actor_detached(config.default_actor_lifetime == ray::ActorLifetime::DETACHED);
   options.driver_entrypoint = manta::SelfExecutablePath();
-  auto core = CoreWorker::Create(options);
-  if (!core.ok()) {
+  auto process = CoreWorkerProcess::Start(options);
+  if (!process.ok()) {
     throw RayException("ray::Init: cannot connect to the cluster at " + address + ": " +
-                       std::string(core.status().message()));
+                       std::string(process.status().message()));
   }
-  return std::make_unique<NativeRuntime>(std::move(*core), std::move(cluster), options.config.max_inline_arg_bytes,
+  return std::make_unique<NativeRuntime>(std::move(*process), std::move(cluster), options.config.max_inline_arg_bytes,
                                          std::move(job_runtime_env));
 }
 

@@ -1,22 +1,14 @@
 #include "src/core_worker/core_worker.h"
 
 #include <glog/logging.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <future>
 #include <thread>
 
-#include "protos/core_worker.grpc.pb.h"
-#include "src/common/rpc/grpc_server.h"
-#include "src/common/security.h"
 #include "src/common/logging.h"
-#include "src/common/network.h"
-#include "src/common/process.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
-#include "src/core_worker/local_node.h"
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
 #include "src/object_store/store_client.h"
@@ -51,186 +43,39 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
   CoreWorkerClientPool& pool_;
 };
 
-namespace {
-
-
-// The CoreWorkerService front: every handler runs on the loop. (Tasks do not come
-// this way: they travel over the task channel.)
-class CoreWorkerGrpcService final : public rpc::CoreWorkerService::CallbackService {
- public:
-  CoreWorkerGrpcService(EventLoop& loop, CoreWorker& core) : loop_(loop), core_(core) {}
-
-  grpc::ServerUnaryReactor* GetObjectStatus(grpc::CallbackServerContext* c, const rpc::GetObjectStatusRequest* q,
-                                            rpc::GetObjectStatusReply* r) override {
-    return Serve("CoreWorker.GetObjectStatus", c, q, r, &CoreWorker::HandleGetObjectStatus);
-  }
-  grpc::ServerUnaryReactor* WaitForRefRemoved(grpc::CallbackServerContext* c,
-                                              const rpc::WaitForRefRemovedRequest* q,
-                                              rpc::WaitForRefRemovedReply* r) override {
-    return Serve("CoreWorker.WaitForRefRemoved", c, q, r, &CoreWorker::HandleWaitForRefRemoved);
-  }
-  grpc::ServerUnaryReactor* AddObjectLocation(grpc::CallbackServerContext* c,
-                                              const rpc::AddObjectLocationRequest* q,
-                                              rpc::AddObjectLocationReply* r) override {
-    return Serve("CoreWorker.AddObjectLocation", c, q, r, &CoreWorker::HandleAddObjectLocation);
-  }
-  grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* c, const rpc::ExitRequest* q,
-                                 rpc::ExitReply* r) override {
-    return Serve("CoreWorker.Exit", c, q, r, &CoreWorker::HandleExit);
-  }
-
- private:
-  template <typename Request, typename Reply>
-  grpc::ServerUnaryReactor* Serve(const char* name, grpc::CallbackServerContext* c, const Request* q, Reply* r,
-                                  void (CoreWorker::*method)(const Request&, Reply*,
-                                                             std::function<void(absl::Status)>)) {
-    CoreWorker& core = core_;
-    return rpc::ServeOnLoop(loop_, name, c, q, r,
-                            [&core, method](const Request& request, Reply* reply, rpc::SendReply send) {
-                              // The handlers take a copyable callback; the call is still answered once.
-                              auto once = std::make_shared<rpc::SendReply>(std::move(send));
-                              (core.*method)(request, reply,
-                                             [once](absl::Status s) { std::move(*once)(std::move(s)); });
-                            });
-  }
-
-  EventLoop& loop_;
-  CoreWorker& core_;
-};
-
-rpc::ClientOptions MakeClientOptions(const Config& config) {
-  std::shared_ptr<rpc::FaultInjector> faults;
-  if (!config.testing_rpc_failure.empty()) {
-    auto parsed = rpc::FaultInjector::Parse(config.testing_rpc_failure);
-    if (parsed.ok()) {
-      faults = std::make_shared<rpc::FaultInjector>(*parsed);
-    } else {
-      LOG(WARNING) << "ignoring testing_rpc_failure: " << parsed.status();
-    }
-  }
-  return rpc::ClientOptionsFromConfig(config, std::move(faults));
-}
-
-}  // namespace
-
-CoreWorker::CoreWorker(CoreWorkerOptions options)
-    : options_(std::move(options)), loop_(options_.config.slow_handler_warn_ms),
+CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
+    : options_(std::move(options)),
+      loop_(parts.loop),
+      gcs_(parts.gcs),
+      raylets_(parts.raylets),
+      workers_(parts.workers),
+      channels_(parts.channels),
+      channel_server_(parts.channel_server),
+      store_(parts.store),
+      self_(parts.self),
+      node_id_(parts.self.node_id),
       memory_releaser_(options_.config.free_memory_min_frees, &MemoryReleaser::TrimHeap) {
-  if (options_.worker_id.IsNil()) options_.worker_id = WorkerID::FromRandom();
-}
-
-absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Create(CoreWorkerOptions options) {
-  std::unique_ptr<CoreWorker> core(new CoreWorker(std::move(options)));
-  absl::Status s = core->Connect();
-  if (!s.ok()) {
-    core->Shutdown();
-    return s;
-  }
-  return core;
+  options_.worker_id = self_.worker_id;
+  rpc_address_ = ToRpc(self_);
+  if (channel_server_ != nullptr) rpc_address_.set_task_port(channel_server_->port());
+  root_task_id_ = TaskID::ForDriver(options_.job_id);
+  MakeOwnership();
+  MakeSubmitters();
+  StartFollowingTheGcs();
 }
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
-absl::Status CoreWorker::RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
-                                          int64_t timeout_ms) {
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::future<absl::Status> future = promise->get_future();
-  loop_.Post("CoreWorker.RunAndWait", [fn, promise, done] {
-    fn([promise, done](absl::Status s) {
-      if (!done->exchange(true)) promise->set_value(std::move(s));
-    });
-  });
-  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
-    return absl::DeadlineExceededError("no answer within " + std::to_string(timeout_ms) + " ms");
-  }
-  return future.get();
-}
-
-void CoreWorker::MakeClients(const rpc::ClientOptions& client_options, const TaskChannelSecurity& channel_security) {
-  gcs_ = std::make_unique<gcs::GrpcGcsClient>(loop_, options_.gcs_address, client_options);
-  raylets_ = std::make_unique<RayletClientPool>([this, client_options](const std::string& address) {
-    return MakeGrpcRayletClient(loop_, address, client_options);
-  });
-  workers_ = std::make_unique<CoreWorkerClientPool>([this, client_options](const std::string& address) {
-    return MakeGrpcCoreWorkerClient(loop_, address, client_options);
-  });
-  channels_ = std::make_unique<TaskChannelPool>([this, channel_security](const std::string& key) {
-    return MakeTcpTaskChannel(loop_, TaskChannelAddress(key), options_.config.grpc_max_message_bytes,
-                              channel_security);
-  });
-}
-
-absl::Status CoreWorker::Connect() {
-  const Config& config = options_.config;
-  RaiseOpenFileLimit();  // many owners and workers may connect to this process
-  if (auto s = CheckTokenFormat(options_.credentials.token); !s.ok()) {
-    return absl::UnauthenticatedError("no valid cluster token to join the cluster with: " + std::string(s.message()));
-  }
-  auto protection = ParseChannelProtection(config.task_channel_protection, options_.credentials.tls());
-  if (!protection.ok()) return protection.status();
-  const TaskChannelSecurity channel_security{options_.credentials.token, *protection};
-  rpc::SetProcessCredentials(options_.credentials);
-  rpc::ClientOptions client_options = MakeClientOptions(config);
-  loop_thread_ = std::thread([this] { loop_.Run(); });
-
-  MakeClients(client_options, channel_security);
-  if (options_.is_driver && options_.raylet_address.empty()) MANTA_RETURN_IF_ERROR(FindLocalRaylet());
-  if (options_.node_ip_address.empty()) {
-    auto raylet = ParseHostPort(options_.raylet_address);
-    if (!raylet.ok()) return raylet.status();
-    options_.node_ip_address = raylet->host;
-  }
-  MANTA_RETURN_IF_ERROR(StartServers(channel_security));
-  if (options_.is_driver) MANTA_RETURN_IF_ERROR(CreateJob());
-  root_task_id_ = TaskID::ForDriver(options_.job_id);
-  MANTA_RETURN_IF_ERROR(RegisterWithRaylet());
-
-  auto store = object_store::ObjectStoreClient::Connect(store_socket_, options_.worker_id.Hex());
-  if (!store.ok()) {
-    return absl::UnavailableError("cannot connect to the object store at " + store_socket_ + ": " +
-                                  std::string(store.status().message()));
-  }
-  store_ = std::move(*store);
-
-  self_ = Address{node_id_, options_.node_ip_address, server_->port(), options_.worker_id};
-  rpc_address_ = ToRpc(self_);
-  if (channel_server_) rpc_address_.set_task_port(channel_server_->port());
-  MakeOwnership();
-  MakeSubmitters();
-  StartFollowingTheGcs();
-  if (options_.is_driver) MANTA_RETURN_IF_ERROR(AddJob());
-  VLOG(1) << (options_.is_driver ? "driver " : "worker ") << options_.worker_id.Hex() << " of job "
-          << options_.job_id.Hex() << " serving at " << HostPort(self_);
-  return absl::OkStatus();
-}
-
-absl::Status CoreWorker::StartServers(const TaskChannelSecurity& channel_security) {
-  const Config& config = options_.config;
-  const std::string& bind = options_.bind_address.empty() ? options_.node_ip_address : options_.bind_address;
-  service_ = std::make_unique<CoreWorkerGrpcService>(loop_, *this);
-  server_ = std::make_unique<rpc::GrpcServer>(options_.is_driver ? "driver" : "worker", bind, 0,
-                                              config.grpc_max_message_bytes);
-  server_->RegisterService(service_.get());
-  MANTA_RETURN_IF_ERROR(server_->Start());
-  if (!options_.is_driver) {
-    auto channel_server = TaskChannelServer::Listen(bind, config.grpc_max_message_bytes, channel_security);
-    if (!channel_server.ok()) return channel_server.status();
-    channel_server_ = std::move(*channel_server);
-  }
-  return absl::OkStatus();
-}
-
 void CoreWorker::MakeOwnership() {
   const Config& config = options_.config;
-  borrower_client_ = std::make_unique<BorrowerClient>(*workers_);
+  borrower_client_ = std::make_unique<BorrowerClient>(workers_);
   reference_counter_ = std::make_unique<ReferenceCounter>(self_, borrower_client_.get());
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
   reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
   release_timer_ =
       loop_.RunEvery("CoreWorker.ReleaseMemory", config.free_memory_check_ms, [this] { memory_releaser_.Check(); });
   raylet_watch_timer_ = loop_.RunEvery("CoreWorker.WatchRaylet", config.raylet_watch_ms, [this] {
-    if (store_->PeerClosed()) {
+    if (store_.PeerClosed()) {
       OnLocalNodeLost("the raylet of this node (" + options_.raylet_address +
                       ") is gone: the node died or was declared dead");
     }
@@ -257,18 +102,18 @@ void CoreWorker::MakeSubmitters() {
   submitter_options.lease_retry_delay_ms = config.lease_retry_delay_ms;
   submitter_options.max_consecutive_lease_failures = config.max_consecutive_lease_failures;
   submitter_options.pipeline_target_us = config.task_pipeline_target_us;
-  submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, *raylets_, *channels_, *task_manager_);
+  submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, raylets_, channels_, *task_manager_);
   ActorSubmitterOptions actor_options;
   actor_options.self = rpc_address_;
   actor_options.max_tasks_per_push = config.max_tasks_per_push;
   actor_options.max_push_bytes = config.grpc_max_message_bytes / 2;
-  actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, *channels_, *task_manager_,
+  actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, channels_, *task_manager_,
                                                           [this](const ActorID& id) { RefreshActor(id); });
 }
 
 void CoreWorker::StartFollowingTheGcs() {
   actor_subscriber_ = std::make_unique<gcs::GcsSubscriber>(
-      loop_, *gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, options_.config.gcs_pubsub_poll_timeout_ms,
+      loop_, gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, options_.config.gcs_pubsub_poll_timeout_ms,
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
         if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
@@ -288,141 +133,33 @@ void CoreWorker::StartFollowingTheGcs() {
 
 }
 
-absl::Status CoreWorker::AddJob() {
-  rpc::JobInfo job;
-  job.set_job_id(options_.job_id.Binary());
-  *job.mutable_driver_address() = rpc_address_;
-  job.set_driver_pid(getpid());
-  job.set_ray_namespace(options_.job_config.ray_namespace());
-  job.set_start_time_ms(NowMs());
-  job.set_entrypoint(options_.driver_entrypoint);
-  job.set_driver_ip_address(options_.node_ip_address);
-  *job.mutable_config() = options_.job_config;
-  return RunOnLoopAndWait(
-      [this, job](std::function<void(absl::Status)> done) {
-        gcs_->AsyncAddJob(job, [done](const absl::Status& s, rpc::AddJobReply&&) { done(s); });
-      },
-      options_.config.grpc_client_deadline_ms);
-}
-
-absl::Status CoreWorker::FindLocalRaylet() {
-  auto nodes = CallOnLoop<rpc::GetAllNodeInfoReply>(
-      [this](auto callback) { gcs_->AsyncGetAllNodeInfo(std::move(callback)); }, options_.config.grpc_client_deadline_ms);
-  if (!nodes.ok()) {
-    const absl::Status& s = nodes.status();
-    return absl::UnavailableError("cannot reach the GCS at " + options_.gcs_address + ": " +
-                                  std::string(s.message()) + (absl::IsUnavailable(s) ? rpc::TlsHint() : ""));
-  }
-  // This machine's address as the cluster sees it: the one set, else the one the
-  // kernel reaches the GCS from.
-  std::string preferred = options_.node_ip_address;
-  if (preferred.empty()) {
-    auto gcs = ParseHostPort(options_.gcs_address);
-    if (gcs.ok()) preferred = SourceAddressTo(gcs->host).value_or("");
-  }
-  std::string addresses;
-  for (const std::string& a : LocalIpv4Addresses()) addresses += (addresses.empty() ? "" : ", ") + a;
-  auto chosen = ChooseLocalNode(*nodes, preferred, IsLocalAddress, addresses, options_.gcs_address);
-  if (!chosen.ok()) return chosen.status();
-  options_.raylet_address = chosen->node_manager_address() + ":" + std::to_string(chosen->node_manager_port());
-  return absl::OkStatus();
-}
-
-absl::Status CoreWorker::CreateJob() {
-  auto reply = CallOnLoop<rpc::GetNextJobIDReply>(
-      [this](auto callback) { gcs_->AsyncGetNextJobID(std::move(callback)); }, options_.config.grpc_client_deadline_ms);
-  if (!reply.ok()) {
-    return absl::UnavailableError("cannot create a job at the GCS: " + std::string(reply.status().message()));
-  }
-  auto id = JobID::FromBinaryChecked(reply->job_id());
-  if (!id.ok()) return absl::InternalError("the GCS returned a malformed job id");
-  options_.job_id = *id;
-  return absl::OkStatus();
-}
-
-absl::Status CoreWorker::RegisterWithRaylet() {
-  rpc::RegisterWorkerRequest request;
-  request.set_worker_type(options_.is_driver ? rpc::DRIVER : rpc::WORKER);
-  request.set_worker_id(options_.worker_id.Binary());
-  request.set_job_id(options_.job_id.Binary());
-  request.set_pid(getpid());
-  request.mutable_address()->set_ip_address(options_.node_ip_address);
-  request.mutable_address()->set_port(server_->port());
-  request.mutable_address()->set_worker_id(options_.worker_id.Binary());
-  if (channel_server_) request.mutable_address()->set_task_port(channel_server_->port());
-  request.set_startup_token(options_.startup_token);
-  auto raylet = raylets_->Get(options_.raylet_address);
-  auto registered = CallOnLoop<rpc::RegisterWorkerReply>(
-      [raylet, request](auto callback) { raylet->RegisterWorker(request, std::move(callback)); },
-      options_.config.grpc_client_deadline_ms);
-  if (!registered.ok()) {
-    return absl::UnavailableError("cannot register with the raylet at " + options_.raylet_address + ": " +
-                                  std::string(registered.status().message()));
-  }
-  const rpc::RegisterWorkerReply& reply = *registered;
-  auto node = NodeID::FromBinaryChecked(reply.node_id());
-  if (!node.ok()) return absl::InternalError("the raylet returned a malformed node id");
-  node_id_ = *node;
-  store_socket_ = reply.object_store_socket();
-  return absl::OkStatus();
-}
-
-void CoreWorker::Shutdown() {
+void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
   {
     absl::MutexLock lock(&exec_mu_);
     exit_requested_ = true;
   }
-  if (channel_server_) channel_server_->Wake();
-  if (loop_thread_.joinable()) {
-    if (submitter_) {
-      RunOnLoopAndWait(
-          [this](std::function<void(absl::Status)> done) {
-            submitter_->Shutdown();
-            actor_submitter_->Shutdown();
-            if (options_.is_driver && gcs_ && !options_.job_id.IsNil()) {
-              gcs_->AsyncMarkJobFinished(options_.job_id.Binary(),
-                                         [done](const absl::Status& s, rpc::MarkJobFinishedReply&&) { done(s); });
-            } else {
-              done(absl::OkStatus());
-            }
-          },
-          2000)
-          .IgnoreError();
-    }
-  }
-  if (loop_thread_.joinable()) CancelRpcsAndDrain(2000);
+  if (channel_server_ != nullptr) channel_server_->Wake();
+  RunOnLoopAndWait(
+      [this](std::function<void(absl::Status)> done) {
+        submitter_->Shutdown();
+        actor_submitter_->Shutdown();
+        if (options_.is_driver && !options_.job_id.IsNil()) {
+          gcs_.AsyncMarkJobFinished(options_.job_id.Binary(),
+                                    [done](const absl::Status& s, rpc::MarkJobFinishedReply&&) { done(s); });
+        } else {
+          done(absl::OkStatus());
+        }
+      },
+      2000)
+      .IgnoreError();
+  if (drain_rpcs) drain_rpcs();
   // Calls held by our server (owners waiting for us to drop borrowed refs, borrowers
   // waiting for values) are answered now: the server cannot stop before they are.
-  if (reference_counter_) reference_counter_->AnswerWaitersAtShutdown();
+  reference_counter_->AnswerWaitersAtShutdown();
   memory_store_.ResolveAllAsyncWaiters([](const ObjectID& id) {
     return MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " is shutting down");
   });
-  if (server_) server_->Shutdown(100);
-  loop_.Stop();
-  if (loop_thread_.joinable()) loop_thread_.join();
-  // Callbacks still queued on the stopped loop refer to these; keep them alive
-  // until the loop itself goes (members are destroyed in reverse order).
-}
-
-void CoreWorker::CancelRpcsAndDrain(int64_t timeout_ms) {
-  // Callbacks of calls in flight post to the loop: they must run before it goes.
-  auto in_flight = [this] {
-    int64_t n = gcs_ ? gcs_->InFlight() : 0;
-    if (raylets_) raylets_->ForEach([&n](RayletClientInterface& c) { n += c.InFlight(); });
-    if (workers_) workers_->ForEach([&n](CoreWorkerClientInterface& c) { n += c.InFlight(); });
-    if (channels_) channels_->ForEach([&n](TaskChannelInterface& c) { n += c.InFlight(); });
-    return n;
-  };
-  if (gcs_) gcs_->CancelAll();
-  if (raylets_) raylets_->ForEach([](RayletClientInterface& c) { c.CancelAll(); });
-  if (workers_) workers_->ForEach([](CoreWorkerClientInterface& c) { c.CancelAll(); });
-  if (channels_) channels_->ForEach([](TaskChannelInterface& c) { c.CancelAll(); });
-  int64_t deadline = MonotonicMs() + timeout_ms;
-  while (in_flight() > 0 && MonotonicMs() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  // Let the loop run what the last callbacks posted.
-  RunOnLoopAndWait([](std::function<void(absl::Status)> done) { done(absl::OkStatus()); }, 1000).IgnoreError();
-  if (int64_t left = in_flight(); left > 0) LOG(WARNING) << left << " RPCs still in flight at shutdown";
 }
 
 TaskID CoreWorker::CurrentTaskId() const {

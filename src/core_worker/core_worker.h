@@ -50,6 +50,7 @@
 #include "protos/node_manager.pb.h"
 #include "src/common/config.h"
 #include "src/common/event_loop.h"
+#include "src/common/loop_call.h"
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/actor_call_order.h"
@@ -64,34 +65,45 @@
 #include "src/core_worker/task_context.h"
 #include "src/core_worker/task_manager.h"
 
-namespace grpc {
-class Service;
-}
 namespace manta::object_store {
-class ObjectStoreClient;
-}
-namespace manta::rpc {
-class GrpcServer;
+class ObjectStoreClientInterface;
 }
 namespace manta::gcs {
-class GrpcGcsClient;
+class GcsServicesInterface;
 class GcsSubscriber;
 class PlacementGroupInfoClientInterface;
 }
 
 namespace manta::core {
 
+// What a CoreWorker is handed: its loop (run by someone else), its peers' clients,
+// its node's object store and who it is. CoreWorkerProcess (core_worker_process.h)
+// builds the real ones; unit tests hand fakes.
+struct CoreWorkerParts {
+  EventLoop& loop;
+  gcs::GcsServicesInterface& gcs;
+  RayletClientPool& raylets;
+  CoreWorkerClientPool& workers;
+  TaskChannelPool& channels;
+  TaskChannelServer* channel_server;  // a worker's (null for a driver)
+  object_store::ObjectStoreClientInterface& store;
+  Address self;  // its node, and where its CoreWorkerService is served
+};
+
 class CoreWorker {
  public:
-  // Connects to the GCS and raylet, starts the RPC server and loop thread, and (as a
-  // driver) creates the job. Errors name what could not be reached.
-  static absl::StatusOr<std::unique_ptr<CoreWorker>> Create(CoreWorkerOptions options);
+  // `options` has the job id, the raylet's address and the node's ip filled in.
+  // Starts following the GCS (on the loop).
+  CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts);
   ~CoreWorker();
   CoreWorker(const CoreWorker&) = delete;
   CoreWorker& operator=(const CoreWorker&) = delete;
 
-  // Returns leases, marks the job finished (driver) and stops the loop. Idempotent.
-  void Shutdown();
+  // Returns leases and marks the job finished (driver) on the loop, then calls
+  // `drain_rpcs` (which cancels what is in flight and lets the loop run the
+  // callbacks), then answers every caller still waiting here. Idempotent; the
+  // destructor runs it with no drain.
+  void Shutdown(const std::function<void()>& drain_rpcs = {});
 
   // --- Objects (any thread) -------------------------------------------------
   // Stores a value this process owns. The id carries one local reference.
@@ -201,40 +213,19 @@ class CoreWorker {
  private:
   class BorrowerClient;
 
-  explicit CoreWorker(CoreWorkerOptions options);
-  absl::Status Connect();
-  // The GCS client and the pools of raylet, core worker and task channel clients.
-  void MakeClients(const rpc::ClientOptions& client_options, const TaskChannelSecurity& channel_security);
-  // The CoreWorkerService's server and, for a worker, the task channel's.
-  absl::Status StartServers(const TaskChannelSecurity& channel_security);
   // The reference counter, the task manager and the timers that keep memory in check
   // and watch the node's raylet.
   void MakeOwnership();
   void MakeSubmitters();
   // Follows the node table and the actors this process calls (GCS pubsub).
   void StartFollowingTheGcs();
-  // A driver's job in the GCS's job table.
-  absl::Status AddJob();
-  // Runs `fn` on the loop and waits for the status it reports.
   absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
-                                int64_t timeout_ms);
-  // Runs `call(callback)` on the loop and waits (at most timeout_ms) for the reply it
-  // hands the callback. The reply is kept on the heap: one that comes after the wait
-  // gave up is dropped, never written to a caller's stack.
+                                int64_t timeout_ms) {
+    return manta::RunOnLoopAndWait(loop_, fn, timeout_ms);
+  }
   template <typename Reply>
-  absl::StatusOr<Reply> CallOnLoop(
-      const std::function<void(std::function<void(const absl::Status&, Reply&&)>)>& call, int64_t timeout_ms) {
-    auto reply = std::make_shared<Reply>();
-    absl::Status s = RunOnLoopAndWait(
-        [call, reply](std::function<void(absl::Status)> done) {
-          call([reply, done](const absl::Status& status, Reply&& r) {
-            if (status.ok()) *reply = std::move(r);
-            done(status);
-          });
-        },
-        timeout_ms);
-    if (!s.ok()) return s;
-    return std::move(*reply);
+  absl::StatusOr<Reply> CallOnLoop(const ReplyCall<Reply>& call, int64_t timeout_ms) {
+    return manta::CallOnLoop<Reply>(loop_, call, timeout_ms);
   }
   // A placement group call to the GCS: `request(gcs, callback)` runs on the loop.
   template <typename Reply>
@@ -243,11 +234,6 @@ class CoreWorker {
   // Runs `request` and waits (at most timeout_ms) for its reply.
   template <typename Reply>
   absl::StatusOr<Reply> AskPlacementGroups(const PlacementGroupRequest<Reply>& request, int64_t timeout_ms);
-  absl::Status FindLocalRaylet();
-  // Cancels every RPC in flight and waits (bounded) until the loop ran their callbacks.
-  void CancelRpcsAndDrain(int64_t timeout_ms);
-  absl::Status RegisterWithRaylet();
-  absl::Status CreateJob();
 
   // The task the calling thread runs (its TaskContext), or the process's root task.
   TaskID CurrentTaskId() const;
@@ -368,26 +354,22 @@ class CoreWorker {
                    rpc::ReturnObject* out);
 
   CoreWorkerOptions options_;
+  EventLoop& loop_;
+  gcs::GcsServicesInterface& gcs_;
+  RayletClientPool& raylets_;
+  CoreWorkerClientPool& workers_;
+  TaskChannelPool& channels_;
+  // Workers: where owners push tasks (read by the execution thread).
+  TaskChannelServer* const channel_server_;
+  object_store::ObjectStoreClientInterface& store_;
+  const Address self_;
+  const NodeID node_id_;
   rpc::Address rpc_address_;
-  Address self_;
-  NodeID node_id_;
-  std::string store_socket_;
   TaskID root_task_id_;
 
-  EventLoop loop_;
-  std::thread loop_thread_;
-  std::unique_ptr<rpc::GrpcServer> server_;
-  std::unique_ptr<grpc::Service> service_;
-  std::unique_ptr<gcs::GrpcGcsClient> gcs_;
-  std::unique_ptr<RayletClientPool> raylets_;
-  std::unique_ptr<CoreWorkerClientPool> workers_;
-  std::unique_ptr<TaskChannelPool> channels_;
-  // Workers: where owners push tasks (read by the execution thread).
-  std::unique_ptr<TaskChannelServer> channel_server_;
   std::unique_ptr<BorrowerClient> borrower_client_;
   std::unique_ptr<ReferenceCounter> reference_counter_;
   MemoryStore memory_store_;
-  std::unique_ptr<object_store::ObjectStoreClient> store_;
   std::unique_ptr<TaskManager> task_manager_;
   std::unique_ptr<NormalTaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;

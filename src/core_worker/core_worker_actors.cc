@@ -75,7 +75,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
   rpc::RegisterActorRequest request;
   *request.mutable_creation_spec() = spec;
   auto register_actor = [this, request, spec, actor_id](std::function<void(absl::Status)> done) {
-    gcs_->AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
+    gcs_.AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
       if (s.ok()) {
         actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
                                         [this, actor_id](absl::Status) { RefreshActor(actor_id); });
@@ -107,7 +107,7 @@ void CoreWorker::SendCreateActor(const rpc::TaskSpec& spec) {
   *request.mutable_creation_spec() = spec;
   ActorID actor_id = ActorID::FromBinary(spec.actor_creation().actor_id());
   loop_.Post("CoreWorker.CreateActor", [this, request, actor_id] {
-    gcs_->AsyncCreateActor(request, [this, actor_id](const absl::Status& s, rpc::CreateActorReply&&) {
+    gcs_.AsyncCreateActor(request, [this, actor_id](const absl::Status& s, rpc::CreateActorReply&&) {
       if (!s.ok()) OnActorState(DeadActor(actor_id, "the GCS could not create it: " + std::string(s.message())));
     });
   });
@@ -119,7 +119,7 @@ void CoreWorker::FailActorCreation(const ActorID& actor_id, const std::string& w
   request.set_no_restart(true);
   request.set_reason(why);
   loop_.Post("CoreWorker.FailActorCreation", [this, request, actor_id, why] {
-    gcs_->AsyncKillActor(request, [this, actor_id, why](const absl::Status& s, rpc::KillActorReply&&) {
+    gcs_.AsyncKillActor(request, [this, actor_id, why](const absl::Status& s, rpc::KillActorReply&&) {
       if (!s.ok()) OnActorState(DeadActor(actor_id, why));
     });
   });
@@ -138,7 +138,7 @@ void CoreWorker::FollowActor(const ActorID& actor_id) {
 
 void CoreWorker::RefreshActor(const ActorID& actor_id) {
   if (shut_down_.load()) return;
-  gcs_->AsyncGetActorInfo(actor_id.Binary(), [this, actor_id](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
+  gcs_.AsyncGetActorInfo(actor_id.Binary(), [this, actor_id](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
     if (s.code() == absl::StatusCode::kCancelled || shut_down_.load()) return;
     if (!s.ok()) {
       LOG(WARNING) << "cannot read the state of actor " << actor_id.Hex() << " from the GCS: " << s
@@ -200,7 +200,7 @@ absl::Status CoreWorker::KillActor(const ActorID& actor_id, bool no_restart) {
                                 : "killed by ray::ActorHandle::Kill(/*no_restart=*/false)");
   return RunOnLoopAndWait(
       [this, request](std::function<void(absl::Status)> done) {
-        gcs_->AsyncKillActor(request, [this, done](const absl::Status& s, rpc::KillActorReply&& reply) {
+        gcs_.AsyncKillActor(request, [this, done](const absl::Status& s, rpc::KillActorReply&& reply) {
           // Calls made after Kill returns wait for the restart (or fail) at once.
           if (s.ok() && reply.has_actor()) OnActorState(reply.actor());
           done(s);
@@ -213,7 +213,7 @@ absl::StatusOr<std::optional<rpc::ActorTableData>> CoreWorker::GetNamedActor(con
                                                                              const std::string& ray_namespace) {
   const std::string ns = ray_namespace.empty() ? this->ray_namespace() : ray_namespace;
   auto reply = CallOnLoop<rpc::GetNamedActorInfoReply>(
-      [this, name, ns](auto callback) { gcs_->AsyncGetNamedActorInfo(name, ns, std::move(callback)); },
+      [this, name, ns](auto callback) { gcs_.AsyncGetNamedActorInfo(name, ns, std::move(callback)); },
       options_.config.grpc_client_deadline_ms);
   if (!reply.ok()) return reply.status();
   std::optional<rpc::ActorTableData> found;
@@ -308,7 +308,7 @@ void CoreWorker::ExitCurrentActor(const std::string& method) {
   request.set_reason("the actor called ray::ExitActor() in " + method);
   absl::Status s = RunOnLoopAndWait(
       [this, request](std::function<void(absl::Status)> done) {
-        gcs_->AsyncKillActor(request, [done](const absl::Status& s, rpc::KillActorReply&&) { done(s); });
+        gcs_.AsyncKillActor(request, [done](const absl::Status& s, rpc::KillActorReply&&) { done(s); });
       },
       options_.config.grpc_client_deadline_ms);
   if (!s.ok()) LOG(WARNING) << "could not tell the GCS that actor " << actor_id.Hex() << " exits: " << s;

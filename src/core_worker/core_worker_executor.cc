@@ -303,10 +303,10 @@ void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_i
     return;
   }
   FlushLocalFrees();
-  auto dst = store_->Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true);
+  auto dst = store_.Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true);
   if (dst.ok()) {
     output.write(reinterpret_cast<char*>(*dst));
-    absl::Status sealed = store_->Seal(return_id);
+    absl::Status sealed = store_.Seal(return_id);
     if (!sealed.ok()) dst = sealed;
   } else if (dst.status().code() == absl::StatusCode::kAlreadyExists) {
     dst = nullptr;  // a previous attempt stored it on this node already

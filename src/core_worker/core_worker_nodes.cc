@@ -30,16 +30,16 @@ void CoreWorker::OnNodeInfo(const rpc::NodeInfo& node) {
     return;
   }
   VLOG(1) << dead;
-  for (const auto& channel : channels_->RemoveGroup(node.node_id())) channel->Close(dead);
-  for (const auto& client : workers_->RemoveGroup(node.node_id())) client->CancelAll();
+  for (const auto& channel : channels_.RemoveGroup(node.node_id())) channel->Close(dead);
+  for (const auto& client : workers_.RemoveGroup(node.node_id())) client->CancelAll();
   if (raylet != options_.raylet_address) {
-    raylets_->Get(raylet)->CancelAll();
-    raylets_->Disconnect(raylet);
+    raylets_.Get(raylet)->CancelAll();
+    raylets_.Disconnect(raylet);
   }
 }
 
 void CoreWorker::RefreshNodes() {
-  gcs_->AsyncGetAllNodeInfo([this](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
+  gcs_.AsyncGetAllNodeInfo([this](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
     if (!s.ok()) {
       LOG(WARNING) << "could not read the node table after the GCS restarted: " << s;
       return;
@@ -62,7 +62,7 @@ void CoreWorker::OnLocalNodeLost(const std::string& why) {
   const rpc::ErrorInfo error = LocalNodeLostError();
   for (const TaskID& id : task_manager_->PendingTaskIds()) task_manager_->FailTask(id, error);
   const absl::Status closed = absl::UnavailableError(why);
-  channels_->ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) { c->Close(closed); });
+  channels_.ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) { c->Close(closed); });
 }
 
 rpc::ErrorInfo CoreWorker::LocalNodeLostError() const {

@@ -30,10 +30,10 @@ absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(c
     if (size > 0) write(obj->data.data());
   } else {
     FlushLocalFrees();
-    auto dst = store_->Create(id, static_cast<int64_t>(size), 0, /*pin_on_seal=*/true);
+    auto dst = store_.Create(id, static_cast<int64_t>(size), 0, /*pin_on_seal=*/true);
     if (!dst.ok()) return dst.status();
     write(reinterpret_cast<char*>(*dst));
-    MANTA_RETURN_IF_ERROR(store_->Seal(id));
+    MANTA_RETURN_IF_ERROR(store_.Seal(id));
     obj->in_plasma = true;
     obj->owner_copy = true;
     obj->SetPlasmaLocation(node_id_, options_.raylet_address);
@@ -54,7 +54,7 @@ void CoreWorker::NotifyBlocked(bool blocked) {
   rpc::NotifyWorkerBlockedRequest request;
   request.set_worker_id(options_.worker_id.Binary());
   request.set_blocked(blocked);
-  raylets_->Get(options_.raylet_address)
+  raylets_.Get(options_.raylet_address)
       ->NotifyWorkerBlocked(request, [](const absl::Status& s, rpc::NotifyWorkerBlockedReply&&) {
         if (!s.ok()) LOG(WARNING) << "NotifyWorkerBlocked: " << s;
       });
@@ -83,7 +83,7 @@ void CoreWorker::RequestFromOwners(const std::vector<ObjectID>& ids,
                                                                  ") died: its node was declared dead"));
       continue;
     }
-    workers_->Get(HostPort(owner_address), owner_address.node_id.Binary())
+    workers_.Get(HostPort(owner_address), owner_address.node_id.Binary())
         ->GetObjectStatus(request, [this, id, owner_address](const absl::Status& s, rpc::GetObjectStatusReply&& r) {
           owner_requests_.erase(id);
           StoredObjectPtr value;
@@ -230,7 +230,7 @@ std::vector<ObjectID> CoreWorker::RecoverLost(const std::vector<ObjectID>& ids,
 bool CoreWorker::PollTaskChannels(bool* in_flight) {
   bool any = false;
   *in_flight = false;
-  channels_->ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) {
+  channels_.ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) {
     if (c->InFlight() == 0) return;
     *in_flight = true;
     any |= c->Poll();
@@ -240,7 +240,7 @@ bool CoreWorker::PollTaskChannels(bool* in_flight) {
 
 void CoreWorker::SpinOnTaskChannels(const std::function<bool()>& done) {
   const int64_t spin_us = options_.config.task_channel_spin_us;
-  if (spin_us <= 0 || !channels_) return;
+  if (spin_us <= 0) return;
   auto now_us = [] {
     return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
@@ -265,11 +265,11 @@ void CoreWorker::SpinOnTaskChannels(const std::function<bool()>& done) {
 absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                           int64_t deadline_ms, std::vector<ObjectValue>* out,
                                           const std::vector<size_t>& positions, std::vector<size_t>* lost) {
-  object_store::ObjectStoreClient* store = store_.get();
+  object_store::ObjectStoreClientInterface* store = &store_;
   auto hold = [store](const ObjectID& id) {
     return std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
   };
-  auto got = store_->Get(ids, 0);
+  auto got = store_.Get(ids, 0);
   if (!got.ok()) return got.status();
   std::vector<ObjectID> missing;
   std::vector<size_t> missing_pos;
@@ -298,7 +298,7 @@ absl::Status CoreWorker::ReadPlasmaValues(const std::vector<ObjectID>& ids, cons
   // along with the object.
   for (const ObjectID& id : fetch_ids) RecordCopy(id, node_id_, options_.raylet_address);
   int64_t wait_ms = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
-  auto again = store_->Get(fetch_ids, wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms : wait_ms);
+  auto again = store_.Get(fetch_ids, wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms : wait_ms);
   if (!again.ok()) return again.status();
   for (size_t k = 0; k < fetch_ids.size(); ++k) {
     ObjectValue& v = (*out)[positions[fetch_pos[k]]];
@@ -332,7 +332,7 @@ absl::Status CoreWorker::PullToThisNode(const std::vector<ObjectID>& missing, co
     }
     int64_t wait_ms = remaining();
     int64_t rpc_deadline = wait_ms < 0 ? options_.config.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
-    auto raylet = raylets_->Get(options_.raylet_address);
+    auto raylet = raylets_.Get(options_.raylet_address);
     absl::Status s = RunOnLoopAndWait(
         [raylet, request, rpc_deadline](std::function<void(absl::Status)> done) {
           raylet->FetchObjects(request, rpc_deadline,
@@ -398,7 +398,7 @@ void CoreWorker::OnObjectFreed(const ObjectID& id) {
   if (out_of_scope) {
     // No handle to the actor is left anywhere: unless named or detached it dies.
     loop_.Post("CoreWorker.ActorOutOfScope", [this, actor_id = *out_of_scope] {
-      gcs_->AsyncReportActorOutOfScope(actor_id.Binary(), [actor_id](const absl::Status& s,
+      gcs_.AsyncReportActorOutOfScope(actor_id.Binary(), [actor_id](const absl::Status& s,
                                                                      rpc::ReportActorOutOfScopeReply&&) {
         if (!s.ok()) LOG(WARNING) << "could not report actor " << actor_id.Hex() << " out of scope: " << s;
       });
@@ -465,7 +465,7 @@ void CoreWorker::RecordCopy(const ObjectID& id, const NodeID& node_id, const std
     request.set_object_id(id.Binary());
     request.set_node_id(node_id.Binary());
     request.set_raylet_address(raylet_address);
-    workers_->Get(HostPort(*owner), owner->node_id.Binary())
+    workers_.Get(HostPort(*owner), owner->node_id.Binary())
         ->AddObjectLocation(request, [id](const absl::Status& s, rpc::AddObjectLocationReply&&) {
           if (!s.ok()) VLOG(1) << "telling the owner of " << id.Hex() << " about a copy: " << s;
         });
@@ -529,7 +529,7 @@ void CoreWorker::FlushLocalFrees() {
     ids.swap(it->second);
     pending_frees_.erase(it);
   }
-  if (ids.empty() || store_->Delete(ids, /*wait=*/false).ok()) return;
+  if (ids.empty() || store_.Delete(ids, /*wait=*/false).ok()) return;
   QueueFrees(options_.raylet_address, ids);  // the loop tries again, then through the raylet
 }
 
@@ -543,13 +543,13 @@ void CoreWorker::FlushFrees() {
   for (const auto& [raylet, ids] : frees) {
     if (raylet == options_.raylet_address) {
       // Our own node: straight to the store over its socket, no RPC to the raylet.
-      absl::Status s = store_->Delete(ids, /*wait=*/false);
+      absl::Status s = store_.Delete(ids, /*wait=*/false);
       if (s.ok()) continue;
       VLOG(1) << "deleting " << ids.size() << " objects from the local store: " << s;
     }
     rpc::FreeObjectsRequest request;
     for (const ObjectID& id : ids) request.add_object_ids(id.Binary());
-    raylets_->Get(raylet)->FreeObjects(request, [raylet](const absl::Status& s, rpc::FreeObjectsReply&&) {
+    raylets_.Get(raylet)->FreeObjects(request, [raylet](const absl::Status& s, rpc::FreeObjectsReply&&) {
       if (!s.ok()) VLOG(1) << "freeing objects at " << raylet << ": " << s;
     });
   }

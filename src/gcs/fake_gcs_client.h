@@ -1,8 +1,8 @@
-// FakeGcsClient: a scriptable GcsClientInterface and PlacementGroupInfoClientInterface
-// for unit tests. Each method the raylet's node manager calls queues the call
-// (CallQueue: requests in arrival order); the test answers them with ReplyNext, and
-// the callback runs on the loop it names, as a real client's does. Methods the node
-// manager never calls answer UNIMPLEMENTED at once.
+// FakeGcsClient: a scriptable GcsServicesInterface for unit tests (of the raylet's
+// node manager and of the core worker). Each method either of them calls queues the
+// call (CallQueue: requests in arrival order); the test answers them with ReplyNext,
+// and the callback runs on the loop it names, as a real client's does. Methods
+// neither calls answer UNIMPLEMENTED at once. Thread-safe: the queues take a lock.
 #pragma once
 
 #include <glog/logging.h>
@@ -10,6 +10,8 @@
 #include <deque>
 #include <string>
 #include <utility>
+
+#include "absl/synchronization/mutex.h"
 
 #include "src/common/event_loop.h"
 #include "src/gcs/gcs_client.h"
@@ -23,18 +25,33 @@ class CallQueue {
   using Callback = GcsClientInterface::Callback<Reply>;
 
   void Add(Request request, Callback callback) {
+    absl::MutexLock lock(&mu_);
     pending_.push_back({std::move(request), std::move(callback)});
     ++total_;
   }
   // Calls received so far, answered or not.
-  int total() const { return total_; }
-  size_t pending() const { return pending_.size(); }
-  const Request& Next() const { return pending_.front().request; }
+  int total() const {
+    absl::MutexLock lock(&mu_);
+    return total_;
+  }
+  size_t pending() const {
+    absl::MutexLock lock(&mu_);
+    return pending_.size();
+  }
+  Request Next() const {
+    absl::MutexLock lock(&mu_);
+    CHECK(!pending_.empty()) << "no pending call";
+    return pending_.front().request;
+  }
   // Answers the oldest pending call; its callback runs on `loop`, as a real client's does.
   void ReplyNext(EventLoop& loop, absl::Status status, Reply reply = Reply()) {
-    CHECK(!pending_.empty()) << "no pending call to answer";
-    auto call = std::move(pending_.front());
-    pending_.pop_front();
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      CHECK(!pending_.empty()) << "no pending call to answer";
+      call = std::move(pending_.front());
+      pending_.pop_front();
+    }
     loop.Post("FakeGcs.Reply", [callback = std::move(call.callback), status, reply = std::move(reply)]() mutable {
       callback(status, std::move(reply));
     });
@@ -45,8 +62,9 @@ class CallQueue {
     Request request;
     Callback callback;
   };
-  std::deque<Call> pending_;
-  int total_ = 0;
+  mutable absl::Mutex mu_;
+  std::deque<Call> pending_ ABSL_GUARDED_BY(mu_);
+  int total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 struct UnregisterRequest {
@@ -55,7 +73,12 @@ struct UnregisterRequest {
 };
 struct NoRequest {};
 
-class FakeGcsClient : public GcsClientInterface, public PlacementGroupInfoClientInterface {
+struct NamedRequest {
+  std::string name;
+  std::string ray_namespace;
+};
+
+class FakeGcsClient final : public GcsServicesInterface {
  public:
   template <typename Reply>
   using Callback = GcsClientInterface::Callback<Reply>;
@@ -84,11 +107,9 @@ class FakeGcsClient : public GcsClientInterface, public PlacementGroupInfoClient
                            Callback<rpc::GcsSubscriberPollReply> cb) override {
     poll.Add(request, std::move(cb));
   }
-  void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
-  }
-  void AsyncAddJob(const rpc::JobInfo&, Callback<rpc::AddJobReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+  void AsyncGetNextJobID(Callback<rpc::GetNextJobIDReply> cb) override { next_job_id.Add({}, std::move(cb)); }
+  void AsyncAddJob(const rpc::JobInfo& info, Callback<rpc::AddJobReply> cb) override {
+    add_job.Add(info, std::move(cb));
   }
   void AsyncMarkJobFinished(const std::string& job_id, Callback<rpc::MarkJobFinishedReply> cb) override {
     mark_job_finished.Add(job_id, std::move(cb));
@@ -99,28 +120,57 @@ class FakeGcsClient : public GcsClientInterface, public PlacementGroupInfoClient
     worker_failures.Add(failure, std::move(cb));
   }
 
+  // Actors: what a core worker asks.
+  void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override {
+    register_actor.Add(request, std::move(cb));
+  }
+  void AsyncCreateActor(const rpc::CreateActorRequest& request, Callback<rpc::CreateActorReply> cb) override {
+    create_actor.Add(request, std::move(cb));
+  }
+  void AsyncGetActorInfo(const std::string& actor_id, Callback<rpc::GetActorInfoReply> cb) override {
+    get_actor_info.Add(actor_id, std::move(cb));
+  }
+  void AsyncGetNamedActorInfo(const std::string& name, const std::string& ray_namespace,
+                              Callback<rpc::GetNamedActorInfoReply> cb) override {
+    get_named_actor.Add({name, ray_namespace}, std::move(cb));
+  }
+  void AsyncGetAllActorInfo(Callback<rpc::GetAllActorInfoReply> cb) override {
+    cb(absl::UnimplementedError("not used by the core worker"), {});
+  }
+  void AsyncKillActor(const rpc::KillActorRequest& request, Callback<rpc::KillActorReply> cb) override {
+    kill_actor.Add(request, std::move(cb));
+  }
+  void AsyncReportActorOutOfScope(const std::string& actor_id,
+                                  Callback<rpc::ReportActorOutOfScopeReply> cb) override {
+    actor_out_of_scope.Add(actor_id, std::move(cb));
+  }
+
   // Placement groups: lookups are queued; the node manager makes no other call.
   void AsyncCreatePlacementGroup(const rpc::PlacementGroupTableData&,
                                  Callback<rpc::CreatePlacementGroupReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+    cb(absl::UnimplementedError("not faked"), {});
   }
   void AsyncRemovePlacementGroup(const std::string&, Callback<rpc::RemovePlacementGroupReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+    cb(absl::UnimplementedError("not faked"), {});
   }
   void AsyncGetPlacementGroup(const std::string& group_id, Callback<rpc::GetPlacementGroupReply> cb) override {
     get_placement_group.Add(group_id, std::move(cb));
   }
   void AsyncGetNamedPlacementGroup(const std::string&, const std::string&,
                                    Callback<rpc::GetNamedPlacementGroupReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+    cb(absl::UnimplementedError("not faked"), {});
   }
   void AsyncGetAllPlacementGroup(Callback<rpc::GetAllPlacementGroupReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+    cb(absl::UnimplementedError("not faked"), {});
   }
   void AsyncWaitPlacementGroupUntilReady(const std::string&, int64_t,
                                          Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) override {
-    cb(absl::UnimplementedError("not used by the node manager"), {});
+    cb(absl::UnimplementedError("not faked"), {});
   }
+
+  // Nothing is in flight in the fake's sense: pending calls are the test's to answer.
+  void CancelAll() override {}
+  int64_t InFlight() const override { return 0; }
 
   CallQueue<rpc::NodeInfo, rpc::RegisterNodeReply> register_node;
   CallQueue<UnregisterRequest, rpc::UnregisterNodeReply> unregister_node;
@@ -133,6 +183,14 @@ class FakeGcsClient : public GcsClientInterface, public PlacementGroupInfoClient
   CallQueue<NoRequest, rpc::GetAllJobInfoReply> get_all_jobs;
   CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
   CallQueue<std::string, rpc::GetPlacementGroupReply> get_placement_group;
+  CallQueue<NoRequest, rpc::GetNextJobIDReply> next_job_id;
+  CallQueue<rpc::JobInfo, rpc::AddJobReply> add_job;
+  CallQueue<rpc::RegisterActorRequest, rpc::RegisterActorReply> register_actor;
+  CallQueue<rpc::CreateActorRequest, rpc::CreateActorReply> create_actor;
+  CallQueue<std::string, rpc::GetActorInfoReply> get_actor_info;
+  CallQueue<NamedRequest, rpc::GetNamedActorInfoReply> get_named_actor;
+  CallQueue<rpc::KillActorRequest, rpc::KillActorReply> kill_actor;
+  CallQueue<std::string, rpc::ReportActorOutOfScopeReply> actor_out_of_scope;
 };
 
 }  // namespace manta::gcs

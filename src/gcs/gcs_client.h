@@ -89,9 +89,18 @@ class PlacementGroupInfoClientInterface {
                                                  Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) = 0;
 };
 
-class GrpcGcsClient : public GcsClientInterface,
-                      public ActorInfoClientInterface,
-                      public PlacementGroupInfoClientInterface {
+// Every GCS service a driver or worker uses, and the calls in flight (shutdown
+// cancels them and waits until their callbacks ran). FakeGcsClient
+// (fake_gcs_client.h) is the unit tests' one.
+class GcsServicesInterface : public GcsClientInterface,
+                             public ActorInfoClientInterface,
+                             public PlacementGroupInfoClientInterface {
+ public:
+  virtual void CancelAll() = 0;
+  virtual int64_t InFlight() const = 0;
+};
+
+class GrpcGcsClient final : public GcsServicesInterface {
  public:
   template <typename Reply>
   using Callback = GcsClientInterface::Callback<Reply>;
@@ -135,7 +144,7 @@ class GrpcGcsClient : public GcsClientInterface,
                                          Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) override;
 
   // Shutdown: cancels every call in flight (callbacks still run on the loop).
-  void CancelAll() {
+  void CancelAll() override {
     waits_->cancelled.store(true);
     node_.CancelAll();
     pubsub_.CancelAll();
@@ -146,7 +155,7 @@ class GrpcGcsClient : public GcsClientInterface,
   }
   // Zero when no call awaits its callback (a placement group wait counts until its
   // callback ran, also between its attempts).
-  int64_t InFlight() const {
+  int64_t InFlight() const override {
     return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight() + actor_.InFlight() +
            placement_group_.InFlight() + waits_->active.load();
   }

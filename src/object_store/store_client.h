@@ -45,7 +45,26 @@ struct ObjectBuffer {
   int64_t metadata_size = 0;
 };
 
-class ObjectStoreClient {
+// What a process does with its node's object store; ObjectStoreClient is the real
+// one, FakeObjectStoreClient (fake_store_client.h) the in-memory one of unit tests.
+// The contract of each call is ObjectStoreClient's, below.
+class ObjectStoreClientInterface {
+ public:
+  virtual ~ObjectStoreClientInterface() = default;
+  virtual absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
+                                          bool pin_on_seal = false) = 0;
+  virtual absl::Status Seal(const ObjectID& id, bool release = true, bool wait = false) = 0;
+  virtual absl::Status Abort(const ObjectID& id) = 0;
+  virtual absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> Get(const std::vector<ObjectID>& ids,
+                                                                       int64_t timeout_ms) = 0;
+  virtual absl::Status Release(const ObjectID& id, bool wait = false) = 0;
+  virtual absl::StatusOr<bool> Contains(const ObjectID& id) = 0;
+  virtual absl::Status Delete(const std::vector<ObjectID>& ids, bool wait = true) = 0;
+  virtual absl::Status TakeAsyncError() = 0;
+  virtual bool PeerClosed() const = 0;
+};
+
+class ObjectStoreClient final : public ObjectStoreClientInterface {
  public:
   // Objects at least this large get their page tables filled in one system call
   // at Create (instead of one page fault per 4 KiB while they are written).
@@ -67,26 +86,26 @@ class ObjectStoreClient {
   // by `metadata_size` metadata bytes. Waits while the store makes room; errors:
   // ALREADY_EXISTS, RESOURCE_EXHAUSTED (too big, or no memory in time).
   absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
-                                  bool pin_on_seal = false);
+                                  bool pin_on_seal = false) override;
   // Makes the object visible; with `release` (the usual case) also drops the
   // creator's reference. Asynchronous unless `wait`.
-  absl::Status Seal(const ObjectID& id, bool release = true, bool wait = false);
-  absl::Status Abort(const ObjectID& id);
+  absl::Status Seal(const ObjectID& id, bool release = true, bool wait = false) override;
+  absl::Status Abort(const ObjectID& id) override;
   // Per id, the object (holding a reference: call Release) or nullopt when not sealed
   // within `timeout_ms` (0 = don't wait, -1 = forever).
   absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> Get(const std::vector<ObjectID>& ids,
-                                                               int64_t timeout_ms);
+                                                               int64_t timeout_ms) override;
   // Drops one reference. Asynchronous unless `wait`.
-  absl::Status Release(const ObjectID& id, bool wait = false);
-  absl::StatusOr<bool> Contains(const ObjectID& id);
+  absl::Status Release(const ObjectID& id, bool wait = false) override;
+  absl::StatusOr<bool> Contains(const ObjectID& id) override;
   // Deletes objects (every copy on this node). Without `wait` it is one-way, like
   // Seal and Release.
-  absl::Status Delete(const std::vector<ObjectID>& ids, bool wait = true);
+  absl::Status Delete(const std::vector<ObjectID>& ids, bool wait = true) override;
   // The first error of an asynchronous Seal/Release since the last call, if any.
-  absl::Status TakeAsyncError();
+  absl::Status TakeAsyncError() override;
   // Whether the store (its raylet) closed the connection: the node's raylet is gone.
   // Reads nothing, takes no lock: any thread, any time.
-  bool PeerClosed() const;
+  bool PeerClosed() const override;
 
   const Arena& arena() const { return *arena_; }
 

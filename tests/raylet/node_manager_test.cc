@@ -169,7 +169,8 @@ TEST_F(NodeManagerTest, RegistrationSubscribesAndLoadsTheNodeTable) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_EQ(gcs_.subscribe.pending(), 1u);
   std::vector<rpc::ChannelType> channels;
-  for (const auto& c : gcs_.subscribe.Next().commands()) channels.push_back(c.channel_type());
+  const rpc::GcsSubscriberCommandBatchRequest subscribe = gcs_.subscribe.Next();
+  for (const auto& c : subscribe.commands()) channels.push_back(c.channel_type());
   EXPECT_THAT(channels, ::testing::UnorderedElementsAre(rpc::GCS_NODE_INFO_CHANNEL, rpc::RESOURCE_USAGE_CHANNEL,
                                                        rpc::GCS_JOB_CHANNEL, rpc::GCS_WORKER_DELTA_CHANNEL,
                                                        rpc::GCS_PLACEMENT_GROUP_CHANNEL));
