@@ -54,12 +54,17 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
       store_(parts.store),
       self_(parts.self),
       node_id_(parts.self.node_id),
+      freer_(parts.loop, parts.store, parts.raylets, options_.raylet_address),
       memory_releaser_(options_.config.free_memory_min_frees, &MemoryReleaser::TrimHeap) {
   options_.worker_id = self_.worker_id;
   rpc_address_ = ToRpc(self_);
-  if (channel_server_ != nullptr) rpc_address_.set_task_port(channel_server_->port());
+  if (channel_server_ != nullptr) {
+    rpc_address_.set_task_port(channel_server_->port());
+    replies_ = std::make_unique<ReplyBatcher>(loop_, *channel_server_);
+  }
   root_task_id_ = TaskID::ForDriver(options_.job_id);
   MakeOwnership();
+  MakeReader();
   MakeSubmitters();
   StartFollowingTheGcs();
 }
@@ -88,6 +93,21 @@ void CoreWorker::MakeOwnership() {
       config.max_lineage_bytes);
 }
 
+void CoreWorker::MakeReader() {
+  ObjectReader::Hooks hooks;
+  hooks.recover = [this](const ObjectID& id, const StoredObjectPtr& stale, const std::string& cause) {
+    return RecoverObject(id, stale, cause);
+  };
+  hooks.record_copy = [this](const ObjectID& id, const NodeID& node_id, const std::string& raylet_address) {
+    RecordCopy(id, node_id, raylet_address);
+  };
+  hooks.is_node_dead = [this](const std::string& node_id) { return IsNodeDead(node_id); };
+  reader_ = std::make_unique<ObjectReader>(
+      ObjectReader::Parts{loop_, options_.config, memory_store_, *reference_counter_, store_, raylets_, workers_,
+                          channels_, freer_},
+      std::move(hooks), options_.is_driver, options_.worker_id, options_.raylet_address, node_id_, this);
+}
+
 void CoreWorker::MakeSubmitters() {
   const Config& config = options_.config;
   SubmitterOptions submitter_options;
@@ -108,11 +128,11 @@ void CoreWorker::MakeSubmitters() {
   actor_options.max_tasks_per_push = config.max_tasks_per_push;
   actor_options.max_push_bytes = config.grpc_max_message_bytes / 2;
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, channels_, *task_manager_,
-                                                          [this](const ActorID& id) { RefreshActor(id); });
+                                                          [this](const ActorID& id) { actors_->Refresh(id); });
 }
 
 void CoreWorker::StartFollowingTheGcs() {
-  actor_subscriber_ = std::make_unique<gcs::GcsSubscriber>(
+  subscriber_ = std::make_unique<gcs::GcsSubscriber>(
       loop_, gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, options_.config.gcs_pubsub_poll_timeout_ms,
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
@@ -121,20 +141,17 @@ void CoreWorker::StartFollowingTheGcs() {
       [this] {
         // The GCS restarted: messages may have been lost; read every followed actor
         // and the node table again.
-        std::vector<ActorID> followed;
-        {
-          absl::MutexLock lock(&actors_mu_);
-          followed.assign(followed_actors_.begin(), followed_actors_.end());
-        }
-        for (const ActorID& id : followed) RefreshActor(id);
+        actors_->RefreshAll();
         RefreshNodes();
       });
-  loop_.Post("CoreWorker.StartActorSubscriber", [this] { actor_subscriber_->Start(); });
-
+  actors_ = std::make_unique<ActorFollower>(loop_, gcs_, *subscriber_, options_.gcs_address,
+                                            [this](const rpc::ActorTableData& actor) { OnActorState(actor); });
+  loop_.Post("CoreWorker.StartSubscriber", [this] { subscriber_->Start(); });
 }
 
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
+  actors_->Stop();
   {
     absl::MutexLock lock(&exec_mu_);
     exit_requested_ = true;
@@ -369,7 +386,7 @@ void CoreWorker::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& reques
         // reach the primary pulls from one of them).
         reply->add_node_ids(value->plasma_node().Binary());
         reply->add_raylet_addresses(value->plasma_raylet_address());
-        for (const std::string& copy : CopiesOf(object_id)) {
+        for (const std::string& copy : freer_.CopiesOf(object_id)) {
           if (copy == value->plasma_raylet_address()) continue;
           reply->add_node_ids("");
           reply->add_raylet_addresses(copy);

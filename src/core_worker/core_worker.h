@@ -1,34 +1,31 @@
 // CoreWorker: the part of Manta inside every driver and worker process
 // (ARCHITECTURE.md §1, §4, §5).
 //
-// It owns the process's ownership table (ReferenceCounter), its in-process memory
-// store, its connection to the node's object store, the task manager, the normal and
-// actor task submitters, the subscriber that follows the actors this process calls
-// (ARCHITECTURE.md §6), and the CoreWorkerService gRPC server through which
-// borrowers ask about objects. A driver gets a job id from the GCS and registers
-// with its node's raylet; a worker (started by a raylet) registers with its startup
-// token and then serves pushed tasks on the thread that calls RunTaskExecutionLoop();
+// It is handed its loop, its peers' clients and its store connection
+// (CoreWorkerParts; CoreWorkerProcess builds the real ones) and owns the process's
+// ownership table (ReferenceCounter), its in-process memory store, the task
+// manager and the normal and actor task submitters. Parts with one job each:
+// ObjectReader (Get and Wait, with recovery of lost copies), ObjectFreer (deleting
+// the copies of freed objects), ActorFollower (the state of the actors this
+// process calls), and, in a worker, ReplyBatcher (the replies to pushed tasks).
+// A worker serves pushed tasks on the thread that calls RunTaskExecutionLoop();
 // when the GCS pushes it an actor's creation task it becomes that actor's process
 // for good.
 //
 // Threading: the public methods are thread-safe and called from user threads. The
-// core worker runs one EventLoop thread of its own (RPC callbacks, lease replies,
-// handlers); task execution in workers runs on the thread in
-// RunTaskExecutionLoop(). The reference counter, memory store, task manager,
-// submitter and object-store client are thread-safe; everything else belongs to the
-// loop. The task path skips the loop because it is latency-bound (task_channel.h):
-// a submitting thread pushes to the leased worker's socket itself, the worker's
-// execution thread reads pushes and writes results itself, and a thread waiting in
-// Get/Wait reads the results of this process's tasks itself, busy-polling for
-// task_channel_spin_us before it sleeps. Actor calls travel the same way, straight
-// to the actor's worker. In an actor with max_concurrency > 1 the execution thread
-// hands calls to a pool of that many threads, which run them and send their
-// replies themselves. Each thread running a task has its own TaskContext
+// loop runs RPC callbacks, lease replies and handlers; task execution in workers
+// runs on the thread in RunTaskExecutionLoop(). The reference counter, memory
+// store, task manager, submitters and the parts above are thread-safe; everything
+// else belongs to the loop. The task path skips the loop because it is
+// latency-bound (task_channel.h): a submitting thread pushes to the leased
+// worker's socket itself, the worker's execution thread reads pushes and writes
+// results itself, and a thread waiting in Get/Wait reads the results of this
+// process's tasks itself. Actor calls travel the same way, straight to the
+// actor's worker. In an actor with max_concurrency > 1 the execution thread hands
+// calls to a pool of that many threads, which run them and send their replies
+// themselves. Each thread running a task has its own TaskContext
 // (task_context.h); the actor-creation, named-actor and placement group calls wait
 // on the loop for the GCS (one round trip; a placement group wait as long as asked).
-//
-// Shutdown cancels every RPC still in flight and lets the loop run their
-// callbacks before it stops, so no callback outlives the loop.
 #pragma once
 
 #include <atomic>
@@ -54,12 +51,16 @@
 #include "src/common/id.h"
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/actor_call_order.h"
+#include "src/core_worker/actor_follower.h"
 #include "src/core_worker/core_worker_types.h"
 #include "src/core_worker/memory_releaser.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/normal_task_submitter.h"
 #include "src/core_worker/reference_counter.h"
+#include "src/core_worker/reply_batcher.h"
+#include "src/core_worker/object_freer.h"
+#include "src/core_worker/object_reader.h"
 #include "src/core_worker/rpc_clients.h"
 #include "src/task_channel/task_channel.h"
 #include "src/core_worker/task_context.h"
@@ -110,9 +111,13 @@ class CoreWorker {
   absl::StatusOr<ObjectID> Put(size_t size, const std::function<void(char*)>& write,
                                const std::vector<ObjectID>& contained_ids);
   // Waits for every object (timeout -1 = forever). DeadlineExceeded on timeout.
-  absl::StatusOr<std::vector<ObjectValue>> Get(const std::vector<ObjectID>& ids, int64_t timeout_ms);
+  absl::StatusOr<std::vector<ObjectValue>> Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
+    return reader_->Get(ids, timeout_ms);
+  }
   // Ready flags once `num_objects` are ready or the timeout passes.
-  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms);
+  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms) {
+    return reader_->Wait(ids, num_objects, timeout_ms);
+  }
 
   // --- Tasks (any thread) ---------------------------------------------------
   // Submits a normal task; returns its return object id carrying one local reference.
@@ -216,6 +221,8 @@ class CoreWorker {
   // The reference counter, the task manager and the timers that keep memory in check
   // and watch the node's raylet.
   void MakeOwnership();
+  // Get and Wait (object_reader.h).
+  void MakeReader();
   void MakeSubmitters();
   // Follows the node table and the actors this process calls (GCS pubsub).
   void StartFollowingTheGcs();
@@ -251,9 +258,7 @@ class CoreWorker {
   void Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed);
   // A task that cannot run because an argument failed with `error`.
   void FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error);
-  // Actors: follow an actor's state from the GCS (once per actor). Any thread.
-  void FollowActor(const ActorID& actor_id);
-  void RefreshActor(const ActorID& actor_id);  // loop thread
+  // Actors: what the GCS says of an actor this process follows.
   void OnActorState(const rpc::ActorTableData& actor);
   void SendCreateActor(const rpc::TaskSpec& spec);
   // Nodes (core_worker_nodes.cc): a node the GCS declared dead fails every call
@@ -283,27 +288,6 @@ class CoreWorker {
   uint64_t NextPutIndex();
   // Resolves owned by-ref arguments of `spec` (`packed`, decoded), then submits.
   void ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed);
-  // Reads the replies of this process's task channels (any thread, non-blocking).
-  // Returns true when anything was read; *in_flight tells whether any push awaits
-  // replies.
-  bool PollTaskChannels(bool* in_flight);
-  // Busy-polls the task channels for up to task_channel_spin_us while `done` is false.
-  void SpinOnTaskChannels(const std::function<bool()>& done);
-  // Borrowed objects absent here: ask their owners (loop thread). `lost_at` names,
-  // per object, the raylet where its copy could not be fetched.
-  void RequestFromOwners(const std::vector<ObjectID>& ids,
-                         const absl::flat_hash_map<ObjectID, std::string>& lost_at = {});
-  absl::StatusOr<std::vector<ObjectValue>> GetWithRecovery(const std::vector<ObjectID>& ids, int64_t timeout_ms,
-                                                           int recovery_rounds);
-  // Before a Get waits: NotFound for an id this process has no reference to; asks
-  // the owners of borrowed values absent here; reads our tasks' results off their
-  // channels for a while. Returns whether the Get will block (NotifyBlocked(true)
-  // was called).
-  absl::StatusOr<bool> AwaitAbsent(const std::vector<ObjectID>& ids, int64_t timeout_ms);
-  // Values at positions `lost` of `ids` could not be read: owned ones are rebuilt,
-  // borrowed ones reported to their owners. Returns their ids, to read again.
-  std::vector<ObjectID> RecoverLost(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
-                                    const std::vector<ObjectValue>& out, const std::vector<size_t>& lost);
   // Owner: `id` has no readable value (`cause`); `stale` is the value whose copy
   // could not be read (null: none). Runs the task that made it again, unless the
   // value changed meanwhile. When that is impossible its value becomes an
@@ -313,36 +297,10 @@ class CoreWorker {
   // (FreeValue: out of scope, the entry kept for lineage).
   void OnObjectFreed(const ObjectID& id);
   void FreeValue(const ObjectID& id);
-  // Queues the deletion of `ids` at `raylet_address` (batched per loop turn).
-  void QueueFrees(const std::string& raylet_address, const std::vector<ObjectID>& ids);
-  void FlushFrees();
-  // Sends the queued deletions of copies on this node to the store now, from this
-  // thread (one one-way message), so that the Create that follows can reuse their
-  // memory, whose pages this process has mapped already. Any thread.
-  void FlushLocalFrees();
   // A copy of `id` now exists at `raylet_address` (beyond its primary copy): the
   // owner deletes it with the object. Owner side: remembers it (or deletes it at
   // once if the object is already freed). Borrower side: tells the owner.
   void RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address);
-  // Owner: the raylets holding copies of `id` other than the primary. Any thread.
-  std::vector<std::string> CopiesOf(const ObjectID& id);
-  // Adds the copies of `id` other than its primary (`marker`'s) to `request`'s
-  // locations, after those already there.
-  void AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request);
-  // Reads plasma-resident values through the local store, fetching remote ones.
-  // Positions (in `ids`) whose copy could not be fetched go to *lost, with the
-  // error set in *out.
-  absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
-                                int64_t deadline_ms, std::vector<ObjectValue>* out,
-                                const std::vector<size_t>& positions, std::vector<size_t>* lost);
-  // ReadPlasmaValues' pulls of the objects not on this node (`missing`, at
-  // `missing_pos` in its ids) through this node's raylet; the ones that fail get an
-  // OBJECT_LOST error in *out and their position in *lost.
-  absl::Status PullToThisNode(const std::vector<ObjectID>& missing, const std::vector<size_t>& missing_pos,
-                              const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
-                              std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
-                              std::vector<size_t>* lost);
-  void NotifyBlocked(bool blocked);
 
   // Worker-mode execution.
   void RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor);
@@ -375,7 +333,8 @@ class CoreWorker {
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
   // Follows the actors this process calls (GCS_ACTOR_CHANNEL, one key per actor),
   // and node deaths (GCS_NODE_INFO_CHANNEL).
-  std::unique_ptr<gcs::GcsSubscriber> actor_subscriber_;
+  std::unique_ptr<gcs::GcsSubscriber> subscriber_;
+  std::unique_ptr<ActorFollower> actors_;
   // Nodes the GCS declared dead (binary ids).
   mutable absl::Mutex nodes_mu_;
   absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(nodes_mu_);
@@ -384,7 +343,6 @@ class CoreWorker {
   // Watches the store connection: it closes when the node's raylet is gone.
   std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;
-  absl::flat_hash_set<ActorID> followed_actors_ ABSL_GUARDED_BY(actors_mu_);
   // Owner: the handle object of each actor it created, and the factory arguments
   // it keeps alive (for restarts) until the actor is DEAD.
   absl::flat_hash_map<ObjectID, ActorID> handle_objects_ ABSL_GUARDED_BY(actors_mu_);
@@ -394,33 +352,17 @@ class CoreWorker {
   std::atomic<uint64_t> task_counter_{0};
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
-  // Plasma copies of freed objects, deleted in batches (by raylet address).
-  absl::Mutex free_mu_;
-  absl::flat_hash_map<std::string, std::vector<ObjectID>> pending_frees_ ABSL_GUARDED_BY(free_mu_);
-  bool free_flush_posted_ ABSL_GUARDED_BY(free_mu_) = false;
-  // Owned objects: raylets holding copies other than the primary ("ip:port").
-  absl::flat_hash_map<ObjectID, std::vector<std::string>> copies_ ABSL_GUARDED_BY(free_mu_);
-  // Borrowed ids we asked the owner about (loop thread).
-  absl::flat_hash_set<ObjectID> owner_requests_;
+  // Deletes the plasma copies of freed objects; knows where the copies are.
+  ObjectFreer freer_;
+  // Get and Wait.
+  std::unique_ptr<ObjectReader> reader_;
   // Gives the heap back to the OS once a burst of freed objects is over (a loop
   // timer checks; the timer goes before the releaser).
   MemoryReleaser memory_releaser_;
   std::unique_ptr<Timer> release_timer_;
 
-  // Worker mode: finished results not yet sent to their owners, in order. The
-  // execution thread sends them when it runs out of input; a loop timer sends them
-  // when a batch runs for more than a millisecond, so a slow task does not hold
-  // back the results before it.
-  struct UnsentReply {
-    int64_t connection;
-    rpc::PushTaskReply reply;
-  };
-  void FlushReports();
-  // The reply being filled for (connection, push_id): the last one queued, or a new one.
-  rpc::PushTaskReply& UnsentReplyFor(int64_t connection, uint64_t push_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(report_mu_);
-  absl::Mutex report_mu_;
-  std::vector<UnsentReply> unreported_ ABSL_GUARDED_BY(report_mu_);
-  bool report_flush_posted_ ABSL_GUARDED_BY(report_mu_) = false;
+  // Worker mode: the replies to pushed tasks, batched.
+  std::unique_ptr<ReplyBatcher> replies_;
 
   // Worker mode, actors: the actor this worker runs, its calls' order per caller, and
   // the pool of a threaded actor (max_concurrency > 1).

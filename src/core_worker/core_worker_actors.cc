@@ -17,21 +17,6 @@
 
 namespace manta::core {
 
-namespace {
-
-// What the submitter is told about an actor the GCS cannot tell about.
-rpc::ActorTableData DeadActor(const ActorID& actor_id, const std::string& why) {
-  rpc::ActorTableData actor;
-  actor.set_actor_id(actor_id.Binary());
-  actor.set_state(rpc::ActorTableData::DEAD);
-  actor.set_version(std::numeric_limits<int64_t>::max());
-  actor.mutable_death_cause()->set_type(rpc::ACTOR_DIED);
-  actor.mutable_death_cause()->set_message("actor " + actor_id.Hex() + " is dead: " + why);
-  return actor;
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------------------
 // Caller side
 
@@ -69,16 +54,15 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
     absl::MutexLock lock(&actors_mu_);
     handle_objects_[handle] = actor_id;
     creation_args_[actor_id] = arg_ids;
-    followed_actors_.insert(actor_id);
   }
+  actors_->Reserve(actor_id);
 
   rpc::RegisterActorRequest request;
   *request.mutable_creation_spec() = spec;
   auto register_actor = [this, request, spec, actor_id](std::function<void(absl::Status)> done) {
     gcs_.AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
       if (s.ok()) {
-        actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
-                                        [this, actor_id](absl::Status) { RefreshActor(actor_id); });
+        actors_->Subscribe(actor_id);
         ResolveAndSubmit(spec, PackedTask::Pack(spec));
       }
       done(s);
@@ -92,8 +76,8 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
       absl::MutexLock lock(&actors_mu_);
       handle_objects_.erase(handle);
       creation_args_.erase(actor_id);
-      followed_actors_.erase(actor_id);
     }
+    actors_->Forget(actor_id);
     reference_counter_->UpdateFinishedTaskReferences(arg_ids, {});
     reference_counter_->RemoveLocalReference(handle);
     if (s.code() == absl::StatusCode::kAlreadyExists) return s;
@@ -108,7 +92,7 @@ void CoreWorker::SendCreateActor(const rpc::TaskSpec& spec) {
   ActorID actor_id = ActorID::FromBinary(spec.actor_creation().actor_id());
   loop_.Post("CoreWorker.CreateActor", [this, request, actor_id] {
     gcs_.AsyncCreateActor(request, [this, actor_id](const absl::Status& s, rpc::CreateActorReply&&) {
-      if (!s.ok()) OnActorState(DeadActor(actor_id, "the GCS could not create it: " + std::string(s.message())));
+      if (!s.ok()) OnActorState(DeadActorState(actor_id, "the GCS could not create it: " + std::string(s.message())));
     });
   });
 }
@@ -120,38 +104,8 @@ void CoreWorker::FailActorCreation(const ActorID& actor_id, const std::string& w
   request.set_reason(why);
   loop_.Post("CoreWorker.FailActorCreation", [this, request, actor_id, why] {
     gcs_.AsyncKillActor(request, [this, actor_id, why](const absl::Status& s, rpc::KillActorReply&&) {
-      if (!s.ok()) OnActorState(DeadActor(actor_id, why));
+      if (!s.ok()) OnActorState(DeadActorState(actor_id, why));
     });
-  });
-}
-
-void CoreWorker::FollowActor(const ActorID& actor_id) {
-  {
-    absl::MutexLock lock(&actors_mu_);
-    if (!followed_actors_.insert(actor_id).second) return;
-  }
-  loop_.Post("CoreWorker.FollowActor", [this, actor_id] {
-    actor_subscriber_->SubscribeKey(rpc::GCS_ACTOR_CHANNEL, actor_id.Binary(),
-                                    [this, actor_id](absl::Status) { RefreshActor(actor_id); });
-  });
-}
-
-void CoreWorker::RefreshActor(const ActorID& actor_id) {
-  if (shut_down_.load()) return;
-  gcs_.AsyncGetActorInfo(actor_id.Binary(), [this, actor_id](const absl::Status& s, rpc::GetActorInfoReply&& reply) {
-    if (s.code() == absl::StatusCode::kCancelled || shut_down_.load()) return;
-    if (!s.ok()) {
-      LOG(WARNING) << "cannot read the state of actor " << actor_id.Hex() << " from the GCS: " << s
-                   << "; asking again in 1 s";
-      loop_.PostAfter("CoreWorker.RefreshActor", 1000, [this, actor_id] { RefreshActor(actor_id); });
-      return;
-    }
-    if (!reply.found()) {
-      OnActorState(DeadActor(actor_id, "the cluster at " + options_.gcs_address +
-                                           " does not know it (a handle from another cluster?)"));
-      return;
-    }
-    OnActorState(reply.actor());
   });
 }
 
@@ -175,7 +129,7 @@ void CoreWorker::OnActorState(const rpc::ActorTableData& actor) {
 absl::StatusOr<ObjectID> CoreWorker::SubmitActorTask(const ActorID& actor_id, const std::string& method_name,
                                                      std::vector<TaskArgInput> args, const std::string& name,
                                                      int max_retries, const std::optional<ObjectID>& handle_object) {
-  FollowActor(actor_id);
+  actors_->Follow(actor_id);
   TaskID parent = CurrentTaskId();
   TaskID task_id = TaskID::ForActorTask(actor_id, parent, NextTaskIndex());
   rpc::TaskSpec spec = NewTaskSpec(rpc::ACTOR_TASK, task_id, parent, method_name);
@@ -220,7 +174,7 @@ absl::StatusOr<std::optional<rpc::ActorTableData>> CoreWorker::GetNamedActor(con
   if (reply->found()) found = std::move(*reply->mutable_actor());
   if (found) {
     ActorID actor_id = ActorID::FromBinary(found->actor_id());
-    FollowActor(actor_id);
+    actors_->Follow(actor_id);
     actor_submitter_->OnActorState(*found);
   }
   return found;
@@ -284,13 +238,11 @@ void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServ
     rpc::TaskResult result = ExecuteTask(spec, executor, request);
     result.set_run_us(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
-    {
-      absl::MutexLock lock(&report_mu_);
-      rpc::PushTaskReply& reply = UnsentReplyFor(connection, request->push_id());
+    replies_->Add(connection, request->push_id(), [&](rpc::PushTaskReply& reply) {
       *reply.add_results() = std::move(result);
       if (--*remaining == 0) reply.set_done(true);
-    }
-    FlushReports();
+    });
+    replies_->Flush();
     if (exit_actor_requested_.load()) ExitCurrentActor(spec.function_name());
   });
 }

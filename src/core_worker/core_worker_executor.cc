@@ -37,7 +37,7 @@ bool CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
                    << " calls of its actor still running after " << options_.config.actor_exit_timeout_ms << " ms";
     }
   }
-  FlushReports();
+  replies_->Flush();
   channel_server_->FlushAll(/*timeout_ms=*/1000);
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
   return stopped;
@@ -80,9 +80,9 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   const rpc::PushTaskRequest& request = *push.request;
   const bool for_me = request.intended_worker_id() == options_.worker_id.Binary();
   if (!for_me) {
-    absl::MutexLock lock(&report_mu_);
     // (Without naming this worker: a reply never tells the peer an id it did not send.)
-    UnsentReplyFor(push.connection, request.push_id()).set_error("the push was meant for another worker");
+    replies_->Add(push.connection, request.push_id(),
+                  [](rpc::PushTaskReply& reply) { reply.set_error("the push was meant for another worker"); });
   }
   const int n = for_me ? request.tasks_size() : 0;
   // A threaded actor's calls run on its pool; each answers when it finishes.
@@ -94,10 +94,10 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
     if (!refused.empty()) LOG(WARNING) << "refusing a task from task channel " << push.connection << ": " << refused;
     if (refused.empty() && spec.type() == rpc::ACTOR_TASK) AcceptActorCall(spec, &refused);
     if (!refused.empty()) {
-      absl::MutexLock lock(&report_mu_);
-      rpc::PushTaskReply& reply = UnsentReplyFor(push.connection, request.push_id());
-      *reply.add_results() = RefusedResult(spec, rpc::TASK_CANCELLED, refused);
-      if (--*remaining == 0) reply.set_done(true);
+      replies_->Add(push.connection, request.push_id(), [&](rpc::PushTaskReply& reply) {
+        *reply.add_results() = RefusedResult(spec, rpc::TASK_CANCELLED, refused);
+        if (--*remaining == 0) reply.set_done(true);
+      });
       continue;
     }
     if (spec.type() == rpc::ACTOR_TASK && actor_pool_) {
@@ -119,63 +119,30 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
       OnActorCreated(spec);
     }
     const bool exiting = exit_actor_requested_.load();
-    absl::MutexLock lock(&report_mu_);
-    rpc::PushTaskReply& reply = UnsentReplyFor(push.connection, request.push_id());
-    *reply.add_results() = std::move(result);
-    const bool last = --*remaining == 0 || exiting;
-    reply.set_done(last);
+    bool last = false;
+    replies_->Add(push.connection, request.push_id(), [&](rpc::PushTaskReply& reply) {
+      *reply.add_results() = std::move(result);
+      last = --*remaining == 0 || exiting;
+      reply.set_done(last);
+    });
     if (exiting) break;  // the calls after it do not run: their callers get no result
     // More tasks follow: hand finished results over soon rather than at the end.
-    if (!last && !report_flush_posted_) {
-      report_flush_posted_ = true;
-      loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
-    }
+    if (!last) replies_->FlushSoon();
   }
-  if (n == 0) {
-    absl::MutexLock lock(&report_mu_);
-    UnsentReplyFor(push.connection, request.push_id()).set_done(true);  // refused or empty: still answered
+  if (n == 0) {  // refused or empty: still answered
+    replies_->Add(push.connection, request.push_id(), [](rpc::PushTaskReply& reply) { reply.set_done(true); });
   }
   if (exit_actor_requested_.load() && !on_pool) {
-    FlushReports();
+    replies_->Flush();
     ExitCurrentActor(n > 0 ? request.tasks(0).function_name() : "");
     return;
   }
   // Reply now unless more work has arrived: replies to pushes that came together
   // travel together (the loop's timer sends them within a millisecond anyway).
   if (!channel_server_->InputPending()) {
-    FlushReports();
+    replies_->Flush();
   } else {
-    absl::MutexLock lock(&report_mu_);
-    if (!report_flush_posted_) {
-      report_flush_posted_ = true;
-      loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { FlushReports(); });
-    }
-  }
-}
-
-rpc::PushTaskReply& CoreWorker::UnsentReplyFor(int64_t connection, uint64_t push_id) {
-  if (unreported_.empty() || unreported_.back().connection != connection ||
-      unreported_.back().reply.push_id() != push_id) {
-    unreported_.push_back(UnsentReply{connection, {}});
-    unreported_.back().reply.set_push_id(push_id);
-  }
-  return unreported_.back().reply;
-}
-
-void CoreWorker::FlushReports() {
-  absl::MutexLock lock(&report_mu_);
-  report_flush_posted_ = false;
-  if (unreported_.empty()) return;
-  // One write per connection; sent under the mutex so replies never overtake each
-  // other (the owner relies on a push's results arriving before its last reply).
-  std::vector<std::pair<int64_t, std::string>> writes;
-  for (const UnsentReply& unsent : unreported_) {
-    if (writes.empty() || writes.back().first != unsent.connection) writes.emplace_back(unsent.connection, "");
-    AppendFrame(FrameKind::kReply, unsent.reply, &writes.back().second);
-  }
-  unreported_.clear();
-  for (const auto& [connection, bytes] : writes) {
-    if (!channel_server_->Send(connection, bytes)) VLOG(1) << "the owner behind task channel " << connection << " is gone";
+    replies_->FlushSoon();
   }
 }
 
@@ -302,7 +269,7 @@ void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_i
     if (output.size > 0) output.write(data->data());
     return;
   }
-  FlushLocalFrees();
+  freer_.FlushLocal();
   auto dst = store_.Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true);
   if (dst.ok()) {
     output.write(reinterpret_cast<char*>(*dst));

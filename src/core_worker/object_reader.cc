@@ -1,0 +1,382 @@
+#include "src/core_worker/object_reader.h"
+
+#include <glog/logging.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "src/common/loop_call.h"
+#include "src/common/util.h"
+#include "src/core_worker/common.h"
+#include "src/core_worker/task_context.h"
+#include "src/object_store/store_client.h"
+
+namespace manta::core {
+
+ObjectReader::ObjectReader(Parts parts, Hooks hooks, bool is_driver, const WorkerID& worker_id,
+                           std::string local_raylet, const NodeID& node_id, const void* context_owner)
+    : loop_(parts.loop),
+      config_(parts.config),
+      memory_store_(parts.memory_store),
+      refs_(parts.refs),
+      store_(parts.store),
+      raylets_(parts.raylets),
+      workers_(parts.workers),
+      channels_(parts.channels),
+      freer_(parts.freer),
+      hooks_(std::move(hooks)),
+      is_driver_(is_driver),
+      worker_id_(worker_id),
+      local_raylet_(std::move(local_raylet)),
+      node_id_(node_id),
+      context_owner_(context_owner) {}
+
+void ObjectReader::NotifyBlocked(bool blocked) {
+  // Only a thread running a task holds the lease's CPU.
+  if (is_driver_ || ScopedTaskContext::Current(context_owner_) == nullptr) return;
+  rpc::NotifyWorkerBlockedRequest request;
+  request.set_worker_id(worker_id_.Binary());
+  request.set_blocked(blocked);
+  raylets_.Get(local_raylet_)
+      ->NotifyWorkerBlocked(request, [](const absl::Status& s, rpc::NotifyWorkerBlockedReply&&) {
+        if (!s.ok()) LOG(WARNING) << "NotifyWorkerBlocked: " << s;
+      });
+}
+
+void ObjectReader::RequestFromOwners(const std::vector<ObjectID>& ids,
+                                   const absl::flat_hash_map<ObjectID, std::string>& lost_at) {
+  for (const ObjectID& id : ids) {
+    if (memory_store_.Contains(id) || !owner_requests_.insert(id).second) continue;
+    auto owner = refs_.GetOwner(id);
+    if (!owner.ok()) {
+      owner_requests_.erase(id);
+      memory_store_.Put(id, MakeErrorObject(rpc::OBJECT_LOST, "object " + id.Hex() + " is unknown to this process"));
+      continue;
+    }
+    rpc::GetObjectStatusRequest request;
+    request.set_object_id(id.Binary());
+    request.set_owner_worker_id(owner->worker_id.Binary());
+    if (auto lost = lost_at.find(id); lost != lost_at.end()) request.set_lost_at(lost->second);
+    Address owner_address = *owner;
+    if (hooks_.is_node_dead(owner_address.node_id.Binary())) {
+      owner_requests_.erase(id);
+      refs_.HandleOwnerDied(owner_address);
+      memory_store_.Put(id, MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " (" +
+                                                                 owner_address.ToString() +
+                                                                 ") died: its node was declared dead"));
+      continue;
+    }
+    workers_.Get(HostPort(owner_address), owner_address.node_id.Binary())
+        ->GetObjectStatus(request, [this, id, owner_address](const absl::Status& s, rpc::GetObjectStatusReply&& r) {
+          owner_requests_.erase(id);
+          StoredObjectPtr value;
+          if (!s.ok()) {
+            refs_.HandleOwnerDied(owner_address);
+            value = MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " (" +
+                                                         owner_address.ToString() +
+                                                         ") died or is unreachable: " + std::string(s.message()));
+          } else if (r.status() == rpc::GetObjectStatusReply::FAILED) {
+            value = MakeErrorObject(r.error());
+          } else if (r.status() == rpc::GetObjectStatusReply::OUT_OF_SCOPE) {
+            value = MakeErrorObject(rpc::OBJECT_LOST,
+                                    "object " + id.Hex() + " was already freed by its owner " + owner_address.ToString());
+          } else {
+            auto obj = std::make_shared<StoredObject>();
+            obj->size_bytes = r.size_bytes();
+            if (r.node_ids_size() > 0 && r.raylet_addresses_size() > 0) {
+              obj->in_plasma = true;
+              auto n = NodeID::FromBinaryChecked(r.node_ids(0));
+              obj->SetPlasmaLocation(n.ok() ? *n : NodeID::Nil(), r.raylet_addresses(0));
+              if (r.raylet_addresses_size() > 1) {
+                obj->SetPlasmaCopies({r.raylet_addresses().begin() + 1, r.raylet_addresses().end()});
+              }
+            } else {
+              obj->data = std::move(*r.mutable_data());
+              obj->metadata = std::move(*r.mutable_metadata());
+            }
+            value = std::move(obj);
+          }
+          memory_store_.Put(id, std::move(value));
+          // The last ref may have gone while we asked: nothing will free it later.
+          if (!refs_.HasReference(id)) memory_store_.Delete({id});
+        });
+  }
+}
+
+absl::StatusOr<std::vector<ObjectValue>> ObjectReader::Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
+  // A copy lost with its node is rebuilt (by its owner) and read again, a few times.
+  constexpr int kRecoveryRounds = 3;
+  return GetWithRecovery(ids, timeout_ms, kRecoveryRounds);
+}
+
+absl::StatusOr<std::vector<ObjectValue>> ObjectReader::GetWithRecovery(const std::vector<ObjectID>& ids,
+                                                                     int64_t timeout_ms, int recovery_rounds) {
+  int64_t deadline = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
+  auto blocked_or = AwaitAbsent(ids, timeout_ms);
+  if (!blocked_or.ok()) return blocked_or.status();
+  const bool blocked = *blocked_or;
+  std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), timeout_ms);
+  std::vector<ObjectValue> out(ids.size());
+  std::vector<ObjectID> plasma_ids;
+  std::vector<StoredObjectPtr> markers;
+  std::vector<size_t> positions;
+  absl::Status status;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const StoredObjectPtr& v = values[i];
+    if (!v) {
+      status = absl::DeadlineExceededError("Get timed out after " + std::to_string(timeout_ms) +
+                                           " ms waiting for object " + ids[i].Hex());
+      break;
+    }
+    if (!v->error.ok()) {
+      out[i].error = v;
+    } else if (v->in_plasma) {
+      plasma_ids.push_back(ids[i]);
+      markers.push_back(v);
+      positions.push_back(i);
+    } else {
+      out[i].data = v->data.data();
+      out[i].size = v->data.size();
+      out[i].holder = v;
+    }
+  }
+  std::vector<size_t> lost;
+  if (status.ok() && !plasma_ids.empty()) {
+    status = ReadPlasmaValues(plasma_ids, markers, deadline, &out, positions, &lost);
+  }
+  if (blocked) NotifyBlocked(false);
+  if (!status.ok()) return status;
+  if (lost.empty() || recovery_rounds <= 0) return out;
+  std::vector<ObjectID> lost_ids = RecoverLost(ids, values, out, lost);
+  int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicMs());
+  auto again = GetWithRecovery(lost_ids, left, recovery_rounds - 1);
+  if (!again.ok()) return again.status();
+  for (size_t k = 0; k < lost.size(); ++k) out[lost[k]] = std::move((*again)[k]);
+  return out;
+}
+
+absl::StatusOr<bool> ObjectReader::AwaitAbsent(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
+  std::vector<ObjectID> borrowed_absent;
+  const std::vector<size_t> absent = memory_store_.AbsentPositions(ids);
+  for (size_t position : absent) {
+    const ObjectID& id = ids[position];
+    if (!refs_.HasReference(id)) {
+      return absl::NotFoundError("object " + id.Hex() +
+                                 " is unknown to this process (no live ObjectRef to it was created here)");
+    }
+    if (!refs_.IsOwnedByUs(id)) borrowed_absent.push_back(id);
+  }
+  if (!borrowed_absent.empty()) {
+    loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
+  }
+  if (absent.empty() || timeout_ms == 0) return false;
+  // Results of our own tasks: read them here rather than wait for the loop to.
+  size_t next = 0;
+  SpinOnTaskChannels([&] {
+    while (next < absent.size() && memory_store_.Contains(ids[absent[next]])) ++next;
+    return next == absent.size();
+  });
+  const bool blocked = next < absent.size();
+  if (blocked) NotifyBlocked(true);
+  return blocked;
+}
+
+std::vector<ObjectID> ObjectReader::RecoverLost(const std::vector<ObjectID>& ids,
+                                              const std::vector<StoredObjectPtr>& values,
+                                              const std::vector<ObjectValue>& out, const std::vector<size_t>& lost) {
+  // Copies that could not be fetched: the owner rebuilds them; then read again.
+  std::vector<ObjectID> lost_ids;
+  absl::flat_hash_map<ObjectID, std::string> borrowed_lost_at;
+  for (size_t pos : lost) {
+    const ObjectID& id = ids[pos];
+    lost_ids.push_back(id);
+    std::string cause(out[pos].error->error.message());
+    if (refs_.IsOwnedByUs(id)) {
+      hooks_.recover(id, values[pos], cause);
+    } else if (StoredObjectPtr marker = memory_store_.GetIfExists(id); marker && marker->in_plasma) {
+      memory_store_.Delete({id});
+      borrowed_lost_at[id] = marker->plasma_raylet_address();
+    }
+  }
+  if (!borrowed_lost_at.empty()) {
+    std::vector<ObjectID> borrowed;
+    for (const auto& [id, at] : borrowed_lost_at) borrowed.push_back(id);
+    // Posted before the Get below posts its own request, so this one (with the
+    // hint) is the one sent.
+    loop_.Post("CoreWorker.ReportLost", [this, borrowed, borrowed_lost_at] {
+      RequestFromOwners(borrowed, borrowed_lost_at);
+    });
+  }
+  return lost_ids;
+}
+
+bool ObjectReader::PollTaskChannels(bool* in_flight) {
+  bool any = false;
+  *in_flight = false;
+  channels_.ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) {
+    if (c->InFlight() == 0) return;
+    *in_flight = true;
+    any |= c->Poll();
+  });
+  return any;
+}
+
+void ObjectReader::SpinOnTaskChannels(const std::function<bool()>& done) {
+  const int64_t spin_us = config_.task_channel_spin_us;
+  if (spin_us <= 0) return;
+  auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t until = now_us() + spin_us;
+  for (int round = 1;; ++round) {
+    bool in_flight = false;
+    if (PollTaskChannels(&in_flight)) {
+      if (done()) return;
+      until = now_us() + spin_us;  // results keep coming: keep reading them here
+    } else if (!in_flight || now_us() >= until) {
+      return;  // nothing of ours is on the way, or it is slow: sleep
+    } else if (round % 16 == 0 && done()) {
+      return;  // the value came another way (the loop, another thread)
+    } else {
+      sched_yield();  // a thread runnable on this CPU (perhaps the worker) goes first
+    }
+  }
+}
+
+absl::Status ObjectReader::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
+                                          int64_t deadline_ms, std::vector<ObjectValue>* out,
+                                          const std::vector<size_t>& positions, std::vector<size_t>* lost) {
+  object_store::ObjectStoreClientInterface* store = &store_;
+  auto hold = [store](const ObjectID& id) {
+    return std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
+  };
+  auto got = store_.Get(ids, 0);
+  if (!got.ok()) return got.status();
+  std::vector<ObjectID> missing;
+  std::vector<size_t> missing_pos;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if ((*got)[i]) {
+      ObjectValue& v = (*out)[positions[i]];
+      v.data = reinterpret_cast<const char*>((*got)[i]->data);
+      v.size = static_cast<size_t>((*got)[i]->data_size);
+      v.holder = hold(ids[i]);
+    } else {
+      missing.push_back(ids[i]);
+      missing_pos.push_back(i);
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  if (auto s = PullToThisNode(missing, missing_pos, markers, deadline_ms, out, positions, lost); !s.ok()) return s;
+  std::vector<ObjectID> fetch_ids;
+  std::vector<size_t> fetch_pos;
+  for (size_t k = 0; k < missing.size(); ++k) {
+    if ((*out)[positions[missing_pos[k]]].error) continue;
+    fetch_ids.push_back(missing[k]);
+    fetch_pos.push_back(missing_pos[k]);
+  }
+  if (fetch_ids.empty()) return absl::OkStatus();
+  // Each pulled object now has a copy on this node, which its owner must delete
+  // along with the object.
+  for (const ObjectID& id : fetch_ids) hooks_.record_copy(id, node_id_, local_raylet_);
+  int64_t wait_ms = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
+  auto again = store_.Get(fetch_ids, wait_ms < 0 ? config_.object_manager_pull_timeout_ms : wait_ms);
+  if (!again.ok()) return again.status();
+  for (size_t k = 0; k < fetch_ids.size(); ++k) {
+    ObjectValue& v = (*out)[positions[fetch_pos[k]]];
+    if (!(*again)[k]) {
+      v.error = MakeErrorObject(rpc::OBJECT_LOST, "object " + fetch_ids[k].Hex() + " was fetched but is not readable");
+      continue;
+    }
+    v.data = reinterpret_cast<const char*>((*again)[k]->data);
+    v.size = static_cast<size_t>((*again)[k]->data_size);
+    v.holder = hold(fetch_ids[k]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, const std::vector<size_t>& missing_pos,
+                                        const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
+                                        std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
+                                        std::vector<size_t>* lost) {
+  // From the node holding each primary copy (then the other copies).
+  absl::flat_hash_map<std::string, std::vector<ObjectID>> by_location;
+  for (size_t k = 0; k < missing.size(); ++k) {
+    by_location[markers[missing_pos[k]]->plasma_raylet_address()].push_back(missing[k]);
+  }
+  auto remaining = [deadline_ms] { return deadline_ms < 0 ? int64_t{-1} : std::max<int64_t>(0, deadline_ms - MonotonicMs()); };
+  for (const auto& [location, location_ids] : by_location) {
+    rpc::FetchObjectsRequest request;
+    for (const ObjectID& id : location_ids) request.add_object_ids(id.Binary());
+    if (!location.empty()) request.add_locations(location);
+    for (size_t k = 0; k < missing.size(); ++k) {
+      if (markers[missing_pos[k]]->plasma_raylet_address() == location) AddCopies(missing[k], *markers[missing_pos[k]], &request);
+    }
+    int64_t wait_ms = remaining();
+    int64_t rpc_deadline = wait_ms < 0 ? config_.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
+    auto raylet = raylets_.Get(local_raylet_);
+    absl::Status s = manta::RunOnLoopAndWait(
+        loop_,
+        [raylet, request, rpc_deadline](std::function<void(absl::Status)> done) {
+          raylet->FetchObjects(request, rpc_deadline,
+                               [done](const absl::Status& s, rpc::FetchObjectsReply&&) { done(s); });
+        },
+        rpc_deadline + 1000);
+    if (!s.ok()) {
+      if (s.code() == absl::StatusCode::kDeadlineExceeded && wait_ms >= 0) {
+        return absl::DeadlineExceededError("Get timed out fetching object " + location_ids[0].Hex() + " from " +
+                                           location);
+      }
+      for (size_t k = 0; k < missing.size(); ++k) {
+        if (markers[missing_pos[k]]->plasma_raylet_address() != location) continue;
+        (*out)[positions[missing_pos[k]]].error =
+            MakeErrorObject(rpc::OBJECT_LOST, "object " + missing[k].Hex() + " could not be fetched from " +
+                                                  location + ": " + std::string(s.message()));
+        lost->push_back(positions[missing_pos[k]]);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<bool> ObjectReader::Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms) {
+  std::vector<ObjectID> borrowed_absent;
+  for (const ObjectID& id : ids) {
+    if (!memory_store_.Contains(id) && !refs_.IsOwnedByUs(id)) borrowed_absent.push_back(id);
+  }
+  if (!borrowed_absent.empty()) {
+    loop_.Post("CoreWorker.RequestFromOwners", [this, borrowed_absent] { RequestFromOwners(borrowed_absent); });
+  }
+  const size_t wanted = std::min(static_cast<size_t>(std::max(num_objects, 0)), ids.size());
+  bool satisfied = false;
+  if (timeout_ms != 0) {
+    SpinOnTaskChannels([&] {
+      size_t present = 0;
+      for (const ObjectID& id : ids) present += memory_store_.Contains(id) ? 1 : 0;
+      satisfied = present >= wanted;
+      return satisfied;
+    });
+  }
+  // A worker waiting for long lends its CPU to the raylet meanwhile.
+  if (!satisfied) NotifyBlocked(true);
+  auto values = memory_store_.Get(ids, wanted, satisfied ? 0 : timeout_ms);
+  if (!satisfied) NotifyBlocked(false);
+  std::vector<bool> ready(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ready[i] = values[i] != nullptr;
+  return ready;
+}
+
+void ObjectReader::AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request) {
+  // Other copies, tried in turn when the primary cannot be pulled from: as the
+  // owner knows them (ours), or as it told us.
+  std::vector<std::string> copies = refs_.IsOwnedByUs(id) ? freer_.CopiesOf(id) : marker.plasma_copies();
+  for (const std::string& copy : copies) {
+    const auto& tried = request->locations();
+    if (copy == local_raylet_ || std::find(tried.begin(), tried.end(), copy) != tried.end()) continue;
+    request->add_locations(copy);
+  }
+}
+
+}  // namespace manta::core
