@@ -17,6 +17,8 @@ MANTA_CONFIG(int64_t, gcs_pubsub_subscriber_timeout_ms, 60000, "a subscriber tha
 MANTA_CONFIG(int64_t, gcs_max_subscribers, 100000, "pubsub subscribers the GCS keeps at once; more are refused")
 MANTA_CONFIG(int64_t, gcs_max_kv_value_bytes, 16 * 1024 * 1024, "largest value InternalKVPut accepts")
 MANTA_CONFIG(int64_t, gcs_pubsub_max_queued_messages, 100000, "per-subscriber queue cap; oldest dropped beyond it")
+MANTA_CONFIG(int64_t, gcs_pubsub_tick_ms, 1000,
+             "how often the GCS answers long polls that timed out and drops subscribers gone silent")
 MANTA_CONFIG(int64_t, redis_connect_timeout_ms, 3000, "connecting to Redis")
 MANTA_CONFIG(int64_t, redis_command_timeout_ms, 5000, "one Redis command")
 MANTA_CONFIG(int64_t, redis_retry_attempts, 5, "reconnect attempts for one Redis command before it fails")
@@ -25,6 +27,11 @@ MANTA_CONFIG(int64_t, redis_retry_attempts, 5, "reconnect attempts for one Redis
 MANTA_CONFIG(int64_t, gcs_rpc_server_reconnect_timeout_s, 60, "raylet exits after the GCS is unreachable this long")
 MANTA_CONFIG(int64_t, resource_report_ms, 100, "raylet reports changed availability at most this often")
 MANTA_CONFIG(int64_t, raylet_gcs_check_period_ms, 1000, "raylet checks that the GCS answers this often")
+MANTA_CONFIG(int64_t, raylet_stop_timeout_ms, 3000, "a stopping raylet waits this long for its RPCs to finish")
+MANTA_CONFIG(int64_t, raylet_malloc_mmap_threshold_bytes, 32 * 1024 * 1024,
+             "raylet heap blocks from this size are mmapped (object chunks below it are reused from the heap)")
+MANTA_CONFIG(int64_t, raylet_malloc_trim_threshold_bytes, 256 * 1024 * 1024,
+             "free heap the raylet keeps before giving memory back to the system")
 
 // ---- gRPC plumbing
 MANTA_CONFIG(int64_t, grpc_client_deadline_ms, 10000, "default deadline of one RPC attempt")
@@ -33,6 +40,15 @@ MANTA_CONFIG(int64_t, grpc_client_initial_backoff_ms, 50, "first retry backoff; 
 MANTA_CONFIG(int64_t, grpc_client_max_backoff_ms, 2000, "retry backoff cap")
 MANTA_CONFIG(int64_t, grpc_max_message_bytes, 64 * 1024 * 1024,
              "largest RPC message or task channel frame accepted or sent (object chunks are at most half of it)")
+MANTA_CONFIG(int64_t, grpc_keepalive_time_ms, 5000, "gRPC channels ping their server this often while calls are in flight")
+MANTA_CONFIG(int64_t, grpc_keepalive_timeout_ms, 5000, "a ping not answered this long gives the connection up")
+MANTA_CONFIG(int64_t, accept_pause_ms, 100, "a listening socket out of file descriptors stops accepting this long")
+MANTA_CONFIG(int64_t, unproven_connection_timeout_ms, 10000,
+             "a connection that has not proven it holds the cluster token this long is shut down")
+MANTA_CONFIG(int64_t, max_unproven_connections_per_host, 64,
+             "connections not yet past the token check a listening socket lets in from one remote host")
+MANTA_CONFIG(int64_t, max_unproven_connections, 1024,
+             "connections not yet past the token check a worker's task channel lets in from all hosts together")
 MANTA_CONFIG(std::string, testing_rpc_failure, "", "fault injection: 'Method=drop_request|drop_reply|delay:MS[@PROB],...'")
 MANTA_CONFIG(int64_t, slow_handler_warn_ms, 100, "event-loop handlers slower than this are logged")
 
@@ -73,6 +89,10 @@ MANTA_CONFIG(int64_t, max_consecutive_lease_failures, 10,
              "lease requests of one scheduling key that fail in a row before its queued tasks fail")
 MANTA_CONFIG(int64_t, task_pipeline_target_us, 10000,
              "work an owner keeps queued at each leased worker, in the tasks' measured run time (µs)")
+MANTA_CONFIG(int64_t, placement_group_wait_slice_ms, 60000,
+             "a placement group wait asks the GCS for at most this long at a time (a silent GCS is asked again)")
+MANTA_CONFIG(int64_t, placement_group_wait_retry_ms, 200,
+             "a placement group wait asks again this long after the GCS failed to answer")
 MANTA_CONFIG(int64_t, actor_exit_timeout_ms, 10000,
              "a threaded actor leaving (ray::ExitActor, exit) waits this long for its running calls to finish")
 MANTA_CONFIG(int64_t, max_inline_arg_bytes, 100 * 1024, "task arguments up to this size travel inside the task spec")

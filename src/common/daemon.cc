@@ -4,6 +4,7 @@
 
 #include "src/common/logging.h"
 #include "src/common/process.h"
+#include "src/common/rpc/network_limits.h"
 
 namespace manta {
 
@@ -24,6 +25,7 @@ absl::StatusOr<DaemonSetup> SetUpDaemon(const char* program, const DaemonFlags& 
   if (!credentials.ok()) return credentials.status();
   auto config = Config::Load(flags.system_config);
   if (!config.ok()) return config.status();
+  rpc::SetNetworkLimits(rpc::NetworkLimitsFromConfig(*config));
   auto faults = rpc::FaultInjector::Parse(config->testing_rpc_failure);
   if (!faults.ok()) return faults.status();
   return DaemonSetup{*credentials, *config, std::make_shared<rpc::FaultInjector>(*faults)};

@@ -13,6 +13,7 @@
 #include "src/common/network.h"
 #include "src/common/process.h"
 #include "src/common/rpc/grpc_server.h"
+#include "src/common/rpc/network_limits.h"
 #include "src/common/security.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
@@ -115,6 +116,7 @@ absl::Status CoreWorkerProcess::Connect() {
   if (!protection.ok()) return protection.status();
   const TaskChannelSecurity channel_security{options_.credentials.token, *protection};
   rpc::SetProcessCredentials(options_.credentials);
+  rpc::SetNetworkLimits(rpc::NetworkLimitsFromConfig(options_.config));
   loop_thread_ = std::thread([this] { loop_.Run(); });
 
   MakeClients(MakeClientOptions(options_.config), channel_security);
@@ -143,7 +145,10 @@ absl::Status CoreWorkerProcess::Connect() {
 
 void CoreWorkerProcess::MakeClients(const rpc::ClientOptions& client_options,
                                     const TaskChannelSecurity& channel_security) {
-  gcs_ = std::make_unique<gcs::GrpcGcsClient>(loop_, options_.gcs_address, client_options);
+  gcs_ = std::make_unique<gcs::GrpcGcsClient>(
+      loop_, options_.gcs_address, client_options,
+      gcs::PlacementWaitTimes{options_.config.placement_group_wait_slice_ms,
+                              options_.config.placement_group_wait_retry_ms});
   raylets_ = std::make_unique<RayletClientPool>([this, client_options](const std::string& address) {
     return MakeGrpcRayletClient(loop_, address, client_options);
   });

@@ -16,8 +16,9 @@ using WorkerStub = rpc::WorkerInfoGcsService::Stub;
 using ActorStub = rpc::ActorInfoGcsService::Stub;
 using PlacementGroupStub = rpc::PlacementGroupInfoGcsService::Stub;
 
-GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options)
-    : loop_(loop), rpc_deadline_ms_(options.deadline_ms), node_(loop, address, options),
+GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options,
+                             PlacementWaitTimes wait_times)
+    : loop_(loop), rpc_deadline_ms_(options.deadline_ms), wait_times_(wait_times), node_(loop, address, options),
       pubsub_(loop, address, options), job_(loop, address, options), worker_(loop, address, options),
       actor_(loop, address, options), placement_group_(loop, address, options) {}
 
@@ -183,18 +184,13 @@ void GrpcGcsClient::AsyncGetAllPlacementGroup(Callback<rpc::GetAllPlacementGroup
 
 namespace {
 
-// A wait asks the GCS for at most this long at a time, so that a GCS gone silent
-// (no connection reset) is asked again rather than waited for until a far deadline.
-constexpr int64_t kPlacementWaitSliceMs = 60000;
-// The pause before asking again after a transient failure (the GCS restarting).
-constexpr int64_t kPlacementWaitRetryMs = 200;
-
 // One placement group wait across its attempts. Holds a copy of the client (which
 // shares its channel and calls) so that no attempt refers to the GcsClient itself.
 struct PlacementWait {
   rpc::GrpcClient<rpc::PlacementGroupInfoGcsService> client;
   EventLoop* loop;
   int64_t rpc_deadline_ms;
+  PlacementWaitTimes times;
   std::shared_ptr<GrpcGcsClient::WaitTracker> tracker;
   std::string group_id;
   int64_t deadline_ms;  // MonotonicMs() when the caller's timeout passes
@@ -211,7 +207,7 @@ void WaitAttempt(std::shared_ptr<PlacementWait> wait) {
   const int64_t left = std::max<int64_t>(wait->deadline_ms - MonotonicMs(), 0);
   rpc::WaitPlacementGroupUntilReadyRequest request;
   request.set_placement_group_id(wait->group_id);
-  request.set_timeout_ms(std::min(left, kPlacementWaitSliceMs));
+  request.set_timeout_ms(std::min(left, wait->times.slice_ms));
   // The GCS holds the call for timeout_ms: its deadline allows one RPC deadline more.
   rpc::CallOptions options{request.timeout_ms() + wait->rpc_deadline_ms, /*idempotent=*/false};
   wait->client.Call(
@@ -224,7 +220,7 @@ void WaitAttempt(std::shared_ptr<PlacementWait> wait) {
             const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
             if (!transient) return FinishWait(wait, s, std::move(reply));
             if (time_left && !wait->tracker->cancelled.load()) {
-              const int64_t pause = std::min(kPlacementWaitRetryMs, wait->deadline_ms - now);
+              const int64_t pause = std::min(wait->times.retry_ms, wait->deadline_ms - now);
               wait->loop->PostAfter("GcsClient.RetryPlacementGroupWait", pause, [wait] {
                 if (wait->tracker->cancelled.load()) {
                   return FinishWait(wait, absl::CancelledError("the client is shutting down"), {});
@@ -247,7 +243,7 @@ void WaitAttempt(std::shared_ptr<PlacementWait> wait) {
 void GrpcGcsClient::AsyncWaitPlacementGroupUntilReady(const std::string& group_id, int64_t timeout_ms,
                                                       Callback<rpc::WaitPlacementGroupUntilReadyReply> cb) {
   waits_->active.fetch_add(1);
-  auto wait = std::make_shared<PlacementWait>(PlacementWait{placement_group_, &loop_, rpc_deadline_ms_, waits_,
+  auto wait = std::make_shared<PlacementWait>(PlacementWait{placement_group_, &loop_, rpc_deadline_ms_, wait_times_, waits_,
                                                             group_id, MonotonicMs() + std::max<int64_t>(timeout_ms, 0),
                                                             std::move(cb)});
   WaitAttempt(std::move(wait));

@@ -100,11 +100,20 @@ class GcsServicesInterface : public GcsClientInterface,
   virtual int64_t InFlight() const = 0;
 };
 
+// How a placement group wait asks: for at most slice_ms at a time, so that a GCS
+// gone silent (no connection reset) is asked again rather than waited for until a
+// far deadline; again retry_ms after a transient failure (the GCS restarting).
+struct PlacementWaitTimes {
+  int64_t slice_ms = 60000;
+  int64_t retry_ms = 200;
+};
+
 class GrpcGcsClient final : public GcsServicesInterface {
  public:
   template <typename Reply>
   using Callback = GcsClientInterface::Callback<Reply>;
-  GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options);
+  GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options,
+                PlacementWaitTimes wait_times = {});
 
   void AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) override;
   void AsyncUnregisterNode(const std::string& node_id, const std::string& reason,
@@ -171,6 +180,7 @@ class GrpcGcsClient final : public GcsServicesInterface {
  private:
   EventLoop& loop_;
   const int64_t rpc_deadline_ms_;
+  const PlacementWaitTimes wait_times_;
   rpc::GrpcClient<rpc::NodeInfoGcsService> node_;
   rpc::GrpcClient<rpc::InternalPubSubGcsService> pubsub_;
   rpc::GrpcClient<rpc::JobInfoGcsService> job_;

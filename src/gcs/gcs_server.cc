@@ -159,7 +159,8 @@ absl::Status GcsServer::StartRpc() {
   MANTA_RETURN_IF_ERROR(server_->Start());
   health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,
                                  [this] { health_checker_->Tick(); });
-  pubsub_timer_ = loop_.RunEvery("GcsServer.PubSubTick", 1000, [this] { publisher_.Tick(); });
+  pubsub_timer_ =
+      loop_.RunEvery("GcsServer.PubSubTick", options_.config.gcs_pubsub_tick_ms, [this] { publisher_.Tick(); });
   placement_group_manager_->Start();
   return absl::OkStatus();
 }

@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
   if (!daemon.ok()) return Fail(std::string(daemon.status().message()), 2);
   // Object chunks are megabytes: keep such buffers in the heap for reuse rather than
   // mmapping (and page-faulting) fresh memory for every chunk.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(daemon->config.raylet_malloc_mmap_threshold_bytes));
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(daemon->config.raylet_malloc_trim_threshold_bytes));
   auto node = NodeOptions(flags);
   if (!node.ok()) return Fail(std::string(node.status().message()), 2);
 

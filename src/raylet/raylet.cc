@@ -203,7 +203,7 @@ void Raylet::Quit(int code) {
   if (pool_ != nullptr) pool_->Shutdown();
   store_server_->Stop();
   server_->ShutdownAsync(loop_, 100, [this] { loop_.Stop(); });
-  loop_.PostAfter("Raylet.ForceStop", 3000, [this] { loop_.Stop(); });
+  loop_.PostAfter("Raylet.ForceStop", options_.config.raylet_stop_timeout_ms, [this] { loop_.Stop(); });
 }
 
 }  // namespace manta::raylet

@@ -53,6 +53,7 @@
 #include "src/common/event_loop.h"
 #include "src/common/logging.h"
 #include "src/common/rpc/client_pool.h"
+#include "src/common/rpc/network_limits.h"
 #include "src/task_channel/task_channel_security.h"
 
 namespace manta::core {
@@ -165,10 +166,16 @@ std::shared_ptr<TaskChannelInterface> MakeTcpTaskChannel(EventLoop& loop, const 
 class TaskChannelServer {
  public:
   // Listens on `ip`, on a free port; owners must prove they hold the token within
-  // `handshake_timeout_ms` of connecting. Frames are protected as `security` says.
+  // `handshake_timeout_ms` of connecting (< 0: the process's unproven_timeout_ms,
+  // network_limits.h). Frames are protected as `security` says. Connections still
+  // in their handshake at once, from one remote host and from all together, are
+  // capped as NetworkLimits say; more are closed as they come, so that strangers
+  // cannot take every descriptor of a worker, and one host cannot keep the others
+  // out. Loopback peers count only towards the total (every local process shares
+  // that address), as in the gRPC acceptor.
   static absl::StatusOr<std::unique_ptr<TaskChannelServer>> Listen(const std::string& ip, int64_t max_frame_bytes,
                                                                    const TaskChannelSecurity& security,
-                                                                   int64_t handshake_timeout_ms = 10000);
+                                                                   int64_t handshake_timeout_ms = -1);
   ~TaskChannelServer();
   TaskChannelServer(const TaskChannelServer&) = delete;
   TaskChannelServer& operator=(const TaskChannelServer&) = delete;
@@ -202,7 +209,7 @@ class TaskChannelServer {
  private:
   struct Connection;
   TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes, TaskChannelSecurity security,
-                    int64_t handshake_timeout_ms);
+                    int64_t handshake_timeout_ms, const rpc::NetworkLimits& limits);
   // Accepts and reads whatever is ready (poll timeout in ms: 0 = do not wait).
   void PollSockets(int timeout_ms);
   void Accept();
@@ -227,6 +234,9 @@ class TaskChannelServer {
   const int64_t max_frame_bytes_;
   const TaskChannelSecurity security_;
   const int64_t handshake_timeout_ms_;
+  const int64_t accept_pause_ms_;
+  const size_t max_pending_handshakes_;
+  const size_t max_pending_handshakes_per_host_;
   LogRateLimiter refusals_;
   bool limit_loopback_ = false;
   std::atomic<bool> woken_{false};

@@ -24,14 +24,6 @@ using task_channel_internal::SendSome;
 using task_channel_internal::TuneSocket;
 
 namespace {
-constexpr int64_t kAcceptPauseMs = 100;
-// Connections still in their handshake at once, from one remote host and from all
-// together; more are closed as they come, so that strangers cannot take every
-// descriptor of a worker, and one host cannot keep the others out. Loopback peers
-// count only towards the total (every local process shares that address), as in the
-// gRPC acceptor.
-constexpr size_t kMaxPendingHandshakesPerHost = 64;
-constexpr size_t kMaxPendingHandshakes = 1024;
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -108,17 +100,22 @@ absl::StatusOr<std::unique_ptr<TaskChannelServer>> TaskChannelServer::Listen(con
     return absl::UnavailableError(Errno("eventfd"));
   }
   return std::unique_ptr<TaskChannelServer>(
-      new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes, security, handshake_timeout_ms));
+      new TaskChannelServer(fd, wake, ntohs(addr.sin_port), max_frame_bytes, security, handshake_timeout_ms,
+                            rpc::CurrentNetworkLimits()));
 }
 
 TaskChannelServer::TaskChannelServer(int listen_fd, int wake_fd, int port, int64_t max_frame_bytes,
-                                     TaskChannelSecurity security, int64_t handshake_timeout_ms)
+                                     TaskChannelSecurity security, int64_t handshake_timeout_ms,
+                                     const rpc::NetworkLimits& limits)
     : listen_fd_(listen_fd),
       wake_fd_(wake_fd),
       port_(port),
       max_frame_bytes_(max_frame_bytes),
       security_(std::move(security)),
-      handshake_timeout_ms_(handshake_timeout_ms) {}
+      handshake_timeout_ms_(handshake_timeout_ms >= 0 ? handshake_timeout_ms : limits.unproven_timeout_ms),
+      accept_pause_ms_(limits.accept_pause_ms),
+      max_pending_handshakes_(static_cast<size_t>(limits.max_unproven)),
+      max_pending_handshakes_per_host_(static_cast<size_t>(limits.max_unproven_per_host)) {}
 
 TaskChannelServer::~TaskChannelServer() {
   close(listen_fd_);
@@ -215,9 +212,9 @@ void TaskChannelServer::Accept() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors or memory: stop accepting for a while and try again,
         // serving the connections already open meanwhile.
-        LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel") << "; pausing accepts for " << kAcceptPauseMs
+        LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel") << "; pausing accepts for " << accept_pause_ms_
                                   << " ms";
-        accept_paused_until_us_ = NowUs() + kAcceptPauseMs * 1000;
+        accept_paused_until_us_ = NowUs() + accept_pause_ms_ * 1000;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         LOG_EVERY_N(WARNING, 100) << Errno("accepting a task channel");
       }
@@ -247,11 +244,11 @@ std::shared_ptr<TaskChannelServer::Connection> TaskChannelServer::Admit(int fd) 
     ++pending;
     if (!host.empty() && other->host == host) ++from_host;
   }
-  if (pending >= kMaxPendingHandshakes || from_host >= kMaxPendingHandshakesPerHost) {
+  if (pending >= max_pending_handshakes_ || from_host >= max_pending_handshakes_per_host_) {
     int64_t others = 0;
     if (refusals_.Allow(&others)) {
       LOG(WARNING) << "refused task channel from " << PeerName(fd) << ": "
-                   << (from_host >= kMaxPendingHandshakesPerHost ? std::to_string(from_host) + " from that host"
+                   << (from_host >= max_pending_handshakes_per_host_ ? std::to_string(from_host) + " from that host"
                                                                  : std::to_string(pending))
                    << " connections are in their handshake already" << LogRateLimiter::LeftOut(others);
     }

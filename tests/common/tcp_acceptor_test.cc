@@ -11,11 +11,13 @@
 #include <mutex>
 #include <vector>
 
+#include "test_util/scoped_network_limits.h"
 #include "test_util/test_util.h"
 
 namespace manta::rpc {
 namespace {
 
+using testing::ScopedNetworkLimits;
 using testing::WaitFor;
 
 int Connect(int port) {
@@ -65,6 +67,10 @@ TEST(TcpAcceptorTest, HandsOverConnectionsAndNamesTheirPeers) {
 }
 
 TEST(TcpAcceptorTest, AHostGetsAtMostSoManyUnprovenConnections) {
+  NetworkLimits limits;
+  limits.max_unproven_per_host = 24;  // the configured cap, not the default one
+  ScopedNetworkLimits scoped(limits);
+  const int cap = static_cast<int>(limits.max_unproven_per_host);
   auto acceptor = TcpAcceptor::Listen("127.0.0.1", 0);
   ASSERT_TRUE(acceptor.ok());
   (*acceptor)->LimitLoopbackPeersForTesting();
@@ -72,7 +78,7 @@ TEST(TcpAcceptorTest, AHostGetsAtMostSoManyUnprovenConnections) {
   (*acceptor)->Start([&taker](int fd) { taker(fd); });
   constexpr int kExtra = 16;
   std::vector<int> clients;
-  for (int i = 0; i < TcpAcceptor::kMaxUnprovenPerHost + kExtra; ++i) clients.push_back(Connect((*acceptor)->port()));
+  for (int i = 0; i < cap + kExtra; ++i) clients.push_back(Connect((*acceptor)->port()));
   // The ones over the cap are closed as they are accepted; the others are handed on.
   EXPECT_TRUE(WaitFor(
       [&] {
@@ -81,11 +87,11 @@ TEST(TcpAcceptorTest, AHostGetsAtMostSoManyUnprovenConnections) {
         return ended == kExtra;
       },
       5000));
-  EXPECT_EQ(taker.size(), static_cast<size_t>(TcpAcceptor::kMaxUnprovenPerHost));
+  EXPECT_EQ(taker.size(), static_cast<size_t>(cap));
   // A proven connection makes room for another.
   MarkAuthenticated("fd:" + std::to_string(taker.fds[0]));
   int one_more = Connect((*acceptor)->port());
-  EXPECT_TRUE(WaitFor([&] { return taker.size() == TcpAcceptor::kMaxUnprovenPerHost + 1u; }, 5000));
+  EXPECT_TRUE(WaitFor([&] { return taker.size() == cap + 1u; }, 5000));
   EXPECT_FALSE(Ended(one_more));
   for (int fd : clients) close(fd);
   close(one_more);
@@ -97,17 +103,22 @@ TEST(TcpAcceptorTest, LoopbackPeersAreNotCappedByDefault) {
   Taker taker;
   (*acceptor)->Start([&taker](int fd) { taker(fd); });
   std::vector<int> clients;
-  for (int i = 0; i < 2 * TcpAcceptor::kMaxUnprovenPerHost; ++i) clients.push_back(Connect((*acceptor)->port()));
+  for (int i = 0; i < 2 * CurrentNetworkLimits().max_unproven_per_host; ++i) {
+    clients.push_back(Connect((*acceptor)->port()));
+  }
   EXPECT_TRUE(WaitFor([&] { return taker.size() == clients.size(); }, 5000));
   for (int fd : clients) EXPECT_FALSE(Ended(fd));
   for (int fd : clients) close(fd);
 }
 
 TEST(TcpAcceptorTest, UnprovenConnectionsAreShutDownAtTheirDeadline) {
+  NetworkLimits limits;
+  limits.unproven_timeout_ms = 300;
+  ScopedNetworkLimits scoped(limits);
   auto acceptor = TcpAcceptor::Listen("127.0.0.1", 0);
   ASSERT_TRUE(acceptor.ok());
   Taker taker;
-  (*acceptor)->Start([&taker](int fd) { taker(fd); }, 100, /*unproven_timeout_ms=*/300);
+  (*acceptor)->Start([&taker](int fd) { taker(fd); });
   int proven = Connect((*acceptor)->port());
   ASSERT_TRUE(WaitFor([&] { return taker.size() == 1; }, 5000));
   MarkAuthenticated("fd:" + std::to_string(taker.fds[0]));

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "src/common/security.h"
 #include "src/task_channel/task_channel_internal.h"
+#include "test_util/scoped_network_limits.h"
 #include "test_util/test_util.h"
 #include "tests/task_channel/task_channel_test_util.h"
 
@@ -118,13 +119,17 @@ int ConnectFrom(const std::string& source, int port) {
 }
 
 TEST(TaskChannelLimitsTest, OneHostCannotHoldEveryHandshakeSlot) {
+  rpc::NetworkLimits limits;
+  limits.max_unproven_per_host = 20;  // the configured cap, not the default one
+  manta::testing::ScopedNetworkLimits scoped(limits);
+  const size_t cap = static_cast<size_t>(limits.max_unproven_per_host);
   auto server =
       TaskChannelServer::Listen("127.0.0.1", 64 << 20, {NewClusterToken(), ChannelProtection::kMac}, 30000);
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->LimitLoopbackPeersForTesting();
-  // 64 connections from one host that never answer the challenge: each gets one.
+  // `cap` connections from one host that never answer the challenge: each gets one.
   std::vector<int> idle;
-  for (int i = 0; i < 64; ++i) {
+  for (size_t i = 0; i < cap; ++i) {
     idle.push_back(ConnectFrom("127.0.0.2", (*server)->port()));
     ASSERT_TRUE(ServeUntil(**server, [&] { return (*server)->NumConnections() == idle.size(); }));
     FrameKind kind;
@@ -139,7 +144,7 @@ TEST(TaskChannelLimitsTest, OneHostCannotHoldEveryHandshakeSlot) {
   EXPECT_TRUE(ServeUntil(**server, [&] { return closed.load(); }));
   reader.join();
   int other = ConnectFrom("127.0.0.3", (*server)->port());
-  ASSERT_TRUE(ServeUntil(**server, [&] { return (*server)->NumConnections() == 65u; }));
+  ASSERT_TRUE(ServeUntil(**server, [&] { return (*server)->NumConnections() == cap + 1; }));
   FrameKind kind;
   std::string nonce;
   ASSERT_TRUE(ReadRawFrame(other, &kind, &nonce));

@@ -1,6 +1,7 @@
 #include "src/common/rpc/grpc_client.h"
 
 #include "src/common/rpc/auth.h"
+#include "src/common/rpc/network_limits.h"
 
 namespace manta::rpc {
 
@@ -27,11 +28,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t m
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
   // While calls are in flight, ping the peer: a connection whose packets vanish (a
   // host cut off by a partition sends no FIN or RST) is given up after
-  // kKeepaliveTimeMs + kKeepaliveTimeoutMs instead of TCP's minutes of retries, so
-  // calls fail (and retry on a fresh connection) and a healed link is used again at
-  // once. Servers accept pings this often (grpc_server.cc).
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  // keepalive time + timeout (network_limits.h) instead of TCP's minutes of retries,
+  // so calls fail (and retry on a fresh connection) and a healed link is used again
+  // at once. Servers accept pings this often (grpc_server.cc).
+  const NetworkLimits limits = CurrentNetworkLimits();
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(limits.keepalive_time_ms));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(limits.keepalive_timeout_ms));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   Credentials credentials = ProcessCredentials();

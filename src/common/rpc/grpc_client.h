@@ -46,10 +46,6 @@ struct CallOptions {
   bool idempotent = false;
 };
 
-// Keepalive pings of every channel (MakeChannel) while it has calls in flight.
-inline constexpr int kKeepaliveTimeMs = 5000;
-inline constexpr int kKeepaliveTimeoutMs = 5000;
-
 // Creates a channel with fast reconnects, keepalive pings and our message-size
 // limits, using TLS when this process's credentials (src/common/rpc/auth.h) turn it on.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes);

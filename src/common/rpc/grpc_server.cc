@@ -4,6 +4,7 @@
 #include <grpcpp/server_posix.h>
 
 #include "src/common/rpc/auth.h"
+#include "src/common/rpc/network_limits.h"
 #include "src/common/rpc/grpc_client.h"
 
 namespace manta::rpc {
@@ -47,9 +48,10 @@ absl::Status GrpcServer::Start() {
   acceptor_ = std::move(*acceptor);
   selected_port = acceptor_->port();
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Clients ping every kKeepaliveTimeMs while they wait (grpc_client.h); by default
-  // a server would call that abuse and close the connection.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kKeepaliveTimeMs / 2);
+  // Clients ping every keepalive_time_ms while they wait (grpc_client.cc); by
+  // default a server would call that abuse and close the connection.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(CurrentNetworkLimits().keepalive_time_ms / 2));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes_));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes_));

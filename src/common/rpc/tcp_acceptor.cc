@@ -19,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "src/common/rpc/network_limits.h"
 
 namespace manta::rpc {
 
@@ -181,10 +182,12 @@ TcpAcceptor::~TcpAcceptor() {
   close(wake_fd_);
 }
 
-void TcpAcceptor::Start(OnAccept on_accept, int64_t pause_ms, int64_t unproven_timeout_ms) {
+void TcpAcceptor::Start(OnAccept on_accept) {
+  const NetworkLimits limits = CurrentNetworkLimits();
   on_accept_ = std::move(on_accept);
-  unproven_timeout_ms_ = unproven_timeout_ms;
-  thread_ = std::thread([this, pause_ms] { Run(pause_ms); });
+  unproven_timeout_ms_ = limits.unproven_timeout_ms;
+  max_unproven_per_host_ = limits.max_unproven_per_host;
+  thread_ = std::thread([this, pause_ms = limits.accept_pause_ms] { Run(pause_ms); });
 }
 
 void TcpAcceptor::Stop() {
@@ -207,11 +210,11 @@ bool TcpAcceptor::Admit(int fd) {
   StopWatching(table, old);  // gRPC closed that one before it proved itself
   auto count = table.unproven_by_host.find(peer.host);
   bool limited = limit_loopback_ || !IsLoopbackHost(peer.host);
-  if (limited && count != table.unproven_by_host.end() && count->second >= kMaxUnprovenPerHost) {
+  if (limited && count != table.unproven_by_host.end() && count->second >= max_unproven_per_host_) {
     int64_t others = 0;
     if (warnings_.Allow(&others)) {
       LOG(WARNING) << "refused a connection from " << peer.address << " on port " << port_ << ": "
-                   << kMaxUnprovenPerHost << " connections from " << peer.host
+                   << max_unproven_per_host_ << " connections from " << peer.host
                    << " have not presented the cluster token yet" << LogRateLimiter::LeftOut(others);
     }
     table.by_fd.erase(fd);

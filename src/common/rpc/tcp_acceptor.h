@@ -46,8 +46,6 @@ void ConnectionRenamed(int accepted_fd, int grpc_fd);
 class TcpAcceptor {
  public:
   using OnAccept = std::function<void(int fd)>;
-  static constexpr int kMaxUnprovenPerHost = 64;
-  static constexpr int64_t kUnprovenTimeoutMs = 10000;
 
   // Binds `host` (a numeric address or a name) and `port` (0 = any free port).
   // Errors: the port is in use (SO_REUSEPORT is off) or the address is not local.
@@ -60,9 +58,11 @@ class TcpAcceptor {
   // Tests: count loopback peers like remote ones. REQUIRES: before Start().
   void LimitLoopbackPeersForTesting() { limit_loopback_ = true; }
   // Starts accepting; each connection (non-blocking, close-on-exec, TCP_NODELAY) goes
-  // to `on_accept`, which owns it from then on.
-  // Unproven connections are shut down after `unproven_timeout_ms`.
-  void Start(OnAccept on_accept, int64_t pause_ms = 100, int64_t unproven_timeout_ms = kUnprovenTimeoutMs);
+  // to `on_accept`, which owns it from then on. The process's NetworkLimits
+  // (network_limits.h) say how long accepting pauses when descriptors run out, how
+  // many unproven connections one remote host may hold, and how long they may stay
+  // unproven before they are shut down.
+  void Start(OnAccept on_accept);
   // Stops accepting and closes the listening socket. Idempotent.
   void Stop();
 
@@ -80,7 +80,8 @@ class TcpAcceptor {
   const int port_;
   OnAccept on_accept_;
   bool limit_loopback_ = false;
-  int64_t unproven_timeout_ms_ = kUnprovenTimeoutMs;
+  int64_t unproven_timeout_ms_ = 0;   // from NetworkLimits at Start
+  int64_t max_unproven_per_host_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   LogRateLimiter warnings_;
