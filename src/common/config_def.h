@@ -28,6 +28,12 @@ MANTA_CONFIG(int64_t, gcs_rpc_server_reconnect_timeout_s, 60, "raylet exits afte
 MANTA_CONFIG(int64_t, resource_report_ms, 100, "raylet reports changed availability at most this often")
 MANTA_CONFIG(int64_t, raylet_gcs_check_period_ms, 1000, "raylet checks that the GCS answers this often")
 MANTA_CONFIG(int64_t, raylet_stop_timeout_ms, 3000, "a stopping raylet waits this long for its RPCs to finish")
+MANTA_CONFIG(int64_t, raylet_unregister_timeout_ms, 2000,
+             "a raylet stopped by a signal waits this long for the GCS to take its node off before it stops anyway")
+MANTA_CONFIG(int64_t, object_store_pager_tick_ms, 1000,
+             "how often the raylet looks at which pages of the object store to fault in ahead or give back")
+MANTA_CONFIG(int64_t, object_store_create_check_ms, 50,
+             "how often the object store fails creates that waited object_store_full_timeout_ms for memory")
 MANTA_CONFIG(int64_t, raylet_malloc_mmap_threshold_bytes, 32 * 1024 * 1024,
              "raylet heap blocks from this size are mmapped (object chunks below it are reused from the heap)")
 MANTA_CONFIG(int64_t, raylet_malloc_trim_threshold_bytes, 256 * 1024 * 1024,
@@ -93,6 +99,12 @@ MANTA_CONFIG(int64_t, placement_group_wait_slice_ms, 60000,
              "a placement group wait asks the GCS for at most this long at a time (a silent GCS is asked again)")
 MANTA_CONFIG(int64_t, placement_group_wait_retry_ms, 200,
              "a placement group wait asks again this long after the GCS failed to answer")
+MANTA_CONFIG(int64_t, actor_state_retry_ms, 1000,
+             "a core worker that could not read an actor's state from the GCS asks again this long after")
+MANTA_CONFIG(int64_t, object_recovery_rounds, 3,
+             "a Get whose copy of an object is lost has it rebuilt and reads it again up to this many times")
+MANTA_CONFIG(int64_t, task_reply_batch_ms, 1,
+             "a worker running a batch of pushed tasks sends the finished ones' results at least this often")
 MANTA_CONFIG(int64_t, actor_exit_timeout_ms, 10000,
              "a threaded actor leaving (ray::ExitActor, exit) waits this long for its running calls to finish")
 MANTA_CONFIG(int64_t, max_inline_arg_bytes, 100 * 1024, "task arguments up to this size travel inside the task spec")

@@ -49,8 +49,8 @@ void ActorFollower::Refresh(const ActorID& actor_id) {
     if (s.code() == absl::StatusCode::kCancelled || stopped_.load()) return;
     if (!s.ok()) {
       LOG(WARNING) << "cannot read the state of actor " << actor_id.Hex() << " from the GCS: " << s
-                   << "; asking again in 1 s";
-      loop_.PostAfter("CoreWorker.RefreshActor", 1000, [this, actor_id] { Refresh(actor_id); });
+                   << "; asking again in " << retry_ms_ << " ms";
+      loop_.PostAfter("CoreWorker.RefreshActor", retry_ms_, [this, actor_id] { Refresh(actor_id); });
       return;
     }
     if (!reply.found()) {

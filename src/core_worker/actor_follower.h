@@ -5,7 +5,7 @@
 // state is read from the GCS whenever the subscription (re)starts and whenever the
 // GCS restarted (messages may have been lost meanwhile), and every state learned
 // goes to `on_state`. An actor the GCS does not know is reported DEAD; a read that
-// fails is asked again a second later. Follow() is for any thread; the rest runs on
+// fails is asked again a little later. Follow() is for any thread; the rest runs on
 // the loop.
 #pragma once
 
@@ -32,10 +32,11 @@ rpc::ActorTableData DeadActorState(const ActorID& actor_id, const std::string& w
 class ActorFollower {
  public:
   using OnState = std::function<void(const rpc::ActorTableData&)>;
-  // `gcs_address` names the cluster in errors.
+  // `gcs_address` names the cluster in errors; a failed read is asked again
+  // `retry_ms` later.
   ActorFollower(EventLoop& loop, gcs::ActorInfoClientInterface& gcs, gcs::GcsSubscriber& subscriber,
-                std::string gcs_address, OnState on_state)
-      : loop_(loop), gcs_(gcs), subscriber_(subscriber), gcs_address_(std::move(gcs_address)),
+                std::string gcs_address, int64_t retry_ms, OnState on_state)
+      : loop_(loop), gcs_(gcs), subscriber_(subscriber), gcs_address_(std::move(gcs_address)), retry_ms_(retry_ms),
         on_state_(std::move(on_state)) {}
 
   // Follows `actor_id` from now on (once). Any thread.
@@ -57,6 +58,7 @@ class ActorFollower {
   gcs::ActorInfoClientInterface& gcs_;
   gcs::GcsSubscriber& subscriber_;
   const std::string gcs_address_;
+  const int64_t retry_ms_;
   const OnState on_state_;
   std::atomic<bool> stopped_{false};
   absl::Mutex mu_;

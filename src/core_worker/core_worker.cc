@@ -60,7 +60,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
   rpc_address_ = ToRpc(self_);
   if (channel_server_ != nullptr) {
     rpc_address_.set_task_port(channel_server_->port());
-    replies_ = std::make_unique<ReplyBatcher>(loop_, *channel_server_);
+    replies_ = std::make_unique<ReplyBatcher>(loop_, *channel_server_, options_.config.task_reply_batch_ms);
   }
   root_task_id_ = TaskID::ForDriver(options_.job_id);
   MakeOwnership();
@@ -145,7 +145,7 @@ void CoreWorker::StartFollowingTheGcs() {
         RefreshNodes();
       });
   actors_ = std::make_unique<ActorFollower>(loop_, gcs_, *subscriber_, options_.gcs_address,
-                                            [this](const rpc::ActorTableData& actor) { OnActorState(actor); });
+                                            options_.config.actor_state_retry_ms, [this](const rpc::ActorTableData& actor) { OnActorState(actor); });
   loop_.Post("CoreWorker.StartSubscriber", [this] { subscriber_->Start(); });
 }
 

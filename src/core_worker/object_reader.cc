@@ -106,8 +106,7 @@ void ObjectReader::RequestFromOwners(const std::vector<ObjectID>& ids,
 
 absl::StatusOr<std::vector<ObjectValue>> ObjectReader::Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
   // A copy lost with its node is rebuilt (by its owner) and read again, a few times.
-  constexpr int kRecoveryRounds = 3;
-  return GetWithRecovery(ids, timeout_ms, kRecoveryRounds);
+  return GetWithRecovery(ids, timeout_ms, static_cast<int>(config_.object_recovery_rounds));
 }
 
 absl::StatusOr<std::vector<ObjectValue>> ObjectReader::GetWithRecovery(const std::vector<ObjectID>& ids,

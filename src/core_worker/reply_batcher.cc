@@ -39,7 +39,7 @@ void ReplyBatcher::FlushSoon() {
     if (flush_posted_) return;
     flush_posted_ = true;
   }
-  loop_.PostAfter("CoreWorker.ReportResults", 1, [this] { Flush(); });
+  loop_.PostAfter("CoreWorker.ReportResults", batch_ms_, [this] { Flush(); });
 }
 
 }  // namespace manta::core

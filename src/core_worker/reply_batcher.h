@@ -5,8 +5,8 @@
 // Flush() writes every queued reply, one write per connection, in the order they
 // were queued (an owner relies on a push's results arriving before its last reply).
 // The execution thread flushes when it runs out of input; FlushSoon() has the loop
-// flush within a millisecond, so a slow task does not hold back the results
-// before it. Thread-safe: a threaded actor's pool threads add and flush too.
+// flush within `batch_ms` (task_reply_batch_ms), so a slow task does not hold back
+// the results before it. Thread-safe: a threaded actor's pool threads add and flush too.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,8 @@ namespace manta::core {
 
 class ReplyBatcher {
  public:
-  ReplyBatcher(EventLoop& loop, TaskChannelServer& server) : loop_(loop), server_(server) {}
+  ReplyBatcher(EventLoop& loop, TaskChannelServer& server, int64_t batch_ms)
+      : loop_(loop), server_(server), batch_ms_(batch_ms) {}
 
   // Runs `fill` on the reply to (connection, push_id): the last one queued when it is
   // that push's, else a new one. `fill` runs under the batcher's lock (what it reads
@@ -31,7 +32,7 @@ class ReplyBatcher {
   void Add(int64_t connection, uint64_t push_id, absl::FunctionRef<void(rpc::PushTaskReply&)> fill);
   // Sends the queued replies now, from this thread.
   void Flush();
-  // Has the loop send them within a millisecond (once per batch).
+  // Has the loop send them within batch_ms (once per batch).
   void FlushSoon();
 
  private:
@@ -41,6 +42,7 @@ class ReplyBatcher {
   };
   EventLoop& loop_;
   TaskChannelServer& server_;
+  const int64_t batch_ms_;
   absl::Mutex mu_;
   std::vector<Unsent> unsent_ ABSL_GUARDED_BY(mu_);
   bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;

@@ -39,8 +39,7 @@ class FakeObjectStoreClient final : public ObjectStoreClientInterface {
     auto it = objects_.find(id);
     if (it == objects_.end() || it->second.sealed) return absl::NotFoundError("no unsealed object " + id.Hex());
     it->second.sealed = true;
-    if (release) ReleaseLocked(id);
-    return absl::OkStatus();
+    return release ? ReleaseLocked(id) : absl::OkStatus();
   }
   absl::Status Abort(const ObjectID& id) override {
     absl::MutexLock lock(&mu_);

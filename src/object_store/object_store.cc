@@ -61,7 +61,7 @@ void ObjectStore::AllocateOrQueue(ClientId client, const ObjectID& id, int64_t s
   pending_creates_.push_back({client, id, size, MonotonicMs() + options_.create_timeout_ms, std::move(done)});
   SpillForSpace(size);
   if (!create_timer_) {
-    create_timer_ = loop_.RunEvery("ObjectStore.ExpireCreates", 50, [this] { ExpireCreates(); });
+    create_timer_ = loop_.RunEvery("ObjectStore.ExpireCreates", options_.create_check_ms, [this] { ExpireCreates(); });
   }
 }
 

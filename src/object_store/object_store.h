@@ -57,6 +57,8 @@ struct ObjectStoreStats {
 
 struct ObjectStoreOptions {
   int64_t create_timeout_ms = 10000;
+  // How often creates waiting for memory are checked against create_timeout_ms.
+  int64_t create_check_ms = 50;
   int64_t spill_min_bytes = 100 << 20;
   // Called with the offset and size of every new allocation (to pre-fault ahead of it).
   std::function<void(int64_t offset, int64_t size)> on_allocate;

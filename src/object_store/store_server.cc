@@ -14,6 +14,7 @@
 
 #include "protos/object_store.pb.h"
 #include "src/common/logging.h"
+#include "src/common/rpc/network_limits.h"
 
 namespace manta::object_store {
 
@@ -91,8 +92,9 @@ struct StoreServer::Impl {
         if (ec == asio::error::operation_aborted || stopped) return;
         // Out of descriptors (or memory): pause instead of spinning on a listener that
         // stays readable, and serve the clients already connected meanwhile.
-        LOG_EVERY_N(WARNING, 100) << "store accept failed: " << ec.message() << "; retrying in 100 ms";
-        loop.PostAfter("StoreServer.ResumeAccept", 100, [this] {
+        const int64_t pause_ms = rpc::CurrentNetworkLimits().accept_pause_ms;
+        LOG_EVERY_N(WARNING, 100) << "store accept failed: " << ec.message() << "; retrying in " << pause_ms << " ms";
+        loop.PostAfter("StoreServer.ResumeAccept", pause_ms, [this] {
           if (!stopped) Accept();
         });
         return;

@@ -55,6 +55,7 @@ absl::Status Raylet::BuildObjectStore() {
   object_store::ObjectStoreOptions store_options;
   store_options.create_timeout_ms = config.object_store_full_timeout_ms;
   store_options.spill_min_bytes = config.object_spilling_min_bytes;
+  store_options.create_check_ms = config.object_store_create_check_ms;
   store_options.on_allocate = [pager = pager_.get()](int64_t offset, int64_t size) { pager->OnAllocate(offset, size); };
   store_ = std::make_unique<object_store::ObjectStore>(loop_, arena_->capacity(), store_options, spiller_.get(),
                                                        arena_->base());
@@ -67,7 +68,7 @@ absl::Status Raylet::BuildObjectStore() {
     LOG(INFO) << "store socket path " << socket << " is too long for a Unix socket; using " << short_path;
     socket = short_path;
   }
-  pager_timer_ = loop_.RunEvery("ArenaPager.Tick", 1000, [this] {
+  pager_timer_ = loop_.RunEvery("ArenaPager.Tick", options_.config.object_store_pager_tick_ms, [this] {
     pager_->Tick(store_->allocated_end(), MonotonicMs());
   });
   // A driver lives while its store connection is open (worker_pool.h); the pool is
@@ -165,7 +166,7 @@ int Raylet::Run() {
     LOG(INFO) << "raylet: signal " << signo << ", shutting down";
     node_manager_->Shutdown([this] { Quit(0); });
     // If the GCS does not answer, stop anyway.
-    loop_.PostAfter("Raylet.ForceUnregister", 2000, [this] { Quit(0); });
+    loop_.PostAfter("Raylet.ForceUnregister", options_.config.raylet_unregister_timeout_ms, [this] { Quit(0); });
   });
   loop_.Run();
   if (!server_->WaitForShutdown(3000)) {

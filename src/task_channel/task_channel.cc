@@ -229,7 +229,9 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 
   int64_t InFlight() const override {
     absl::MutexLock lock(&mu_);
-    return static_cast<int64_t>(pushes_.size());
+    // A push whose last callback is still running counts: shutdown waits for what
+    // that callback posts to the loop.
+    return static_cast<int64_t>(pushes_.size()) + running_callbacks_.load();
   }
 
   bool IsClosed() const override {
@@ -251,9 +253,15 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       } else {
         for (auto& [id, cb] : pushes_) orphans.push_back(std::move(cb));
         pushes_.clear();
+        running_callbacks_.fetch_add(static_cast<int64_t>(orphans.size()));
       }
     }
-    for (auto& cb : orphans) loop_.Post("TaskChannel.Closed", [cb, reason] { (*cb)(reason, {}); });
+    for (auto& cb : orphans) {
+      loop_.Post("TaskChannel.Closed", [self = shared_from_this(), cb, reason] {
+        (*cb)(reason, {});
+        self->running_callbacks_.fetch_sub(1);
+      });
+    }
   }
 
   void CancelAll() override {
@@ -438,13 +446,18 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
         auto it = pushes_.find(reply.push_id());
         if (it == pushes_.end()) continue;  // cancelled meanwhile
         callback = it->second;
-        if (reply.done()) pushes_.erase(it);
+        if (reply.done()) {
+          pushes_.erase(it);
+          running_callbacks_.fetch_add(1);
+        }
       }
       absl::Status status = reply.error().empty()
                                 ? absl::OkStatus()
                                 : absl::UnavailableError("the worker at " + address_ + " refused the push: " +
                                                          reply.error());
+      const bool last = reply.done();
       (*callback)(status, std::move(reply));
+      if (last) running_callbacks_.fetch_sub(1);
     }
     if (read_status.ok() && !reader_.error().ok()) read_status = reader_.error();
     if (!read_status.ok()) FailAll(read_status);
@@ -467,11 +480,15 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       why = status_;
       for (auto& [id, cb] : pushes_) callbacks.push_back(std::move(cb));
       pushes_.clear();
+      running_callbacks_.fetch_add(static_cast<int64_t>(callbacks.size()));
       if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
       closed_.store(true, std::memory_order_release);
     }
     if (!callbacks.empty()) VLOG(1) << why << ": failing " << callbacks.size() << " push(es)";
-    for (auto& cb : callbacks) (*cb)(why, {});
+    for (auto& cb : callbacks) {
+      (*cb)(why, {});
+      running_callbacks_.fetch_sub(1);
+    }
   }
 
   EventLoop& loop_;
@@ -487,6 +504,8 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   absl::Status status_;  // not OK once the channel failed or was closed
   uint64_t next_push_id_ = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<PushCallback>> pushes_;
+  // Callbacks of pushes taken out of pushes_ that have not returned yet.
+  std::atomic<int64_t> running_callbacks_{0};
   std::string out_;  // bytes the socket did not take yet (plain frames until authenticated_)
   size_t out_offset_ = 0;
   std::unique_ptr<FrameSealer> sealer_;  // once authenticated_, unless the protection is kNone
