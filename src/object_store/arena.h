@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "src/object_store/arena_pager.h"
+#include "src/object_store/paged_memory.h"
 
 namespace manta::object_store {
 

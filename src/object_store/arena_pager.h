@@ -12,17 +12,9 @@
 
 #include <cstdint>
 
-namespace manta::object_store {
+#include "src/object_store/paged_memory.h"
 
-// What the pager needs of an Arena (a fake in tests).
-class PagedMemory {
- public:
-  virtual ~PagedMemory() = default;
-  virtual int64_t capacity() const = 0;
-  virtual int64_t prefault_target() const = 0;
-  virtual void PrefaultUpTo(int64_t end_offset) = 0;
-  virtual void ReleaseFrom(int64_t offset) = 0;
-};
+namespace manta::object_store {
 
 class ArenaPager {
  public:

@@ -213,6 +213,34 @@ TEST_F(TaskChannelTest, WorkerDeathFailsPushesInFlightAndLaterOnes) {
   EXPECT_NE(ran_on.load(), std::this_thread::get_id());
 }
 
+// Shutdown waits until no push is in flight, then lets the loop run what was
+// posted meanwhile: a push's last callback (which may post a retry) must still
+// count as in flight while it runs, or the loop may stop before the retry.
+TEST_F(TaskChannelTest, APushCountsAsInFlightUntilItsLastCallbackReturns) {
+  std::atomic<int64_t> in_flight_when_done{-1};
+  std::atomic<int64_t> in_flight_when_failed{-1};
+  Recorder rec;
+  channel_->Push(MakePush(1), [&](const absl::Status& s, rpc::PushTaskReply&& r) {
+    in_flight_when_done = channel_->InFlight();
+    rec.Callback()(s, std::move(r));
+  });
+  TaskChannelServer::Push push = NextPush();
+  ASSERT_TRUE(server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"task-0"}, true)));
+  ASSERT_TRUE(rec.WaitFor(1));
+  channel_->Push(MakePush(1), [&](const absl::Status& s, rpc::PushTaskReply&& r) {
+    in_flight_when_failed = channel_->InFlight();
+    rec.Callback()(s, std::move(r));
+  });
+  NextPush();
+  server_.reset();  // the worker is gone: the push fails
+  ASSERT_TRUE(rec.WaitFor(2));
+  EXPECT_TRUE(rec.Calls()[0].status.ok());
+  EXPECT_FALSE(rec.Calls()[1].status.ok());
+  EXPECT_EQ(in_flight_when_done.load(), 1);
+  EXPECT_EQ(in_flight_when_failed.load(), 1);
+  EXPECT_EQ(channel_->InFlight(), 0);
+}
+
 TEST_F(TaskChannelTest, NoWorkerListeningFailsThePushWithTheAddress) {
   int port = server_->port();
   server_.reset();
