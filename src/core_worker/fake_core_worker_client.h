@@ -12,83 +12,17 @@
 // the test answers from its own.
 #pragma once
 
-#include <glog/logging.h>
-
-#include <deque>
 #include <string>
 #include <utility>
 
-#include "absl/synchronization/mutex.h"
 #include "src/common/event_loop.h"
+#include "src/common/rpc/fake_call_queue.h"
 #include "src/core_worker/rpc_clients.h"
 
 namespace manta::core {
 
-// The calls of one method: requests in arrival order, answered by the test.
 template <typename Request, typename Reply>
-class FakeCallQueue {
- public:
-  explicit FakeCallQueue(EventLoop& loop) : loop_(loop) {}
-
-  void Add(const Request& request, RpcCallback<Reply> callback) {
-    absl::MutexLock lock(&mu_);
-    pending_.push_back({request, std::move(callback)});
-    ++total_;
-  }
-  // Calls received so far, answered or not.
-  int total() const {
-    absl::MutexLock lock(&mu_);
-    return total_;
-  }
-  size_t pending() const {
-    absl::MutexLock lock(&mu_);
-    return pending_.size();
-  }
-  // The oldest pending request. REQUIRES: pending() > 0.
-  Request Next() const {
-    absl::MutexLock lock(&mu_);
-    CHECK(!pending_.empty()) << "no pending call";
-    return pending_.front().request;
-  }
-  // Answers the oldest pending call. REQUIRES: pending() > 0.
-  void ReplyNext(absl::Status status, Reply reply = Reply()) {
-    Call call;
-    {
-      absl::MutexLock lock(&mu_);
-      CHECK(!pending_.empty()) << "no pending call to answer";
-      call = std::move(pending_.front());
-      pending_.pop_front();
-    }
-    Answer(std::move(call), std::move(status), std::move(reply));
-  }
-  // Answers every pending call with `status`.
-  void ReplyAll(const absl::Status& status) {
-    std::deque<Call> calls;
-    {
-      absl::MutexLock lock(&mu_);
-      calls.swap(pending_);
-    }
-    for (Call& call : calls) Answer(std::move(call), status, Reply());
-  }
-
- private:
-  struct Call {
-    Request request;
-    RpcCallback<Reply> callback;
-  };
-  // Outside the mutex, and on the loop: the callback may call this client again.
-  void Answer(Call call, absl::Status status, Reply reply) {
-    loop_.Post("FakeCoreWorkerClient.Reply",
-               [callback = std::move(call.callback), status = std::move(status), reply = std::move(reply)]() mutable {
-                 callback(status, std::move(reply));
-               });
-  }
-
-  EventLoop& loop_;
-  mutable absl::Mutex mu_;
-  std::deque<Call> pending_ ABSL_GUARDED_BY(mu_);
-  int total_ ABSL_GUARDED_BY(mu_) = 0;
-};
+using FakeCallQueue = rpc::FakeCallQueue<Request, Reply>;
 
 class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
  public:

@@ -14,58 +14,14 @@
 #include "absl/synchronization/mutex.h"
 
 #include "src/common/event_loop.h"
+#include "src/common/rpc/fake_call_queue.h"
 #include "src/gcs/gcs_client.h"
 
 namespace manta::gcs {
 
 // The calls of one GCS method: requests in arrival order, answered by the test.
 template <typename Request, typename Reply>
-class CallQueue {
- public:
-  using Callback = GcsClientInterface::Callback<Reply>;
-
-  void Add(Request request, Callback callback) {
-    absl::MutexLock lock(&mu_);
-    pending_.push_back({std::move(request), std::move(callback)});
-    ++total_;
-  }
-  // Calls received so far, answered or not.
-  int total() const {
-    absl::MutexLock lock(&mu_);
-    return total_;
-  }
-  size_t pending() const {
-    absl::MutexLock lock(&mu_);
-    return pending_.size();
-  }
-  Request Next() const {
-    absl::MutexLock lock(&mu_);
-    CHECK(!pending_.empty()) << "no pending call";
-    return pending_.front().request;
-  }
-  // Answers the oldest pending call; its callback runs on `loop`, as a real client's does.
-  void ReplyNext(EventLoop& loop, absl::Status status, Reply reply = Reply()) {
-    Call call;
-    {
-      absl::MutexLock lock(&mu_);
-      CHECK(!pending_.empty()) << "no pending call to answer";
-      call = std::move(pending_.front());
-      pending_.pop_front();
-    }
-    loop.Post("FakeGcs.Reply", [callback = std::move(call.callback), status, reply = std::move(reply)]() mutable {
-      callback(status, std::move(reply));
-    });
-  }
-
- private:
-  struct Call {
-    Request request;
-    Callback callback;
-  };
-  mutable absl::Mutex mu_;
-  std::deque<Call> pending_ ABSL_GUARDED_BY(mu_);
-  int total_ ABSL_GUARDED_BY(mu_) = 0;
-};
+using CallQueue = rpc::FakeCallQueue<Request, Reply>;
 
 struct UnregisterRequest {
   std::string node_id;
