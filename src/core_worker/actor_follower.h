@@ -9,6 +9,7 @@
 // the loop.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 

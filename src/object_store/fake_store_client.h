@@ -21,7 +21,7 @@ namespace manta::object_store {
 class FakeObjectStoreClient final : public ObjectStoreClientInterface {
  public:
   absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
-                                  bool pin_on_seal = false) override {
+                                  bool /*pin_on_seal*/ = false) override {
     absl::MutexLock lock(&mu_);
     if (closed_) return Closed();
     if (objects_.contains(id)) return absl::AlreadyExistsError("object " + id.Hex() + " already exists");
@@ -29,7 +29,6 @@ class FakeObjectStoreClient final : public ObjectStoreClientInterface {
     object.bytes.resize(static_cast<size_t>(data_size + metadata_size));
     object.data_size = data_size;
     object.refs = 1;  // the creator's, until Seal releases it
-    object.pinned = pin_on_seal;
     ++creates_;
     return object.bytes.data();
   }
@@ -133,7 +132,6 @@ class FakeObjectStoreClient final : public ObjectStoreClientInterface {
     int64_t data_size = 0;
     int64_t refs = 0;
     bool sealed = false;
-    bool pinned = false;
     bool deleted = false;  // goes when the last reference is released
   };
   static absl::Status Closed() { return absl::UnavailableError("the fake object store is closed"); }
