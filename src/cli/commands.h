@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "protos/gcs.pb.h"
@@ -51,6 +52,23 @@ int RunStatus(const ClusterFlags& flags, bool json);
 int RunListActors(const ClusterFlags& flags, bool json);
 // `manta list placement-groups`: one line (or JSON object) per placement group.
 int RunListPlacementGroups(const ClusterFlags& flags, bool json);
+// `manta list RESOURCE` through the state API (state_command.cc): resource is one of
+// nodes, jobs, actors, tasks, placement-groups; filters are "key=value" or
+// "key!=value"; format is table, json or yaml.
+struct StateQuery {
+  std::string resource;
+  std::vector<std::string> filters;
+  int64_t limit = 0;  // 0: the GCS's default (100)
+  bool detail = false;
+  std::string format = "table";
+};
+int RunListState(const ClusterFlags& flags, const StateQuery& query);
+// `manta get RESOURCE ID`: every field of one row (a task: each attempt), yaml or json.
+int RunGetState(const ClusterFlags& flags, const std::string& resource, const std::string& id,
+                const std::string& format);
+// `manta summary RESOURCE`: counts by state per function or class (tasks, actors).
+int RunSummary(const ClusterFlags& flags, const std::string& resource, const std::vector<std::string>& filters,
+               const std::string& format);
 // `manta health-check`: 0 when the GCS (with `node`: this machine's raylet)
 // answers within `timeout_ms`, else 1 (health_check_command.cc).
 int RunHealthCheck(const ClusterFlags& flags, bool node, int64_t timeout_ms);

@@ -1,6 +1,9 @@
 // manta: start, stop and inspect Manta clusters.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "src/cli/commands.h"
 
@@ -40,6 +43,12 @@ CLI::App* AddStartCommand(CLI::App& app, manta::cli::StartOptions* start) {
   return start_cmd;
 }
 
+// --address and --token-file, for the commands that ask a cluster.
+void AddClusterFlags(CLI::App* cmd, manta::cli::ClusterFlags* flags) {
+  cmd->add_option("--address", flags->address, "GCS host:port (default: RAY_ADDRESS, else the head started here)");
+  cmd->add_option("--token-file", flags->token_file, "file holding the cluster token");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,17 +74,49 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--token-file", status_flags.token_file, "file holding the cluster token");
   status_cmd->add_flag("--json", status_json, "machine-readable output");
 
-  manta::cli::ClusterFlags list_flags;
+  manta::cli::ClusterFlags state_flags;
   bool list_json = false;
-  CLI::App* list_cmd = app.add_subcommand("list", "list objects of a cluster (actors, placement groups)");
-  CLI::App* list_actors_cmd = list_cmd->add_subcommand("actors", "every actor: id, class, name, state, node, pid");
-  CLI::App* list_groups_cmd = list_cmd->add_subcommand(
-      "placement-groups", "every placement group: id, name, strategy, state, bundles and their nodes");
+  manta::cli::StateQuery query;
+  CLI::App* list_cmd = app.add_subcommand("list", "list the nodes, jobs, actors, tasks or placement groups of a cluster");
   list_cmd->require_subcommand(1);
-  for (CLI::App* cmd : {list_actors_cmd, list_groups_cmd}) {
-    cmd->add_option("--address", list_flags.address, "GCS host:port (default: the head started here)");
-    cmd->add_option("--token-file", list_flags.token_file, "file holding the cluster token");
-    cmd->add_flag("--json", list_json, "machine-readable output");
+  std::vector<std::pair<CLI::App*, std::string>> list_cmds;
+  for (const char* resource : {"nodes", "jobs", "actors", "tasks", "placement-groups"}) {
+    CLI::App* cmd = list_cmd->add_subcommand(resource, std::string("list ") + resource);
+    AddClusterFlags(cmd, &state_flags);
+    cmd->add_option("--filter", query.filters, "key=value or key!=value; repeat to combine (applied before --limit)");
+    cmd->add_option("--limit", query.limit, "at most this many rows (default 100, at most 10000)");
+    cmd->add_flag("--detail", query.detail, "every field (as YAML unless --format json)");
+    cmd->add_option("--format", query.format, "table (default), json or yaml");
+    cmd->add_flag("--json", list_json, "the same as --format json");
+    list_cmds.emplace_back(cmd, resource);
+  }
+
+  std::string get_id;
+  std::string get_format = "yaml";
+  CLI::App* get_cmd = app.add_subcommand("get", "every field of one task, actor, node, job or placement group");
+  get_cmd->require_subcommand(1);
+  std::vector<std::pair<CLI::App*, std::string>> get_cmds;
+  for (const auto& [kind, resource] : std::vector<std::pair<std::string, std::string>>{
+           {"task", "tasks"}, {"actor", "actors"}, {"node", "nodes"}, {"job", "jobs"},
+           {"placement-group", "placement-groups"}}) {
+    CLI::App* cmd = get_cmd->add_subcommand(kind, "every field of one " + kind + " (a task: each attempt)");
+    AddClusterFlags(cmd, &state_flags);
+    cmd->add_option("id", get_id, "its id (hex)")->required();
+    cmd->add_option("--format", get_format, "yaml (default) or json");
+    get_cmds.emplace_back(cmd, resource);
+  }
+
+  std::string summary_format = "table";
+  std::vector<std::string> summary_filters;
+  CLI::App* summary_cmd = app.add_subcommand("summary", "counts of tasks or actors by state, per function or class");
+  summary_cmd->require_subcommand(1);
+  std::vector<std::pair<CLI::App*, std::string>> summary_cmds;
+  for (const char* resource : {"tasks", "actors"}) {
+    CLI::App* cmd = summary_cmd->add_subcommand(resource, std::string("summarize ") + resource);
+    AddClusterFlags(cmd, &state_flags);
+    cmd->add_option("--filter", summary_filters, "key=value or key!=value; repeat to combine");
+    cmd->add_option("--format", summary_format, "table (default), json or yaml");
+    summary_cmds.emplace_back(cmd, resource);
   }
 
   manta::cli::ClusterFlags health_flags;
@@ -104,8 +145,22 @@ int main(int argc, char** argv) {
   if (start_cmd->parsed()) return manta::cli::RunStart(start);
   if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
-  if (list_actors_cmd->parsed()) return manta::cli::RunListActors(list_flags, list_json);
-  if (list_groups_cmd->parsed()) return manta::cli::RunListPlacementGroups(list_flags, list_json);
+  for (const auto& [cmd, resource] : list_cmds) {
+    if (!cmd->parsed()) continue;
+    // `list actors [--json]` and `list placement-groups [--json]` print as they always did.
+    const bool plain = query.filters.empty() && query.limit == 0 && !query.detail && query.format == "table";
+    if (plain && resource == "actors") return manta::cli::RunListActors(state_flags, list_json);
+    if (plain && resource == "placement-groups") return manta::cli::RunListPlacementGroups(state_flags, list_json);
+    query.resource = resource;
+    if (list_json) query.format = "json";
+    return manta::cli::RunListState(state_flags, query);
+  }
+  for (const auto& [cmd, resource] : get_cmds) {
+    if (cmd->parsed()) return manta::cli::RunGetState(state_flags, resource, get_id, get_format);
+  }
+  for (const auto& [cmd, resource] : summary_cmds) {
+    if (cmd->parsed()) return manta::cli::RunSummary(state_flags, resource, summary_filters, summary_format);
+  }
   if (health_cmd->parsed()) return manta::cli::RunHealthCheck(health_flags, health_node, health_timeout_ms);
   return 2;
 }

@@ -206,6 +206,10 @@ absl::StatusOr<Derived> BaseID<Derived, N>::FromBinaryChecked(std::string_view b
 }
 
 std::string BytesToHex(const uint8_t* data, size_t n);
+// Lowercase hex of binary bytes (an id as it travels in a message).
+inline std::string BinaryHex(const std::string& binary) {
+  return BytesToHex(reinterpret_cast<const uint8_t*>(binary.data()), binary.size());
+}
 absl::Status HexToBytes(std::string_view hex, uint8_t* out, size_t n);
 
 template <typename Derived, size_t N>

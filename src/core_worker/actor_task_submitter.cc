@@ -25,7 +25,7 @@ struct ActorTaskSubmitter::Actor {
   bool recheck_pending = false;
   uint64_t next_sequence = 1;
   // This caller's calls not sent yet, by sequence number; empty until resolved.
-  std::map<uint64_t, std::optional<rpc::TaskSpec>> queue;
+  std::map<uint64_t, QueuedCall> queue;
   int64_t in_flight = 0;  // calls sent to the current incarnation, unanswered
   struct Lost {
     TaskID task_id;
@@ -41,6 +41,7 @@ struct ActorTaskSubmitter::Push {
   ActorID actor_id;
   std::string worker_id;  // the incarnation it went to
   std::shared_ptr<PushProgress> progress;
+  TaskExecutorInfo executor;  // the same (task events)
 };
 
 ActorTaskSubmitter::ActorTaskSubmitter(EventLoop& loop, ActorSubmitterOptions options, TaskChannelPool& channels,
@@ -70,10 +71,10 @@ void ActorTaskSubmitter::Enqueue(rpc::TaskSpec* spec) {
   Actor& actor = GetActor(actor_id);
   const uint64_t sequence = actor.next_sequence++;
   spec->mutable_actor_task()->set_sequence_number(sequence);
-  actor.queue.emplace(sequence, std::nullopt);
+  actor.queue.emplace(sequence, QueuedCall());
 }
 
-void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec) {
+void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed) {
   ActorID actor_id = ActorID::FromBinary(spec.actor_task().actor_id());
   const uint64_t sequence = spec.actor_task().sequence_number();
   Deferred later;
@@ -94,7 +95,7 @@ void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec) {
       later.push_back([this, task_id, error = *error] { task_manager_.FailTask(task_id, error); });
       Pump(actor_id, actor, &later);
     } else {
-      actor.queue[sequence] = std::move(spec);
+      actor.queue[sequence] = QueuedCall{std::move(spec), std::move(packed)};
       Pump(actor_id, actor, &later);
     }
   }
@@ -115,12 +116,21 @@ void ActorTaskSubmitter::Drop(const ActorID& actor_id, uint64_t sequence_number)
 void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later) {
   if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
   const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);
-  while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.has_value()) {
+  while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
     PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
-    while (!actor.queue.empty() && actor.queue.begin()->second.has_value()) {
-      const rpc::TaskSpec& spec = *actor.queue.begin()->second;
+    TaskEventBuffer* events = task_manager_.task_events();
+    std::vector<PackedTaskPtr> sent;
+    while (!actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
+      const rpc::TaskSpec& spec = *actor.queue.begin()->second.spec;
       PushBatch::Added added = batch.TryAdd(spec);
       if (added == PushBatch::Added::kFull) break;
+      if (added == PushBatch::Added::kAdded && events != nullptr) {
+        if (actor.queue.begin()->second.packed) {
+          sent.push_back(std::move(actor.queue.begin()->second.packed));
+        } else {
+          events->Reached(TaskID::FromBinary(spec.task_id()), spec.attempt_number(), rpc::SUBMITTED_TO_WORKER);
+        }
+      }
       if (added == PushBatch::Added::kTooBig) {
         rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(spec.ByteSizeLong()),
                                               "call " + spec.function_name() + " of " + actor.describe,
@@ -130,15 +140,18 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
       }
       actor.queue.erase(actor.queue.begin());
     }
+    if (events != nullptr) events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER);
     if (batch.empty()) continue;
-    auto push = std::make_shared<Push>(Push{actor_id, actor.worker_id, batch.progress()});
+    auto push = std::make_shared<Push>(Push{actor_id, actor.worker_id, batch.progress(), {}});
+    if (events != nullptr) push->executor = ExecutorOf(actor.address);
     actor.in_flight += batch.size();
     std::weak_ptr<bool> alive = alive_;
     actor.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
                                                                            rpc::PushTaskReply&& reply) {
       if (alive.expired()) return;
       if (status.ok()) {
-        task_manager_.CompletePendingTasks(reply.results());
+        push->executor.pid = reply.worker_pid();
+        task_manager_.CompletePendingTasks(reply.results(), &push->executor);
       }
       OnPushProgress(push, status, reply);
     });
@@ -222,11 +235,11 @@ void ActorTaskSubmitter::FailLost(const ActorID& actor_id, Actor& actor, Deferre
 
 void ActorTaskSubmitter::FailQueued(Actor& actor, const rpc::ErrorInfo& error, Deferred* later) {
   for (auto it = actor.queue.begin(); it != actor.queue.end();) {
-    if (!it->second.has_value()) {  // failed when it is resolved
+    if (!it->second.spec.has_value()) {  // failed when it is resolved
       ++it;
       continue;
     }
-    TaskID task_id = TaskID::FromBinary(it->second->task_id());
+    TaskID task_id = TaskID::FromBinary(it->second.spec->task_id());
     later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     it = actor.queue.erase(it);
   }

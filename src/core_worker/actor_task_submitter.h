@@ -65,7 +65,8 @@ class ActorTaskSubmitter {
   void Enqueue(rpc::TaskSpec* spec);
   // The call's arguments are resolved: it is sent in its turn (at once when the
   // actor can take it). Also for a call resubmitted for a retry. Any thread.
-  void Resolved(rpc::TaskSpec spec);
+  // `packed`, when given, is the call's packed spec: its task events go to its row.
+  void Resolved(rpc::TaskSpec spec, PackedTaskPtr packed = nullptr);
   // The call will not be sent (it failed before, e.g. an argument failed).
   void Drop(const ActorID& actor_id, uint64_t sequence_number);
   // The actor's state as the GCS reports it; older versions are ignored. Any thread.
@@ -81,6 +82,11 @@ class ActorTaskSubmitter {
  private:
   struct Actor;
   struct Push;
+  // A call in its actor's queue: its spec once resolved (and its packed spec).
+  struct QueuedCall {
+    std::optional<rpc::TaskSpec> spec;
+    PackedTaskPtr packed;
+  };
   using Deferred = std::vector<std::function<void()>>;
 
   Actor& GetActor(const ActorID& actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -63,6 +65,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
     replies_ = std::make_unique<ReplyBatcher>(loop_, *channel_server_, options_.config.task_reply_batch_ms);
   }
   root_task_id_ = TaskID::ForDriver(options_.job_id);
+  MakeTaskEvents();
   MakeOwnership();
   MakeReader();
   MakeSubmitters();
@@ -70,6 +73,22 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
 }
 
 CoreWorker::~CoreWorker() { Shutdown(); }
+
+void CoreWorker::MakeTaskEvents() {
+  if (!options_.config.task_events_enabled) return;
+  TaskEventSource source;
+  source.job_id = options_.job_id;
+  source.self = TaskExecutorInfo{options_.worker_id, node_id_, static_cast<int>(getpid())};
+  source.is_driver = options_.is_driver;
+  task_event_reporter_ = std::make_unique<TaskEventReporter>(loop_, gcs_, std::move(source), options_.config);
+  task_events_ = &task_event_reporter_->buffer();
+  if (!options_.is_driver || options_.job_id.IsNil()) return;
+  driver_task_.set_type(rpc::DRIVER_TASK);
+  driver_task_.set_task_id(root_task_id_.Binary());
+  driver_task_.set_job_id(options_.job_id.Binary());
+  driver_task_.set_function_name(program_invocation_short_name);
+  task_events_->BeginRunning(driver_task_, UnixMicros());
+}
 
 void CoreWorker::MakeOwnership() {
   const Config& config = options_.config;
@@ -88,9 +107,14 @@ void CoreWorker::MakeOwnership() {
   task_manager_ = std::make_unique<TaskManager>(
       memory_store_, *reference_counter_,
       [this](const PackedTaskPtr& task) {
-        loop_.Post("CoreWorker.Resubmit", [this, task] { ResolveAndSubmit(task->Unpack(), task); });
+        loop_.Post("CoreWorker.Resubmit", [this, task] {
+          rpc::TaskSpec spec = task->Unpack();
+          if (task_events_ != nullptr) task_events_->Submitted(spec, *task);
+          ResolveAndSubmit(std::move(spec), task);
+        });
       },
       config.max_lineage_bytes);
+  task_manager_->SetTaskEvents(task_events_);
 }
 
 void CoreWorker::MakeReader() {
@@ -149,6 +173,16 @@ void CoreWorker::StartFollowingTheGcs() {
   loop_.Post("CoreWorker.StartSubscriber", [this] { subscriber_->Start(); });
 }
 
+void CoreWorker::ReportLastTaskEvents(std::function<void()> done) {
+  if (task_event_reporter_ == nullptr) return done();
+  task_event_reporter_->Stop();
+  const bool driver = !driver_task_.task_id().empty();
+  if (driver) task_events_->Reached(root_task_id_, 0, rpc::FINISHED);
+  // (The batch takes the driver's task while it still runs, if it was never reported.)
+  task_event_reporter_->Flush(std::move(done));
+  if (driver) task_events_->EndRunning(root_task_id_);
+}
+
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
   actors_->Stop();
@@ -161,12 +195,15 @@ void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
       [this](std::function<void(absl::Status)> done) {
         submitter_->Shutdown();
         actor_submitter_->Shutdown();
-        if (options_.is_driver && !options_.job_id.IsNil()) {
-          gcs_.AsyncMarkJobFinished(options_.job_id.Binary(),
-                                    [done](const absl::Status& s, rpc::MarkJobFinishedReply&&) { done(s); });
-        } else {
-          done(absl::OkStatus());
-        }
+        // The last task events go before the job is marked finished.
+        ReportLastTaskEvents([this, done] {
+          if (options_.is_driver && !options_.job_id.IsNil()) {
+            gcs_.AsyncMarkJobFinished(options_.job_id.Binary(),
+                                      [done](const absl::Status& s, rpc::MarkJobFinishedReply&&) { done(s); });
+          } else {
+            done(absl::OkStatus());
+          }
+        });
       },
       2000)
       .IgnoreError();
@@ -262,6 +299,7 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   reference_counter_->AddOwnedTaskReturn(return_id, arg_ids);
   // Packed once, while hot; shared by the task manager and the submitter.
   PackedTaskPtr packed = PackedTask::Pack(spec);
+  if (task_events_ != nullptr) task_events_->Submitted(spec, *packed);
   task_manager_->AddPendingTask(packed, std::move(arg_ids));
   // On this thread: when a worker (or the actor) has room the task goes to its socket now.
   ResolveAndSubmit(std::move(spec), std::move(packed));
@@ -322,7 +360,9 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
     }
   }
   if (inlined && spec.type() == rpc::NORMAL_TASK) {
-    packed = PackedTask::Pack(spec);
+    PackedTaskPtr repacked = PackedTask::Pack(spec);
+    if (task_events_ != nullptr) task_events_->Moved(*packed, *repacked);
+    packed = std::move(repacked);
     task_manager_->ArgumentsInlined(packed);
   }
   Dispatch(std::move(spec), std::move(packed));
@@ -330,9 +370,10 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
 
 void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed) {
   if (node_lost_.load(std::memory_order_relaxed)) return FailBeforeDispatch(spec, LocalNodeLostError());
+  if (task_events_ != nullptr) task_events_->Reached(*packed, rpc::PENDING_NODE_ASSIGNMENT);
   switch (spec.type()) {
     case rpc::ACTOR_TASK:
-      actor_submitter_->Resolved(std::move(spec));
+      actor_submitter_->Resolved(std::move(spec), std::move(packed));
       return;
     case rpc::ACTOR_CREATION_TASK:
       SendCreateActor(spec);

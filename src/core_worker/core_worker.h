@@ -57,6 +57,7 @@
 #include "src/core_worker/normal_task_submitter.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/reply_batcher.h"
+#include "src/core_worker/task_event_reporter.h"
 #include "src/core_worker/object_freer.h"
 #include "src/core_worker/object_reader.h"
 #include "src/core_worker/rpc_clients.h"
@@ -218,6 +219,10 @@ class CoreWorker {
 
   // The reference counter, the task manager and the timers that keep memory in check
   // and watch the node's raylet.
+  // Task events: the reporter, and a driver's own task.
+  void MakeTaskEvents();
+  // Sends the task events not reported yet (a driver's own task finished), then `done`. Loop thread.
+  void ReportLastTaskEvents(std::function<void()> done);
   void MakeOwnership();
   // Get and Wait (object_reader.h).
   void MakeReader();
@@ -304,6 +309,9 @@ class CoreWorker {
   void RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor);
   rpc::TaskResult ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
                               const std::shared_ptr<const rpc::PushTaskRequest>& holder);
+  // ExecuteTask, timed (run_us, start_unix_us) and shown RUNNING in the task events meanwhile.
+  rpc::TaskResult ExecuteTimed(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                               const std::shared_ptr<const rpc::PushTaskRequest>& holder);
   absl::Status ResolveArgs(const rpc::TaskSpec& spec, const std::shared_ptr<const rpc::PushTaskRequest>& holder,
                            std::vector<ObjectValue>* args, rpc::ErrorInfo* error);
   void StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, TaskOutput output,
@@ -322,6 +330,12 @@ class CoreWorker {
   const NodeID node_id_;
   rpc::Address rpc_address_;
   TaskID root_task_id_;
+
+  // Task events (null when task_events_enabled is off); task_events_ is its buffer.
+  std::unique_ptr<TaskEventReporter> task_event_reporter_;
+  TaskEventBuffer* task_events_ = nullptr;
+  // A driver's own task (DRIVER_TASK), RUNNING while it runs.
+  rpc::TaskSpec driver_task_;
 
   std::unique_ptr<BorrowerClient> borrower_client_;
   std::unique_ptr<ReferenceCounter> reference_counter_;

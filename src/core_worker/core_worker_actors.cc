@@ -63,7 +63,9 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
     gcs_.AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
       if (s.ok()) {
         actors_->Subscribe(actor_id);
-        ResolveAndSubmit(spec, PackedTask::Pack(spec));
+        PackedTaskPtr packed = PackedTask::Pack(spec);
+        if (task_events_ != nullptr) task_events_->Submitted(spec, *packed);
+        ResolveAndSubmit(spec, std::move(packed));
       }
       done(s);
     });
@@ -234,10 +236,7 @@ void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServ
     const rpc::TaskSpec& spec = *spec_ptr;
     TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
     ScopedTaskContext in_task(&context);
-    auto started = std::chrono::steady_clock::now();
-    rpc::TaskResult result = ExecuteTask(spec, executor, request);
-    result.set_run_us(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
+    rpc::TaskResult result = ExecuteTimed(spec, executor, request);
     replies_->Add(connection, request->push_id(), [&](rpc::PushTaskReply& reply) {
       *reply.add_results() = std::move(result);
       if (--*remaining == 0) reply.set_done(true);

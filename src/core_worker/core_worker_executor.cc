@@ -109,11 +109,7 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
     ScopedTaskContext in_task(&context);
     if (spec.type() == rpc::ACTOR_CREATION_TASK) BeginActorCreation(spec);
     SetExecuting(&executing_, true);
-    auto started = std::chrono::steady_clock::now();
-    rpc::TaskResult result = ExecuteTask(spec, executor, push.request);
-    result.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                            started)
-                          .count());
+    rpc::TaskResult result = ExecuteTimed(spec, executor, push.request);
     SetExecuting(&executing_, false);
     if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
       OnActorCreated(spec);
@@ -144,6 +140,19 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   } else {
     replies_->FlushSoon();
   }
+}
+
+rpc::TaskResult CoreWorker::ExecuteTimed(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                                         const std::shared_ptr<const rpc::PushTaskRequest>& holder) {
+  const int64_t start_unix_us = UnixMicros();
+  if (task_events_ != nullptr) task_events_->BeginRunning(spec, start_unix_us);
+  auto started = std::chrono::steady_clock::now();
+  rpc::TaskResult result = ExecuteTask(spec, executor, holder);
+  result.set_run_us(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
+  result.set_start_unix_us(start_unix_us);
+  if (task_events_ != nullptr) task_events_->EndRunning(TaskID::FromBinary(spec.task_id()));
+  return result;
 }
 
 absl::Status CoreWorker::ResolveArgs(const rpc::TaskSpec& spec,

@@ -256,10 +256,13 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   int64_t n = std::min<int64_t>({room, options_.max_tasks_per_push, static_cast<int64_t>(state.queue.size())});
   if (n <= 0) return;
   PushBatch batch(lease.worker.worker_id(), n, options_.max_push_bytes);
+  TaskEventBuffer* events = task_manager_.task_events();
+  std::vector<PackedTaskPtr> sent;
   while (!state.queue.empty()) {
     const PackedTask& task = *state.queue.front();
     PushBatch::Added added = batch.TryAddPacked(task, caller_field_);
     if (added == PushBatch::Added::kFull) break;
+    if (added == PushBatch::Added::kAdded && events != nullptr) sent.push_back(state.queue.front());
     if (added == PushBatch::Added::kTooBig) {
       // Can never be sent: fail it rather than take a worker down with it.
       rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(task.bytes().size()), "task " + task.function_name(),
@@ -270,7 +273,11 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     state.queue.pop_front();
   }
   if (batch.empty()) return;
-  auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress()});
+  if (events != nullptr) events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER);
+  auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress(), {}});
+  if (events != nullptr) {
+    push->executor = ExecutorOf(lease.worker);
+  }
   lease.in_flight += batch.size();
   std::weak_ptr<bool> alive = alive_;
   lease.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
@@ -278,7 +285,8 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     // On the thread that read the reply: results go to their waiters right away.
     if (alive.expired()) return;
     if (status.ok()) {
-      task_manager_.CompletePendingTasks(reply.results());
+      push->executor.pid = reply.worker_pid();
+      task_manager_.CompletePendingTasks(reply.results(), &push->executor);
     }
     OnPushProgress(push, status, reply);
   });

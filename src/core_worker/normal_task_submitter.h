@@ -112,6 +112,7 @@ class NormalTaskSubmitter {
   struct PushState {
     std::string lease_id;
     std::shared_ptr<PushProgress> progress;
+    TaskExecutorInfo executor;  // the leased worker (task events)
   };
   // Task-manager calls decided under mu_, made after it is released.
   using Deferred = std::vector<std::function<void()>>;

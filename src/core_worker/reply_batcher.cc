@@ -1,6 +1,7 @@
 #include "src/core_worker/reply_batcher.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@ void ReplyBatcher::Add(int64_t connection, uint64_t push_id, absl::FunctionRef<v
   if (unsent_.empty() || unsent_.back().connection != connection || unsent_.back().reply.push_id() != push_id) {
     unsent_.push_back(Unsent{connection, {}});
     unsent_.back().reply.set_push_id(push_id);
+    unsent_.back().reply.set_worker_pid(pid_);
   }
   fill(unsent_.back().reply);
 }

@@ -9,6 +9,8 @@
 // the results before it. Thread-safe: a threaded actor's pool threads add and flush too.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +45,7 @@ class ReplyBatcher {
   EventLoop& loop_;
   TaskChannelServer& server_;
   const int64_t batch_ms_;
+  const int pid_ = static_cast<int>(getpid());  // in every reply (task events)
   absl::Mutex mu_;
   std::vector<Unsent> unsent_ ABSL_GUARDED_BY(mu_);
   bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;

@@ -73,7 +73,8 @@ std::vector<TaskID> TaskManager::PendingTaskIds() const {
   return ids;
 }
 
-void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results) {
+void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results,
+                                       const TaskExecutorInfo* by) {
   if (results.size() > 1) {
     std::vector<ObjectID> returns;
     returns.reserve(results.size());
@@ -89,10 +90,10 @@ void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<
     reference_counter_.Prefetch(returns);
     memory_store_.Prefetch(returns);
   }
-  for (const rpc::TaskResult& result : results) CompletePendingTask(result);
+  for (const rpc::TaskResult& result : results) CompletePendingTask(result, by);
 }
 
-void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
+void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskExecutorInfo* by) {
   auto task_id = TaskID::FromBinaryChecked(result.task_id());
   if (!task_id.ok()) {
     LOG(WARNING) << "task result with a malformed task id: " << task_id.status();
@@ -115,11 +116,14 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result) {
   }
   bool failed = false;
   bool in_store = false;  // a return is in the object store, where it can be lost
+  const rpc::ErrorInfo* error = nullptr;
   for (const rpc::ReturnObject& r : result.returns()) {
     const ReturnKind kind = StoreReturn(*task_id, r);
+    if (kind == ReturnKind::kError && !failed) error = &r.error();
     failed |= kind == ReturnKind::kError;
     in_store |= kind == ReturnKind::kInStore;
   }
+  if (events_ != nullptr) events_->Ended(*entry.spec, result, by != nullptr ? *by : TaskExecutorInfo{}, error);
   // Actor calls are not run again to rebuild their returns (the actor's state moved on).
   const bool keep_lineage = !failed && in_store && entry.spec->type() == rpc::NORMAL_TASK;
   FinishCompletion(*task_id, std::move(entry), result, keep_lineage);
@@ -345,6 +349,12 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
     Entry& e = it->second;
     if (e.retries_left != 0) {  // negative = retry forever
       if (e.retries_left > 0) --e.retries_left;
+      if (events_ != nullptr) {
+        rpc::ErrorInfo attempt_error;
+        attempt_error.set_type(type);
+        attempt_error.set_message(message);
+        events_->Failed(*e.spec, attempt_error);
+      }
       e.spec = e.NextAttempt();
       resubmit = e.spec;
     } else {
@@ -363,6 +373,7 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
   error.set_type(type);
   error.set_message(message + " (task " + task_id.Hex() + ", function " + failed.spec->function_name() +
                     ", after " + std::to_string(failed.spec->attempt_number() + 1) + " attempts)");
+  if (events_ != nullptr) events_->Failed(*failed.spec, error);
   StoreErrorAndRelease(std::move(failed), error);
   return false;
 }
@@ -377,6 +388,7 @@ void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
     pending_.erase(it);
     ShrinkIfMostlyEmpty(pending_);
   }
+  if (events_ != nullptr) events_->Failed(*failed.spec, error);
   StoreErrorAndRelease(std::move(failed), error);
 }
 

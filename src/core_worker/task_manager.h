@@ -51,6 +51,7 @@
 #include "src/core_worker/packed_task.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/table_inbox.h"
+#include "src/core_worker/task_event_buffer.h"
 
 namespace manta::core {
 
@@ -59,6 +60,11 @@ class TaskManager {
   using Resubmit = std::function<void(const PackedTaskPtr& spec)>;
   TaskManager(MemoryStore& memory_store, ReferenceCounter& reference_counter, Resubmit resubmit,
               int64_t max_lineage_bytes = int64_t{1} << 30);
+
+  // Where the attempts' states are recorded (task events); none by default. Set
+  // before the first task.
+  void SetTaskEvents(TaskEventBuffer* events) { events_ = events; }
+  TaskEventBuffer* task_events() const { return events_; }
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
   void AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids);
@@ -72,11 +78,13 @@ class TaskManager {
 
   // The worker reported the task's result. Results for unknown tasks or for an
   // older attempt are ignored (a late reply after a retry).
-  void CompletePendingTask(const rpc::TaskResult& result);
+  // `by`: the worker that ran it (task events), if known.
+  void CompletePendingTask(const rpc::TaskResult& result, const TaskExecutorInfo* by = nullptr);
   // The results of one push reply, in order. With many tasks in flight the tables are
   // far bigger than the caches: the entries of the whole batch are fetched from memory
   // at once first (prefetch), so their misses overlap instead of coming one by one.
-  void CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results);
+  void CompletePendingTasks(const google::protobuf::RepeatedPtrField<rpc::TaskResult>& results,
+                            const TaskExecutorInfo* by = nullptr);
 
   // The worker or node running attempt `attempt` of the task died (or the push
   // failed): resubmits while retries remain and returns true; otherwise stores
@@ -161,6 +169,7 @@ class TaskManager {
   ReferenceCounter& reference_counter_;
   Resubmit resubmit_;
   const int64_t max_lineage_bytes_;
+  TaskEventBuffer* events_ = nullptr;
   mutable absl::Mutex mu_;
   // Tasks added and not yet in pending_ (table_inbox.h): every section under mu_
   // takes them in first (TablesLock), so no reader ever misses one.

@@ -75,6 +75,9 @@ class FakeGcsClient final : public GcsServicesInterface {
                                 Callback<rpc::ReportWorkerFailureReply> cb) override {
     worker_failures.Add(failure, std::move(cb));
   }
+  void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) override {
+    task_events.Add(std::move(batch), std::move(cb));
+  }
 
   // Actors: what a core worker asks.
   void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override {
@@ -138,6 +141,7 @@ class FakeGcsClient final : public GcsServicesInterface {
   CallQueue<std::string, rpc::MarkJobFinishedReply> mark_job_finished;
   CallQueue<NoRequest, rpc::GetAllJobInfoReply> get_all_jobs;
   CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
+  CallQueue<rpc::TaskEventBatch, rpc::AddTaskEventDataReply> task_events;
   CallQueue<std::string, rpc::GetPlacementGroupReply> get_placement_group;
   CallQueue<NoRequest, rpc::GetNextJobIDReply> next_job_id;
   CallQueue<rpc::JobInfo, rpc::AddJobReply> add_job;

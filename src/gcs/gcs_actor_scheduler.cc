@@ -128,7 +128,7 @@ void GcsActorScheduler::OnLeaseReply(const std::shared_ptr<Attempt>& attempt, co
     rpc::ErrorInfo error;
     error.set_type(rpc::RUNTIME_ENV_SETUP_FAILED);
     error.set_message("its runtime_env cannot be applied: " + reply.failure_message());
-    attempt->done(ActorPlacement{}, error);
+    Finish(attempt, ActorPlacement{}, error, nullptr);
     return;
   }
   if (status.ok() && reply.rejected() && reply.placement_group_removed()) {
@@ -137,7 +137,7 @@ void GcsActorScheduler::OnLeaseReply(const std::shared_ptr<Attempt>& attempt, co
     rpc::ErrorInfo error;
     error.set_type(rpc::PLACEMENT_GROUP_REMOVED);
     error.set_message(reply.failure_message());
-    attempt->done(ActorPlacement{}, error);
+    Finish(attempt, ActorPlacement{}, error, nullptr);
     return;
   }
   std::string why = !status.ok() ? std::string(status.message())
@@ -152,6 +152,10 @@ void GcsActorScheduler::PushCreation(const std::shared_ptr<Attempt>& attempt) {
   request.set_intended_worker_id(placement.worker.worker_id());
   *request.add_tasks() = attempt->actor.creation_spec();
   request.mutable_tasks(0)->mutable_actor_creation()->set_num_restarts(attempt->actor.num_restarts());
+  if (task_events_ != nullptr) {
+    task_events_->RecordOwn(attempt->actor.creation_spec(), attempt->actor.num_restarts(), rpc::SUBMITTED_TO_WORKER,
+                            nullptr, nullptr, nullptr);
+  }
   const std::string key = core::TaskChannelKey(placement.worker);
   std::weak_ptr<bool> alive = alive_;
   std::shared_ptr<core::TaskChannelInterface> channel = core::ChannelTo(channels_, placement.worker);
@@ -180,6 +184,7 @@ void GcsActorScheduler::OnCreationReply(const std::shared_ptr<Attempt>& attempt,
   bool has_result = false;
   for (const rpc::TaskResult& result : reply.results()) {
     has_result = true;
+    placement.pid = reply.worker_pid() != 0 ? reply.worker_pid() : placement.pid;
     for (const rpc::ReturnObject& r : result.returns()) {
       if (r.has_error() && r.error().type() != rpc::ERROR_TYPE_UNSPECIFIED) error = r.error();
     }
@@ -194,6 +199,21 @@ void GcsActorScheduler::OnCreationReply(const std::shared_ptr<Attempt>& attempt,
     return;
   }
   scheduling_.erase(attempt->actor_id);
+  Finish(attempt, placement, error, &reply.results(0));
+}
+
+void GcsActorScheduler::Finish(const std::shared_ptr<Attempt>& attempt, const ActorPlacement& placement,
+                               const rpc::ErrorInfo& error, const rpc::TaskResult* result) {
+  if (task_events_ != nullptr) {
+    const bool failed = error.type() != rpc::ERROR_TYPE_UNSPECIFIED;
+    rpc::TaskExecutor executor;
+    executor.set_worker_id(placement.worker.worker_id());
+    executor.set_node_id(placement.node_id.Binary());
+    executor.set_pid(placement.pid);
+    task_events_->RecordOwn(attempt->actor.creation_spec(), attempt->actor.num_restarts(),
+                            failed ? rpc::FAILED : rpc::FINISHED, result != nullptr ? &executor : nullptr, result,
+                            failed ? &error : nullptr);
+  }
   attempt->done(placement, error);
 }
 

@@ -35,6 +35,7 @@
 #include "src/common/id.h"
 #include "src/task_channel/task_channel.h"
 #include "src/gcs/gcs_node_manager.h"
+#include "src/gcs/gcs_task_manager.h"
 #include "src/raylet/raylet_client.h"
 
 namespace manta::gcs {
@@ -70,6 +71,8 @@ class GcsActorScheduler {
   // be cut off rather than gone, and then they would wait for the cut to heal), so
   // those actors are scheduled again elsewhere.
   void OnNodeDead(const NodeID& node_id, const std::string& raylet_address);
+  // Where the creation tasks' states are recorded (task events); none by default.
+  void SetTaskEvents(GcsTaskManager* events) { task_events_ = events; }
   // Actors being scheduled.
   size_t NumScheduling() const { return scheduling_.size(); }
 
@@ -83,6 +86,9 @@ class GcsActorScheduler {
   void OnCreationReply(const std::shared_ptr<Attempt>& attempt, const absl::Status& status,
                        const rpc::PushTaskReply& reply);
   // Starts over after `retry_delay_ms` (a failed lease, a worker that died).
+  // The scheduling ended (created, or failed for good): records it and calls done.
+  void Finish(const std::shared_ptr<Attempt>& attempt, const ActorPlacement& placement, const rpc::ErrorInfo& error,
+              const rpc::TaskResult* result);
   void RetryLater(const std::shared_ptr<Attempt>& attempt, const std::string& why);
   // The raylet to ask first: the owner's node if alive, else the first alive node.
   std::string PickRaylet(const rpc::ActorTableData& actor) const;
@@ -93,6 +99,7 @@ class GcsActorScheduler {
   raylet::RayletClientPool& raylets_;
   core::TaskChannelPool& channels_;
   const int64_t retry_delay_ms_;
+  GcsTaskManager* task_events_ = nullptr;
   absl::flat_hash_map<ActorID, std::shared_ptr<Attempt>> scheduling_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

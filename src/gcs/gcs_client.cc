@@ -15,12 +15,14 @@ using JobStub = rpc::JobInfoGcsService::Stub;
 using WorkerStub = rpc::WorkerInfoGcsService::Stub;
 using ActorStub = rpc::ActorInfoGcsService::Stub;
 using PlacementGroupStub = rpc::PlacementGroupInfoGcsService::Stub;
+using TaskStub = rpc::TaskInfoGcsService::Stub;
 
 GrpcGcsClient::GrpcGcsClient(EventLoop& loop, const std::string& address, const rpc::ClientOptions& options,
                              PlacementWaitTimes wait_times)
     : loop_(loop), rpc_deadline_ms_(options.deadline_ms), wait_times_(wait_times), node_(loop, address, options),
       pubsub_(loop, address, options), job_(loop, address, options), worker_(loop, address, options),
-      actor_(loop, address, options), placement_group_(loop, address, options) {}
+      actor_(loop, address, options), placement_group_(loop, address, options),
+      task_(loop, address, options) {}
 
 void GrpcGcsClient::AsyncRegisterNode(const rpc::NodeInfo& info, Callback<rpc::RegisterNodeReply> cb) {
   rpc::RegisterNodeRequest request;
@@ -97,6 +99,12 @@ void GrpcGcsClient::AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure
   *request.mutable_worker_failure() = failure;
   worker_.Call(&WorkerStub::async::ReportWorkerFailure, "ReportWorkerFailure", std::move(request), std::move(cb),
                {0, true});
+}
+
+void GrpcGcsClient::AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) {
+  rpc::AddTaskEventDataRequest request;
+  *request.mutable_batch() = std::move(batch);
+  task_.Call(&TaskStub::async::AddTaskEventData, "AddTaskEventData", std::move(request), std::move(cb), {0, false});
 }
 
 // Registering an actor twice is answered OK by the GCS (the second is a repeat).

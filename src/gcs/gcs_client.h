@@ -43,6 +43,10 @@ class GcsClientInterface {
   virtual void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) = 0;
   virtual void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                         Callback<rpc::ReportWorkerFailureReply> cb) = 0;
+  // A core worker's task events since its last batch (ARCHITECTURE.md §16). Sent
+  // once: a batch the GCS did not take is lost (the events are not worth a retry
+  // storm against a GCS that is down).
+  virtual void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) = 0;
 };
 
 
@@ -131,6 +135,7 @@ class GrpcGcsClient final : public GcsServicesInterface {
   void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) override;
   void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                 Callback<rpc::ReportWorkerFailureReply> cb) override;
+  void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) override;
   void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override;
   void AsyncCreateActor(const rpc::CreateActorRequest& request, Callback<rpc::CreateActorReply> cb) override;
   void AsyncGetActorInfo(const std::string& actor_id, Callback<rpc::GetActorInfoReply> cb) override;
@@ -161,12 +166,13 @@ class GrpcGcsClient final : public GcsServicesInterface {
     worker_.CancelAll();
     actor_.CancelAll();
     placement_group_.CancelAll();
+    task_.CancelAll();
   }
   // Zero when no call awaits its callback (a placement group wait counts until its
   // callback ran, also between its attempts).
   int64_t InFlight() const override {
     return node_.InFlight() + pubsub_.InFlight() + job_.InFlight() + worker_.InFlight() + actor_.InFlight() +
-           placement_group_.InFlight() + waits_->active.load();
+           placement_group_.InFlight() + task_.InFlight() + waits_->active.load();
   }
 
   // Placement group waits not yet answered, and whether CancelAll ran (a wait between
@@ -187,6 +193,7 @@ class GrpcGcsClient final : public GcsServicesInterface {
   rpc::GrpcClient<rpc::WorkerInfoGcsService> worker_;
   rpc::GrpcClient<rpc::ActorInfoGcsService> actor_;
   rpc::GrpcClient<rpc::PlacementGroupInfoGcsService> placement_group_;
+  rpc::GrpcClient<rpc::TaskInfoGcsService> task_;
   std::shared_ptr<WaitTracker> waits_ = std::make_shared<WaitTracker>();
 };
 

@@ -73,4 +73,8 @@ ServerUnaryReactor* PubSubService::GcsSubscriberCommandBatch(CallbackServerConte
 }
 MANTA_SERVE_ON_LOOP_AS(PubSubService, GcsSubscriberPoll, "PubSub.Poll", publisher_, &GcsPublisher::HandlePoll)
 
+MANTA_SERVE_ON_LOOP(TaskInfoService, "TaskInfo", AddTaskEventData, tasks_, GcsTaskManager)
+MANTA_SERVE_ON_LOOP(StateService, "State", ListState, state_, GcsStateManager)
+MANTA_SERVE_ON_LOOP(StateService, "State", SummarizeState, state_, GcsStateManager)
+
 }  // namespace manta::gcs

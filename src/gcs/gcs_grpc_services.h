@@ -11,6 +11,8 @@
 #include "src/gcs/gcs_node_manager.h"
 #include "src/gcs/gcs_placement_group_manager.h"
 #include "src/gcs/gcs_publisher.h"
+#include "src/gcs/gcs_state_manager.h"
+#include "src/gcs/gcs_task_manager.h"
 #include "src/gcs/gcs_worker_manager.h"
 
 namespace manta::gcs {
@@ -146,14 +148,39 @@ class PlacementGroupInfoService final : public rpc::PlacementGroupInfoGcsService
   GcsPlacementGroupManager& groups_;
 };
 
+class TaskInfoService final : public rpc::TaskInfoGcsService::CallbackService {
+ public:
+  TaskInfoService(EventLoop& loop, GcsTaskManager& tasks) : loop_(loop), tasks_(tasks) {}
+  ServerUnaryReactor* AddTaskEventData(CallbackServerContext* c, const rpc::AddTaskEventDataRequest* q,
+                                       rpc::AddTaskEventDataReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsTaskManager& tasks_;
+};
+
+class StateService final : public rpc::StateGcsService::CallbackService {
+ public:
+  StateService(EventLoop& loop, GcsStateManager& state) : loop_(loop), state_(state) {}
+  ServerUnaryReactor* ListState(CallbackServerContext* c, const rpc::ListStateRequest* q,
+                                rpc::ListStateReply* r) override;
+  ServerUnaryReactor* SummarizeState(CallbackServerContext* c, const rpc::SummarizeStateRequest* q,
+                                     rpc::SummarizeStateReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  GcsStateManager& state_;
+};
+
 // All GCS services together, for the server to register.
 class GcsGrpcServices {
  public:
   GcsGrpcServices(EventLoop& loop, GcsNodeManager& nodes, GcsJobManager& jobs, GcsWorkerManager& workers,
                   GcsKVManager& kv, GcsActorManager& actors, GcsPlacementGroupManager& groups,
-                  GcsPublisher& publisher, const ClusterID& cluster_id)
+                  GcsPublisher& publisher, const ClusterID& cluster_id, GcsTaskManager& tasks,
+                  GcsStateManager& state)
       : node(loop, nodes, cluster_id), job(loop, jobs), worker(loop, workers), kv(loop, kv), actor(loop, actors),
-        placement_group(loop, groups), pubsub(loop, publisher) {}
+        placement_group(loop, groups), pubsub(loop, publisher), task(loop, tasks), state(loop, state) {}
   NodeInfoService node;
   JobInfoService job;
   WorkerInfoService worker;
@@ -161,6 +188,8 @@ class GcsGrpcServices {
   ActorInfoService actor;
   PlacementGroupInfoService placement_group;
   PubSubService pubsub;
+  TaskInfoService task;
+  StateService state;
 };
 
 }  // namespace manta::gcs

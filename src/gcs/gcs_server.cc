@@ -57,6 +57,8 @@ void GcsServer::BuildManagers() {
   node_manager_ = std::make_unique<GcsNodeManager>(*store_, publisher_, cluster_id_, NowMs, options_.system_config);
   job_manager_ = std::make_unique<GcsJobManager>(*store_, publisher_, NowMs);
   worker_manager_ = std::make_unique<GcsWorkerManager>(publisher_);
+  task_manager_ = std::make_unique<GcsTaskManager>(
+      GcsTaskManager::Limits{options_.config.task_events_max_num, options_.config.task_events_max_bytes});
   kv_manager_ = std::make_unique<GcsKVManager>(*store_, options_.config.gcs_max_kv_value_bytes);
   rpc::ClientOptions lease_options = rpc::ClientOptionsFromConfig(options_.config, options_.faults);
   lease_clients_ = std::make_unique<raylet::RayletClientPool>([this, lease_options](const std::string& address) {
@@ -67,6 +69,7 @@ void GcsServer::BuildManagers() {
                                     options_.task_channel_security);
   });
   actor_scheduler_ = std::make_unique<GcsActorScheduler>(loop_, *node_manager_, *lease_clients_, *actor_channels_);
+  actor_scheduler_->SetTaskEvents(task_manager_.get());
   actor_manager_ = std::make_unique<GcsActorManager>(*store_, publisher_, *actor_scheduler_, NowMs);
   placement_group_scheduler_ =
       std::make_unique<GcsPlacementGroupScheduler>(loop_, *node_manager_, *lease_clients_,
@@ -144,9 +147,11 @@ void GcsServer::LoadNext(std::shared_ptr<std::vector<TableLoad>> loads, size_t n
 }
 
 absl::Status GcsServer::StartRpc() {
+  state_manager_ = std::make_unique<GcsStateManager>(*node_manager_, *job_manager_, *actor_manager_,
+                                                     *placement_group_manager_, *task_manager_);
   services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *worker_manager_,
                                                 *kv_manager_, *actor_manager_, *placement_group_manager_,
-                                                publisher_, cluster_id_);
+                                                publisher_, cluster_id_, *task_manager_, *state_manager_);
   server_ = std::make_unique<rpc::GrpcServer>("manta_gcs", options_.bind_address, options_.port,
                                               options_.config.grpc_max_message_bytes);
   server_->RegisterService(&services_->node);
@@ -156,6 +161,8 @@ absl::Status GcsServer::StartRpc() {
   server_->RegisterService(&services_->actor);
   server_->RegisterService(&services_->placement_group);
   server_->RegisterService(&services_->pubsub);
+  server_->RegisterService(&services_->task);
+  server_->RegisterService(&services_->state);
   MANTA_RETURN_IF_ERROR(server_->Start());
   health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,
                                  [this] { health_checker_->Tick(); });

@@ -28,6 +28,8 @@
 #include "src/gcs/gcs_placement_group_manager.h"
 #include "src/gcs/gcs_placement_group_scheduler.h"
 #include "src/gcs/gcs_publisher.h"
+#include "src/gcs/gcs_state_manager.h"
+#include "src/gcs/gcs_task_manager.h"
 #include "src/gcs/store_client.h"
 #include "protos/node_manager.grpc.pb.h"
 #include "src/raylet/raylet_client.h"
@@ -72,6 +74,7 @@ class GcsServer {
   GcsNodeManager& node_manager() { return *node_manager_; }
   GcsActorManager& actor_manager() { return *actor_manager_; }
   GcsPlacementGroupManager& placement_group_manager() { return *placement_group_manager_; }
+  GcsTaskManager& task_manager() { return *task_manager_; }
 
  private:
   void LoadClusterId(absl::AnyInvocable<void(absl::Status)> done);
@@ -113,6 +116,9 @@ class GcsServer {
   std::unique_ptr<GcsPlacementGroupScheduler> placement_group_scheduler_;
   std::unique_ptr<GcsPlacementGroupManager> placement_group_manager_;
   std::unique_ptr<GcsHealthChecker> health_checker_;
+  // Task events and the state API (ARCHITECTURE.md §16).
+  std::unique_ptr<GcsTaskManager> task_manager_;
+  std::unique_ptr<GcsStateManager> state_manager_;
   // Each node's raylet, for health checks (one attempt within health_check_timeout_ms).
   absl::flat_hash_map<NodeID, std::shared_ptr<raylet::RayletClientInterface>> raylet_clients_;
   std::unique_ptr<GcsGrpcServices> services_;

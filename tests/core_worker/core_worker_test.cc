@@ -15,7 +15,9 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -225,7 +227,16 @@ class CoreWorkerTest : public ::testing::Test {
     // test answers it meanwhile.
     std::thread shutdown([this] { core_->Shutdown([this] { Drain(); }); });
     if (is_driver_) {
-      EXPECT_TRUE(WaitFor([this] { return gcs_.mark_job_finished.pending() > 0; }, kWaitMs));
+      // The last task events go first (kept for the tests to read).
+      EXPECT_TRUE(WaitFor(
+          [this] {
+            while (gcs_.task_events.pending() > 0) {
+              task_events_.push_back(gcs_.task_events.Next());
+              gcs_.task_events.ReplyNext(loop_, absl::OkStatus());
+            }
+            return gcs_.mark_job_finished.pending() > 0;
+          },
+          kWaitMs));
       if (gcs_.mark_job_finished.pending() > 0) {
         EXPECT_EQ(gcs_.mark_job_finished.Next(), JobID::FromInt(1).Binary());
         gcs_.mark_job_finished.ReplyNext(loop_, absl::OkStatus());
@@ -309,6 +320,23 @@ class CoreWorkerTest : public ::testing::Test {
 
   const bool is_driver_;
   bool shut_down_ = false;
+  // The task event batches the core worker sent at shutdown.
+  std::vector<rpc::TaskEventBatch> task_events_;
+  // The states each attempt (hex task id, attempt) reached per those batches, and
+  // their errors.
+  std::map<std::pair<std::string, int>, std::set<rpc::TaskStatus>> StatesReported() const {
+    std::map<std::pair<std::string, int>, std::set<rpc::TaskStatus>> states;
+    for (const rpc::TaskEventBatch& b : task_events_) {
+      for (int i = 0; i < b.attempts_size(); ++i) {
+        auto key = std::make_pair(TaskID::FromBinary(b.task_ids().substr(i * TaskID::kSize, TaskID::kSize)).Hex(),
+                                  b.attempts(i));
+        for (int s = 0; s < 6; ++s) {
+          if (b.state_unix_us(i * 6 + s) > 0) states[key].insert(static_cast<rpc::TaskStatus>(s + 1));
+        }
+      }
+    }
+    return states;
+  }
   EventLoop loop_;
   gcs::FakeGcsClient gcs_;
   object_store::FakeObjectStoreClient store_;
@@ -386,6 +414,24 @@ TEST_F(CoreWorkerTest, ATaskWhoseWorkerDiesRunsAgainAndGetReturnsTheSecondAttemp
   ASSERT_GE(returns.size(), 1u);
   EXPECT_EQ(returns[0].lease_id(), first.lease_id());
   EXPECT_TRUE(returns[0].disconnect_worker());
+  // The owner reported both attempts to the GCS: the first failed, the second finished.
+  ShutDown();
+  auto states = StatesReported();
+  const std::set<rpc::TaskStatus> failed = {rpc::PENDING_ARGS_AVAIL, rpc::PENDING_NODE_ASSIGNMENT,
+                                            rpc::SUBMITTED_TO_WORKER, rpc::FAILED};
+  const std::set<rpc::TaskStatus> finished = {rpc::PENDING_ARGS_AVAIL, rpc::PENDING_NODE_ASSIGNMENT,
+                                              rpc::SUBMITTED_TO_WORKER, rpc::FINISHED};
+  EXPECT_EQ(states[std::make_pair(id.Task().Hex(), 0)], failed);
+  EXPECT_EQ(states[std::make_pair(id.Task().Hex(), 1)], finished);
+  bool error_reported = false;
+  for (const rpc::TaskEventBatch& b : task_events_) {
+    for (const rpc::TaskEventError& e : b.errors()) error_reported |= e.error().type() == rpc::WORKER_DIED;
+  }
+  EXPECT_TRUE(error_reported);
+  // The driver's own task ran and finished.
+  bool driver_finished = false;
+  for (const auto& [key, reached] : states) driver_finished |= reached.count(rpc::FINISHED) > 0 && key.first != id.Task().Hex();
+  EXPECT_TRUE(driver_finished);
 }
 
 TEST_F(CoreWorkerTest, ATaskWithoutRetriesWhoseWorkerDiesFailsWithWorkerDied) {

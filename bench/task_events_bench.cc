@@ -1,0 +1,178 @@
+// What task events cost where they are kept (no daemons): recording an attempt's
+// states in a core worker's buffer and taking a batch, merging batches in the GCS's
+// task table, the table's memory for 1,000,000 attempts against its cap, and a
+// filtered query over a full table. Baseline: an absl hash-table insert per attempt.
+// The cost on the task path through a real cluster is task_bench / actor_bench run
+// with MANTA_task_events_enabled=0 and =1.
+//
+// task_events_bench [--attempts N] [--runs R]; prints JSON.
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "bench_util.h"
+#include "src/common/logging.h"
+#include "src/core_worker/task_event_buffer.h"
+#include "src/gcs/gcs_task_manager.h"
+
+namespace {
+
+using manta::JobID;
+using manta::TaskID;
+using manta::bench::Clock;
+using manta::bench::Since;
+
+int64_t ResidentBytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+const JobID kJob = JobID::FromInt(1);
+const TaskID kDriver = TaskID::ForDriver(kJob);
+
+manta::rpc::TaskSpec Spec(uint64_t i) {
+  manta::rpc::TaskSpec spec;
+  spec.set_type(manta::rpc::NORMAL_TASK);
+  spec.set_task_id(TaskID::ForNormalTask(kJob, kDriver, i).Binary());
+  spec.set_parent_task_id(kDriver.Binary());
+  spec.set_function_name("Plus");
+  auto* cpu = spec.add_required_resources();
+  cpu->set_name("CPU");
+  cpu->set_quantity(1);
+  return spec;
+}
+
+// A core worker's buffer: ns per attempt for submit, dispatch, push and end, then
+// for taking the batch; returns the batches (to merge in the GCS).
+std::vector<manta::rpc::TaskEventBatch> RecordAttempts(int64_t n, double* record_ns, double* take_ns) {
+  manta::core::TaskEventSource source;
+  source.job_id = kJob;
+  source.self = {manta::WorkerID::FromRandom(), manta::NodeID::FromRandom(), 1};
+  manta::core::TaskEventBuffer buffer(source, 20000);
+  manta::core::TaskExecutorInfo worker{manta::WorkerID::FromRandom(), manta::NodeID::FromRandom(), 2};
+  std::vector<manta::rpc::TaskEventBatch> batches;
+  manta::rpc::TaskResult result;
+  result.set_start_unix_us(manta::core::UnixMicros());
+  result.set_run_us(3);
+  double record = 0, take = 0;
+  const manta::rpc::TaskSpec spec = Spec(0);
+  for (int64_t done = 0; done < n;) {
+    std::vector<manta::core::PackedTaskPtr> tasks;
+    std::vector<manta::rpc::TaskSpec> specs;
+    for (int i = 0; i < 20000 && done + i < n; ++i) specs.push_back(Spec(static_cast<uint64_t>(done + i + 1)));
+    for (const auto& s : specs) tasks.push_back(manta::core::PackedTask::Pack(s));
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      buffer.Submitted(specs[i], *tasks[i]);
+      buffer.Reached(*tasks[i], manta::rpc::PENDING_NODE_ASSIGNMENT);
+      buffer.Reached(*tasks[i], manta::rpc::SUBMITTED_TO_WORKER);
+      buffer.Ended(*tasks[i], result, worker, nullptr);
+    }
+    record += Since(t0);
+    t0 = Clock::now();
+    batches.push_back(*buffer.TakeBatch());
+    take += Since(t0);
+    done += static_cast<int64_t>(tasks.size());
+  }
+  *record_ns = record * 1e9 / static_cast<double>(n);
+  *take_ns = take * 1e9 / static_cast<double>(n);
+  return batches;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  manta::DisableMutexDeadlockDetection();  // as every Manta process does
+  auto flags = manta::bench::BenchFlags::Parse(argc, argv);
+  const int64_t attempts = std::stoll(flags.Value("--attempts", "1000000"));
+  const int runs = std::stoi(flags.Value("--runs", "3"));
+  std::vector<double> record, take, merge, baseline, query_ms, rss_capped_mb, rss_uncapped_per;
+  double kept = 0, evicted = 0, accounted_mb = 0;
+  for (int run = 0; run < runs; ++run) {
+    double r = 0, t = 0;
+    std::vector<manta::rpc::TaskEventBatch> batches = RecordAttempts(attempts, &r, &t);
+    record.push_back(r);
+    take.push_back(t);
+    {
+      // The default caps: 100,000 attempts, 64 MiB.
+      const int64_t before = ResidentBytes();
+      manta::gcs::GcsTaskManager tasks({100000, int64_t{64} << 20});
+      auto t0 = Clock::now();
+      for (const auto& b : batches) (void)tasks.AddBatch(b);
+      merge.push_back(Since(t0) * 1e9 / static_cast<double>(attempts));
+      rss_capped_mb.push_back(static_cast<double>(ResidentBytes() - before) / 1e6);
+      kept = static_cast<double>(tasks.num_attempts());
+      evicted = static_cast<double>(tasks.evicted());
+      accounted_mb = static_cast<double>(tasks.bytes()) / 1e6;
+      // Ten running among the rest, found by a filter over the whole table.
+      manta::rpc::TaskEventBatch running = batches.back();
+      for (int i = 0; i < running.state_unix_us_size(); ++i) {
+        if (i % manta::gcs::GcsTaskManager::kNumStates >= 4) running.set_state_unix_us(i, 0);
+      }
+      running.mutable_errors()->Clear();
+      const int n = std::min(10, running.attempts_size());
+      running.mutable_attempts()->Truncate(n);
+      running.mutable_kind()->Truncate(n);
+      running.mutable_task_ids()->resize(static_cast<size_t>(n) * TaskID::kSize);
+      for (int i = 0; i < n; ++i) running.set_attempts(i, 7);  // new attempts of the same tasks
+      running.mutable_state_unix_us()->Truncate(n * manta::gcs::GcsTaskManager::kNumStates);
+      running.mutable_exec_start_unix_us()->Truncate(n);
+      running.mutable_exec_end_unix_us()->Truncate(n);
+      running.mutable_executor()->Truncate(n);
+      int described = 0;
+      for (int i = 0; i < n; ++i) described += running.kind(i) >= 0 ? 1 : 0;
+      running.mutable_parent_task_ids()->resize(static_cast<size_t>(described) * TaskID::kSize);
+      for (int i = 0; i < n; ++i) {
+        running.set_state_unix_us(i * manta::gcs::GcsTaskManager::kNumStates + 3, manta::core::UnixMicros());
+      }
+      (void)tasks.AddBatch(running);
+      manta::rpc::StateFilter f;
+      f.set_key("state");
+      f.set_predicate("=");
+      f.set_value("RUNNING");
+      t0 = Clock::now();
+      auto listed = tasks.List({f}, 100, false);
+      query_ms.push_back(Since(t0) * 1e3);
+      if (!listed.ok() || listed->num_matched != n) {
+        std::cerr << "the query found " << (listed.ok() ? listed->num_matched : -1) << " running, not " << n << "\n";
+        return 1;
+      }
+    }
+    {
+      // Without a cap that binds: what an attempt really takes.
+      const int64_t before = ResidentBytes();
+      manta::gcs::GcsTaskManager tasks({attempts * 2, int64_t{1} << 40});
+      for (const auto& b : batches) (void)tasks.AddBatch(b);
+      rss_uncapped_per.push_back(static_cast<double>(ResidentBytes() - before) / static_cast<double>(attempts));
+    }
+    // Baseline: one hash-table insert per attempt.
+    absl::flat_hash_map<TaskID, int64_t, manta::IdHash> table;
+    auto t0 = Clock::now();
+    for (int64_t i = 0; i < attempts; ++i) table[TaskID::ForNormalTask(kJob, kDriver, i)] = i;
+    baseline.push_back(Since(t0) * 1e9 / static_cast<double>(attempts));
+  }
+  manta::bench::PrintJson({
+      {"buffer_record_ns_per_attempt", Median(record)},
+      {"buffer_take_batch_ns_per_attempt", Median(take)},
+      {"gcs_merge_ns_per_attempt", Median(merge)},
+      {"baseline_hash_insert_ns_per_attempt", Median(baseline)},
+      {"gcs_attempts_kept_of_1m", kept},
+      {"gcs_attempts_evicted_of_1m", evicted},
+      {"gcs_accounted_mb_at_default_cap", accounted_mb},
+      {"gcs_rss_growth_mb_at_default_cap", Median(rss_capped_mb)},
+      {"gcs_cap_mb", 64 * 1.048576},
+      {"gcs_rss_bytes_per_attempt_uncapped", Median(rss_uncapped_per)},
+      {"query_running_among_full_table_ms", Median(query_ms)},
+  });
+  return 0;
+}

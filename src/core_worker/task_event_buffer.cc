@@ -1,0 +1,247 @@
+#include "src/core_worker/task_event_buffer.h"
+
+#include "src/common/task_event_util.h"
+
+namespace manta::core {
+
+namespace {
+
+constexpr int StateIndex(rpc::TaskStatus status) { return static_cast<int>(status) - 1; }
+
+bool ValidState(rpc::TaskStatus status) {
+  return status >= rpc::PENDING_ARGS_AVAIL && status <= rpc::FAILED;
+}
+
+}  // namespace
+
+TaskExecutorInfo ExecutorOf(const rpc::Address& address) {
+  TaskExecutorInfo info;
+  if (auto id = WorkerID::FromBinaryChecked(address.worker_id()); id.ok()) info.worker_id = *id;
+  if (auto id = NodeID::FromBinaryChecked(address.node_id()); id.ok()) info.node_id = *id;
+  return info;
+}
+
+TaskEventBuffer::TaskEventBuffer(TaskEventSource source, int64_t max_rows)
+    : source_(std::move(source)), max_rows_(std::max<int64_t>(max_rows, 1)) {}
+
+void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report) {
+  absl::MutexLock lock(&mu_);
+  early_rows_ = rows;
+  early_report_ = std::move(report);
+}
+
+TaskEventBuffer::Row* TaskEventBuffer::NewRow(const TaskID& task_id, int attempt) {
+  if (static_cast<int64_t>(rows_.size()) >= max_rows_) {
+    ++dropped_;
+    return nullptr;
+  }
+  Row& row = rows_.emplace_back();
+  if (static_cast<int64_t>(rows_.size()) == early_rows_ && early_report_) early_report_();
+  row.task_id = task_id;
+  row.attempt = attempt;
+  return &row;
+}
+
+TaskEventBuffer::Row* TaskEventBuffer::RowOf(const PackedTask& packed) {
+  const uint64_t slot = packed.event_slot_;
+  if (static_cast<uint32_t>(slot >> 32) == generation_) {
+    const uint32_t index = static_cast<uint32_t>(slot) - 1;
+    if (index < rows_.size()) return &rows_[index];
+  }
+  Row* row = NewRow(packed.task_id(), packed.attempt_number());
+  if (row != nullptr) packed.event_slot_ = (uint64_t{generation_} << 32) | rows_.size();
+  return row;
+}
+
+int32_t TaskEventBuffer::KindOf(const rpc::TaskSpec& spec) {
+  const size_t hash = TaskKindHash(spec);
+  auto [it, added] = kind_index_.try_emplace(hash, static_cast<int32_t>(kinds_.size()));
+  if (!added && SameTaskKind(kinds_[it->second], spec)) return it->second;
+  // New, or another kind with the same hash (described again, uncached).
+  kinds_.push_back(TaskKindOf(spec));
+  return static_cast<int32_t>(kinds_.size()) - 1;
+}
+
+void TaskEventBuffer::Describe(Row* row, const rpc::TaskSpec& spec) {
+  row->kind = KindOf(spec);
+  auto parent = TaskID::FromBinaryChecked(spec.parent_task_id());
+  if (parent.ok()) row->parent = *parent;
+}
+
+int32_t TaskEventBuffer::ExecutorOf(const TaskExecutorInfo& by) {
+  if (last_executor_ >= 0 && last_executor_id_ == by.worker_id) return last_executor_;
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    if (executors_[i].worker_id() == by.worker_id.Binary()) {
+      last_executor_ = static_cast<int32_t>(i);
+      last_executor_id_ = by.worker_id;
+      return last_executor_;
+    }
+  }
+  rpc::TaskExecutor& e = executors_.emplace_back();
+  e.set_worker_id(by.worker_id.Binary());
+  e.set_node_id(by.node_id.Binary());
+  e.set_pid(by.pid);
+  last_executor_ = static_cast<int32_t>(executors_.size()) - 1;
+  last_executor_id_ = by.worker_id;
+  return last_executor_;
+}
+
+void TaskEventBuffer::AddError(const Row* row, const rpc::ErrorInfo& error) {
+  rpc::TaskEventError& e = errors_.emplace_back();
+  e.set_row(static_cast<int32_t>(row - rows_.data()));
+  *e.mutable_error() = error;
+}
+
+void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed) {
+  const int64_t now = UnixMicros();
+  absl::MutexLock lock(&mu_);
+  Row* row = RowOf(packed);
+  if (row == nullptr) return;
+  Describe(row, spec);
+  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = now;
+}
+
+void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
+  if (!ValidState(status)) return;
+  const int64_t now = UnixMicros();
+  absl::MutexLock lock(&mu_);
+  if (Row* row = RowOf(packed)) row->state_us[StateIndex(status)] = now;
+}
+
+void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status) {
+  if (!ValidState(status)) return;
+  const int64_t now = UnixMicros();
+  absl::MutexLock lock(&mu_);
+  if (Row* row = NewRow(task_id, attempt)) row->state_us[StateIndex(status)] = now;
+}
+
+void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status) {
+  if (tasks.empty() || !ValidState(status)) return;
+  const int64_t now = UnixMicros();
+  absl::MutexLock lock(&mu_);
+  for (const PackedTaskPtr& task : tasks) {
+    if (Row* row = RowOf(*task)) row->state_us[StateIndex(status)] = now;
+  }
+}
+
+void TaskEventBuffer::Moved(const PackedTask& from, const PackedTask& to) {
+  absl::MutexLock lock(&mu_);
+  to.event_slot_ = from.event_slot_;
+}
+
+void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& result, const TaskExecutorInfo& by,
+                            const rpc::ErrorInfo* error) {
+  const int64_t now = UnixMicros();
+  absl::MutexLock lock(&mu_);
+  Row* row = RowOf(packed);
+  if (row == nullptr) return;
+  row->state_us[StateIndex(error != nullptr ? rpc::FAILED : rpc::FINISHED)] = now;
+  if (result.start_unix_us() > 0) {
+    row->exec_start_us = result.start_unix_us();
+    row->exec_end_us = result.start_unix_us() + std::max<int64_t>(result.run_us(), 0);
+  }
+  row->executor = ExecutorOf(by);
+  if (error != nullptr) AddError(row, *error);
+}
+
+void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& error) {
+  const int64_t now = UnixMicros();
+  absl::MutexLock lock(&mu_);
+  Row* row = RowOf(packed);
+  if (row == nullptr) return;
+  row->state_us[StateIndex(rpc::FAILED)] = now;
+  AddError(row, error);
+}
+
+void TaskEventBuffer::BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us) {
+  auto task_id = TaskID::FromBinaryChecked(spec.task_id());
+  if (!task_id.ok()) return;
+  absl::MutexLock lock(&mu_);
+  running_.push_back(Running{*task_id, spec.attempt_number(), start_unix_us, &spec, false});
+}
+
+void TaskEventBuffer::EndRunning(const TaskID& task_id) {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (running_[i].task_id != task_id) continue;
+    running_[i] = running_.back();
+    running_.pop_back();
+    return;
+  }
+}
+
+void TaskEventBuffer::AddRunningLocked() {
+  for (Running& running : running_) {
+    if (running.reported) continue;
+    Row* row = NewRow(running.task_id, running.attempt);
+    if (row == nullptr) return;
+    running.reported = true;
+    Describe(row, *running.spec);
+    row->state_us[StateIndex(rpc::RUNNING)] = running.start_us;
+    row->exec_start_us = running.start_us;
+    row->executor = ExecutorOf(source_.self);
+  }
+}
+
+std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch() {
+  std::vector<Row> rows;
+  rpc::TaskEventBatch batch;
+  {
+    absl::MutexLock lock(&mu_);
+    AddRunningLocked();
+    if (rows_.empty() && dropped_ == 0) return std::nullopt;
+    rows.swap(rows_);
+    batch.mutable_kinds()->Assign(std::make_move_iterator(kinds_.begin()), std::make_move_iterator(kinds_.end()));
+    batch.mutable_executors()->Assign(std::make_move_iterator(executors_.begin()),
+                                      std::make_move_iterator(executors_.end()));
+    batch.mutable_errors()->Assign(std::make_move_iterator(errors_.begin()), std::make_move_iterator(errors_.end()));
+    batch.set_dropped(dropped_);
+    total_dropped_ += dropped_;
+    dropped_ = 0;
+    kinds_.clear();
+    kind_index_.clear();
+    executors_.clear();
+    errors_.clear();
+    last_executor_ = -1;
+    ++generation_;
+    rows_.reserve(std::min<size_t>(rows.size(), static_cast<size_t>(max_rows_)));
+  }
+  batch.set_job_id(source_.job_id.Binary());
+  batch.set_worker_id(source_.self.worker_id.Binary());
+  batch.set_node_id(source_.self.node_id.Binary());
+  batch.set_pid(source_.self.pid);
+  batch.set_is_driver(source_.is_driver);
+  const int n = static_cast<int>(rows.size());
+  std::string* task_ids = batch.mutable_task_ids();
+  task_ids->reserve(static_cast<size_t>(n) * TaskID::kSize);
+  batch.mutable_attempts()->Reserve(n);
+  batch.mutable_kind()->Reserve(n);
+  batch.mutable_state_unix_us()->Reserve(n * kNumStates);
+  batch.mutable_exec_start_unix_us()->Reserve(n);
+  batch.mutable_exec_end_unix_us()->Reserve(n);
+  batch.mutable_executor()->Reserve(n);
+  for (const Row& row : rows) {
+    task_ids->append(reinterpret_cast<const char*>(row.task_id.Data()), TaskID::kSize);
+    batch.add_attempts(row.attempt);
+    batch.add_kind(row.kind);
+    if (row.kind >= 0) batch.mutable_parent_task_ids()->append(reinterpret_cast<const char*>(row.parent.Data()),
+                                                                TaskID::kSize);
+    for (int64_t us : row.state_us) batch.add_state_unix_us(us);
+    batch.add_exec_start_unix_us(row.exec_start_us);
+    batch.add_exec_end_unix_us(row.exec_end_us);
+    batch.add_executor(row.executor);
+  }
+  return batch;
+}
+
+int64_t TaskEventBuffer::NumRows() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(rows_.size());
+}
+
+int64_t TaskEventBuffer::TotalDropped() const {
+  absl::MutexLock lock(&mu_);
+  return total_dropped_ + dropped_;
+}
+
+}  // namespace manta::core

@@ -1,0 +1,142 @@
+// TaskEventBuffer: what happened to this process's task attempts since its last
+// report to the GCS, in bounded memory (ARCHITECTURE.md §16).
+//
+// The owner records an attempt's states as it submits, dispatches, pushes and
+// completes it; the reply tells it when and where the attempt ran. A worker records
+// the tasks it runs only while they run, so a long task shows as RUNNING before its
+// owner hears of it; a task that ended before a report is left to its owner.
+//
+// One row per attempt per batch: the attempt's PackedTask remembers its row
+// (event_slot_), so its later states update that row in place instead of adding
+// rows for the GCS to merge. Static information (function, resources, actor,
+// placement group) is a "kind" described once per batch, so a row is ~130 bytes
+// with no heap blocks of its own. When the buffer holds max_rows rows, attempts that
+// need a new row are dropped and counted; an attempt that has a row still records.
+//
+// Thread-safe: every call takes one short section of one mutex (a leaf lock).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "protos/core_worker.pb.h"
+#include "protos/gcs.pb.h"
+#include "src/common/id.h"
+#include "src/core_worker/packed_task.h"
+
+namespace manta::core {
+
+// A worker that ran attempts, as the owner knows it from the lease and the reply.
+struct TaskExecutorInfo {
+  WorkerID worker_id;
+  NodeID node_id;
+  int pid = 0;
+};
+
+// The worker at `address` (ids it does not parse stay nil).
+TaskExecutorInfo ExecutorOf(const rpc::Address& address);
+
+// The process reporting: its job, and where it runs.
+struct TaskEventSource {
+  JobID job_id;
+  TaskExecutorInfo self;
+  bool is_driver = false;
+};
+
+inline int64_t UnixMicros() { return absl::GetCurrentTimeNanos() / 1000; }
+
+class TaskEventBuffer {
+ public:
+  static constexpr int kNumStates = 6;  // PENDING_ARGS_AVAIL .. FAILED
+
+  TaskEventBuffer(TaskEventSource source, int64_t max_rows);
+
+  // `report` runs (under the buffer's lock: it must only post work) when the rows
+  // waiting reach `rows`, once per batch.
+  void SetEarlyReport(int64_t rows, std::function<void()> report);
+
+  // Owner side. The attempt was submitted (PENDING_ARGS_AVAIL, with what it runs).
+  void Submitted(const rpc::TaskSpec& spec, const PackedTask& packed);
+  // The attempt reached `status` now. The second form, for callers without the
+  // packed spec, always adds a row.
+  void Reached(const PackedTask& packed, rpc::TaskStatus status);
+  void Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status);
+  // The same for several attempts at once (one lock).
+  void ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status);
+  // `to` replaces `from` (the same attempt, arguments inlined): its row is `from`'s.
+  void Moved(const PackedTask& from, const PackedTask& to);
+  // The attempt ran on `by` and ended: FAILED with `error` when it is set, else FINISHED.
+  void Ended(const PackedTask& packed, const rpc::TaskResult& result, const TaskExecutorInfo& by,
+             const rpc::ErrorInfo* error);
+  // The attempt failed without a result (its worker died, it could not be sent...).
+  void Failed(const PackedTask& packed, const rpc::ErrorInfo& error);
+
+  // Worker side: the tasks running now. `spec` must stay alive until EndRunning.
+  void BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us);
+  void EndRunning(const TaskID& task_id);
+
+  // Everything recorded since the last batch, and the running tasks not reported yet;
+  // nullopt when there is nothing to say.
+  std::optional<rpc::TaskEventBatch> TakeBatch();
+  // Rows waiting for the next batch (a report comes early once there are many).
+  int64_t NumRows() const;
+  int64_t TotalDropped() const;
+
+ private:
+  struct Row {
+    TaskID task_id;
+    int32_t attempt = 0;
+    int32_t kind = -1;
+    TaskID parent;
+    std::array<int64_t, kNumStates> state_us{};
+    int64_t exec_start_us = 0;
+    int64_t exec_end_us = 0;
+    int32_t executor = -1;
+  };
+  struct Running {
+    TaskID task_id;
+    int32_t attempt = 0;
+    int64_t start_us = 0;
+    const rpc::TaskSpec* spec = nullptr;
+    bool reported = false;
+  };
+
+  // The attempt's row in this batch: its own, or a new one (nullptr when full).
+  Row* RowOf(const PackedTask& packed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Row* NewRow(const TaskID& task_id, int attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Describe(Row* row, const rpc::TaskSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int32_t KindOf(const rpc::TaskSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int32_t ExecutorOf(const TaskExecutorInfo& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddError(const Row* row, const rpc::ErrorInfo& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rows for the running tasks not reported yet.
+  void AddRunningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TaskEventSource source_;
+  const int64_t max_rows_;
+  int64_t early_rows_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> early_report_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex mu_;
+  // Rows belong to batch `generation_`; a PackedTask's slot is (generation << 32 | index + 1).
+  uint32_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<Row> rows_ ABSL_GUARDED_BY(mu_);
+  std::vector<rpc::TaskKind> kinds_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<size_t, int32_t> kind_index_ ABSL_GUARDED_BY(mu_);
+  std::vector<rpc::TaskExecutor> executors_ ABSL_GUARDED_BY(mu_);
+  int32_t last_executor_ ABSL_GUARDED_BY(mu_) = -1;
+  WorkerID last_executor_id_ ABSL_GUARDED_BY(mu_);
+  std::vector<rpc::TaskEventError> errors_ ABSL_GUARDED_BY(mu_);
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t total_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  // The tasks running now: a few (one per execution thread), so a vector.
+  std::vector<Running> running_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace manta::core

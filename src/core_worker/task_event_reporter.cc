@@ -1,0 +1,51 @@
+#include "src/core_worker/task_event_reporter.h"
+
+#include <glog/logging.h>
+
+namespace manta::core {
+
+TaskEventReporter::TaskEventReporter(EventLoop& loop, gcs::GcsClientInterface& gcs, TaskEventSource source,
+                                     const Config& config)
+    : loop_(loop), gcs_(gcs), buffer_(std::move(source), config.task_events_max_buffer_rows) {
+  std::weak_ptr<bool> alive = alive_;
+  buffer_.SetEarlyReport(config.task_events_early_report_rows, [this, alive] {
+    if (early_posted_.exchange(true)) return;
+    loop_.Post("TaskEventReporter.EarlyReport", [this, alive] {
+      if (alive.expired()) return;
+      early_posted_ = false;
+      Report();
+    });
+  });
+  timer_ = loop_.RunEvery("TaskEventReporter.Report", std::max<int64_t>(config.task_events_report_ms, 1),
+                          [this] { Report(); });
+}
+
+TaskEventReporter::~TaskEventReporter() { buffer_.SetEarlyReport(0, nullptr); }
+
+void TaskEventReporter::Stop() { timer_.reset(); }
+
+void TaskEventReporter::Report() {
+  if (in_flight_) return;
+  std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch();
+  if (!batch) return;
+  in_flight_ = true;
+  Send(std::move(*batch), [this] { in_flight_ = false; });
+}
+
+void TaskEventReporter::Flush(std::function<void()> done) {
+  std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch();
+  if (!batch) return done();
+  Send(std::move(*batch), std::move(done));
+}
+
+void TaskEventReporter::Send(rpc::TaskEventBatch batch, std::function<void()> done) {
+  ++batches_sent_;
+  std::weak_ptr<bool> alive = alive_;
+  gcs_.AsyncAddTaskEventData(std::move(batch), [alive, done = std::move(done)](const absl::Status& s,
+                                                                              rpc::AddTaskEventDataReply&&) {
+    if (!s.ok()) VLOG(1) << "the GCS did not take a batch of task events: " << s;
+    if (!alive.expired()) done();
+  });
+}
+
+}  // namespace manta::core

@@ -1,0 +1,51 @@
+// TaskEventReporter: sends the task event buffer's batches to the GCS — every
+// task_events_report_ms, sooner once the buffer holds task_events_early_report_rows
+// attempts, and a last time at exit (ARCHITECTURE.md §16). One batch is in flight at
+// a time; meanwhile the buffer fills, and drops beyond its cap. Nothing on the task
+// path waits for any of this.
+//
+// Loop thread, except buffer(), which any thread records into.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "src/common/config.h"
+#include "src/common/event_loop.h"
+#include "src/core_worker/task_event_buffer.h"
+#include "src/gcs/gcs_client.h"
+
+namespace manta::core {
+
+class TaskEventReporter {
+ public:
+  TaskEventReporter(EventLoop& loop, gcs::GcsClientInterface& gcs, TaskEventSource source, const Config& config);
+  ~TaskEventReporter();
+
+  TaskEventBuffer& buffer() { return buffer_; }
+  // Sends what the buffer holds now (even while a batch is in flight) and runs `done`
+  // once the GCS answered, or at once when there was nothing. Loop thread.
+  void Flush(std::function<void()> done);
+  // Stops the timer: nothing more is sent but by Flush. Loop thread.
+  void Stop();
+  int64_t batches_sent() const { return batches_sent_; }
+
+ private:
+  // Sends a batch unless one is in flight.
+  void Report();
+  void Send(rpc::TaskEventBatch batch, std::function<void()> done);
+
+  EventLoop& loop_;
+  gcs::GcsClientInterface& gcs_;
+  TaskEventBuffer buffer_;
+  std::unique_ptr<Timer> timer_;
+  bool in_flight_ = false;
+  int64_t batches_sent_ = 0;
+  // An early report was posted and has not run yet.
+  std::atomic<bool> early_posted_{false};
+  // Posted work and replies check it: the reporter may be gone when they run.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace manta::core

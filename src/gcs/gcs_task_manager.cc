@@ -1,0 +1,408 @@
+#include "src/gcs/gcs_task_manager.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "src/common/task_event_util.h"
+#include "src/common/status_util.h"
+#include "src/common/util.h"
+
+namespace manta::gcs {
+
+namespace {
+
+
+int64_t ErrorBytes(const rpc::ErrorInfo& e) {
+  return static_cast<int64_t>(sizeof(rpc::ErrorInfo) + e.message().size() + e.exception_type().size());
+}
+
+
+std::string TaskTypeName(rpc::TaskType type) { return rpc::TaskType_Name(type); }
+
+}  // namespace
+
+const std::vector<std::string>& GcsTaskManager::FilterKeys() {
+  static const std::vector<std::string> keys = {
+      "task_id",   "attempt_number", "name",       "state",      "job_id",     "actor_id",
+      "type",      "func_or_class_name", "parent_task_id", "node_id", "worker_id", "worker_pid",
+      "error_type", "placement_group_id"};
+  return keys;
+}
+
+void GcsTaskManager::HandleAddTaskEventData(const rpc::AddTaskEventDataRequest& request,
+                                            rpc::AddTaskEventDataReply* reply, rpc::SendReply send_reply) {
+  absl::Status s = AddBatch(request.batch());
+  if (!s.ok()) LOG(WARNING) << "refusing a batch of task events: " << s.message();
+  std::move(send_reply)(s);
+}
+
+absl::Status GcsTaskManager::Validate(const rpc::TaskEventBatch& b) {
+  const int64_t n = b.attempts_size();
+  auto mismatch = [&](const char* column, int64_t have, int64_t want) {
+    return absl::InvalidArgumentError(std::string("task event batch: column ") + column + " has " +
+                                      std::to_string(have) + " entries for " + std::to_string(n) + " rows, not " +
+                                      std::to_string(want));
+  };
+  constexpr int64_t kIdBytes = TaskID::kSize;
+  if (static_cast<int64_t>(b.task_ids().size()) != n * kIdBytes) {
+    return mismatch("task_ids (bytes)", static_cast<int64_t>(b.task_ids().size()), n * kIdBytes);
+  }
+  if (b.kind_size() != n) return mismatch("kind", b.kind_size(), n);
+  if (b.state_unix_us_size() != n * kNumStates) return mismatch("state_unix_us", b.state_unix_us_size(), n * kNumStates);
+  if (b.exec_start_unix_us_size() != n) return mismatch("exec_start_unix_us", b.exec_start_unix_us_size(), n);
+  if (b.exec_end_unix_us_size() != n) return mismatch("exec_end_unix_us", b.exec_end_unix_us_size(), n);
+  if (b.executor_size() != n) return mismatch("executor", b.executor_size(), n);
+  int64_t described = 0;
+  for (int i = 0; i < n; ++i) {
+    if (b.kind(i) >= b.kinds_size() || b.kind(i) < -1) {
+      return absl::InvalidArgumentError("task event batch: row " + std::to_string(i) + " names kind " +
+                                        std::to_string(b.kind(i)) + " of " + std::to_string(b.kinds_size()));
+    }
+    if (b.executor(i) >= b.executors_size() || b.executor(i) < -1) {
+      return absl::InvalidArgumentError("task event batch: row " + std::to_string(i) + " names executor " +
+                                        std::to_string(b.executor(i)) + " of " +
+                                        std::to_string(b.executors_size()));
+    }
+    if (b.kind(i) >= 0) ++described;
+  }
+  if (static_cast<int64_t>(b.parent_task_ids().size()) != described * kIdBytes) {
+    return mismatch("parent_task_ids (bytes)", static_cast<int64_t>(b.parent_task_ids().size()),
+                    described * kIdBytes);
+  }
+  for (const rpc::TaskEventError& e : b.errors()) {
+    if (e.row() < 0 || e.row() >= n) {
+      return absl::InvalidArgumentError("task event batch: an error names row " + std::to_string(e.row()));
+    }
+  }
+  if (!b.job_id().empty() && !JobID::FromBinaryChecked(b.job_id()).ok()) {
+    return absl::InvalidArgumentError("task event batch: malformed job id");
+  }
+  return absl::OkStatus();
+}
+
+int32_t GcsTaskManager::InternKind(const rpc::TaskKind& kind) {
+  std::string key = kind.SerializeAsString();
+  auto it = kind_index_.find(key);
+  if (it != kind_index_.end()) return it->second;
+  // Bounded: a flood of distinct kinds leaves the later attempts undescribed.
+  if (kinds_.size() >= 65536) return -1;
+  kinds_.push_back(kind);
+  bytes_ += static_cast<int64_t>(2 * key.size() + 64);
+  kind_index_.emplace(std::move(key), static_cast<int32_t>(kinds_.size()) - 1);
+  return static_cast<int32_t>(kinds_.size()) - 1;
+}
+
+int32_t GcsTaskManager::InternExecutor(const rpc::TaskExecutor& executor) {
+  auto it = executor_index_.find(executor.worker_id());
+  if (it != executor_index_.end()) {
+    if (executor.pid() != 0) executors_[it->second].set_pid(executor.pid());
+    return it->second;
+  }
+  if (executors_.size() >= (1u << 20)) return -1;
+  executors_.push_back(executor);
+  bytes_ += 160;
+  executor_index_.emplace(executor.worker_id(), static_cast<int32_t>(executors_.size()) - 1);
+  return static_cast<int32_t>(executors_.size()) - 1;
+}
+
+int32_t GcsTaskManager::InternJob(const std::string& job_id) {
+  auto id = JobID::FromBinaryChecked(job_id);
+  if (!id.ok()) return -1;
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    if (jobs_[i] == *id) return static_cast<int32_t>(i);
+  }
+  jobs_.push_back(*id);
+  return static_cast<int32_t>(jobs_.size()) - 1;
+}
+
+uint32_t GcsTaskManager::Find(const Key& key) {
+  auto [it, inserted] = index_.try_emplace(key, kNone);
+  if (!inserted) return it->second;
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  it->second = slot;
+  slots_[slot].key = key;
+  Link(slot, ListId::kActive);
+  bytes_ += kAttemptBytes;
+  if (key.attempt > 0) {
+    // A retry reported without what it runs: the same as the attempt before.
+    auto before = index_.find(Key{key.task_id, key.attempt - 1});
+    if (before != index_.end()) {
+      slots_[slot].attempt.kind = slots_[before->second].attempt.kind;
+      slots_[slot].attempt.parent = slots_[before->second].attempt.parent;
+    }
+  }
+  return slot;
+}
+
+void GcsTaskManager::Link(uint32_t slot, ListId id) {
+  Chain& list = ListOf(id);
+  Slot& s = slots_[slot];
+  s.list = id;
+  s.prev = list.tail;
+  s.next = kNone;
+  if (list.tail != kNone) slots_[list.tail].next = slot;
+  list.tail = slot;
+  if (list.head == kNone) list.head = slot;
+}
+
+void GcsTaskManager::Unlink(uint32_t slot) {
+  Slot& s = slots_[slot];
+  Chain& list = ListOf(s.list);
+  if (s.prev != kNone) slots_[s.prev].next = s.next;
+  if (s.next != kNone) slots_[s.next].prev = s.prev;
+  if (list.head == slot) list.head = s.next;
+  if (list.tail == slot) list.tail = s.prev;
+  s.prev = s.next = kNone;
+  s.list = ListId::kFree;
+}
+
+void GcsTaskManager::SetError(Attempt& a, const rpc::ErrorInfo& error) {
+  if (a.error) bytes_ -= ErrorBytes(*a.error);
+  a.error = std::make_unique<rpc::ErrorInfo>(error);
+  // Bounded: a message longer than 4 KiB is cut.
+  if (a.error->message().size() > 4096) a.error->mutable_message()->resize(4096);
+  bytes_ += ErrorBytes(*a.error);
+}
+
+absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
+  MANTA_RETURN_IF_ERROR(Validate(b));
+  dropped_at_source_ += std::max<int64_t>(b.dropped(), 0);
+  const int32_t job = InternJob(b.job_id());
+  std::vector<int32_t> kinds(b.kinds_size(), -2);
+  std::vector<int32_t> executors(b.executors_size(), -2);
+  // Each row's error, if it has one (the last given). Errors are set as their rows are
+  // merged: a record's address changes when the table grows.
+  std::vector<int> error_of(b.attempts_size(), -1);
+  for (int e = 0; e < b.errors_size(); ++e) error_of[b.errors(e).row()] = e;
+  size_t parent_at = 0;
+  for (int i = 0; i < b.attempts_size(); ++i) {
+    Key key{TaskID::FromBinary(b.task_ids().substr(static_cast<size_t>(i) * TaskID::kSize, TaskID::kSize)),
+            b.attempts(i)};
+    const uint32_t slot = Find(key);
+    Attempt& a = slots_[slot].attempt;
+    if (a.job < 0) a.job = job;
+    if (int32_t k = b.kind(i); k >= 0) {
+      if (kinds[k] == -2) kinds[k] = InternKind(b.kinds(k));
+      a.kind = kinds[k];
+      a.parent = TaskID::FromBinary(b.parent_task_ids().substr(parent_at, TaskID::kSize));
+      parent_at += TaskID::kSize;
+    }
+    for (int s = 0; s < kNumStates; ++s) {
+      if (int64_t us = b.state_unix_us(i * kNumStates + s); us > 0) a.state_us[s] = us;
+    }
+    if (b.exec_start_unix_us(i) > 0) a.exec_start_us = b.exec_start_unix_us(i);
+    if (b.exec_end_unix_us(i) > 0) a.exec_end_us = b.exec_end_unix_us(i);
+    if (int32_t e = b.executor(i); e >= 0) {
+      if (executors[e] == -2) executors[e] = InternExecutor(b.executors(e));
+      a.executor = executors[e];
+    }
+    if (error_of[i] >= 0) SetError(a, b.errors(error_of[i]).error());
+    const rpc::TaskStatus state = StateOf(a);
+    if (slots_[slot].list == ListId::kActive && (state == rpc::FINISHED || state == rpc::FAILED)) {
+      Unlink(slot);
+      Link(slot, ListId::kTerminal);
+    }
+  }
+  Evict();
+  return absl::OkStatus();
+}
+
+int64_t GcsTaskManager::FirstSeen(const Attempt& a) {
+  for (int64_t us : a.state_us) {
+    if (us > 0) return us;
+  }
+  return a.exec_start_us;
+}
+
+void GcsTaskManager::RecordOwn(const rpc::TaskSpec& spec, int attempt, rpc::TaskStatus status,
+                               const rpc::TaskExecutor* executor, const rpc::TaskResult* result,
+                               const rpc::ErrorInfo* error) {
+  if (status < rpc::PENDING_ARGS_AVAIL || status > rpc::FAILED || spec.task_id().size() != TaskID::kSize) return;
+  rpc::TaskEventBatch b;
+  b.set_job_id(spec.job_id());
+  *b.add_kinds() = TaskKindOf(spec);
+  b.set_task_ids(spec.task_id());
+  b.add_attempts(attempt);
+  b.add_kind(0);
+  b.set_parent_task_ids(spec.parent_task_id().size() == TaskID::kSize ? spec.parent_task_id()
+                                                                      : std::string(TaskID::kSize, '\0'));
+  for (int s = 0; s < kNumStates; ++s) b.add_state_unix_us(s == status - 1 ? absl::GetCurrentTimeNanos() / 1000 : 0);
+  const bool ran = result != nullptr && result->start_unix_us() > 0;
+  b.add_exec_start_unix_us(ran ? result->start_unix_us() : 0);
+  b.add_exec_end_unix_us(ran ? result->start_unix_us() + std::max<int64_t>(result->run_us(), 0) : 0);
+  b.add_executor(executor != nullptr ? 0 : -1);
+  if (executor != nullptr) *b.add_executors() = *executor;
+  if (error != nullptr) {
+    rpc::TaskEventError* e = b.add_errors();
+    e->set_row(0);
+    *e->mutable_error() = *error;
+  }
+  absl::Status s = AddBatch(b);
+  if (!s.ok()) LOG(WARNING) << "recording the GCS's own task event: " << s;
+}
+
+rpc::TaskStatus GcsTaskManager::StateOf(const Attempt& a) {
+  if (a.state_us[rpc::FAILED - 1] > 0) return rpc::FAILED;
+  for (int s = kNumStates - 1; s >= 0; --s) {
+    if (a.state_us[s] > 0) return static_cast<rpc::TaskStatus>(s + 1);
+  }
+  return rpc::TASK_STATUS_NIL;
+}
+
+void GcsTaskManager::Erase(uint32_t slot) {
+  Slot& s = slots_[slot];
+  bytes_ -= kAttemptBytes;
+  if (s.attempt.error) bytes_ -= ErrorBytes(*s.attempt.error);
+  index_.erase(s.key);
+  Unlink(slot);
+  s.attempt = Attempt();
+  free_slots_.push_back(slot);
+  ++evicted_;
+}
+
+void GcsTaskManager::Evict() {
+  while (static_cast<int64_t>(index_.size()) > limits_.max_num || bytes_ > limits_.max_bytes) {
+    const uint32_t victim = terminal_.head != kNone ? terminal_.head : active_.head;
+    if (victim == kNone) break;
+    Erase(victim);
+  }
+}
+
+std::string GcsTaskManager::FieldOf(const Key& key, const Attempt& a, const std::string& field) const {
+  const rpc::TaskKind* kind = a.kind >= 0 ? &kinds_[a.kind] : nullptr;
+  const rpc::TaskExecutor* executor = a.executor >= 0 ? &executors_[a.executor] : nullptr;
+  if (field == "task_id") return key.task_id.Hex();
+  if (field == "attempt_number") return std::to_string(key.attempt);
+  if (field == "state") return rpc::TaskStatus_Name(StateOf(a));
+  if (field == "name") return kind == nullptr ? "" : kind->name().empty() ? kind->function_name() : kind->name();
+  if (field == "func_or_class_name") return kind == nullptr ? "" : kind->function_name();
+  if (field == "job_id") return a.job >= 0 ? jobs_[a.job].Hex() : "";
+  if (field == "actor_id") return kind == nullptr ? "" : BinaryHex(kind->actor_id());
+  if (field == "type") return kind == nullptr ? "" : TaskTypeName(kind->type());
+  if (field == "parent_task_id") return kind == nullptr || a.parent.IsNil() ? "" : a.parent.Hex();
+  if (field == "node_id") return executor == nullptr ? "" : BinaryHex(executor->node_id());
+  if (field == "worker_id") return executor == nullptr ? "" : BinaryHex(executor->worker_id());
+  if (field == "worker_pid") return executor == nullptr ? "" : std::to_string(executor->pid());
+  if (field == "error_type") return a.error ? rpc::ErrorType_Name(a.error->type()) : "";
+  if (field == "placement_group_id") return kind == nullptr ? "" : BinaryHex(kind->placement_group_id());
+  return "";
+}
+
+nlohmann::ordered_json GcsTaskManager::ToJson(const Key& key, const Attempt& a, bool detail) const {
+  nlohmann::ordered_json j;
+  for (const char* field : {"task_id", "attempt_number", "name", "state", "job_id", "actor_id", "type",
+                            "func_or_class_name", "parent_task_id", "node_id", "worker_id", "error_type"}) {
+    j[field] = FieldOf(key, a, field);
+  }
+  j["attempt_number"] = key.attempt;
+  const rpc::TaskExecutor* executor = a.executor >= 0 ? &executors_[a.executor] : nullptr;
+  if (executor != nullptr) j["worker_pid"] = executor->pid();
+  j["error_message"] = a.error ? a.error->message() : "";
+  if (a.exec_start_us > 0) j["start_time_ms"] = a.exec_start_us / 1000;
+  if (a.exec_end_us > 0) j["end_time_ms"] = a.exec_end_us / 1000;
+  if (!detail) return j;
+  j["creation_time_ms"] = a.state_us[0] / 1000;
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (int s = 0; s < kNumStates; ++s) {
+    if (a.state_us[s] <= 0) continue;
+    events.push_back({{"state", rpc::TaskStatus_Name(static_cast<rpc::TaskStatus>(s + 1))},
+                      {"created_ms", a.state_us[s] / 1000}});
+  }
+  j["events"] = std::move(events);
+  if (a.kind >= 0) {
+    const rpc::TaskKind& kind = kinds_[a.kind];
+    nlohmann::ordered_json resources = nlohmann::ordered_json::object();
+    for (const rpc::ResourceQuantity& r : kind.required_resources()) resources[r.name()] = r.quantity();
+    j["required_resources"] = std::move(resources);
+    if (!kind.placement_group_id().empty()) j["placement_group_bundle_index"] = kind.bundle_index();
+  }
+  if (a.error && !a.error->exception_type().empty()) j["exception_type"] = a.error->exception_type();
+  return j;
+}
+
+absl::Status GcsTaskManager::CheckFilters(const std::vector<rpc::StateFilter>& filters) {
+  const std::vector<std::string>& keys = FilterKeys();
+  for (const rpc::StateFilter& f : filters) {
+    if (std::find(keys.begin(), keys.end(), f.key()) == keys.end()) {
+      return absl::InvalidArgumentError("tasks have no field '" + f.key() + "' to filter on; the fields are " +
+                                        absl::StrJoin(keys, ", "));
+    }
+    if (f.predicate() != "=" && f.predicate() != "!=") {
+      return absl::InvalidArgumentError("unknown filter predicate '" + f.predicate() + "' (use = or !=)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool GcsTaskManager::Matches(const Key& key, const Attempt& a, const std::vector<rpc::StateFilter>& filters) const {
+  for (const rpc::StateFilter& f : filters) {
+    const std::string value = FieldOf(key, a, f.key());
+    // Enum-like values compare without regard to case (state=running).
+    const bool equal = f.key() == "state" || f.key() == "type" || f.key() == "error_type"
+                           ? absl::EqualsIgnoreCase(value, f.value())
+                           : value == f.value();
+    if (equal != (f.predicate() == "=")) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<nlohmann::ordered_json> GcsTaskManager::Summarize(const std::vector<rpc::StateFilter>& filters) const {
+  MANTA_RETURN_IF_ERROR(CheckFilters(filters));
+  // Counted per kind first (few), named after.
+  absl::flat_hash_map<int32_t, std::array<int64_t, kNumStates + 1>> per_kind;
+  int64_t total = 0;
+  for (const Slot& slot : slots_) {
+    if (slot.list == ListId::kFree) continue;
+    const Attempt& a = slot.attempt;
+    if (!filters.empty() && !Matches(slot.key, a, filters)) continue;
+    ++total;
+    ++per_kind[a.kind][StateOf(a)];
+  }
+  nlohmann::ordered_json by_name = nlohmann::ordered_json::object();
+  for (const auto& [kind, counts] : per_kind) {
+    const std::string name = kind >= 0 ? kinds_[kind].function_name() : "(unknown)";
+    nlohmann::ordered_json& entry = by_name[name];
+    entry["type"] = kind >= 0 ? TaskTypeName(kinds_[kind].type()) : "";
+    for (int s = 0; s <= kNumStates; ++s) {
+      if (counts[s] == 0) continue;
+      const std::string state = rpc::TaskStatus_Name(static_cast<rpc::TaskStatus>(s));
+      nlohmann::ordered_json& state_counts = entry["state_counts"];
+      if (!state_counts.is_object()) state_counts = nlohmann::ordered_json::object();
+      state_counts[state] = state_counts.value(state, int64_t{0}) + counts[s];
+    }
+  }
+  return nlohmann::ordered_json{{"total", total}, {"by_name", std::move(by_name)}};
+}
+
+absl::StatusOr<GcsTaskManager::ListResult> GcsTaskManager::List(const std::vector<rpc::StateFilter>& filters,
+                                                                int64_t limit, bool detail) const {
+  MANTA_RETURN_IF_ERROR(CheckFilters(filters));
+  ListResult result;
+  std::vector<std::pair<int64_t, const Slot*>> matched;
+  for (const Slot& slot : slots_) {
+    if (slot.list != ListId::kFree && Matches(slot.key, slot.attempt, filters)) {
+      matched.emplace_back(FirstSeen(slot.attempt), &slot);
+    }
+  }
+  result.num_matched = static_cast<int64_t>(matched.size());
+  // Oldest first.
+  const size_t n = std::min<size_t>(matched.size(), static_cast<size_t>(std::max<int64_t>(limit, 0)));
+  std::partial_sort(matched.begin(), matched.begin() + static_cast<std::ptrdiff_t>(n), matched.end(),
+                    [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (size_t i = 0; i < n; ++i) result.rows.push_back(ToJson(matched[i].second->key, matched[i].second->attempt, detail));
+  return result;
+}
+
+}  // namespace manta::gcs

@@ -1,0 +1,156 @@
+// GcsTaskManager: the cluster's task attempts as the core workers report them
+// (ARCHITECTURE.md §16), for `manta list tasks`, summaries and the timeline.
+//
+// A batch's rows are merged into one record per attempt (task id, attempt number):
+// its states with their times, what it runs (a "kind", interned: function, type,
+// actor, resources, placement group), its parent and job, where and when it ran,
+// and its error. The records are bounded by count (task_events_max_num) and bytes
+// (task_events_max_bytes): beyond either, finished and failed attempts go first,
+// oldest first, then the oldest of the rest. What was dropped is counted: by the
+// core workers (their buffers were full) and here (evicted). No cap crashes the GCS;
+// a malformed batch is refused whole with a message naming what is wrong.
+//
+// Nothing is persisted: after a GCS restart the table starts empty.
+// Loop thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+#include "protos/core_worker.pb.h"
+#include "protos/gcs.pb.h"
+#include "src/common/id.h"
+#include "src/common/rpc/grpc_server.h"
+
+namespace manta::gcs {
+
+class GcsTaskManager {
+ public:
+  static constexpr int kNumStates = 6;  // PENDING_ARGS_AVAIL .. FAILED
+  struct Limits {
+    int64_t max_num = 100000;
+    int64_t max_bytes = int64_t{64} << 20;
+  };
+  explicit GcsTaskManager(Limits limits) : limits_(limits) {}
+
+  void HandleAddTaskEventData(const rpc::AddTaskEventDataRequest& request, rpc::AddTaskEventDataReply* reply,
+                              rpc::SendReply send_reply);
+  // Merges a batch; InvalidArgument (nothing merged) when its columns disagree.
+  absl::Status AddBatch(const rpc::TaskEventBatch& batch);
+  // What the GCS sees itself (the actor creation tasks it pushes): attempt `attempt`
+  // of `spec` reached `status` now; where and when it ran, and its error, if known.
+  void RecordOwn(const rpc::TaskSpec& spec, int attempt, rpc::TaskStatus status, const rpc::TaskExecutor* executor,
+                 const rpc::TaskResult* result, const rpc::ErrorInfo* error);
+
+  // The attempts whose fields pass every filter (key, "=" or "!=", value), at most
+  // `limit` of them as JSON objects (Ray's field names; `detail` adds the state
+  // times, resources and placement). InvalidArgument for an unknown key or predicate.
+  struct ListResult {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    int64_t num_matched = 0;
+  };
+  absl::StatusOr<ListResult> List(const std::vector<rpc::StateFilter>& filters, int64_t limit, bool detail) const;
+  // Counts of the matching attempts by state, per function (or actor class and
+  // method): {"total": n, "by_name": {name: {"type": T, "state_counts": {S: n}}}}.
+  absl::StatusOr<nlohmann::ordered_json> Summarize(const std::vector<rpc::StateFilter>& filters) const;
+  // The keys a filter may name.
+  static const std::vector<std::string>& FilterKeys();
+
+  int64_t num_attempts() const { return static_cast<int64_t>(index_.size()); }
+  int64_t bytes() const { return bytes_; }
+  // Attempts dropped by core workers (reported in their batches) and evicted here.
+  int64_t dropped_at_source() const { return dropped_at_source_; }
+  int64_t evicted() const { return evicted_; }
+  int64_t num_dropped() const { return dropped_at_source_ + evicted_; }
+
+ private:
+  struct Key {
+    TaskID task_id;
+    int32_t attempt = 0;
+    bool operator==(const Key& o) const { return attempt == o.attempt && task_id == o.task_id; }
+  };
+  // First attempts hash as their task ids do (IdHash: a parent's tasks in neighbouring
+  // slots), so that merging and evicting walk the index in order.
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return IdHash()(k.task_id) ^ (static_cast<size_t>(k.attempt) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  struct Attempt {
+    int32_t kind = -1;
+    int32_t job = -1;
+    int32_t executor = -1;
+    TaskID parent;
+    std::array<int64_t, kNumStates> state_us{};
+    int64_t exec_start_us = 0;
+    int64_t exec_end_us = 0;
+    std::unique_ptr<rpc::ErrorInfo> error;
+  };
+  static constexpr uint32_t kNone = ~uint32_t{0};
+  // An attempt's record, in one of two lists: attempts still going (oldest first) and
+  // finished or failed ones (in the order they ended). Eviction takes the head of the
+  // second, then of the first.
+  enum class ListId : uint8_t { kFree, kActive, kTerminal };
+  struct Slot {
+    Key key;
+    Attempt attempt;
+    uint32_t prev = kNone;
+    uint32_t next = kNone;
+    ListId list = ListId::kFree;
+  };
+  struct Chain {
+    uint32_t head = kNone;
+    uint32_t tail = kNone;
+  };
+  // What one attempt may cost: its slot and its index entry (with its control byte),
+  // each twice, as the slot array and the index may have grown to twice what they
+  // hold. An upper bound, so that the byte cap bounds the memory really used.
+  static constexpr int64_t kAttemptBytes =
+      static_cast<int64_t>(2 * sizeof(Slot) + 2 * (sizeof(Key) + sizeof(uint32_t) + 1));
+
+  static absl::Status Validate(const rpc::TaskEventBatch& batch);
+  int32_t InternKind(const rpc::TaskKind& kind);
+  int32_t InternExecutor(const rpc::TaskExecutor& executor);
+  int32_t InternJob(const std::string& job_id);
+  // The attempt's slot, new ones (in the active list) with the kind of the attempt
+  // before if it has none.
+  uint32_t Find(const Key& key);
+  Chain& ListOf(ListId id) { return id == ListId::kActive ? active_ : terminal_; }
+  void Link(uint32_t slot, ListId list);
+  void Unlink(uint32_t slot);
+  void SetError(Attempt& a, const rpc::ErrorInfo& error);
+  void Evict();
+  void Erase(uint32_t slot);
+  // The latest state the attempt reached.
+  static rpc::TaskStatus StateOf(const Attempt& a);
+  // When it was first seen (its earliest state): lists go oldest first.
+  static int64_t FirstSeen(const Attempt& a);
+  std::string FieldOf(const Key& key, const Attempt& a, const std::string& field) const;
+  // Whether the attempt passes every filter (checked by CheckFilters).
+  bool Matches(const Key& key, const Attempt& a, const std::vector<rpc::StateFilter>& filters) const;
+  static absl::Status CheckFilters(const std::vector<rpc::StateFilter>& filters);
+  nlohmann::ordered_json ToJson(const Key& key, const Attempt& a, bool detail) const;
+
+  const Limits limits_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+  absl::flat_hash_map<Key, uint32_t, KeyHash> index_;
+  Chain active_;
+  Chain terminal_;
+  int64_t bytes_ = 0;
+  int64_t dropped_at_source_ = 0;
+  int64_t evicted_ = 0;
+  std::vector<rpc::TaskKind> kinds_;
+  absl::flat_hash_map<std::string, int32_t> kind_index_;
+  std::vector<rpc::TaskExecutor> executors_;
+  absl::flat_hash_map<std::string, int32_t> executor_index_;
+  std::vector<JobID> jobs_;
+};
+
+}  // namespace manta::gcs

@@ -1,0 +1,188 @@
+// TaskEventBuffer: one row per attempt per batch, kinds described once, bounded
+// with what it dropped counted, running tasks reported once.
+#include "src/core_worker/task_event_buffer.h"
+
+#include <gtest/gtest.h>
+
+namespace manta::core {
+namespace {
+
+constexpr int kStates = TaskEventBuffer::kNumStates;
+
+JobID Job() { return JobID::FromInt(7); }
+
+// The driver's task id has random bytes: one for the whole test.
+const TaskID& Driver() {
+  static const TaskID driver = TaskID::ForDriver(Job());
+  return driver;
+}
+
+rpc::TaskSpec Spec(uint64_t index, const std::string& function, int attempt = 0) {
+  rpc::TaskSpec spec;
+  spec.set_type(rpc::NORMAL_TASK);
+  spec.set_task_id(TaskID::ForNormalTask(Job(), Driver(), index).Binary());
+  spec.set_parent_task_id(Driver().Binary());
+  spec.set_job_id(Job().Binary());
+  spec.set_function_name(function);
+  spec.set_attempt_number(attempt);
+  rpc::ResourceQuantity* cpu = spec.add_required_resources();
+  cpu->set_name("CPU");
+  cpu->set_quantity(1);
+  return spec;
+}
+
+TaskEventSource Source() {
+  TaskEventSource source;
+  source.job_id = Job();
+  source.self = TaskExecutorInfo{WorkerID::FromRandom(), NodeID::FromRandom(), 4242};
+  source.is_driver = true;
+  return source;
+}
+
+int64_t StateAt(const rpc::TaskEventBatch& batch, int row, rpc::TaskStatus status) {
+  return batch.state_unix_us(row * kStates + (status - 1));
+}
+
+TEST(TaskEventBufferTest, AnAttemptsStatesInOneBatchShareOneRow) {
+  TaskEventBuffer buffer(Source(), 1000);
+  rpc::TaskSpec spec = Spec(1, "Plus");
+  PackedTaskPtr packed = PackedTask::Pack(spec);
+  buffer.Submitted(spec, *packed);
+  buffer.Reached(*packed, rpc::PENDING_NODE_ASSIGNMENT);
+  buffer.ReachedAll({packed}, rpc::SUBMITTED_TO_WORKER);
+  rpc::TaskResult result;
+  result.set_start_unix_us(UnixMicros());
+  result.set_run_us(250);
+  TaskExecutorInfo worker{WorkerID::FromRandom(), NodeID::FromRandom(), 99};
+  buffer.Ended(*packed, result, worker, nullptr);
+
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->attempts_size(), 1);
+  EXPECT_EQ(batch->task_ids(), spec.task_id());
+  EXPECT_EQ(batch->kinds_size(), 1);
+  EXPECT_EQ(batch->kinds(0).function_name(), "Plus");
+  EXPECT_EQ(batch->kinds(0).required_resources(0).name(), "CPU");
+  EXPECT_EQ(batch->parent_task_ids(), spec.parent_task_id());
+  for (rpc::TaskStatus s : {rpc::PENDING_ARGS_AVAIL, rpc::PENDING_NODE_ASSIGNMENT, rpc::SUBMITTED_TO_WORKER,
+                            rpc::FINISHED}) {
+    EXPECT_GT(StateAt(*batch, 0, s), 0) << rpc::TaskStatus_Name(s);
+  }
+  EXPECT_EQ(StateAt(*batch, 0, rpc::FAILED), 0);
+  EXPECT_EQ(batch->exec_end_unix_us(0) - batch->exec_start_unix_us(0), 250);
+  ASSERT_EQ(batch->executors_size(), 1);
+  EXPECT_EQ(batch->executors(0).pid(), 99);
+  EXPECT_EQ(batch->executors(0).worker_id(), worker.worker_id.Binary());
+  EXPECT_EQ(batch->executor(0), 0);
+  EXPECT_EQ(batch->job_id(), Job().Binary());
+  EXPECT_TRUE(batch->is_driver());
+  EXPECT_EQ(batch->pid(), 4242);
+  // Nothing new: no batch.
+  EXPECT_FALSE(buffer.TakeBatch().has_value());
+}
+
+TEST(TaskEventBufferTest, CallsOfOneFunctionShareAKindAndLaterStatesGetARowWithoutOne) {
+  TaskEventBuffer buffer(Source(), 1000);
+  std::vector<PackedTaskPtr> tasks;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    rpc::TaskSpec spec = Spec(i, "Square");
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Submitted(spec, *tasks.back());
+  }
+  auto first = buffer.TakeBatch();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->attempts_size(), 3);
+  EXPECT_EQ(first->kinds_size(), 1);
+  EXPECT_EQ(first->kind(2), 0);
+  // In the next batch the attempt's row is new, and says only what happened since.
+  rpc::ErrorInfo error;
+  error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
+  error.set_message("boom");
+  buffer.Failed(*tasks[1], error);
+  auto second = buffer.TakeBatch();
+  ASSERT_TRUE(second.has_value());
+  ASSERT_EQ(second->attempts_size(), 1);
+  EXPECT_EQ(second->kind(0), -1);
+  EXPECT_TRUE(second->parent_task_ids().empty());
+  EXPECT_EQ(StateAt(*second, 0, rpc::PENDING_ARGS_AVAIL), 0);
+  EXPECT_GT(StateAt(*second, 0, rpc::FAILED), 0);
+  ASSERT_EQ(second->errors_size(), 1);
+  EXPECT_EQ(second->errors(0).row(), 0);
+  EXPECT_EQ(second->errors(0).error().message(), "boom");
+}
+
+TEST(TaskEventBufferTest, BeyondItsCapNewAttemptsAreDroppedAndCounted) {
+  TaskEventBuffer buffer(Source(), 2);
+  std::vector<PackedTaskPtr> tasks;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    rpc::TaskSpec spec = Spec(i, "f");
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Submitted(spec, *tasks.back());
+  }
+  // An attempt that has a row still records.
+  buffer.Reached(*tasks[0], rpc::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(buffer.NumRows(), 2);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->attempts_size(), 2);
+  EXPECT_EQ(batch->dropped(), 3);
+  EXPECT_GT(StateAt(*batch, 0, rpc::PENDING_NODE_ASSIGNMENT), 0);
+  EXPECT_EQ(buffer.TotalDropped(), 3);
+  // Room again after the batch.
+  buffer.Reached(*tasks[4], rpc::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(buffer.NumRows(), 1);
+}
+
+TEST(TaskEventBufferTest, ARunningTaskIsReportedOnceWhileItRuns) {
+  TaskEventSource source = Source();
+  TaskEventBuffer buffer(source, 100);
+  rpc::TaskSpec spec = Spec(1, "Sleep");
+  buffer.BeginRunning(spec, 1234567);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->attempts_size(), 1);
+  EXPECT_EQ(StateAt(*batch, 0, rpc::RUNNING), 1234567);
+  EXPECT_EQ(batch->kinds(0).function_name(), "Sleep");
+  ASSERT_EQ(batch->executors_size(), 1);
+  EXPECT_EQ(batch->executors(0).worker_id(), source.self.worker_id.Binary());
+  EXPECT_FALSE(buffer.TakeBatch().has_value());  // reported already
+  buffer.EndRunning(TaskID::FromBinary(spec.task_id()));
+  EXPECT_FALSE(buffer.TakeBatch().has_value());
+  // A task that ends before a batch is left to its owner.
+  buffer.BeginRunning(Spec(2, "Quick"), 1);
+  buffer.EndRunning(TaskID::FromBinary(Spec(2, "Quick").task_id()));
+  EXPECT_FALSE(buffer.TakeBatch().has_value());
+}
+
+TEST(TaskEventBufferTest, AskingForAnEarlyReportOncePerBatch) {
+  TaskEventBuffer buffer(Source(), 100);
+  int asked = 0;
+  buffer.SetEarlyReport(2, [&] { ++asked; });
+  std::vector<PackedTaskPtr> tasks;
+  for (uint64_t i = 1; i <= 4; ++i) {
+    rpc::TaskSpec spec = Spec(i, "f");
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Submitted(spec, *tasks.back());
+  }
+  EXPECT_EQ(asked, 1);
+  ASSERT_TRUE(buffer.TakeBatch().has_value());
+  for (const PackedTaskPtr& t : tasks) buffer.Reached(*t, rpc::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(asked, 2);
+}
+
+TEST(TaskEventBufferTest, AMovedAttemptKeepsItsRow) {
+  TaskEventBuffer buffer(Source(), 100);
+  rpc::TaskSpec spec = Spec(1, "f");
+  PackedTaskPtr before = PackedTask::Pack(spec);
+  buffer.Submitted(spec, *before);
+  PackedTaskPtr after = PackedTask::Pack(spec);
+  buffer.Moved(*before, *after);
+  buffer.Reached(*after, rpc::PENDING_NODE_ASSIGNMENT);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->attempts_size(), 1);
+  EXPECT_GT(StateAt(*batch, 0, rpc::PENDING_NODE_ASSIGNMENT), 0);
+}
+
+}  // namespace
+}  // namespace manta::core

@@ -1,0 +1,253 @@
+// GcsTaskManager: rows merged per attempt, malformed batches refused whole, caps
+// that evict finished attempts first and count what went, filters before the limit.
+#include "src/gcs/gcs_task_manager.h"
+
+#include <gtest/gtest.h>
+
+#include "src/common/task_event_util.h"
+
+namespace manta::gcs {
+namespace {
+
+constexpr int kStates = GcsTaskManager::kNumStates;
+
+JobID Job() { return JobID::FromInt(3); }
+// The driver's task id has random bytes: one for the whole test.
+const TaskID& Driver() {
+  static const TaskID driver = TaskID::ForDriver(Job());
+  return driver;
+}
+TaskID Task(uint64_t i) { return TaskID::ForNormalTask(Job(), Driver(), i); }
+
+// Builds a batch row by row.
+class BatchBuilder {
+ public:
+  BatchBuilder() {
+    batch_.set_job_id(Job().Binary());
+    rpc::TaskKind* kind = batch_.add_kinds();
+    kind->set_type(rpc::NORMAL_TASK);
+    kind->set_function_name("Work");
+    rpc::TaskKind* other = batch_.add_kinds();
+    other->set_type(rpc::NORMAL_TASK);
+    other->set_function_name("Other");
+    rpc::TaskExecutor* e = batch_.add_executors();
+    e->set_worker_id(WorkerID::FromRandom().Binary());
+    e->set_node_id(NodeID::FromRandom().Binary());
+    e->set_pid(777);
+  }
+  // A row of attempt `attempt` of task `i` in `state` (kind -1: no kind).
+  BatchBuilder& Row(uint64_t i, int attempt, rpc::TaskStatus state, int kind = 0, int64_t at_us = 1000) {
+    const int row = batch_.attempts_size();
+    batch_.mutable_task_ids()->append(Task(i).Binary());
+    batch_.add_attempts(attempt);
+    batch_.add_kind(kind);
+    if (kind >= 0) batch_.mutable_parent_task_ids()->append(Driver().Binary());
+    for (int s = 0; s < kStates; ++s) batch_.add_state_unix_us(s == state - 1 ? at_us + row : 0);
+    const bool ran = state >= rpc::RUNNING;
+    batch_.add_exec_start_unix_us(ran ? at_us : 0);
+    batch_.add_exec_end_unix_us(state == rpc::FINISHED ? at_us + 5 : 0);
+    batch_.add_executor(ran ? 0 : -1);
+    return *this;
+  }
+  BatchBuilder& Error(const std::string& message) {
+    rpc::TaskEventError* e = batch_.add_errors();
+    e->set_row(batch_.attempts_size() - 1);
+    e->mutable_error()->set_type(rpc::TASK_EXECUTION_EXCEPTION);
+    e->mutable_error()->set_message(message);
+    return *this;
+  }
+  rpc::TaskEventBatch& batch() { return batch_; }
+
+ private:
+  rpc::TaskEventBatch batch_;
+};
+
+rpc::StateFilter Filter(const std::string& key, const std::string& predicate, const std::string& value) {
+  rpc::StateFilter f;
+  f.set_key(key);
+  f.set_predicate(predicate);
+  f.set_value(value);
+  return f;
+}
+
+TEST(GcsTaskManagerTest, RowsOfOneAttemptMergeIntoOneRecord) {
+  GcsTaskManager tasks({});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::PENDING_ARGS_AVAIL).batch()).ok());
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING, -1).batch()).ok());
+  EXPECT_EQ(tasks.num_attempts(), 1);
+  auto listed = tasks.List({}, 10, true);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->rows.size(), 1u);
+  const auto& row = listed->rows[0];
+  EXPECT_EQ(row["task_id"], Task(1).Hex());
+  EXPECT_EQ(row["state"], "RUNNING");
+  EXPECT_EQ(row["name"], "Work");
+  EXPECT_EQ(row["type"], "NORMAL_TASK");
+  EXPECT_EQ(row["worker_pid"], 777);
+  EXPECT_EQ(row["job_id"], Job().Hex());
+  EXPECT_EQ(row["parent_task_id"], Driver().Hex());
+  EXPECT_EQ(row["events"].size(), 2u);
+  // Then it fails, with its error.
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FAILED, -1).Error("it broke").batch()).ok());
+  listed = tasks.List({Filter("state", "=", "failed")}, 10, false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->rows.size(), 1u);
+  EXPECT_EQ(listed->rows[0]["error_message"], "it broke");
+  EXPECT_EQ(listed->rows[0]["error_type"], "TASK_EXECUTION_EXCEPTION");
+}
+
+TEST(GcsTaskManagerTest, ErrorsOfEarlyRowsLandWhileTheTableGrowsUnderThem) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  b.Row(0, 0, rpc::FAILED).Error("first");
+  for (uint64_t i = 1; i < 5000; ++i) b.Row(i, 0, rpc::FINISHED);
+  b.Row(5000, 0, rpc::FAILED).Error("last");
+  ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+  auto listed = tasks.List({Filter("state", "=", "FAILED")}, 10, false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->rows.size(), 2u);
+  EXPECT_EQ(listed->rows[0]["error_message"], "first");
+  EXPECT_EQ(listed->rows[1]["error_message"], "last");
+}
+
+TEST(GcsTaskManagerTest, ARetryReportedWithoutAKindHasItsFirstAttemptsKind) {
+  GcsTaskManager tasks({});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FAILED, 1).batch()).ok());
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 1, rpc::FINISHED, -1).batch()).ok());
+  auto listed = tasks.List({Filter("attempt_number", "=", "1")}, 10, false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->rows.size(), 1u);
+  EXPECT_EQ(listed->rows[0]["name"], "Other");
+  EXPECT_EQ(listed->rows[0]["state"], "FINISHED");
+}
+
+TEST(GcsTaskManagerTest, AMalformedBatchIsRefusedWhole) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  b.Row(1, 0, rpc::FINISHED).Row(2, 0, rpc::FINISHED);
+  rpc::TaskEventBatch bad = b.batch();
+  bad.mutable_attempts()->RemoveLast();
+  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = b.batch();
+  bad.set_kind(1, 9);
+  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = b.batch();
+  bad.mutable_task_ids()->pop_back();
+  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = b.batch();
+  bad.mutable_errors()->Add()->set_row(5);
+  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = b.batch();
+  bad.set_executor(0, 3);
+  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tasks.num_attempts(), 0);
+  EXPECT_TRUE(tasks.AddBatch(b.batch()).ok());
+  EXPECT_EQ(tasks.num_attempts(), 2);
+}
+
+TEST(GcsTaskManagerTest, TheCapEvictsFinishedAttemptsBeforeRunningOnesAndCountsThem) {
+  GcsTaskManager tasks({/*max_num=*/100, /*max_bytes=*/int64_t{1} << 30});
+  BatchBuilder running;
+  for (uint64_t i = 0; i < 10; ++i) running.Row(i, 0, rpc::RUNNING);
+  ASSERT_TRUE(tasks.AddBatch(running.batch()).ok());
+  for (uint64_t round = 0; round < 10; ++round) {
+    BatchBuilder finished;
+    for (uint64_t i = 0; i < 100; ++i) finished.Row(1000 + round * 100 + i, 0, rpc::FINISHED);
+    ASSERT_TRUE(tasks.AddBatch(finished.batch()).ok());
+  }
+  EXPECT_EQ(tasks.num_attempts(), 100);
+  EXPECT_EQ(tasks.evicted(), 1000 - 90);
+  auto listed = tasks.List({Filter("state", "=", "RUNNING")}, 5, false);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->num_matched, 10);
+  EXPECT_EQ(listed->rows.size(), 5u);
+  // Workers' drops add up with the GCS's own.
+  rpc::TaskEventBatch dropped = BatchBuilder().batch();
+  dropped.set_dropped(7);
+  ASSERT_TRUE(tasks.AddBatch(dropped).ok());
+  EXPECT_EQ(tasks.num_dropped(), 1000 - 90 + 7);
+}
+
+TEST(GcsTaskManagerTest, TheByteCapHoldsAndRunningAttemptsGoOnlyWhenNothingElseIsLeft) {
+  GcsTaskManager tasks({/*max_num=*/1000000, /*max_bytes=*/64 * 1024});
+  for (uint64_t round = 0; round < 50; ++round) {
+    BatchBuilder b;
+    for (uint64_t i = 0; i < 100; ++i) b.Row(round * 100 + i, 0, rpc::RUNNING);
+    ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+    EXPECT_LE(tasks.bytes(), 64 * 1024);
+  }
+  EXPECT_GT(tasks.num_attempts(), 0);
+  EXPECT_LT(tasks.num_attempts(), 5000);
+  // The newest are kept.
+  auto listed = tasks.List({Filter("task_id", "=", Task(4999).Hex())}, 1, false);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->num_matched, 1);
+}
+
+TEST(GcsTaskManagerTest, FiltersApplyBeforeTheLimitAndBadOnesAreNamed) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  for (uint64_t i = 0; i < 50; ++i) b.Row(i, 0, rpc::FINISHED);
+  for (uint64_t i = 50; i < 53; ++i) b.Row(i, 0, rpc::FINISHED, 1);
+  ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+  auto listed = tasks.List({Filter("name", "=", "Other")}, 2, false);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->num_matched, 3);
+  EXPECT_EQ(listed->rows.size(), 2u);
+  listed = tasks.List({Filter("name", "!=", "Other"), Filter("state", "=", "finished")}, 100, false);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->num_matched, 50);
+  auto bad = tasks.List({Filter("colour", "=", "red")}, 10, false);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("colour"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("func_or_class_name"), std::string::npos);
+  EXPECT_EQ(tasks.List({Filter("state", "~", "x")}, 10, false).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GcsTaskManagerTest, ASummaryCountsStatesPerFunction) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  for (uint64_t i = 0; i < 4; ++i) b.Row(i, 0, rpc::FINISHED);
+  b.Row(4, 0, rpc::FAILED).Error("x");
+  b.Row(5, 0, rpc::RUNNING, 1);
+  ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+  auto summary = tasks.Summarize({});
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ((*summary)["total"], 6);
+  EXPECT_EQ((*summary)["by_name"]["Work"]["state_counts"]["FINISHED"], 4);
+  EXPECT_EQ((*summary)["by_name"]["Work"]["state_counts"]["FAILED"], 1);
+  EXPECT_EQ((*summary)["by_name"]["Other"]["state_counts"]["RUNNING"], 1);
+}
+
+TEST(GcsTaskManagerTest, TheGcsRecordsTheActorCreationsItPushes) {
+  GcsTaskManager tasks({});
+  rpc::TaskSpec spec;
+  spec.set_type(rpc::ACTOR_CREATION_TASK);
+  spec.set_task_id(Task(9).Binary());
+  spec.set_job_id(Job().Binary());
+  spec.set_function_name("Counter::Create");
+  spec.set_name("Counter");
+  tasks.RecordOwn(spec, 0, rpc::SUBMITTED_TO_WORKER, nullptr, nullptr, nullptr);
+  rpc::TaskExecutor worker;
+  worker.set_worker_id(WorkerID::FromRandom().Binary());
+  worker.set_pid(31);
+  rpc::TaskResult result;
+  result.set_start_unix_us(5000);
+  result.set_run_us(10);
+  rpc::ErrorInfo error;
+  error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
+  error.set_message("the constructor threw");
+  tasks.RecordOwn(spec, 0, rpc::FAILED, &worker, &result, &error);
+  auto listed = tasks.List({Filter("type", "=", "actor_creation_task")}, 10, true);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->rows.size(), 1u);
+  EXPECT_EQ(listed->rows[0]["name"], "Counter");
+  EXPECT_EQ(listed->rows[0]["func_or_class_name"], "Counter::Create");
+  EXPECT_EQ(listed->rows[0]["state"], "FAILED");
+  EXPECT_EQ(listed->rows[0]["error_message"], "the constructor threw");
+  EXPECT_EQ(listed->rows[0]["worker_pid"], 31);
+  EXPECT_EQ(listed->rows[0]["start_time_ms"], 5);
+}
+
+}  // namespace
+}  // namespace manta::gcs
