@@ -488,7 +488,7 @@ void LoadCodeSearchPath(const std::string& joined) {
 }
 
 [[noreturn]] void RunWorker() {
-  manta::InitLogging("manta_worker", "");
+  manta::InitWorkerLogging(Env("MANTA_LOG_DIR"), "worker-" + Env("MANTA_WORKER_ID") + "-" + Env("MANTA_JOB_ID"));
   manta::core::CoreWorkerOptions options;
   options.is_driver = false;
   options.config = LoadConfig();
@@ -663,6 +663,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
                                            : config.ray_namespace);
   options.job_config.set_default_actor_detached(config.default_actor_lifetime == ray::ActorLifetime::DETACHED);
   options.driver_entrypoint = manta::SelfExecutablePath();
+  options.log_to_driver = config.log_to_driver;
   auto process = CoreWorkerProcess::Start(options);
   if (!process.ok()) {
     throw RayException("ray::Init: cannot connect to the cluster at " + address + ": " +

@@ -69,6 +69,22 @@ int RunGetState(const ClusterFlags& flags, const std::string& resource, const st
 // `manta summary RESOURCE`: counts by state per function or class (tasks, actors).
 int RunSummary(const ClusterFlags& flags, const std::string& resource, const std::vector<std::string>& filters,
                const std::string& format);
+// `manta logs`: list a node's log files, or print one (by name, or the output of an
+// actor's or a task's worker, or of a worker pid), its last lines or following it.
+struct LogsQuery {
+  std::string file;
+  std::string node_id;
+  std::string node_ip;
+  std::string actor_id;
+  std::string task_id;
+  int pid = 0;
+  int64_t tail = 1000;  // lines; -1: the whole file
+  bool follow = false;
+};
+int RunLogs(const ClusterFlags& flags, const LogsQuery& query);
+// `manta timeline`: the task attempts of one job (`job_hex`) or all, as Chrome
+// trace-event JSON in `output` (timeline_command.cc).
+int RunTimeline(const ClusterFlags& flags, const std::string& job_hex, const std::string& output);
 // `manta health-check`: 0 when the GCS (with `node`: this machine's raylet)
 // answers within `timeout_ms`, else 1 (health_check_command.cc).
 int RunHealthCheck(const ClusterFlags& flags, bool node, int64_t timeout_ms);
@@ -79,6 +95,11 @@ int RunHealthCheck(const ClusterFlags& flags, bool node, int64_t timeout_ms);
 // TLS settings of the environment. Returns the address.
 absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags);
 absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address);
+absl::StatusOr<rpc::GetAllNodeInfoReply> FetchNodes(const std::string& address);
+// Rows of the state API (state_command.cc) for `resource` passing "key=value" /
+// "key!=value" filters, with every field, as a JSON array (at most 10,000 rows).
+absl::StatusOr<std::string> QueryStateRows(const std::string& address, const std::string& resource,
+                                           const std::vector<std::string>& filters);
 const char* ActorStateName(rpc::ActorTableData::ActorState state);
 absl::StatusOr<rpc::GetAllPlacementGroupReply> FetchPlacementGroups(const std::string& address);
 std::string PlacementGroupStateName(rpc::PlacementGroupTableData::PlacementGroupState state);

@@ -119,6 +119,27 @@ int main(int argc, char** argv) {
     summary_cmds.emplace_back(cmd, resource);
   }
 
+  manta::cli::LogsQuery logs;
+  CLI::App* logs_cmd = app.add_subcommand(
+      "logs", "list the log files of the cluster's nodes, or print one: by name, or the output of an actor's, a "
+              "task's or a pid's worker");
+  AddClusterFlags(logs_cmd, &state_flags);
+  logs_cmd->add_option("file", logs.file, "a file name `manta logs` listed");
+  logs_cmd->add_option("--node-id", logs.node_id, "the node (its id, or the start of it)");
+  logs_cmd->add_option("--node-ip", logs.node_ip, "the node (its address)");
+  logs_cmd->add_option("--actor-id", logs.actor_id, "the output of the worker that runs this actor");
+  logs_cmd->add_option("--task-id", logs.task_id, "the output of the worker that ran this task (its last attempt)");
+  logs_cmd->add_option("--pid", logs.pid, "the output of the worker with this pid")->check(CLI::PositiveNumber);
+  logs_cmd->add_option("--tail", logs.tail, "the last N lines (default 1000; -1: the whole file)");
+  logs_cmd->add_flag("--follow,-f", logs.follow, "keep printing what is written (Ctrl-C stops)");
+
+  std::string timeline_job, timeline_out = "timeline.json";
+  CLI::App* timeline_cmd = app.add_subcommand(
+      "timeline", "write the task attempts as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
+  AddClusterFlags(timeline_cmd, &state_flags);
+  timeline_cmd->add_option("--job", timeline_job, "only this job's tasks (its id)");
+  timeline_cmd->add_option("-o,--output", timeline_out, "the file to write (default timeline.json)");
+
   manta::cli::ClusterFlags health_flags;
   bool health_node = false;
   int64_t health_timeout_ms = 3000;
@@ -161,6 +182,8 @@ int main(int argc, char** argv) {
   for (const auto& [cmd, resource] : summary_cmds) {
     if (cmd->parsed()) return manta::cli::RunSummary(state_flags, resource, summary_filters, summary_format);
   }
+  if (logs_cmd->parsed()) return manta::cli::RunLogs(state_flags, logs);
+  if (timeline_cmd->parsed()) return manta::cli::RunTimeline(state_flags, timeline_job, timeline_out);
   if (health_cmd->parsed()) return manta::cli::RunHealthCheck(health_flags, health_node, health_timeout_ms);
   return 2;
 }

@@ -192,6 +192,20 @@ absl::StatusOr<IdForm> IdFormOf(const std::string& resource) {
 
 }  // namespace
 
+absl::StatusOr<std::string> QueryStateRows(const std::string& address, const std::string& resource,
+                                           const std::vector<std::string>& filter_specs) {
+  auto filters = ParseFilters(filter_specs);
+  if (!filters.ok()) return filters.status();
+  rpc::ListStateRequest request;
+  request.set_resource(resource);
+  for (rpc::StateFilter& f : *filters) *request.add_filters() = std::move(f);
+  request.set_limit(gcs::GcsStateManager::kMaxLimit);
+  request.set_detail(true);
+  auto reply = CallState(address, request, &rpc::StateGcsService::Stub::ListState);
+  if (!reply.ok()) return reply.status();
+  return reply->rows_json();
+}
+
 int RunListState(const ClusterFlags& flags, const StateQuery& query) {
   const std::string command = "list " + query.resource;
   if (query.format != "table" && query.format != "json" && query.format != "yaml") {

@@ -87,6 +87,11 @@ absl::StatusOr<Reply> CallGcs(const std::string& address, std::unique_ptr<Stub> 
 
 }  // namespace
 
+absl::StatusOr<rpc::GetAllNodeInfoReply> FetchNodes(const std::string& address) {
+  return CallGcs(address, rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
+                 &rpc::NodeInfoGcsService::Stub::GetAllNodeInfo);
+}
+
 absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address) {
   return CallGcs(address, rpc::ActorInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
                  &rpc::ActorInfoGcsService::Stub::GetAllActorInfo);

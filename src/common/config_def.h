@@ -127,3 +127,5 @@ MANTA_CONFIG(int64_t, task_events_max_buffer_rows, 200000, "task attempts a core
 MANTA_CONFIG(int64_t, task_events_early_report_rows, 20000, "a core worker reports its task events before the next tick once it holds this many attempts")
 MANTA_CONFIG(int64_t, task_events_max_num, 100000, "task attempts the GCS keeps; beyond them finished and failed attempts go first, then the oldest")
 MANTA_CONFIG(int64_t, task_events_max_bytes, int64_t{64} << 20, "bytes of task attempts the GCS keeps, evicted like task_events_max_num")
+MANTA_CONFIG(int64_t, log_to_driver_period_ms, 100, "a raylet passes what its workers printed on to their drivers this often (0 = never)")
+MANTA_CONFIG(int64_t, log_to_driver_max_bytes, int64_t{1} << 20, "a raylet passes on at most this many bytes of its workers' output per round")

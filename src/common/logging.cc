@@ -22,6 +22,16 @@ void InitLogging(const char* program, const std::string& log_dir) {
   DisableMutexDeadlockDetection();
 }
 
+void InitWorkerLogging(const std::string& log_dir, const std::string& name) {
+  if (!log_dir.empty()) FLAGS_timestamp_in_logfile_name = false;
+  InitLogging("manta_worker", log_dir);
+  if (log_dir.empty()) return;
+  google::SetLogDestination(google::GLOG_INFO, (log_dir + "/" + name + ".glog.").c_str());
+  for (google::LogSeverity severity : {google::GLOG_WARNING, google::GLOG_ERROR, google::GLOG_FATAL}) {
+    google::SetLogDestination(severity, "");
+  }
+}
+
 void DisableMutexDeadlockDetection() {
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles, which
   // costs a graph update per Lock on hot paths; our lock order is static.

@@ -12,6 +12,10 @@ namespace manta {
 // above; otherwise everything goes to stderr. Installs the failure signal handler
 // so a crash prints a stack trace. Call once from main().
 void InitLogging(const char* program, const std::string& log_dir);
+// A worker's logging: with a log directory, its log messages go to one file there,
+// <name>.glog.<pid>, and only errors to stderr, so that its stderr (its output file,
+// passed on to its driver) holds what the user's code printed. Without one, all to stderr.
+void InitWorkerLogging(const std::string& log_dir, const std::string& name);
 // Turns off Abseil's per-Lock deadlock detection (Debian's Abseil has it on: a
 // global lock and a graph update on every Mutex::Lock). Done by InitLogging in the
 // daemons and workers, and by ray::Init in a driver unless the program keeps it

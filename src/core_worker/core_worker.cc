@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iostream>
 #include <thread>
 
 #include "src/common/logging.h"
@@ -161,6 +162,7 @@ void CoreWorker::StartFollowingTheGcs() {
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
         if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
+        if (m.has_worker_log_message()) PrintWorkerLines(m.worker_log_message());
       },
       [this] {
         // The GCS restarted: messages may have been lost; read every followed actor
@@ -170,7 +172,14 @@ void CoreWorker::StartFollowingTheGcs() {
       });
   actors_ = std::make_unique<ActorFollower>(loop_, gcs_, *subscriber_, options_.gcs_address,
                                             options_.config.actor_state_retry_ms, [this](const rpc::ActorTableData& actor) { OnActorState(actor); });
-  loop_.Post("CoreWorker.StartSubscriber", [this] { subscriber_->Start(); });
+  loop_.Post("CoreWorker.StartSubscriber", [this] {
+    subscriber_->Start();
+    if (options_.is_driver && options_.log_to_driver && !options_.job_id.IsNil()) {
+      subscriber_->SubscribeKey(rpc::WORKER_LOG_CHANNEL, options_.job_id.Binary(), [](absl::Status s) {
+        if (!s.ok()) LOG(WARNING) << "workers' output will not be shown here: " << s;
+      });
+    }
+  });
 }
 
 void CoreWorker::ReportLastTaskEvents(std::function<void()> done) {
@@ -181,6 +190,14 @@ void CoreWorker::ReportLastTaskEvents(std::function<void()> done) {
   // (The batch takes the driver's task while it still runs, if it was never reported.)
   task_event_reporter_->Flush(std::move(done));
   if (driver) task_events_->EndRunning(root_task_id_);
+}
+
+void CoreWorker::PrintWorkerLines(const rpc::WorkerLogBatch& batch) {
+  if (batch.job_id() != options_.job_id.Binary()) return;
+  const std::string prefix = "(pid=" + std::to_string(batch.pid()) + ", ip=" + batch.node_ip() + ") ";
+  std::string out;
+  for (const std::string& line : batch.lines()) out += prefix + line + "\n";
+  std::cerr << out << std::flush;
 }
 
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {

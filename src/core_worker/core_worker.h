@@ -223,6 +223,8 @@ class CoreWorker {
   void MakeTaskEvents();
   // Sends the task events not reported yet (a driver's own task finished), then `done`. Loop thread.
   void ReportLastTaskEvents(std::function<void()> done);
+  // A driver prints what its job's workers printed, each line prefixed with where.
+  void PrintWorkerLines(const rpc::WorkerLogBatch& batch);
   void MakeOwnership();
   // Get and Wait (object_reader.h).
   void MakeReader();

@@ -38,6 +38,9 @@ struct CoreWorkerOptions {
   // Driver: how the raylets start this job's workers.
   rpc::JobConfig job_config;
   std::string driver_entrypoint;
+  // Driver: print what the job's workers print (their stdout and stderr), each line
+  // prefixed with the worker's pid and node (RayConfig::log_to_driver).
+  bool log_to_driver = false;
   Config config;
   // What this process joins the cluster with (the token; TLS material when on).
   // Installed process-wide when the core worker connects (src/common/rpc/auth.h).

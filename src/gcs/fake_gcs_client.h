@@ -78,6 +78,9 @@ class FakeGcsClient final : public GcsServicesInterface {
   void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) override {
     task_events.Add(std::move(batch), std::move(cb));
   }
+  void AsyncReportWorkerLogs(rpc::ReportWorkerLogsRequest request, Callback<rpc::ReportWorkerLogsReply> cb) override {
+    worker_logs.Add(std::move(request), std::move(cb));
+  }
 
   // Actors: what a core worker asks.
   void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override {
@@ -142,6 +145,7 @@ class FakeGcsClient final : public GcsServicesInterface {
   CallQueue<NoRequest, rpc::GetAllJobInfoReply> get_all_jobs;
   CallQueue<rpc::WorkerDeltaData, rpc::ReportWorkerFailureReply> worker_failures;
   CallQueue<rpc::TaskEventBatch, rpc::AddTaskEventDataReply> task_events;
+  CallQueue<rpc::ReportWorkerLogsRequest, rpc::ReportWorkerLogsReply> worker_logs;
   CallQueue<std::string, rpc::GetPlacementGroupReply> get_placement_group;
   CallQueue<NoRequest, rpc::GetNextJobIDReply> next_job_id;
   CallQueue<rpc::JobInfo, rpc::AddJobReply> add_job;

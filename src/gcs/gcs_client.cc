@@ -107,6 +107,12 @@ void GrpcGcsClient::AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rp
   task_.Call(&TaskStub::async::AddTaskEventData, "AddTaskEventData", std::move(request), std::move(cb), {0, false});
 }
 
+void GrpcGcsClient::AsyncReportWorkerLogs(rpc::ReportWorkerLogsRequest request,
+                                          Callback<rpc::ReportWorkerLogsReply> cb) {
+  worker_.Call(&WorkerStub::async::ReportWorkerLogs, "ReportWorkerLogs", std::move(request), std::move(cb),
+               {0, false});
+}
+
 // Registering an actor twice is answered OK by the GCS (the second is a repeat).
 void GrpcGcsClient::AsyncRegisterActor(const rpc::RegisterActorRequest& request,
                                        Callback<rpc::RegisterActorReply> cb) {

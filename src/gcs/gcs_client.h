@@ -47,6 +47,8 @@ class GcsClientInterface {
   // once: a batch the GCS did not take is lost (the events are not worth a retry
   // storm against a GCS that is down).
   virtual void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) = 0;
+  // Raylets: lines their workers printed, for the drivers. Sent once, never retried.
+  virtual void AsyncReportWorkerLogs(rpc::ReportWorkerLogsRequest request, Callback<rpc::ReportWorkerLogsReply> cb) = 0;
 };
 
 
@@ -136,6 +138,7 @@ class GrpcGcsClient final : public GcsServicesInterface {
   void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                 Callback<rpc::ReportWorkerFailureReply> cb) override;
   void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) override;
+  void AsyncReportWorkerLogs(rpc::ReportWorkerLogsRequest request, Callback<rpc::ReportWorkerLogsReply> cb) override;
   void AsyncRegisterActor(const rpc::RegisterActorRequest& request, Callback<rpc::RegisterActorReply> cb) override;
   void AsyncCreateActor(const rpc::CreateActorRequest& request, Callback<rpc::CreateActorReply> cb) override;
   void AsyncGetActorInfo(const std::string& actor_id, Callback<rpc::GetActorInfoReply> cb) override;

@@ -30,6 +30,7 @@ MANTA_SERVE_ON_LOOP(JobInfoService, "JobInfo", MarkJobFinished, jobs_, GcsJobMan
 MANTA_SERVE_ON_LOOP(JobInfoService, "JobInfo", GetAllJobInfo, jobs_, GcsJobManager)
 
 MANTA_SERVE_ON_LOOP(WorkerInfoService, "WorkerInfo", ReportWorkerFailure, workers_, GcsWorkerManager)
+MANTA_SERVE_ON_LOOP(WorkerInfoService, "WorkerInfo", ReportWorkerLogs, workers_, GcsWorkerManager)
 
 MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVGet, "KV.Get", kv_, &GcsKVManager::HandleGet)
 MANTA_SERVE_ON_LOOP_AS(KVService, InternalKVPut, "KV.Put", kv_, &GcsKVManager::HandlePut)
@@ -76,5 +77,6 @@ MANTA_SERVE_ON_LOOP_AS(PubSubService, GcsSubscriberPoll, "PubSub.Poll", publishe
 MANTA_SERVE_ON_LOOP(TaskInfoService, "TaskInfo", AddTaskEventData, tasks_, GcsTaskManager)
 MANTA_SERVE_ON_LOOP(StateService, "State", ListState, state_, GcsStateManager)
 MANTA_SERVE_ON_LOOP(StateService, "State", SummarizeState, state_, GcsStateManager)
+MANTA_SERVE_ON_LOOP(StateService, "State", GetTaskTimeline, state_, GcsStateManager)
 
 }  // namespace manta::gcs

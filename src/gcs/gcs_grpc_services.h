@@ -64,6 +64,8 @@ class WorkerInfoService final : public rpc::WorkerInfoGcsService::CallbackServic
   WorkerInfoService(EventLoop& loop, GcsWorkerManager& workers) : loop_(loop), workers_(workers) {}
   ServerUnaryReactor* ReportWorkerFailure(CallbackServerContext* c, const rpc::ReportWorkerFailureRequest* q,
                                           rpc::ReportWorkerFailureReply* r) override;
+  ServerUnaryReactor* ReportWorkerLogs(CallbackServerContext* c, const rpc::ReportWorkerLogsRequest* q,
+                                       rpc::ReportWorkerLogsReply* r) override;
 
  private:
   EventLoop& loop_;
@@ -166,6 +168,8 @@ class StateService final : public rpc::StateGcsService::CallbackService {
                                 rpc::ListStateReply* r) override;
   ServerUnaryReactor* SummarizeState(CallbackServerContext* c, const rpc::SummarizeStateRequest* q,
                                      rpc::SummarizeStateReply* r) override;
+  ServerUnaryReactor* GetTaskTimeline(CallbackServerContext* c, const rpc::GetTaskTimelineRequest* q,
+                                      rpc::GetTaskTimelineReply* r) override;
 
  private:
   EventLoop& loop_;

@@ -166,6 +166,15 @@ absl::Status GcsStateManager::Summarize(const rpc::SummarizeStateRequest& reques
   return absl::OkStatus();
 }
 
+void GcsStateManager::HandleGetTaskTimeline(const rpc::GetTaskTimelineRequest& request,
+                                            rpc::GetTaskTimelineReply* reply, rpc::SendReply send_reply) {
+  auto attempts = tasks_.Export(request.job_id());
+  if (!attempts.ok()) return std::move(send_reply)(attempts.status());
+  *reply->mutable_attempts() = std::move(*attempts);
+  reply->set_num_dropped(tasks_.num_dropped());
+  std::move(send_reply)(absl::OkStatus());
+}
+
 nlohmann::ordered_json GcsStateManager::NodeRows(bool detail) {
   auto reply = Ask(nodes_, &GcsNodeManager::HandleGetAllNodeInfo);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();

@@ -38,6 +38,8 @@ class GcsStateManager {
   void HandleSummarizeState(const rpc::SummarizeStateRequest& request, rpc::SummarizeStateReply* reply,
                             rpc::SendReply send_reply);
   absl::Status Summarize(const rpc::SummarizeStateRequest& request, rpc::SummarizeStateReply* reply);
+  void HandleGetTaskTimeline(const rpc::GetTaskTimelineRequest& request, rpc::GetTaskTimelineReply* reply,
+                             rpc::SendReply send_reply);
 
   // The resources, and the fields each may be filtered on.
   static const std::vector<std::string>& Resources();

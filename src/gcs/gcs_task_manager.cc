@@ -180,6 +180,8 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
   MANTA_RETURN_IF_ERROR(Validate(b));
   dropped_at_source_ += std::max<int64_t>(b.dropped(), 0);
   const int32_t job = InternJob(b.job_id());
+  // The reporter is the owner of the attempts it reports submitted.
+  int32_t reporter = -2;
   std::vector<int32_t> kinds(b.kinds_size(), -2);
   std::vector<int32_t> executors(b.executors_size(), -2);
   // Each row's error, if it has one (the last given). Errors are set as their rows are
@@ -204,6 +206,16 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
     }
     if (b.exec_start_unix_us(i) > 0) a.exec_start_us = b.exec_start_unix_us(i);
     if (b.exec_end_unix_us(i) > 0) a.exec_end_us = b.exec_end_unix_us(i);
+    if (b.state_unix_us(i * kNumStates) > 0 && !b.worker_id().empty()) {
+      if (reporter == -2) {
+        rpc::TaskExecutor self;
+        self.set_worker_id(b.worker_id());
+        self.set_node_id(b.node_id());
+        self.set_pid(b.pid());
+        reporter = InternExecutor(self);
+      }
+      a.owner = reporter;
+    }
     if (int32_t e = b.executor(i); e >= 0) {
       if (executors[e] == -2) executors[e] = InternExecutor(b.executors(e));
       a.executor = executors[e];
@@ -217,6 +229,58 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
   }
   Evict();
   return absl::OkStatus();
+}
+
+absl::StatusOr<rpc::TaskEventBatch> GcsTaskManager::Export(const std::string& job_id) const {
+  int32_t job = -1;
+  if (!job_id.empty()) {
+    auto id = JobID::FromBinaryChecked(job_id);
+    if (!id.ok()) return absl::InvalidArgumentError("malformed job id: expected 4 bytes");
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      if (jobs_[i] == *id) job = static_cast<int32_t>(i);
+    }
+    if (job < 0) return rpc::TaskEventBatch();  // no attempt of that job
+  }
+  rpc::TaskEventBatch out;
+  std::vector<int32_t> kind_at(kinds_.size(), -1), executor_at(executors_.size(), -1);
+  auto kind_of = [&](int32_t k) {
+    if (k < 0) return -1;
+    if (kind_at[k] < 0) {
+      kind_at[k] = out.kinds_size();
+      *out.add_kinds() = kinds_[k];
+    }
+    return kind_at[k];
+  };
+  auto executor_of = [&](int32_t e) {
+    if (e < 0) return -1;
+    if (executor_at[e] < 0) {
+      executor_at[e] = out.executors_size();
+      *out.add_executors() = executors_[e];
+    }
+    return executor_at[e];
+  };
+  for (const Slot& slot : slots_) {
+    if (slot.list == ListId::kFree || (job >= 0 && slot.attempt.job != job)) continue;
+    const Attempt& a = slot.attempt;
+    const int row = out.attempts_size();
+    out.mutable_task_ids()->append(reinterpret_cast<const char*>(slot.key.task_id.Data()), TaskID::kSize);
+    out.add_attempts(slot.key.attempt);
+    out.add_kind(kind_of(a.kind));
+    if (a.kind >= 0) out.mutable_parent_task_ids()->append(reinterpret_cast<const char*>(a.parent.Data()), TaskID::kSize);
+    for (int64_t us : a.state_us) out.add_state_unix_us(us);
+    out.add_exec_start_unix_us(a.exec_start_us);
+    out.add_exec_end_unix_us(a.exec_end_us);
+    out.add_executor(executor_of(a.executor));
+    out.add_owner(executor_of(a.owner));
+    const JobID job_of = a.job >= 0 ? jobs_[a.job] : JobID::Nil();
+    out.mutable_job_ids()->append(reinterpret_cast<const char*>(job_of.Data()), JobID::kSize);
+    if (a.error) {
+      rpc::TaskEventError* e = out.add_errors();
+      e->set_row(row);
+      *e->mutable_error() = *a.error;
+    }
+  }
+  return out;
 }
 
 int64_t GcsTaskManager::FirstSeen(const Attempt& a) {

@@ -59,6 +59,10 @@ class GcsTaskManager {
   // Counts of the matching attempts by state, per function (or actor class and
   // method): {"total": n, "by_name": {name: {"type": T, "state_counts": {S: n}}}}.
   absl::StatusOr<nlohmann::ordered_json> Summarize(const std::vector<rpc::StateFilter>& filters) const;
+  // Every attempt kept (of job `job_id`, or all when it is empty) as one batch, with
+  // each row's owner and job: what a timeline is drawn from. InvalidArgument for a
+  // malformed job id.
+  absl::StatusOr<rpc::TaskEventBatch> Export(const std::string& job_id) const;
   // The keys a filter may name.
   static const std::vector<std::string>& FilterKeys();
 
@@ -86,6 +90,7 @@ class GcsTaskManager {
     int32_t kind = -1;
     int32_t job = -1;
     int32_t executor = -1;
+    int32_t owner = -1;  // the process that submitted it (executors_)
     TaskID parent;
     std::array<int64_t, kNumStates> state_us{};
     int64_t exec_start_us = 0;

@@ -26,4 +26,21 @@ void GcsWorkerManager::HandleReportWorkerFailure(const rpc::ReportWorkerFailureR
   std::move(send_reply)(absl::OkStatus());
 }
 
+void GcsWorkerManager::HandleReportWorkerLogs(const rpc::ReportWorkerLogsRequest& request,
+                                              rpc::ReportWorkerLogsReply*, rpc::SendReply send_reply) {
+  for (const rpc::WorkerLogBatch& batch : request.batches()) {
+    if (!JobID::FromBinaryChecked(batch.job_id()).ok()) {
+      return std::move(send_reply)(absl::InvalidArgumentError("ReportWorkerLogs: bad job_id"));
+    }
+  }
+  for (const rpc::WorkerLogBatch& batch : request.batches()) {
+    rpc::PubMessage message;
+    message.set_channel_type(rpc::WORKER_LOG_CHANNEL);
+    message.set_key_id(batch.job_id());
+    *message.mutable_worker_log_message() = batch;
+    publisher_.Publish(std::move(message));
+  }
+  std::move(send_reply)(absl::OkStatus());
+}
+
 }  // namespace manta::gcs

@@ -1,4 +1,4 @@
-// GcsWorkerManager: worker and driver deaths, reported by the raylet that saw the
+// GcsWorkerManager: what workers print (passed on to their drivers), and worker and driver deaths, reported by the raylet that saw the
 // process exit and published on GCS_WORKER_DELTA_CHANNEL, so that every raylet
 // releases the leases (and drops the lease requests) the dead process owned — an
 // owner on one node may hold workers on any other (ARCHITECTURE.md §7).
@@ -29,6 +29,10 @@ class GcsWorkerManager {
   // or job id is malformed.
   void HandleReportWorkerFailure(const rpc::ReportWorkerFailureRequest& request,
                                  rpc::ReportWorkerFailureReply* reply, rpc::SendReply send_reply);
+  // Publishes each worker's lines on WORKER_LOG_CHANNEL keyed by its job (drivers
+  // print them). InvalidArgument (nothing published) for a malformed job id.
+  void HandleReportWorkerLogs(const rpc::ReportWorkerLogsRequest& request, rpc::ReportWorkerLogsReply* reply,
+                              rpc::SendReply send_reply);
 
  private:
   GcsPublisher& publisher_;

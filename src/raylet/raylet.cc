@@ -143,6 +143,15 @@ void Raylet::BuildNodeManager() {
   server_->RegisterService(object_manager_->service());
   worker_service_ = std::make_unique<NodeManagerWorkerGrpcService>(loop_, *pool_, *lease_manager_);
   server_->RegisterService(worker_service_.get());
+  LogManagerOptions log_options;
+  log_options.log_dir = private_dir_ + "/logs";
+  log_options.node_id = options_.node.node_id;
+  log_options.node_ip = options_.node.node_ip_address;
+  log_options.stream_period_ms = options_.config.log_to_driver_period_ms;
+  log_options.stream_max_bytes = options_.config.log_to_driver_max_bytes;
+  log_manager_ = std::make_unique<LogManager>(loop_, log_options, *gcs_, [this] { return pool_->WorkerLogs(); });
+  log_service_ = std::make_unique<LogGrpcService>(loop_, *log_manager_);
+  server_->RegisterService(log_service_.get());
   // Worker exits arrive as SIGCHLD.
   reaper_ = std::make_unique<ChildReaper>(loop_, [this](pid_t pid, int status) { pool_->OnProcessExit(pid, status); });
   reaper_->Start();

@@ -26,6 +26,7 @@
 #include "src/object_store/store_server.h"
 #include "src/raylet/child_reaper.h"
 #include "src/raylet/lease_manager.h"
+#include "src/raylet/log_manager.h"
 #include "src/raylet/node_manager.h"
 #include "src/raylet/node_manager_worker_grpc_service.h"
 #include "src/raylet/object_manager.h"
@@ -92,6 +93,9 @@ class Raylet {
   std::unique_ptr<NodeManager> node_manager_;
   std::unique_ptr<NodeManagerGrpcService> service_;
   std::unique_ptr<NodeManagerWorkerGrpcService> worker_service_;
+  // The node's log files, for `manta logs` and the drivers' terminals.
+  std::unique_ptr<LogManager> log_manager_;
+  std::unique_ptr<LogGrpcService> log_service_;
   std::unique_ptr<ChildReaper> reaper_;
   bool data_channel_ = false;  // objects leave through the object data channel
   bool quitting_ = false;

@@ -315,6 +315,7 @@ std::map<std::string, std::string> WorkerPool::WorkerEnv(const Worker& worker, c
   env["MANTA_WORKER_ID"] = worker.worker_id.Hex();
   env["MANTA_JOB_ID"] = worker.job_id.Hex();
   env["MANTA_NODE_ID"] = options_.node_id.Hex();
+  env["MANTA_LOG_DIR"] = options_.session_dir + "/logs";
   env["MANTA_NODE_IP_ADDRESS"] = options_.node_ip_address;
   env["MANTA_BIND_ADDRESS"] = options_.bind_address.empty() ? options_.node_ip_address : options_.bind_address;
   env["MANTA_RAYLET_ADDRESS"] = options_.node_ip_address + ":" + std::to_string(options_.raylet_port);
@@ -464,6 +465,15 @@ void WorkerPool::KillJobWorkers(const JobID& job_id, const std::string& reason) 
   TryStartWorkers();
 }
 
+std::vector<WorkerPool::WorkerLog> WorkerPool::WorkerLogs() const {
+  std::vector<WorkerLog> logs;
+  for (const auto& [id, worker] : workers_) {
+    logs.push_back(WorkerLog{worker->worker_id, worker->job_id, worker->pid, worker->log_file, true});
+  }
+  logs.insert(logs.end(), exited_logs_.begin(), exited_logs_.end());
+  return logs;
+}
+
 void WorkerPool::OnProcessExit(pid_t pid, int status) {
   auto it = by_pid_.find(pid);
   if (it == by_pid_.end()) {
@@ -486,6 +496,8 @@ void WorkerPool::OnProcessExit(pid_t pid, int status) {
     VLOG(1) << "worker " << worker_id.Hex() << " (pid " << pid << ") exited (" << how << ")";
   }
   std::string log_file = worker.log_file;
+  exited_logs_.push_back(WorkerLog{worker_id, job_id, pid, log_file, false});
+  if (exited_logs_.size() > kMaxExitedLogs) exited_logs_.pop_front();
   WorkerGone gone = Forget(worker_id, "worker process exited (" + how + ")");
   if (state == State::kStarting) {
     FailUncoveredPop(job_id, runtime_env,

@@ -175,6 +175,18 @@ class WorkerPool {
   void Shutdown();
 
   // Introspection.
+  // A worker's output file (logs): the live workers', then those of the last
+  // kMaxExitedLogs that exited.
+  struct WorkerLog {
+    WorkerID worker_id;
+    JobID job_id;
+    pid_t pid = 0;
+    std::string log_file;
+    bool alive = false;
+  };
+  static constexpr size_t kMaxExitedLogs = 4096;
+  std::vector<WorkerLog> WorkerLogs() const;
+
   size_t num_workers() const { return workers_.size(); }
   size_t num_idle() const { return num_idle_; }
   size_t num_starting() const { return num_starting_; }
@@ -270,6 +282,7 @@ class WorkerPool {
   JobConfigFetcher fetch_job_config_;
   std::vector<GoneListener> gone_listeners_;
   absl::flat_hash_map<WorkerID, std::unique_ptr<Worker>> workers_;
+  std::deque<WorkerLog> exited_logs_;
   absl::flat_hash_map<std::string, WorkerID> by_token_;
   absl::flat_hash_map<pid_t, WorkerID> by_pid_;
   absl::flat_hash_map<WorkerID, Driver> drivers_;

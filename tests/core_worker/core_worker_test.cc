@@ -187,8 +187,9 @@ rpc::Address PeerAddress(int port) {
 
 class CoreWorkerTest : public ::testing::Test {
  protected:
-  explicit CoreWorkerTest(bool is_driver = true)
+  explicit CoreWorkerTest(bool is_driver = true, bool log_to_driver = true)
       : is_driver_(is_driver),
+        log_to_driver_(log_to_driver),
         raylet_pool_([this](const std::string& address) {
           return std::make_shared<LoopRaylet>(loop_, std::make_shared<FakeRayletClient>(address));
         }),
@@ -204,6 +205,7 @@ class CoreWorkerTest : public ::testing::Test {
     loop_thread_ = std::thread([this] { loop_.Run(); });
     CoreWorkerOptions options;
     options.is_driver = is_driver_;
+    options.log_to_driver = log_to_driver_;
     options.job_id = JobID::FromInt(1);
     options.worker_id = self_.worker_id;
     options.node_ip_address = "127.0.0.1";
@@ -320,6 +322,25 @@ class CoreWorkerTest : public ::testing::Test {
 
   const bool is_driver_;
   bool shut_down_ = false;
+  const bool log_to_driver_;
+  // Answers the subscriber's commands until it polls; whether any asked for the
+  // job's workers' output.
+  bool SubscribedToWorkerOutput() {
+    bool subscribed = false;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          while (gcs_.subscribe.pending() > 0) {
+            const rpc::GcsSubscriberCommandBatchRequest batch = gcs_.subscribe.Next();
+            for (const rpc::SubscribeCommand& c : batch.commands()) {
+              subscribed |= c.channel_type() == rpc::WORKER_LOG_CHANNEL && c.key_id() == JobID::FromInt(1).Binary();
+            }
+            gcs_.subscribe.ReplyNext(loop_, absl::OkStatus());
+          }
+          return gcs_.poll.pending() > 0 && gcs_.subscribe.pending() == 0;
+        },
+        kWaitMs));
+    return subscribed;
+  }
   // The task event batches the core worker sent at shutdown.
   std::vector<rpc::TaskEventBatch> task_events_;
   // The states each attempt (hex task id, attempt) reached per those batches, and
@@ -349,6 +370,17 @@ class CoreWorkerTest : public ::testing::Test {
 };
 
 // A worker process's core worker (no task channel server: these tests run no tasks on it).
+TEST_F(CoreWorkerTest, ADriverAsksForItsWorkersOutput) { EXPECT_TRUE(SubscribedToWorkerOutput()); }
+
+class QuietDriverTest : public CoreWorkerTest {
+ protected:
+  QuietDriverTest() : CoreWorkerTest(/*is_driver=*/true, /*log_to_driver=*/false) {}
+};
+
+TEST_F(QuietDriverTest, ADriverWithLogToDriverOffDoesNotAskForItsWorkersOutput) {
+  EXPECT_FALSE(SubscribedToWorkerOutput());
+}
+
 class WorkerCoreWorkerTest : public CoreWorkerTest {
  protected:
   WorkerCoreWorkerTest() : CoreWorkerTest(/*is_driver=*/false) {}

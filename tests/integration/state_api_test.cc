@@ -4,11 +4,16 @@
 // 200,000 finished tasks and 10 running, `--filter state=RUNNING` finds the 10.
 // This binary is its own worker.
 #include <ray/api.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
+#include <iostream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -18,6 +23,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/common/id.h"
+#include "src/common/process.h"
+#include "src/common/util.h"
 
 namespace {
 
@@ -34,26 +41,62 @@ int Block(std::string path) {
   return 1;
 }
 int Nop() { return 0; }
+// Prints `text` on stdout and returns its worker's pid.
+int Say(std::string text) {
+  std::cout << text << std::endl;
+  return getpid();
+}
 
 class Counter {
  public:
   static Counter* Create() { return new Counter(); }
   int Add(int x) { return total_ += x; }
+  int Say(std::string text) {
+    std::cerr << text << std::endl;
+    return getpid();
+  }
 
  private:
   int total_ = 0;
 };
 
-RAY_REMOTE(Plus, Fail, Block, Nop, Counter::Create, &Counter::Add);
+RAY_REMOTE(Plus, Fail, Block, Nop, Say, Counter::Create, &Counter::Add, &Counter::Say);
 
-// Task events reach the GCS within a fifth of a second.
-const char kFastEvents[] = R"({"task_events_report_ms": 200})";
+std::string Hex(const std::string& binary) { return manta::BinaryHex(binary); }
+
+std::string FlagValue(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+  }
+  return "";
+}
+
+// A second driver: runs Say(marker), then waits (at most 60 s) for `release` to exist.
+int RunChildDriver(const std::string& gcs, const std::string& marker, const std::string& release) {
+  ray::RayConfig config;
+  config.address = gcs;
+  ray::Init(config);
+  ray::Task(Say).Remote(marker).Get();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (access(release.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ray::Shutdown();
+  return 0;
+}
+
+// Task events reach the GCS within a fifth of a second; dead nodes are found in a
+// few seconds.
+const char kSystemConfig[] =
+    R"({"task_events_report_ms": 200, "health_check_period_ms": 200, "health_check_timeout_ms": 1000,)"
+    R"( "health_check_failure_threshold": 5, "health_check_initial_delay_ms": 0})";
 
 class StateApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     harness_ = new manta::testing::ClusterHarness();
-    harness_->StartHead({"--num-cpus=12", "--system-config", kFastEvents});
+    harness_->StartHead({"--num-cpus=12", "--system-config", kSystemConfig});
     ray::RayConfig config;
     config.address = harness_->gcs_address();
     ray::Init(config);
@@ -171,6 +214,74 @@ TEST_F(StateApiTest, FinishedAndFailedTasksAndActorCallsAreListedWithTheirErrors
   counter.Kill();
 }
 
+TEST_F(StateApiTest, TheTimelineIsChromeTraceJsonWithATrackPerWorkerAndAnArrowPerTask) {
+  std::vector<ray::ObjectRef<int>> sums;
+  for (int i = 0; i < 30; ++i) sums.push_back(ray::Task(Plus).Remote(i, 2));
+  for (auto& s : sums) s.Get();
+  auto jobs = Json(Manta({"list", "jobs", "--format", "json", "--filter", "status=RUNNING"}));
+  ASSERT_EQ(jobs.size(), 1u) << jobs.dump();
+  manta::testing::TempDir dir;
+  const std::string file = dir.path() + "/trace.json";
+  std::string text;
+  nlohmann::json trace;
+  // The last of the 30 finish within a report (a fifth of a second).
+  auto count_plus = [&] {
+    auto r = Manta({"timeline", "--job", jobs[0]["job_id"].get<std::string>(), "-o", file});
+    if (r.exit_code != 0) return 0;
+    std::ifstream in(file);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+    trace = nlohmann::json::parse(text, nullptr, false);
+    int n = 0;
+    if (trace.is_array()) {
+      for (const auto& e : trace) n += e.value("ph", "") == "X" && e.value("name", "") == "Plus" ? 1 : 0;
+    }
+    return n;
+  };
+  ASSERT_TRUE(manta::testing::WaitFor([&] { return count_plus() >= 30; }, 20000)) << text.substr(0, 300);
+  ASSERT_TRUE(trace.is_array());
+  std::set<int> named_processes;
+  std::set<std::pair<int, int>> named_threads, used_threads;
+  std::map<int64_t, int> flows;  // id -> +1 per start, -1 per finish
+  std::map<std::pair<int, int>, int64_t> last_ts;
+  int slices = 0, plus = 0;
+  for (const auto& e : trace) {
+    ASSERT_TRUE(e.contains("name") && e.contains("ph") && e["pid"].is_number_integer() &&
+                e["tid"].is_number_integer())
+        << e.dump();
+    const std::string ph = e["ph"];
+    const std::pair<int, int> track{e["pid"].get<int>(), e["tid"].get<int>()};
+    if (ph == "M") {
+      if (e["name"] == "process_name") named_processes.insert(track.first);
+      if (e["name"] == "thread_name") named_threads.insert(track);
+      continue;
+    }
+    ASSERT_TRUE(e["ts"].is_number_integer()) << e.dump();
+    const int64_t ts = e["ts"];
+    EXPECT_LE(last_ts[track], ts) << "out of order on its track: " << e.dump();
+    last_ts[track] = ts;
+    used_threads.insert(track);
+    if (ph == "X") {
+      ++slices;
+      plus += e["name"] == "Plus" ? 1 : 0;
+      EXPECT_GT(e["dur"].get<int64_t>(), 0);
+      EXPECT_EQ(e["args"]["task_id"].get<std::string>().size(), 48u);
+    } else if (ph == "s" || ph == "f") {
+      flows[e["id"].get<int64_t>()] += ph == "s" ? 1 : -1;
+    }
+  }
+  EXPECT_GE(plus, 30);
+  EXPECT_GE(flows.size(), 30u);
+  for (const auto& [id, balance] : flows) EXPECT_EQ(balance, 0) << "flow " << id << " is not matched";
+  for (const auto& track : used_threads) {
+    EXPECT_TRUE(named_processes.count(track.first) > 0) << "process " << track.first << " has no name";
+    EXPECT_TRUE(named_threads.count(track) > 0) << "thread " << track.second << " has no name";
+  }
+  EXPECT_LT(text.size() / static_cast<size_t>(slices), 1024u) << "bytes per task";
+  auto bad = Manta({"timeline", "--job", "xyz", "-o", file});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("not a job id"));
+}
+
 TEST_F(StateApiTest, BadQueriesGetClearErrors) {
   struct Case {
     std::vector<std::string> args;
@@ -230,11 +341,114 @@ TEST_F(StateApiTest, TenRunningTasksAreFoundAmong200000FinishedOnes) {
   for (auto& b : blocked) EXPECT_EQ(*b.Get(), 1);
 }
 
+TEST_F(StateApiTest, TheOutputOfAnActorATaskOrAPidIsFoundAndRead) {
+  auto said = ray::Task(Say).Remote(std::string("a line from a task"));
+  const int pid = *said.Get();
+  const std::string task_id = manta::ObjectID::FromBinary(said.ID()).Task().Hex();
+  auto counter = ray::Actor(Counter::Create).Remote();
+  counter.Task(&Counter::Say).Remote(std::string("a line from an actor")).Get();
+  const std::string actor_id = Hex(counter.ID());
+
+  auto listed = Manta({"logs"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr("raylet"));
+  EXPECT_THAT(listed.output, HasSubstr("worker-"));
+  EXPECT_THAT(listed.output, HasSubstr("pid=" + std::to_string(pid)));
+  // The task's events reach the GCS within a fifth of a second.
+  manta::testing::CommandResult by_task;
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        by_task = Manta({"logs", "--task-id", task_id});
+        return by_task.exit_code == 0;
+      },
+      20000))
+      << by_task.output;
+  EXPECT_THAT(by_task.output, HasSubstr("a line from a task"));
+  auto by_actor = Manta({"logs", "--actor-id", actor_id, "--tail", "5"});
+  EXPECT_EQ(by_actor.exit_code, 0) << by_actor.output;
+  EXPECT_THAT(by_actor.output, HasSubstr("a line from an actor"));
+  auto by_pid = Manta({"logs", "--pid", std::to_string(pid)});
+  EXPECT_EQ(by_pid.exit_code, 0) << by_pid.output;
+  EXPECT_THAT(by_pid.output, HasSubstr("a line from a task"));
+  auto daemon = Manta({"logs", "gcs.out", "--tail", "3"});
+  EXPECT_EQ(daemon.exit_code, 0) << daemon.output;
+
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const Case bad[] = {
+      {{"logs", "../../etc/passwd"}, "not the name of a log file"},
+      {{"logs", "no-such.log"}, "no log file of 'no-such.log'"},
+      {{"logs", "gcs.out", "--tail", "0"}, "--tail must be"},
+      {{"logs", "--actor-id", "xyz"}, "is not an id"},
+      {{"logs", "--task-id", std::string(48, 'a')}, "knows no task"},
+      {{"logs", "--node-id", "abcdef"}, "has no node abcdef"},
+  };
+  for (const Case& c : bad) {
+    auto r = Manta(c.args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.says));
+  }
+  counter.Kill();
+}
+
+TEST_F(StateApiTest, WhatWorkersPrintReachesTheirDriversTerminal) {
+  manta::testing::TempDir dir;
+  manta::ProcessOptions child;
+  child.argv = {manta::SelfExecutablePath(), "--child-driver", "--gcs=" + harness_->gcs_address(),
+                "--marker=printed by a worker of the child", "--release=" + dir.path() + "/release"};
+  child.env["MANTA_CLUSTER_TOKEN"] = std::getenv("MANTA_CLUSTER_TOKEN");
+  child.output_file = dir.path() + "/child.out";
+  auto pid = manta::StartProcess(child);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  auto output = [&] {
+    std::ifstream in(child.output_file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return output().find("printed by a worker of the child") != std::string::npos; },
+                                      30000))
+      << output();
+  EXPECT_THAT(output(), ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) printed by a worker of the child"));
+  std::ofstream(dir.path() + "/release").put('x');
+  EXPECT_TRUE(manta::WaitForExit(*pid, 60000));
+}
+
+TEST_F(StateApiTest, TheLogsOfADeadNodeAreAClearError) {
+  harness_->StartNode({"--num-cpus=1", "--resources={\"doomed\": 1}"});
+  auto said = ray::Task(Say).SetResource("doomed", 1).Remote(std::string("soon gone"));
+  said.Get();
+  const std::string task_id = manta::ObjectID::FromBinary(said.ID()).Task().Hex();
+  ASSERT_TRUE(manta::testing::WaitFor([&] { return Manta({"logs", "--task-id", task_id}).exit_code == 0; }, 20000));
+  pid_t raylet = 0;
+  for (const manta::rpc::NodeInfo& node : harness_->AliveNodes()) {
+    if (node.resources_total().count("doomed") > 0) raylet = node.raylet_pid();
+  }
+  ASSERT_GT(raylet, 0);
+  ASSERT_EQ(kill(raylet, SIGKILL), 0);
+  manta::testing::CommandResult r;
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        r = Manta({"logs", "--task-id", task_id});
+        return r.output.find("is dead") != std::string::npos;
+      },
+      30000))
+      << r.output;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("cannot serve its logs"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Worker processes re-run main(): ray::Init() serves tasks and never returns.
   if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--child-driver") {
+      return RunChildDriver(FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--marker"),
+                            FlagValue(argc, argv, "--release"));
+    }
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -61,6 +61,11 @@ class RayConfig {
   // directory's `logs` folder.
   std::string logs_dir = "";
 
+  // Print what this job's workers print (their stdout and stderr) on this driver's
+  // stderr, each line prefixed with "(pid=<worker pid>, ip=<its node>)". A Manta
+  // extension of Ray's C++ RayConfig (Ray's Python ray.init has it).
+  bool log_to_driver = true;
+
   // The job's runtime environment (ray/api/runtime_env.h): every task and actor of
   // the job runs in it, merged under their own SetRuntimeEnv. Not applied to the
   // driver itself (except in local_mode, where the driver's process is the worker:

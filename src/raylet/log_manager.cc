@@ -1,0 +1,223 @@
+#include "src/raylet/log_manager.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "src/common/rpc/serve_on_loop.h"
+
+namespace manta::raylet {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kDefaultReadBytes = 1 << 20;
+constexpr int64_t kMaxReadBytes = 4 << 20;
+constexpr int64_t kDefaultTailLines = 1000;
+// A worker further behind than this has the lines between skipped.
+constexpr int64_t kMaxBacklogBytes = 8 << 20;
+// A line longer than this is passed on in pieces.
+constexpr size_t kMaxLineBytes = 16 << 10;
+
+int64_t ModifiedMs(const fs::path& path) {
+  std::error_code ec;
+  auto t = fs::last_write_time(path, ec);
+  if (ec) return 0;
+  auto since = std::chrono::file_clock::to_sys(t).time_since_epoch();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(since).count();
+}
+
+// `n` bytes of `path` from `offset` (fewer at its end).
+std::string ReadRange(const std::string& path, int64_t offset, int64_t n) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || n <= 0) return "";
+  in.seekg(offset);
+  std::string data(static_cast<size_t>(n), '\0');
+  in.read(data.data(), n);
+  data.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return data;
+}
+
+// Where the last `lines` lines of a file of `size` bytes start, looking back at most
+// `max_bytes`.
+int64_t TailStart(const std::string& path, int64_t size, int64_t lines, int64_t max_bytes) {
+  const int64_t from = std::max<int64_t>(0, size - max_bytes);
+  std::string data = ReadRange(path, from, size - from);
+  int64_t newlines = 0;
+  // A final newline ends the last line rather than starting an empty one.
+  int64_t end = static_cast<int64_t>(data.size());
+  if (end > 0 && data[end - 1] == '\n') --end;
+  for (int64_t i = end - 1; i >= 0; --i) {
+    if (data[i] == '\n' && ++newlines == lines) return from + i + 1;
+  }
+  return from;
+}
+
+}  // namespace
+
+LogManager::LogManager(EventLoop& loop, LogManagerOptions options, gcs::GcsClientInterface& gcs,
+                       ListWorkers list_workers)
+    : loop_(loop), options_(std::move(options)), gcs_(gcs), list_workers_(std::move(list_workers)) {
+  if (options_.stream_period_ms > 0) {
+    timer_ = loop_.RunEvery("LogManager.Stream", options_.stream_period_ms, [this] { StreamOnce(); });
+  }
+}
+
+LogManager::~LogManager() { *alive_ = false; }
+
+void LogManager::HandleListLogs(const rpc::ListLogsRequest&, rpc::ListLogsReply* reply, rpc::SendReply send_reply) {
+  absl::flat_hash_map<std::string, WorkerPool::WorkerLog> workers;
+  for (WorkerPool::WorkerLog& w : list_workers_()) {
+    std::string name = fs::path(w.log_file).filename().string();
+    workers[name] = std::move(w);
+  }
+  std::vector<rpc::LogFileInfo> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(options_.log_dir, ec)) {
+    std::error_code file_ec;
+    if (!e.is_regular_file(file_ec)) continue;
+    rpc::LogFileInfo& f = files.emplace_back();
+    f.set_name(e.path().filename().string());
+    f.set_size_bytes(static_cast<int64_t>(e.file_size(file_ec)));
+    f.set_modified_ms(ModifiedMs(e.path()));
+    auto w = workers.find(f.name());
+    if (w != workers.end()) {
+      f.set_worker_id(w->second.worker_id.Binary());
+      f.set_job_id(w->second.job_id.Binary());
+      f.set_pid(w->second.pid);
+      f.set_alive(w->second.alive);
+    }
+  }
+  if (ec) {
+    return std::move(send_reply)(
+        absl::InternalError("cannot list the log directory " + options_.log_dir + ": " + ec.message()));
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  for (rpc::LogFileInfo& f : files) *reply->add_files() = std::move(f);
+  reply->set_node_id(options_.node_id.Binary());
+  reply->set_node_ip(options_.node_ip);
+  std::move(send_reply)(absl::OkStatus());
+}
+
+void LogManager::HandleReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply,
+                               rpc::SendReply send_reply) {
+  std::move(send_reply)(ReadLog(request, reply));
+}
+
+absl::Status LogManager::ReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply) const {
+  const std::string& name = request.name();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("'" + name + "' is not the name of a log file (manta logs lists them)");
+  }
+  if (request.max_bytes() < 0 || request.max_bytes() > kMaxReadBytes) {
+    return absl::InvalidArgumentError("max_bytes " + std::to_string(request.max_bytes()) + " is out of range (1 to " +
+                                      std::to_string(kMaxReadBytes) + ")");
+  }
+  if (request.offset() < -1) {
+    return absl::InvalidArgumentError("offset " + std::to_string(request.offset()) + " is out of range");
+  }
+  const int64_t max_bytes = request.max_bytes() == 0 ? kDefaultReadBytes : request.max_bytes();
+  const std::string path = options_.log_dir + "/" + name;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    return absl::NotFoundError("node " + options_.node_ip + " has no log file '" + name + "'");
+  }
+  const int64_t size = static_cast<int64_t>(fs::file_size(path, ec));
+  if (ec) return absl::InternalError("cannot read " + path + ": " + ec.message());
+  int64_t offset = request.offset();
+  if (offset == -1) {
+    const int64_t lines = request.tail_lines() > 0 ? request.tail_lines() : kDefaultTailLines;
+    offset = TailStart(path, size, lines, max_bytes);
+  }
+  offset = std::min(offset, size);  // a file that shrank: nothing new
+  std::string data = ReadRange(path, offset, std::min(max_bytes, size - offset));
+  reply->set_next_offset(offset + static_cast<int64_t>(data.size()));
+  reply->set_size_bytes(size);
+  reply->set_data(std::move(data));
+  return absl::OkStatus();
+}
+
+void LogManager::ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines) {
+  std::error_code ec;
+  const int64_t size = static_cast<int64_t>(fs::file_size(file, ec));
+  if (ec) return;
+  if (size < tail.offset) tail.offset = 0;  // truncated
+  if (size - tail.offset > kMaxBacklogBytes) {
+    lines->push_back("[manta: " + std::to_string(size - tail.offset) +
+                     " bytes of this worker's output skipped: it printed faster than they could be passed on]");
+    tail.offset = size;
+    tail.partial.clear();
+    return;
+  }
+  const int64_t n = std::min(size - tail.offset, *budget);
+  std::string data = ReadRange(file, tail.offset, n);
+  tail.offset += static_cast<int64_t>(data.size());
+  *budget -= static_cast<int64_t>(data.size());
+  size_t start = 0;
+  for (size_t nl = data.find('\n'); nl != std::string::npos; nl = data.find('\n', start)) {
+    tail.partial.append(data, start, nl - start);
+    lines->push_back(std::move(tail.partial));
+    tail.partial.clear();
+    start = nl + 1;
+  }
+  tail.partial.append(data, start, std::string::npos);
+  // A very long line, or the last one of a worker that exited, goes as it is.
+  if (tail.partial.size() > kMaxLineBytes || (!tail.alive && tail.offset >= size && !tail.partial.empty())) {
+    lines->push_back(std::move(tail.partial));
+    tail.partial.clear();
+  }
+}
+
+void LogManager::StreamOnce() {
+  if (in_flight_) return;
+  rpc::ReportWorkerLogsRequest request;
+  int64_t budget = options_.stream_max_bytes;
+  absl::flat_hash_set<std::string> listed;
+  for (const WorkerPool::WorkerLog& w : list_workers_()) {
+    if (w.log_file.empty()) continue;
+    listed.insert(w.log_file);
+    auto [it, added] = tails_.try_emplace(w.log_file);
+    Tail& tail = it->second;
+    if (added) {
+      tail.job_id = w.job_id;
+      tail.pid = w.pid;
+    }
+    if (!tail.alive) continue;  // read to its end when it exited
+    tail.alive = w.alive;
+    std::vector<std::string> lines;
+    if (budget > 0) ReadNew(w.log_file, tail, &budget, &lines);
+    if (lines.empty()) continue;
+    rpc::WorkerLogBatch* batch = request.add_batches();
+    batch->set_job_id(w.job_id.Binary());
+    batch->set_worker_id(w.worker_id.Binary());
+    batch->set_pid(w.pid);
+    batch->set_node_ip(options_.node_ip);
+    for (std::string& line : lines) batch->add_lines(std::move(line));
+  }
+  // Workers no longer listed (beyond the pool's history) are forgotten.
+  for (auto it = tails_.begin(); it != tails_.end();) {
+    if (listed.contains(it->first)) {
+      ++it;
+    } else {
+      tails_.erase(it++);
+    }
+  }
+  if (request.batches_size() == 0) return;
+  in_flight_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  gcs_.AsyncReportWorkerLogs(std::move(request), [this, alive](const absl::Status& s, rpc::ReportWorkerLogsReply&&) {
+    if (alive.expired()) return;
+    in_flight_ = false;
+    if (!s.ok()) VLOG(1) << "the GCS did not take workers' output: " << s;
+  });
+}
+
+MANTA_SERVE_ON_LOOP(LogGrpcService, "Log", ListLogs, logs_, LogManager)
+MANTA_SERVE_ON_LOOP(LogGrpcService, "Log", ReadLog, logs_, LogManager)
+
+}  // namespace manta::raylet

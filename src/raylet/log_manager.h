@@ -1,0 +1,90 @@
+// LogManager: a node's log files (ARCHITECTURE.md §16) — the daemons' logs and each
+// worker's output in the session's logs/ directory.
+//
+// It serves `manta logs` (LogService: list the files, read one from an offset or its
+// last lines), and it streams what workers print to their drivers: every
+// log_to_driver_ms it reads what each worker wrote since, cuts it into lines and
+// sends them to the GCS (which publishes them to the job's driver). A worker that
+// prints faster than that is read at most log_to_driver_max_bytes per round; when it
+// is more than 8 MiB behind, the lines between are skipped and a line says so.
+//
+// Bad input (a name with a directory in it, an unknown file, offsets out of range) is
+// refused with a message naming it. Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "protos/node_manager.grpc.pb.h"
+#include "src/common/event_loop.h"
+#include "src/common/id.h"
+#include "src/common/rpc/grpc_server.h"
+#include "src/gcs/gcs_client.h"
+#include "src/raylet/worker_pool.h"
+
+namespace manta::raylet {
+
+struct LogManagerOptions {
+  std::string log_dir;
+  NodeID node_id;
+  std::string node_ip;
+  // 0: no streaming to drivers.
+  int64_t stream_period_ms = 100;
+  int64_t stream_max_bytes = 1 << 20;
+};
+
+class LogManager {
+ public:
+  using ListWorkers = std::function<std::vector<WorkerPool::WorkerLog>()>;
+  LogManager(EventLoop& loop, LogManagerOptions options, gcs::GcsClientInterface& gcs, ListWorkers list_workers);
+  ~LogManager();
+
+  void HandleListLogs(const rpc::ListLogsRequest& request, rpc::ListLogsReply* reply, rpc::SendReply send_reply);
+  void HandleReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply, rpc::SendReply send_reply);
+  absl::Status ReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply) const;
+
+  // One streaming round (the timer's; tests call it).
+  void StreamOnce();
+
+ private:
+  // Where a worker's output was read up to, and its unfinished last line.
+  struct Tail {
+    JobID job_id;
+    int pid = 0;
+    int64_t offset = 0;
+    std::string partial;
+    bool alive = true;
+  };
+  // Reads what `tail` has not read of `file` into `lines` (at most `budget` bytes).
+  void ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines);
+
+  EventLoop& loop_;
+  const LogManagerOptions options_;
+  gcs::GcsClientInterface& gcs_;
+  ListWorkers list_workers_;
+  // By the worker's log file.
+  absl::flat_hash_map<std::string, Tail> tails_;
+  bool in_flight_ = false;
+  std::unique_ptr<Timer> timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The LogService gRPC front: posts each call to the loop.
+class LogGrpcService final : public rpc::LogService::CallbackService {
+ public:
+  LogGrpcService(EventLoop& loop, LogManager& logs) : loop_(loop), logs_(logs) {}
+  grpc::ServerUnaryReactor* ListLogs(grpc::CallbackServerContext* c, const rpc::ListLogsRequest* q,
+                                     rpc::ListLogsReply* r) override;
+  grpc::ServerUnaryReactor* ReadLog(grpc::CallbackServerContext* c, const rpc::ReadLogRequest* q,
+                                    rpc::ReadLogReply* r) override;
+
+ private:
+  EventLoop& loop_;
+  LogManager& logs_;
+};
+
+}  // namespace manta::raylet
