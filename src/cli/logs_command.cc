@@ -11,6 +11,7 @@
 
 #include "nlohmann/json.hpp"
 #include "protos/node_manager.grpc.pb.h"
+#include "src/cli/cluster_call.h"
 #include "src/cli/commands.h"
 #include "src/common/id.h"
 #include "src/common/rpc/auth.h"
@@ -43,11 +44,8 @@ absl::StatusOr<Reply> CallLogs(const rpc::NodeInfo& node, const Request& request
                                grpc::Status (rpc::LogService::Stub::*method)(grpc::ClientContext*, const Request&,
                                                                             Reply*)) {
   auto stub = rpc::LogService::NewStub(rpc::MakeChannel(NodeAddress(node), kMaxLogReplyBytes));
-  grpc::ClientContext ctx;
-  rpc::AttachClusterToken(&ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   Reply reply;
-  grpc::Status s = ((*stub).*method)(&ctx, request, &reply);
+  grpc::Status s = CallWithToken(*stub, method, request, &reply, 10);
   if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return absl::InvalidArgumentError(s.error_message());
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return absl::NotFoundError(s.error_message());
   if (!s.ok()) return NodeUnavailable(node, s);

@@ -1,6 +1,7 @@
 // manta: start, stop and inspect Manta clusters.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,116 @@ void AddClusterFlags(CLI::App* cmd, manta::cli::ClusterFlags* flags) {
   cmd->add_option("--token-file", flags->token_file, "file holding the cluster token");
 }
 
+// The commands that look inside a cluster through its state API and raylets: list,
+// get, summary, logs and timeline (their flags, and which one was given).
+class InspectCommands {
+ public:
+  void Add(CLI::App& app) {
+    AddList(app);
+    AddGetAndSummary(app);
+    AddLogsAndTimeline(app);
+  }
+  // The exit code of the command given, if it is one of these.
+  std::optional<int> Run();
+
+ private:
+  void AddList(CLI::App& app);
+  void AddGetAndSummary(CLI::App& app);
+  void AddLogsAndTimeline(CLI::App& app);
+
+  manta::cli::ClusterFlags flags_;
+  bool list_json_ = false;
+  manta::cli::StateQuery query_;
+  std::vector<std::pair<CLI::App*, std::string>> list_cmds_, get_cmds_, summary_cmds_;
+  std::string get_id_, get_format_ = "yaml";
+  std::string summary_format_ = "table";
+  std::vector<std::string> summary_filters_;
+  manta::cli::LogsQuery logs_;
+  CLI::App* logs_cmd_ = nullptr;
+  std::string timeline_job_, timeline_out_ = "timeline.json";
+  CLI::App* timeline_cmd_ = nullptr;
+};
+
+void InspectCommands::AddList(CLI::App& app) {
+  CLI::App* list_cmd = app.add_subcommand("list", "list the nodes, jobs, actors, tasks or placement groups of a cluster");
+  list_cmd->require_subcommand(1);
+  for (const char* resource : {"nodes", "jobs", "actors", "tasks", "placement-groups"}) {
+    CLI::App* cmd = list_cmd->add_subcommand(resource, std::string("list ") + resource);
+    AddClusterFlags(cmd, &flags_);
+    cmd->add_option("--filter", query_.filters, "key=value or key!=value; repeat to combine (applied before --limit)");
+    cmd->add_option("--limit", query_.limit, "at most this many rows (default 100, at most 10000)");
+    cmd->add_flag("--detail", query_.detail, "every field (as YAML unless --format json)");
+    cmd->add_option("--format", query_.format, "table (default), json or yaml");
+    cmd->add_flag("--json", list_json_, "the same as --format json");
+    list_cmds_.emplace_back(cmd, resource);
+  }
+}
+
+void InspectCommands::AddGetAndSummary(CLI::App& app) {
+  CLI::App* get_cmd = app.add_subcommand("get", "every field of one task, actor, node, job or placement group");
+  get_cmd->require_subcommand(1);
+  for (const auto& [kind, resource] : std::vector<std::pair<std::string, std::string>>{
+           {"task", "tasks"}, {"actor", "actors"}, {"node", "nodes"}, {"job", "jobs"},
+           {"placement-group", "placement-groups"}}) {
+    CLI::App* cmd = get_cmd->add_subcommand(kind, "every field of one " + kind + " (a task: each attempt)");
+    AddClusterFlags(cmd, &flags_);
+    cmd->add_option("id", get_id_, "its id (hex)")->required();
+    cmd->add_option("--format", get_format_, "yaml (default) or json");
+    get_cmds_.emplace_back(cmd, resource);
+  }
+  CLI::App* summary_cmd = app.add_subcommand("summary", "counts of tasks or actors by state, per function or class");
+  summary_cmd->require_subcommand(1);
+  for (const char* resource : {"tasks", "actors"}) {
+    CLI::App* cmd = summary_cmd->add_subcommand(resource, std::string("summarize ") + resource);
+    AddClusterFlags(cmd, &flags_);
+    cmd->add_option("--filter", summary_filters_, "key=value or key!=value; repeat to combine");
+    cmd->add_option("--format", summary_format_, "table (default), json or yaml");
+    summary_cmds_.emplace_back(cmd, resource);
+  }
+}
+
+void InspectCommands::AddLogsAndTimeline(CLI::App& app) {
+  logs_cmd_ = app.add_subcommand(
+      "logs", "list the log files of the cluster's nodes, or print one: by name, or the output of an actor's, a "
+              "task's or a pid's worker");
+  AddClusterFlags(logs_cmd_, &flags_);
+  logs_cmd_->add_option("file", logs_.file, "a file name `manta logs` listed");
+  logs_cmd_->add_option("--node-id", logs_.node_id, "the node (its id, or the start of it)");
+  logs_cmd_->add_option("--node-ip", logs_.node_ip, "the node (its address)");
+  logs_cmd_->add_option("--actor-id", logs_.actor_id, "the output of the worker that runs this actor");
+  logs_cmd_->add_option("--task-id", logs_.task_id, "the output of the worker that ran this task (its last attempt)");
+  logs_cmd_->add_option("--pid", logs_.pid, "the output of the worker with this pid")->check(CLI::PositiveNumber);
+  logs_cmd_->add_option("--tail", logs_.tail, "the last N lines (default 1000; -1: the whole file)");
+  logs_cmd_->add_flag("--follow,-f", logs_.follow, "keep printing what is written (Ctrl-C stops)");
+  timeline_cmd_ = app.add_subcommand(
+      "timeline", "write the task attempts as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
+  AddClusterFlags(timeline_cmd_, &flags_);
+  timeline_cmd_->add_option("--job", timeline_job_, "only this job's tasks (its id)");
+  timeline_cmd_->add_option("-o,--output", timeline_out_, "the file to write (default timeline.json)");
+}
+
+std::optional<int> InspectCommands::Run() {
+  for (const auto& [cmd, resource] : list_cmds_) {
+    if (!cmd->parsed()) continue;
+    // `list actors [--json]` and `list placement-groups [--json]` print as they always did.
+    const bool plain = query_.filters.empty() && query_.limit == 0 && !query_.detail && query_.format == "table";
+    if (plain && resource == "actors") return manta::cli::RunListActors(flags_, list_json_);
+    if (plain && resource == "placement-groups") return manta::cli::RunListPlacementGroups(flags_, list_json_);
+    query_.resource = resource;
+    if (list_json_) query_.format = "json";
+    return manta::cli::RunListState(flags_, query_);
+  }
+  for (const auto& [cmd, resource] : get_cmds_) {
+    if (cmd->parsed()) return manta::cli::RunGetState(flags_, resource, get_id_, get_format_);
+  }
+  for (const auto& [cmd, resource] : summary_cmds_) {
+    if (cmd->parsed()) return manta::cli::RunSummary(flags_, resource, summary_filters_, summary_format_);
+  }
+  if (logs_cmd_->parsed()) return manta::cli::RunLogs(flags_, logs_);
+  if (timeline_cmd_->parsed()) return manta::cli::RunTimeline(flags_, timeline_job_, timeline_out_);
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,71 +185,8 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--token-file", status_flags.token_file, "file holding the cluster token");
   status_cmd->add_flag("--json", status_json, "machine-readable output");
 
-  manta::cli::ClusterFlags state_flags;
-  bool list_json = false;
-  manta::cli::StateQuery query;
-  CLI::App* list_cmd = app.add_subcommand("list", "list the nodes, jobs, actors, tasks or placement groups of a cluster");
-  list_cmd->require_subcommand(1);
-  std::vector<std::pair<CLI::App*, std::string>> list_cmds;
-  for (const char* resource : {"nodes", "jobs", "actors", "tasks", "placement-groups"}) {
-    CLI::App* cmd = list_cmd->add_subcommand(resource, std::string("list ") + resource);
-    AddClusterFlags(cmd, &state_flags);
-    cmd->add_option("--filter", query.filters, "key=value or key!=value; repeat to combine (applied before --limit)");
-    cmd->add_option("--limit", query.limit, "at most this many rows (default 100, at most 10000)");
-    cmd->add_flag("--detail", query.detail, "every field (as YAML unless --format json)");
-    cmd->add_option("--format", query.format, "table (default), json or yaml");
-    cmd->add_flag("--json", list_json, "the same as --format json");
-    list_cmds.emplace_back(cmd, resource);
-  }
-
-  std::string get_id;
-  std::string get_format = "yaml";
-  CLI::App* get_cmd = app.add_subcommand("get", "every field of one task, actor, node, job or placement group");
-  get_cmd->require_subcommand(1);
-  std::vector<std::pair<CLI::App*, std::string>> get_cmds;
-  for (const auto& [kind, resource] : std::vector<std::pair<std::string, std::string>>{
-           {"task", "tasks"}, {"actor", "actors"}, {"node", "nodes"}, {"job", "jobs"},
-           {"placement-group", "placement-groups"}}) {
-    CLI::App* cmd = get_cmd->add_subcommand(kind, "every field of one " + kind + " (a task: each attempt)");
-    AddClusterFlags(cmd, &state_flags);
-    cmd->add_option("id", get_id, "its id (hex)")->required();
-    cmd->add_option("--format", get_format, "yaml (default) or json");
-    get_cmds.emplace_back(cmd, resource);
-  }
-
-  std::string summary_format = "table";
-  std::vector<std::string> summary_filters;
-  CLI::App* summary_cmd = app.add_subcommand("summary", "counts of tasks or actors by state, per function or class");
-  summary_cmd->require_subcommand(1);
-  std::vector<std::pair<CLI::App*, std::string>> summary_cmds;
-  for (const char* resource : {"tasks", "actors"}) {
-    CLI::App* cmd = summary_cmd->add_subcommand(resource, std::string("summarize ") + resource);
-    AddClusterFlags(cmd, &state_flags);
-    cmd->add_option("--filter", summary_filters, "key=value or key!=value; repeat to combine");
-    cmd->add_option("--format", summary_format, "table (default), json or yaml");
-    summary_cmds.emplace_back(cmd, resource);
-  }
-
-  manta::cli::LogsQuery logs;
-  CLI::App* logs_cmd = app.add_subcommand(
-      "logs", "list the log files of the cluster's nodes, or print one: by name, or the output of an actor's, a "
-              "task's or a pid's worker");
-  AddClusterFlags(logs_cmd, &state_flags);
-  logs_cmd->add_option("file", logs.file, "a file name `manta logs` listed");
-  logs_cmd->add_option("--node-id", logs.node_id, "the node (its id, or the start of it)");
-  logs_cmd->add_option("--node-ip", logs.node_ip, "the node (its address)");
-  logs_cmd->add_option("--actor-id", logs.actor_id, "the output of the worker that runs this actor");
-  logs_cmd->add_option("--task-id", logs.task_id, "the output of the worker that ran this task (its last attempt)");
-  logs_cmd->add_option("--pid", logs.pid, "the output of the worker with this pid")->check(CLI::PositiveNumber);
-  logs_cmd->add_option("--tail", logs.tail, "the last N lines (default 1000; -1: the whole file)");
-  logs_cmd->add_flag("--follow,-f", logs.follow, "keep printing what is written (Ctrl-C stops)");
-
-  std::string timeline_job, timeline_out = "timeline.json";
-  CLI::App* timeline_cmd = app.add_subcommand(
-      "timeline", "write the task attempts as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
-  AddClusterFlags(timeline_cmd, &state_flags);
-  timeline_cmd->add_option("--job", timeline_job, "only this job's tasks (its id)");
-  timeline_cmd->add_option("-o,--output", timeline_out, "the file to write (default timeline.json)");
+  InspectCommands inspect;
+  inspect.Add(app);
 
   manta::cli::ClusterFlags health_flags;
   bool health_node = false;
@@ -166,24 +214,7 @@ int main(int argc, char** argv) {
   if (start_cmd->parsed()) return manta::cli::RunStart(start);
   if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
-  for (const auto& [cmd, resource] : list_cmds) {
-    if (!cmd->parsed()) continue;
-    // `list actors [--json]` and `list placement-groups [--json]` print as they always did.
-    const bool plain = query.filters.empty() && query.limit == 0 && !query.detail && query.format == "table";
-    if (plain && resource == "actors") return manta::cli::RunListActors(state_flags, list_json);
-    if (plain && resource == "placement-groups") return manta::cli::RunListPlacementGroups(state_flags, list_json);
-    query.resource = resource;
-    if (list_json) query.format = "json";
-    return manta::cli::RunListState(state_flags, query);
-  }
-  for (const auto& [cmd, resource] : get_cmds) {
-    if (cmd->parsed()) return manta::cli::RunGetState(state_flags, resource, get_id, get_format);
-  }
-  for (const auto& [cmd, resource] : summary_cmds) {
-    if (cmd->parsed()) return manta::cli::RunSummary(state_flags, resource, summary_filters, summary_format);
-  }
-  if (logs_cmd->parsed()) return manta::cli::RunLogs(state_flags, logs);
-  if (timeline_cmd->parsed()) return manta::cli::RunTimeline(state_flags, timeline_job, timeline_out);
+  if (std::optional<int> code = inspect.Run()) return *code;
   if (health_cmd->parsed()) return manta::cli::RunHealthCheck(health_flags, health_node, health_timeout_ms);
   return 2;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "nlohmann/json.hpp"
 #include "protos/gcs.grpc.pb.h"
+#include "src/cli/cluster_call.h"
 #include "src/cli/commands.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
@@ -25,11 +26,8 @@ absl::StatusOr<Reply> CallState(const std::string& address, const Request& reque
                                 grpc::Status (rpc::StateGcsService::Stub::*method)(grpc::ClientContext*,
                                                                                    const Request&, Reply*)) {
   auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
-  grpc::ClientContext ctx;
-  rpc::AttachClusterToken(&ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   Reply reply;
-  grpc::Status s = ((*stub).*method)(&ctx, request, &reply);
+  grpc::Status s = CallWithToken(*stub, method, request, &reply, 30);
   if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return absl::InvalidArgumentError(s.error_message());
   if (!s.ok()) {
     return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message() +

@@ -13,6 +13,7 @@
 
 #include "nlohmann/json.hpp"
 #include "protos/gcs.grpc.pb.h"
+#include "src/cli/cluster_call.h"
 #include "src/cli/commands.h"
 #include "src/common/id.h"
 #include "src/common/rpc/auth.h"
@@ -28,13 +29,10 @@ constexpr int64_t kMaxTimelineReplyBytes = 1 << 30;
 
 absl::StatusOr<rpc::GetTaskTimelineReply> FetchTimeline(const std::string& address, const std::string& job_id) {
   auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(address, kMaxTimelineReplyBytes));
-  grpc::ClientContext ctx;
-  rpc::AttachClusterToken(&ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   rpc::GetTaskTimelineRequest request;
   request.set_job_id(job_id);
   rpc::GetTaskTimelineReply reply;
-  grpc::Status s = stub->GetTaskTimeline(&ctx, request, &reply);
+  grpc::Status s = CallWithToken(*stub, &rpc::StateGcsService::Stub::GetTaskTimeline, request, &reply, 60);
   if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return absl::InvalidArgumentError(s.error_message());
   if (!s.ok()) {
     return absl::UnavailableError("cannot reach the GCS at " + address + ": " + s.error_message() +
