@@ -1,4 +1,4 @@
-// What the task events say about a task (ARCHITECTURE.md §16): its "kind" — the
+// What the task events say about a task (ARCHITECTURE.md §18): its "kind" — the
 // type, function, name, actor, resources and placement group it shares with the
 // other calls of the same function — described once per batch of events.
 #pragma once

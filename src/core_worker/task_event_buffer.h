@@ -1,5 +1,5 @@
 // TaskEventBuffer: what happened to this process's task attempts since its last
-// report to the GCS, in bounded memory (ARCHITECTURE.md §16).
+// report to the GCS, in bounded memory (ARCHITECTURE.md §18).
 //
 // The owner records an attempt's states as it submits, dispatches, pushes and
 // completes it; the reply tells it when and where the attempt ran. A worker records

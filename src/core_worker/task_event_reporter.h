@@ -1,6 +1,6 @@
 // TaskEventReporter: sends the task event buffer's batches to the GCS — every
 // task_events_report_ms, sooner once the buffer holds task_events_early_report_rows
-// attempts, and a last time at exit (ARCHITECTURE.md §16). One batch is in flight at
+// attempts, and a last time at exit (ARCHITECTURE.md §18). One batch is in flight at
 // a time; meanwhile the buffer fills, and drops beyond its cap. Nothing on the task
 // path waits for any of this.
 //

@@ -43,7 +43,7 @@ class GcsClientInterface {
   virtual void AsyncGetAllJobInfo(Callback<rpc::GetAllJobInfoReply> cb) = 0;
   virtual void AsyncReportWorkerFailure(const rpc::WorkerDeltaData& failure,
                                         Callback<rpc::ReportWorkerFailureReply> cb) = 0;
-  // A core worker's task events since its last batch (ARCHITECTURE.md §16). Sent
+  // A core worker's task events since its last batch (ARCHITECTURE.md §18). Sent
   // once: a batch the GCS did not take is lost (the events are not worth a retry
   // storm against a GCS that is down).
   virtual void AsyncAddTaskEventData(rpc::TaskEventBatch batch, Callback<rpc::AddTaskEventDataReply> cb) = 0;

@@ -116,7 +116,7 @@ class GcsServer {
   std::unique_ptr<GcsPlacementGroupScheduler> placement_group_scheduler_;
   std::unique_ptr<GcsPlacementGroupManager> placement_group_manager_;
   std::unique_ptr<GcsHealthChecker> health_checker_;
-  // Task events and the state API (ARCHITECTURE.md §16).
+  // Task events and the state API (ARCHITECTURE.md §18).
   std::unique_ptr<GcsTaskManager> task_manager_;
   std::unique_ptr<GcsStateManager> state_manager_;
   // Each node's raylet, for health checks (one attempt within health_check_timeout_ms).

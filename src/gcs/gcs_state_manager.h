@@ -1,4 +1,4 @@
-// GcsStateManager: the state API (ARCHITECTURE.md §16) — `manta list`, `get`,
+// GcsStateManager: the state API (ARCHITECTURE.md §18) — `manta list`, `get`,
 // `summary` and the dashboard ask it for the cluster's nodes, jobs, actors,
 // placement groups and tasks as rows with Ray's field names.
 //

@@ -1,5 +1,5 @@
 // GcsTaskManager: the cluster's task attempts as the core workers report them
-// (ARCHITECTURE.md §16), for `manta list tasks`, summaries and the timeline.
+// (ARCHITECTURE.md §18), for `manta list tasks`, summaries and the timeline.
 //
 // A batch's rows are merged into one record per attempt (task id, attempt number):
 // its states with their times, what it runs (a "kind", interned: function, type,

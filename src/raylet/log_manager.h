@@ -1,4 +1,4 @@
-// LogManager: a node's log files (ARCHITECTURE.md §16) — the daemons' logs and each
+// LogManager: a node's log files (ARCHITECTURE.md §18) — the daemons' logs and each
 // worker's output in the session's logs/ directory.
 //
 // It serves `manta logs` (LogService: list the files, read one from an offset or its
