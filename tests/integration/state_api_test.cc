@@ -438,6 +438,20 @@ TEST_F(StateApiTest, TheLogsOfADeadNodeAreAClearError) {
   EXPECT_THAT(r.output, HasSubstr("cannot serve its logs"));
 }
 
+TEST_F(StateApiTest, QueriesKeepWorkingWhenTheGcsRestartsBetweenThem) {
+  ASSERT_EQ(Manta({"list", "tasks", "--limit", "1"}).exit_code, 0);
+  auto restarted = harness_->RestartGcs(kSystemConfig);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  // The new GCS keeps no task events of before; new ones are reported to it.
+  ray::Task(Say).Remote(std::string("after the restart")).Get();
+  nlohmann::json rows = TasksOnce({"func_or_class_name=Say", "state=FINISHED"}, 1);
+  EXPECT_EQ(rows.size(), 1u) << rows.dump(2);
+  auto nodes = Json(Manta({"list", "nodes", "--format", "json", "--filter", "state=ALIVE"}));
+  EXPECT_GE(nodes.size(), 1u) << nodes.dump();
+  auto logs = Manta({"logs"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
