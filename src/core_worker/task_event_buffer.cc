@@ -170,9 +170,10 @@ void TaskEventBuffer::EndRunning(const TaskID& task_id) {
   }
 }
 
-void TaskEventBuffer::AddRunningLocked() {
+void TaskEventBuffer::AddRunningLocked(int64_t min_running_us) {
+  const int64_t now = min_running_us > 0 ? UnixMicros() : 0;
   for (Running& running : running_) {
-    if (running.reported) continue;
+    if (running.reported || (min_running_us > 0 && now - running.start_us < min_running_us)) continue;
     Row* row = NewRow(running.task_id, running.attempt);
     if (row == nullptr) return;
     running.reported = true;
@@ -183,12 +184,12 @@ void TaskEventBuffer::AddRunningLocked() {
   }
 }
 
-std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch() {
+std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {
   std::vector<Row> rows;
   rpc::TaskEventBatch batch;
   {
     absl::MutexLock lock(&mu_);
-    AddRunningLocked();
+    AddRunningLocked(min_running_us);
     if (rows_.empty() && dropped_ == 0) return std::nullopt;
     rows.swap(rows_);
     batch.mutable_kinds()->Assign(std::make_move_iterator(kinds_.begin()), std::make_move_iterator(kinds_.end()));

@@ -83,9 +83,11 @@ class TaskEventBuffer {
   void BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us);
   void EndRunning(const TaskID& task_id);
 
-  // Everything recorded since the last batch, and the running tasks not reported yet;
-  // nullopt when there is nothing to say.
-  std::optional<rpc::TaskEventBatch> TakeBatch();
+  // Everything recorded since the last batch, and the running tasks not reported yet
+  // that have run for at least `min_running_us` (0: all) — a task that ends soon is
+  // left to its owner, so that a late report of it never revives an attempt the GCS
+  // already saw end; nullopt when there is nothing to say.
+  std::optional<rpc::TaskEventBatch> TakeBatch(int64_t min_running_us = 0);
   // Rows waiting for the next batch (a report comes early once there are many).
   int64_t NumRows() const;
   int64_t TotalDropped() const;
@@ -117,7 +119,7 @@ class TaskEventBuffer {
   int32_t ExecutorOf(const TaskExecutorInfo& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddError(const Row* row, const rpc::ErrorInfo& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rows for the running tasks not reported yet.
-  void AddRunningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddRunningLocked(int64_t min_running_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TaskEventSource source_;
   const int64_t max_rows_;

@@ -6,7 +6,10 @@ namespace manta::core {
 
 TaskEventReporter::TaskEventReporter(EventLoop& loop, gcs::GcsClientInterface& gcs, TaskEventSource source,
                                      const Config& config)
-    : loop_(loop), gcs_(gcs), buffer_(std::move(source), config.task_events_max_buffer_rows) {
+    : loop_(loop),
+      gcs_(gcs),
+      buffer_(std::move(source), config.task_events_max_buffer_rows),
+      min_running_us_(std::max<int64_t>(config.task_events_report_ms, 1) * 1000 / 2) {
   std::weak_ptr<bool> alive = alive_;
   buffer_.SetEarlyReport(config.task_events_early_report_rows, [this, alive] {
     if (early_posted_.exchange(true)) return;
@@ -26,7 +29,7 @@ void TaskEventReporter::Stop() { timer_.reset(); }
 
 void TaskEventReporter::Report() {
   if (in_flight_) return;
-  std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch();
+  std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch(min_running_us_);
   if (!batch) return;
   in_flight_ = true;
   Send(std::move(*batch), [this] { in_flight_ = false; });

@@ -24,7 +24,8 @@ class TaskEventReporter {
   ~TaskEventReporter();
 
   TaskEventBuffer& buffer() { return buffer_; }
-  // Sends what the buffer holds now (even while a batch is in flight) and runs `done`
+  // Sends what the buffer holds now, every running task included (even while a batch
+  // is in flight), and runs `done`
   // once the GCS answered, or at once when there was nothing. Loop thread.
   void Flush(std::function<void()> done);
   // Stops the timer: nothing more is sent but by Flush. Loop thread.
@@ -39,6 +40,8 @@ class TaskEventReporter {
   EventLoop& loop_;
   gcs::GcsClientInterface& gcs_;
   TaskEventBuffer buffer_;
+  // Periodic reports show a task RUNNING once it has run this long (half a period).
+  const int64_t min_running_us_;
   std::unique_ptr<Timer> timer_;
   bool in_flight_ = false;
   int64_t batches_sent_ = 0;

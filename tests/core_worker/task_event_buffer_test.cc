@@ -154,6 +154,23 @@ TEST(TaskEventBufferTest, ARunningTaskIsReportedOnceWhileItRuns) {
   EXPECT_FALSE(buffer.TakeBatch().has_value());
 }
 
+TEST(TaskEventBufferTest, APeriodicReportShowsOnlyTasksThatHaveRunAWhile) {
+  TaskEventBuffer buffer(Source(), 100);
+  rpc::TaskSpec just_started = Spec(1, "Quick");
+  rpc::TaskSpec long_running = Spec(2, "Slow");
+  buffer.BeginRunning(just_started, UnixMicros());
+  buffer.BeginRunning(long_running, UnixMicros() - 10'000'000);
+  auto batch = buffer.TakeBatch(/*min_running_us=*/1'000'000);
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->attempts_size(), 1);
+  EXPECT_EQ(batch->kinds(0).function_name(), "Slow");
+  // The last report (at exit) takes every running task.
+  batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->attempts_size(), 1);
+  EXPECT_EQ(batch->kinds(0).function_name(), "Quick");
+}
+
 TEST(TaskEventBufferTest, AskingForAnEarlyReportOncePerBatch) {
   TaskEventBuffer buffer(Source(), 100);
   int asked = 0;
