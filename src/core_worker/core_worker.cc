@@ -46,6 +46,19 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
   CoreWorkerClientPool& pool_;
 };
 
+namespace {
+
+// A driver prints what its job's workers printed, each line prefixed with where.
+void PrintWorkerLines(const JobID& job_id, const rpc::WorkerLogBatch& batch) {
+  if (batch.job_id() != job_id.Binary()) return;
+  const std::string prefix = "(pid=" + std::to_string(batch.pid()) + ", ip=" + batch.node_ip() + ") ";
+  std::string out;
+  for (const std::string& line : batch.lines()) out += prefix + line + "\n";
+  std::cerr << out << std::flush;
+}
+
+}  // namespace
+
 CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
     : options_(std::move(options)),
       loop_(parts.loop),
@@ -83,12 +96,9 @@ void CoreWorker::MakeTaskEvents() {
   source.is_driver = options_.is_driver;
   task_event_reporter_ = std::make_unique<TaskEventReporter>(loop_, gcs_, std::move(source), options_.config);
   task_events_ = &task_event_reporter_->buffer();
-  if (!options_.is_driver || options_.job_id.IsNil()) return;
-  driver_task_.set_type(rpc::DRIVER_TASK);
-  driver_task_.set_task_id(root_task_id_.Binary());
-  driver_task_.set_job_id(options_.job_id.Binary());
-  driver_task_.set_function_name(program_invocation_short_name);
-  task_events_->BeginRunning(driver_task_, UnixMicros());
+  if (options_.is_driver && !options_.job_id.IsNil()) {
+    task_event_reporter_->BeginDriverTask(root_task_id_, options_.job_id, program_invocation_short_name);
+  }
 }
 
 void CoreWorker::MakeOwnership() {
@@ -162,7 +172,7 @@ void CoreWorker::StartFollowingTheGcs() {
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
         if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
-        if (m.has_worker_log_message()) PrintWorkerLines(m.worker_log_message());
+        if (m.has_worker_log_message()) PrintWorkerLines(options_.job_id, m.worker_log_message());
       },
       [this] {
         // The GCS restarted: messages may have been lost; read every followed actor
@@ -182,24 +192,6 @@ void CoreWorker::StartFollowingTheGcs() {
   });
 }
 
-void CoreWorker::ReportLastTaskEvents(std::function<void()> done) {
-  if (task_event_reporter_ == nullptr) return done();
-  task_event_reporter_->Stop();
-  const bool driver = !driver_task_.task_id().empty();
-  if (driver) task_events_->Reached(root_task_id_, 0, rpc::FINISHED);
-  // (The batch takes the driver's task while it still runs, if it was never reported.)
-  task_event_reporter_->Flush(std::move(done));
-  if (driver) task_events_->EndRunning(root_task_id_);
-}
-
-void CoreWorker::PrintWorkerLines(const rpc::WorkerLogBatch& batch) {
-  if (batch.job_id() != options_.job_id.Binary()) return;
-  const std::string prefix = "(pid=" + std::to_string(batch.pid()) + ", ip=" + batch.node_ip() + ") ";
-  std::string out;
-  for (const std::string& line : batch.lines()) out += prefix + line + "\n";
-  std::cerr << out << std::flush;
-}
-
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
   actors_->Stop();
@@ -213,14 +205,16 @@ void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
         submitter_->Shutdown();
         actor_submitter_->Shutdown();
         // The last task events go before the job is marked finished.
-        ReportLastTaskEvents([this, done] {
+        auto finish_job = [this, done] {
           if (options_.is_driver && !options_.job_id.IsNil()) {
             gcs_.AsyncMarkJobFinished(options_.job_id.Binary(),
                                       [done](const absl::Status& s, rpc::MarkJobFinishedReply&&) { done(s); });
           } else {
             done(absl::OkStatus());
           }
-        });
+        };
+        if (task_event_reporter_ == nullptr) return finish_job();
+        task_event_reporter_->FinishAndFlush(std::move(finish_job));
       },
       2000)
       .IgnoreError();

@@ -219,12 +219,8 @@ class CoreWorker {
 
   // The reference counter, the task manager and the timers that keep memory in check
   // and watch the node's raylet.
-  // Task events: the reporter, and a driver's own task.
+  // Task events: the reporter (and a driver's own task).
   void MakeTaskEvents();
-  // Sends the task events not reported yet (a driver's own task finished), then `done`. Loop thread.
-  void ReportLastTaskEvents(std::function<void()> done);
-  // A driver prints what its job's workers printed, each line prefixed with where.
-  void PrintWorkerLines(const rpc::WorkerLogBatch& batch);
   void MakeOwnership();
   // Get and Wait (object_reader.h).
   void MakeReader();
@@ -336,8 +332,6 @@ class CoreWorker {
   // Task events (null when task_events_enabled is off); task_events_ is its buffer.
   std::unique_ptr<TaskEventReporter> task_event_reporter_;
   TaskEventBuffer* task_events_ = nullptr;
-  // A driver's own task (DRIVER_TASK), RUNNING while it runs.
-  rpc::TaskSpec driver_task_;
 
   std::unique_ptr<BorrowerClient> borrower_client_;
   std::unique_ptr<ReferenceCounter> reference_counter_;

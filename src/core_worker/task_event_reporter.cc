@@ -27,6 +27,24 @@ TaskEventReporter::~TaskEventReporter() { buffer_.SetEarlyReport(0, nullptr); }
 
 void TaskEventReporter::Stop() { timer_.reset(); }
 
+void TaskEventReporter::BeginDriverTask(const TaskID& task_id, const JobID& job_id, const std::string& name) {
+  driver_task_.set_type(rpc::DRIVER_TASK);
+  driver_task_.set_task_id(task_id.Binary());
+  driver_task_.set_job_id(job_id.Binary());
+  driver_task_.set_function_name(name);
+  buffer_.BeginRunning(driver_task_, UnixMicros());
+}
+
+void TaskEventReporter::FinishAndFlush(std::function<void()> done) {
+  Stop();
+  if (driver_task_.task_id().empty()) return Flush(std::move(done));
+  const TaskID task_id = TaskID::FromBinary(driver_task_.task_id());
+  buffer_.Reached(task_id, 0, rpc::FINISHED);
+  // (The batch takes the driver's task while it still runs, if it was never reported.)
+  Flush(std::move(done));
+  buffer_.EndRunning(task_id);
+}
+
 void TaskEventReporter::Report() {
   if (in_flight_) return;
   std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch(min_running_us_);

@@ -30,6 +30,11 @@ class TaskEventReporter {
   void Flush(std::function<void()> done);
   // Stops the timer: nothing more is sent but by Flush. Loop thread.
   void Stop();
+  // A driver's own task (DRIVER_TASK `task_id` of `job_id`, named `name`) runs from now on.
+  void BeginDriverTask(const TaskID& task_id, const JobID& job_id, const std::string& name);
+  // At exit: stops the timer, ends the driver's task (if any) and sends the last batch;
+  // `done` as for Flush. Loop thread.
+  void FinishAndFlush(std::function<void()> done);
   int64_t batches_sent() const { return batches_sent_; }
 
  private:
@@ -40,6 +45,8 @@ class TaskEventReporter {
   EventLoop& loop_;
   gcs::GcsClientInterface& gcs_;
   TaskEventBuffer buffer_;
+  // A driver's own task, RUNNING while the driver runs (empty for workers).
+  rpc::TaskSpec driver_task_;
   // Periodic reports show a task RUNNING once it has run this long (half a period).
   const int64_t min_running_us_;
   std::unique_ptr<Timer> timer_;

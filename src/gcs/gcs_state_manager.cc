@@ -26,10 +26,6 @@ Reply Ask(Manager& manager, void (Manager::*handle)(const Request&, Reply*, rpc:
   return reply;
 }
 
-// Fields compared without regard to case (enum-like values).
-bool CaseInsensitive(const std::string& key) {
-  return key == "state" || key == "type" || key == "error_type" || key == "strategy" || key == "status";
-}
 
 }  // namespace
 
@@ -104,16 +100,7 @@ absl::Status GcsStateManager::List(const rpc::ListStateRequest& request, rpc::Li
 absl::StatusOr<nlohmann::ordered_json> GcsStateManager::FilteredRows(const std::string& resource,
                                                              const std::vector<rpc::StateFilter>& filters,
                                                              bool detail) {
-  const std::vector<std::string>& keys = FilterKeys(resource);
-  for (const rpc::StateFilter& f : filters) {
-    if (std::find(keys.begin(), keys.end(), f.key()) == keys.end()) {
-      return absl::InvalidArgumentError(resource + " have no field '" + f.key() + "' to filter on; the fields are " +
-                                        absl::StrJoin(keys, ", "));
-    }
-    if (f.predicate() != "=" && f.predicate() != "!=") {
-      return absl::InvalidArgumentError("unknown filter predicate '" + f.predicate() + "' (use = or !=)");
-    }
-  }
+  MANTA_RETURN_IF_ERROR(CheckStateFilters(resource, FilterKeys(resource), filters));
   nlohmann::ordered_json all = resource == "nodes"    ? NodeRows(detail)
                        : resource == "jobs"   ? JobRows(detail)
                        : resource == "actors" ? ActorRows(detail)
@@ -122,12 +109,7 @@ absl::StatusOr<nlohmann::ordered_json> GcsStateManager::FilteredRows(const std::
   for (nlohmann::ordered_json& row : all) {
     bool pass = true;
     for (const rpc::StateFilter& f : filters) {
-      const std::string text = row.contains(f.key()) ? FilterText(row[f.key()]) : "";
-      const bool equal = CaseInsensitive(f.key()) ? absl::EqualsIgnoreCase(text, f.value()) : text == f.value();
-      if (equal != (f.predicate() == "=")) {
-        pass = false;
-        break;
-      }
+      pass = pass && PassesStateFilter(row.contains(f.key()) ? FilterText(row[f.key()]) : "", f);
     }
     if (pass) rows.push_back(std::move(row));
   }

@@ -396,11 +396,11 @@ nlohmann::ordered_json GcsTaskManager::ToJson(const Key& key, const Attempt& a, 
   return j;
 }
 
-absl::Status GcsTaskManager::CheckFilters(const std::vector<rpc::StateFilter>& filters) {
-  const std::vector<std::string>& keys = FilterKeys();
+absl::Status CheckStateFilters(const std::string& resource, const std::vector<std::string>& keys,
+                               const std::vector<rpc::StateFilter>& filters) {
   for (const rpc::StateFilter& f : filters) {
     if (std::find(keys.begin(), keys.end(), f.key()) == keys.end()) {
-      return absl::InvalidArgumentError("tasks have no field '" + f.key() + "' to filter on; the fields are " +
+      return absl::InvalidArgumentError(resource + " have no field '" + f.key() + "' to filter on; the fields are " +
                                         absl::StrJoin(keys, ", "));
     }
     if (f.predicate() != "=" && f.predicate() != "!=") {
@@ -410,14 +410,21 @@ absl::Status GcsTaskManager::CheckFilters(const std::vector<rpc::StateFilter>& f
   return absl::OkStatus();
 }
 
+bool PassesStateFilter(const std::string& value, const rpc::StateFilter& f) {
+  const std::string& key = f.key();
+  const bool enum_like =
+      key == "state" || key == "type" || key == "error_type" || key == "strategy" || key == "status";
+  const bool equal = enum_like ? absl::EqualsIgnoreCase(value, f.value()) : value == f.value();
+  return equal == (f.predicate() == "=");
+}
+
+absl::Status GcsTaskManager::CheckFilters(const std::vector<rpc::StateFilter>& filters) {
+  return CheckStateFilters("tasks", FilterKeys(), filters);
+}
+
 bool GcsTaskManager::Matches(const Key& key, const Attempt& a, const std::vector<rpc::StateFilter>& filters) const {
   for (const rpc::StateFilter& f : filters) {
-    const std::string value = FieldOf(key, a, f.key());
-    // Enum-like values compare without regard to case (state=running).
-    const bool equal = f.key() == "state" || f.key() == "type" || f.key() == "error_type"
-                           ? absl::EqualsIgnoreCase(value, f.value())
-                           : value == f.value();
-    if (equal != (f.predicate() == "=")) return false;
+    if (!PassesStateFilter(FieldOf(key, a, f.key()), f)) return false;
   }
   return true;
 }
