@@ -53,7 +53,7 @@ int RunListActors(const ClusterFlags& flags, bool json);
 // `manta list placement-groups`: one line (or JSON object) per placement group.
 int RunListPlacementGroups(const ClusterFlags& flags, bool json);
 // `manta list RESOURCE` through the state API (state_command.cc): resource is one of
-// nodes, jobs, actors, tasks, placement-groups; filters are "key=value" or
+// nodes, jobs, workers, actors, tasks, objects, placement-groups; filters are "key=value" or
 // "key!=value"; format is table, json or yaml.
 struct StateQuery {
   std::string resource;
@@ -100,6 +100,21 @@ absl::StatusOr<rpc::GetAllNodeInfoReply> FetchNodes(const std::string& address);
 // "key!=value" filters, with every field, as a JSON array (at most 10,000 rows).
 absl::StatusOr<std::string> QueryStateRows(const std::string& address, const std::string& resource,
                                            const std::vector<std::string>& filters);
+// The state API's summary of `resource` as JSON; the GCS's warnings into `warnings`
+// (may be null).
+absl::StatusOr<std::string> QueryStateSummary(const std::string& address, const std::string& resource,
+                                              std::vector<std::string>* warnings);
+// `manta memory` (memory_command.cc): the objects of the cluster grouped by node or
+// owner, with sizes and reference types, and each node's object store totals.
+struct MemoryQuery {
+  std::string group_by = "node";  // node, owner
+  std::string sort_by = "size";   // size, pid, reference-type
+  std::string units = "B";        // B, KB, MB, GB
+  int64_t num_entries = 50;       // objects shown per group
+  bool stats_only = false;
+  std::string format = "table";   // table, json
+};
+int RunMemory(const ClusterFlags& flags, const MemoryQuery& query);
 const char* ActorStateName(rpc::ActorTableData::ActorState state);
 absl::StatusOr<rpc::GetAllPlacementGroupReply> FetchPlacementGroups(const std::string& address);
 std::string PlacementGroupStateName(rpc::PlacementGroupTableData::PlacementGroupState state);

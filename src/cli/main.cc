@@ -78,12 +78,15 @@ class InspectCommands {
   CLI::App* logs_cmd_ = nullptr;
   std::string timeline_job_, timeline_out_ = "timeline.json";
   CLI::App* timeline_cmd_ = nullptr;
+  manta::cli::MemoryQuery memory_;
+  CLI::App* memory_cmd_ = nullptr;
 };
 
 void InspectCommands::AddList(CLI::App& app) {
-  CLI::App* list_cmd = app.add_subcommand("list", "list the nodes, jobs, actors, tasks or placement groups of a cluster");
+  CLI::App* list_cmd = app.add_subcommand(
+      "list", "list the nodes, jobs, workers, actors, tasks, objects or placement groups of a cluster");
   list_cmd->require_subcommand(1);
-  for (const char* resource : {"nodes", "jobs", "actors", "tasks", "placement-groups"}) {
+  for (const char* resource : {"nodes", "jobs", "workers", "actors", "tasks", "objects", "placement-groups"}) {
     CLI::App* cmd = list_cmd->add_subcommand(resource, std::string("list ") + resource);
     AddClusterFlags(cmd, &flags_);
     cmd->add_option("--filter", query_.filters, "key=value or key!=value; repeat to combine (applied before --limit)");
@@ -96,20 +99,22 @@ void InspectCommands::AddList(CLI::App& app) {
 }
 
 void InspectCommands::AddGetAndSummary(CLI::App& app) {
-  CLI::App* get_cmd = app.add_subcommand("get", "every field of one task, actor, node, job or placement group");
+  CLI::App* get_cmd =
+      app.add_subcommand("get", "every field of one task, actor, node, job, worker, object or placement group");
   get_cmd->require_subcommand(1);
   for (const auto& [kind, resource] : std::vector<std::pair<std::string, std::string>>{
-           {"task", "tasks"}, {"actor", "actors"}, {"node", "nodes"}, {"job", "jobs"},
-           {"placement-group", "placement-groups"}}) {
+           {"task", "tasks"}, {"actor", "actors"}, {"node", "nodes"}, {"job", "jobs"}, {"worker", "workers"},
+           {"object", "objects"}, {"placement-group", "placement-groups"}}) {
     CLI::App* cmd = get_cmd->add_subcommand(kind, "every field of one " + kind + " (a task: each attempt)");
     AddClusterFlags(cmd, &flags_);
     cmd->add_option("id", get_id_, "its id (hex)")->required();
     cmd->add_option("--format", get_format_, "yaml (default) or json");
     get_cmds_.emplace_back(cmd, resource);
   }
-  CLI::App* summary_cmd = app.add_subcommand("summary", "counts of tasks or actors by state, per function or class");
+  CLI::App* summary_cmd = app.add_subcommand(
+      "summary", "counts of tasks or actors by state, per function or class; of objects by reference type");
   summary_cmd->require_subcommand(1);
-  for (const char* resource : {"tasks", "actors"}) {
+  for (const char* resource : {"tasks", "actors", "objects"}) {
     CLI::App* cmd = summary_cmd->add_subcommand(resource, std::string("summarize ") + resource);
     AddClusterFlags(cmd, &flags_);
     cmd->add_option("--filter", summary_filters_, "key=value or key!=value; repeat to combine");
@@ -136,6 +141,16 @@ void InspectCommands::AddLogsAndTimeline(CLI::App& app) {
   AddClusterFlags(timeline_cmd_, &flags_);
   timeline_cmd_->add_option("--job", timeline_job_, "only this job's tasks (its id)");
   timeline_cmd_->add_option("-o,--output", timeline_out_, "the file to write (default timeline.json)");
+  memory_cmd_ = app.add_subcommand(
+      "memory", "the objects of the cluster by node or owner, with sizes and reference types, and each object "
+                "store's totals: what holds memory");
+  AddClusterFlags(memory_cmd_, &flags_);
+  memory_cmd_->add_option("--group-by", memory_.group_by, "node (holding the primary copy; default) or owner");
+  memory_cmd_->add_option("--sort-by", memory_.sort_by, "size (default), pid or reference-type");
+  memory_cmd_->add_option("--units", memory_.units, "B (default), KB, MB or GB");
+  memory_cmd_->add_option("--num-entries", memory_.num_entries, "objects shown per group (default 50)");
+  memory_cmd_->add_flag("--stats-only", memory_.stats_only, "only the stores' and the reference types' totals");
+  memory_cmd_->add_option("--format", memory_.format, "table (default) or json");
 }
 
 std::optional<int> InspectCommands::Run() {
@@ -157,6 +172,7 @@ std::optional<int> InspectCommands::Run() {
   }
   if (logs_cmd_->parsed()) return manta::cli::RunLogs(flags_, logs_);
   if (timeline_cmd_->parsed()) return manta::cli::RunTimeline(flags_, timeline_job_, timeline_out_);
+  if (memory_cmd_->parsed()) return manta::cli::RunMemory(flags_, memory_);
   return std::nullopt;
 }
 

@@ -47,12 +47,18 @@ const std::vector<std::string>& TableColumns(const std::string& resource) {
                                                   "creator_job_id"};
   static const std::vector<std::string> tasks = {"task_id",  "attempt_number", "name",       "state",
                                                  "type",     "node_id",        "worker_pid", "error_type"};
+  static const std::vector<std::string> workers = {"worker_id", "worker_type", "state", "is_alive",
+                                                   "ip",        "pid",         "job_id"};
+  static const std::vector<std::string> objects = {"object_id", "object_size", "reference_type", "task_status",
+                                                   "type",      "ip",          "pid",            "num_borrowers"};
   static const std::vector<std::string> none;
   if (resource == "nodes") return nodes;
   if (resource == "jobs") return jobs;
   if (resource == "actors") return actors;
   if (resource == "placement-groups") return groups;
   if (resource == "tasks") return tasks;
+  if (resource == "workers") return workers;
+  if (resource == "objects") return objects;
   return none;
 }
 
@@ -167,6 +173,11 @@ absl::StatusOr<std::vector<rpc::StateFilter>> ParseFilters(const std::vector<std
   return filters;
 }
 
+// What the GCS could not ask (a node or owner that did not answer), on stderr.
+void PrintWarnings(const google::protobuf::RepeatedPtrField<std::string>& warnings) {
+  for (const std::string& w : warnings) std::cerr << "(incomplete: " << w << ")" << std::endl;
+}
+
 int Fail(const std::string& command, const absl::Status& status) {
   std::cerr << "manta " << command << ": " << status.message() << std::endl;
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -184,8 +195,10 @@ absl::StatusOr<IdForm> IdFormOf(const std::string& resource) {
   if (resource == "nodes") return IdForm{"node_id", 56};
   if (resource == "jobs") return IdForm{"job_id", 8};
   if (resource == "placement-groups") return IdForm{"placement_group_id", 36};
+  if (resource == "workers") return IdForm{"worker_id", 2 * WorkerID::kSize};
+  if (resource == "objects") return IdForm{"object_id", 2 * ObjectID::kSize};
   return absl::InvalidArgumentError("cannot get a '" + resource +
-                                    "'; get one of task, actor, node, job, placement-group");
+                                    "'; get one of task, actor, node, job, worker, object, placement-group");
 }
 
 }  // namespace
@@ -202,6 +215,16 @@ absl::StatusOr<std::string> QueryStateRows(const std::string& address, const std
   auto reply = CallState(address, request, &rpc::StateGcsService::Stub::ListState);
   if (!reply.ok()) return reply.status();
   return reply->rows_json();
+}
+
+absl::StatusOr<std::string> QueryStateSummary(const std::string& address, const std::string& resource,
+                                              std::vector<std::string>* warnings) {
+  rpc::SummarizeStateRequest request;
+  request.set_resource(resource);
+  auto reply = CallState(address, request, &rpc::StateGcsService::Stub::SummarizeState);
+  if (!reply.ok()) return reply.status();
+  if (warnings != nullptr) warnings->assign(reply->warnings().begin(), reply->warnings().end());
+  return reply->summary_json();
 }
 
 int RunListState(const ClusterFlags& flags, const StateQuery& query) {
@@ -242,6 +265,7 @@ int RunListState(const ClusterFlags& flags, const StateQuery& query) {
                  "task_events_max_bytes, task_events_max_buffer_rows) and are not listed)"
               << std::endl;
   }
+  PrintWarnings(reply->warnings());
   return 0;
 }
 
@@ -306,13 +330,16 @@ int RunSummary(const ClusterFlags& flags, const std::string& resource, const std
     std::cout << std::flush;
     return 0;
   }
-  std::cout << summary["total"].get<int64_t>() << " " << resource << "\n";
+  std::cout << summary["total"].get<int64_t>() << " " << resource;
+  if (summary.contains("total_bytes")) std::cout << ", " << summary["total_bytes"].get<int64_t>() << " bytes";
+  std::cout << "\n";
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const auto& [name, entry] : summary["by_name"].items()) {
     std::ostringstream states;
     for (const auto& [state, count] : entry["state_counts"].items()) {
       states << (states.tellp() > 0 ? ", " : "") << state << ": " << count.get<int64_t>();
     }
+    if (entry.contains("bytes")) states << "; " << entry["bytes"].get<int64_t>() << " bytes";
     rows.push_back({{"name", name}, {"type", entry.value("type", "")}, {"state_counts", states.str()}});
   }
   std::vector<size_t> width = {4, 4};
@@ -331,6 +358,7 @@ int RunSummary(const ClusterFlags& flags, const std::string& resource, const std
     std::cout << "(" << reply->num_dropped() << " task attempts dropped by the cluster's caps are not counted)\n";
   }
   std::cout << std::flush;
+  PrintWarnings(reply->warnings());
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
+#include "src/core_worker/object_state.h"
 #include "src/gcs/gcs_client.h"
 #include "src/gcs/gcs_subscriber.h"
 #include "src/object_store/store_client.h"
@@ -488,6 +489,12 @@ void CoreWorker::HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* rep
   if (channel_server_ && (!busy || request.force())) channel_server_->Wake();
   reply->set_success(!busy || request.force());
   send_reply(absl::OkStatus());
+}
+
+void CoreWorker::HandleListObjects(const rpc::ListObjectsRequest& request, rpc::ListObjectsReply* reply,
+                                   std::function<void(absl::Status)> send_reply) {
+  ObjectOwner owner{self_, static_cast<int32_t>(getpid()), is_driver()};
+  send_reply(ListOwnedObjects(reference_counter_->OwnedObjects(), owner, request, reply));
 }
 
 }  // namespace manta::core

@@ -205,14 +205,15 @@ class CoreWorker {
   const std::string& gcs_address() const { return options_.gcs_address; }
 
   // RPC handlers (loop thread).
+  using SendReplyFn = std::function<void(absl::Status)>;
   void HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
-                             std::function<void(absl::Status)> send_reply);
+                             SendReplyFn send_reply);
   void HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request, rpc::WaitForRefRemovedReply* reply,
-                               std::function<void(absl::Status)> send_reply);
+                               SendReplyFn send_reply);
   void HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request, rpc::AddObjectLocationReply* reply,
-                               std::function<void(absl::Status)> send_reply);
-  void HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply,
-                  std::function<void(absl::Status)> send_reply);
+                               SendReplyFn send_reply);
+  void HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply, SendReplyFn send_reply);
+  void HandleListObjects(const rpc::ListObjectsRequest& request, rpc::ListObjectsReply* reply, SendReplyFn send_reply);
 
  private:
   class BorrowerClient;

@@ -50,6 +50,10 @@ class CoreWorkerProcess::Service final : public rpc::CoreWorkerService::Callback
                                  rpc::ExitReply* r) override {
     return Handle("CoreWorker.Exit", c, q, r, &CoreWorker::HandleExit);
   }
+  grpc::ServerUnaryReactor* ListObjects(grpc::CallbackServerContext* c, const rpc::ListObjectsRequest* q,
+                                        rpc::ListObjectsReply* r) override {
+    return Handle("CoreWorker.ListObjects", c, q, r, &CoreWorker::HandleListObjects);
+  }
 
  private:
   template <typename Request, typename Reply>

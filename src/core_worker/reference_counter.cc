@@ -480,6 +480,27 @@ size_t ReferenceCounter::NumObjects() const {
   return objects_.size();
 }
 
+std::vector<ReferenceCounter::OwnedObject> ReferenceCounter::OwnedObjects() const {
+  std::vector<OwnedObject> out;
+  TableLock lock(this);
+  for (const auto& [id, e] : objects_) {
+    if (!e.owned_by_us || e.out_of_scope) continue;
+    const Details& d = DetailsOf(e);
+    OwnedObject& o = out.emplace_back();
+    o.id = id;
+    o.state = e.state;
+    o.size_bytes = e.size_bytes;
+    o.local_refs = e.local_ref_count;
+    o.submitted_task_refs = e.submitted_task_ref_count;
+    o.captured = !d.contained_in.empty();
+    o.borrowers.assign(d.borrowers.begin(), d.borrowers.end());
+    o.locations.assign(d.locations.begin(), d.locations.end());
+    o.pinned_at = d.pinned_at;
+    o.spilled_url = d.spilled_url;
+  }
+  return out;
+}
+
 bool ReferenceCounter::IsOwnedByUs(const ObjectID& id) const {
   TableLock lock(this);
   const Entry* e = FindLocked(id);

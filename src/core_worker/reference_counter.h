@@ -235,6 +235,22 @@ class ReferenceCounter {
   // Slots allocated in the table (it shrinks once mostly empty: table_shrink.h).
   size_t TableCapacity() const;
 
+  // An object this process owns, as `manta list objects` shows it.
+  struct OwnedObject {
+    ObjectID id;
+    State state = State::kPending;
+    int64_t size_bytes = -1;
+    int32_t local_refs = 0;
+    int32_t submitted_task_refs = 0;
+    bool captured = false;  // inside another object
+    std::vector<Address> borrowers;
+    std::vector<NodeID> locations;
+    std::optional<NodeID> pinned_at;
+    std::string spilled_url;
+  };
+  // Every object we own that is in scope (those kept only as lineage hold no value).
+  std::vector<OwnedObject> OwnedObjects() const;
+
  private:
   // What only some objects need: a borrowed object's owner, borrowers, nested refs,
   // copies in plasma, a spill URL, pending WaitForRefRemoved replies. Kept out of

@@ -147,8 +147,12 @@ void GcsServer::LoadNext(std::shared_ptr<std::vector<TableLoad>> loads, size_t n
 }
 
 absl::Status GcsServer::StartRpc() {
+  rpc::ClientOptions fanout_options = rpc::ClientOptionsFromConfig(options_.config, options_.faults);
+  fanout_options.deadline_ms = options_.config.state_api_call_timeout_ms;
+  fanout_options.max_attempts = 1;
+  state_fanout_ = std::make_unique<GcsStateFanout>(loop_, *node_manager_, fanout_options);
   state_manager_ = std::make_unique<GcsStateManager>(*node_manager_, *job_manager_, *actor_manager_,
-                                                     *placement_group_manager_, *task_manager_);
+                                                     *placement_group_manager_, *task_manager_, *state_fanout_);
   services_ = std::make_unique<GcsGrpcServices>(loop_, *node_manager_, *job_manager_, *worker_manager_,
                                                 *kv_manager_, *actor_manager_, *placement_group_manager_,
                                                 publisher_, cluster_id_, *task_manager_, *state_manager_);

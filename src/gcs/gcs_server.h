@@ -118,6 +118,7 @@ class GcsServer {
   std::unique_ptr<GcsHealthChecker> health_checker_;
   // Task events and the state API (ARCHITECTURE.md §18).
   std::unique_ptr<GcsTaskManager> task_manager_;
+  std::unique_ptr<GcsStateFanout> state_fanout_;
   std::unique_ptr<GcsStateManager> state_manager_;
   // Each node's raylet, for health checks (one attempt within health_check_timeout_ms).
   absl::flat_hash_map<NodeID, std::shared_ptr<raylet::RayletClientInterface>> raylet_clients_;

@@ -29,14 +29,9 @@ Reply Ask(Manager& manager, void (Manager::*handle)(const Request&, Reply*, rpc:
 
 }  // namespace
 
-std::string FilterText(const nlohmann::ordered_json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_null()) return "";
-  return value.dump();
-}
-
 const std::vector<std::string>& GcsStateManager::Resources() {
-  static const std::vector<std::string> resources = {"nodes", "jobs", "actors", "placement-groups", "tasks"};
+  static const std::vector<std::string> resources = {"nodes", "jobs",  "workers", "actors", "placement-groups",
+                                                     "tasks", "objects"};
   return resources;
 }
 
@@ -57,12 +52,23 @@ const std::vector<std::string>& GcsStateManager::FilterKeys(const std::string& r
   if (resource == "actors") return actors;
   if (resource == "placement-groups") return groups;
   if (resource == "tasks") return GcsTaskManager::FilterKeys();
+  if (resource == "workers") return WorkerStateFilterKeys();
+  if (resource == "objects") return ObjectStateFilterKeys();
   return none;
 }
 
 void GcsStateManager::HandleListState(const rpc::ListStateRequest& request, rpc::ListStateReply* reply,
                                       rpc::SendReply send_reply) {
-  std::move(send_reply)(List(request, reply));
+  const std::string& resource = request.resource();
+  if (resource != "workers" && resource != "objects") return std::move(send_reply)(List(request, reply));
+  if (request.limit() < 0 || request.limit() > kMaxLimit) return std::move(send_reply)(List(request, reply));
+  const int64_t limit = request.limit() == 0 ? kDefaultLimit : request.limit();
+  std::vector<rpc::StateFilter> filters(request.filters().begin(), request.filters().end());
+  auto done = [send = std::make_shared<rpc::SendReply>(std::move(send_reply))](absl::Status s) {
+    std::move(*send)(std::move(s));
+  };
+  if (resource == "workers") return fanout_.ListWorkers(std::move(filters), limit, request.detail(), reply, done);
+  fanout_.ListObjects(std::move(filters), limit, request.detail(), reply, done);
 }
 
 absl::Status GcsStateManager::List(const rpc::ListStateRequest& request, rpc::ListStateReply* reply) {
@@ -75,6 +81,9 @@ absl::Status GcsStateManager::List(const rpc::ListStateRequest& request, rpc::Li
   if (request.limit() < 0 || request.limit() > kMaxLimit) {
     return absl::InvalidArgumentError("limit " + std::to_string(request.limit()) + " is out of range: a query returns 1 to " +
                                       std::to_string(kMaxLimit) + " rows");
+  }
+  if (resource == "workers" || resource == "objects") {
+    return absl::FailedPreconditionError(resource + " are answered by the raylets and owners (HandleListState)");
   }
   const int64_t limit = request.limit() == 0 ? kDefaultLimit : request.limit();
   const std::vector<rpc::StateFilter> filters(request.filters().begin(), request.filters().end());
@@ -107,18 +116,18 @@ absl::StatusOr<nlohmann::ordered_json> GcsStateManager::FilteredRows(const std::
                                               : PlacementGroupRows(detail);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (nlohmann::ordered_json& row : all) {
-    bool pass = true;
-    for (const rpc::StateFilter& f : filters) {
-      pass = pass && PassesStateFilter(row.contains(f.key()) ? FilterText(row[f.key()]) : "", f);
-    }
-    if (pass) rows.push_back(std::move(row));
+    if (RowPassesStateFilters(row, filters)) rows.push_back(std::move(row));
   }
   return rows;
 }
 
 void GcsStateManager::HandleSummarizeState(const rpc::SummarizeStateRequest& request,
                                            rpc::SummarizeStateReply* reply, rpc::SendReply send_reply) {
-  std::move(send_reply)(Summarize(request, reply));
+  if (request.resource() != "objects") return std::move(send_reply)(Summarize(request, reply));
+  fanout_.SummarizeObjects(std::vector<rpc::StateFilter>(request.filters().begin(), request.filters().end()), reply,
+                           [send = std::make_shared<rpc::SendReply>(std::move(send_reply))](absl::Status s) {
+                             std::move(*send)(std::move(s));
+                           });
 }
 
 absl::Status GcsStateManager::Summarize(const rpc::SummarizeStateRequest& request, rpc::SummarizeStateReply* reply) {
@@ -131,7 +140,8 @@ absl::Status GcsStateManager::Summarize(const rpc::SummarizeStateRequest& reques
     return absl::OkStatus();
   }
   if (request.resource() != "actors") {
-    return absl::InvalidArgumentError("cannot summarize '" + request.resource() + "'; summaries are of tasks, actors");
+    return absl::InvalidArgumentError("cannot summarize '" + request.resource() +
+                                      "'; summaries are of tasks, actors, objects");
   }
   auto rows = FilteredRows("actors", filters, false);
   if (!rows.ok()) return rows.status();
@@ -185,6 +195,8 @@ nlohmann::ordered_json GcsStateManager::NodeRows(bool detail) {
         j["object_store_used_bytes"] = u.object_store().used_bytes();
         j["object_store_capacity_bytes"] = u.object_store().capacity_bytes();
         j["object_store_num_objects"] = u.object_store().num_objects();
+        j["object_store_spilled_bytes"] = u.object_store().spilled_bytes_current();
+        j["object_store_num_spilled"] = u.object_store().num_spilled();
       }
     }
     rows.push_back(std::move(j));

@@ -1,6 +1,7 @@
 // GcsStateManager: the state API (ARCHITECTURE.md §18) — `manta list`, `get`,
-// `summary` and the dashboard ask it for the cluster's nodes, jobs, actors,
-// placement groups and tasks as rows with Ray's field names.
+// `summary` and the dashboard ask it for the cluster's nodes, jobs, workers, actors,
+// placement groups, tasks and objects as rows with Ray's field names (workers and
+// objects through GcsStateFanout).
 //
 // Every resource has a fixed set of fields a filter may name; filters ("=" / "!=",
 // enum-like values without regard to case) apply before the limit, and the reply
@@ -20,6 +21,7 @@
 #include "src/gcs/gcs_job_manager.h"
 #include "src/gcs/gcs_node_manager.h"
 #include "src/gcs/gcs_placement_group_manager.h"
+#include "src/gcs/gcs_state_fanout.h"
 #include "src/gcs/gcs_task_manager.h"
 
 namespace manta::gcs {
@@ -30,10 +32,12 @@ class GcsStateManager {
   static constexpr int64_t kMaxLimit = 10000;
 
   GcsStateManager(GcsNodeManager& nodes, GcsJobManager& jobs, GcsActorManager& actors,
-                  GcsPlacementGroupManager& groups, GcsTaskManager& tasks)
-      : nodes_(nodes), jobs_(jobs), actors_(actors), groups_(groups), tasks_(tasks) {}
+                  GcsPlacementGroupManager& groups, GcsTaskManager& tasks, GcsStateFanout& fanout)
+      : nodes_(nodes), jobs_(jobs), actors_(actors), groups_(groups), tasks_(tasks), fanout_(fanout) {}
 
+  // Workers and objects are answered later, once the raylets and owners have.
   void HandleListState(const rpc::ListStateRequest& request, rpc::ListStateReply* reply, rpc::SendReply send_reply);
+  // The resources the GCS holds itself (all but workers and objects).
   absl::Status List(const rpc::ListStateRequest& request, rpc::ListStateReply* reply);
   void HandleSummarizeState(const rpc::SummarizeStateRequest& request, rpc::SummarizeStateReply* reply,
                             rpc::SendReply send_reply);
@@ -60,9 +64,7 @@ class GcsStateManager {
   GcsActorManager& actors_;
   GcsPlacementGroupManager& groups_;
   GcsTaskManager& tasks_;
+  GcsStateFanout& fanout_;
 };
-
-// The text of a JSON value as a filter compares it ("ALIVE", "3", "true").
-std::string FilterText(const nlohmann::ordered_json& value);
 
 }  // namespace manta::gcs

@@ -396,28 +396,6 @@ nlohmann::ordered_json GcsTaskManager::ToJson(const Key& key, const Attempt& a, 
   return j;
 }
 
-absl::Status CheckStateFilters(const std::string& resource, const std::vector<std::string>& keys,
-                               const std::vector<rpc::StateFilter>& filters) {
-  for (const rpc::StateFilter& f : filters) {
-    if (std::find(keys.begin(), keys.end(), f.key()) == keys.end()) {
-      return absl::InvalidArgumentError(resource + " have no field '" + f.key() + "' to filter on; the fields are " +
-                                        absl::StrJoin(keys, ", "));
-    }
-    if (f.predicate() != "=" && f.predicate() != "!=") {
-      return absl::InvalidArgumentError("unknown filter predicate '" + f.predicate() + "' (use = or !=)");
-    }
-  }
-  return absl::OkStatus();
-}
-
-bool PassesStateFilter(const std::string& value, const rpc::StateFilter& f) {
-  const std::string& key = f.key();
-  const bool enum_like =
-      key == "state" || key == "type" || key == "error_type" || key == "strategy" || key == "status";
-  const bool equal = enum_like ? absl::EqualsIgnoreCase(value, f.value()) : value == f.value();
-  return equal == (f.predicate() == "=");
-}
-
 absl::Status GcsTaskManager::CheckFilters(const std::vector<rpc::StateFilter>& filters) {
   return CheckStateFilters("tasks", FilterKeys(), filters);
 }

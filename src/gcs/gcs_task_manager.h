@@ -27,16 +27,9 @@
 #include "protos/gcs.pb.h"
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_server.h"
+#include "src/common/state_filter.h"
 
 namespace manta::gcs {
-
-// The state API's filters (gcs_state_manager.h): InvalidArgument naming the valid
-// keys when one names no field of `resource`, or its predicate is not = or !=.
-absl::Status CheckStateFilters(const std::string& resource, const std::vector<std::string>& keys,
-                               const std::vector<rpc::StateFilter>& filters);
-// Whether a field whose text is `value` passes `filter` (enum-like fields, such as
-// state and type, compare without regard to case).
-bool PassesStateFilter(const std::string& value, const rpc::StateFilter& filter);
 
 class GcsTaskManager {
  public:

@@ -70,8 +70,8 @@ LogManager::LogManager(EventLoop& loop, LogManagerOptions options, gcs::GcsClien
 LogManager::~LogManager() { *alive_ = false; }
 
 void LogManager::HandleListLogs(const rpc::ListLogsRequest&, rpc::ListLogsReply* reply, rpc::SendReply send_reply) {
-  absl::flat_hash_map<std::string, WorkerPool::WorkerLog> workers;
-  for (WorkerPool::WorkerLog& w : list_workers_()) {
+  absl::flat_hash_map<std::string, WorkerPool::WorkerRecord> workers;
+  for (WorkerPool::WorkerRecord& w : list_workers_()) {
     std::string name = fs::path(w.log_file).filename().string();
     workers[name] = std::move(w);
   }
@@ -178,7 +178,7 @@ void LogManager::StreamOnce() {
   rpc::ReportWorkerLogsRequest request;
   int64_t budget = options_.stream_max_bytes;
   absl::flat_hash_set<std::string> listed;
-  for (const WorkerPool::WorkerLog& w : list_workers_()) {
+  for (const WorkerPool::WorkerRecord& w : list_workers_()) {
     if (w.log_file.empty()) continue;
     listed.insert(w.log_file);
     auto [it, added] = tails_.try_emplace(w.log_file);

@@ -39,7 +39,7 @@ struct LogManagerOptions {
 
 class LogManager {
  public:
-  using ListWorkers = std::function<std::vector<WorkerPool::WorkerLog>()>;
+  using ListWorkers = std::function<std::vector<WorkerPool::WorkerRecord>()>;
   LogManager(EventLoop& loop, LogManagerOptions options, gcs::GcsClientInterface& gcs, ListWorkers list_workers);
   ~LogManager();
 

@@ -152,6 +152,9 @@ void Raylet::BuildNodeManager() {
   log_manager_ = std::make_unique<LogManager>(loop_, log_options, *gcs_, [this] { return pool_->WorkerLogs(); });
   log_service_ = std::make_unique<LogGrpcService>(loop_, *log_manager_);
   server_->RegisterService(log_service_.get());
+  node_state_service_ =
+      std::make_unique<NodeStateGrpcService>(loop_, *pool_, options_.node.node_id, options_.node.node_ip_address);
+  server_->RegisterService(node_state_service_.get());
   // Worker exits arrive as SIGCHLD.
   reaper_ = std::make_unique<ChildReaper>(loop_, [this](pid_t pid, int status) { pool_->OnProcessExit(pid, status); });
   reaper_->Start();

@@ -27,6 +27,7 @@
 #include "src/raylet/child_reaper.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_manager.h"
+#include "src/raylet/node_state_service.h"
 #include "src/raylet/node_manager.h"
 #include "src/raylet/node_manager_worker_grpc_service.h"
 #include "src/raylet/object_manager.h"
@@ -96,6 +97,7 @@ class Raylet {
   // The node's log files, for `manta logs` and the drivers' terminals.
   std::unique_ptr<LogManager> log_manager_;
   std::unique_ptr<LogGrpcService> log_service_;
+  std::unique_ptr<NodeStateGrpcService> node_state_service_;
   std::unique_ptr<ChildReaper> reaper_;
   bool data_channel_ = false;  // objects leave through the object data channel
   bool quitting_ = false;

@@ -77,6 +77,7 @@ void WorkerPool::RegisterDriver(const rpc::RegisterWorkerRequest& request, rpc::
   driver.job_id = *job_id;
   driver.pid = request.pid();
   driver.registered_ms = MonotonicMs();
+  driver.registered_unix_ms = NowMs();
   driver.address = request.address();
   driver.address.set_node_id(options_.node_id.Binary());
   driver.address.set_worker_id(worker_id->Binary());
@@ -369,6 +370,7 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& run
     return error;
   }
   worker->pid = *pid;
+  worker->start_unix_ms = NowMs();
   WorkerID id = worker->worker_id;
   worker->timer = loop_.RunAfter("WorkerPool.RegisterTimeout", config_.worker_register_timeout_ms,
                                  [this, id] { OnRegisterTimeout(id); });
@@ -419,6 +421,7 @@ WorkerGone WorkerPool::Forget(const WorkerID& worker_id, const std::string& reas
     --num_idle_;
   }
   WorkerGone gone{worker_id, worker.job_id, false, worker.state != State::kStarting, reason};
+  RememberGone(RecordOf(worker), reason);
   by_token_.erase(worker.startup_token);
   by_pid_.erase(worker.pid);
   workers_.erase(it);
@@ -465,13 +468,57 @@ void WorkerPool::KillJobWorkers(const JobID& job_id, const std::string& reason) 
   TryStartWorkers();
 }
 
-std::vector<WorkerPool::WorkerLog> WorkerPool::WorkerLogs() const {
-  std::vector<WorkerLog> logs;
-  for (const auto& [id, worker] : workers_) {
-    logs.push_back(WorkerLog{worker->worker_id, worker->job_id, worker->pid, worker->log_file, true});
+WorkerPool::WorkerRecord WorkerPool::RecordOf(const Worker& worker) {
+  static constexpr const char* kStateNames[] = {"STARTING", "IDLE", "LEASED", "EXITING"};
+  WorkerRecord r;
+  r.worker_id = worker.worker_id;
+  r.job_id = worker.job_id;
+  r.pid = worker.pid;
+  r.log_file = worker.log_file;
+  r.alive = true;
+  r.state = kStateNames[static_cast<int>(worker.state)];
+  r.address = worker.address;
+  r.start_unix_ms = worker.start_unix_ms;
+  return r;
+}
+
+std::vector<WorkerPool::WorkerRecord> WorkerPool::WorkerLogs() const {
+  std::vector<WorkerRecord> logs;
+  logs.reserve(workers_.size() + gone_.size());
+  for (const auto& [id, worker] : workers_) logs.push_back(RecordOf(*worker));
+  for (const WorkerRecord& r : gone_) {
+    if (!r.is_driver) logs.push_back(r);
   }
-  logs.insert(logs.end(), exited_logs_.begin(), exited_logs_.end());
   return logs;
+}
+
+std::vector<WorkerPool::WorkerRecord> WorkerPool::WorkerRecords() const {
+  std::vector<WorkerRecord> records;
+  records.reserve(workers_.size() + drivers_.size() + gone_.size());
+  for (const auto& [id, worker] : workers_) records.push_back(RecordOf(*worker));
+  for (const auto& [id, driver] : drivers_) {
+    WorkerRecord r;
+    r.worker_id = id;
+    r.job_id = driver.job_id;
+    r.pid = driver.pid;
+    r.alive = true;
+    r.is_driver = true;
+    r.state = "RUNNING";
+    r.address = driver.address;
+    r.start_unix_ms = driver.registered_unix_ms;
+    records.push_back(std::move(r));
+  }
+  records.insert(records.end(), gone_.begin(), gone_.end());
+  return records;
+}
+
+void WorkerPool::RememberGone(WorkerRecord record, std::string why) {
+  record.alive = false;
+  record.state = "DEAD";
+  record.end_unix_ms = NowMs();
+  record.exit_detail = std::move(why);
+  gone_.push_back(std::move(record));
+  if (gone_.size() > kMaxExitedWorkers) gone_.pop_front();
 }
 
 void WorkerPool::OnProcessExit(pid_t pid, int status) {
@@ -496,8 +543,6 @@ void WorkerPool::OnProcessExit(pid_t pid, int status) {
     VLOG(1) << "worker " << worker_id.Hex() << " (pid " << pid << ") exited (" << how << ")";
   }
   std::string log_file = worker.log_file;
-  exited_logs_.push_back(WorkerLog{worker_id, job_id, pid, log_file, false});
-  if (exited_logs_.size() > kMaxExitedLogs) exited_logs_.pop_front();
   WorkerGone gone = Forget(worker_id, "worker process exited (" + how + ")");
   if (state == State::kStarting) {
     FailUncoveredPop(job_id, runtime_env,
@@ -538,6 +583,14 @@ void WorkerPool::CheckDrivers() {
 void WorkerPool::DriverGone(const WorkerID& id, const std::string& why) {
   Driver driver = drivers_.at(id);
   drivers_.erase(id);
+  WorkerRecord record;
+  record.worker_id = id;
+  record.job_id = driver.job_id;
+  record.pid = driver.pid;
+  record.is_driver = true;
+  record.address = driver.address;
+  record.start_unix_ms = driver.registered_unix_ms;
+  RememberGone(std::move(record), "driver gone: " + why);
   LOG(INFO) << "driver " << id.Hex() << " (pid " << driver.pid << ") of job " << driver.job_id.Hex()
             << " is gone: " << why;
   Notify(WorkerGone{id, driver.job_id, true, true, "driver exited"});

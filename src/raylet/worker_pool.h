@@ -174,18 +174,29 @@ class WorkerPool {
   // Kills every worker (SIGKILL) and stops the timers; pending pops are dropped.
   void Shutdown();
 
-  // Introspection.
-  // A worker's output file (logs): the live workers', then those of the last
-  // kMaxExitedLogs that exited.
-  struct WorkerLog {
+  // Introspection (`manta logs`, `manta list workers`).
+  // A worker or driver of this node, live or gone.
+  struct WorkerRecord {
     WorkerID worker_id;
     JobID job_id;
     pid_t pid = 0;
-    std::string log_file;
+    std::string log_file;  // "" for drivers
     bool alive = false;
+    bool is_driver = false;
+    // STARTING, IDLE, LEASED, EXITING; RUNNING (drivers); DEAD.
+    const char* state = "DEAD";
+    rpc::Address address;
+    int64_t start_unix_ms = 0;
+    int64_t end_unix_ms = 0;
+    std::string exit_detail;
   };
-  static constexpr size_t kMaxExitedLogs = 4096;
-  std::vector<WorkerLog> WorkerLogs() const;
+  // The last kMaxExitedWorkers that went away are remembered.
+  static constexpr size_t kMaxExitedWorkers = 4096;
+  // The workers' (not drivers') output files: the live workers', then those of the
+  // remembered ones that went away.
+  std::vector<WorkerRecord> WorkerLogs() const;
+  // Every live worker and driver, then the remembered ones that went away.
+  std::vector<WorkerRecord> WorkerRecords() const;
 
   size_t num_workers() const { return workers_.size(); }
   size_t num_idle() const { return num_idle_; }
@@ -203,6 +214,7 @@ class WorkerPool {
     State state = State::kStarting;
     rpc::Address address;
     std::string log_file;
+    int64_t start_unix_ms = 0;
     bool keep_past_job_end = false;
     // The registration deadline, the idle deadline or the exit grace period.
     std::unique_ptr<Timer> timer;
@@ -213,6 +225,7 @@ class WorkerPool {
     rpc::Address address;
     bool store_connected = false;
     int64_t registered_ms = 0;  // MonotonicMs()
+    int64_t registered_unix_ms = 0;
   };
   // The workers and pops of one (job, runtime env).
   struct EnvPool {
@@ -282,7 +295,10 @@ class WorkerPool {
   JobConfigFetcher fetch_job_config_;
   std::vector<GoneListener> gone_listeners_;
   absl::flat_hash_map<WorkerID, std::unique_ptr<Worker>> workers_;
-  std::deque<WorkerLog> exited_logs_;
+  // Remembers a worker or driver that went away (the last kMaxExitedWorkers).
+  void RememberGone(WorkerRecord record, std::string why);
+  static WorkerRecord RecordOf(const Worker& worker);
+  std::deque<WorkerRecord> gone_;
   absl::flat_hash_map<std::string, WorkerID> by_token_;
   absl::flat_hash_map<pid_t, WorkerID> by_pid_;
   absl::flat_hash_map<WorkerID, Driver> drivers_;

@@ -41,6 +41,8 @@ int Block(std::string path) {
   return 1;
 }
 int Nop() { return 0; }
+// Holds `data` (an argument the driver no longer refers to) until `path` exists.
+int Hold(std::vector<char> data, std::string path) { return Block(path) + static_cast<int>(data.size() > 0); }
 // Prints `text` on stdout and returns its worker's pid.
 int Say(std::string text) {
   std::cout << text << std::endl;
@@ -60,7 +62,7 @@ class Counter {
   int total_ = 0;
 };
 
-RAY_REMOTE(Plus, Fail, Block, Nop, Say, Counter::Create, &Counter::Add, &Counter::Say);
+RAY_REMOTE(Plus, Fail, Block, Nop, Hold, Say, Counter::Create, &Counter::Add, &Counter::Say);
 
 std::string Hex(const std::string& binary) { return manta::BinaryHex(binary); }
 
@@ -282,6 +284,93 @@ TEST_F(StateApiTest, TheTimelineIsChromeTraceJsonWithATrackPerWorkerAndAnArrowPe
   EXPECT_THAT(bad.output, HasSubstr("not a job id"));
 }
 
+TEST_F(StateApiTest, WorkersAndObjectsAreListedWithWhatHoldsThem) {
+  manta::testing::TempDir dir;
+  const std::string release = dir.path() + "/release";
+  // A large object the driver holds, a small one, and one only a running task holds.
+  auto big = ray::Put(std::vector<char>(3 << 20, 'x'));
+  auto small = ray::Put(42);
+  ray::ObjectRef<int> held;
+  std::string argument_id;
+  {
+    auto argument = ray::Put(std::vector<char>(2 << 20, 'y'));
+    argument_id = Hex(argument.ID());
+    held = ray::Task(Hold).Remote(argument, release);
+  }
+  const std::string big_id = Hex(big.ID());
+
+  nlohmann::json rows;
+  manta::testing::CommandResult listed;
+  ASSERT_TRUE(manta::testing::WaitFor(
+      [&] {
+        listed = Manta({"list", "objects", "--format", "json", "--filter", "object_id=" + argument_id});
+        rows = Json(listed);
+        return rows.is_array() && rows.size() == 1 && rows[0]["reference_type"] == "USED_BY_PENDING_TASK";
+      },
+      30000))
+      << listed.output;
+  auto objects = Json(Manta({"list", "objects", "--format", "json", "--filter", "pid=" + std::to_string(getpid())}));
+  ASSERT_TRUE(objects.is_array()) << objects.dump();
+  ASSERT_GE(objects.size(), 4u) << objects.dump(2);
+  // The largest first.
+  ASSERT_EQ(objects[0]["object_id"], big_id) << objects.dump(2);
+  EXPECT_GE(objects[0]["object_size"].get<int64_t>(), 3 << 20);
+  EXPECT_EQ(objects[0]["reference_type"], "LOCAL_REFERENCE");
+  EXPECT_EQ(objects[0]["task_status"], "FINISHED");
+  EXPECT_EQ(objects[0]["type"], "DRIVER");
+  EXPECT_EQ(objects[0]["pinned_at"].get<std::string>().size(), 56u);
+  bool saw_small = false, saw_pending = false;
+  for (const auto& o : objects) {
+    saw_small = saw_small || o["object_id"] == Hex(small.ID());
+    saw_pending = saw_pending || (o["object_id"] == Hex(held.ID()) && o["task_status"] == "PENDING");
+  }
+  EXPECT_TRUE(saw_small) << objects.dump(2);
+  EXPECT_TRUE(saw_pending) << objects.dump(2);
+
+  auto got = Manta({"get", "object", big_id});
+  EXPECT_EQ(got.exit_code, 0) << got.output;
+  EXPECT_THAT(got.output, HasSubstr("local_refs: 1"));
+  auto summarized = Manta({"summary", "objects", "--format", "json"});
+  auto summary = Json(summarized);
+  ASSERT_TRUE(summary["by_name"]["LOCAL_REFERENCE"]["bytes"].is_number()) << summarized.output;
+  EXPECT_GE(summary["by_name"]["LOCAL_REFERENCE"]["bytes"].get<int64_t>(), 3 << 20) << summary.dump(2);
+  EXPECT_EQ(summary["by_name"]["USED_BY_PENDING_TASK"]["state_counts"]["FINISHED"], 1) << summary.dump(2);
+  auto memory = Manta({"memory", "--units", "MB"});
+  EXPECT_EQ(memory.exit_code, 0) << memory.output;
+  EXPECT_THAT(memory.output, HasSubstr("--- object stores ---"));
+  EXPECT_THAT(memory.output, HasSubstr(big_id));
+  EXPECT_THAT(memory.output, HasSubstr("USED_BY_PENDING_TASK"));
+  auto by_owner = Manta({"memory", "--group-by", "owner", "--stats-only"});
+  EXPECT_EQ(by_owner.exit_code, 0) << by_owner.output;
+  EXPECT_THAT(by_owner.output, HasSubstr("LOCAL_REFERENCE"));
+
+  // Workers: this driver, the worker running Hold, and one that went away.
+  auto driver = Json(Manta({"list", "workers", "--format", "json", "--filter", "worker_type=driver", "--filter",
+                            "pid=" + std::to_string(getpid())}));
+  ASSERT_EQ(driver.size(), 1u) << driver.dump(2);
+  EXPECT_EQ(driver[0]["is_alive"], true);
+  EXPECT_EQ(driver[0]["state"], "RUNNING");
+  auto leased = Json(Manta({"list", "workers", "--format", "json", "--filter", "state=LEASED"}));
+  EXPECT_GE(leased.size(), 1u) << leased.dump(2);
+  auto counter = ray::Actor(Counter::Create).Remote();
+  const int actor_pid = *counter.Task(&Counter::Say).Remote(std::string("about to go")).Get();
+  counter.Kill();
+  nlohmann::json dead;
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        dead = Json(Manta({"list", "workers", "--format", "json", "--filter", "pid=" + std::to_string(actor_pid),
+                           "--filter", "is_alive=false"}));
+        return dead.is_array() && dead.size() == 1;
+      },
+      20000))
+      << dead.dump(2);
+  if (dead.size() == 1) EXPECT_FALSE(dead[0]["exit_detail"].get<std::string>().empty());
+  auto table = Manta({"list", "workers"});
+  EXPECT_THAT(table.output, HasSubstr("WORKER_TYPE"));
+  std::ofstream(release).put('x');
+  EXPECT_EQ(*held.Get(), 2);
+}
+
 TEST_F(StateApiTest, BadQueriesGetClearErrors) {
   struct Case {
     std::vector<std::string> args;
@@ -296,6 +385,12 @@ TEST_F(StateApiTest, BadQueriesGetClearErrors) {
       {{"get", "task", "abc"}, "expected 48 hex digits"},
       {{"get", "actor", std::string(32, 'g')}, "expected 32 hex digits"},
       {{"summary", "tasks", "--filter", "nope=1"}, "no field 'nope'"},
+      {{"list", "objects", "--filter", "colour=red"}, "objects have no field 'colour'"},
+      {{"list", "workers", "--filter", "colour=red"}, "workers have no field 'colour'"},
+      {{"summary", "objects", "--filter", "colour=red"}, "objects have no field 'colour'"},
+      {{"get", "object", "abc"}, "expected 56 hex digits"},
+      {{"memory", "--group-by", "colour"}, "unknown --group-by 'colour'"},
+      {{"memory", "--units", "parsecs"}, "unknown --units 'parsecs'"},
   };
   for (const Case& c : cases) {
     auto r = Manta(c.args);
