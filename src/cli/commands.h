@@ -15,6 +15,8 @@ struct StartOptions {
   bool head = false;
   std::string address;  // GCS host:port to join (non-head)
   int port = 6379;      // GCS port of a head
+  int metrics_export_port = 0;      // the raylet's Prometheus endpoint (0: any free port)
+  int gcs_metrics_export_port = 0;  // the head GCS's
   std::string redis_address;
   std::string redis_password;
   double num_cpus = -1;

@@ -16,6 +16,12 @@ CLI::App* AddStartCommand(CLI::App& app, manta::cli::StartOptions* start) {
   start_cmd->add_flag("--head", start->head, "start a new cluster (Redis, GCS and a raylet)");
   start_cmd->add_option("--address", start->address, "GCS host:port of the cluster to join");
   start_cmd->add_option("--port", start->port, "GCS port of a head node (default 6379)")->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--metrics-export-port", start->metrics_export_port,
+                        "port of this node's Prometheus endpoint, /metrics (default: any free port)")
+      ->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--gcs-metrics-export-port", start->gcs_metrics_export_port,
+                        "port of the head GCS's Prometheus endpoint (default: any free port)")
+      ->check(CLI::Range(0, 65535));
   start_cmd->add_option("--redis-address", start->redis_address, "use this Redis (host:port) instead of starting one");
   start_cmd->add_option("--redis-password", start->redis_password,
                         "password of the Redis given by --redis-address, or to set on the one started (default: "

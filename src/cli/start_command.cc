@@ -178,6 +178,7 @@ std::vector<std::string> RayletArgs(const StartOptions& o, const Session& sessio
                                    "--ready-file", session.Path("raylet.ready")};
   for (std::string& arg : SecurityArgs(o, session)) args.push_back(std::move(arg));
   if (o.head) args.push_back("--head");
+  args.insert(args.end(), {"--metrics-export-port", std::to_string(o.metrics_export_port)});
   if (o.num_cpus >= 0) args.insert(args.end(), {"--num-cpus", std::to_string(o.num_cpus)});
   if (o.num_gpus >= 0) args.insert(args.end(), {"--num-gpus", std::to_string(o.num_gpus)});
   if (o.memory >= 0) args.insert(args.end(), {"--memory", std::to_string(o.memory)});
@@ -371,6 +372,18 @@ void PrintStarted(const StartOptions& o, const Session& session, const std::stri
   std::cout << "  GCS address:      " << gcs_address << "\n";
   if (o.head) std::cout << "  Redis address:    " << redis_address << "\n";
   std::cout << "  Raylet port:      " << raylet_port << "\n";
+  // The Prometheus endpoints, as the GCS lists them.
+  if (auto nodes = FetchNodes(gcs_address); nodes.ok()) {
+    for (const rpc::NodeInfo& n : nodes->node_info_list()) {
+      if (n.node_manager_port() != raylet_port || n.node_manager_address() != o.node_ip_address) continue;
+      std::cout << "  Metrics:          http://" << o.node_ip_address << ":" << n.metrics_export_port()
+                << "/metrics\n";
+    }
+    if (o.head) {
+      std::cout << "  GCS metrics:      http://" << o.node_ip_address << ":" << nodes->gcs_metrics_export_port()
+                << "/metrics\n";
+    }
+  }
   std::cout << "  Session dir:      " << session.dir() << "\n";
   std::cout << "  Cluster token:    " << session.TokenFile() << " (keep it private)\n";
   if (!IsLoopbackAddress(o.bind_address)) {
@@ -406,6 +419,7 @@ absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* sess
   if (!redis.ok()) return redis.status();
   const std::string redis_address = *redis;
   std::vector<std::string> gcs_args = {"--port", std::to_string(o.port), "--bind-address", o.bind_address,
+                                       "--metrics-export-port", std::to_string(o.gcs_metrics_export_port),
                                        "--redis-address", redis_address,
                                        "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
   for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));

@@ -217,6 +217,7 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
   nlohmann::json out;
   out["gcs_address"] = snap.address;
   out["cluster_id"] = snap.cluster_hex;
+  out["gcs_metrics_export_port"] = snap.nodes.gcs_metrics_export_port();
   out["nodes"] = nlohmann::json::array();
   for (const auto& n : snap.nodes.node_info_list()) {
     nlohmann::json j;
@@ -224,6 +225,7 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
     j["state"] = n.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD";
     j["address"] = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
     j["is_head"] = n.is_head_node();
+    j["metrics_export_port"] = n.metrics_export_port();
     j["resources_total"] = ToMap(n.resources_total());
     auto a = available.find(n.node_id());
     j["resources_available"] = a != available.end() ? a->second : ToMap(n.resources_total());
@@ -280,6 +282,10 @@ void PrintNode(const ClusterSnapshot& snap, const rpc::NodeInfo& n, scheduling::
     scheduling::ResourceMap avail = WithoutBundleResources(a != available.end() ? a->second : total);
     std::cout << "      total:     " << scheduling::FormatResources(total) << "\n"
               << "      available: " << scheduling::FormatResources(avail) << "\n";
+    if (n.metrics_export_port() > 0) {
+      std::cout << "      metrics:   http://" << n.node_manager_address() << ":" << n.metrics_export_port()
+                << "/metrics\n";
+    }
     if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
       for (const std::string& shape : inf->second) {
         std::cout << "      infeasible: {" << shape << "} (lease requests waiting: no node has these resources)\n";
@@ -308,6 +314,8 @@ void PrintStatusTable(const ClusterSnapshot& snap) {
   std::cout << "======== Manta cluster status ========\n"
             << "GCS address: " << snap.address << "\n"
             << "Cluster id:  " << snap.cluster_hex << "\n"
+            << "GCS metrics: http://" << snap.address.substr(0, snap.address.rfind(':')) << ":"
+            << snap.nodes.gcs_metrics_export_port() << "/metrics\n"
             << "Nodes:       " << alive << " alive, " << dead << " dead\n\n";
   for (const auto& n : snap.nodes.node_info_list()) PrintNode(snap, n, &cluster_total, &cluster_available);
   std::cout << "\nCluster resources (alive nodes)\n"

@@ -81,6 +81,10 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
   }
   root_task_id_ = TaskID::ForDriver(options_.job_id);
   MakeTaskEvents();
+  if (!options_.raylet_address.empty()) {
+    metrics_reporter_ =
+        std::make_unique<MetricsReporter>(loop_, options_.raylet_address, options_.worker_id, options_.config);
+  }
   MakeOwnership();
   MakeReader();
   MakeSubmitters();
@@ -214,8 +218,12 @@ void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
             done(absl::OkStatus());
           }
         };
-        if (task_event_reporter_ == nullptr) return finish_job();
-        task_event_reporter_->FinishAndFlush(std::move(finish_job));
+        auto flush_task_events = [this, finish_job] {
+          if (task_event_reporter_ == nullptr) return finish_job();
+          task_event_reporter_->FinishAndFlush(finish_job);
+        };
+        if (metrics_reporter_ == nullptr) return flush_task_events();
+        metrics_reporter_->FinishAndFlush(flush_task_events);
       },
       2000)
       .IgnoreError();

@@ -52,6 +52,7 @@
 #include "src/core_worker/actor_follower.h"
 #include "src/core_worker/core_worker_types.h"
 #include "src/core_worker/memory_releaser.h"
+#include "src/core_worker/metrics_reporter.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/normal_task_submitter.h"
@@ -206,12 +207,10 @@ class CoreWorker {
 
   // RPC handlers (loop thread).
   using SendReplyFn = std::function<void(absl::Status)>;
-  void HandleGetObjectStatus(const rpc::GetObjectStatusRequest& request, rpc::GetObjectStatusReply* reply,
-                             SendReplyFn send_reply);
+  void HandleGetObjectStatus(const rpc::GetObjectStatusRequest& q, rpc::GetObjectStatusReply* r, SendReplyFn s);
   void HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& request, rpc::WaitForRefRemovedReply* reply,
                                SendReplyFn send_reply);
-  void HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request, rpc::AddObjectLocationReply* reply,
-                               SendReplyFn send_reply);
+  void HandleAddObjectLocation(const rpc::AddObjectLocationRequest& q, rpc::AddObjectLocationReply* r, SendReplyFn s);
   void HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply, SendReplyFn send_reply);
   void HandleListObjects(const rpc::ListObjectsRequest& request, rpc::ListObjectsReply* reply, SendReplyFn send_reply);
 
@@ -332,6 +331,7 @@ class CoreWorker {
 
   // Task events (null when task_events_enabled is off); task_events_ is its buffer.
   std::unique_ptr<TaskEventReporter> task_event_reporter_;
+  std::unique_ptr<MetricsReporter> metrics_reporter_;  // null without a raylet
   TaskEventBuffer* task_events_ = nullptr;
 
   std::unique_ptr<BorrowerClient> borrower_client_;

@@ -158,6 +158,7 @@ void GcsNodeManager::HandleGetAllNodeInfo(const rpc::GetAllNodeInfoRequest& requ
     return a->start_time_ms() != b->start_time_ms() ? a->start_time_ms() < b->start_time_ms()
                                                     : a->node_id() < b->node_id();
   });
+  reply->set_gcs_metrics_export_port(gcs_metrics_export_port_);
   for (const rpc::NodeInfo* info : sorted) {
     *reply->add_node_info_list() = *info;
     auto u = usage_.find(NodeID::FromBinary(info->node_id()));

@@ -56,6 +56,8 @@ class GcsNodeManager {
   }
 
   const rpc::NodeInfo* GetNode(const NodeID& node_id) const;
+  // The GCS's own Prometheus port, told in every GetAllNodeInfo reply.
+  void SetGcsMetricsExportPort(int port) { gcs_metrics_export_port_ = port; }
   // The node's latest resource report; null before its first.
   const rpc::ResourceUsage* GetUsage(const NodeID& node_id) const;
   std::vector<rpc::NodeInfo> AliveNodes() const;
@@ -80,6 +82,7 @@ class GcsNodeManager {
   std::vector<NodeListener> added_listeners_;
   std::vector<NodeListener> removed_listeners_;
   std::vector<std::function<void(const NodeID&)>> report_listeners_;
+  int gcs_metrics_export_port_ = 0;
 };
 
 }  // namespace manta::gcs

@@ -6,6 +6,7 @@
 #include "src/common/network.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_grpc_services.h"
+#include "src/gcs/gcs_metrics.h"
 
 namespace manta::gcs {
 
@@ -173,6 +174,23 @@ absl::Status GcsServer::StartRpc() {
   pubsub_timer_ =
       loop_.RunEvery("GcsServer.PubSubTick", options_.config.gcs_pubsub_tick_ms, [this] { publisher_.Tick(); });
   placement_group_manager_->Start();
+  return StartMetrics();
+}
+
+absl::Status GcsServer::StartMetrics() {
+  metrics_ = std::make_unique<metrics::MetricsEndpoint>(options_.bind_address, options_.metrics_export_port);
+  if (absl::Status s = metrics_->Start(); !s.ok()) {
+    return absl::Status(s.code(), "the metrics endpoint (--metrics-export-port): " + std::string(s.message()));
+  }
+  node_manager_->SetGcsMetricsExportPort(metrics_->port());
+  auto snapshot = [this] {
+    metrics_->SetSnapshot(
+        GcsMetricFamilies(*task_manager_, *actor_manager_, *placement_group_manager_, *node_manager_));
+  };
+  snapshot();
+  const int64_t period_ms = std::max<int64_t>(options_.config.metrics_report_period_ms, 100);
+  metrics_timer_ = loop_.RunEvery("GcsServer.MetricsSnapshot", period_ms, snapshot);
+  loop_lag_timer_ = metrics::WatchLoopLag(loop_, "gcs", period_ms);
   return absl::OkStatus();
 }
 
@@ -195,6 +213,9 @@ void GcsServer::CheckNodeHealth(const NodeID& node_id, std::function<void(absl::
 void GcsServer::StopWork() {
   health_timer_.reset();
   pubsub_timer_.reset();
+  metrics_timer_.reset();
+  loop_lag_timer_.reset();
+  if (metrics_) metrics_->Stop();
   publisher_.FlushAll();  // held long polls must be answered before the server can stop
   if (placement_group_manager_) placement_group_manager_->FlushWaits();
 }

@@ -28,6 +28,7 @@
 #include "src/gcs/gcs_placement_group_manager.h"
 #include "src/gcs/gcs_placement_group_scheduler.h"
 #include "src/gcs/gcs_publisher.h"
+#include "src/common/metrics/metrics_endpoint.h"
 #include "src/gcs/gcs_state_manager.h"
 #include "src/gcs/gcs_task_manager.h"
 #include "src/gcs/store_client.h"
@@ -41,6 +42,7 @@ inline constexpr char kClusterTable[] = "cluster";
 struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 0;
+  int metrics_export_port = 0;  // the Prometheus endpoint (0: any free port)
   Config config;
   // The --system-config JSON given to this GCS, handed on to every raylet.
   std::string system_config;
@@ -126,6 +128,11 @@ class GcsServer {
   std::unique_ptr<rpc::GrpcServer> server_;
   std::unique_ptr<Timer> health_timer_;
   std::unique_ptr<Timer> pubsub_timer_;
+  // The Prometheus endpoint, the GCS's snapshot for it, and the loop-lag probe.
+  absl::Status StartMetrics();
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_;
+  std::unique_ptr<Timer> metrics_timer_;
+  std::unique_ptr<Timer> loop_lag_timer_;
 };
 
 }  // namespace manta::gcs

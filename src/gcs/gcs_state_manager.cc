@@ -18,14 +18,6 @@ nlohmann::ordered_json ResourceMap(const google::protobuf::Map<std::string, doub
   return out;
 }
 
-// Runs a manager's Handle* call, which answers at once, and returns its reply.
-template <typename Manager, typename Request, typename Reply>
-Reply Ask(Manager& manager, void (Manager::*handle)(const Request&, Reply*, rpc::SendReply)) {
-  Reply reply;
-  (manager.*handle)(Request(), &reply, [](absl::Status) {});
-  return reply;
-}
-
 
 }  // namespace
 
@@ -180,6 +172,7 @@ nlohmann::ordered_json GcsStateManager::NodeRows(bool detail) {
     j["raylet_pid"] = n.raylet_pid();
     j["start_time_ms"] = n.start_time_ms();
     j["draining"] = n.draining();
+    j["metrics_export_port"] = n.metrics_export_port();
     j["resources_total"] = ResourceMap(n.resources_total());
     if (n.state() == rpc::NodeInfo::DEAD) {
       j["end_time_ms"] = n.end_time_ms();

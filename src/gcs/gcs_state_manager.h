@@ -26,6 +26,14 @@
 
 namespace manta::gcs {
 
+// Runs a manager's Handle* call, which answers at once, and returns its reply.
+template <typename Manager, typename Request, typename Reply>
+Reply Ask(Manager& manager, void (Manager::*handle)(const Request&, Reply*, rpc::SendReply)) {
+  Reply reply;
+  (manager.*handle)(Request(), &reply, [](absl::Status) {});
+  return reply;
+}
+
 class GcsStateManager {
  public:
   static constexpr int64_t kDefaultLimit = 100;

@@ -194,6 +194,8 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
             b.attempts(i)};
     const uint32_t slot = Find(key);
     Attempt& a = slots_[slot].attempt;
+    const int32_t kind_before = a.kind;
+    const rpc::TaskStatus state_before = StateOf(a);
     if (a.job < 0) a.job = job;
     if (int32_t k = b.kind(i); k >= 0) {
       if (kinds[k] == -2) kinds[k] = InternKind(b.kinds(k));
@@ -222,6 +224,10 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
     }
     if (error_of[i] >= 0) SetError(a, b.errors(error_of[i]).error());
     const rpc::TaskStatus state = StateOf(a);
+    if (state != state_before || a.kind != kind_before) {
+      CountState(kind_before, state_before, -1);
+      CountState(a.kind, state, +1);
+    }
     if (slots_[slot].list == ListId::kActive && (state == rpc::FINISHED || state == rpc::FAILED)) {
       Unlink(slot);
       Link(slot, ListId::kTerminal);
@@ -325,8 +331,25 @@ rpc::TaskStatus GcsTaskManager::StateOf(const Attempt& a) {
   return rpc::TASK_STATUS_NIL;
 }
 
+void GcsTaskManager::CountState(int32_t kind, rpc::TaskStatus state, int64_t delta) {
+  if (state == rpc::TASK_STATUS_NIL) return;
+  auto it = state_counts_.try_emplace({kind, static_cast<int32_t>(state)}, 0).first;
+  it->second = std::max<int64_t>(0, it->second + delta);
+}
+
+std::map<std::pair<std::string, rpc::TaskStatus>, int64_t> GcsTaskManager::StateCounts() const {
+  std::map<std::pair<std::string, rpc::TaskStatus>, int64_t> out;
+  for (const auto& [key, n] : state_counts_) {
+    const std::string name = key.first >= 0 ? kinds_[key.first].function_name() : "(unknown)";
+    out[{name, static_cast<rpc::TaskStatus>(key.second)}] += n;
+  }
+  return out;
+}
+
 void GcsTaskManager::Erase(uint32_t slot) {
   Slot& s = slots_[slot];
+  const rpc::TaskStatus state = StateOf(s.attempt);
+  if (state != rpc::FINISHED && state != rpc::FAILED) CountState(s.attempt.kind, state, -1);
   bytes_ -= kAttemptBytes;
   if (s.attempt.error) bytes_ -= ErrorBytes(*s.attempt.error);
   index_.erase(s.key);

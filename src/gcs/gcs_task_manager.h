@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,11 @@ class GcsTaskManager {
   int64_t dropped_at_source() const { return dropped_at_source_; }
   int64_t evicted() const { return evicted_; }
   int64_t num_dropped() const { return dropped_at_source_ + evicted_; }
+  // Attempts by (function or class and method, state) since the GCS started, for
+  // ray_tasks: an attempt counts once, in its latest state. Evicting an attempt that
+  // ended keeps its count (FINISHED and FAILED only grow); evicting one still going
+  // removes it. Never negative.
+  std::map<std::pair<std::string, rpc::TaskStatus>, int64_t> StateCounts() const;
 
  private:
   struct Key {
@@ -157,6 +163,9 @@ class GcsTaskManager {
   std::vector<rpc::TaskExecutor> executors_;
   absl::flat_hash_map<std::string, int32_t> executor_index_;
   std::vector<JobID> jobs_;
+  // StateCounts, by (kind, state).
+  void CountState(int32_t kind, rpc::TaskStatus state, int64_t delta);
+  absl::flat_hash_map<std::pair<int32_t, int32_t>, int64_t> state_counts_;
 };
 
 }  // namespace manta::gcs

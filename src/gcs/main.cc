@@ -16,6 +16,7 @@ namespace {
 
 struct GcsFlags {
   std::string bind_address = "127.0.0.1";
+  int metrics_export_port = 0;
   int port = 0;
   std::string redis_address;
   std::string redis_password_file;
@@ -27,6 +28,9 @@ struct GcsFlags {
 
 void AddGcsFlags(CLI::App& app, GcsFlags* f) {
   app.add_option("--bind-address", f->bind_address, "address to listen on");
+  app.add_option("--metrics-export-port", f->metrics_export_port,
+                 "port of the Prometheus endpoint, GET /metrics (0 = any free port)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--port", f->port, "port to listen on (0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--redis-address", f->redis_address, "Redis host:port holding the tables");
   app.add_option("--redis-password-file", f->redis_password_file, "file holding the Redis password (mode 0600)");
@@ -113,6 +117,7 @@ int main(int argc, char** argv) {
   manta::gcs::GcsServerOptions options;
   options.bind_address = bind_address;
   options.port = gcs_flags.port;
+  options.metrics_export_port = gcs_flags.metrics_export_port;
   options.config = *config;
   options.system_config = flags.system_config;
   options.faults = daemon->faults;

@@ -27,6 +27,7 @@ struct RayletFlags {
   std::string node_ip_address = "127.0.0.1";
   std::string bind_address;
   int port = 0;
+  int metrics_export_port = 0;
   double num_cpus = -1;
   double num_gpus = 0;
   int64_t memory = -1;
@@ -47,6 +48,9 @@ void AddRayletFlags(CLI::App& app, RayletFlags* f) {
   app.add_option("--bind-address", f->bind_address,
                  "address the raylet and its workers listen on (default: the node ip address; 0.0.0.0 = all)");
   app.add_option("--port", f->port, "node manager port (0 = any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-export-port", f->metrics_export_port,
+                 "port of the Prometheus endpoint, GET /metrics (0 = any free port)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--num-cpus", f->num_cpus, "CPUs to offer (default: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--num-gpus", f->num_gpus, "GPUs to offer")->check(CLI::NonNegativeNumber);
   app.add_option("--memory", f->memory, "memory bytes to offer (default: 70% of RAM)")->check(CLI::NonNegativeNumber);
@@ -114,6 +118,7 @@ int main(int argc, char** argv) {
                          : flags.node_ip_address == "localhost" ? "127.0.0.1"
                                                                : flags.node_ip_address;
   options.port = flags.port;
+  options.metrics_export_port = flags.metrics_export_port;
   options.store_socket = flags.store_socket;
   options.ready_file = flags.ready_file;
   options.node = std::move(*node);

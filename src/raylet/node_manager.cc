@@ -96,6 +96,7 @@ rpc::NodeInfo NodeManager::MakeNodeInfo() const {
   info.set_session_dir(options_.session_dir);
   info.set_is_head_node(options_.is_head);
   info.set_raylet_pid(getpid());
+  info.set_metrics_export_port(options_.metrics_export_port);
   info.set_object_store_socket(store_socket_);
   return info;
 }

@@ -41,6 +41,7 @@ struct NodeManagerOptions {
   // The object data channel's port (object_data_channel.h); 0: none, pulls from
   // this node use the node-manager port's gRPC service.
   int object_data_port = 0;
+  int metrics_export_port = 0;
   std::string node_name;
   scheduling::ResourceMap resources;
   std::string session_dir;
@@ -72,6 +73,10 @@ class NodeManager {
 
   // The node-manager port, known once the RPC server is bound. REQUIRES: before Start().
   void SetPort(int port) { options_.port = port; }
+  // The Prometheus endpoint's port (metrics_agent.h). REQUIRES: before Start().
+  void SetMetricsExportPort(int port) { options_.metrics_export_port = port; }
+  // The node's resources and object store as last reported (stats at most 1 s old).
+  rpc::ResourceUsage Usage() { return MakeUsage(false); }
   // The object data channel's port, when it serves one. REQUIRES: before Start().
   void SetObjectDataPort(int port) { options_.object_data_port = port; }
   // Asks the GCS how `job_id`'s workers start (its registration) and hands the answer

@@ -1,4 +1,5 @@
 #include "src/raylet/object_data_channel.h"
+#include "src/common/metrics/metrics_proto.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -241,6 +242,7 @@ void ObjectDataServer::Serve(int fd) {
     std::string_view mac(proof + kNonceBytes, kMacBytes);
     if (!ConstantTimeEquals(mac, Mac(token_, "client", server_nonce, client_nonce))) {
       s = absl::UnauthenticatedError("it does not hold the cluster token");
+      metrics::CountAuthFailure("object");
     } else {
       std::string ours = Mac(token_, "server", server_nonce, client_nonce);
       s = WriteAll(fd, ours.data(), ours.size());

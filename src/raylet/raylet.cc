@@ -7,6 +7,7 @@
 
 #include "src/common/process.h"
 #include "src/common/util.h"
+#include "src/raylet/node_metrics.h"
 #include "src/scheduling/resources.h"
 
 namespace manta::raylet {
@@ -155,6 +156,10 @@ void Raylet::BuildNodeManager() {
   node_state_service_ =
       std::make_unique<NodeStateGrpcService>(loop_, *pool_, options_.node.node_id, options_.node.node_ip_address);
   server_->RegisterService(node_state_service_.get());
+  metrics_agent_ = std::make_unique<MetricsAgent>(loop_, options_.bind_address, options_.metrics_export_port,
+                                                  static_cast<size_t>(options_.config.metrics_max_series_per_metric));
+  server_->RegisterService(metrics_agent_.get());
+  pool_->AddGoneListener([this](const WorkerGone& gone) { metrics_agent_->OnProcessGone(gone.worker_id.Binary()); });
   // Worker exits arrive as SIGCHLD.
   reaper_ = std::make_unique<ChildReaper>(loop_, [this](pid_t pid, int status) { pool_->OnProcessExit(pid, status); });
   reaper_->Start();
@@ -169,6 +174,29 @@ absl::Status Raylet::StartServing() {
     node_manager_->SetObjectDataPort(*data_port);
   }
   pool_->SetRayletPort(server_->port());
+  return StartMetrics();
+}
+
+absl::Status Raylet::StartMetrics() {
+  if (absl::Status s = metrics_agent_->Start(); !s.ok()) {
+    return absl::Status(s.code(), "the metrics endpoint (--metrics-export-port): " + std::string(s.message()));
+  }
+  node_manager_->SetMetricsExportPort(metrics_agent_->port());
+  auto snapshot = [this] {
+    NodeCounts counts;
+    counts.leases = lease_manager_->num_leases();
+    counts.queued = lease_manager_->num_queued();
+    counts.infeasible = lease_manager_->num_infeasible();
+    counts.workers_idle = pool_->num_idle();
+    counts.workers_starting = pool_->num_starting();
+    counts.workers_busy = pool_->num_workers() - pool_->num_idle() - pool_->num_starting();
+    counts.drivers = pool_->num_drivers();
+    metrics_agent_->endpoint().SetSnapshot(NodeMetricFamilies(node_manager_->Usage(), counts));
+  };
+  snapshot();
+  const int64_t period_ms = std::max<int64_t>(options_.config.metrics_report_period_ms, 100);
+  metrics_timer_ = loop_.RunEvery("Raylet.MetricsSnapshot", period_ms, snapshot);
+  loop_lag_timer_ = metrics::WatchLoopLag(loop_, "raylet", period_ms);
   return absl::OkStatus();
 }
 
@@ -214,6 +242,8 @@ void Raylet::Quit(int code) {
   quitting_ = true;
   exit_code_ = code;
   if (pool_ != nullptr) pool_->Shutdown();
+  metrics_timer_.reset();
+  if (metrics_agent_ != nullptr) metrics_agent_->Stop();
   store_server_->Stop();
   server_->ShutdownAsync(loop_, 100, [this] { loop_.Stop(); });
   loop_.PostAfter("Raylet.ForceStop", options_.config.raylet_stop_timeout_ms, [this] { loop_.Stop(); });

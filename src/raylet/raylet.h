@@ -27,6 +27,7 @@
 #include "src/raylet/child_reaper.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_manager.h"
+#include "src/raylet/metrics_agent.h"
 #include "src/raylet/node_state_service.h"
 #include "src/raylet/node_manager.h"
 #include "src/raylet/node_manager_worker_grpc_service.h"
@@ -42,6 +43,7 @@ struct RayletOptions {
   int port = 0;              // node manager port (0: any free port)
   std::string store_socket;  // empty: <session dir>/store.sock
   std::string ready_file;    // written with the bound port once registered
+  int metrics_export_port = 0;  // the Prometheus endpoint (0: any free port)
   NodeManagerOptions node;
   Config config;  // with the overrides given; the head's are applied at registration
   rpc::Credentials credentials;
@@ -68,6 +70,8 @@ class Raylet {
   void BuildWorkers();
   void BuildNodeManager();
   absl::Status StartServing();
+  // Starts the Prometheus endpoint and the node's snapshots for it.
+  absl::Status StartMetrics();
   void OnRegistered(const absl::Status& status);
   // Stops the RPC server while the loop still runs the handlers of calls in flight,
   // then the loop. Safe to call more than once.
@@ -98,6 +102,10 @@ class Raylet {
   std::unique_ptr<LogManager> log_manager_;
   std::unique_ptr<LogGrpcService> log_service_;
   std::unique_ptr<NodeStateGrpcService> node_state_service_;
+  // The Prometheus endpoint, its snapshot of the node and the loop-lag probe.
+  std::unique_ptr<MetricsAgent> metrics_agent_;
+  std::unique_ptr<Timer> metrics_timer_;
+  std::unique_ptr<Timer> loop_lag_timer_;
   std::unique_ptr<ChildReaper> reaper_;
   bool data_channel_ = false;  // objects leave through the object data channel
   bool quitting_ = false;

@@ -11,6 +11,7 @@
 
 #include "src/common/logging.h"
 #include "src/task_channel/task_channel.h"
+#include "src/common/metrics/metrics_proto.h"
 #include "src/task_channel/task_channel_internal.h"
 
 namespace manta::core {
@@ -344,6 +345,7 @@ void TaskChannelServer::Close(int64_t connection, const absl::Status& why) {
   if (absl::IsUnavailable(why)) {
     VLOG(1) << "task channel " << connection << " closed: " << why.message();
   } else if (!c->authenticated) {
+    metrics::CountAuthFailure("task");
     // A stranger: logged at most once a second, however many there are.
     int64_t others = 0;
     if (refusals_.Allow(&others)) {

@@ -1,4 +1,5 @@
 #include "src/common/rpc/auth.h"
+#include "src/common/metrics/metrics_proto.h"
 
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
@@ -115,6 +116,7 @@ absl::Status AuthenticateCall(const grpc::ServerContextBase& context, const char
   }
   const char* why = it == metadata.end() ? "no cluster token" : "wrong cluster token";
   LogRefused(context, rpc_name, why);
+  metrics::CountAuthFailure("grpc");
   return absl::UnauthenticatedError(std::string(rpc_name) + " refused: " + why +
                                     " (this process is not a member of the cluster; see README, Security)");
 }

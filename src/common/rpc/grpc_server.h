@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <string>
@@ -25,6 +26,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "src/common/event_loop.h"
+#include "src/common/metrics/metrics_proto.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/send_reply.h"
 #include "src/common/rpc/status_convert.h"
@@ -85,9 +87,14 @@ grpc::ServerUnaryReactor* ServeOnLoop(EventLoop& loop, const char* name,
     reactor->Finish(ToGrpcStatus(admitted));
     return reactor;
   }
-  loop.Post(name, [request, reply, reactor, handler = std::move(handler)]() mutable {
-    handler(*request, reply,
-            SendReply([reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); }));
+  loop.Post(name, [name, request, reply, reactor, handler = std::move(handler),
+                   arrived = std::chrono::steady_clock::now()]() mutable {
+    handler(*request, reply, SendReply([name, reactor, arrived](absl::Status status) {
+              metrics::RecordServedRpc(
+                  name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - arrived).count(),
+                  status.ok());
+              reactor->Finish(ToGrpcStatus(status));
+            }));
   });
   return reactor;
 }

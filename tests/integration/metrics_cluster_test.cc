@@ -1,0 +1,278 @@
+// Prometheus metrics on a real cluster (ARCHITECTURE.md §18): each daemon's endpoint
+// serves the text format; the GCS counts task attempts exactly (after N tasks, N
+// FINISHED); drivers and actors record ray::Gauge, ray::Counter, ray::Histogram and
+// ray::Sum (as Ray's metric example does) and the node's raylet exports their series;
+// a real Prometheus server (Debian's) scrapes the cluster and answers queries through
+// its HTTP API. This binary is its own worker.
+#include <ray/api.h>
+#include <ray/api/metric.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cluster_harness.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/common/util.h"
+#include "src/common/process.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+int Square(int x) { return x * x; }
+
+// Records one of each kind with the tags of `where` ("driver" or "actor").
+void RecordEach(const std::string& where, int rounds) {
+  ray::Gauge gauge("app_queue_depth", "items waiting", "items", {"where", "shape"});
+  ray::Counter counter("app.requests", "requests served", "requests", {"where"});
+  ray::Histogram histogram("app_latency_ms", "request latency", "ms", {1, 10, 100}, {"where"});
+  ray::Sum sum("app_balance", "money moved", "units", {"where"});
+  for (int i = 1; i <= rounds; ++i) {
+    gauge.Set(i, {{"where", where}, {"shape", "steady"}});
+    counter.Inc(1, {{"where", where}});
+    histogram.Observe(i * 5, {{"where", where}});
+    sum.Record(i % 2 == 0 ? 10 : -3, {{"where", where}});
+  }
+}
+
+class MetricActor {
+ public:
+  static MetricActor* Create() { return new MetricActor(); }
+  int Record(int rounds) {
+    RecordEach("actor", rounds);
+    return rounds;
+  }
+};
+
+RAY_REMOTE(Square, MetricActor::Create, &MetricActor::Record);
+
+// The body of GET `path` from 127.0.0.1:`port` ("" when it cannot be had).
+std::string HttpGet(int port, const std::string& path) {
+  int fd = manta::testing::ConnectTcp("127.0.0.1", port);
+  if (fd < 0) return "";
+  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buf[65536];
+  for (int reads = 0; reads < 100000; ++reads) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    response.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || response.compare(8, 5, " 200 ") != 0 || body == std::string::npos) {
+    return "";
+  }
+  return response.substr(body + 4);
+}
+
+// The value of the sample `name{labels}` exactly as written in `text`, or -1.
+double SampleValue(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+// Every line is a comment or a sample of the text format, and no value is negative
+// where it may not be.
+void ExpectWellFormed(const std::string& text) {
+  static const std::regex sample(
+      R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*",?)*\})? (-?[0-9.e+-]+|\+Inf|-Inf|NaN)$)");
+  std::istringstream in(text);
+  std::string line;
+  int samples = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
+    EXPECT_TRUE(std::regex_match(line, sample)) << "not a sample line: " << line;
+    if (line.rfind("ray_tasks{", 0) == 0) EXPECT_EQ(line.find(" -"), std::string::npos) << line;
+    ++samples;
+  }
+  EXPECT_GT(samples, 0);
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    harness_ = new manta::testing::ClusterHarness();
+    harness_->StartHead({"--num-cpus=4", "--system-config",
+                         R"({"metrics_report_period_ms": 200, "task_events_report_ms": 200})"});
+    ray::RayConfig config;
+    config.address = harness_->gcs_address();
+    ray::Init(config);
+  }
+  static void TearDownTestSuite() {
+    ray::Shutdown();
+    delete harness_;
+  }
+  static int RayletPort() { return harness_->AliveNodes().at(0).metrics_export_port(); }
+  static int GcsPort() { return harness_->Status()["gcs_metrics_export_port"].get<int>(); }
+  // Scrapes `port` until `series` has `value` (at most 30 s); returns the last value.
+  static double WaitForSample(int port, const std::string& series, double value) {
+    double last = -1;
+    manta::testing::WaitFor(
+        [&] {
+          last = SampleValue(HttpGet(port, "/metrics"), series);
+          return last == value;
+        },
+        30000);
+    return last;
+  }
+  static manta::testing::ClusterHarness* harness_;
+};
+manta::testing::ClusterHarness* MetricsTest::harness_ = nullptr;
+
+TEST_F(MetricsTest, EveryDaemonServesTheTextFormat) {
+  ASSERT_GT(RayletPort(), 0);
+  ASSERT_GT(GcsPort(), 0);
+  const std::string raylet = HttpGet(RayletPort(), "/metrics");
+  ExpectWellFormed(raylet);
+  EXPECT_THAT(raylet, HasSubstr("ray_resources{Name=\"CPU\",State=\"AVAILABLE\"}"));
+  EXPECT_THAT(raylet, HasSubstr("ray_object_store_memory{Location=\"MMAP_SHM\"}"));
+  EXPECT_THAT(raylet, HasSubstr("ray_scheduler_tasks{State=\"Running\"}"));
+  EXPECT_THAT(raylet, HasSubstr("ray_io_context_event_loop_lag_ms{Name=\"raylet\"}"));
+  const std::string gcs = HttpGet(GcsPort(), "/metrics");
+  ExpectWellFormed(gcs);
+  EXPECT_THAT(gcs, HasSubstr("ray_actors{State=\"ALIVE\"}"));
+  EXPECT_THAT(gcs, HasSubstr("ray_grpc_server_req_finished_total{Method="));
+  EXPECT_THAT(gcs, HasSubstr("manta_task_events_dropped_total{Stage=\"gcs\"} 0"));
+  // Anything but GET /metrics is refused plainly.
+  EXPECT_EQ(HttpGet(GcsPort(), "/nothing"), "");
+}
+
+TEST_F(MetricsTest, TaskCountsAreExact) {
+  constexpr int kTasks = 2000;
+  std::vector<ray::ObjectRef<int>> refs;
+  for (int i = 0; i < kTasks; ++i) refs.push_back(ray::Task(Square).Remote(i));
+  for (auto& r : refs) r.Get();
+  EXPECT_EQ(WaitForSample(GcsPort(), R"(ray_tasks{State="FINISHED",Name="Square"})", kTasks), kTasks);
+  const std::string gcs = HttpGet(GcsPort(), "/metrics");
+  // None is left running (a series that never had one is absent: -1).
+  EXPECT_LE(SampleValue(gcs, R"(ray_tasks{State="RUNNING",Name="Square"})"), 0) << gcs;
+  EXPECT_EQ(SampleValue(gcs, R"(ray_tasks{State="FAILED",Name="Square"})"), -1) << gcs;
+  ExpectWellFormed(gcs);
+}
+
+TEST_F(MetricsTest, UserMetricsOfADriverAndAnActorAreExportedByTheNode) {
+  auto actor = ray::Actor(MetricActor::Create).Remote();
+  EXPECT_EQ(*actor.Task(&MetricActor::Record).Remote(4).Get(), 4);
+  RecordEach("driver", 3);
+  const int port = RayletPort();
+  EXPECT_EQ(WaitForSample(port, R"(app_requests{where="actor"})", 4), 4);
+  EXPECT_EQ(WaitForSample(port, R"(app_requests{where="driver"})", 3), 3);
+  const std::string text = HttpGet(port, "/metrics");
+  ExpectWellFormed(text);
+  EXPECT_EQ(SampleValue(text, R"(app_queue_depth{where="actor",shape="steady"})"), 4) << text;
+  EXPECT_EQ(SampleValue(text, R"(app_balance{where="driver"})"), 10 - 3 - 3) << text;
+  // Observations 5, 10, 15, 20 in buckets <=1, <=10, <=100.
+  EXPECT_EQ(SampleValue(text, R"(app_latency_ms_bucket{where="actor",le="10"})"), 2) << text;
+  EXPECT_EQ(SampleValue(text, R"(app_latency_ms_bucket{where="actor",le="+Inf"})"), 4) << text;
+  EXPECT_EQ(SampleValue(text, R"(app_latency_ms_sum{where="actor"})"), 50) << text;
+  // The actor exits; its counts stay in the node's totals.
+  actor.Kill();
+  EXPECT_EQ(WaitForSample(port, R"(app_requests{where="actor"})", 4), 4);
+  // A bad definition is a clear error.
+  try {
+    ray::Counter bad("9 lives", "", "", {"le"});
+    ADD_FAILURE() << "an invalid metric name was accepted";
+  } catch (const ray::internal::RayException& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("9 lives"));
+  }
+  EXPECT_THROW(ray::Gauge("app.requests", "now a gauge", "", {"where"}), ray::internal::RayException);
+}
+
+// Debian's prometheus scrapes both endpoints; its HTTP API answers a query.
+class PrometheusServer {
+ public:
+  PrometheusServer(const std::vector<std::string>& targets) {
+    auto port = manta::PickFreePort();
+    if (!port.ok()) return;
+    port_ = *port;
+    std::ofstream config(dir_.path() + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+           << "  - job_name: manta\n    static_configs:\n      - targets: [";
+    for (size_t i = 0; i < targets.size(); ++i) config << (i ? ", " : "") << "'" << targets[i] << "'";
+    config << "]\n";
+    config.close();
+    manta::ProcessOptions p;
+    p.argv = {manta::FindExecutable("prometheus"), "--config.file=" + dir_.path() + "/prometheus.yml",
+              "--storage.tsdb.path=" + dir_.path() + "/data",
+              "--web.listen-address=127.0.0.1:" + std::to_string(port_)};
+    p.output_file = dir_.path() + "/prometheus.out";
+    auto pid = manta::StartProcess(p);
+    if (pid.ok()) pid_ = *pid;
+  }
+  ~PrometheusServer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      manta::WaitForExit(pid_, 10000);
+    }
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  manta::testing::TempDir dir_;
+  int port_ = 0;
+  pid_t pid_ = 0;
+};
+
+TEST_F(MetricsTest, APrometheusServerScrapesTheCluster) {
+  ASSERT_FALSE(manta::FindExecutable("prometheus").empty()) << "prometheus is not installed (scripts/install-deps)";
+  constexpr int kTasks = 300;
+  std::vector<ray::ObjectRef<int>> refs;
+  for (int i = 0; i < kTasks; ++i) refs.push_back(ray::Task(Square).Remote(i));
+  for (auto& r : refs) r.Get();
+  RecordEach("driver", 3);
+  PrometheusServer prometheus(
+      {"127.0.0.1:" + std::to_string(GcsPort()), "127.0.0.1:" + std::to_string(RayletPort())});
+  ASSERT_GT(prometheus.pid(), 0);
+  ASSERT_TRUE(manta::testing::WaitFor([&] { return !HttpGet(prometheus.port(), "/-/ready").empty(); }, 60000));
+  // Both targets are up and the query finds the finished tasks and the user counter.
+  std::string answer;
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        answer = HttpGet(prometheus.port(), "/api/v1/query?query=sum(up)");
+        return answer.find("\"2\"]") != std::string::npos;
+      },
+      60000))
+      << answer;
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        answer = HttpGet(prometheus.port(),
+                         "/api/v1/query?query=ray_tasks%7BState%3D%22FINISHED%22%2CName%3D%22Square%22%7D");
+        return answer.find("\"success\"") != std::string::npos && answer.find("\"Square\"") != std::string::npos;
+      },
+      60000))
+      << answer;
+  EXPECT_THAT(answer, HasSubstr("\"State\":\"FINISHED\""));
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        answer = HttpGet(prometheus.port(), "/api/v1/query?query=app_requests%7Bwhere%3D%22driver%22%7D");
+        return answer.find("\"driver\"") != std::string::npos;
+      },
+      60000))
+      << answer;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
