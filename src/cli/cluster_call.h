@@ -1,23 +1,11 @@
 // One call of the `manta` commands to a cluster's daemon (the GCS or a raylet): with
-// the cluster token and a deadline.
+// the cluster token and a deadline (src/common/rpc/call_with_token.h).
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
-#include <chrono>
-#include <cstdint>
-
-#include "src/common/rpc/auth.h"
+#include "src/common/rpc/call_with_token.h"
 
 namespace manta::cli {
 
-template <typename Stub, typename Request, typename Reply>
-grpc::Status CallWithToken(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
-                           const Request& request, Reply* reply, int64_t deadline_s) {
-  grpc::ClientContext ctx;
-  rpc::AttachClusterToken(&ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
-  return (stub.*method)(&ctx, request, reply);
-}
+using rpc::CallWithToken;
 
 }  // namespace manta::cli

@@ -17,6 +17,8 @@ struct StartOptions {
   int port = 6379;      // GCS port of a head
   int metrics_export_port = 0;      // the raylet's Prometheus endpoint (0: any free port)
   int gcs_metrics_export_port = 0;  // the head GCS's
+  int dashboard_port = 8265;        // the head's dashboard (0: none; taken: any free port)
+  std::string dashboard_host = "127.0.0.1";
   std::string redis_address;
   std::string redis_password;
   double num_cpus = -1;

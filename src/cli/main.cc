@@ -19,6 +19,11 @@ CLI::App* AddStartCommand(CLI::App& app, manta::cli::StartOptions* start) {
   start_cmd->add_option("--metrics-export-port", start->metrics_export_port,
                         "port of this node's Prometheus endpoint, /metrics (default: any free port)")
       ->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--dashboard-port", start->dashboard_port,
+                        "port of the head's web dashboard (default 8265, or any free port when taken; 0 = none)")
+      ->check(CLI::Range(0, 65535));
+  start_cmd->add_option("--dashboard-host", start->dashboard_host,
+                        "address the dashboard listens on (default 127.0.0.1; it asks for the cluster token)");
   start_cmd->add_option("--gcs-metrics-export-port", start->gcs_metrics_export_port,
                         "port of the head GCS's Prometheus endpoint (default: any free port)")
       ->check(CLI::Range(0, 65535));

@@ -24,6 +24,8 @@ std::string RoleName(Role role) {
       return "gcs";
     case Role::kRedis:
       return "redis";
+    case Role::kDashboard:
+      return "dashboard";
   }
   return "unknown";
 }

@@ -22,7 +22,7 @@
 namespace manta::cli {
 
 // Processes are stopped in rank order: raylets first, then the GCS, then Redis.
-enum class Role { kRaylet = 0, kGcs = 1, kRedis = 2 };
+enum class Role { kRaylet = 0, kGcs = 1, kRedis = 2, kDashboard = 3 };
 
 struct ProcessRecord {
   pid_t pid = 0;

@@ -191,6 +191,14 @@ std::vector<std::string> RayletArgs(const StartOptions& o, const Session& sessio
   return args;
 }
 
+std::vector<std::string> DashboardArgs(const StartOptions& o, const Session& session, const std::string& gcs_address) {
+  std::vector<std::string> args = {"--gcs-address", gcs_address, "--host", o.dashboard_host,
+                                   "--port", std::to_string(o.dashboard_port), "--log-dir", session.LogDir(),
+                                   "--ready-file", session.Path("dashboard.ready")};
+  for (std::string& arg : SecurityArgs(o, session)) args.push_back(std::move(arg));
+  return args;
+}
+
 // The configuration of a Redis started for a head: loopback only, protected mode, a
 // password, no persistence (the tables are rebuilt from the GCS's writes).
 std::string RedisConfig(int port, const std::string& dir, const std::string& password) {
@@ -477,12 +485,26 @@ int RunStart(const StartOptions& options) {
     launcher.Abort();
     return Error(std::string(raylet_port.status().message()));
   }
+  std::string dashboard_url;
+  if (o.head && o.dashboard_port > 0) {
+    auto dashboard = launcher.Start("manta_dashboard", DashboardArgs(o, *session, gcs_address), Role::kDashboard,
+                                    session->Path("dashboard.ready"));
+    if (dashboard.ok()) {
+      dashboard_url = "http://" + o.dashboard_host + ":" + std::to_string(std::stoi(*dashboard)) + "/";
+    } else {
+      std::cerr << "manta start: the dashboard did not start (the cluster runs without it): "
+                << dashboard.status().message() << std::endl;
+    }
+  }
   (void)session->WriteGcsAddress(gcs_address);
   (void)WriteFileAtomic(session->Path("raylet_address"),
                         o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n", 0600);
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
   PrintStarted(o, *session, gcs_address, redis_address, std::stoi(*raylet_port));
+  if (!dashboard_url.empty()) {
+    std::cout << "Dashboard: " << dashboard_url << " (it asks for the cluster token once)" << std::endl;
+  }
   if (o.block) return Block(launcher);
   return 0;
 }

@@ -41,7 +41,7 @@ int RunStop(bool force, int after_pid) {
   int stopped = 0;
   int failed = 0;
   // One role at a time: signal all of them, then wait, so a big cluster stops quickly.
-  for (Role role : {Role::kRaylet, Role::kGcs, Role::kRedis}) {
+  for (Role role : {Role::kDashboard, Role::kRaylet, Role::kGcs, Role::kRedis}) {
     std::vector<ProcessRecord*> batch;
     for (auto& r : records) {
       if (r.role != role) continue;

@@ -324,6 +324,7 @@ std::string FindExecutable(const std::string& name) {
     for (const std::string& candidate :
          {dir + "/" + name, dir + "/../gcs/" + name, dir + "/../raylet/" + name,
           dir + "/../cli/" + name, dir + "/../core_worker/" + name, dir + "/../api/" + name,
+          dir + "/../dashboard/" + name,
           dir + "/../src/gcs/" + name, dir + "/../src/raylet/" + name, dir + "/../src/cli/" + name,
           dir + "/../src/core_worker/" + name, dir + "/../src/api/" + name, dir + "/../../src/gcs/" + name,
           dir + "/../../src/raylet/" + name, dir + "/../../src/cli/" + name,

@@ -558,7 +558,7 @@ TEST_F(AttackTest, NoSecretOnAnyCommandLine) {
       absl::StripAsciiWhitespace(*manta::ReadFile(harness_->HeadSessionDir() + "/redis_password")));
   ASSERT_FALSE(password.empty());
   std::vector<pid_t> pids = harness_->LivePids();
-  ASSERT_EQ(pids.size(), 3u);  // Redis, GCS, raylet
+  ASSERT_EQ(pids.size(), 4u);  // Redis, GCS, dashboard, raylet
   pids.push_back(ray::Task(WhereAmI).Remote().Get()->pid);
   for (pid_t pid : pids) {
     std::string cmdline = ProcFile(pid, "cmdline");

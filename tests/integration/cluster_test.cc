@@ -81,10 +81,10 @@ TEST(ClusterTest, HeadAndTwoNodesAreAliveAndStopLeavesNothing) {
   EXPECT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("3 alive, 0 dead"), std::string::npos) << text.output;
 
-  EXPECT_EQ(cluster.LivePids().size(), 5u);  // redis, gcs, 3 raylets
+  EXPECT_EQ(cluster.LivePids().size(), 6u);  // redis, gcs, dashboard, 3 raylets
   CommandResult stop = cluster.Manta({"stop"});
   EXPECT_EQ(stop.exit_code, 0) << stop.output;
-  EXPECT_NE(stop.output.find("Stopped 5"), std::string::npos) << stop.output;
+  EXPECT_NE(stop.output.find("Stopped 6"), std::string::npos) << stop.output;
   EXPECT_TRUE(cluster.LivePids().empty());
 }
 
@@ -182,7 +182,8 @@ TEST(ClusterTest, BlockingStartStopsItsProcessesOnSignal) {
   p.output_file = cluster.temp_root() + "/block.out";
   auto cli = StartProcess(p);
   ASSERT_TRUE(cli.ok()) << cli.status();
-  ASSERT_TRUE(WaitFor([&] { return cluster.LivePids().size() == 3; }, 20000)) << ReadFile(p.output_file).value_or("");
+  // redis, gcs, raylet, dashboard
+  ASSERT_TRUE(WaitFor([&] { return cluster.LivePids().size() == 4; }, 20000)) << ReadFile(p.output_file).value_or("");
   EXPECT_TRUE(IsProcessAlive(*cli));  // still in the foreground
   kill(*cli, SIGTERM);
   EXPECT_TRUE(WaitForExit(*cli, 15000));

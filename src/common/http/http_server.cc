@@ -113,6 +113,7 @@ bool HttpParseTarget(std::string_view target, Request* request) {
     std::string key, value;
     if (!HttpPercentDecode(pair.substr(0, eq), true, &key)) return false;
     if (eq != std::string_view::npos && !HttpPercentDecode(pair.substr(eq + 1), true, &value)) return false;
+    request->query_list.emplace_back(key, value);
     request->query[std::move(key)] = std::move(value);
   }
   return true;

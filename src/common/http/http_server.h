@@ -40,6 +40,7 @@ struct Request {
   std::string method;                          // "GET", "POST", ... as sent
   std::string path;                            // percent-decoded, without the query
   std::map<std::string, std::string> query;    // decoded ('+' is a space); last wins
+  std::vector<std::pair<std::string, std::string>> query_list;  // every parameter, in order
   std::vector<std::pair<std::string, std::string>> headers;  // as received, in order
   std::string body;
   std::string remote_address;                  // "ip:port" of the peer ("[ip6]:port")

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -185,6 +186,87 @@ void AppendPrometheusText(const std::vector<MetricFamily>& families, std::string
     it->second.push_back(&family);
   }
   for (const std::string& name : order) PromAppendBlock(name, blocks[name], out);
+}
+
+namespace {
+
+// Reads `key="value",...}` from `line` at *at (just after '{') into `labels`.
+bool ParsePromLabels(std::string_view line, size_t* at, std::map<std::string, std::string>* labels) {
+  size_t i = *at;
+  while (i < line.size() && line[i] != '}') {
+    const size_t eq = line.find('=', i);
+    if (eq == std::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '"') return false;
+    std::string key(line.substr(i, eq - i));
+    std::string value;
+    size_t j = eq + 2;
+    for (; j < line.size() && line[j] != '"'; ++j) {
+      if (line[j] == '\\' && j + 1 < line.size()) {
+        ++j;
+        value += line[j] == 'n' ? '\n' : line[j];
+      } else {
+        value += line[j];
+      }
+    }
+    if (j >= line.size()) return false;
+    (*labels)[std::move(key)] = std::move(value);
+    i = j + 1;
+    if (i < line.size() && line[i] == ',') ++i;
+  }
+  if (i >= line.size()) return false;
+  *at = i + 1;
+  return true;
+}
+
+bool ParsePromValue(std::string_view text, double* value) {
+  if (text == "+Inf") return *value = std::numeric_limits<double>::infinity(), true;
+  if (text == "-Inf") return *value = -std::numeric_limits<double>::infinity(), true;
+  if (text == "NaN") return *value = std::numeric_limits<double>::quiet_NaN(), true;
+  std::string s(text);
+  char* end = nullptr;
+  *value = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+}  // namespace
+
+std::vector<ParsedSample> ParsePrometheusText(std::string_view text, size_t* malformed) {
+  std::vector<ParsedSample> out;
+  size_t bad = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    ParsedSample sample;
+    size_t at = line.find_first_of("{ ");
+    if (at == std::string_view::npos || at == 0) {
+      ++bad;
+      continue;
+    }
+    sample.name = std::string(line.substr(0, at));
+    if (line[at] == '{') {
+      ++at;
+      if (!ParsePromLabels(line, &at, &sample.labels)) {
+        ++bad;
+        continue;
+      }
+    }
+    if (at >= line.size() || line[at] != ' ') {
+      ++bad;
+      continue;
+    }
+    std::string_view rest = line.substr(at + 1);
+    rest = rest.substr(0, rest.find(' '));  // an optional timestamp follows
+    if (!ParsePromValue(rest, &sample.value)) {
+      ++bad;
+      continue;
+    }
+    out.push_back(std::move(sample));
+  }
+  if (malformed != nullptr) *malformed = bad;
+  return out;
 }
 
 }  // namespace manta::metrics

@@ -4,6 +4,7 @@
 // A pure function of its input; no state, any thread.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,5 +36,15 @@ void AppendPrometheusText(const std::vector<MetricFamily>& families, std::string
 
 // One sample value as the format spells it (see AppendPrometheusText).
 std::string FormatPrometheusValue(double value);
+
+// A sample read back from the text format.
+struct ParsedSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+// The samples of `text` (comments skipped). Lines that are not samples of the
+// format are skipped and counted in *malformed (may be null).
+std::vector<ParsedSample> ParsePrometheusText(std::string_view text, size_t* malformed = nullptr);
 
 }  // namespace manta::metrics

@@ -1,0 +1,22 @@
+# Writes OUTPUT, a C++ file defining manta::dashboard::Assets() with the files of
+# SOURCE_DIR (index.html, app.js, style.css) as raw string literals.
+set(delimiter "MANTA_ASSET")
+set(out "// Generated from src/dashboard/static by embed_assets.cmake; do not edit.\n")
+string(APPEND out "#include \"src/dashboard/dashboard_assets.h\"\n\nnamespace manta::dashboard {\n\n")
+string(APPEND out "const std::vector<Asset>& Assets() {\n  static const std::vector<Asset> assets = {\n")
+foreach(entry "index.html|/|text/html\; charset=utf-8" "app.js|/static/app.js|text/javascript\; charset=utf-8"
+              "style.css|/static/style.css|text/css\; charset=utf-8")
+  string(REPLACE "|" ";" parts "${entry}")
+  list(GET parts 0 file)
+  list(GET parts 1 path)
+  list(GET parts 2 type)
+  file(READ "${SOURCE_DIR}/${file}" content)
+  string(FIND "${content}" ")${delimiter}\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${file} contains the raw string delimiter )${delimiter}\"")
+  endif()
+  string(APPEND out "      {\"${path}\", \"${type}\", R\"${delimiter}(${content})${delimiter}\"},\n")
+endforeach()
+string(APPEND out "  };\n  return assets;\n}\n\n}  // namespace manta::dashboard\n")
+file(WRITE "${OUTPUT}.tmp" "${out}")
+file(RENAME "${OUTPUT}.tmp" "${OUTPUT}")

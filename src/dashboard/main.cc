@@ -1,0 +1,56 @@
+// manta_dashboard: the web dashboard of a cluster (dashboard_server.h), started by
+// `manta start --head` (--dashboard-port; 0 = none).
+#include <glog/logging.h>
+
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "src/common/daemon.h"
+#include "src/common/event_loop.h"
+#include "src/common/util.h"
+#include "src/dashboard/dashboard_server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"manta_dashboard: the web dashboard of a Manta cluster"};
+  manta::dashboard::DashboardOptions options;
+  std::string ready_file;
+  manta::DaemonFlags flags;
+  app.add_option("--gcs-address", options.gcs_address, "GCS host:port")->required();
+  app.add_option("--host", options.host, "address to serve on (default 127.0.0.1)");
+  app.add_option("--port", options.port, "port to serve on (default 8265; taken: any free port)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--ready-file", ready_file, "written with the bound port once serving");
+  manta::AddDaemonFlags(app, &flags);
+  CLI11_PARSE(app, argc, argv);
+  auto daemon = manta::SetUpDaemon(argv[0], flags);
+  if (!daemon.ok()) {
+    std::cerr << "manta_dashboard: " << daemon.status().message() << std::endl;
+    return 2;
+  }
+  options.token = daemon->credentials.token;
+  auto server = std::make_unique<manta::dashboard::DashboardServer>(options);
+  absl::Status started = server->Start();
+  if (!started.ok()) {
+    // The usual port is taken (another cluster's dashboard): any free one will do.
+    LOG(WARNING) << started.message() << "; serving on a free port instead";
+    options.port = 0;
+    server = std::make_unique<manta::dashboard::DashboardServer>(options);
+    started = server->Start();
+  }
+  if (!started.ok()) {
+    std::cerr << "manta_dashboard: " << started.message() << std::endl;
+    return 1;
+  }
+  if (!ready_file.empty()) {
+    if (auto w = manta::WriteFileAtomic(ready_file, std::to_string(server->port()) + "\n", 0600); !w.ok()) {
+      std::cerr << "manta_dashboard: " << w.message() << std::endl;
+      return 1;
+    }
+  }
+  LOG(INFO) << "manta_dashboard serving http://" << options.host << ":" << server->port() << "/";
+  manta::EventLoop loop;
+  loop.OnTerminationSignal([&](int) { loop.Stop(); });
+  loop.Run();
+  server->Stop();
+  return 0;
+}
