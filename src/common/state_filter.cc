@@ -26,7 +26,12 @@ bool PassesStateFilter(const std::string& value, const rpc::StateFilter& f) {
   const bool enum_like = key == "state" || key == "type" || key == "error_type" || key == "strategy" ||
                          key == "status" || key == "reference_type" || key == "task_status" ||
                          key == "worker_type";
-  const bool equal = enum_like ? absl::EqualsIgnoreCase(value, f.value()) : value == f.value();
+  // As Ray does, a boolean field takes True/true/1 and False/false/0.
+  const bool boolean = value == "true" || value == "false";
+  std::string want = f.value();
+  if (boolean && (want == "True" || want == "1")) want = "true";
+  if (boolean && (want == "False" || want == "0")) want = "false";
+  const bool equal = enum_like ? absl::EqualsIgnoreCase(value, want) : value == want;
   return equal == (f.predicate() == "=");
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/metrics/metrics_proto.h"
 #include "src/common/metrics/prometheus_text.h"
 
 namespace manta::metrics {
@@ -632,6 +633,137 @@ TEST(PrometheusTextTest, AggregatedHistogramsStayConsistent) {
   AppendPrometheusText(aggregator.Combined(), &text);
   CheckHistograms(ValidatePrometheusText(text));
   EXPECT_NE(text.find("h_count{k=\"even\"} 15\n"), std::string::npos) << text;
+}
+
+// ---- Snapshots on the wire (metrics_proto.h) ----------------------------------------
+
+void ExpectSameFamily(const MetricFamily& a, const MetricFamily& b) {
+  EXPECT_EQ(a.def.name, b.def.name);
+  EXPECT_EQ(a.def.description, b.def.description);
+  EXPECT_EQ(a.def.unit, b.def.unit);
+  EXPECT_EQ(a.def.kind, b.def.kind);
+  EXPECT_EQ(a.def.tag_keys, b.def.tag_keys);
+  EXPECT_EQ(a.def.boundaries, b.def.boundaries);
+  EXPECT_EQ(a.dropped_series, b.dropped_series);
+  ASSERT_EQ(a.series.size(), b.series.size());
+  for (size_t i = 0; i < a.series.size(); ++i) {
+    EXPECT_EQ(a.series[i].tag_values, b.series[i].tag_values) << i;
+    EXPECT_EQ(a.series[i].value, b.series[i].value) << i;
+    EXPECT_EQ(a.series[i].bucket_counts, b.series[i].bucket_counts) << i;
+    EXPECT_EQ(a.series[i].sum, b.series[i].sum) << i;
+    EXPECT_EQ(a.series[i].count, b.series[i].count) << i;
+    EXPECT_EQ(a.series[i].update_unix_ns, b.series[i].update_unix_ns) << i;
+  }
+}
+
+// A family of `kind` with two series (tagged by route and code), some dropped.
+MetricFamily SampleFamily(Kind kind) {
+  const bool histogram = kind == Kind::kHistogram;
+  MetricFamily family;
+  family.def = Def(std::string("app.") + KindName(kind), kind, {"route", "code"},
+                   histogram ? std::vector<double>{0.5, 1, 10} : std::vector<double>{});
+  family.def.unit = "ms";
+  for (int i = 0; i < 2; ++i) {
+    SeriesValue series = histogram ? Buckets({1, 0, static_cast<uint64_t>(i) + 2, 4}, 123.25 + i) : Value({}, -2.5 + i);
+    series.tag_values = {"/r" + std::to_string(i), i == 0 ? "" : "200"};
+    series.update_unix_ns = 1700000000123456789 + i;
+    family.series.push_back(std::move(series));
+  }
+  family.dropped_series = 17;
+  return family;
+}
+
+TEST(MetricsProtoTest, EveryKindRoundTrips) {
+  const std::vector<std::pair<Kind, rpc::MetricFamilyData::Kind>> kinds = {
+      {Kind::kGauge, rpc::MetricFamilyData::GAUGE},
+      {Kind::kCounter, rpc::MetricFamilyData::COUNTER},
+      {Kind::kSum, rpc::MetricFamilyData::SUM},
+      {Kind::kHistogram, rpc::MetricFamilyData::HISTOGRAM}};
+  for (const auto& [kind, wire_kind] : kinds) {
+    SCOPED_TRACE(KindName(kind));
+    const MetricFamily family = SampleFamily(kind);
+    rpc::MetricFamilyData data;
+    FamilyToProto(family, &data);
+    EXPECT_EQ(data.kind(), wire_kind);
+    EXPECT_EQ(data.name(), family.def.name);
+    EXPECT_EQ(data.series_size(), 2);
+    // Through the bytes, as a raylet receives it.
+    rpc::MetricFamilyData received;
+    ASSERT_TRUE(received.ParseFromString(data.SerializeAsString()));
+    auto back = FamilyFromProto(received);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameFamily(family, *back);
+  }
+}
+
+TEST(MetricsProtoTest, ARegistrysSnapshotRoundTrips) {
+  Registry registry;
+  (*registry.Register(Def("hits", Kind::kCounter, {"route"})))->Record(3, {{"route", "/a"}});
+  (*registry.Register(Def("lat", Kind::kHistogram, {}, {1, 2})))->Record(1.5, std::vector<std::string>{});
+  (*registry.Register(Def("temp", Kind::kGauge)))->Record(-40, std::vector<std::string>{});
+  const auto families = registry.Collect();
+  ASSERT_EQ(families.size(), 3u);
+  for (const MetricFamily& family : families) {
+    rpc::MetricFamilyData data;
+    FamilyToProto(family, &data);
+    auto back = FamilyFromProto(data);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameFamily(family, *back);
+  }
+  // An empty family (no series yet) too.
+  rpc::MetricFamilyData data;
+  FamilyToProto(MetricFamily{Def("empty", Kind::kSum), {}, 0}, &data);
+  auto back = FamilyFromProto(data);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->series.empty());
+}
+
+TEST(MetricsProtoTest, MalformedFamiliesAreRefusedNamingTheFault) {
+  rpc::MetricFamilyData good;
+  FamilyToProto(SampleFamily(Kind::kHistogram), &good);
+  ASSERT_TRUE(FamilyFromProto(good).ok());
+  rpc::MetricFamilyData bad = good;
+  bad.set_name("bad name");
+  EXPECT_EQ(FamilyFromProto(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()),
+            "metric name \"bad name\" is invalid: it must match [a-zA-Z_:][a-zA-Z0-9_:]* ('.', '-' and '/' are also "
+            "accepted and become '_')");
+  bad.set_name("");
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "metric name is empty");
+
+  bad = good;
+  bad.mutable_series(1)->mutable_tag_values()->RemoveLast();
+  EXPECT_EQ(FamilyFromProto(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "metric 'app.histogram': a series has 1 tag values for 2 tag keys");
+  bad.mutable_series(1)->add_tag_values("x");
+  bad.mutable_series(1)->add_tag_values("y");
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "metric 'app.histogram': a series has 3 tag values for 2 tag keys");
+
+  bad = good;
+  bad.mutable_series(0)->mutable_bucket_counts()->RemoveLast();
+  EXPECT_EQ(FamilyFromProto(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "metric 'app.histogram': a series has 3 bucket counts, not 4");
+  // Bucket counts on a metric that is not a histogram.
+  rpc::MetricFamilyData gauge;
+  FamilyToProto(SampleFamily(Kind::kGauge), &gauge);
+  gauge.mutable_series(0)->add_bucket_counts(1);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(gauge).status()), "metric 'app.gauge': a series has 1 bucket counts, not 0");
+
+  bad = good;
+  bad.set_kind(static_cast<rpc::MetricFamilyData::Kind>(7));
+  EXPECT_EQ(FamilyFromProto(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "metric 'app.histogram' has an unknown kind");
+  bad.set_kind(static_cast<rpc::MetricFamilyData::Kind>(-1));
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "metric 'app.histogram' has an unknown kind");
+
+  // The definition's own faults, as ValidateDef names them.
+  bad = good;
+  bad.set_kind(rpc::MetricFamilyData::GAUGE);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()), "gauge \"app.histogram\": only histograms take boundaries");
+  bad = good;
+  bad.set_boundaries(1, 0.1);
+  EXPECT_EQ(ErrorOf(FamilyFromProto(bad).status()),
+            "histogram \"app.histogram\": boundaries must be strictly increasing (0.1 after 0.5)");
 }
 
 }  // namespace

@@ -249,5 +249,160 @@ TEST(GcsTaskManagerTest, TheGcsRecordsTheActorCreationsItPushes) {
   EXPECT_EQ(listed->rows[0]["start_time_ms"], 5);
 }
 
+// ---- StateCounts: attempts by (function, latest state), for ray_tasks --------------
+
+int64_t CountOf(const GcsTaskManager& tasks, const std::string& name, rpc::TaskStatus state) {
+  const auto counts = tasks.StateCounts();
+  auto it = counts.find({name, state});
+  return it == counts.end() ? 0 : it->second;
+}
+
+// The sum over every (function, state), checking that none is negative.
+int64_t TotalCount(const GcsTaskManager& tasks) {
+  int64_t total = 0;
+  for (const auto& [key, n] : tasks.StateCounts()) {
+    EXPECT_GE(n, 0) << key.first << " " << rpc::TaskStatus_Name(key.second);
+    total += n;
+  }
+  return total;
+}
+
+TEST(GcsTaskManagerStateCountsTest, AnAttemptCountsOnceInItsLatestState) {
+  GcsTaskManager tasks({});
+  EXPECT_EQ(TotalCount(tasks), 0);
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::PENDING_ARGS_AVAIL).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::PENDING_ARGS_AVAIL), 1);
+  EXPECT_EQ(TotalCount(tasks), 1);
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING, -1, 2000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::PENDING_ARGS_AVAIL), 0);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 1);
+  EXPECT_EQ(TotalCount(tasks), 1);
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FINISHED, -1, 3000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 1);
+  EXPECT_EQ(TotalCount(tasks), 1);
+}
+
+TEST(GcsTaskManagerStateCountsTest, EachFunctionHasItsOwnCounts) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  for (uint64_t i = 0; i < 3; ++i) b.Row(i, 0, rpc::FINISHED);
+  for (uint64_t i = 3; i < 5; ++i) b.Row(i, 0, rpc::RUNNING, /*kind=*/1);
+  b.Row(5, 0, rpc::SUBMITTED_TO_WORKER, 1);
+  ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 3);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::RUNNING), 2);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::SUBMITTED_TO_WORKER), 1);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::FINISHED), 0);
+  EXPECT_EQ(TotalCount(tasks), 6);
+  // One of Other's finishes: only Other's counts move.
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(3, 0, rpc::FINISHED, -1, 5000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::RUNNING), 1);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::FINISHED), 1);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 3);
+}
+
+TEST(GcsTaskManagerStateCountsTest, FailedAttemptsAndTheirRetriesCountApart) {
+  GcsTaskManager tasks({});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING).batch()).ok());
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FAILED, -1, 2000).Error("boom").batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FAILED), 1);
+  // The retry (reported without a kind) counts under the same function.
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 1, rpc::RUNNING, -1, 3000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 1);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FAILED), 1);
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 1, rpc::FINISHED, -1, 4000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 1);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FAILED), 1);
+  EXPECT_EQ(TotalCount(tasks), 2);
+}
+
+TEST(GcsTaskManagerStateCountsTest, EvictionKeepsEndedCountsAndDropsRunningOnes) {
+  GcsTaskManager tasks({/*max_num=*/3, /*max_bytes=*/int64_t{1} << 30});
+  BatchBuilder running;
+  for (uint64_t i = 0; i < 5; ++i) running.Row(i, 0, rpc::RUNNING);
+  ASSERT_TRUE(tasks.AddBatch(running.batch()).ok());
+  // Nothing had ended: the two oldest running attempts went, and their counts with them.
+  EXPECT_EQ(tasks.evicted(), 2);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 3);
+  BatchBuilder ended;
+  for (uint64_t i = 10; i < 13; ++i) ended.Row(i, 0, rpc::FINISHED);
+  ended.Row(13, 0, rpc::FAILED).Error("x");
+  ASSERT_TRUE(tasks.AddBatch(ended.batch()).ok());
+  // The ended attempts go first; their counts stay.
+  EXPECT_EQ(tasks.num_attempts(), 3);
+  EXPECT_EQ(tasks.evicted(), 6);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 3);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FAILED), 1);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 3);
+  // Now the running ones are pushed out by newer running ones: the count follows
+  // what is kept, and never goes below zero.
+  BatchBuilder newer;
+  for (uint64_t i = 20; i < 26; ++i) newer.Row(i, 0, rpc::PENDING_NODE_ASSIGNMENT, 1);
+  ASSERT_TRUE(tasks.AddBatch(newer.batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::PENDING_NODE_ASSIGNMENT), 3);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 3);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FAILED), 1);
+  EXPECT_EQ(TotalCount(tasks), 3 + 1 + 3);
+}
+
+TEST(GcsTaskManagerStateCountsTest, ALateReportOfAnEvictedRunningAttemptCountsItOnceAgain) {
+  GcsTaskManager tasks({/*max_num=*/1, /*max_bytes=*/int64_t{1} << 30});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING).Row(2, 0, rpc::RUNNING).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 1);
+  // Task 1 was evicted while running; its end arrives later.
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FINISHED, -1, 5000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "(unknown)", rpc::FINISHED), 1);  // its kind went with it
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 1);
+  EXPECT_EQ(TotalCount(tasks), 2);
+}
+
+TEST(GcsTaskManagerStateCountsTest, DuplicateAndLateReportsDoNotCountTwice) {
+  GcsTaskManager tasks({});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING).Row(1, 0, rpc::RUNNING).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 1);
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FINISHED, -1, 3000).batch()).ok());
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    // The same report again (a retried RPC), with and without its kind.
+    ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::FINISHED, repeat % 2 ? 0 : -1, 3000).batch()).ok());
+  }
+  // An earlier state arriving after the end does not move it back.
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::PENDING_ARGS_AVAIL, -1, 500).batch()).ok());
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING, -1, 2000).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 1);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::PENDING_ARGS_AVAIL), 0);
+  EXPECT_EQ(TotalCount(tasks), 1);
+  EXPECT_EQ(tasks.num_attempts(), 1);
+}
+
+TEST(GcsTaskManagerStateCountsTest, AnAttemptLearningItsKindMovesItsCount) {
+  GcsTaskManager tasks({});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING, -1).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "(unknown)", rpc::RUNNING), 1);
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING, 1).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "(unknown)", rpc::RUNNING), 0);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::RUNNING), 1);
+  EXPECT_EQ(TotalCount(tasks), 1);
+}
+
+TEST(GcsTaskManagerStateCountsTest, TheGcsOwnRecordsAreCounted) {
+  GcsTaskManager tasks({});
+  rpc::TaskSpec spec;
+  spec.set_type(rpc::ACTOR_CREATION_TASK);
+  spec.set_task_id(Task(9).Binary());
+  spec.set_job_id(Job().Binary());
+  spec.set_function_name("Counter::Create");
+  tasks.RecordOwn(spec, 0, rpc::SUBMITTED_TO_WORKER, nullptr, nullptr, nullptr);
+  EXPECT_EQ(CountOf(tasks, "Counter::Create", rpc::SUBMITTED_TO_WORKER), 1);
+  tasks.RecordOwn(spec, 0, rpc::FINISHED, nullptr, nullptr, nullptr);
+  EXPECT_EQ(CountOf(tasks, "Counter::Create", rpc::SUBMITTED_TO_WORKER), 0);
+  EXPECT_EQ(CountOf(tasks, "Counter::Create", rpc::FINISHED), 1);
+}
+
 }  // namespace
 }  // namespace manta::gcs

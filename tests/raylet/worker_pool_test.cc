@@ -639,5 +639,193 @@ TEST_F(WorkerPoolTest, AStartFailureOfAnEnvsWorkerIsNotAnEnvError) {
   EXPECT_FALSE(IsRuntimeEnvError(r->value().status()));
 }
 
+// ---- Records of live and gone workers (`manta list workers`, `manta logs`) ----------
+
+// The record of `id` among `records`, or null.
+const WorkerPool::WorkerRecord* RecordFor(const std::vector<WorkerPool::WorkerRecord>& records, const WorkerID& id) {
+  for (const WorkerPool::WorkerRecord& r : records) {
+    if (r.worker_id == id) return &r;
+  }
+  return nullptr;
+}
+
+WorkerID StartedWorkerId(const FakeWorkerLauncher::StartRecord& start) {
+  return *WorkerID::FromHex(start.env.at("MANTA_WORKER_ID"));
+}
+
+TEST_F(WorkerPoolTest, AWorkersRecordGoesFromStartingToLeasedToIdle) {
+  PopResult result = Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 1u);
+  const WorkerID id = StartedWorkerId(launcher_.starts[0]);
+  auto records = pool_->WorkerRecords();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].worker_id, id);
+  EXPECT_EQ(records[0].job_id, job1_);
+  EXPECT_STREQ(records[0].state, "STARTING");
+  EXPECT_TRUE(records[0].alive);
+  EXPECT_FALSE(records[0].is_driver);
+  EXPECT_EQ(records[0].pid, launcher_.starts[0].pid);
+  EXPECT_EQ(records[0].log_file, launcher_.starts[0].log_file);
+  EXPECT_GT(records[0].start_unix_ms, 0);
+  EXPECT_EQ(records[0].end_unix_ms, 0);
+  EXPECT_TRUE(records[0].exit_detail.empty());
+
+  ASSERT_TRUE(Register(0, 24680).ok());
+  ASSERT_TRUE(result->has_value() && result->value().ok());
+  records = pool_->WorkerRecords();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_STREQ(records[0].state, "LEASED");
+  EXPECT_EQ(records[0].address.port(), 24680);
+  EXPECT_EQ(records[0].address.worker_id(), id.Binary());
+  EXPECT_EQ(records[0].pid, launcher_.starts[0].pid);
+
+  pool_->PushWorker(id);
+  records = pool_->WorkerRecords();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_STREQ(records[0].state, "IDLE");
+  EXPECT_TRUE(records[0].alive);
+}
+
+TEST_F(WorkerPoolTest, KilledAndExitedWorkersAreRememberedAsDead) {
+  PopResult a = Pop(job1_);
+  PopResult b = Pop(job1_);
+  PopResult c = Pop(job2_);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 3u);
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(Register(1).ok());
+  const WorkerID killed = StartedWorkerId(launcher_.starts[0]);
+  const WorkerID exited = StartedWorkerId(launcher_.starts[1]);
+  const WorkerID starting = StartedWorkerId(launcher_.starts[2]);
+  pool_->DisconnectWorker(killed, "its lease was revoked");
+  pool_->OnProcessExit(launcher_.starts[1].pid, 3 << 8);  // exit code 3
+  pool_->OnProcessExit(launcher_.starts[2].pid, SIGSEGV);  // before registering
+  loop_.RunUntilIdle();
+
+  const auto records = pool_->WorkerRecords();
+  const WorkerPool::WorkerRecord* k = RecordFor(records, killed);
+  ASSERT_NE(k, nullptr);
+  EXPECT_STREQ(k->state, "DEAD");
+  EXPECT_FALSE(k->alive);
+  EXPECT_EQ(k->pid, launcher_.starts[0].pid);
+  EXPECT_EQ(k->exit_detail, "its lease was revoked");
+  EXPECT_GT(k->start_unix_ms, 0);
+  EXPECT_GE(k->end_unix_ms, k->start_unix_ms);
+  EXPECT_EQ(k->log_file, launcher_.starts[0].log_file);
+  const WorkerPool::WorkerRecord* e = RecordFor(records, exited);
+  ASSERT_NE(e, nullptr);
+  EXPECT_STREQ(e->state, "DEAD");
+  EXPECT_FALSE(e->alive);
+  EXPECT_EQ(e->exit_detail, "worker process exited (exit code 3)");
+  EXPECT_GE(e->end_unix_ms, e->start_unix_ms);
+  const WorkerPool::WorkerRecord* s = RecordFor(records, starting);
+  ASSERT_NE(s, nullptr);
+  EXPECT_STREQ(s->state, "DEAD");
+  EXPECT_EQ(s->job_id, job2_);
+  EXPECT_THAT(s->exit_detail, HasSubstr("signal 11"));
+  // The pops that lost their workers started new ones; those are live.
+  size_t live = 0;
+  for (const auto& r : records) live += r.alive ? 1 : 0;
+  EXPECT_EQ(live, pool_->num_workers());
+  EXPECT_EQ(records.size(), pool_->num_workers() + 3);
+  // A second report of the killed worker's exit adds nothing.
+  pool_->OnProcessExit(launcher_.starts[0].pid, SIGKILL);
+  EXPECT_EQ(pool_->WorkerRecords().size(), records.size());
+}
+
+TEST_F(WorkerPoolTest, ADriverIsRunningWhileRegisteredAndDeadOnceGone) {
+  const WorkerID driver = WorkerID::FromRandom();
+  ASSERT_TRUE(RegisterDriver(driver, job1_, 4242).ok());
+  pool_->OnStoreClientConnected(driver.Hex());
+  auto records = pool_->WorkerRecords();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].worker_id, driver);
+  EXPECT_EQ(records[0].job_id, job1_);
+  EXPECT_TRUE(records[0].is_driver);
+  EXPECT_TRUE(records[0].alive);
+  EXPECT_STREQ(records[0].state, "RUNNING");
+  EXPECT_EQ(records[0].pid, 4242);
+  EXPECT_EQ(records[0].address.port(), 30000);
+  EXPECT_EQ(records[0].address.worker_id(), driver.Binary());
+  EXPECT_EQ(records[0].address.node_id(), options_.node_id.Binary());
+  EXPECT_GT(records[0].start_unix_ms, 0);
+  EXPECT_TRUE(records[0].log_file.empty());
+  EXPECT_TRUE(pool_->WorkerLogs().empty());  // drivers have no worker log
+
+  pool_->OnStoreClientClosed(driver.Hex());
+  records = pool_->WorkerRecords();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].worker_id, driver);
+  EXPECT_TRUE(records[0].is_driver);
+  EXPECT_FALSE(records[0].alive);
+  EXPECT_STREQ(records[0].state, "DEAD");
+  EXPECT_EQ(records[0].pid, 4242);
+  EXPECT_GE(records[0].end_unix_ms, records[0].start_unix_ms);
+  EXPECT_EQ(records[0].exit_detail, "driver gone: its connection to the object store closed");
+  EXPECT_TRUE(pool_->WorkerLogs().empty());
+}
+
+TEST_F(WorkerPoolTest, WorkerLogsListLiveThenGoneWorkersButNoDrivers) {
+  const WorkerID driver = WorkerID::FromRandom();
+  ASSERT_TRUE(RegisterDriver(driver, job2_, 99).ok());
+  Pop(job1_);
+  Pop(job1_);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(launcher_.starts.size(), 2u);
+  ASSERT_TRUE(Register(0).ok());
+  ASSERT_TRUE(Register(1).ok());
+  pool_->DisconnectWorker(StartedWorkerId(launcher_.starts[0]), "test");
+  pool_->OnStoreClientConnected(driver.Hex());
+  pool_->OnStoreClientClosed(driver.Hex());  // a gone driver: not in the logs either
+
+  const auto logs = pool_->WorkerLogs();
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_EQ(logs[0].worker_id, StartedWorkerId(launcher_.starts[1]));
+  EXPECT_TRUE(logs[0].alive);
+  EXPECT_EQ(logs[0].log_file, launcher_.starts[1].log_file);
+  EXPECT_EQ(logs[1].worker_id, StartedWorkerId(launcher_.starts[0]));
+  EXPECT_FALSE(logs[1].alive);
+  EXPECT_EQ(logs[1].log_file, launcher_.starts[0].log_file);
+  for (const auto& r : logs) EXPECT_FALSE(r.is_driver);
+  // The records have the gone driver as well.
+  const auto records = pool_->WorkerRecords();
+  EXPECT_EQ(records.size(), 3u);
+  const WorkerPool::WorkerRecord* d = RecordFor(records, driver);
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(d->is_driver);
+  EXPECT_STREQ(d->state, "DEAD");
+}
+
+TEST_F(WorkerPoolTest, OnlyTheLastGoneWorkersAreRemembered) {
+  // Each round starts a worker, leases it, returns it and lets its process exit (an
+  // idle worker's exit is not logged, so the rounds stay quiet).
+  const size_t rounds = WorkerPool::kMaxExitedWorkers + 10;
+  for (size_t i = 0; i < rounds; ++i) {
+    PopResult result = Pop(job1_);
+    loop_.RunUntilIdle();
+    ASSERT_EQ(launcher_.starts.size(), i + 1);
+    ASSERT_TRUE(Register(i).ok());
+    ASSERT_TRUE(result->has_value() && result->value().ok());
+    pool_->PushWorker(result->value()->worker_id);
+    pool_->OnProcessExit(launcher_.starts[i].pid, static_cast<int>(i % 100) << 8);
+  }
+  PopResult live = Pop(job1_);
+  loop_.RunUntilIdle();
+  const auto records = pool_->WorkerRecords();
+  ASSERT_EQ(records.size(), 1 + WorkerPool::kMaxExitedWorkers);
+  EXPECT_TRUE(records[0].alive);
+  EXPECT_STREQ(records[0].state, "STARTING");
+  // The ten oldest went; the rest are kept oldest first.
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(RecordFor(records, StartedWorkerId(launcher_.starts[i])), nullptr) << i;
+  }
+  EXPECT_EQ(records[1].worker_id, StartedWorkerId(launcher_.starts[10]));
+  EXPECT_EQ(records[1].exit_detail, "worker process exited (exit code 10)");
+  EXPECT_EQ(records.back().worker_id, StartedWorkerId(launcher_.starts[rounds - 1]));
+  EXPECT_STREQ(records.back().state, "DEAD");
+  EXPECT_EQ(pool_->WorkerLogs().size(), 1 + WorkerPool::kMaxExitedWorkers);
+}
+
 }  // namespace
 }  // namespace manta::raylet
