@@ -58,13 +58,19 @@ int RunTimeline(const ClusterFlags& flags, const std::string& job_hex, const std
   if (!address.ok()) return fail(address.status());
   auto reply = FetchTimeline(*address, job_id);
   if (!reply.ok()) return fail(reply.status());
-  const std::string text = TaskTimelineTrace(reply->attempts()).dump();
+  std::vector<std::string> warnings;
+  const std::vector<rpc::GetNodeEventsReply> nodes = FetchNodeEvents(*address, &warnings);
+  size_t node_events = 0;
+  for (const rpc::GetNodeEventsReply& n : nodes) node_events += static_cast<size_t>(n.events_size());
+  const std::string text = TaskTimelineTrace(reply->attempts(), nodes).dump();
   std::ofstream out(output, std::ios::trunc);
   if (!out || !(out << text) || !out.flush()) {
     return fail(absl::UnavailableError("cannot write " + output));
   }
-  std::cout << "wrote " << reply->attempts().attempts_size() << " task attempts to " << output
+  std::cout << "wrote " << reply->attempts().attempts_size() << " task attempts and " << node_events
+            << " object transfers and spills to " << output
             << " (open it in https://ui.perfetto.dev or chrome://tracing)" << std::endl;
+  for (const std::string& w : warnings) std::cerr << "(incomplete: " << w << ")" << std::endl;
   if (reply->num_dropped() > 0) {
     std::cerr << "(" << reply->num_dropped() << " task attempts were dropped by the cluster's caps and are missing)"
               << std::endl;

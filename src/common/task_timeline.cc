@@ -4,7 +4,10 @@
 #include <map>
 #include <set>
 
+#include "protos/gcs.grpc.pb.h"
+#include "protos/node_manager.grpc.pb.h"
 #include "src/common/id.h"
+#include "src/common/rpc/call_with_token.h"
 
 namespace manta {
 
@@ -23,21 +26,29 @@ class TimelineTracks {
       }
     }
   }
+  // The pid of node `node_id` (binary), naming it in `meta` the first time.
+  int NodePid(const std::string& node_id, nlohmann::json* meta) {
+    auto [node, added] = nodes_.try_emplace(node_id, static_cast<int>(nodes_.size()) + 1);
+    if (added) {
+      meta->push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", node->second}, {"tid", 0},
+                       {"args", {{"name", "node " + BinaryHex(node_id).substr(0, 12)}}}});
+    }
+    return node->second;
+  }
+  // Names thread `tid` of `pid` in `meta` the first time.
+  void NameThread(int pid, int tid, const std::string& name, nlohmann::json* meta) {
+    if (threads_.insert({pid, tid}).second) {
+      meta->push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    }
+  }
   // (pid, tid) of executor `e`, naming its node and worker in `meta` the first time.
   std::pair<int, int> Of(int e, nlohmann::json* meta) {
     const bool driver = drivers_.count(e) > 0;
     const rpc::TaskExecutor& x = batch_.executors(e);
-    auto [node, added] = nodes_.try_emplace(x.node_id(), static_cast<int>(nodes_.size()) + 1);
-    if (added) {
-      meta->push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", node->second}, {"tid", 0},
-                       {"args", {{"name", "node " + BinaryHex(x.node_id()).substr(0, 12)}}}});
-    }
+    const int pid = NodePid(x.node_id(), meta);
     const int tid = x.pid() > 0 ? x.pid() : 1000000 + e;
-    if (threads_.insert({node->second, tid}).second) {
-      meta->push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", node->second}, {"tid", tid},
-                       {"args", {{"name", std::string(driver ? "driver " : "worker ") + std::to_string(x.pid())}}}});
-    }
-    return {node->second, tid};
+    NameThread(pid, tid, std::string(driver ? "driver " : "worker ") + std::to_string(x.pid()), meta);
+    return {pid, tid};
   }
 
  private:
@@ -47,12 +58,81 @@ class TimelineTracks {
   std::set<int> drivers_;
 };
 
+// Raylet tracks: thread ids far above any OS pid; one lane per overlapping event.
+constexpr int kTransferTrackTid = 2000000000;
+constexpr int kSpillTrackTid = 2000001000;
+constexpr int kMaxLanes = 999;
+
+void AddNodeEvents(const rpc::GetNodeEventsReply& node, TimelineTracks* tracks, nlohmann::json* meta,
+                   std::vector<nlohmann::json>* events) {
+  const int pid = tracks->NodePid(node.node_id(), meta);
+  std::vector<const rpc::NodeEvent*> sorted;
+  for (const rpc::NodeEvent& e : node.events()) {
+    if (e.start_unix_us() > 0 && e.end_unix_us() >= e.start_unix_us()) sorted.push_back(&e);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const rpc::NodeEvent* a, const rpc::NodeEvent* b) { return a->start_unix_us() < b->start_unix_us(); });
+  std::vector<int64_t> transfer_lanes, spill_lanes;  // each lane's last end
+  for (const rpc::NodeEvent* e : sorted) {
+    const bool transfer = e->kind() == "pull";
+    std::vector<int64_t>& lanes = transfer ? transfer_lanes : spill_lanes;
+    size_t lane = 0;
+    while (lane < lanes.size() && lanes[lane] > e->start_unix_us()) ++lane;
+    if (lane == lanes.size()) {
+      if (lanes.size() >= kMaxLanes) lane = lanes.size() - 1;
+      else lanes.push_back(0);
+    }
+    lanes[lane] = std::max(lanes[lane], e->end_unix_us());
+    const int tid = (transfer ? kTransferTrackTid : kSpillTrackTid) + static_cast<int>(lane);
+    tracks->NameThread(pid, tid, std::string(transfer ? "object transfers" : "spilling") +
+                                     (lane > 0 ? " " + std::to_string(lane + 1) : ""), meta);
+    const std::string object = BinaryHex(e->object_id());
+    nlohmann::json args = {{"object_id", object}, {"bytes", e->bytes()}, {"ok", e->ok()}};
+    if (e->num_objects() > 1) args["num_objects"] = e->num_objects();
+    if (!e->peer().empty()) args["from"] = e->peer();
+    const std::string name = e->kind() == "spill" && e->num_objects() > 1
+                                 ? "spill " + std::to_string(e->num_objects()) + " objects"
+                                 : e->kind() + " " + object.substr(0, 8);
+    events->push_back({{"name", name}, {"cat", e->kind()}, {"ph", "X"}, {"ts", e->start_unix_us()},
+                       {"dur", std::max<int64_t>(e->end_unix_us() - e->start_unix_us(), 1)}, {"pid", pid},
+                       {"tid", tid}, {"args", std::move(args)}});
+  }
+}
+
 }  // namespace
 
-nlohmann::json TaskTimelineTrace(const rpc::TaskEventBatch& b) {
+std::vector<rpc::GetNodeEventsReply> FetchNodeEvents(const std::string& gcs_address,
+                                                     std::vector<std::string>* warnings) {
+  std::vector<rpc::GetNodeEventsReply> out;
+  auto gcs = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs_address, 64 << 20));
+  rpc::GetAllNodeInfoReply nodes;
+  grpc::Status s =
+      rpc::CallWithToken(*gcs, &rpc::NodeInfoGcsService::Stub::GetAllNodeInfo, rpc::GetAllNodeInfoRequest(), &nodes, 10);
+  if (!s.ok()) {
+    warnings->push_back("cannot list the nodes: " + s.error_message());
+    return out;
+  }
+  for (const rpc::NodeInfo& n : nodes.node_info_list()) {
+    if (n.state() != rpc::NodeInfo::ALIVE) continue;
+    const std::string address = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
+    auto raylet = rpc::NodeStateService::NewStub(rpc::MakeChannel(address, 64 << 20));
+    rpc::GetNodeEventsReply reply;
+    s = rpc::CallWithToken(*raylet, &rpc::NodeStateService::Stub::GetNodeEvents, rpc::GetNodeEventsRequest(), &reply,
+                           10);
+    if (s.ok()) {
+      out.push_back(std::move(reply));
+    } else {
+      warnings->push_back("node " + address + " did not give its object events: " + s.error_message());
+    }
+  }
+  return out;
+}
+
+nlohmann::json TaskTimelineTrace(const rpc::TaskEventBatch& b, const std::vector<rpc::GetNodeEventsReply>& nodes) {
   TimelineTracks tracks(b);
   nlohmann::json meta = nlohmann::json::array();
   std::vector<nlohmann::json> events;
+  for (const rpc::GetNodeEventsReply& node : nodes) AddNodeEvents(node, &tracks, &meta, &events);
   std::map<int, const rpc::ErrorInfo*> errors;
   for (const rpc::TaskEventError& e : b.errors()) errors[e.row()] = &e.error();
   int64_t next_flow = 1;

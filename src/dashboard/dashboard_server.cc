@@ -291,7 +291,9 @@ http::Response DashboardServer::Timeline(const http::Request& request) {
   rpc::GetTaskTimelineReply reply;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::StateGcsService::Stub::GetTaskTimeline, q, &reply, 30);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("the timeline", s));
-  http::Response r = JsonResponse({{"traceEvents", TaskTimelineTrace(reply.attempts())}});
+  std::vector<std::string> warnings;
+  const std::vector<rpc::GetNodeEventsReply> nodes = FetchNodeEvents(options_.gcs_address, &warnings);
+  http::Response r = JsonResponse({{"traceEvents", TaskTimelineTrace(reply.attempts(), nodes)}, {"warnings", warnings}});
   if (request.query.count("download") > 0) {
     r.headers.push_back({"Content-Disposition", "attachment; filename=\"manta-timeline.json\""});
   }

@@ -149,14 +149,26 @@ bool ObjectStore::SpillForSpace(int64_t needed) {
   if (items.empty()) return spilling_bytes_ > 0;
   spilling_bytes_ += batch;
   VLOG(1) << "spilling " << items.size() << " objects, " << batch << " bytes";
-  spiller_->SpillAsync(std::move(items),
-                       [this, ids = std::move(ids)](absl::StatusOr<std::vector<SpillLocation>> result) mutable {
-                         OnSpilled(std::move(ids), std::move(result));
-                       });
+  rpc::NodeEvent event;
+  event.set_kind("spill");
+  event.set_start_unix_us(NodeEventNowUs());
+  event.set_bytes(batch);
+  event.set_num_objects(static_cast<int32_t>(ids.size()));
+  event.set_object_id(ids.front().Binary());
+  spiller_->SpillAsync(std::move(items), [this, ids = std::move(ids), event = std::move(event)](
+                                             absl::StatusOr<std::vector<SpillLocation>> result) mutable {
+    OnSpilled(std::move(ids), std::move(result), std::move(event));
+  });
   return true;
 }
 
-void ObjectStore::OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result) {
+void ObjectStore::OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result,
+                            rpc::NodeEvent event) {
+  if (options_.events != nullptr) {
+    event.set_end_unix_us(NodeEventNowUs());
+    event.set_ok(result.ok());
+    options_.events->Record(std::move(event));
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = objects_.find(ids[i]);
     if (it == objects_.end()) continue;
@@ -206,8 +218,20 @@ void ObjectStore::StartRestore(const ObjectID& id) {
       return;
     }
     SpillLocation where = *it->second.spilled;
-    spiller_->RestoreAsync(where, base_ + *offset, [this, id, off = *offset](absl::Status s) {
+    const int64_t started_us = NodeEventNowUs();
+    spiller_->RestoreAsync(where, base_ + *offset, [this, id, off = *offset, started_us](absl::Status s) {
       auto it = objects_.find(id);
+      if (options_.events != nullptr) {
+        rpc::NodeEvent event;
+        event.set_kind("restore");
+        event.set_start_unix_us(started_us);
+        event.set_end_unix_us(NodeEventNowUs());
+        event.set_bytes(it != objects_.end() ? Size(it->second) : 0);
+        event.set_num_objects(1);
+        event.set_object_id(id.Binary());
+        event.set_ok(s.ok());
+        options_.events->Record(std::move(event));
+      }
       if (it == objects_.end()) {
         allocator_.Free(off);
         return;

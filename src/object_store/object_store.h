@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "src/common/node_event_log.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/object_store/allocator.h"
@@ -62,6 +63,8 @@ struct ObjectStoreOptions {
   int64_t spill_min_bytes = 100 << 20;
   // Called with the offset and size of every new allocation (to pre-fault ahead of it).
   std::function<void(int64_t offset, int64_t size)> on_allocate;
+  // Spills and restores are recorded here (the timeline's raylet tracks); may be null.
+  NodeEventLog* events = nullptr;
 };
 
 class ObjectStore {
@@ -157,7 +160,7 @@ class ObjectStore {
   // Starts spilling pinned objects to make room for `needed` bytes; false if nothing
   // can be spilled.
   bool SpillForSpace(int64_t needed);
-  void OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result);
+  void OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result, rpc::NodeEvent event);
   void StartRestore(const ObjectID& id);
   // Runs `done` with an offset now or once memory frees up (FIFO), or an error at
   // the deadline.

@@ -25,6 +25,16 @@ void NodeStateGrpcService::HandleListWorkers(const rpc::ListWorkersRequest&, rpc
   std::move(send_reply)(absl::OkStatus());
 }
 
+void NodeStateGrpcService::HandleGetNodeEvents(const rpc::GetNodeEventsRequest&, rpc::GetNodeEventsReply* reply,
+                                               rpc::SendReply send_reply) {
+  int64_t dropped = 0;
+  for (rpc::NodeEvent& e : events_.Events(&dropped)) *reply->add_events() = std::move(e);
+  reply->set_dropped(dropped);
+  reply->set_node_id(node_id_.Binary());
+  std::move(send_reply)(absl::OkStatus());
+}
+
 MANTA_SERVE_ON_LOOP(NodeStateGrpcService, "NodeState", ListWorkers, *this, NodeStateGrpcService)
+MANTA_SERVE_ON_LOOP(NodeStateGrpcService, "NodeState", GetNodeEvents, *this, NodeStateGrpcService)
 
 }  // namespace manta::raylet

@@ -457,6 +457,7 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
     return;
   }
   const std::string address = pull->locations[pull->next_location++];
+  if (pull->start_us == 0) pull->start_us = NodeEventNowUs();
   if (dead_locations_.contains(address)) {
     pull->last_error = absl::UnavailableError(address + ": the node was declared dead");
     return StartNextLocation(pull);
@@ -525,6 +526,18 @@ void ObjectManager::OnNodeAlive(const std::string& address, int data_port) {
 
 void ObjectManager::FinishPull(const std::shared_ptr<PullState>& pull, const absl::Status& status) {
   pulls_.erase(pull->id);
+  if (options_.events != nullptr && pull->start_us > 0) {
+    rpc::NodeEvent event;
+    event.set_kind("pull");
+    event.set_start_unix_us(pull->start_us);
+    event.set_end_unix_us(NodeEventNowUs());
+    event.set_bytes(pull->bytes);
+    event.set_num_objects(1);
+    event.set_object_id(pull->id.Binary());
+    if (pull->next_location > 0) event.set_peer(pull->locations[pull->next_location - 1]);
+    event.set_ok(status.ok());
+    options_.events->Record(std::move(event));
+  }
   for (auto& cb : pull->callbacks) cb(status);
 }
 

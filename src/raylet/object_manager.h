@@ -30,6 +30,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "protos/object_manager.grpc.pb.h"
+#include "src/common/node_event_log.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/object_store/object_store.h"
@@ -52,6 +53,8 @@ struct ObjectManagerOptions {
   int64_t connect_timeout_ms = 3000;
   // The arena's memfd, sent from with sendfile (-1: from memory).
   int arena_fd = -1;
+  // Pulls are recorded here (the timeline's raylet tracks); may be null.
+  NodeEventLog* events = nullptr;
   // The cluster token, proven in the data channel's handshake.
   std::string token;
 };
@@ -98,6 +101,8 @@ class ObjectManager {
     size_t next_location = 0;
     std::vector<PullCallback> callbacks;
     absl::Status last_error = absl::NotFoundError("no locations given");
+    int64_t start_us = 0;  // when the first location was tried
+    int64_t bytes = 0;     // once known
   };
   struct Impl;
 

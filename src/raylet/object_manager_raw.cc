@@ -120,6 +120,7 @@ void ObjectManager::OnDataPullDone(const std::shared_ptr<PullState>& pull, const
     absl::Status sealed = store_.Seal(client, pull->id, /*release=*/true);
     store_.DisconnectClient(client);
     bytes_pulled_ += total;
+    pull->bytes = total;
     --active_streams_;
     FinishPull(pull, sealed);
     Admit();

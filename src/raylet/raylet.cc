@@ -58,6 +58,7 @@ absl::Status Raylet::BuildObjectStore() {
   store_options.spill_min_bytes = config.object_spilling_min_bytes;
   store_options.create_check_ms = config.object_store_create_check_ms;
   store_options.on_allocate = [pager = pager_.get()](int64_t offset, int64_t size) { pager->OnAllocate(offset, size); };
+  store_options.events = &node_events_;
   store_ = std::make_unique<object_store::ObjectStore>(loop_, arena_->capacity(), store_options, spiller_.get(),
                                                        arena_->base());
   std::string& socket = options_.store_socket;
@@ -100,6 +101,7 @@ void Raylet::BuildObjectManager() {
   om_options.data_channel = config.object_data_channel && !options_.credentials.tls();
   om_options.transfer_threads = static_cast<int>(config.object_transfer_threads);
   om_options.arena_fd = arena_->fd();
+  om_options.events = &node_events_;
   om_options.token = options_.credentials.token;
   om_options.connect_timeout_ms = config.object_manager_connect_timeout_ms;
   data_channel_ = om_options.data_channel;
@@ -153,8 +155,8 @@ void Raylet::BuildNodeManager() {
   log_manager_ = std::make_unique<LogManager>(loop_, log_options, *gcs_, [this] { return pool_->WorkerLogs(); });
   log_service_ = std::make_unique<LogGrpcService>(loop_, *log_manager_);
   server_->RegisterService(log_service_.get());
-  node_state_service_ =
-      std::make_unique<NodeStateGrpcService>(loop_, *pool_, options_.node.node_id, options_.node.node_ip_address);
+  node_state_service_ = std::make_unique<NodeStateGrpcService>(loop_, *pool_, node_events_, options_.node.node_id,
+                                                               options_.node.node_ip_address);
   server_->RegisterService(node_state_service_.get());
   metrics_agent_ = std::make_unique<MetricsAgent>(loop_, options_.bind_address, options_.metrics_export_port,
                                                   static_cast<size_t>(options_.config.metrics_max_series_per_metric));

@@ -81,6 +81,8 @@ class Raylet {
   scheduling::ClusterResourceView view_;
   std::string private_dir_;  // the session dir, or a folder of this process's own
   EventLoop loop_;
+  // Pulls, spills and restores, for the timeline (before the store and object manager).
+  NodeEventLog node_events_;
   std::unique_ptr<object_store::Arena> arena_;
   std::unique_ptr<object_store::ArenaPager> pager_;
   std::unique_ptr<object_store::FileSpiller> spiller_;
