@@ -199,6 +199,20 @@ std::vector<std::string> DashboardArgs(const StartOptions& o, const Session& ses
   return args;
 }
 
+// Starts the head's dashboard and returns its URL ("" when it did not start: the
+// cluster runs without it, and the reason is printed).
+std::string StartDashboard(Launcher& launcher, const StartOptions& o, const Session& session,
+                           const std::string& gcs_address) {
+  auto port = launcher.Start("manta_dashboard", DashboardArgs(o, session, gcs_address), Role::kDashboard,
+                             session.Path("dashboard.ready"));
+  if (!port.ok()) {
+    std::cerr << "manta start: the dashboard did not start (the cluster runs without it): " << port.status().message()
+              << std::endl;
+    return "";
+  }
+  return "http://" + o.dashboard_host + ":" + std::to_string(std::stoi(*port)) + "/";
+}
+
 // The configuration of a Redis started for a head: loopback only, protected mode, a
 // password, no persistence (the tables are rebuilt from the GCS's writes).
 std::string RedisConfig(int port, const std::string& dir, const std::string& password) {
@@ -485,17 +499,8 @@ int RunStart(const StartOptions& options) {
     launcher.Abort();
     return Error(std::string(raylet_port.status().message()));
   }
-  std::string dashboard_url;
-  if (o.head && o.dashboard_port > 0) {
-    auto dashboard = launcher.Start("manta_dashboard", DashboardArgs(o, *session, gcs_address), Role::kDashboard,
-                                    session->Path("dashboard.ready"));
-    if (dashboard.ok()) {
-      dashboard_url = "http://" + o.dashboard_host + ":" + std::to_string(std::stoi(*dashboard)) + "/";
-    } else {
-      std::cerr << "manta start: the dashboard did not start (the cluster runs without it): "
-                << dashboard.status().message() << std::endl;
-    }
-  }
+  const std::string dashboard_url =
+      o.head && o.dashboard_port > 0 ? StartDashboard(launcher, o, *session, gcs_address) : "";
   (void)session->WriteGcsAddress(gcs_address);
   (void)WriteFileAtomic(session->Path("raylet_address"),
                         o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n", 0600);

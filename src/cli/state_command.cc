@@ -13,6 +13,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/tls_relay.h"
+#include "src/common/state_filter.h"
 #include "src/gcs/gcs_state_manager.h"
 
 namespace manta::cli {
@@ -152,27 +153,6 @@ void PrintYaml(const nlohmann::ordered_json& value, int indent, std::ostream& ou
   out << pad << YamlScalar(value) << "\n";
 }
 
-absl::StatusOr<std::vector<rpc::StateFilter>> ParseFilters(const std::vector<std::string>& specs) {
-  std::vector<rpc::StateFilter> filters;
-  for (const std::string& spec : specs) {
-    rpc::StateFilter f;
-    size_t at = spec.find("!=");
-    size_t skip = 2;
-    if (at == std::string::npos) {
-      at = spec.find('=');
-      skip = 1;
-    }
-    if (at == std::string::npos || at == 0) {
-      return absl::InvalidArgumentError("--filter '" + spec + "' is not key=value or key!=value");
-    }
-    f.set_key(std::string(absl::StripAsciiWhitespace(spec.substr(0, at))));
-    f.set_predicate(skip == 2 ? "!=" : "=");
-    f.set_value(std::string(absl::StripAsciiWhitespace(spec.substr(at + skip))));
-    filters.push_back(std::move(f));
-  }
-  return filters;
-}
-
 // What the GCS could not ask (a node or owner that did not answer), on stderr.
 void PrintWarnings(const google::protobuf::RepeatedPtrField<std::string>& warnings) {
   for (const std::string& w : warnings) std::cerr << "(incomplete: " << w << ")" << std::endl;
@@ -205,7 +185,7 @@ absl::StatusOr<IdForm> IdFormOf(const std::string& resource) {
 
 absl::StatusOr<std::string> QueryStateRows(const std::string& address, const std::string& resource,
                                            const std::vector<std::string>& filter_specs) {
-  auto filters = ParseFilters(filter_specs);
+  auto filters = ParseStateFilters(filter_specs);
   if (!filters.ok()) return filters.status();
   rpc::ListStateRequest request;
   request.set_resource(resource);
@@ -232,7 +212,7 @@ int RunListState(const ClusterFlags& flags, const StateQuery& query) {
   if (query.format != "table" && query.format != "json" && query.format != "yaml") {
     return Fail(command, absl::InvalidArgumentError("unknown --format '" + query.format + "' (table, json or yaml)"));
   }
-  auto filters = ParseFilters(query.filters);
+  auto filters = ParseStateFilters(query.filters);
   if (!filters.ok()) return Fail(command, filters.status());
   auto address = JoinCluster(flags);
   if (!address.ok()) return Fail(command, address.status());
@@ -310,7 +290,7 @@ int RunGetState(const ClusterFlags& flags, const std::string& resource, const st
 int RunSummary(const ClusterFlags& flags, const std::string& resource, const std::vector<std::string>& filter_specs,
                const std::string& format) {
   const std::string command = "summary " + resource;
-  auto filters = ParseFilters(filter_specs);
+  auto filters = ParseStateFilters(filter_specs);
   if (!filters.ok()) return Fail(command, filters.status());
   auto address = JoinCluster(flags);
   if (!address.ok()) return Fail(command, address.status());

@@ -2,10 +2,31 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
 namespace manta {
+
+absl::StatusOr<std::vector<rpc::StateFilter>> ParseStateFilters(const std::vector<std::string>& specs) {
+  std::vector<rpc::StateFilter> filters;
+  for (const std::string& spec : specs) {
+    size_t at = spec.find("!=");
+    size_t skip = 2;
+    if (at == std::string::npos) {
+      at = spec.find('=');
+      skip = 1;
+    }
+    if (at == std::string::npos || at == 0) {
+      return absl::InvalidArgumentError("--filter '" + spec + "' is not key=value or key!=value");
+    }
+    rpc::StateFilter& f = filters.emplace_back();
+    f.set_key(std::string(absl::StripAsciiWhitespace(spec.substr(0, at))));
+    f.set_predicate(skip == 2 ? "!=" : "=");
+    f.set_value(std::string(absl::StripAsciiWhitespace(spec.substr(at + skip))));
+  }
+  return filters;
+}
 
 absl::Status CheckStateFilters(const std::string& resource, const std::vector<std::string>& keys,
                                const std::vector<rpc::StateFilter>& filters) {

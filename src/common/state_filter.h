@@ -7,11 +7,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "protos/common.pb.h"
 
 namespace manta {
 
+// "key=value" / "key!=value" specs (as `--filter` takes them) as filters;
+// InvalidArgument naming a spec of neither form.
+absl::StatusOr<std::vector<rpc::StateFilter>> ParseStateFilters(const std::vector<std::string>& specs);
 // OK when every filter names one of `keys` and a known predicate; else an error that
 // names the valid ones ("<resource> have no field ...").
 absl::Status CheckStateFilters(const std::string& resource, const std::vector<std::string>& keys,

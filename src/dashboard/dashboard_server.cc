@@ -12,6 +12,7 @@
 #include "src/common/rpc/call_with_token.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
+#include "src/common/state_filter.h"
 #include "src/common/task_timeline.h"
 #include "src/common/util.h"
 #include "src/dashboard/dashboard_assets.h"
@@ -54,21 +55,9 @@ std::vector<std::string> QueryAll(const http::Request& request, const std::strin
 }
 
 absl::Status AddFilters(const http::Request& request, google::protobuf::RepeatedPtrField<rpc::StateFilter>* out) {
-  for (const std::string& spec : QueryAll(request, "filter")) {
-    size_t at = spec.find("!=");
-    size_t skip = 2;
-    if (at == std::string::npos) {
-      at = spec.find('=');
-      skip = 1;
-    }
-    if (at == std::string::npos || at == 0) {
-      return absl::InvalidArgumentError("filter '" + spec + "' is not key=value or key!=value");
-    }
-    rpc::StateFilter* f = out->Add();
-    f->set_key(spec.substr(0, at));
-    f->set_predicate(skip == 2 ? "!=" : "=");
-    f->set_value(spec.substr(at + skip));
-  }
+  auto filters = ParseStateFilters(QueryAll(request, "filter"));
+  if (!filters.ok()) return filters.status();
+  for (rpc::StateFilter& f : *filters) *out->Add() = std::move(f);
   return absl::OkStatus();
 }
 
