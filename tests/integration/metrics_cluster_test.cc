@@ -9,24 +9,31 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/common/util.h"
+#include "src/common/id.h"
 #include "src/common/process.h"
+#include "src/common/util.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
 int Square(int x) { return x * x; }
+int Slow(int x) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return x;
+}
 
 // Records one of each kind with the tags of `where` ("driver" or "actor").
 void RecordEach(const std::string& where, int rounds) {
@@ -51,7 +58,7 @@ class MetricActor {
   }
 };
 
-RAY_REMOTE(Square, MetricActor::Create, &MetricActor::Record);
+RAY_REMOTE(Square, Slow, MetricActor::Create, &MetricActor::Record);
 
 // The body of GET `path` from 127.0.0.1:`port` ("" when it cannot be had).
 std::string HttpGet(int port, const std::string& path) {
@@ -164,6 +171,48 @@ TEST_F(MetricsTest, TaskCountsAreExact) {
   EXPECT_LE(SampleValue(gcs, R"(ray_tasks{State="RUNNING",Name="Square"})"), 0) << gcs;
   EXPECT_EQ(SampleValue(gcs, R"(ray_tasks{State="FAILED",Name="Square"})"), -1) << gcs;
   ExpectWellFormed(gcs);
+}
+
+TEST_F(MetricsTest, TaskCountsStayExactWhenANodeDies) {
+  harness_->StartNode({"--num-cpus=4"});
+  std::string doomed_id;
+  pid_t doomed_raylet = 0;
+  for (const manta::rpc::NodeInfo& node : harness_->AliveNodes()) {
+    if (!node.is_head_node()) {
+      doomed_id = manta::BinaryHex(node.node_id());
+      doomed_raylet = node.raylet_pid();
+    }
+  }
+  ASSERT_GT(doomed_raylet, 0);
+  constexpr int kTasks = 600;
+  std::vector<ray::ObjectRef<int>> refs;
+  for (int i = 0; i < kTasks; ++i) refs.push_back(ray::Task(Slow).Remote(i));
+  // Once the second node runs some of them, it dies; its tasks run again elsewhere.
+  auto on_doomed = [&] {
+    auto r = harness_->Manta({"list", "tasks", "--format", "json", "--filter", "name=Slow", "--filter",
+                              "node_id=" + doomed_id, "--address", harness_->gcs_address()},
+                             {}, 30000);
+    return r.exit_code == 0 && r.output.find("\"task_id\"") != std::string::npos;
+  };
+  ASSERT_TRUE(manta::testing::WaitFor(on_doomed, 30000)) << "no task ran on the second node";
+  ASSERT_EQ(kill(doomed_raylet, SIGKILL), 0);
+  for (int i = 0; i < kTasks; ++i) EXPECT_EQ(*refs[i].Get(), i);
+  EXPECT_EQ(WaitForSample(GcsPort(), R"(ray_tasks{State="FINISHED",Name="Slow"})", kTasks), kTasks);
+  // Every attempt ended: none counts as still running or waiting.
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        const std::string gcs = HttpGet(GcsPort(), "/metrics");
+        for (const char* state : {"RUNNING", "SUBMITTED_TO_WORKER", "PENDING_NODE_ASSIGNMENT", "PENDING_ARGS_AVAIL"}) {
+          if (SampleValue(gcs, std::string("ray_tasks{State=\"") + state + "\",Name=\"Slow\"}") > 0) return false;
+        }
+        return true;
+      },
+      30000))
+      << HttpGet(GcsPort(), "/metrics");
+  const std::string gcs = HttpGet(GcsPort(), "/metrics");
+  ExpectWellFormed(gcs);
+  std::cout << "attempts lost with the node: " << SampleValue(gcs, R"(ray_tasks{State="FAILED",Name="Slow"})")
+            << std::endl;
 }
 
 TEST_F(MetricsTest, UserMetricsOfADriverAndAnActorAreExportedByTheNode) {
