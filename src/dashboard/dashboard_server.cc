@@ -200,15 +200,26 @@ http::Response DashboardServer::Summary(const http::Request& request) {
                        {"warnings", std::vector<std::string>(reply.warnings().begin(), reply.warnings().end())}});
 }
 
-http::Response DashboardServer::Metrics(const http::Request&) {
+http::Response DashboardServer::Metrics(const http::Request& request) {
+  // ?since_ms=T: only points after T (a page polling for what is new), and only the
+  // series that have some.
+  int64_t since_ms = 0;
+  if (auto since = request.query.find("since_ms"); since != request.query.end() &&
+                                                   !absl::SimpleAtoi(since->second, &since_ms)) {
+    return JsonError(400, "since_ms '" + since->second + "' is not a number");
+  }
   nlohmann::json series = nlohmann::json::array();
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, s] : series_) {
     nlohmann::json points = nlohmann::json::array();
-    for (const auto& [ms, value] : s.points) points.push_back({ms, value});
+    for (const auto& [ms, value] : s.points) {
+      if (ms > since_ms) points.push_back({ms, value});
+    }
+    if (points.empty() && since_ms > 0) continue;
     series.push_back({{"name", s.name}, {"labels", s.labels}, {"points", std::move(points)}});
   }
   return JsonResponse({{"period_ms", options_.scrape_period_ms},
+                       {"history_points", options_.history_points},
                        {"series", std::move(series)},
                        {"dropped_series", dropped_series_.load()}});
 }

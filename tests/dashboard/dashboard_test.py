@@ -192,6 +192,10 @@ def check_routes(port, token):
     check(status == 400 and b"colour" in body, "an unknown filter field is a clear error")
     status, _, body = request(port, "GET", "/api/timeline?job_id=zz", cookie=cookie)
     check(status == 400, "a malformed job id is a clear error")
+    status, _, body = request(port, "GET", "/api/metrics?since_ms=abc", cookie=cookie)
+    check(status == 400, "a malformed since_ms is a clear error")
+    status, _, body = request(port, "GET", "/api/metrics?since_ms=%d" % (time.time() * 1000 + 3600000), cookie=cookie)
+    check(status == 200 and json.loads(body)["series"] == [], "nothing is newer than the future")
     return cookie
 
 
@@ -241,6 +245,11 @@ def check_pages(browser, url, token, artifacts):
     points = wait_for(lambda: browser.eval(
         "document.querySelectorAll('[data-testid=\"plot-ray_tasks\"] svg circle').length"), 60, "plot points")
     check(points >= 2, "the ray_tasks plot has points (%s)" % points)
+    # The page polls for new points only (since_ms) and adds them to what it has.
+    more = wait_for(lambda: browser.eval(
+        "document.querySelectorAll('[data-testid=\"plot-ray_tasks\"] svg circle').length") > points and 1, 30,
+        "new plot points")
+    check(more, "the plot grows as new points arrive")
     check(browser.eval("document.querySelectorAll('[data-testid=\"plot-ray_tasks\"] svg path.series').length") >= 1,
           "the ray_tasks plot has a line")
     browser.screenshot(os.path.join(artifacts, "metrics.png"))

@@ -499,14 +499,28 @@ function drawPlot(fig, name, series, showInstance) {
   fig.replaceChildren(el('figcaption', null, name), chart, legend);
 }
 
+// The history already fetched: each poll asks only for points newer than the last.
+const metricsCache = { since: 0, series: new Map() };
+
 async function loadMetrics() {
-  const m = await api('/api/metrics');
-  const groups = new Map(STANDARD_METRICS.map((n) => [n, []]));
+  const m = await api(`/api/metrics?since_ms=${metricsCache.since}`);
+  const keep = m.history_points || 300;
   for (const s of m.series || []) {
+    const key = s.name + '\u001f' + JSON.stringify(s.labels);
+    if (!metricsCache.series.has(key)) metricsCache.series.set(key, { name: s.name, labels: s.labels, points: [] });
+    const cached = metricsCache.series.get(key);
+    for (const p of s.points) {
+      cached.points.push(p);
+      metricsCache.since = Math.max(metricsCache.since, p[0]);
+    }
+    if (cached.points.length > keep) cached.points.splice(0, cached.points.length - keep);
+  }
+  const groups = new Map(STANDARD_METRICS.map((n) => [n, []]));
+  const all = [...metricsCache.series.values()];
+  for (const s of all) {
     if (!groups.has(s.name)) groups.set(s.name, []);
     groups.get(s.name).push(s);
   }
-  const all = m.series || [];
   const showInstance = new Set(all.map((s) => s.labels?.instance)).size > 1;
   const names = [...STANDARD_METRICS, ...[...groups.keys()].filter((n) => !STANDARD_METRICS.includes(n)).sort()];
   const root = $('#plots');
