@@ -61,8 +61,6 @@ absl::Status AddFilters(const http::Request& request, google::protobuf::Repeated
   return absl::OkStatus();
 }
 
-std::string NodeHex(const std::string& binary) { return BinaryHex(binary); }
-
 }  // namespace
 
 http::Response JsonError(int status, const std::string& message) {
@@ -81,7 +79,9 @@ http::Response JsonResponse(const nlohmann::json& body) {
 }
 
 DashboardServer::DashboardServer(DashboardOptions options)
-    : options_(std::move(options)), http_(HttpOptions(options_)) {}
+    : options_(std::move(options)),
+      http_(HttpOptions(options_)),
+      gcs_channel_(rpc::MakeChannel(options_.gcs_address, kMaxGcsReplyBytes)) {}
 
 DashboardServer::~DashboardServer() { Stop(); }
 
@@ -173,7 +173,7 @@ http::Response DashboardServer::List(const http::Request& request) {
     q.set_limit(n);
   }
   q.set_detail(request.query.count("detail") > 0 && request.query.at("detail") != "0");
-  auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(options_.gcs_address, kMaxGcsReplyBytes));
+  auto stub = rpc::StateGcsService::NewStub(gcs_channel_);
   rpc::ListStateReply reply;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::StateGcsService::Stub::ListState, q, &reply, kCallDeadlineS);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("list " + q.resource(), s));
@@ -190,7 +190,7 @@ http::Response DashboardServer::Summary(const http::Request& request) {
   auto resource = request.query.find("resource");
   q.set_resource(resource == request.query.end() ? "" : resource->second);
   if (absl::Status s = AddFilters(request, q.mutable_filters()); !s.ok()) return JsonError(400, std::string(s.message()));
-  auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(options_.gcs_address, kMaxGcsReplyBytes));
+  auto stub = rpc::StateGcsService::NewStub(gcs_channel_);
   rpc::SummarizeStateReply reply;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::StateGcsService::Stub::SummarizeState, q, &reply, kCallDeadlineS);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("summary of " + q.resource(), s));
@@ -234,7 +234,7 @@ http::Response DashboardServer::Logs(const http::Request& request) {
   f->set_key("node_id");
   f->set_predicate("=");
   f->set_value(node->second);
-  auto gcs = rpc::StateGcsService::NewStub(rpc::MakeChannel(options_.gcs_address, kMaxGcsReplyBytes));
+  auto gcs = rpc::StateGcsService::NewStub(gcs_channel_);
   rpc::ListStateReply nodes;
   grpc::Status s = rpc::CallWithToken(*gcs, &rpc::StateGcsService::Stub::ListState, q, &nodes, kCallDeadlineS);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("nodes", s));
@@ -256,8 +256,8 @@ http::Response DashboardServer::Logs(const http::Request& request) {
       files.push_back({{"name", file.name()},
                        {"size_bytes", file.size_bytes()},
                        {"modified_ms", file.modified_ms()},
-                       {"worker_id", NodeHex(file.worker_id())},
-                       {"job_id", NodeHex(file.job_id())},
+                       {"worker_id", BinaryHex(file.worker_id())},
+                       {"job_id", BinaryHex(file.job_id())},
                        {"pid", file.pid()},
                        {"alive", file.alive()}});
     }
@@ -287,7 +287,7 @@ http::Response DashboardServer::Timeline(const http::Request& request) {
     if (!id.ok()) return JsonError(400, "'" + job->second + "' is not a job id (8 hex digits)");
     q.set_job_id(id->Binary());
   }
-  auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(options_.gcs_address, kMaxGcsReplyBytes));
+  auto stub = rpc::StateGcsService::NewStub(gcs_channel_);
   rpc::GetTaskTimelineReply reply;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::StateGcsService::Stub::GetTaskTimeline, q, &reply, 30);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("the timeline", s));
@@ -311,7 +311,7 @@ void DashboardServer::ScrapeLoop() {
 }
 
 void DashboardServer::ScrapeOnce() {
-  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(options_.gcs_address, kMaxGcsReplyBytes));
+  auto stub = rpc::NodeInfoGcsService::NewStub(gcs_channel_);
   rpc::GetAllNodeInfoReply nodes;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::NodeInfoGcsService::Stub::GetAllNodeInfo,
                                       rpc::GetAllNodeInfoRequest(), &nodes, kCallDeadlineS);

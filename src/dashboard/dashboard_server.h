@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grpcpp/channel.h"
 #include "nlohmann/json.hpp"
 #include "src/common/http/http_server.h"
 
@@ -86,6 +87,8 @@ class DashboardServer {
 
   const DashboardOptions options_;
   http::HttpServer http_;
+  // One channel to the GCS for every route and scrape (gRPC reconnects it as needed).
+  std::shared_ptr<grpc::Channel> gcs_channel_;
   mutable std::mutex mu_;
   std::map<std::string, Series> series_;  // guarded by mu_
   std::atomic<uint64_t> dropped_series_{0};

@@ -21,6 +21,7 @@
 #include "cluster_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/common/http/http_get.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
 #include "src/common/util.h"
@@ -62,26 +63,7 @@ RAY_REMOTE(Square, Slow, MetricActor::Create, &MetricActor::Record);
 
 // The body of GET `path` from 127.0.0.1:`port` ("" when it cannot be had).
 std::string HttpGet(int port, const std::string& path) {
-  int fd = manta::testing::ConnectTcp("127.0.0.1", port);
-  if (fd < 0) return "";
-  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buf[65536];
-  for (int reads = 0; reads < 100000; ++reads) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    response.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t body = response.find("\r\n\r\n");
-  if (response.rfind("HTTP/1.", 0) != 0 || response.compare(8, 5, " 200 ") != 0 || body == std::string::npos) {
-    return "";
-  }
-  return response.substr(body + 4);
+  return manta::http::HttpGet("127.0.0.1", port, path, 10000, 64 << 20).value_or("");
 }
 
 // The value of the sample `name{labels}` exactly as written in `text`, or -1.
