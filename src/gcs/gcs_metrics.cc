@@ -23,6 +23,13 @@ std::vector<Sample> ByState(const std::map<std::string, int64_t>& counts, const 
   return samples;
 }
 
+// Every value of a proto enum, by name.
+std::vector<std::string> EnumNames(const google::protobuf::EnumDescriptor* e) {
+  std::vector<std::string> names;
+  for (int i = 0; i < e->value_count(); ++i) names.push_back(e->value(i)->name());
+  return names;
+}
+
 metrics::MetricFamily Tasks(GcsTaskManager& tasks) {
   std::vector<Sample> samples;
   for (const auto& [key, n] : tasks.StateCounts()) {
@@ -40,13 +47,8 @@ metrics::MetricFamily Actors(GcsActorManager& actors) {
   for (const rpc::ActorTableData& a : all.actors()) {
     ++counts[rpc::ActorTableData::ActorState_Name(a.state())];
   }
-  std::vector<std::string> states;
-  for (int s = rpc::ActorTableData::ActorState_MIN; s <= rpc::ActorTableData::ActorState_MAX; ++s) {
-    if (rpc::ActorTableData::ActorState_IsValid(s)) {
-      states.push_back(rpc::ActorTableData::ActorState_Name(static_cast<rpc::ActorTableData::ActorState>(s)));
-    }
-  }
-  return MakeFamily("ray_actors", "Actors by state", Kind::kGauge, {"State"}, ByState(counts, states));
+  return MakeFamily("ray_actors", "Actors by state", Kind::kGauge, {"State"},
+                    ByState(counts, EnumNames(rpc::ActorTableData::ActorState_descriptor())));
 }
 
 metrics::MetricFamily PlacementGroups(GcsPlacementGroupManager& groups) {
@@ -55,16 +57,8 @@ metrics::MetricFamily PlacementGroups(GcsPlacementGroupManager& groups) {
   for (const rpc::PlacementGroupTableData& g : all.placement_groups()) {
     ++counts[rpc::PlacementGroupTableData::PlacementGroupState_Name(g.state())];
   }
-  std::vector<std::string> states;
-  for (int s = rpc::PlacementGroupTableData::PlacementGroupState_MIN;
-       s <= rpc::PlacementGroupTableData::PlacementGroupState_MAX; ++s) {
-    if (rpc::PlacementGroupTableData::PlacementGroupState_IsValid(s)) {
-      states.push_back(rpc::PlacementGroupTableData::PlacementGroupState_Name(
-          static_cast<rpc::PlacementGroupTableData::PlacementGroupState>(s)));
-    }
-  }
   return MakeFamily("ray_placement_groups", "Placement groups by state", Kind::kGauge, {"State"},
-                    ByState(counts, states));
+                    ByState(counts, EnumNames(rpc::PlacementGroupTableData::PlacementGroupState_descriptor())));
 }
 
 }  // namespace
