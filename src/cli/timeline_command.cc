@@ -67,7 +67,7 @@ int RunTimeline(const ClusterFlags& flags, const std::string& job_hex, const std
   if (!out || !(out << text) || !out.flush()) {
     return fail(absl::UnavailableError("cannot write " + output));
   }
-  std::cout << "wrote " << reply->attempts().attempts_size() << " task attempts and " << node_events
+  std::cout << "wrote " << NumRows(reply->attempts()) << " task attempts and " << node_events
             << " object transfers and spills to " << output
             << " (open it in https://ui.perfetto.dev or chrome://tracing)" << std::endl;
   for (const std::string& w : warnings) std::cerr << "(incomplete: " << w << ")" << std::endl;

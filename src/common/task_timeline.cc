@@ -8,22 +8,26 @@
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/id.h"
 #include "src/common/rpc/call_with_token.h"
+#include "src/common/task_event_row.h"
 
 namespace manta {
 
 namespace {
 
-constexpr int kTimelineStates = 6;
+// The kind of `row` in `b` (null: none, or an index out of range).
+const rpc::TaskKind* KindOf(const rpc::TaskEventBatch& b, const TaskEventRow& row) {
+  return row.kind >= 0 && row.kind < b.kinds_size() ? &b.kinds(row.kind) : nullptr;
+}
 
 // The tracks of a trace: a process per node, a thread per worker.
 class TimelineTracks {
  public:
   explicit TimelineTracks(const rpc::TaskEventBatch& b) : batch_(b) {
     // The processes that ran a driver's own task are drivers.
-    for (int i = 0; i < b.attempts_size(); ++i) {
-      if (b.kind(i) >= 0 && b.kinds(b.kind(i)).type() == rpc::DRIVER_TASK && b.executor(i) >= 0) {
-        drivers_.insert(b.executor(i));
-      }
+    for (int64_t i = 0; i < NumRows(b); ++i) {
+      const TaskEventRow row = RowAt(b, i);
+      const rpc::TaskKind* kind = KindOf(b, row);
+      if (kind != nullptr && kind->type() == rpc::DRIVER_TASK && row.executor >= 0) drivers_.insert(row.executor);
     }
   }
   // The pid of node `node_id` (binary), naming it in `meta` the first time.
@@ -133,27 +137,28 @@ nlohmann::json TaskTimelineTrace(const rpc::TaskEventBatch& b, const std::vector
   nlohmann::json meta = nlohmann::json::array();
   std::vector<nlohmann::json> events;
   for (const rpc::GetNodeEventsReply& node : nodes) AddNodeEvents(node, &tracks, &meta, &events);
-  std::map<int, const rpc::ErrorInfo*> errors;
+  std::map<int64_t, const rpc::ErrorInfo*> errors;
   for (const rpc::TaskEventError& e : b.errors()) errors[e.row()] = &e.error();
   int64_t next_flow = 1;
-  for (int i = 0; i < b.attempts_size(); ++i) {
-    const int64_t start = b.exec_start_unix_us(i);
-    if (start <= 0 || b.executor(i) < 0) continue;  // never ran (or not yet)
-    const rpc::TaskKind* kind = b.kind(i) >= 0 ? &b.kinds(b.kind(i)) : nullptr;
-    int64_t end = b.exec_end_unix_us(i);
-    if (end <= 0) end = b.state_unix_us(i * kTimelineStates + (rpc::FINISHED - 1));
-    if (end <= 0) end = b.state_unix_us(i * kTimelineStates + (rpc::FAILED - 1));
-    const auto [pid, tid] = tracks.Of(b.executor(i), &meta);
-    const std::string task_id = BinaryHex(b.task_ids().substr(static_cast<size_t>(i) * TaskID::kSize, TaskID::kSize));
-    nlohmann::json args = {{"task_id", task_id}, {"attempt", b.attempts(i)}};
+  for (int64_t i = 0; i < NumRows(b); ++i) {
+    const TaskEventRow row = RowAt(b, i);
+    const int64_t start = row.exec_start_us;
+    // Never ran (or not yet), or ran on a worker the batch does not name.
+    if (start <= 0 || row.executor < 0 || row.executor >= b.executors_size()) continue;
+    const rpc::TaskKind* kind = KindOf(b, row);
+    int64_t end = row.exec_end_us;
+    if (end <= 0) end = row.StateUs(rpc::FINISHED);
+    if (end <= 0) end = row.StateUs(rpc::FAILED);
+    const auto [pid, tid] = tracks.Of(row.executor, &meta);
+    nlohmann::json args = {{"task_id", row.TaskId().Hex()}, {"attempt", row.attempt}};
     if (kind != nullptr) args["type"] = rpc::TaskType_Name(kind->type());
     if (auto e = errors.find(i); e != errors.end()) args["error"] = e->second->message();
     events.push_back({{"name", kind != nullptr ? kind->function_name() : "?"}, {"cat", "task"}, {"ph", "X"},
                       {"ts", start}, {"dur", std::max<int64_t>(end - start, 1)}, {"pid", pid}, {"tid", tid},
                       {"args", std::move(args)}});
-    const int64_t submitted = b.state_unix_us(i * kTimelineStates);
-    if (submitted <= 0 || i >= b.owner_size() || b.owner(i) < 0) continue;
-    const auto [owner_pid, owner_tid] = tracks.Of(b.owner(i), &meta);
+    const int64_t submitted = row.StateUs(rpc::PENDING_ARGS_AVAIL);
+    if (submitted <= 0 || row.owner < 0 || row.owner >= b.executors_size()) continue;
+    const auto [owner_pid, owner_tid] = tracks.Of(row.owner, &meta);
     const int64_t id = next_flow++;
     events.push_back({{"name", "submit"}, {"cat", "flow"}, {"ph", "s"}, {"id", id}, {"ts", std::min(submitted, start)},
                       {"pid", owner_pid}, {"tid", owner_tid}});

@@ -124,9 +124,7 @@ void CoreWorker::MakeOwnership() {
       memory_store_, *reference_counter_,
       [this](const PackedTaskPtr& task) {
         loop_.Post("CoreWorker.Resubmit", [this, task] {
-          rpc::TaskSpec spec = task->Unpack();
-          if (task_events_ != nullptr) task_events_->Submitted(spec, *task);
-          ResolveAndSubmit(std::move(spec), task);
+          ResolveAndSubmit(task->Unpack(), task, SubmitTime());
         });
       },
       config.max_lineage_bytes);
@@ -318,11 +316,11 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   ObjectID return_id = ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1);
   reference_counter_->AddOwnedTaskReturn(return_id, arg_ids);
   // Packed once, while hot; shared by the task manager and the submitter.
+  const int64_t submitted_us = SubmitTime();
   PackedTaskPtr packed = PackedTask::Pack(spec);
-  if (task_events_ != nullptr) task_events_->Submitted(spec, *packed);
   task_manager_->AddPendingTask(packed, std::move(arg_ids));
   // On this thread: when a worker (or the actor) has room the task goes to its socket now.
-  ResolveAndSubmit(std::move(spec), std::move(packed));
+  ResolveAndSubmit(std::move(spec), std::move(packed), submitted_us);
   return return_id;
 }
 
@@ -342,7 +340,13 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
 }
 
-void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
+void CoreWorker::RecordSubmitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t* submitted_us) {
+  if (*submitted_us == 0 || task_events_ == nullptr) return;
+  task_events_->Submitted(spec, packed, *submitted_us);
+  *submitted_us = 0;
+}
+
+void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us) {
   // Inlined values go into `spec` and a new packed copy, which the task manager
   // keeps from then on: a retry, or a rebuild from lineage, carries the values too,
   // so it never needs them again once they are freed.
@@ -362,6 +366,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
     if (!value) {
       // Wait for this dependency, then look at the spec again (only the packed copy
       // waits: a tree of pending tasks holds no decoded specs).
+      RecordSubmitted(spec, *packed, &submitted_us);
       memory_store_.GetAsync(id, [this, packed](StoredObjectPtr) {
         loop_.Post("CoreWorker.DependencyReady", [this, packed] { ResolveAndSubmit(packed->Unpack(), packed); });
       });
@@ -369,6 +374,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
     }
     if (!value->error.ok()) {
       // A failed dependency fails the task with the same error.
+      RecordSubmitted(spec, *packed, &submitted_us);
       FailBeforeDispatch(spec, ToErrorInfo(*value));
       return;
     }
@@ -385,12 +391,21 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed) {
     packed = std::move(repacked);
     task_manager_->ArgumentsInlined(packed);
   }
-  Dispatch(std::move(spec), std::move(packed));
+  Dispatch(std::move(spec), std::move(packed), submitted_us);
 }
 
-void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed) {
-  if (node_lost_.load(std::memory_order_relaxed)) return FailBeforeDispatch(spec, LocalNodeLostError());
-  if (task_events_ != nullptr) task_events_->Reached(*packed, rpc::PENDING_NODE_ASSIGNMENT);
+void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us) {
+  if (node_lost_.load(std::memory_order_relaxed)) {
+    RecordSubmitted(spec, *packed, &submitted_us);
+    return FailBeforeDispatch(spec, LocalNodeLostError());
+  }
+  if (task_events_ != nullptr) {
+    if (submitted_us != 0) {
+      task_events_->Dispatched(spec, *packed, submitted_us);
+    } else {
+      task_events_->Reached(*packed, rpc::PENDING_NODE_ASSIGNMENT);
+    }
+  }
   switch (spec.type()) {
     case rpc::ACTOR_TASK:
       actor_submitter_->Resolved(std::move(spec), std::move(packed));

@@ -63,9 +63,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
     gcs_.AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
       if (s.ok()) {
         actors_->Subscribe(actor_id);
-        PackedTaskPtr packed = PackedTask::Pack(spec);
-        if (task_events_ != nullptr) task_events_->Submitted(spec, *packed);
-        ResolveAndSubmit(spec, std::move(packed));
+        ResolveAndSubmit(spec, PackedTask::Pack(spec), SubmitTime());
       }
       done(s);
     });

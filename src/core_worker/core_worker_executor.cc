@@ -151,7 +151,7 @@ rpc::TaskResult CoreWorker::ExecuteTimed(const rpc::TaskSpec& spec, const TaskEx
   result.set_run_us(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
   result.set_start_unix_us(start_unix_us);
-  if (task_events_ != nullptr) task_events_->EndRunning(TaskID::FromBinary(spec.task_id()));
+  if (task_events_ != nullptr) task_events_->EndRunning(spec);
   return result;
 }
 

@@ -1,5 +1,8 @@
 #include "src/core_worker/task_event_buffer.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "src/common/task_event_util.h"
 
 namespace manta::core {
@@ -30,16 +33,20 @@ void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report)
   early_report_ = std::move(report);
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::NewRow(const TaskID& task_id, int attempt) {
+TaskEventBuffer::Row* TaskEventBuffer::NewRow(std::string_view task_id, int attempt) {
   if (static_cast<int64_t>(rows_.size()) >= max_rows_) {
     ++dropped_;
     return nullptr;
   }
   Row& row = rows_.emplace_back();
   if (static_cast<int64_t>(rows_.size()) == early_rows_ && early_report_) early_report_();
-  row.task_id = task_id;
+  std::memcpy(row.task_id.data(), task_id.data(), std::min(task_id.size(), row.task_id.size()));
   row.attempt = attempt;
   return &row;
+}
+
+TaskEventBuffer::Row* TaskEventBuffer::NewRow(const TaskID& task_id, int attempt) {
+  return NewRow(std::string_view(reinterpret_cast<const char*>(task_id.Data()), TaskID::kSize), attempt);
 }
 
 TaskEventBuffer::Row* TaskEventBuffer::RowOf(const PackedTask& packed) {
@@ -54,18 +61,19 @@ TaskEventBuffer::Row* TaskEventBuffer::RowOf(const PackedTask& packed) {
 }
 
 int32_t TaskEventBuffer::KindOf(const rpc::TaskSpec& spec) {
+  if (last_kind_ >= 0 && SameTaskKind(kinds_[last_kind_], spec)) return last_kind_;
   const size_t hash = TaskKindHash(spec);
   auto [it, added] = kind_index_.try_emplace(hash, static_cast<int32_t>(kinds_.size()));
-  if (!added && SameTaskKind(kinds_[it->second], spec)) return it->second;
+  if (!added && SameTaskKind(kinds_[it->second], spec)) return last_kind_ = it->second;
   // New, or another kind with the same hash (described again, uncached).
   kinds_.push_back(TaskKindOf(spec));
-  return static_cast<int32_t>(kinds_.size()) - 1;
+  return last_kind_ = static_cast<int32_t>(kinds_.size()) - 1;
 }
 
 void TaskEventBuffer::Describe(Row* row, const rpc::TaskSpec& spec) {
   row->kind = KindOf(spec);
-  auto parent = TaskID::FromBinaryChecked(spec.parent_task_id());
-  if (parent.ok()) row->parent = *parent;
+  const std::string& parent = spec.parent_task_id();
+  if (parent.size() == TaskID::kSize) std::memcpy(row->parent_task_id.data(), parent.data(), TaskID::kSize);
 }
 
 int32_t TaskEventBuffer::ExecutorOf(const TaskExecutorInfo& by) {
@@ -92,13 +100,22 @@ void TaskEventBuffer::AddError(const Row* row, const rpc::ErrorInfo& error) {
   *e.mutable_error() = error;
 }
 
-void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed) {
+void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
+  absl::MutexLock lock(&mu_);
+  Row* row = RowOf(packed);
+  if (row == nullptr) return;
+  Describe(row, spec);
+  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
+}
+
+void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
   const int64_t now = UnixMicros();
   absl::MutexLock lock(&mu_);
   Row* row = RowOf(packed);
   if (row == nullptr) return;
   Describe(row, spec);
-  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = now;
+  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
+  row->state_us[StateIndex(rpc::PENDING_NODE_ASSIGNMENT)] = now;
 }
 
 void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
@@ -130,8 +147,7 @@ void TaskEventBuffer::Moved(const PackedTask& from, const PackedTask& to) {
 }
 
 void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& result, const TaskExecutorInfo& by,
-                            const rpc::ErrorInfo* error) {
-  const int64_t now = UnixMicros();
+                            const rpc::ErrorInfo* error, int64_t now) {
   absl::MutexLock lock(&mu_);
   Row* row = RowOf(packed);
   if (row == nullptr) return;
@@ -154,16 +170,14 @@ void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& err
 }
 
 void TaskEventBuffer::BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us) {
-  auto task_id = TaskID::FromBinaryChecked(spec.task_id());
-  if (!task_id.ok()) return;
   absl::MutexLock lock(&mu_);
-  running_.push_back(Running{*task_id, spec.attempt_number(), start_unix_us, &spec, false});
+  running_.push_back(Running{&spec, start_unix_us, false});
 }
 
-void TaskEventBuffer::EndRunning(const TaskID& task_id) {
+void TaskEventBuffer::EndRunning(const rpc::TaskSpec& spec) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < running_.size(); ++i) {
-    if (running_[i].task_id != task_id) continue;
+    if (running_[i].spec != &spec) continue;
     running_[i] = running_.back();
     running_.pop_back();
     return;
@@ -174,7 +188,8 @@ void TaskEventBuffer::AddRunningLocked(int64_t min_running_us) {
   const int64_t now = min_running_us > 0 ? UnixMicros() : 0;
   for (Running& running : running_) {
     if (running.reported || (min_running_us > 0 && now - running.start_us < min_running_us)) continue;
-    Row* row = NewRow(running.task_id, running.attempt);
+    if (running.spec->task_id().size() != TaskID::kSize) continue;
+    Row* row = NewRow(running.spec->task_id(), running.spec->attempt_number());
     if (row == nullptr) return;
     running.reported = true;
     Describe(row, *running.spec);
@@ -185,52 +200,45 @@ void TaskEventBuffer::AddRunningLocked(int64_t min_running_us) {
 }
 
 std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {
-  std::vector<Row> rows;
   rpc::TaskEventBatch batch;
+  std::vector<Row> rows;
   {
     absl::MutexLock lock(&mu_);
     AddRunningLocked(min_running_us);
     if (rows_.empty() && dropped_ == 0) return std::nullopt;
+    // The next batch's rows go to the spare vector (its memory kept from before).
     rows.swap(rows_);
+    rows_.swap(spare_rows_);
     batch.mutable_kinds()->Assign(std::make_move_iterator(kinds_.begin()), std::make_move_iterator(kinds_.end()));
     batch.mutable_executors()->Assign(std::make_move_iterator(executors_.begin()),
                                       std::make_move_iterator(executors_.end()));
-    batch.mutable_errors()->Assign(std::make_move_iterator(errors_.begin()), std::make_move_iterator(errors_.end()));
+    batch.mutable_errors()->Assign(std::make_move_iterator(errors_.begin()),
+                                   std::make_move_iterator(errors_.end()));
     batch.set_dropped(dropped_);
     total_dropped_ += dropped_;
     dropped_ = 0;
     kinds_.clear();
     kind_index_.clear();
+    last_kind_ = -1;
     executors_.clear();
     errors_.clear();
     last_executor_ = -1;
     ++generation_;
-    rows_.reserve(std::min<size_t>(rows.size(), static_cast<size_t>(max_rows_)));
   }
+  // One copy of the rows, outside the lock.
+  batch.set_rows(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(Row));
   batch.set_job_id(source_.job_id.Binary());
   batch.set_worker_id(source_.self.worker_id.Binary());
   batch.set_node_id(source_.self.node_id.Binary());
   batch.set_pid(source_.self.pid);
   batch.set_is_driver(source_.is_driver);
-  const int n = static_cast<int>(rows.size());
-  std::string* task_ids = batch.mutable_task_ids();
-  task_ids->reserve(static_cast<size_t>(n) * TaskID::kSize);
-  batch.mutable_attempts()->Reserve(n);
-  batch.mutable_kind()->Reserve(n);
-  batch.mutable_state_unix_us()->Reserve(n * kNumStates);
-  batch.mutable_exec_start_unix_us()->Reserve(n);
-  batch.mutable_exec_end_unix_us()->Reserve(n);
-  batch.mutable_executor()->Reserve(n);
-  for (const Row& row : rows) {
-    task_ids->append(reinterpret_cast<const char*>(row.task_id.Data()), TaskID::kSize);
-    batch.add_attempts(row.attempt);
-    batch.add_kind(row.kind);
-    if (row.kind >= 0) batch.mutable_parent_task_ids()->append(reinterpret_cast<const char*>(row.parent.Data()),
-                                                                TaskID::kSize);
-    for (int64_t us : row.state_us) batch.add_state_unix_us(us);
-    batch.add_exec_start_unix_us(row.exec_start_us);
-    batch.add_exec_end_unix_us(row.exec_end_us);
-    batch.add_executor(row.executor);
+  // Their memory becomes the spare, up to twice an early report's worth (a burst
+  // beyond it is freed).
+  rows.clear();
+  absl::MutexLock lock(&mu_);
+  const int64_t keep = early_rows_ > 0 ? 2 * early_rows_ : max_rows_;
+  if (rows.capacity() <= static_cast<size_t>(keep) && spare_rows_.capacity() < rows.capacity()) {
+    spare_rows_.swap(rows);
   }
   return batch;
 }

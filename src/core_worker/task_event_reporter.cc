@@ -42,7 +42,7 @@ void TaskEventReporter::FinishAndFlush(std::function<void()> done) {
   buffer_.Reached(task_id, 0, rpc::FINISHED);
   // (The batch takes the driver's task while it still runs, if it was never reported.)
   Flush(std::move(done));
-  buffer_.EndRunning(task_id);
+  buffer_.EndRunning(driver_task_);
 }
 
 void TaskEventReporter::Report() {

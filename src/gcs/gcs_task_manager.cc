@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "src/common/task_event_row.h"
 #include "src/common/task_event_util.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
@@ -42,37 +43,22 @@ void GcsTaskManager::HandleAddTaskEventData(const rpc::AddTaskEventDataRequest& 
 }
 
 absl::Status GcsTaskManager::Validate(const rpc::TaskEventBatch& b) {
-  const int64_t n = b.attempts_size();
-  auto mismatch = [&](const char* column, int64_t have, int64_t want) {
-    return absl::InvalidArgumentError(std::string("task event batch: column ") + column + " has " +
-                                      std::to_string(have) + " entries for " + std::to_string(n) + " rows, not " +
-                                      std::to_string(want));
-  };
-  constexpr int64_t kIdBytes = TaskID::kSize;
-  if (static_cast<int64_t>(b.task_ids().size()) != n * kIdBytes) {
-    return mismatch("task_ids (bytes)", static_cast<int64_t>(b.task_ids().size()), n * kIdBytes);
+  if (b.rows().size() % sizeof(TaskEventRow) != 0) {
+    return absl::InvalidArgumentError("task event batch: its rows are " + std::to_string(b.rows().size()) +
+                                      " bytes, not a multiple of " + std::to_string(sizeof(TaskEventRow)));
   }
-  if (b.kind_size() != n) return mismatch("kind", b.kind_size(), n);
-  if (b.state_unix_us_size() != n * kNumStates) return mismatch("state_unix_us", b.state_unix_us_size(), n * kNumStates);
-  if (b.exec_start_unix_us_size() != n) return mismatch("exec_start_unix_us", b.exec_start_unix_us_size(), n);
-  if (b.exec_end_unix_us_size() != n) return mismatch("exec_end_unix_us", b.exec_end_unix_us_size(), n);
-  if (b.executor_size() != n) return mismatch("executor", b.executor_size(), n);
-  int64_t described = 0;
-  for (int i = 0; i < n; ++i) {
-    if (b.kind(i) >= b.kinds_size() || b.kind(i) < -1) {
+  const int64_t n = NumRows(b);
+  for (int64_t i = 0; i < n; ++i) {
+    const TaskEventRow row = RowAt(b, i);
+    if (row.kind >= b.kinds_size() || row.kind < -1) {
       return absl::InvalidArgumentError("task event batch: row " + std::to_string(i) + " names kind " +
-                                        std::to_string(b.kind(i)) + " of " + std::to_string(b.kinds_size()));
+                                        std::to_string(row.kind) + " of " + std::to_string(b.kinds_size()));
     }
-    if (b.executor(i) >= b.executors_size() || b.executor(i) < -1) {
+    if (row.executor >= b.executors_size() || row.executor < -1) {
       return absl::InvalidArgumentError("task event batch: row " + std::to_string(i) + " names executor " +
-                                        std::to_string(b.executor(i)) + " of " +
+                                        std::to_string(row.executor) + " of " +
                                         std::to_string(b.executors_size()));
     }
-    if (b.kind(i) >= 0) ++described;
-  }
-  if (static_cast<int64_t>(b.parent_task_ids().size()) != described * kIdBytes) {
-    return mismatch("parent_task_ids (bytes)", static_cast<int64_t>(b.parent_task_ids().size()),
-                    described * kIdBytes);
   }
   for (const rpc::TaskEventError& e : b.errors()) {
     if (e.row() < 0 || e.row() >= n) {
@@ -186,29 +172,27 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
   std::vector<int32_t> executors(b.executors_size(), -2);
   // Each row's error, if it has one (the last given). Errors are set as their rows are
   // merged: a record's address changes when the table grows.
-  std::vector<int> error_of(b.attempts_size(), -1);
+  std::vector<int> error_of(b.errors_size() > 0 ? NumRows(b) : 0, -1);
   for (int e = 0; e < b.errors_size(); ++e) error_of[b.errors(e).row()] = e;
-  size_t parent_at = 0;
-  for (int i = 0; i < b.attempts_size(); ++i) {
-    Key key{TaskID::FromBinary(b.task_ids().substr(static_cast<size_t>(i) * TaskID::kSize, TaskID::kSize)),
-            b.attempts(i)};
-    const uint32_t slot = Find(key);
+  const int64_t n = NumRows(b);
+  for (int64_t i = 0; i < n; ++i) {
+    const TaskEventRow row = RowAt(b, i);
+    const uint32_t slot = Find(Key{row.TaskId(), row.attempt});
     Attempt& a = slots_[slot].attempt;
     const int32_t kind_before = a.kind;
     const rpc::TaskStatus state_before = StateOf(a);
     if (a.job < 0) a.job = job;
-    if (int32_t k = b.kind(i); k >= 0) {
-      if (kinds[k] == -2) kinds[k] = InternKind(b.kinds(k));
-      a.kind = kinds[k];
-      a.parent = TaskID::FromBinary(b.parent_task_ids().substr(parent_at, TaskID::kSize));
-      parent_at += TaskID::kSize;
+    if (row.kind >= 0) {
+      if (kinds[row.kind] == -2) kinds[row.kind] = InternKind(b.kinds(row.kind));
+      a.kind = kinds[row.kind];
+      a.parent = row.ParentTaskId();
     }
     for (int s = 0; s < kNumStates; ++s) {
-      if (int64_t us = b.state_unix_us(i * kNumStates + s); us > 0) a.state_us[s] = us;
+      if (row.state_us[s] > 0) a.state_us[s] = row.state_us[s];
     }
-    if (b.exec_start_unix_us(i) > 0) a.exec_start_us = b.exec_start_unix_us(i);
-    if (b.exec_end_unix_us(i) > 0) a.exec_end_us = b.exec_end_unix_us(i);
-    if (b.state_unix_us(i * kNumStates) > 0 && !b.worker_id().empty()) {
+    if (row.exec_start_us > 0) a.exec_start_us = row.exec_start_us;
+    if (row.exec_end_us > 0) a.exec_end_us = row.exec_end_us;
+    if (row.StateUs(rpc::PENDING_ARGS_AVAIL) > 0 && !b.worker_id().empty()) {
       if (reporter == -2) {
         rpc::TaskExecutor self;
         self.set_worker_id(b.worker_id());
@@ -218,11 +202,11 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
       }
       a.owner = reporter;
     }
-    if (int32_t e = b.executor(i); e >= 0) {
-      if (executors[e] == -2) executors[e] = InternExecutor(b.executors(e));
-      a.executor = executors[e];
+    if (row.executor >= 0) {
+      if (executors[row.executor] == -2) executors[row.executor] = InternExecutor(b.executors(row.executor));
+      a.executor = executors[row.executor];
     }
-    if (error_of[i] >= 0) SetError(a, b.errors(error_of[i]).error());
+    if (!error_of.empty() && error_of[i] >= 0) SetError(a, b.errors(error_of[i]).error());
     const rpc::TaskStatus state = StateOf(a);
     if (state != state_before || a.kind != kind_before) {
       CountState(kind_before, state_before, -1);
@@ -268,18 +252,19 @@ absl::StatusOr<rpc::TaskEventBatch> GcsTaskManager::Export(const std::string& jo
   for (const Slot& slot : slots_) {
     if (slot.list == ListId::kFree || (job >= 0 && slot.attempt.job != job)) continue;
     const Attempt& a = slot.attempt;
-    const int row = out.attempts_size();
-    out.mutable_task_ids()->append(reinterpret_cast<const char*>(slot.key.task_id.Data()), TaskID::kSize);
-    out.add_attempts(slot.key.attempt);
-    out.add_kind(kind_of(a.kind));
-    if (a.kind >= 0) out.mutable_parent_task_ids()->append(reinterpret_cast<const char*>(a.parent.Data()), TaskID::kSize);
-    for (int64_t us : a.state_us) out.add_state_unix_us(us);
-    out.add_exec_start_unix_us(a.exec_start_us);
-    out.add_exec_end_unix_us(a.exec_end_us);
-    out.add_executor(executor_of(a.executor));
-    out.add_owner(executor_of(a.owner));
-    const JobID job_of = a.job >= 0 ? jobs_[a.job] : JobID::Nil();
-    out.mutable_job_ids()->append(reinterpret_cast<const char*>(job_of.Data()), JobID::kSize);
+    const int row = static_cast<int>(NumRows(out));
+    TaskEventRow r;
+    r.SetTaskId(slot.key.task_id);
+    r.attempt = slot.key.attempt;
+    r.kind = kind_of(a.kind);
+    if (a.kind >= 0) r.SetParentTaskId(a.parent);
+    r.state_us = a.state_us;
+    r.exec_start_us = a.exec_start_us;
+    r.exec_end_us = a.exec_end_us;
+    r.executor = executor_of(a.executor);
+    r.owner = executor_of(a.owner);
+    if (a.job >= 0) std::memcpy(r.job_id.data(), jobs_[a.job].Data(), JobID::kSize);
+    AddRow(&out, r);
     if (a.error) {
       rpc::TaskEventError* e = out.add_errors();
       e->set_row(row);
@@ -303,17 +288,21 @@ void GcsTaskManager::RecordOwn(const rpc::TaskSpec& spec, int attempt, rpc::Task
   rpc::TaskEventBatch b;
   b.set_job_id(spec.job_id());
   *b.add_kinds() = TaskKindOf(spec);
-  b.set_task_ids(spec.task_id());
-  b.add_attempts(attempt);
-  b.add_kind(0);
-  b.set_parent_task_ids(spec.parent_task_id().size() == TaskID::kSize ? spec.parent_task_id()
-                                                                      : std::string(TaskID::kSize, '\0'));
-  for (int s = 0; s < kNumStates; ++s) b.add_state_unix_us(s == status - 1 ? absl::GetCurrentTimeNanos() / 1000 : 0);
-  const bool ran = result != nullptr && result->start_unix_us() > 0;
-  b.add_exec_start_unix_us(ran ? result->start_unix_us() : 0);
-  b.add_exec_end_unix_us(ran ? result->start_unix_us() + std::max<int64_t>(result->run_us(), 0) : 0);
-  b.add_executor(executor != nullptr ? 0 : -1);
-  if (executor != nullptr) *b.add_executors() = *executor;
+  TaskEventRow row;
+  row.SetTaskId(TaskID::FromBinary(spec.task_id()));
+  row.attempt = attempt;
+  row.kind = 0;
+  if (spec.parent_task_id().size() == TaskID::kSize) row.SetParentTaskId(TaskID::FromBinary(spec.parent_task_id()));
+  row.state_us[status - 1] = absl::GetCurrentTimeNanos() / 1000;
+  if (result != nullptr && result->start_unix_us() > 0) {
+    row.exec_start_us = result->start_unix_us();
+    row.exec_end_us = result->start_unix_us() + std::max<int64_t>(result->run_us(), 0);
+  }
+  if (executor != nullptr) {
+    row.executor = 0;
+    *b.add_executors() = *executor;
+  }
+  AddRow(&b, row);
   if (error != nullptr) {
     rpc::TaskEventError* e = b.add_errors();
     e->set_row(0);
@@ -333,15 +322,19 @@ rpc::TaskStatus GcsTaskManager::StateOf(const Attempt& a) {
 
 void GcsTaskManager::CountState(int32_t kind, rpc::TaskStatus state, int64_t delta) {
   if (state == rpc::TASK_STATUS_NIL) return;
-  auto it = state_counts_.try_emplace({kind, static_cast<int32_t>(state)}, 0).first;
-  it->second = std::max<int64_t>(0, it->second + delta);
+  // (kind + 1, state - 1): kind -1 is "(unknown)".
+  const size_t at = static_cast<size_t>(kind + 1) * kNumStates + static_cast<size_t>(state - 1);
+  if (at >= state_counts_.size()) state_counts_.resize((static_cast<size_t>(kinds_.size()) + 1) * kNumStates);
+  state_counts_[at] = std::max<int64_t>(0, state_counts_[at] + delta);
 }
 
 std::map<std::pair<std::string, rpc::TaskStatus>, int64_t> GcsTaskManager::StateCounts() const {
   std::map<std::pair<std::string, rpc::TaskStatus>, int64_t> out;
-  for (const auto& [key, n] : state_counts_) {
-    const std::string name = key.first >= 0 ? kinds_[key.first].function_name() : "(unknown)";
-    out[{name, static_cast<rpc::TaskStatus>(key.second)}] += n;
+  for (size_t at = 0; at < state_counts_.size(); ++at) {
+    if (state_counts_[at] == 0) continue;
+    const int64_t kind = static_cast<int64_t>(at / kNumStates) - 1;
+    const std::string name = kind >= 0 ? kinds_[kind].function_name() : "(unknown)";
+    out[{name, static_cast<rpc::TaskStatus>(at % kNumStates + 1)}] += state_counts_[at];
   }
   return out;
 }

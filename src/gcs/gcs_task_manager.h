@@ -29,12 +29,13 @@
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_server.h"
 #include "src/common/state_filter.h"
+#include "src/common/task_event_row.h"
 
 namespace manta::gcs {
 
 class GcsTaskManager {
  public:
-  static constexpr int kNumStates = 6;  // PENDING_ARGS_AVAIL .. FAILED
+  static constexpr int kNumStates = TaskEventRow::kNumStates;
   struct Limits {
     int64_t max_num = 100000;
     int64_t max_bytes = int64_t{64} << 20;
@@ -163,9 +164,9 @@ class GcsTaskManager {
   std::vector<rpc::TaskExecutor> executors_;
   absl::flat_hash_map<std::string, int32_t> executor_index_;
   std::vector<JobID> jobs_;
-  // StateCounts, by (kind, state).
+  // StateCounts, by (kind, state): entry (kind + 1) * kNumStates + state - 1.
   void CountState(int32_t kind, rpc::TaskStatus state, int64_t delta);
-  absl::flat_hash_map<std::pair<int32_t, int32_t>, int64_t> state_counts_;
+  std::vector<int64_t> state_counts_;
 };
 
 }  // namespace manta::gcs

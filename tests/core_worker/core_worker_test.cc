@@ -348,11 +348,11 @@ class CoreWorkerTest : public ::testing::Test {
   std::map<std::pair<std::string, int>, std::set<rpc::TaskStatus>> StatesReported() const {
     std::map<std::pair<std::string, int>, std::set<rpc::TaskStatus>> states;
     for (const rpc::TaskEventBatch& b : task_events_) {
-      for (int i = 0; i < b.attempts_size(); ++i) {
-        auto key = std::make_pair(TaskID::FromBinary(b.task_ids().substr(i * TaskID::kSize, TaskID::kSize)).Hex(),
-                                  b.attempts(i));
-        for (int s = 0; s < 6; ++s) {
-          if (b.state_unix_us(i * 6 + s) > 0) states[key].insert(static_cast<rpc::TaskStatus>(s + 1));
+      for (int64_t i = 0; i < NumRows(b); ++i) {
+        const TaskEventRow row = RowAt(b, i);
+        auto key = std::make_pair(row.TaskId().Hex(), static_cast<int>(row.attempt));
+        for (int s = 0; s < TaskEventRow::kNumStates; ++s) {
+          if (row.state_us[s] > 0) states[key].insert(static_cast<rpc::TaskStatus>(s + 1));
         }
       }
     }

@@ -40,45 +40,81 @@ TaskEventSource Source() {
 }
 
 int64_t StateAt(const rpc::TaskEventBatch& batch, int row, rpc::TaskStatus status) {
-  return batch.state_unix_us(row * kStates + (status - 1));
+  return RowAt(batch, row).StateUs(status);
 }
 
 TEST(TaskEventBufferTest, AnAttemptsStatesInOneBatchShareOneRow) {
   TaskEventBuffer buffer(Source(), 1000);
   rpc::TaskSpec spec = Spec(1, "Plus");
   PackedTaskPtr packed = PackedTask::Pack(spec);
-  buffer.Submitted(spec, *packed);
+  buffer.Submitted(spec, *packed, UnixMicros());
   buffer.Reached(*packed, rpc::PENDING_NODE_ASSIGNMENT);
   buffer.ReachedAll({packed}, rpc::SUBMITTED_TO_WORKER);
   rpc::TaskResult result;
   result.set_start_unix_us(UnixMicros());
   result.set_run_us(250);
   TaskExecutorInfo worker{WorkerID::FromRandom(), NodeID::FromRandom(), 99};
-  buffer.Ended(*packed, result, worker, nullptr);
+  buffer.Ended(*packed, result, worker, nullptr, UnixMicros());
 
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(batch->attempts_size(), 1);
-  EXPECT_EQ(batch->task_ids(), spec.task_id());
+  ASSERT_EQ(NumRows(*batch), 1);
+  EXPECT_EQ(RowAt(*batch, 0).TaskId().Binary(), spec.task_id());
   EXPECT_EQ(batch->kinds_size(), 1);
   EXPECT_EQ(batch->kinds(0).function_name(), "Plus");
   EXPECT_EQ(batch->kinds(0).required_resources(0).name(), "CPU");
-  EXPECT_EQ(batch->parent_task_ids(), spec.parent_task_id());
+  EXPECT_EQ(RowAt(*batch, 0).ParentTaskId().Binary(), spec.parent_task_id());
   for (rpc::TaskStatus s : {rpc::PENDING_ARGS_AVAIL, rpc::PENDING_NODE_ASSIGNMENT, rpc::SUBMITTED_TO_WORKER,
                             rpc::FINISHED}) {
     EXPECT_GT(StateAt(*batch, 0, s), 0) << rpc::TaskStatus_Name(s);
   }
   EXPECT_EQ(StateAt(*batch, 0, rpc::FAILED), 0);
-  EXPECT_EQ(batch->exec_end_unix_us(0) - batch->exec_start_unix_us(0), 250);
+  EXPECT_EQ(RowAt(*batch, 0).exec_end_us - RowAt(*batch, 0).exec_start_us, 250);
   ASSERT_EQ(batch->executors_size(), 1);
   EXPECT_EQ(batch->executors(0).pid(), 99);
   EXPECT_EQ(batch->executors(0).worker_id(), worker.worker_id.Binary());
-  EXPECT_EQ(batch->executor(0), 0);
+  EXPECT_EQ(RowAt(*batch, 0).executor, 0);
   EXPECT_EQ(batch->job_id(), Job().Binary());
   EXPECT_TRUE(batch->is_driver());
   EXPECT_EQ(batch->pid(), 4242);
   // Nothing new: no batch.
   EXPECT_FALSE(buffer.TakeBatch().has_value());
+}
+
+TEST(TaskEventBufferTest, ADispatchedAttemptGetsBothStatesInOneRow) {
+  TaskEventBuffer buffer(Source(), 1000);
+  rpc::TaskSpec spec = Spec(1, "Plus");
+  PackedTaskPtr packed = PackedTask::Pack(spec);
+  buffer.Dispatched(spec, *packed, 1000);
+  buffer.Reached(*packed, rpc::SUBMITTED_TO_WORKER);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 1);
+  EXPECT_EQ(batch->rows().size(), sizeof(TaskEventRow));
+  const TaskEventRow row = RowAt(*batch, 0);
+  EXPECT_EQ(row.kind, 0);
+  EXPECT_EQ(batch->kinds(0).function_name(), "Plus");
+  EXPECT_EQ(row.StateUs(rpc::PENDING_ARGS_AVAIL), 1000);
+  EXPECT_GT(row.StateUs(rpc::PENDING_NODE_ASSIGNMENT), 1000);
+  EXPECT_GE(row.StateUs(rpc::SUBMITTED_TO_WORKER), row.StateUs(rpc::PENDING_NODE_ASSIGNMENT));
+  EXPECT_EQ(row.executor, -1);
+  EXPECT_EQ(row.owner, -1);
+}
+
+TEST(TaskEventBufferTest, KindsAlternatingBetweenTwoFunctionsStayTwo) {
+  TaskEventBuffer buffer(Source(), 1000);
+  std::vector<PackedTaskPtr> tasks;
+  for (uint64_t i = 1; i <= 6; ++i) {
+    rpc::TaskSpec spec = Spec(i, i % 2 == 0 ? "Even" : "Odd");
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Submitted(spec, *tasks.back(), UnixMicros());
+  }
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(batch->kinds_size(), 2);
+  for (int64_t i = 0; i < NumRows(*batch); ++i) {
+    EXPECT_EQ(batch->kinds(RowAt(*batch, i).kind).function_name(), i % 2 == 0 ? "Odd" : "Even");
+  }
 }
 
 TEST(TaskEventBufferTest, CallsOfOneFunctionShareAKindAndLaterStatesGetARowWithoutOne) {
@@ -87,13 +123,13 @@ TEST(TaskEventBufferTest, CallsOfOneFunctionShareAKindAndLaterStatesGetARowWitho
   for (uint64_t i = 1; i <= 3; ++i) {
     rpc::TaskSpec spec = Spec(i, "Square");
     tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back());
+    buffer.Submitted(spec, *tasks.back(), UnixMicros());
   }
   auto first = buffer.TakeBatch();
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(first->attempts_size(), 3);
+  EXPECT_EQ(NumRows(*first), 3);
   EXPECT_EQ(first->kinds_size(), 1);
-  EXPECT_EQ(first->kind(2), 0);
+  EXPECT_EQ(RowAt(*first, 2).kind, 0);
   // In the next batch the attempt's row is new, and says only what happened since.
   rpc::ErrorInfo error;
   error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
@@ -101,9 +137,9 @@ TEST(TaskEventBufferTest, CallsOfOneFunctionShareAKindAndLaterStatesGetARowWitho
   buffer.Failed(*tasks[1], error);
   auto second = buffer.TakeBatch();
   ASSERT_TRUE(second.has_value());
-  ASSERT_EQ(second->attempts_size(), 1);
-  EXPECT_EQ(second->kind(0), -1);
-  EXPECT_TRUE(second->parent_task_ids().empty());
+  ASSERT_EQ(NumRows(*second), 1);
+  EXPECT_EQ(RowAt(*second, 0).kind, -1);
+  EXPECT_EQ(RowAt(*second, 0).parent_task_id, (std::array<uint8_t, TaskID::kSize>{}));  // zeros: none
   EXPECT_EQ(StateAt(*second, 0, rpc::PENDING_ARGS_AVAIL), 0);
   EXPECT_GT(StateAt(*second, 0, rpc::FAILED), 0);
   ASSERT_EQ(second->errors_size(), 1);
@@ -117,14 +153,14 @@ TEST(TaskEventBufferTest, BeyondItsCapNewAttemptsAreDroppedAndCounted) {
   for (uint64_t i = 1; i <= 5; ++i) {
     rpc::TaskSpec spec = Spec(i, "f");
     tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back());
+    buffer.Submitted(spec, *tasks.back(), UnixMicros());
   }
   // An attempt that has a row still records.
   buffer.Reached(*tasks[0], rpc::PENDING_NODE_ASSIGNMENT);
   EXPECT_EQ(buffer.NumRows(), 2);
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  EXPECT_EQ(batch->attempts_size(), 2);
+  EXPECT_EQ(NumRows(*batch), 2);
   EXPECT_EQ(batch->dropped(), 3);
   EXPECT_GT(StateAt(*batch, 0, rpc::PENDING_NODE_ASSIGNMENT), 0);
   EXPECT_EQ(buffer.TotalDropped(), 3);
@@ -140,17 +176,18 @@ TEST(TaskEventBufferTest, ARunningTaskIsReportedOnceWhileItRuns) {
   buffer.BeginRunning(spec, 1234567);
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(batch->attempts_size(), 1);
+  ASSERT_EQ(NumRows(*batch), 1);
   EXPECT_EQ(StateAt(*batch, 0, rpc::RUNNING), 1234567);
   EXPECT_EQ(batch->kinds(0).function_name(), "Sleep");
   ASSERT_EQ(batch->executors_size(), 1);
   EXPECT_EQ(batch->executors(0).worker_id(), source.self.worker_id.Binary());
   EXPECT_FALSE(buffer.TakeBatch().has_value());  // reported already
-  buffer.EndRunning(TaskID::FromBinary(spec.task_id()));
+  buffer.EndRunning(spec);
   EXPECT_FALSE(buffer.TakeBatch().has_value());
   // A task that ends before a batch is left to its owner.
-  buffer.BeginRunning(Spec(2, "Quick"), 1);
-  buffer.EndRunning(TaskID::FromBinary(Spec(2, "Quick").task_id()));
+  rpc::TaskSpec quick = Spec(2, "Quick");
+  buffer.BeginRunning(quick, 1);
+  buffer.EndRunning(quick);
   EXPECT_FALSE(buffer.TakeBatch().has_value());
 }
 
@@ -162,12 +199,12 @@ TEST(TaskEventBufferTest, APeriodicReportShowsOnlyTasksThatHaveRunAWhile) {
   buffer.BeginRunning(long_running, UnixMicros() - 10'000'000);
   auto batch = buffer.TakeBatch(/*min_running_us=*/1'000'000);
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(batch->attempts_size(), 1);
+  ASSERT_EQ(NumRows(*batch), 1);
   EXPECT_EQ(batch->kinds(0).function_name(), "Slow");
   // The last report (at exit) takes every running task.
   batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(batch->attempts_size(), 1);
+  ASSERT_EQ(NumRows(*batch), 1);
   EXPECT_EQ(batch->kinds(0).function_name(), "Quick");
 }
 
@@ -179,7 +216,7 @@ TEST(TaskEventBufferTest, AskingForAnEarlyReportOncePerBatch) {
   for (uint64_t i = 1; i <= 4; ++i) {
     rpc::TaskSpec spec = Spec(i, "f");
     tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back());
+    buffer.Submitted(spec, *tasks.back(), UnixMicros());
   }
   EXPECT_EQ(asked, 1);
   ASSERT_TRUE(buffer.TakeBatch().has_value());
@@ -191,13 +228,13 @@ TEST(TaskEventBufferTest, AMovedAttemptKeepsItsRow) {
   TaskEventBuffer buffer(Source(), 100);
   rpc::TaskSpec spec = Spec(1, "f");
   PackedTaskPtr before = PackedTask::Pack(spec);
-  buffer.Submitted(spec, *before);
+  buffer.Submitted(spec, *before, UnixMicros());
   PackedTaskPtr after = PackedTask::Pack(spec);
   buffer.Moved(*before, *after);
   buffer.Reached(*after, rpc::PENDING_NODE_ASSIGNMENT);
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(batch->attempts_size(), 1);
+  ASSERT_EQ(NumRows(*batch), 1);
   EXPECT_GT(StateAt(*batch, 0, rpc::PENDING_NODE_ASSIGNMENT), 0);
 }
 

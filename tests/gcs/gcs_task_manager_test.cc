@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "src/common/task_event_util.h"
 
 namespace manta::gcs {
@@ -37,21 +39,23 @@ class BatchBuilder {
   }
   // A row of attempt `attempt` of task `i` in `state` (kind -1: no kind).
   BatchBuilder& Row(uint64_t i, int attempt, rpc::TaskStatus state, int kind = 0, int64_t at_us = 1000) {
-    const int row = batch_.attempts_size();
-    batch_.mutable_task_ids()->append(Task(i).Binary());
-    batch_.add_attempts(attempt);
-    batch_.add_kind(kind);
-    if (kind >= 0) batch_.mutable_parent_task_ids()->append(Driver().Binary());
-    for (int s = 0; s < kStates; ++s) batch_.add_state_unix_us(s == state - 1 ? at_us + row : 0);
+    const int64_t n = NumRows(batch_);
+    TaskEventRow row;
+    row.SetTaskId(Task(i));
+    row.attempt = attempt;
+    row.kind = kind;
+    if (kind >= 0) row.SetParentTaskId(Driver());
+    row.state_us[state - 1] = at_us + n;
     const bool ran = state >= rpc::RUNNING;
-    batch_.add_exec_start_unix_us(ran ? at_us : 0);
-    batch_.add_exec_end_unix_us(state == rpc::FINISHED ? at_us + 5 : 0);
-    batch_.add_executor(ran ? 0 : -1);
+    row.exec_start_us = ran ? at_us : 0;
+    row.exec_end_us = state == rpc::FINISHED ? at_us + 5 : 0;
+    row.executor = ran ? 0 : -1;
+    AddRow(&batch_, row);
     return *this;
   }
   BatchBuilder& Error(const std::string& message) {
     rpc::TaskEventError* e = batch_.add_errors();
-    e->set_row(batch_.attempts_size() - 1);
+    e->set_row(static_cast<int32_t>(NumRows(batch_)) - 1);
     e->mutable_error()->set_type(rpc::TASK_EXECUTION_EXCEPTION);
     e->mutable_error()->set_message(message);
     return *this;
@@ -96,6 +100,39 @@ TEST(GcsTaskManagerTest, RowsOfOneAttemptMergeIntoOneRecord) {
   EXPECT_EQ(listed->rows[0]["error_type"], "TASK_EXECUTION_EXCEPTION");
 }
 
+TEST(GcsTaskManagerTest, AnExportGivesEachAttemptWithItsOwnerJobAndError) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  b.batch().set_worker_id(WorkerID::FromRandom().Binary());
+  b.batch().set_pid(4242);
+  b.Row(1, 0, rpc::PENDING_ARGS_AVAIL).Row(2, 0, rpc::PENDING_ARGS_AVAIL, 1);
+  ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(2, 0, rpc::FAILED, -1).Error("gone").batch()).ok());
+  auto out = tasks.Export("");
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(NumRows(*out), 2);
+  std::map<std::string, TaskEventRow> by_task;
+  for (int64_t i = 0; i < NumRows(*out); ++i) by_task[RowAt(*out, i).TaskId().Hex()] = RowAt(*out, i);
+  const TaskEventRow& first = by_task.at(Task(1).Hex());
+  const TaskEventRow& second = by_task.at(Task(2).Hex());
+  EXPECT_EQ(out->kinds(first.kind).function_name(), "Work");
+  EXPECT_EQ(out->kinds(second.kind).function_name(), "Other");
+  EXPECT_EQ(first.ParentTaskId(), Driver());
+  EXPECT_EQ(JobID::FromBinary(TaskEventRow::AsView(first.job_id)), Job());
+  ASSERT_GE(first.owner, 0);
+  EXPECT_EQ(out->executors(first.owner).pid(), 4242);
+  EXPECT_GT(second.StateUs(rpc::FAILED), 0);
+  EXPECT_GT(second.StateUs(rpc::PENDING_ARGS_AVAIL), 0);
+  ASSERT_EQ(out->errors_size(), 1);
+  EXPECT_EQ(RowAt(*out, out->errors(0).row()).TaskId(), Task(2));
+  EXPECT_EQ(out->errors(0).error().message(), "gone");
+  // Another job's attempts only: none.
+  auto other = tasks.Export(JobID::FromInt(99).Binary());
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(NumRows(*other), 0);
+  EXPECT_EQ(tasks.Export("abc").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(GcsTaskManagerTest, ErrorsOfEarlyRowsLandWhileTheTableGrowsUnderThem) {
   GcsTaskManager tasks({});
   BatchBuilder b;
@@ -126,19 +163,29 @@ TEST(GcsTaskManagerTest, AMalformedBatchIsRefusedWhole) {
   BatchBuilder b;
   b.Row(1, 0, rpc::FINISHED).Row(2, 0, rpc::FINISHED);
   rpc::TaskEventBatch bad = b.batch();
-  bad.mutable_attempts()->RemoveLast();
-  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad.mutable_rows()->pop_back();  // not a whole number of rows
+  auto s = tasks.AddBatch(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not a multiple of 136"), std::string::npos) << s;
   bad = b.batch();
-  bad.set_kind(1, 9);
-  EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
+  TaskEventRow row = RowAt(bad, 1);
+  row.kind = 9;
+  SetRowAt(&bad, 1, row);
+  s = tasks.AddBatch(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("row 1 names kind 9 of 2"), std::string::npos) << s;
   bad = b.batch();
-  bad.mutable_task_ids()->pop_back();
+  row = RowAt(bad, 1);
+  row.kind = -7;
+  SetRowAt(&bad, 1, row);
   EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = b.batch();
   bad.mutable_errors()->Add()->set_row(5);
   EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = b.batch();
-  bad.set_executor(0, 3);
+  row = RowAt(bad, 0);
+  row.executor = 3;
+  SetRowAt(&bad, 0, row);
   EXPECT_EQ(tasks.AddBatch(bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(tasks.num_attempts(), 0);
   EXPECT_TRUE(tasks.AddBatch(b.batch()).ok());
