@@ -53,6 +53,10 @@ uint64_t StableHash64(std::string_view data, uint64_t seed) {
   return Mix64(h ^ data.size());
 }
 
+absl::Status WrongIdSize(size_t size, size_t expected) {
+  return absl::InvalidArgumentError("id of " + std::to_string(size) + " bytes, expected " + std::to_string(expected));
+}
+
 std::string BytesToHex(const uint8_t* data, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out(2 * n, '0');

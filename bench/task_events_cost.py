@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""What task events cost: task_bench and actor_bench with events on against off.
+
+On a shared VM one run of a benchmark differs from the next by 15-30%, as much as
+the cost being measured, and the host's load drifts over minutes. So the two are
+run in interleaved rounds (on, off, on, off, ...), each round a fresh cluster, and
+compared by medians: of the figures, and of the ratio within each round (which
+cancels the slow drift). Prints one JSON line per round, then a JSON summary per
+benchmark: on and off medians, the ratio of the medians, the median and range of
+the per-round ratios.
+
+usage: task_events_cost.py [--build DIR] [--rounds N] [--seconds S] [bench:name ...]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+
+DEFAULT_BENCHES = [
+    "task_bench:single_client_tasks_sync",
+    "task_bench:single_client_tasks_async",
+    "task_bench:multi_client_tasks_async",
+    "actor_bench:1_1_actor_calls_async",
+    "actor_bench:n_n_actor_calls_async",
+]
+
+
+def run(binary, names, seconds, events):
+    env = dict(os.environ, MANTA_task_events_enabled="1" if events else "0")
+    out = subprocess.run([binary, "--only", ",".join(names), "--seconds", str(seconds)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=600, check=True)
+    return json.loads(out.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=2)
+    parser.add_argument("benches", nargs="*", default=DEFAULT_BENCHES)
+    args = parser.parse_args()
+    by_binary = {}
+    for bench in args.benches:
+        binary, name = bench.split(":")
+        by_binary.setdefault(binary, []).append(name)
+    figures = {name: {"on": [], "off": []} for names in by_binary.values() for name in names}
+    for round_no in range(args.rounds):
+        for events in ("on", "off"):
+            for binary, names in by_binary.items():
+                result = run(os.path.join(args.build, "bench", binary), names, args.seconds, events == "on")
+                for name in names:
+                    figures[name][events].append(result[name])
+                print(json.dumps({"round": round_no, "events": events, **result}), flush=True)
+    summary = {}
+    for name, f in figures.items():
+        ratios = [on / off for on, off in zip(f["on"], f["off"])]
+        on, off = statistics.median(f["on"]), statistics.median(f["off"])
+        summary[name] = {"on": on, "off": off, "on_over_off": round(on / off, 4),
+                         "round_ratio_median": round(statistics.median(ratios), 4),
+                         "round_ratio_min": round(min(ratios), 4), "round_ratio_max": round(max(ratios), 4)}
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
