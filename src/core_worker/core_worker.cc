@@ -124,7 +124,7 @@ void CoreWorker::MakeOwnership() {
       memory_store_, *reference_counter_,
       [this](const PackedTaskPtr& task) {
         loop_.Post("CoreWorker.Resubmit", [this, task] {
-          ResolveAndSubmit(task->Unpack(), task, SubmitTime());
+          ResolveAndSubmit(task->Unpack(), task, SubmitTime(task_events_));
         });
       },
       config.max_lineage_bytes);
@@ -316,7 +316,7 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   ObjectID return_id = ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1);
   reference_counter_->AddOwnedTaskReturn(return_id, arg_ids);
   // Packed once, while hot; shared by the task manager and the submitter.
-  const int64_t submitted_us = SubmitTime();
+  const int64_t submitted_us = SubmitTime(task_events_);
   PackedTaskPtr packed = PackedTask::Pack(spec);
   task_manager_->AddPendingTask(packed, std::move(arg_ids));
   // On this thread: when a worker (or the actor) has room the task goes to its socket now.
@@ -340,12 +340,6 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
 }
 
-void CoreWorker::RecordSubmitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t* submitted_us) {
-  if (*submitted_us == 0 || task_events_ == nullptr) return;
-  task_events_->Submitted(spec, packed, *submitted_us);
-  *submitted_us = 0;
-}
-
 void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us) {
   // Inlined values go into `spec` and a new packed copy, which the task manager
   // keeps from then on: a retry, or a rebuild from lineage, carries the values too,
@@ -366,7 +360,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int6
     if (!value) {
       // Wait for this dependency, then look at the spec again (only the packed copy
       // waits: a tree of pending tasks holds no decoded specs).
-      RecordSubmitted(spec, *packed, &submitted_us);
+      RecordSubmitted(task_events_, spec, *packed, &submitted_us);
       memory_store_.GetAsync(id, [this, packed](StoredObjectPtr) {
         loop_.Post("CoreWorker.DependencyReady", [this, packed] { ResolveAndSubmit(packed->Unpack(), packed); });
       });
@@ -374,7 +368,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int6
     }
     if (!value->error.ok()) {
       // A failed dependency fails the task with the same error.
-      RecordSubmitted(spec, *packed, &submitted_us);
+      RecordSubmitted(task_events_, spec, *packed, &submitted_us);
       FailBeforeDispatch(spec, ToErrorInfo(*value));
       return;
     }
@@ -396,7 +390,7 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int6
 
 void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us) {
   if (node_lost_.load(std::memory_order_relaxed)) {
-    RecordSubmitted(spec, *packed, &submitted_us);
+    RecordSubmitted(task_events_, spec, *packed, &submitted_us);
     return FailBeforeDispatch(spec, LocalNodeLostError());
   }
   if (task_events_ != nullptr) {

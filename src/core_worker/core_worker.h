@@ -255,8 +255,7 @@ class CoreWorker {
   // Records a task (normal or actor call) this process owns the return of, and
   // submits it; returns the return's id carrying one local reference.
   ObjectID SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids);
-  // A resolved task goes to its submitter (by type); `packed` is `spec` packed.
-  // `submitted_us`: as for ResolveAndSubmit.
+  // A resolved task goes to its submitter (by type); `submitted_us` as below.
   void Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us = 0);
   // A task that cannot run because an argument failed with `error`.
   void FailBeforeDispatch(const rpc::TaskSpec& spec, const rpc::ErrorInfo& error);
@@ -289,14 +288,9 @@ class CoreWorker {
   uint64_t NextTaskIndex();
   uint64_t NextPutIndex();
   // Resolves owned by-ref arguments of `spec` (`packed`, decoded), then submits.
-  // `submitted_us` (task events on): when the attempt was submitted, not recorded
-  // yet — recorded with its dispatch (one record for both), or alone before it
-  // waits or fails. 0: recorded already, or events off.
+  // `submitted_us`: the submission not yet recorded (SubmitTime; 0: none), recorded
+  // with the dispatch, or alone before a wait or failure (RecordSubmitted).
   void ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us = 0);
-  // When task events are on: now, for ResolveAndSubmit's `submitted_us`; else 0.
-  int64_t SubmitTime() const { return task_events_ != nullptr ? UnixMicros() : 0; }
-  // Records the submission `submitted_us` (if not 0) alone, and clears it.
-  void RecordSubmitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t* submitted_us);
   // Owner: `id` has no readable value (`cause`); `stale` is the value whose copy
   // could not be read (null: none). Runs the task that made it again, unless the
   // value changed meanwhile. When that is impossible its value becomes an

@@ -63,7 +63,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
     gcs_.AsyncRegisterActor(request, [this, spec, actor_id, done](const absl::Status& s, rpc::RegisterActorReply&&) {
       if (s.ok()) {
         actors_->Subscribe(actor_id);
-        ResolveAndSubmit(spec, PackedTask::Pack(spec), SubmitTime());
+        ResolveAndSubmit(spec, PackedTask::Pack(spec), SubmitTime(task_events_));
       }
       done(s);
     });

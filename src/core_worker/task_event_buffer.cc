@@ -24,6 +24,13 @@ TaskExecutorInfo ExecutorOf(const rpc::Address& address) {
   return info;
 }
 
+void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const PackedTask& packed,
+                     int64_t* submitted_us) {
+  if (events == nullptr || *submitted_us == 0) return;
+  events->Submitted(spec, packed, *submitted_us);
+  *submitted_us = 0;
+}
+
 TaskEventBuffer::TaskEventBuffer(TaskEventSource source, int64_t max_rows)
     : source_(std::move(source)), max_rows_(std::max<int64_t>(max_rows, 1)) {}
 

@@ -65,6 +65,13 @@ inline int64_t UnixMicros() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
+class TaskEventBuffer;
+// Now when `events` records (the submission time a caller carries); else 0.
+inline int64_t SubmitTime(const TaskEventBuffer* events) { return events != nullptr ? UnixMicros() : 0; }
+// Records the submission `*submitted_us` alone when there is one, and clears it.
+void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const PackedTask& packed,
+                     int64_t* submitted_us);
+
 class TaskEventBuffer {
  public:
   static constexpr int kNumStates = TaskEventRow::kNumStates;
