@@ -156,7 +156,9 @@ TEST_F(StateApiTest, FinishedAndFailedTasksAndActorCallsAreListedWithTheirErrors
   auto counter = ray::Actor(Counter::Create).Remote();
   EXPECT_EQ(*counter.Task(&Counter::Add).Remote(5).Get(), 5);
 
-  nlohmann::json plus = TasksOnce({"func_or_class_name=Plus"}, 20);
+  // Each attempt's end reaches the GCS with its owner's next report, a moment after
+  // its result did: wait for the state asserted below, not only for the count.
+  nlohmann::json plus = TasksOnce({"func_or_class_name=Plus", "state=FINISHED"}, 20);
   ASSERT_EQ(plus.size(), 20u) << plus.dump(2);
   for (const auto& t : plus) {
     EXPECT_EQ(t["state"], "FINISHED");
@@ -173,7 +175,7 @@ TEST_F(StateApiTest, FinishedAndFailedTasksAndActorCallsAreListedWithTheirErrors
   nlohmann::json creation = TasksOnce({"type=ACTOR_CREATION_TASK", "state=FINISHED"}, 1);
   ASSERT_EQ(creation.size(), 1u);
   EXPECT_GT(creation[0]["worker_pid"].get<int>(), 0);
-  nlohmann::json calls = TasksOnce({"type=actor_task"}, 1);
+  nlohmann::json calls = TasksOnce({"type=actor_task", "state=FINISHED"}, 1);
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0]["state"], "FINISHED");
   nlohmann::json drivers = TasksOnce({"type=DRIVER_TASK", "state=RUNNING"}, 1);
