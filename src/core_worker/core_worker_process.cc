@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
+#include <string_view>
 #include <thread>
 
 #include "protos/core_worker.grpc.pb.h"
@@ -241,7 +243,17 @@ absl::Status CoreWorkerProcess::RegisterWithRaylet(NodeID* node_id, std::string*
   if (!node.ok()) return absl::InternalError("the raylet returned a malformed node id");
   *node_id = *node;
   *store_socket = registered->object_store_socket();
+  if (options_.is_driver) AdoptNodeConfig(registered->config());
   return absl::OkStatus();
+}
+
+void CoreWorkerProcess::AdoptNodeConfig(const google::protobuf::Map<std::string, std::string>& node_config) {
+  for (const auto& [variable, value] : node_config) {
+    constexpr std::string_view kPrefix = "MANTA_";
+    if (variable.rfind(kPrefix, 0) != 0 || std::getenv(variable.c_str()) != nullptr) continue;
+    absl::Status s = options_.config.Set(variable.substr(kPrefix.size()), value);
+    if (!s.ok()) LOG(WARNING) << "ignoring the node's " << variable << ": " << s.message();
+  }
 }
 
 absl::Status CoreWorkerProcess::ConnectStore(const std::string& store_socket) {

@@ -58,6 +58,10 @@ class CoreWorkerProcess {
   absl::Status CreateJob();
   // Registers with the raylet: *node_id and *store_socket are its answer.
   absl::Status RegisterWithRaylet(NodeID* node_id, std::string* store_socket);
+  // A driver runs with its node's configuration, as the node's workers do (the head's
+  // --system-config included), except what its own environment sets. Read after the
+  // clients and servers are made: their settings come from the environment alone.
+  void AdoptNodeConfig(const google::protobuf::Map<std::string, std::string>& node_config);
   absl::Status ConnectStore(const std::string& store_socket);
   absl::Status AddJob();
   // Cancels every RPC in flight and waits (bounded) until the loop ran their callbacks.

@@ -55,6 +55,7 @@ void WorkerPool::FillRegisterReply(rpc::RegisterWorkerReply* reply) const {
   reply->set_node_id(options_.node_id.Binary());
   reply->set_object_store_socket(options_.store_socket);
   reply->set_session_dir(options_.session_dir);
+  for (auto& [name, value] : config_.NonDefaultEnv()) (*reply->mutable_config())[name] = std::move(value);
 }
 
 void WorkerPool::HandleRegisterWorker(const rpc::RegisterWorkerRequest& request, rpc::RegisterWorkerReply* reply,
