@@ -15,6 +15,72 @@ bool ValidState(rpc::TaskStatus status) {
   return status >= rpc::PENDING_ARGS_AVAIL && status <= rpc::FAILED;
 }
 
+// Whether `row` may be counted instead of sent: it finished (not failed), holds its
+// submission (so this is the attempt's first row from its owner) and ran under
+// `short_us` (so no worker reported it running): no other row of it exists.
+bool Summarizable(const TaskEventRow& row, int64_t short_us) {
+  return row.kind >= 0 && row.StateUs(rpc::FINISHED) > 0 && row.StateUs(rpc::FAILED) == 0 &&
+         row.StateUs(rpc::PENDING_ARGS_AVAIL) > 0 && row.exec_start_us > 0 &&
+         row.exec_end_us - row.exec_start_us < short_us;
+}
+
+// How many of each kind's `counts` to keep within `budget`, shared fairly: kinds with
+// fewer than their share keep all (a rare function always shows), the others split
+// what is left equally.
+std::vector<int64_t> FairShares(const std::vector<int64_t>& counts, int64_t budget) {
+  std::vector<size_t> order(counts.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return counts[a] < counts[b]; });
+  std::vector<int64_t> shares(counts.size(), 0);
+  int64_t left = budget;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t share = left / static_cast<int64_t>(order.size() - i);
+    shares[order[i]] = std::min(counts[order[i]], share);
+    left -= shares[order[i]];
+  }
+  return shares;
+}
+
+// Keeps `budget` of the summarizable rows (a fair share per kind, each kind's spread
+// evenly over the batch) and counts the others per kind in `batch`'s `summarized`,
+// renumbering the errors' rows. Returns how many summarizable rows stay.
+int64_t SummarizeBeyond(int64_t budget, int64_t short_us, std::vector<TaskEventRow>* rows,
+                        rpc::TaskEventBatch* batch) {
+  std::vector<int64_t> eligible(batch->kinds_size(), 0);
+  int64_t total = 0;
+  for (const TaskEventRow& row : *rows) {
+    if (!Summarizable(row, short_us)) continue;
+    ++eligible[row.kind];
+    ++total;
+  }
+  if (total <= budget) return total;
+  const std::vector<int64_t> keep = FairShares(eligible, budget);
+  std::vector<int64_t> seen(eligible.size(), 0);
+  std::vector<int32_t> new_index(batch->errors_size() > 0 ? rows->size() : 0, -1);
+  size_t out = 0;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const TaskEventRow& row = (*rows)[i];
+    if (Summarizable(row, short_us)) {
+      const int64_t k = row.kind, j = seen[k]++;
+      if ((j + 1) * keep[k] / eligible[k] == j * keep[k] / eligible[k]) continue;  // counted below
+    }
+    if (!new_index.empty()) new_index[i] = static_cast<int32_t>(out);
+    if (out != i) (*rows)[out] = row;
+    ++out;
+  }
+  rows->resize(out);
+  for (rpc::TaskEventError& e : *batch->mutable_errors()) e.set_row(new_index[e.row()]);
+  int64_t kept = 0;
+  for (size_t k = 0; k < eligible.size(); ++k) {
+    kept += keep[k];
+    if (eligible[k] == keep[k]) continue;
+    rpc::TaskKindCount* c = batch->add_summarized();
+    c->set_kind(static_cast<int32_t>(k));
+    c->set_finished(eligible[k] - keep[k]);
+  }
+  return kept;
+}
+
 }  // namespace
 
 TaskExecutorInfo ExecutorOf(const rpc::Address& address) {
@@ -38,6 +104,14 @@ void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report)
   absl::MutexLock lock(&mu_);
   early_rows_ = rows;
   early_report_ = std::move(report);
+}
+
+void TaskEventBuffer::SetDetailRate(int64_t per_s, int64_t short_us) {
+  absl::MutexLock lock(&mu_);
+  detail_per_s_ = std::max<int64_t>(per_s, 0);
+  short_us_ = short_us;
+  detail_tokens_ = static_cast<double>(detail_per_s_);
+  detail_refilled_us_ = UnixMicros();
 }
 
 TaskEventBuffer::Row* TaskEventBuffer::NewRow(std::string_view task_id, int attempt) {
@@ -209,6 +283,9 @@ void TaskEventBuffer::AddRunningLocked(int64_t min_running_us) {
 std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {
   rpc::TaskEventBatch batch;
   std::vector<Row> rows;
+  int64_t budget = -1;  // short attempts to keep detailed (-1: all)
+  int64_t short_us = 0;
+  int64_t detailed = 0;
   {
     absl::MutexLock lock(&mu_);
     AddRunningLocked(min_running_us);
@@ -231,8 +308,18 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
     errors_.clear();
     last_executor_ = -1;
     ++generation_;
+    if (detail_per_s_ > 0) {
+      const int64_t now = UnixMicros();
+      detail_tokens_ = std::min(static_cast<double>(detail_per_s_),
+                                detail_tokens_ + static_cast<double>(now - detail_refilled_us_) * 1e-6 *
+                                                     static_cast<double>(detail_per_s_));
+      detail_refilled_us_ = now;
+      budget = static_cast<int64_t>(detail_tokens_);
+      short_us = short_us_;
+    }
   }
-  // One copy of the rows, outside the lock.
+  // Outside the lock: short attempts beyond the rate are counted; one copy of the rest.
+  if (budget >= 0) detailed = SummarizeBeyond(budget, short_us, &rows, &batch);
   batch.set_rows(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(Row));
   batch.set_job_id(source_.job_id.Binary());
   batch.set_worker_id(source_.self.worker_id.Binary());
@@ -243,6 +330,7 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
   // beyond it is freed).
   rows.clear();
   absl::MutexLock lock(&mu_);
+  detail_tokens_ = std::max(0.0, detail_tokens_ - static_cast<double>(detailed));
   const int64_t keep = early_rows_ > 0 ? 2 * early_rows_ : max_rows_;
   if (rows.capacity() <= static_cast<size_t>(keep) && spare_rows_.capacity() < rows.capacity()) {
     spare_rows_.swap(rows);

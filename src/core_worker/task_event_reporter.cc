@@ -10,6 +10,7 @@ TaskEventReporter::TaskEventReporter(EventLoop& loop, gcs::GcsClientInterface& g
       gcs_(gcs),
       buffer_(std::move(source), config.task_events_max_buffer_rows),
       min_running_us_(std::max<int64_t>(config.task_events_report_ms, 1) * 1000 / 2) {
+  buffer_.SetDetailRate(config.task_events_max_detailed_per_s, min_running_us_);
   std::weak_ptr<bool> alive = alive_;
   buffer_.SetEarlyReport(config.task_events_early_report_rows, [this, alive] {
     if (early_posted_.exchange(true)) return;

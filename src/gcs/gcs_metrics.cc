@@ -77,10 +77,12 @@ std::vector<metrics::MetricFamily> GcsMetricFamilies(GcsTaskManager& tasks, GcsA
   out.push_back(MakeFamily("manta_nodes", "Nodes by state", Kind::kGauge, {"State"},
                            ByState(node_counts, {"ALIVE", "DEAD"})));
   out.push_back(MakeFamily("manta_task_events_dropped_total",
-                           "Task attempts whose events were dropped: by core workers' buffers (source) or evicted by "
-                           "the GCS's caps (gcs)",
+                           "Task attempts whose events were dropped: by core workers' buffers (source), counted "
+                           "without details past task_events_max_detailed_per_s (summarized), or evicted by the "
+                           "GCS's caps (gcs)",
                            Kind::kCounter, {"Stage"},
                            {{{"source"}, static_cast<double>(tasks.dropped_at_source())},
+                            {{"summarized"}, static_cast<double>(tasks.summarized())},
                             {{"gcs"}, static_cast<double>(tasks.evicted())}}));
   out.push_back(MakeFamily("manta_task_events_stored", "Task attempts the GCS keeps", Kind::kGauge, {},
                            {{{}, static_cast<double>(tasks.num_attempts())}}));

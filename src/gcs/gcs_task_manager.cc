@@ -65,6 +65,13 @@ absl::Status GcsTaskManager::Validate(const rpc::TaskEventBatch& b) {
       return absl::InvalidArgumentError("task event batch: an error names row " + std::to_string(e.row()));
     }
   }
+  for (const rpc::TaskKindCount& c : b.summarized()) {
+    if (c.kind() < 0 || c.kind() >= b.kinds_size() || c.finished() < 0) {
+      return absl::InvalidArgumentError("task event batch: a summary counts " + std::to_string(c.finished()) +
+                                        " of kind " + std::to_string(c.kind()) + " of " +
+                                        std::to_string(b.kinds_size()));
+    }
+  }
   if (!b.job_id().empty() && !JobID::FromBinaryChecked(b.job_id()).ok()) {
     return absl::InvalidArgumentError("task event batch: malformed job id");
   }
@@ -217,8 +224,18 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
       Link(slot, ListId::kTerminal);
     }
   }
+  AddSummarized(b, &kinds);
   Evict();
   return absl::OkStatus();
+}
+
+void GcsTaskManager::AddSummarized(const rpc::TaskEventBatch& b, std::vector<int32_t>* kinds) {
+  for (const rpc::TaskKindCount& c : b.summarized()) {
+    int32_t& kind = (*kinds)[c.kind()];
+    if (kind == -2) kind = InternKind(b.kinds(c.kind()));
+    CountState(kind, rpc::FINISHED, c.finished());
+    summarized_ += c.finished();
+  }
 }
 
 absl::StatusOr<rpc::TaskEventBatch> GcsTaskManager::Export(const std::string& job_id) const {

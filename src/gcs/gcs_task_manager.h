@@ -71,10 +71,13 @@ class GcsTaskManager {
 
   int64_t num_attempts() const { return static_cast<int64_t>(index_.size()); }
   int64_t bytes() const { return bytes_; }
-  // Attempts dropped by core workers (reported in their batches) and evicted here.
+  // Attempts dropped by core workers (reported in their batches), counted by them
+  // without rows (beyond task_events_max_detailed_per_s: their state is counted), and
+  // evicted here: the attempts a listing cannot show.
   int64_t dropped_at_source() const { return dropped_at_source_; }
+  int64_t summarized() const { return summarized_; }
   int64_t evicted() const { return evicted_; }
-  int64_t num_dropped() const { return dropped_at_source_ + evicted_; }
+  int64_t num_dropped() const { return dropped_at_source_ + summarized_ + evicted_; }
   // Attempts by (function or class and method, state) since the GCS started, for
   // ray_tasks: an attempt counts once, in its latest state. Evicting an attempt that
   // ended keeps its count (FINISHED and FAILED only grow); evicting one still going
@@ -137,6 +140,9 @@ class GcsTaskManager {
   Chain& ListOf(ListId id) { return id == ListId::kActive ? active_ : terminal_; }
   void Link(uint32_t slot, ListId list);
   void Unlink(uint32_t slot);
+  // Attempts a batch counted without rows: they finished, and no row of them exists.
+  // `kinds` maps the batch's kinds to the table's (-2: not interned yet).
+  void AddSummarized(const rpc::TaskEventBatch& b, std::vector<int32_t>* kinds);
   void SetError(Attempt& a, const rpc::ErrorInfo& error);
   void Evict();
   void Erase(uint32_t slot);
@@ -158,6 +164,7 @@ class GcsTaskManager {
   Chain terminal_;
   int64_t bytes_ = 0;
   int64_t dropped_at_source_ = 0;
+  int64_t summarized_ = 0;
   int64_t evicted_ = 0;
   std::vector<rpc::TaskKind> kinds_;
   absl::flat_hash_map<std::string, int32_t> kind_index_;

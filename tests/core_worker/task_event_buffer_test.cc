@@ -1,5 +1,6 @@
 // TaskEventBuffer: one row per attempt per batch, kinds described once, bounded
-// with what it dropped counted, running tasks reported once.
+// with what it dropped counted, running tasks reported once, short finished attempts
+// beyond the detail rate counted.
 #include "src/core_worker/task_event_buffer.h"
 
 #include <gtest/gtest.h>
@@ -222,6 +223,98 @@ TEST(TaskEventBufferTest, AskingForAnEarlyReportOncePerBatch) {
   ASSERT_TRUE(buffer.TakeBatch().has_value());
   for (const PackedTaskPtr& t : tasks) buffer.Reached(*t, rpc::PENDING_NODE_ASSIGNMENT);
   EXPECT_EQ(asked, 2);
+}
+
+// Submits, dispatches and ends attempt `index` (run for `run_us`), failed with `error`
+// when it is set.
+PackedTaskPtr RunOne(TaskEventBuffer* buffer, uint64_t index, const std::string& function, int64_t run_us,
+                     const rpc::ErrorInfo* error = nullptr) {
+  rpc::TaskSpec spec = Spec(index, function);
+  PackedTaskPtr packed = PackedTask::Pack(spec);
+  buffer->Dispatched(spec, *packed, UnixMicros());
+  rpc::TaskResult result;
+  result.set_start_unix_us(UnixMicros());
+  result.set_run_us(run_us);
+  buffer->Ended(*packed, result, TaskExecutorInfo{WorkerID::FromRandom(), NodeID::FromRandom(), 9}, error,
+                UnixMicros());
+  return packed;
+}
+
+int64_t Summarized(const rpc::TaskEventBatch& batch, const std::string& function) {
+  int64_t n = 0;
+  for (const rpc::TaskKindCount& c : batch.summarized()) {
+    if (batch.kinds(c.kind()).function_name() == function) n += c.finished();
+  }
+  return n;
+}
+
+TEST(TaskEventBufferTest, BeyondTheDetailRateShortFinishedAttemptsAreCountedAndASampleStays) {
+  TaskEventBuffer buffer(Source(), 100000);
+  buffer.SetDetailRate(/*per_s=*/100, /*short_us=*/500000);
+  rpc::ErrorInfo error;
+  error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
+  error.set_message("no");
+  for (uint64_t i = 0; i < 1000; ++i) {
+    RunOne(&buffer, i, i % 2 == 0 ? "Even" : "Odd", 10);
+    if (i == 500) {
+      RunOne(&buffer, 5000, "Even", 10, &error);  // failures always go whole
+      RunOne(&buffer, 5001, "Odd", 600000);       // so do long runs (a worker may have reported them)
+    }
+  }
+  rpc::TaskSpec waiting = Spec(6000, "Even");
+  PackedTaskPtr waiting_packed = PackedTask::Pack(waiting);
+  buffer.Dispatched(waiting, *waiting_packed, UnixMicros());  // not ended: goes whole
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 103);
+  EXPECT_EQ(Summarized(*batch, "Even") + Summarized(*batch, "Odd"), 900);
+  EXPECT_EQ(Summarized(*batch, "Even"), 450);  // the budget shared by the two functions
+  EXPECT_EQ(Summarized(*batch, "Odd"), 450);
+  // The error names its own row, renumbered; the sample spans the whole batch.
+  ASSERT_EQ(batch->errors_size(), 1);
+  EXPECT_EQ(RowAt(*batch, batch->errors(0).row()).TaskId(), TaskID::FromBinary(Spec(5000, "").task_id()));
+  EXPECT_GT(StateAt(*batch, batch->errors(0).row(), rpc::FAILED), 0);
+  EXPECT_EQ(RowAt(*batch, 0).TaskId(), TaskID::FromBinary(Spec(18, "").task_id()));
+  EXPECT_EQ(RowAt(*batch, 101).TaskId(), TaskID::FromBinary(Spec(999, "").task_id()));
+
+  // The rate is spent: the waiting attempt's end (its row was sent before) still goes
+  // whole, as do its later states; new short attempts are counted.
+  rpc::TaskResult result;
+  result.set_start_unix_us(UnixMicros());
+  result.set_run_us(10);
+  buffer.Ended(*waiting_packed, result, TaskExecutorInfo{}, nullptr, UnixMicros());
+  for (uint64_t i = 7000; i < 7500; ++i) RunOne(&buffer, i, "Even", 10);
+  batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_GE(NumRows(*batch), 1);
+  EXPECT_LE(NumRows(*batch), 10);  // what the rate refilled meanwhile
+  EXPECT_EQ(RowAt(*batch, 0).TaskId(), TaskID::FromBinary(waiting.task_id()));
+  EXPECT_EQ(Summarized(*batch, "Even") + NumRows(*batch) - 1, 500);
+}
+
+TEST(TaskEventBufferTest, ARareFunctionKeepsItsRowsBesideACommonOne) {
+  TaskEventBuffer buffer(Source(), 100000);
+  buffer.SetDetailRate(/*per_s=*/10, /*short_us=*/500000);
+  for (uint64_t i = 0; i < 1000; ++i) RunOne(&buffer, i, "Common", 10);
+  RunOne(&buffer, 1000, "Rare", 10);
+  RunOne(&buffer, 1001, "Rare", 10);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 10);
+  EXPECT_EQ(Summarized(*batch, "Common"), 992);
+  EXPECT_EQ(Summarized(*batch, "Rare"), 0);
+  int rare = 0;
+  for (int64_t i = 0; i < NumRows(*batch); ++i) rare += batch->kinds(RowAt(*batch, i).kind).function_name() == "Rare";
+  EXPECT_EQ(rare, 2);
+}
+
+TEST(TaskEventBufferTest, WithoutADetailRateEveryAttemptIsARow) {
+  TaskEventBuffer buffer(Source(), 100000);
+  for (uint64_t i = 0; i < 300; ++i) RunOne(&buffer, i, "f", 10);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(NumRows(*batch), 300);
+  EXPECT_EQ(batch->summarized_size(), 0);
 }
 
 TEST(TaskEventBufferTest, AMovedAttemptKeepsItsRow) {

@@ -350,6 +350,39 @@ TEST(GcsTaskManagerStateCountsTest, EachFunctionHasItsOwnCounts) {
   EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 3);
 }
 
+TEST(GcsTaskManagerStateCountsTest, AttemptsCountedWithoutRowsAreFinishedAndCountedAsNotListed) {
+  GcsTaskManager tasks({});
+  BatchBuilder b;
+  b.Row(1, 0, rpc::FINISHED).Row(2, 0, rpc::RUNNING, /*kind=*/1);
+  rpc::TaskKindCount* work = b.batch().add_summarized();
+  work->set_kind(0);
+  work->set_finished(900);
+  rpc::TaskKindCount* other = b.batch().add_summarized();
+  other->set_kind(1);
+  other->set_finished(40);
+  ASSERT_TRUE(tasks.AddBatch(b.batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::FINISHED), 901);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::FINISHED), 40);
+  EXPECT_EQ(CountOf(tasks, "Other", rpc::RUNNING), 1);
+  EXPECT_EQ(TotalCount(tasks), 942);
+  EXPECT_EQ(tasks.num_attempts(), 2);  // no records for them
+  EXPECT_EQ(tasks.summarized(), 940);
+  EXPECT_EQ(tasks.num_dropped(), 940);  // a listing cannot show them
+  // A summary naming a kind the batch does not have, or counting below zero, is refused
+  // (with the whole batch).
+  BatchBuilder bad;
+  bad.Row(3, 0, rpc::FINISHED);
+  bad.batch().add_summarized()->set_kind(2);
+  auto s = tasks.AddBatch(bad.batch());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("a summary counts 0 of kind 2 of 2"), std::string::npos) << s;
+  bad.batch().mutable_summarized(0)->set_kind(0);
+  bad.batch().mutable_summarized(0)->set_finished(-5);
+  EXPECT_EQ(tasks.AddBatch(bad.batch()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tasks.num_attempts(), 2);
+  EXPECT_EQ(TotalCount(tasks), 942);
+}
+
 TEST(GcsTaskManagerStateCountsTest, FailedAttemptsAndTheirRetriesCountApart) {
   GcsTaskManager tasks({});
   ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::RUNNING).batch()).ok());
