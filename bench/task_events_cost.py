@@ -29,7 +29,9 @@ DEFAULT_BENCHES = [
 def run(binary, names, seconds, events):
     env = dict(os.environ, MANTA_task_events_enabled="1" if events else "0")
     out = subprocess.run([binary, "--only", ",".join(names), "--seconds", str(seconds)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=600, check=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{binary} exited with {out.returncode}; the end of its stderr:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout)
 
 

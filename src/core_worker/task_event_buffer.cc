@@ -120,7 +120,8 @@ TaskEventBuffer::Row* TaskEventBuffer::NewRow(std::string_view task_id, int atte
     return nullptr;
   }
   Row& row = rows_.emplace_back();
-  if (static_cast<int64_t>(rows_.size()) == early_rows_ && early_report_) early_report_();
+  // Half full (mostly attempts still going: a burst of submissions) is early too.
+  if (static_cast<int64_t>(rows_.size()) == max_rows_ / 2 && early_report_) early_report_();
   std::memcpy(row.task_id.data(), task_id.data(), std::min(task_id.size(), row.task_id.size()));
   row.attempt = attempt;
   return &row;
@@ -239,6 +240,11 @@ void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& res
   }
   row->executor = ExecutorOf(by);
   if (error != nullptr) AddError(row, *error);
+  CountEndedLocked();
+}
+
+void TaskEventBuffer::CountEndedLocked() {
+  if (++ended_ == early_rows_ && early_report_) early_report_();
 }
 
 void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& error) {
@@ -248,6 +254,7 @@ void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& err
   if (row == nullptr) return;
   row->state_us[StateIndex(rpc::FAILED)] = now;
   AddError(row, error);
+  CountEndedLocked();
 }
 
 void TaskEventBuffer::BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us) {
@@ -307,6 +314,7 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
     executors_.clear();
     errors_.clear();
     last_executor_ = -1;
+    ended_ = 0;
     ++generation_;
     if (detail_per_s_ > 0) {
       const int64_t now = UnixMicros();

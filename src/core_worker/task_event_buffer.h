@@ -87,8 +87,11 @@ class TaskEventBuffer {
 
   TaskEventBuffer(TaskEventSource source, int64_t max_rows);
 
-  // `report` runs (under the buffer's lock: it must only post work) when the rows
-  // waiting reach `rows`, once per batch.
+  // `report` runs (under the buffer's lock: it must only post work) once `rows`
+  // attempts have ended since the last batch, and when the buffer is half full. An
+  // attempt's rows before and after a report are two rows for the GCS to merge, so
+  // the count is of attempts whose row is complete: a burst of submissions does not
+  // cut every attempt in two.
   void SetEarlyReport(int64_t rows, std::function<void()> report);
 
   // Beyond `per_s` a second (0: no limit), attempts that finished in one batch and ran
@@ -147,12 +150,15 @@ class TaskEventBuffer {
   int32_t KindOf(const rpc::TaskSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int32_t ExecutorOf(const TaskExecutorInfo& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddError(const Row* row, const rpc::ErrorInfo& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One more attempt ended in this batch (asks for an early report at early_rows_).
+  void CountEndedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rows for the running tasks not reported yet.
   void AddRunningLocked(int64_t min_running_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TaskEventSource source_;
   const int64_t max_rows_;
   int64_t early_rows_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ended_ ABSL_GUARDED_BY(mu_) = 0;  // attempts ended in this batch
   std::function<void()> early_report_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex mu_;
   // Rows belong to batch `generation_`; a PackedTask's slot is (generation << 32 | index + 1).

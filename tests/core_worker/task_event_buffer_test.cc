@@ -209,19 +209,27 @@ TEST(TaskEventBufferTest, APeriodicReportShowsOnlyTasksThatHaveRunAWhile) {
   EXPECT_EQ(batch->kinds(0).function_name(), "Quick");
 }
 
-TEST(TaskEventBufferTest, AskingForAnEarlyReportOncePerBatch) {
-  TaskEventBuffer buffer(Source(), 100);
+TEST(TaskEventBufferTest, AnEarlyReportIsAskedForOncePerBatchWhenAttemptsEndOrTheBufferIsHalfFull) {
+  TaskEventBuffer buffer(Source(), 8);
   int asked = 0;
   buffer.SetEarlyReport(2, [&] { ++asked; });
   std::vector<PackedTaskPtr> tasks;
-  for (uint64_t i = 1; i <= 4; ++i) {
+  for (uint64_t i = 1; i <= 3; ++i) {
     rpc::TaskSpec spec = Spec(i, "f");
     tasks.push_back(PackedTask::Pack(spec));
     buffer.Submitted(spec, *tasks.back(), UnixMicros());
   }
-  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(asked, 0);  // submitted, not ended: no report yet
+  rpc::TaskResult result;
+  for (const PackedTaskPtr& t : tasks) buffer.Ended(*t, result, TaskExecutorInfo{}, nullptr, UnixMicros());
+  EXPECT_EQ(asked, 1);  // at the second end only
   ASSERT_TRUE(buffer.TakeBatch().has_value());
-  for (const PackedTaskPtr& t : tasks) buffer.Reached(*t, rpc::PENDING_NODE_ASSIGNMENT);
+  // A burst of submissions: asked for at half the buffer (4 of 8 rows).
+  for (uint64_t i = 10; i < 16; ++i) {
+    rpc::TaskSpec spec = Spec(i, "f");
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Submitted(spec, *tasks.back(), UnixMicros());
+  }
   EXPECT_EQ(asked, 2);
 }
 
