@@ -1,5 +1,8 @@
 #include "src/common/id.h"
 
+#include <glog/logging.h>
+
+#include <cstdlib>
 #include <mutex>
 #include <random>
 
@@ -51,6 +54,12 @@ uint64_t StableHash64(std::string_view data, uint64_t seed) {
     h *= 0x100000001b3ull;
   }
   return Mix64(h ^ data.size());
+}
+
+void DieOfWrongIdSize(size_t size, size_t expected) {
+  LOG(FATAL) << "an id of " << size << " bytes where " << expected
+             << " were expected (BaseID::FromBinary: a caller must check untrusted bytes with FromBinaryChecked)";
+  std::abort();  // not reached
 }
 
 absl::Status WrongIdSize(size_t size, size_t expected) {

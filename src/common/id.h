@@ -183,13 +183,16 @@ struct IdHash {
   }
 };
 
+// Aborts with a message naming both sizes and a stack trace (out of line).
+[[noreturn]] void DieOfWrongIdSize(size_t size, size_t expected);
+
 // Both are on the task path (every result, return and event row): a plain copy,
 // with the error built out of line.
 template <typename Derived, size_t N>
 Derived BaseID<Derived, N>::FromBinary(std::string_view binary) {
   // A wrong-size binary here is a programmer error: callers at trust boundaries use
   // FromBinaryChecked.
-  if (binary.size() != N) std::abort();
+  if (binary.size() != N) [[unlikely]] DieOfWrongIdSize(binary.size(), N);
   Derived id;
   std::memcpy(id.bytes_.data(), binary.data(), N);
   return id;

@@ -74,6 +74,10 @@ TEST(IdTest, FromBinaryCheckedRejectsWrongSize) {
   EXPECT_EQ(*back, node);
 }
 
+TEST(IdDeathTest, FromBinaryOfTheWrongSizeDiesSayingSo) {
+  EXPECT_DEATH(TaskID::FromBinary("abc"), "an id of 3 bytes where 24 were expected");
+}
+
 TEST(IdTest, JobIdIntRoundTrip) {
   for (uint32_t v : {0u, 1u, 2u, 255u, 256u, 0x12345678u, 0xfffffffeu}) {
     EXPECT_EQ(JobID::FromInt(v).ToInt(), v);
