@@ -110,8 +110,13 @@ void TaskEventBuffer::SetDetailRate(int64_t per_s, int64_t short_us) {
   absl::MutexLock lock(&mu_);
   detail_per_s_ = std::max<int64_t>(per_s, 0);
   short_us_ = short_us;
-  detail_tokens_ = static_cast<double>(detail_per_s_);
+  detail_tokens_ = 0;  // a burst at start-up is held to the rate too (see FillDetailBucket)
   detail_refilled_us_ = UnixMicros();
+}
+
+void TaskEventBuffer::FillDetailBucket() {
+  absl::MutexLock lock(&mu_);
+  detail_tokens_ = static_cast<double>(detail_per_s_);
 }
 
 TaskEventBuffer::Row* TaskEventBuffer::NewRow(std::string_view task_id, int attempt) {

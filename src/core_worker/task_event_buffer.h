@@ -97,6 +97,10 @@ class TaskEventBuffer {
   // Beyond `per_s` a second (0: no limit), attempts that finished in one batch and ran
   // under `short_us` are counted in the batch's `summarized` instead of sent as rows.
   void SetDetailRate(int64_t per_s, int64_t short_us);
+  // The rate's bucket starts empty (a process's first burst is held to the rate);
+  // this fills it to a second's worth, for the last batch of a process: a program
+  // that ran for less than a second keeps up to `per_s` attempts detailed.
+  void FillDetailBucket();
 
   // Owner side. The attempt was submitted at `submitted_us` and waits for its
   // arguments (PENDING_ARGS_AVAIL, with what it runs).

@@ -55,6 +55,7 @@ void TaskEventReporter::Report() {
 }
 
 void TaskEventReporter::Flush(std::function<void()> done) {
+  buffer_.FillDetailBucket();  // the last batch: a short program keeps its detail
   std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch();
   if (!batch) return done();
   Send(std::move(*batch), std::move(done));

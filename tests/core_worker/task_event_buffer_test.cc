@@ -272,6 +272,7 @@ TEST(TaskEventBufferTest, BeyondTheDetailRateShortFinishedAttemptsAreCountedAndA
   rpc::TaskSpec waiting = Spec(6000, "Even");
   PackedTaskPtr waiting_packed = PackedTask::Pack(waiting);
   buffer.Dispatched(waiting, *waiting_packed, UnixMicros());  // not ended: goes whole
+  buffer.FillDetailBucket();  // a second's worth: 100
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
   ASSERT_EQ(NumRows(*batch), 103);
@@ -306,6 +307,7 @@ TEST(TaskEventBufferTest, ARareFunctionKeepsItsRowsBesideACommonOne) {
   for (uint64_t i = 0; i < 1000; ++i) RunOne(&buffer, i, "Common", 10);
   RunOne(&buffer, 1000, "Rare", 10);
   RunOne(&buffer, 1001, "Rare", 10);
+  buffer.FillDetailBucket();
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
   ASSERT_EQ(NumRows(*batch), 10);
@@ -314,6 +316,19 @@ TEST(TaskEventBufferTest, ARareFunctionKeepsItsRowsBesideACommonOne) {
   int rare = 0;
   for (int64_t i = 0; i < NumRows(*batch); ++i) rare += batch->kinds(RowAt(*batch, i).kind).function_name() == "Rare";
   EXPECT_EQ(rare, 2);
+}
+
+TEST(TaskEventBufferTest, AFirstBurstIsHeldToTheRate) {
+  TaskEventBuffer buffer(Source(), 100000);
+  buffer.SetDetailRate(/*per_s=*/100, /*short_us=*/500000);
+  const int64_t start = UnixMicros();
+  for (uint64_t i = 0; i < 1000; ++i) RunOne(&buffer, i, "f", 10);
+  auto batch = buffer.TakeBatch();
+  const int64_t elapsed_us = UnixMicros() - start;
+  ASSERT_TRUE(batch.has_value());
+  // What the rate gave while they ran (the bucket starts empty), not a second's worth.
+  EXPECT_LE(NumRows(*batch), 1 + elapsed_us * 100 / 1000000);
+  EXPECT_EQ(NumRows(*batch) + Summarized(*batch, "f"), 1000);
 }
 
 TEST(TaskEventBufferTest, WithoutADetailRateEveryAttemptIsARow) {
