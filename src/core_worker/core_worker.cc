@@ -204,6 +204,7 @@ void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   }
   if (channel_server_ != nullptr) channel_server_->Wake();
   RunOnLoopAndWait(
+      loop_,
       [this](std::function<void(absl::Status)> done) {
         submitter_->Shutdown();
         actor_submitter_->Shutdown();

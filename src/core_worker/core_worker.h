@@ -227,14 +227,6 @@ class CoreWorker {
   void MakeSubmitters();
   // Follows the node table and the actors this process calls (GCS pubsub).
   void StartFollowingTheGcs();
-  absl::Status RunOnLoopAndWait(const std::function<void(std::function<void(absl::Status)>)>& fn,
-                                int64_t timeout_ms) {
-    return manta::RunOnLoopAndWait(loop_, fn, timeout_ms);
-  }
-  template <typename Reply>
-  absl::StatusOr<Reply> CallOnLoop(const ReplyCall<Reply>& call, int64_t timeout_ms) {
-    return manta::CallOnLoop<Reply>(loop_, call, timeout_ms);
-  }
   // A placement group call to the GCS: `request(gcs, callback)` runs on the loop.
   template <typename Reply>
   using PlacementGroupRequest = std::function<void(gcs::PlacementGroupInfoClientInterface&,

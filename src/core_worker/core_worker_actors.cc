@@ -70,7 +70,7 @@ absl::StatusOr<CreatedActor> CoreWorker::CreateActor(const std::string& factory_
   };
   // Registered before any handle exists: a process that gets a handle can always ask
   // the GCS about the actor, and a name already taken fails this call.
-  absl::Status s = RunOnLoopAndWait(register_actor, options_.config.grpc_client_deadline_ms);
+  absl::Status s = RunOnLoopAndWait(loop_, register_actor, options_.config.grpc_client_deadline_ms);
   if (!s.ok()) {
     {
       absl::MutexLock lock(&actors_mu_);
@@ -153,7 +153,7 @@ absl::Status CoreWorker::KillActor(const ActorID& actor_id, bool no_restart) {
   request.set_reason(no_restart ? "killed by ray::ActorHandle::Kill()"
                                 : "killed by ray::ActorHandle::Kill(/*no_restart=*/false)");
   return RunOnLoopAndWait(
-      [this, request](std::function<void(absl::Status)> done) {
+      loop_, [this, request](std::function<void(absl::Status)> done) {
         gcs_.AsyncKillActor(request, [this, done](const absl::Status& s, rpc::KillActorReply&& reply) {
           // Calls made after Kill returns wait for the restart (or fail) at once.
           if (s.ok() && reply.has_actor()) OnActorState(reply.actor());
@@ -167,7 +167,7 @@ absl::StatusOr<std::optional<rpc::ActorTableData>> CoreWorker::GetNamedActor(con
                                                                              const std::string& ray_namespace) {
   const std::string ns = ray_namespace.empty() ? this->ray_namespace() : ray_namespace;
   auto reply = CallOnLoop<rpc::GetNamedActorInfoReply>(
-      [this, name, ns](auto callback) { gcs_.AsyncGetNamedActorInfo(name, ns, std::move(callback)); },
+      loop_, [this, name, ns](auto callback) { gcs_.AsyncGetNamedActorInfo(name, ns, std::move(callback)); },
       options_.config.grpc_client_deadline_ms);
   if (!reply.ok()) return reply.status();
   std::optional<rpc::ActorTableData> found;
@@ -256,7 +256,7 @@ void CoreWorker::ExitCurrentActor(const std::string& method) {
   request.set_no_restart(true);
   request.set_reason("the actor called ray::ExitActor() in " + method);
   absl::Status s = RunOnLoopAndWait(
-      [this, request](std::function<void(absl::Status)> done) {
+      loop_, [this, request](std::function<void(absl::Status)> done) {
         gcs_.AsyncKillActor(request, [done](const absl::Status& s, rpc::KillActorReply&&) { done(s); });
       },
       options_.config.grpc_client_deadline_ms);

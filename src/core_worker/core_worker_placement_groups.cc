@@ -34,7 +34,7 @@ absl::Status Explain(const absl::Status& s, const std::string& what) {
 template <typename Reply>
 absl::StatusOr<Reply> CoreWorker::AskPlacementGroups(const PlacementGroupRequest<Reply>& request,
                                                      int64_t timeout_ms) {
-  return CallOnLoop<Reply>([this, request](auto callback) { request(gcs_, std::move(callback)); }, timeout_ms);
+  return CallOnLoop<Reply>(loop_, [this, request](auto callback) { request(gcs_, std::move(callback)); }, timeout_ms);
 }
 
 absl::StatusOr<PlacementGroupID> CoreWorker::CreatePlacementGroup(
