@@ -19,9 +19,9 @@
 // running (so no other row of it exists anywhere) is counted per kind instead of
 // sent. The rows kept are shared fairly between kinds (a rare function always shows)
 // and spread evenly over the batch. Failures, and attempts seen in an earlier batch,
-// are always sent whole. At a few hundred thousand tasks a
-// second this spares the GCS nearly all of its merging, and the GCS's cap would have
-// evicted those rows within a second anyway.
+// are always sent whole. At a few hundred thousand tasks a second this spares the
+// GCS nearly all of its merging, and the GCS's cap would have evicted those rows
+// within a second anyway.
 //
 // Cost: this is on the task path of every process, at up to a few hundred thousand
 // tasks a second. An attempt takes three short sections of the mutex (submitted and
@@ -131,10 +131,10 @@ class TaskEventBuffer {
   // Everything recorded since the last batch, and the running tasks not reported yet
   // that have run for at least `min_running_us` (0: all) — a task that ends soon is
   // left to its owner, so that a late report of it never revives an attempt the GCS
-  // already saw end; nullopt when there is nothing to say.
-  // Short finished attempts beyond the detail rate are counted, not sent.
+  // already saw end; nullopt when there is nothing to say. Short finished attempts
+  // beyond the detail rate are counted, not sent.
   std::optional<rpc::TaskEventBatch> TakeBatch(int64_t min_running_us = 0);
-  // Rows waiting for the next batch (a report comes early once there are many).
+  // Rows waiting for the next batch.
   int64_t NumRows() const;
   int64_t TotalDropped() const;
 
