@@ -81,9 +81,9 @@ class PackedTask {
  private:
   friend class PackedTaskPtr;
   // The row of the task events buffer this attempt's events go to while that row is
-  // in the buffer (task_event_buffer.h); guarded by the buffer's mutex.
+  // in the buffer (task_event_buffer.h); written by whichever thread records it.
   friend class TaskEventBuffer;
-  mutable uint64_t event_slot_ = 0;
+  mutable std::atomic<uint64_t> event_slot_{0};
 
   PackedTask(const rpc::TaskSpec& spec, uint32_t size);
   // Frees the block (the bytes follow the object in it).

@@ -81,6 +81,64 @@ int64_t SummarizeBeyond(int64_t budget, int64_t short_us, std::vector<TaskEventR
   return kept;
 }
 
+
+// A PackedTask's slot: (generation << 32 | lane << kLaneShift | index + 1); 0 is none.
+constexpr int kLaneShift = 28;
+constexpr int64_t kMaxLaneRows = (int64_t{1} << kLaneShift) - 2;
+constexpr int kMaxChain = 64;  // rows of one attempt in one batch: a few per state at most
+
+uint32_t SlotGeneration(uint64_t slot) { return static_cast<uint32_t>(slot >> 32); }
+int SlotLane(uint64_t slot) { return static_cast<int>((slot >> kLaneShift) & 0xF); }
+size_t SlotIndex(uint64_t slot) { return static_cast<size_t>(slot & ((uint64_t{1} << kLaneShift) - 1)) - 1; }
+uint64_t MakeSlot(uint32_t generation, int lane, size_t index) {
+  return (uint64_t{generation} << 32) | (static_cast<uint64_t>(lane) << kLaneShift) | (index + 1);
+}
+
+std::string_view IdBytes(const TaskID& id) { return {reinterpret_cast<const char*>(id.Data()), TaskID::kSize}; }
+
+// Joins `from`, a later row of the same attempt, into `to`.
+void JoinRow(const TaskEventRow& from, TaskEventRow* to) {
+  for (size_t s = 0; s < to->state_us.size(); ++s) to->state_us[s] = std::max(to->state_us[s], from.state_us[s]);
+  if (from.exec_start_us != 0) to->exec_start_us = from.exec_start_us;
+  if (from.exec_end_us != 0) to->exec_end_us = from.exec_end_us;
+  if (from.executor >= 0) to->executor = from.executor;
+  if (to->kind < 0 && from.kind >= 0) {
+    to->kind = from.kind;
+    to->parent_task_id = from.parent_task_id;
+  }
+}
+
+// For each row, the first row of its attempt in the batch: rows continue the row
+// their `continues` slot names (a slot names lane l's row i: `base[l] + i`).
+std::vector<int64_t> FirstRows(const std::vector<uint64_t>& continues, const std::vector<int64_t>& base) {
+  const int64_t n = static_cast<int64_t>(continues.size());
+  auto continued = [&](int64_t g) -> int64_t {
+    const uint64_t slot = continues[g];
+    if (slot == 0) return -1;
+    const size_t l = static_cast<size_t>(SlotLane(slot));
+    if (l + 1 >= base.size()) return -1;
+    const int64_t target = base[l] + static_cast<int64_t>(SlotIndex(slot));
+    return target >= base[l] && target < base[l + 1] && target != g ? target : -1;
+  };
+  std::vector<int64_t> first(n, -1);
+  std::vector<int64_t> path;
+  for (int64_t g = 0; g < n; ++g) {
+    int64_t at = g;
+    while (first[at] < 0) {
+      const int64_t next = continued(at);
+      if (next < 0 || path.size() >= kMaxChain) {
+        first[at] = at;
+        break;
+      }
+      path.push_back(at);
+      at = next;
+    }
+    for (int64_t p : path) first[p] = first[at];
+    path.clear();
+  }
+  return first;
+}
+
 }  // namespace
 
 TaskExecutorInfo ExecutorOf(const rpc::Address& address) {
@@ -98,12 +156,32 @@ void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const P
 }
 
 TaskEventBuffer::TaskEventBuffer(TaskEventSource source, int64_t max_rows)
-    : source_(std::move(source)), max_rows_(std::max<int64_t>(max_rows, 1)) {}
+    : source_(std::move(source)),
+      max_rows_(std::clamp<int64_t>(max_rows, 1, kMaxLaneRows)),
+      quota_chunk_(std::clamp<int64_t>(max_rows_ / (4 * kLanes), 1, 256)),
+      rows_free_(max_rows_) {
+  for (int i = 0; i < kLanes; ++i) lanes_[i].index = i;
+}
+
+TaskEventBuffer::Lane& TaskEventBuffer::ThisThreadsLane() {
+  static std::atomic<int> next{0};
+  thread_local const int lane = next.fetch_add(1, std::memory_order_relaxed) % kLanes;
+  return lanes_[lane];
+}
+
+void TaskEventBuffer::LockLanes() const {
+  for (Lane& lane : lanes_) lane.mu.Lock();
+}
+
+void TaskEventBuffer::UnlockLanes() const {
+  for (Lane& lane : lanes_) lane.mu.Unlock();
+}
 
 void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report) {
-  absl::MutexLock lock(&mu_);
+  LockLanes();
   early_rows_ = rows;
-  early_report_ = std::move(report);
+  early_report_.swap(report);
+  UnlockLanes();
 }
 
 void TaskEventBuffer::SetDetailRate(int64_t per_s, int64_t short_us) {
@@ -119,88 +197,121 @@ void TaskEventBuffer::FillDetailBucket() {
   detail_tokens_ = static_cast<double>(detail_per_s_);
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::NewRow(std::string_view task_id, int attempt) {
-  if (static_cast<int64_t>(rows_.size()) >= max_rows_) {
-    ++dropped_;
+bool TaskEventBuffer::TakeQuota(Lane& lane) {
+  int64_t free = rows_free_.load(std::memory_order_relaxed);
+  int64_t take = 0;
+  do {
+    take = std::min(quota_chunk_, free);
+    if (take == 0) return false;
+  } while (!rows_free_.compare_exchange_weak(free, free - take, std::memory_order_relaxed));
+  lane.quota = take;
+  // Half full (mostly attempts still going: a burst of submissions) is early too.
+  const int64_t half = max_rows_ / 2, used = max_rows_ - free;
+  if (used < half && used + take >= half && early_report_) early_report_();
+  return true;
+}
+
+TaskEventBuffer::Row* TaskEventBuffer::AddRow(Lane& lane, std::string_view task_id, int attempt,
+                                              uint64_t continues) {
+  Records& r = lane.records;
+  if (static_cast<int64_t>(r.rows.size()) >= kMaxLaneRows) {
+    ++lane.dropped;
     return nullptr;
   }
-  Row& row = rows_.emplace_back();
-  // Half full (mostly attempts still going: a burst of submissions) is early too.
-  if (static_cast<int64_t>(rows_.size()) == max_rows_ / 2 && early_report_) early_report_();
+  Row& row = r.rows.emplace_back();
+  r.continues.push_back(continues);
   std::memcpy(row.task_id.data(), task_id.data(), std::min(task_id.size(), row.task_id.size()));
   row.attempt = attempt;
   return &row;
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::NewRow(const TaskID& task_id, int attempt) {
-  return NewRow(std::string_view(reinterpret_cast<const char*>(task_id.Data()), TaskID::kSize), attempt);
+TaskEventBuffer::Row* TaskEventBuffer::NewRow(Lane& lane, std::string_view task_id, int attempt) {
+  if (lane.quota == 0 && !TakeQuota(lane)) {
+    ++lane.dropped;
+    return nullptr;
+  }
+  --lane.quota;
+  return AddRow(lane, task_id, attempt, 0);
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::RowOf(const PackedTask& packed) {
-  const uint64_t slot = packed.event_slot_;
-  if (static_cast<uint32_t>(slot >> 32) == generation_) {
-    const uint32_t index = static_cast<uint32_t>(slot) - 1;
-    if (index < rows_.size()) return &rows_[index];
+TaskEventBuffer::Row* TaskEventBuffer::RowOf(Lane& lane, const PackedTask& packed) {
+  const uint64_t slot = packed.event_slot_.load(std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed);
+  const std::string_view task_id = IdBytes(packed.task_id());
+  Row* row = nullptr;
+  if (slot != 0 && SlotGeneration(slot) == generation) {
+    if (SlotLane(slot) != lane.index) {
+      // Recorded on another thread before: this row continues that one (joined at TakeBatch).
+      row = AddRow(lane, task_id, packed.attempt_number(), slot);
+    } else if (SlotIndex(slot) < lane.records.rows.size()) {
+      return &lane.records.rows[SlotIndex(slot)];
+    }
   }
-  Row* row = NewRow(packed.task_id(), packed.attempt_number());
-  if (row != nullptr) packed.event_slot_ = (uint64_t{generation_} << 32) | rows_.size();
+  if (row == nullptr) row = NewRow(lane, task_id, packed.attempt_number());
+  if (row != nullptr) {
+    packed.event_slot_.store(MakeSlot(generation, lane.index, lane.records.rows.size() - 1),
+                             std::memory_order_relaxed);
+  }
   return row;
 }
 
-int32_t TaskEventBuffer::KindOf(const rpc::TaskSpec& spec) {
-  if (last_kind_ >= 0 && SameTaskKind(kinds_[last_kind_], spec)) return last_kind_;
+int32_t TaskEventBuffer::KindOf(Lane& lane, const rpc::TaskSpec& spec) {
+  std::vector<rpc::TaskKind>& kinds = lane.records.kinds;
+  if (lane.last_kind >= 0 && SameTaskKind(kinds[lane.last_kind], spec)) return lane.last_kind;
   const size_t hash = TaskKindHash(spec);
-  auto [it, added] = kind_index_.try_emplace(hash, static_cast<int32_t>(kinds_.size()));
-  if (!added && SameTaskKind(kinds_[it->second], spec)) return last_kind_ = it->second;
+  auto [it, added] = lane.kind_index.try_emplace(hash, static_cast<int32_t>(kinds.size()));
+  if (!added && SameTaskKind(kinds[it->second], spec)) return lane.last_kind = it->second;
   // New, or another kind with the same hash (described again, uncached).
-  kinds_.push_back(TaskKindOf(spec));
-  return last_kind_ = static_cast<int32_t>(kinds_.size()) - 1;
+  kinds.push_back(TaskKindOf(spec));
+  return lane.last_kind = static_cast<int32_t>(kinds.size()) - 1;
 }
 
-void TaskEventBuffer::Describe(Row* row, const rpc::TaskSpec& spec) {
-  row->kind = KindOf(spec);
+void TaskEventBuffer::Describe(Lane& lane, Row* row, const rpc::TaskSpec& spec) {
+  row->kind = KindOf(lane, spec);
   const std::string& parent = spec.parent_task_id();
   if (parent.size() == TaskID::kSize) std::memcpy(row->parent_task_id.data(), parent.data(), TaskID::kSize);
 }
 
-int32_t TaskEventBuffer::ExecutorOf(const TaskExecutorInfo& by) {
-  if (last_executor_ >= 0 && last_executor_id_ == by.worker_id) return last_executor_;
-  for (size_t i = 0; i < executors_.size(); ++i) {
-    if (executors_[i].worker_id() == by.worker_id.Binary()) {
-      last_executor_ = static_cast<int32_t>(i);
-      last_executor_id_ = by.worker_id;
-      return last_executor_;
-    }
+int32_t TaskEventBuffer::ExecutorOf(Lane& lane, const TaskExecutorInfo& by) {
+  if (lane.last_executor >= 0 && lane.last_executor_id == by.worker_id) return lane.last_executor;
+  std::vector<rpc::TaskExecutor>& executors = lane.records.executors;
+  lane.last_executor = -1;
+  for (size_t i = 0; i < executors.size() && lane.last_executor < 0; ++i) {
+    if (executors[i].worker_id() == by.worker_id.Binary()) lane.last_executor = static_cast<int32_t>(i);
   }
-  rpc::TaskExecutor& e = executors_.emplace_back();
-  e.set_worker_id(by.worker_id.Binary());
-  e.set_node_id(by.node_id.Binary());
-  e.set_pid(by.pid);
-  last_executor_ = static_cast<int32_t>(executors_.size()) - 1;
-  last_executor_id_ = by.worker_id;
-  return last_executor_;
+  if (lane.last_executor < 0) {
+    rpc::TaskExecutor& e = executors.emplace_back();
+    e.set_worker_id(by.worker_id.Binary());
+    e.set_node_id(by.node_id.Binary());
+    e.set_pid(by.pid);
+    lane.last_executor = static_cast<int32_t>(executors.size()) - 1;
+  }
+  lane.last_executor_id = by.worker_id;
+  return lane.last_executor;
 }
 
-void TaskEventBuffer::AddError(const Row* row, const rpc::ErrorInfo& error) {
-  rpc::TaskEventError& e = errors_.emplace_back();
-  e.set_row(static_cast<int32_t>(row - rows_.data()));
+void TaskEventBuffer::AddError(Lane& lane, const Row* row, const rpc::ErrorInfo& error) {
+  rpc::TaskEventError& e = lane.records.errors.emplace_back();
+  e.set_row(static_cast<int32_t>(row - lane.records.rows.data()));
   *e.mutable_error() = error;
 }
 
 void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
-  absl::MutexLock lock(&mu_);
-  Row* row = RowOf(packed);
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  Row* row = RowOf(lane, packed);
   if (row == nullptr) return;
-  Describe(row, spec);
+  Describe(lane, row, spec);
   row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
 }
 
 void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
   const int64_t now = UnixMicros();
-  absl::MutexLock lock(&mu_);
-  Row* row = RowOf(packed);
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  Row* row = RowOf(lane, packed);
   if (row == nullptr) return;
-  Describe(row, spec);
+  Describe(lane, row, spec);
   row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
   row->state_us[StateIndex(rpc::PENDING_NODE_ASSIGNMENT)] = now;
 }
@@ -208,67 +319,71 @@ void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& pa
 void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
   if (!ValidState(status)) return;
   const int64_t now = UnixMicros();
-  absl::MutexLock lock(&mu_);
-  if (Row* row = RowOf(packed)) row->state_us[StateIndex(status)] = now;
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  if (Row* row = RowOf(lane, packed)) row->state_us[StateIndex(status)] = now;
 }
 
 void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status) {
   if (!ValidState(status)) return;
   const int64_t now = UnixMicros();
-  absl::MutexLock lock(&mu_);
-  if (Row* row = NewRow(task_id, attempt)) row->state_us[StateIndex(status)] = now;
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  if (Row* row = NewRow(lane, IdBytes(task_id), attempt)) row->state_us[StateIndex(status)] = now;
 }
 
 void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status) {
   if (tasks.empty() || !ValidState(status)) return;
   const int64_t now = UnixMicros();
-  absl::MutexLock lock(&mu_);
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
   for (const PackedTaskPtr& task : tasks) {
-    if (Row* row = RowOf(*task)) row->state_us[StateIndex(status)] = now;
+    if (Row* row = RowOf(lane, *task)) row->state_us[StateIndex(status)] = now;
   }
 }
 
 void TaskEventBuffer::Moved(const PackedTask& from, const PackedTask& to) {
-  absl::MutexLock lock(&mu_);
-  to.event_slot_ = from.event_slot_;
+  to.event_slot_.store(from.event_slot_.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& result, const TaskExecutorInfo& by,
                             const rpc::ErrorInfo* error, int64_t now) {
-  absl::MutexLock lock(&mu_);
-  Row* row = RowOf(packed);
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  Row* row = RowOf(lane, packed);
   if (row == nullptr) return;
   row->state_us[StateIndex(error != nullptr ? rpc::FAILED : rpc::FINISHED)] = now;
   if (result.start_unix_us() > 0) {
     row->exec_start_us = result.start_unix_us();
     row->exec_end_us = result.start_unix_us() + std::max<int64_t>(result.run_us(), 0);
   }
-  row->executor = ExecutorOf(by);
-  if (error != nullptr) AddError(row, *error);
-  CountEndedLocked();
+  row->executor = ExecutorOf(lane, by);
+  if (error != nullptr) AddError(lane, row, *error);
+  CountEnded(lane);
 }
 
-void TaskEventBuffer::CountEndedLocked() {
-  if (++ended_ == early_rows_ && early_report_) early_report_();
+void TaskEventBuffer::CountEnded(Lane& lane) {
+  if (++lane.ended == early_rows_ && early_report_) early_report_();
 }
 
 void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& error) {
   const int64_t now = UnixMicros();
-  absl::MutexLock lock(&mu_);
-  Row* row = RowOf(packed);
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  Row* row = RowOf(lane, packed);
   if (row == nullptr) return;
   row->state_us[StateIndex(rpc::FAILED)] = now;
-  AddError(row, error);
-  CountEndedLocked();
+  AddError(lane, row, error);
+  CountEnded(lane);
 }
 
 void TaskEventBuffer::BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&running_mu_);
   running_.push_back(Running{&spec, start_unix_us, false});
 }
 
 void TaskEventBuffer::EndRunning(const rpc::TaskSpec& spec) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&running_mu_);
   for (size_t i = 0; i < running_.size(); ++i) {
     if (running_[i].spec != &spec) continue;
     running_[i] = running_.back();
@@ -277,88 +392,179 @@ void TaskEventBuffer::EndRunning(const rpc::TaskSpec& spec) {
   }
 }
 
-void TaskEventBuffer::AddRunningLocked(int64_t min_running_us) {
+void TaskEventBuffer::AddRunning(Lane& lane, int64_t min_running_us) {
   const int64_t now = min_running_us > 0 ? UnixMicros() : 0;
+  absl::MutexLock lock(&running_mu_);
   for (Running& running : running_) {
     if (running.reported || (min_running_us > 0 && now - running.start_us < min_running_us)) continue;
     if (running.spec->task_id().size() != TaskID::kSize) continue;
-    Row* row = NewRow(running.spec->task_id(), running.spec->attempt_number());
+    Row* row = NewRow(lane, running.spec->task_id(), running.spec->attempt_number());
     if (row == nullptr) return;
     running.reported = true;
-    Describe(row, *running.spec);
+    Describe(lane, row, *running.spec);
     row->state_us[StateIndex(rpc::RUNNING)] = running.start_us;
     row->exec_start_us = running.start_us;
-    row->executor = ExecutorOf(source_.self);
+    row->executor = ExecutorOf(lane, source_.self);
   }
 }
 
-std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {
-  rpc::TaskEventBatch batch;
-  std::vector<Row> rows;
-  int64_t budget = -1;  // short attempts to keep detailed (-1: all)
-  int64_t short_us = 0;
-  int64_t detailed = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    AddRunningLocked(min_running_us);
-    if (rows_.empty() && dropped_ == 0) return std::nullopt;
-    // The next batch's rows go to the spare vector (its memory kept from before).
-    rows.swap(rows_);
-    rows_.swap(spare_rows_);
-    batch.mutable_kinds()->Assign(std::make_move_iterator(kinds_.begin()), std::make_move_iterator(kinds_.end()));
-    batch.mutable_executors()->Assign(std::make_move_iterator(executors_.begin()),
-                                      std::make_move_iterator(executors_.end()));
-    batch.mutable_errors()->Assign(std::make_move_iterator(errors_.begin()),
-                                   std::make_move_iterator(errors_.end()));
-    batch.set_dropped(dropped_);
-    total_dropped_ += dropped_;
-    dropped_ = 0;
-    kinds_.clear();
-    kind_index_.clear();
-    last_kind_ = -1;
-    executors_.clear();
-    errors_.clear();
-    last_executor_ = -1;
-    ended_ = 0;
-    ++generation_;
-    if (detail_per_s_ > 0) {
-      const int64_t now = UnixMicros();
-      detail_tokens_ = std::min(static_cast<double>(detail_per_s_),
-                                detail_tokens_ + static_cast<double>(now - detail_refilled_us_) * 1e-6 *
-                                                     static_cast<double>(detail_per_s_));
-      detail_refilled_us_ = now;
-      budget = static_cast<int64_t>(detail_tokens_);
-      short_us = short_us_;
+bool TaskEventBuffer::TakeLanes(int64_t min_running_us, std::array<Records, kLanes>* taken, int64_t* dropped) {
+  LockLanes();
+  AddRunning(lanes_[0], min_running_us);
+  bool any = false;
+  for (Lane& lane : lanes_) any |= !lane.records.rows.empty() || lane.dropped > 0;
+  if (any) {
+    for (Lane& lane : lanes_) {
+      // The next batch's records go to the spare ones (their memory kept from before).
+      std::swap((*taken)[lane.index], lane.records);
+      std::swap(lane.records, lane.spare);
+      lane.kind_index.clear();
+      lane.last_kind = -1;
+      lane.last_executor = -1;
+      lane.quota = 0;
+      lane.ended = 0;
+      *dropped += lane.dropped;
+      lane.dropped = 0;
+    }
+    generation_.fetch_add(1, std::memory_order_relaxed);
+    rows_free_.store(max_rows_, std::memory_order_relaxed);
+  }
+  UnlockLanes();
+  return any;
+}
+
+void TaskEventBuffer::KeepMemory(std::array<Records, kLanes>* taken) {
+  for (Lane& lane : lanes_) {
+    Records& r = (*taken)[lane.index];
+    r.rows.clear();
+    r.continues.clear();
+    r.kinds.clear();
+    r.executors.clear();
+    r.errors.clear();
+    absl::MutexLock lock(&lane.mu);
+    const int64_t keep = early_rows_ > 0 ? 2 * early_rows_ : max_rows_;
+    if (r.rows.capacity() <= static_cast<size_t>(keep) && lane.spare.rows.capacity() < r.rows.capacity()) {
+      std::swap(lane.spare, r);
     }
   }
-  // Outside the lock: short attempts beyond the rate are counted; one copy of the rest.
-  if (budget >= 0) detailed = SummarizeBeyond(budget, short_us, &rows, &batch);
+}
+
+int64_t TaskEventBuffer::DetailBudget(int64_t* short_us) {
+  absl::MutexLock lock(&mu_);
+  if (detail_per_s_ == 0) return -1;
+  const int64_t now = UnixMicros();
+  detail_tokens_ = std::min(static_cast<double>(detail_per_s_),
+                            detail_tokens_ + static_cast<double>(now - detail_refilled_us_) * 1e-6 *
+                                                 static_cast<double>(detail_per_s_));
+  detail_refilled_us_ = now;
+  *short_us = short_us_;
+  return static_cast<int64_t>(detail_tokens_);
+}
+
+std::vector<TaskEventRow> TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch,
+                                                      int* sent_lane) {
+  int lanes_with_rows = 0;
+  for (const Records& r : *taken) lanes_with_rows += r.rows.empty() ? 0 : 1;
+  std::vector<Row> rows;
+  std::vector<uint64_t> continues;
+  std::vector<int64_t> base(kLanes + 1, 0);  // lane l's rows start at rows[base[l]]
+  for (int l = 0; l < kLanes; ++l) {
+    Records& r = (*taken)[l];
+    const int32_t kinds = batch->kinds_size(), executors = batch->executors_size();
+    for (rpc::TaskKind& k : r.kinds) *batch->add_kinds() = std::move(k);
+    for (rpc::TaskExecutor& e : r.executors) *batch->add_executors() = std::move(e);
+    if (lanes_with_rows == 1 && !r.rows.empty()) {
+      rows.swap(r.rows);  // one thread recorded: nothing to join
+      *sent_lane = l;
+    } else {
+      rows.insert(rows.end(), r.rows.begin(), r.rows.end());
+      continues.insert(continues.end(), r.continues.begin(), r.continues.end());
+      for (size_t i = static_cast<size_t>(base[l]); i < rows.size(); ++i) {
+        if (rows[i].kind >= 0) rows[i].kind += kinds;
+        if (rows[i].executor >= 0) rows[i].executor += executors;
+      }
+    }
+    base[l + 1] = static_cast<int64_t>(rows.size());
+  }
+  if (lanes_with_rows <= 1) {
+    for (Records& r : *taken) {
+      for (rpc::TaskEventError& e : r.errors) *batch->add_errors() = std::move(e);
+    }
+    return rows;
+  }
+  // An attempt recorded on several threads has a row in each lane: one row each.
+  const std::vector<int64_t> first = FirstRows(continues, base);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  for (int64_t g = 0; g < n; ++g) {
+    if (first[g] != g) JoinRow(rows[g], &rows[first[g]]);
+  }
+  std::vector<int32_t> out_index(n, -1);
+  int32_t out = 0;
+  for (int64_t g = 0; g < n; ++g) {
+    if (first[g] != g) continue;
+    out_index[g] = out;
+    if (out != g) rows[out] = rows[g];
+    ++out;
+  }
+  rows.resize(out);
+  for (int l = 0; l < kLanes; ++l) {
+    for (rpc::TaskEventError& e : (*taken)[l].errors) {
+      const int64_t g = base[l] + e.row();
+      e.set_row(out_index[first[g]]);
+      *batch->add_errors() = std::move(e);
+    }
+  }
+  return rows;
+}
+
+std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {
+  std::array<Records, kLanes> taken;
+  int64_t dropped = 0;
+  if (!TakeLanes(min_running_us, &taken, &dropped)) return std::nullopt;
+  rpc::TaskEventBatch batch;
+  int sent_lane = -1;
+  std::vector<Row> rows = JoinLanes(&taken, &batch, &sent_lane);
+  batch.set_dropped(dropped);
+  int64_t short_us = 0;
+  const int64_t budget = DetailBudget(&short_us);
+  // Short attempts beyond the rate are counted; one copy of the rest.
+  const int64_t detailed = budget >= 0 ? SummarizeBeyond(budget, short_us, &rows, &batch) : 0;
   batch.set_rows(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(Row));
   batch.set_job_id(source_.job_id.Binary());
   batch.set_worker_id(source_.self.worker_id.Binary());
   batch.set_node_id(source_.self.node_id.Binary());
   batch.set_pid(source_.self.pid);
   batch.set_is_driver(source_.is_driver);
-  // Their memory becomes the spare, up to twice an early report's worth (a burst
-  // beyond it is freed).
-  rows.clear();
-  absl::MutexLock lock(&mu_);
-  detail_tokens_ = std::max(0.0, detail_tokens_ - static_cast<double>(detailed));
-  const int64_t keep = early_rows_ > 0 ? 2 * early_rows_ : max_rows_;
-  if (rows.capacity() <= static_cast<size_t>(keep) && spare_rows_.capacity() < rows.capacity()) {
-    spare_rows_.swap(rows);
+  if (sent_lane >= 0) {  // its memory back to the lane whose rows went as they were
+    rows.clear();
+    taken[sent_lane].rows.swap(rows);
   }
+  {
+    absl::MutexLock lock(&mu_);
+    detail_tokens_ = std::max(0.0, detail_tokens_ - static_cast<double>(detailed));
+    total_dropped_ += dropped;
+  }
+  KeepMemory(&taken);
   return batch;
 }
 
 int64_t TaskEventBuffer::NumRows() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(rows_.size());
+  int64_t n = 0;
+  for (Lane& lane : lanes_) {
+    absl::MutexLock lock(&lane.mu);
+    n += static_cast<int64_t>(lane.records.rows.size());
+  }
+  return n;
 }
 
 int64_t TaskEventBuffer::TotalDropped() const {
+  int64_t n = 0;
+  for (Lane& lane : lanes_) {
+    absl::MutexLock lock(&lane.mu);
+    n += lane.dropped;
+  }
   absl::MutexLock lock(&mu_);
-  return total_dropped_ + dropped_;
+  return n + total_dropped_;
 }
 
 }  // namespace manta::core

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace manta::core {
 namespace {
 
@@ -352,6 +354,145 @@ TEST(TaskEventBufferTest, AMovedAttemptKeepsItsRow) {
   ASSERT_TRUE(batch.has_value());
   ASSERT_EQ(NumRows(*batch), 1);
   EXPECT_GT(StateAt(*batch, 0, rpc::PENDING_NODE_ASSIGNMENT), 0);
+}
+
+// Runs `f` on a thread of its own (recording into another lane than the test's).
+template <typename F>
+void OnAnotherThread(F f) {
+  std::thread thread(f);
+  thread.join();
+}
+
+TEST(TaskEventBufferTest, AnAttemptRecordedOnSeveralThreadsIsOneRow) {
+  TaskEventBuffer buffer(Source(), 1000);
+  std::vector<rpc::TaskSpec> specs = {Spec(1, "Plus"), Spec(2, "Minus"), Spec(3, "Plus")};
+  std::vector<PackedTaskPtr> tasks;
+  for (const rpc::TaskSpec& spec : specs) {
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Dispatched(spec, *tasks.back(), 1000);
+  }
+  rpc::ErrorInfo error;
+  error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
+  error.set_message("boom");
+  TaskExecutorInfo worker{WorkerID::FromRandom(), NodeID::FromRandom(), 77};
+  OnAnotherThread([&] {
+    buffer.ReachedAll(tasks, rpc::SUBMITTED_TO_WORKER);
+    rpc::TaskResult result;
+    result.set_start_unix_us(5000);
+    result.set_run_us(20);
+    buffer.Ended(*tasks[0], result, worker, nullptr, 6000);
+    buffer.Failed(*tasks[1], error);
+  });
+  // Back on the first thread, after the other recorded: a third row of the same attempt.
+  OnAnotherThread([&] { buffer.Reached(*tasks[2], rpc::RUNNING); });
+  buffer.Reached(*tasks[2], rpc::FINISHED);
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 3);
+  for (int i = 0; i < 3; ++i) {
+    const TaskEventRow row = RowAt(*batch, i);
+    EXPECT_EQ(row.TaskId().Binary(), specs[i].task_id());
+    ASSERT_GE(row.kind, 0);
+    EXPECT_EQ(batch->kinds(row.kind).function_name(), specs[i].function_name());
+    EXPECT_EQ(row.ParentTaskId().Binary(), specs[i].parent_task_id());
+    EXPECT_EQ(row.StateUs(rpc::PENDING_ARGS_AVAIL), 1000);
+    EXPECT_GT(row.StateUs(rpc::SUBMITTED_TO_WORKER), 0);
+  }
+  const TaskEventRow finished = RowAt(*batch, 0);
+  EXPECT_EQ(finished.StateUs(rpc::FINISHED), 6000);
+  EXPECT_EQ(finished.exec_start_us, 5000);
+  EXPECT_EQ(finished.exec_end_us, 5020);
+  ASSERT_GE(finished.executor, 0);
+  EXPECT_EQ(batch->executors(finished.executor).pid(), 77);
+  EXPECT_GT(StateAt(*batch, 1, rpc::FAILED), 0);
+  ASSERT_EQ(batch->errors_size(), 1);
+  EXPECT_EQ(batch->errors(0).row(), 1);
+  EXPECT_EQ(batch->errors(0).error().message(), "boom");
+  EXPECT_GT(StateAt(*batch, 2, rpc::RUNNING), 0);
+  EXPECT_GT(StateAt(*batch, 2, rpc::FINISHED), 0);
+  EXPECT_EQ(buffer.NumRows(), 0);
+}
+
+TEST(TaskEventBufferTest, AFullBufferStillTakesTheEndsOfItsAttemptsFromOtherThreads) {
+  TaskEventBuffer buffer(Source(), 2);
+  std::vector<PackedTaskPtr> tasks;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    rpc::TaskSpec spec = Spec(i, "f");
+    tasks.push_back(PackedTask::Pack(spec));
+    buffer.Dispatched(spec, *tasks.back(), UnixMicros());
+  }
+  OnAnotherThread([&] {
+    rpc::TaskResult result;
+    for (const PackedTaskPtr& t : tasks) buffer.Ended(*t, result, TaskExecutorInfo{}, nullptr, UnixMicros());
+  });
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 2);
+  EXPECT_EQ(batch->dropped(), 2);  // the third attempt's dispatch and its end
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_GT(StateAt(*batch, i, rpc::PENDING_NODE_ASSIGNMENT), 0);
+    EXPECT_GT(StateAt(*batch, i, rpc::FINISHED), 0);
+  }
+}
+
+TEST(TaskEventBufferTest, ThreadsRecordingAtOnceLoseNothing) {
+  constexpr int kPerThread = 20000;
+  TaskEventBuffer buffer(Source(), 1000000);
+  std::vector<rpc::TaskSpec> specs;
+  std::vector<PackedTaskPtr> tasks;
+  for (int i = 0; i < 2 * kPerThread; ++i) {
+    specs.push_back(Spec(static_cast<uint64_t>(i), i % 2 == 0 ? "Even" : "Odd"));
+    tasks.push_back(PackedTask::Pack(specs.back()));
+  }
+  std::array<std::atomic<int>, 2> dispatched{};
+  std::atomic<bool> ended_all{false};
+  std::vector<rpc::TaskEventBatch> batches;
+  // Two submitting threads, one ending right behind them, and batches taken meanwhile.
+  auto submit = [&](int side) {
+    for (int j = 0; j < kPerThread; ++j) {
+      const int i = side * kPerThread + j;
+      buffer.Dispatched(specs[i], *tasks[i], UnixMicros());
+      dispatched[side].store(j + 1, std::memory_order_release);
+    }
+  };
+  std::thread a(submit, 0), b(submit, 1);
+  std::thread ender([&] {
+    rpc::TaskResult result;
+    for (int j = 0; j < kPerThread; ++j) {
+      for (int side = 0; side < 2; ++side) {
+        while (dispatched[side].load(std::memory_order_acquire) <= j) std::this_thread::yield();
+        buffer.Ended(*tasks[side * kPerThread + j], result, TaskExecutorInfo{}, nullptr, UnixMicros());
+      }
+    }
+    ended_all.store(true);
+  });
+  while (!ended_all.load()) {
+    if (auto batch = buffer.TakeBatch()) batches.push_back(std::move(*batch));
+  }
+  a.join();
+  b.join();
+  ender.join();
+  if (auto batch = buffer.TakeBatch()) batches.push_back(std::move(*batch));
+  // Every attempt was dispatched and ended, in one row or in two rows of two batches.
+  absl::flat_hash_map<std::string, std::string> function_of;
+  for (const rpc::TaskSpec& spec : specs) function_of[spec.task_id()] = spec.function_name();
+  absl::flat_hash_map<std::string, int> dispatches, ends;
+  for (const rpc::TaskEventBatch& batch : batches) {
+    EXPECT_EQ(batch.dropped(), 0);
+    for (int64_t i = 0; i < NumRows(batch); ++i) {
+      const TaskEventRow row = RowAt(batch, i);
+      if (row.StateUs(rpc::PENDING_NODE_ASSIGNMENT) > 0) {
+        ++dispatches[row.TaskId().Binary()];
+        ASSERT_GE(row.kind, 0);
+        EXPECT_EQ(batch.kinds(row.kind).function_name(), function_of[row.TaskId().Binary()]);
+      }
+      if (row.StateUs(rpc::FINISHED) > 0) ++ends[row.TaskId().Binary()];
+    }
+  }
+  EXPECT_EQ(dispatches.size(), 2u * kPerThread);
+  EXPECT_EQ(ends.size(), 2u * kPerThread);
+  for (const auto& [id, n] : dispatches) EXPECT_EQ(n, 1);
+  for (const auto& [id, n] : ends) EXPECT_EQ(n, 1);
 }
 
 }  // namespace
