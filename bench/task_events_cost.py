@@ -3,7 +3,7 @@
 
 On a shared VM one run of a benchmark differs from the next by 15-30%, as much as
 the cost being measured, and the host's load drifts over minutes. So the two are
-run in interleaved rounds (on, off, on, off, ...), each round a fresh cluster, and
+run in interleaved rounds (on then off, off then on, ...), each run a fresh cluster, and
 compared by medians: of the figures, and of the ratio within each round (which
 cancels the slow drift). Prints one JSON line per round, then a JSON summary per
 benchmark: on and off medians, the ratio of the medians, the median and range of
@@ -48,7 +48,8 @@ def main():
         by_binary.setdefault(binary, []).append(name)
     figures = {name: {"on": [], "off": []} for names in by_binary.values() for name in names}
     for round_no in range(args.rounds):
-        for events in ("on", "off"):
+        # Alternating which goes first cancels any advantage of a place in the round.
+        for events in ("on", "off") if round_no % 2 == 0 else ("off", "on"):
             for binary, names in by_binary.items():
                 result = run(os.path.join(args.build, "bench", binary), names, args.seconds, events == "on")
                 for name in names:

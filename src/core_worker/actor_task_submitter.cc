@@ -19,6 +19,7 @@ struct ActorTaskSubmitter::Actor {
   // The incarnation calls go to, while ALIVE.
   std::string worker_id;
   rpc::Address address;
+  TaskExecutorInfo executor;  // its ids, parsed once (task events)
   std::shared_ptr<TaskChannelInterface> channel;
   // A push to this incarnation failed: nothing is sent until the GCS says more.
   bool broken = false;
@@ -140,10 +141,10 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
       }
       actor.queue.erase(actor.queue.begin());
     }
-    if (events != nullptr) events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER);
+    if (events != nullptr) RecordSent(events, std::move(sent), later);
     if (batch.empty()) continue;
     auto push = std::make_shared<Push>(Push{actor_id, actor.worker_id, batch.progress(), {}});
-    if (events != nullptr) push->executor = ExecutorOf(actor.address);
+    if (events != nullptr) push->executor = actor.executor;
     actor.in_flight += batch.size();
     std::weak_ptr<bool> alive = alive_;
     actor.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
@@ -292,6 +293,7 @@ void ActorTaskSubmitter::OnActorState(const rpc::ActorTableData& data) {
     if (alive && (new_incarnation || actor.broken || !actor.channel)) {
       actor.worker_id = data.address().worker_id();
       actor.address = data.address();
+      actor.executor = ExecutorOf(actor.address);
       actor.channel = ChannelTo(channels_, actor.address);
       actor.broken = false;
       actor.in_flight = 0;

@@ -187,6 +187,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       Lease lease;
       lease.lease_id = reply.lease_id();
       lease.worker = reply.worker_address();
+      lease.executor = ExecutorOf(lease.worker);
       lease.raylet_address = raylet_address;
       lease.key = key;
       lease.idle_since_ms = MonotonicMs();
@@ -262,7 +263,7 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     const PackedTask& task = *state.queue.front();
     PushBatch::Added added = batch.TryAddPacked(task, caller_field_);
     if (added == PushBatch::Added::kFull) break;
-    if (added == PushBatch::Added::kAdded && events != nullptr) sent.push_back(state.queue.front());
+    if (added == PushBatch::Added::kAdded && events != nullptr) sent.push_back(std::move(state.queue.front()));
     if (added == PushBatch::Added::kTooBig) {
       // Can never be sent: fail it rather than take a worker down with it.
       rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(task.bytes().size()), "task " + task.function_name(),
@@ -273,11 +274,9 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     state.queue.pop_front();
   }
   if (batch.empty()) return;
-  if (events != nullptr) events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER);
+  if (events != nullptr) RecordSent(events, std::move(sent), later);
   auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress(), {}});
-  if (events != nullptr) {
-    push->executor = ExecutorOf(lease.worker);
-  }
+  if (events != nullptr) push->executor = lease.executor;
   lease.in_flight += batch.size();
   std::weak_ptr<bool> alive = alive_;
   lease.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,

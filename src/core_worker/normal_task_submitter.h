@@ -88,6 +88,7 @@ class NormalTaskSubmitter {
   struct Lease {
     std::string lease_id;
     rpc::Address worker;
+    TaskExecutorInfo executor;  // the worker's ids, parsed once (task events)
     std::string raylet_address;
     std::string key;
     std::shared_ptr<TaskChannelInterface> channel;

@@ -108,37 +108,6 @@ void JoinRow(const TaskEventRow& from, TaskEventRow* to) {
   }
 }
 
-// For each row, the first row of its attempt in the batch: rows continue the row
-// their `continues` slot names (a slot names lane l's row i: `base[l] + i`).
-std::vector<int64_t> FirstRows(const std::vector<uint64_t>& continues, const std::vector<int64_t>& base) {
-  const int64_t n = static_cast<int64_t>(continues.size());
-  auto continued = [&](int64_t g) -> int64_t {
-    const uint64_t slot = continues[g];
-    if (slot == 0) return -1;
-    const size_t l = static_cast<size_t>(SlotLane(slot));
-    if (l + 1 >= base.size()) return -1;
-    const int64_t target = base[l] + static_cast<int64_t>(SlotIndex(slot));
-    return target >= base[l] && target < base[l + 1] && target != g ? target : -1;
-  };
-  std::vector<int64_t> first(n, -1);
-  std::vector<int64_t> path;
-  for (int64_t g = 0; g < n; ++g) {
-    int64_t at = g;
-    while (first[at] < 0) {
-      const int64_t next = continued(at);
-      if (next < 0 || path.size() >= kMaxChain) {
-        first[at] = at;
-        break;
-      }
-      path.push_back(at);
-      at = next;
-    }
-    for (int64_t p : path) first[p] = first[at];
-    path.clear();
-  }
-  return first;
-}
-
 }  // namespace
 
 TaskExecutorInfo ExecutorOf(const rpc::Address& address) {
@@ -155,11 +124,19 @@ void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const P
   *submitted_us = 0;
 }
 
+void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later) {
+  if (sent.empty()) return;
+  later->push_back([events, sent = std::move(sent), at_us = UnixMicros()] {
+    events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER, at_us);
+  });
+}
+
 TaskEventBuffer::TaskEventBuffer(TaskEventSource source, int64_t max_rows)
     : source_(std::move(source)),
       max_rows_(std::clamp<int64_t>(max_rows, 1, kMaxLaneRows)),
       quota_chunk_(std::clamp<int64_t>(max_rows_ / (4 * kLanes), 1, 256)),
-      rows_free_(max_rows_) {
+      rows_free_(max_rows_),
+      keep_rows_(max_rows_) {
   for (int i = 0; i < kLanes; ++i) lanes_[i].index = i;
 }
 
@@ -180,6 +157,7 @@ void TaskEventBuffer::UnlockLanes() const {
 void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report) {
   LockLanes();
   early_rows_ = rows;
+  keep_rows_.store(rows > 0 ? 2 * rows : max_rows_, std::memory_order_relaxed);
   early_report_.swap(report);
   UnlockLanes();
 }
@@ -306,14 +284,13 @@ void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& pac
 }
 
 void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
-  const int64_t now = UnixMicros();
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
   Row* row = RowOf(lane, packed);
   if (row == nullptr) return;
   Describe(lane, row, spec);
   row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
-  row->state_us[StateIndex(rpc::PENDING_NODE_ASSIGNMENT)] = now;
+  row->state_us[StateIndex(rpc::PENDING_NODE_ASSIGNMENT)] = submitted_us;
 }
 
 void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
@@ -332,13 +309,12 @@ void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatu
   if (Row* row = NewRow(lane, IdBytes(task_id), attempt)) row->state_us[StateIndex(status)] = now;
 }
 
-void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status) {
+void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us) {
   if (tasks.empty() || !ValidState(status)) return;
-  const int64_t now = UnixMicros();
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
   for (const PackedTaskPtr& task : tasks) {
-    if (Row* row = RowOf(lane, *task)) row->state_us[StateIndex(status)] = now;
+    if (Row* row = RowOf(lane, *task)) row->state_us[StateIndex(status)] = at_us;
   }
 }
 
@@ -442,8 +418,8 @@ void TaskEventBuffer::KeepMemory(std::array<Records, kLanes>* taken) {
     r.executors.clear();
     r.errors.clear();
     absl::MutexLock lock(&lane.mu);
-    const int64_t keep = early_rows_ > 0 ? 2 * early_rows_ : max_rows_;
-    if (r.rows.capacity() <= static_cast<size_t>(keep) && lane.spare.rows.capacity() < r.rows.capacity()) {
+    const size_t keep = static_cast<size_t>(keep_rows_.load(std::memory_order_relaxed));
+    if (r.rows.capacity() <= keep && lane.spare.rows.capacity() < r.rows.capacity()) {
       std::swap(lane.spare, r);
     }
   }
@@ -461,60 +437,86 @@ int64_t TaskEventBuffer::DetailBudget(int64_t* short_us) {
   return static_cast<int64_t>(detail_tokens_);
 }
 
-std::vector<TaskEventRow> TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch,
-                                                      int* sent_lane) {
-  int lanes_with_rows = 0;
-  for (const Records& r : *taken) lanes_with_rows += r.rows.empty() ? 0 : 1;
-  std::vector<Row> rows;
-  std::vector<uint64_t> continues;
-  std::vector<int64_t> base(kLanes + 1, 0);  // lane l's rows start at rows[base[l]]
+std::pair<int, size_t> TaskEventBuffer::FirstRowOf(const std::array<Records, kLanes>& taken, int lane,
+                                                   size_t index) {
+  for (int step = 0; step < kMaxChain; ++step) {
+    const uint64_t slot = taken[lane].continues[index];
+    if (slot == 0) return {lane, index};
+    const int next_lane = SlotLane(slot);
+    const size_t next_index = SlotIndex(slot);
+    if (next_lane >= kLanes || next_index >= taken[next_lane].rows.size()) break;
+    lane = next_lane;
+    index = next_index;
+  }
+  return {-1, 0};
+}
+
+void TaskEventBuffer::JoinContinuing(std::array<Records, kLanes>* taken) {
   for (int l = 0; l < kLanes; ++l) {
     Records& r = (*taken)[l];
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      if (r.continues[i] == 0) continue;
+      const auto [first_lane, first] = FirstRowOf(*taken, l, i);
+      if (first_lane < 0) {
+        r.continues[i] = 0;  // a broken chain (never made): the row stands alone
+        continue;
+      }
+      JoinRow(r.rows[i], &(*taken)[first_lane].rows[first]);
+      r.continues[i] = MakeSlot(0, first_lane, first);  // straight to it from now on
+    }
+  }
+}
+
+void TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch,
+                                std::vector<Row>* rows, int* sent_lane) {
+  int lanes_with_rows = 0;
+  size_t total = 0;
+  bool errors = false;
+  for (Records& r : *taken) {
+    lanes_with_rows += r.rows.empty() ? 0 : 1;
+    total += r.rows.size();
+    errors |= !r.errors.empty();
+    // Kinds and executors are numbered per lane: renumbered for the batch.
     const int32_t kinds = batch->kinds_size(), executors = batch->executors_size();
     for (rpc::TaskKind& k : r.kinds) *batch->add_kinds() = std::move(k);
     for (rpc::TaskExecutor& e : r.executors) *batch->add_executors() = std::move(e);
-    if (lanes_with_rows == 1 && !r.rows.empty()) {
-      rows.swap(r.rows);  // one thread recorded: nothing to join
+    if (kinds == 0 && executors == 0) continue;
+    for (Row& row : r.rows) {
+      if (row.kind >= 0) row.kind += kinds;
+      if (row.executor >= 0) row.executor += executors;
+    }
+  }
+  rows->clear();
+  if (lanes_with_rows == 1) {  // one thread recorded: nothing to join, no copy
+    for (int l = 0; l < kLanes; ++l) {
+      if ((*taken)[l].rows.empty()) continue;
+      rows->swap((*taken)[l].rows);
       *sent_lane = l;
-    } else {
-      rows.insert(rows.end(), r.rows.begin(), r.rows.end());
-      continues.insert(continues.end(), r.continues.begin(), r.continues.end());
-      for (size_t i = static_cast<size_t>(base[l]); i < rows.size(); ++i) {
-        if (rows[i].kind >= 0) rows[i].kind += kinds;
-        if (rows[i].executor >= 0) rows[i].executor += executors;
-      }
+      for (rpc::TaskEventError& e : (*taken)[l].errors) *batch->add_errors() = std::move(e);
     }
-    base[l + 1] = static_cast<int64_t>(rows.size());
+    return;
   }
-  if (lanes_with_rows <= 1) {
-    for (Records& r : *taken) {
-      for (rpc::TaskEventError& e : r.errors) *batch->add_errors() = std::move(e);
+  // An attempt recorded on several threads has a row in each of their lanes: one row.
+  JoinContinuing(taken);
+  rows->reserve(total);
+  std::array<std::vector<int32_t>, kLanes> index_of;  // where each first row went (for errors)
+  for (int l = 0; l < kLanes; ++l) {
+    const Records& r = (*taken)[l];
+    if (errors) index_of[l].assign(r.rows.size(), -1);
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      if (r.continues[i] != 0) continue;
+      if (errors) index_of[l][i] = static_cast<int32_t>(rows->size());
+      rows->push_back(r.rows[i]);
     }
-    return rows;
   }
-  // An attempt recorded on several threads has a row in each lane: one row each.
-  const std::vector<int64_t> first = FirstRows(continues, base);
-  const int64_t n = static_cast<int64_t>(rows.size());
-  for (int64_t g = 0; g < n; ++g) {
-    if (first[g] != g) JoinRow(rows[g], &rows[first[g]]);
-  }
-  std::vector<int32_t> out_index(n, -1);
-  int32_t out = 0;
-  for (int64_t g = 0; g < n; ++g) {
-    if (first[g] != g) continue;
-    out_index[g] = out;
-    if (out != g) rows[out] = rows[g];
-    ++out;
-  }
-  rows.resize(out);
   for (int l = 0; l < kLanes; ++l) {
     for (rpc::TaskEventError& e : (*taken)[l].errors) {
-      const int64_t g = base[l] + e.row();
-      e.set_row(out_index[first[g]]);
+      const auto [first_lane, first] = FirstRowOf(*taken, l, static_cast<size_t>(e.row()));
+      if (first_lane < 0) continue;
+      e.set_row(index_of[first_lane][first]);
       *batch->add_errors() = std::move(e);
     }
   }
-  return rows;
 }
 
 std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {
@@ -523,7 +525,12 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
   if (!TakeLanes(min_running_us, &taken, &dropped)) return std::nullopt;
   rpc::TaskEventBatch batch;
   int sent_lane = -1;
-  std::vector<Row> rows = JoinLanes(&taken, &batch, &sent_lane);
+  std::vector<Row> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    rows.swap(spare_out_);
+  }
+  JoinLanes(&taken, &batch, &rows, &sent_lane);
   batch.set_dropped(dropped);
   int64_t short_us = 0;
   const int64_t budget = DetailBudget(&short_us);
@@ -535,12 +542,11 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
   batch.set_node_id(source_.self.node_id.Binary());
   batch.set_pid(source_.self.pid);
   batch.set_is_driver(source_.is_driver);
-  if (sent_lane >= 0) {  // its memory back to the lane whose rows went as they were
-    rows.clear();
-    taken[sent_lane].rows.swap(rows);
-  }
+  rows.clear();
+  if (sent_lane >= 0) taken[sent_lane].rows.swap(rows);  // back to the lane whose rows went as they were
   {
     absl::MutexLock lock(&mu_);
+    if (rows.capacity() <= static_cast<size_t>(keep_rows_.load(std::memory_order_relaxed))) spare_out_.swap(rows);
     detail_tokens_ = std::max(0.0, detail_tokens_ - static_cast<double>(detailed));
     total_dropped_ += dropped;
   }

@@ -46,6 +46,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -115,15 +116,18 @@ class TaskEventBuffer {
   // Owner side. The attempt was submitted at `submitted_us` and waits for its
   // arguments (PENDING_ARGS_AVAIL, with what it runs).
   void Submitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us);
-  // Submitted at `submitted_us`, its arguments ready now (PENDING_NODE_ASSIGNMENT):
-  // the two in one call, as most attempts go.
+  // Submitted at `submitted_us` and dispatched right after, its arguments ready
+  // (PENDING_NODE_ASSIGNMENT): the two in one call, as most attempts go. Nothing
+  // waited between them (a microsecond or two), so both are stamped `submitted_us`:
+  // a clock read spared per task.
   void Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us);
   // The attempt reached `status` now. The second form, for callers without the
   // packed spec, always adds a row.
   void Reached(const PackedTask& packed, rpc::TaskStatus status);
   void Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status);
-  // The same for several attempts at once (one lock).
-  void ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status);
+  // Several attempts reached `status` at `at_us` (one lock): a submitter stamps a
+  // push under its own lock and records it after releasing that lock.
+  void ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us);
   // `to` replaces `from` (the same attempt, arguments inlined): its row is `from`'s.
   void Moved(const PackedTask& from, const PackedTask& to);
   // The attempt ran on `by` and ended at `now_us` (one clock read serves the results
@@ -211,11 +215,16 @@ class TaskEventBuffer {
   bool TakeLanes(int64_t min_running_us, std::array<Records, kLanes>* taken, int64_t* dropped);
   // Gives `taken`'s memory back to the lanes (up to twice an early report's worth).
   void KeepMemory(std::array<Records, kLanes>* taken);
-  // One batch's rows from the lanes' records: kinds, executors and errors renumbered,
-  // and an attempt's rows in several lanes joined into one.
-  // `sent_lane`: the lane whose rows are returned as they were (when only one had any).
-  static std::vector<Row> JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch,
-                                    int* sent_lane);
+  // One batch's rows, in `rows`, from the lanes' records: kinds, executors and errors
+  // renumbered, and an attempt's rows in several lanes joined into one. `sent_lane`:
+  // the lane whose rows `rows` are, as they were (when only one had any).
+  static void JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch, std::vector<Row>* rows,
+                        int* sent_lane);
+  // Joins each row that continues another into the attempt's first row in the batch.
+  static void JoinContinuing(std::array<Records, kLanes>* taken);
+  // The attempt's first row (lane, index) for lane `lane`'s row `index`; lane -1
+  // when its chain is broken.
+  static std::pair<int, size_t> FirstRowOf(const std::array<Records, kLanes>& taken, int lane, size_t index);
   // How many short attempts the detail rate lets this batch keep (-1: all).
   int64_t DetailBudget(int64_t* short_us);
 
@@ -231,6 +240,8 @@ class TaskEventBuffer {
   std::atomic<uint32_t> generation_{1};
   // New rows the lanes may still take in this batch.
   std::atomic<int64_t> rows_free_;
+  // Rows' memory kept from a batch sent, at most (twice an early report's worth).
+  std::atomic<int64_t> keep_rows_;
   mutable std::array<Lane, kLanes> lanes_;
   mutable absl::Mutex mu_;  // after the lanes' (TakeBatch)
   // The rate of detailed short attempts: a bucket of up to a second's worth.
@@ -239,10 +250,15 @@ class TaskEventBuffer {
   double detail_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t detail_refilled_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t total_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Row> spare_out_ ABSL_GUARDED_BY(mu_);  // memory for the next batch's joined rows
   // The tasks running now: a few (one per execution thread), so a vector. Its lock
   // comes after the lanes'.
   absl::Mutex running_mu_;
   std::vector<Running> running_ ABSL_GUARDED_BY(running_mu_);
 };
+
+// Stamps `sent` SUBMITTED_TO_WORKER now, and records it through `later`, which the
+// submitter runs after releasing its lock (its lock is not held for the record).
+void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later);
 
 }  // namespace manta::core
