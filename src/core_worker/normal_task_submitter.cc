@@ -173,6 +173,23 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
       });
 }
 
+std::string NormalTaskSubmitter::AddLease(const std::string& key, const std::string& raylet_address,
+                                          const rpc::RequestWorkerLeaseReply& reply) {
+  Lease lease;
+  lease.lease_id = reply.lease_id();
+  lease.worker = reply.worker_address();
+  lease.executor = ExecutorOf(lease.worker);
+  lease.raylet_address = raylet_address;
+  lease.key = key;
+  lease.idle_since_ms = MonotonicMs();
+  lease.channel = ChannelTo(channels_, lease.worker);
+  VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker " << HostPort(lease.worker)
+          << " for " << LogKey(key);
+  std::string lease_id = lease.lease_id;
+  leases_.emplace(lease_id, std::move(lease));
+  return lease_id;
+}
+
 void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string& raylet_address,
                                        bool grant_or_reject, const absl::Status& status,
                                        rpc::RequestWorkerLeaseReply&& reply) {
@@ -184,18 +201,7 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
     if (granted) {
       --state.pending_lease_requests;
       state.consecutive_lease_failures = 0;
-      Lease lease;
-      lease.lease_id = reply.lease_id();
-      lease.worker = reply.worker_address();
-      lease.executor = ExecutorOf(lease.worker);
-      lease.raylet_address = raylet_address;
-      lease.key = key;
-      lease.idle_since_ms = MonotonicMs();
-      lease.channel = ChannelTo(channels_, lease.worker);
-      VLOG(1) << "lease " << LeaseID::FromBinary(lease.lease_id).Hex() << " granted: worker "
-              << HostPort(lease.worker) << " for " << LogKey(key);
-      std::string lease_id = lease.lease_id;
-      leases_.emplace(lease_id, std::move(lease));
+      const std::string lease_id = AddLease(key, raylet_address, reply);
       state.leases.push_back(lease_id);
       if (shutting_down_) {
         ReturnLease(lease_id, false, "owner shutting down");

@@ -127,6 +127,10 @@ class NormalTaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
                     const absl::Status& status, rpc::RequestWorkerLeaseReply&& reply);
+  // Keeps the lease `reply` granted (for `key`, from the raylet at `raylet_address`);
+  // returns its id.
+  std::string AddLease(const std::string& key, const std::string& raylet_address,
+                       const rpc::RequestWorkerLeaseReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendBatch(Lease& lease, KeyState& state, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A reply (or the failure) of a push arrived; its results are already stored.
   void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
