@@ -46,6 +46,21 @@ int64_t StateAt(const rpc::TaskEventBatch& batch, int row, rpc::TaskStatus statu
   return RowAt(batch, row).StateUs(status);
 }
 
+// Submits (or, with `dispatch`, submits and dispatches) attempts `first` to `last` of
+// `function` into `tasks`.
+void SubmitEach(TaskEventBuffer* buffer, uint64_t first, uint64_t last, const std::string& function,
+                std::vector<PackedTaskPtr>* tasks, bool dispatch = false) {
+  for (uint64_t i = first; i <= last; ++i) {
+    rpc::TaskSpec spec = Spec(i, function);
+    tasks->push_back(PackedTask::Pack(spec));
+    if (dispatch) {
+      buffer->Dispatched(spec, *tasks->back(), UnixMicros());
+    } else {
+      buffer->Submitted(spec, *tasks->back(), UnixMicros());
+    }
+  }
+}
+
 TEST(TaskEventBufferTest, AnAttemptsStatesInOneBatchShareOneRow) {
   TaskEventBuffer buffer(Source(), 1000);
   rpc::TaskSpec spec = Spec(1, "Plus");
@@ -123,11 +138,7 @@ TEST(TaskEventBufferTest, KindsAlternatingBetweenTwoFunctionsStayTwo) {
 TEST(TaskEventBufferTest, CallsOfOneFunctionShareAKindAndLaterStatesGetARowWithoutOne) {
   TaskEventBuffer buffer(Source(), 1000);
   std::vector<PackedTaskPtr> tasks;
-  for (uint64_t i = 1; i <= 3; ++i) {
-    rpc::TaskSpec spec = Spec(i, "Square");
-    tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back(), UnixMicros());
-  }
+  SubmitEach(&buffer, 1, 3, "Square", &tasks);
   auto first = buffer.TakeBatch();
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(NumRows(*first), 3);
@@ -153,11 +164,7 @@ TEST(TaskEventBufferTest, CallsOfOneFunctionShareAKindAndLaterStatesGetARowWitho
 TEST(TaskEventBufferTest, BeyondItsCapNewAttemptsAreDroppedAndCounted) {
   TaskEventBuffer buffer(Source(), 2);
   std::vector<PackedTaskPtr> tasks;
-  for (uint64_t i = 1; i <= 5; ++i) {
-    rpc::TaskSpec spec = Spec(i, "f");
-    tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back(), UnixMicros());
-  }
+  SubmitEach(&buffer, 1, 5, "f", &tasks);
   // An attempt that has a row still records.
   buffer.Reached(*tasks[0], rpc::PENDING_NODE_ASSIGNMENT);
   EXPECT_EQ(buffer.NumRows(), 2);
@@ -216,22 +223,14 @@ TEST(TaskEventBufferTest, AnEarlyReportIsAskedForOncePerBatchWhenAttemptsEndOrTh
   int asked = 0;
   buffer.SetEarlyReport(2, [&] { ++asked; });
   std::vector<PackedTaskPtr> tasks;
-  for (uint64_t i = 1; i <= 3; ++i) {
-    rpc::TaskSpec spec = Spec(i, "f");
-    tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back(), UnixMicros());
-  }
+  SubmitEach(&buffer, 1, 3, "f", &tasks);
   EXPECT_EQ(asked, 0);  // submitted, not ended: no report yet
   rpc::TaskResult result;
   for (const PackedTaskPtr& t : tasks) buffer.Ended(*t, result, TaskExecutorInfo{}, nullptr, UnixMicros());
   EXPECT_EQ(asked, 1);  // at the second end only
   ASSERT_TRUE(buffer.TakeBatch().has_value());
   // A burst of submissions: asked for at half the buffer (4 of 8 rows).
-  for (uint64_t i = 10; i < 16; ++i) {
-    rpc::TaskSpec spec = Spec(i, "f");
-    tasks.push_back(PackedTask::Pack(spec));
-    buffer.Submitted(spec, *tasks.back(), UnixMicros());
-  }
+  SubmitEach(&buffer, 10, 15, "f", &tasks);
   EXPECT_EQ(asked, 2);
 }
 
@@ -416,11 +415,7 @@ TEST(TaskEventBufferTest, AnAttemptRecordedOnSeveralThreadsIsOneRow) {
 TEST(TaskEventBufferTest, AFullBufferStillTakesTheEndsOfItsAttemptsFromOtherThreads) {
   TaskEventBuffer buffer(Source(), 2);
   std::vector<PackedTaskPtr> tasks;
-  for (uint64_t i = 1; i <= 3; ++i) {
-    rpc::TaskSpec spec = Spec(i, "f");
-    tasks.push_back(PackedTask::Pack(spec));
-    buffer.Dispatched(spec, *tasks.back(), UnixMicros());
-  }
+  SubmitEach(&buffer, 1, 3, "f", &tasks, /*dispatch=*/true);
   OnAnotherThread([&] {
     rpc::TaskResult result;
     for (const PackedTaskPtr& t : tasks) buffer.Ended(*t, result, TaskExecutorInfo{}, nullptr, UnixMicros());
