@@ -136,7 +136,7 @@ TaskEventBuffer::TaskEventBuffer(TaskEventSource source, int64_t max_rows)
       max_rows_(std::clamp<int64_t>(max_rows, 1, kMaxLaneRows)),
       quota_chunk_(std::clamp<int64_t>(max_rows_ / (4 * kLanes), 1, 256)),
       rows_free_(max_rows_),
-      keep_rows_(max_rows_) {
+      keep_rows_(2 * max_rows_) {
   for (int i = 0; i < kLanes; ++i) lanes_[i].index = i;
 }
 
@@ -157,7 +157,7 @@ void TaskEventBuffer::UnlockLanes() const {
 void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report) {
   LockLanes();
   early_rows_ = rows;
-  keep_rows_.store(rows > 0 ? 2 * rows : max_rows_, std::memory_order_relaxed);
+  keep_rows_.store(2 * (rows > 0 ? rows : max_rows_), std::memory_order_relaxed);
   early_report_.swap(report);
   UnlockLanes();
 }

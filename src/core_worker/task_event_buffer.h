@@ -240,7 +240,8 @@ class TaskEventBuffer {
   std::atomic<uint32_t> generation_{1};
   // New rows the lanes may still take in this batch.
   std::atomic<int64_t> rows_free_;
-  // Rows' memory kept from a batch sent, at most (twice an early report's worth).
+  // Rows' memory kept from a batch sent, at most: twice an early report's worth (or
+  // the cap's), as a vector grown by doubling holds up to twice its rows.
   std::atomic<int64_t> keep_rows_;
   mutable std::array<Lane, kLanes> lanes_;
   mutable absl::Mutex mu_;  // after the lanes' (TakeBatch)
