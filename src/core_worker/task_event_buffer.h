@@ -148,7 +148,8 @@ class TaskEventBuffer {
   // already saw end; nullopt when there is nothing to say. Short finished attempts
   // beyond the detail rate are counted, not sent.
   std::optional<rpc::TaskEventBatch> TakeBatch(int64_t min_running_us = 0);
-  // Rows waiting for the next batch.
+  // Rows waiting for the next batch (an attempt recorded on several threads has a
+  // row in each thread's lane until TakeBatch joins them).
   int64_t NumRows() const;
   int64_t TotalDropped() const;
 
