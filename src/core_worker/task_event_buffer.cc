@@ -81,7 +81,6 @@ int64_t SummarizeBeyond(int64_t budget, int64_t short_us, std::vector<TaskEventR
   return kept;
 }
 
-
 // A PackedTask's slot: (generation << 32 | lane << kLaneShift | index + 1); 0 is none.
 constexpr int kLaneShift = 28;
 constexpr int64_t kMaxLaneRows = (int64_t{1} << kLaneShift) - 2;
