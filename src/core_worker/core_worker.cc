@@ -129,6 +129,9 @@ void CoreWorker::MakeOwnership() {
       },
       config.max_lineage_bytes);
   task_manager_->SetTaskEvents(task_events_);
+  if (task_event_reporter_ != nullptr) {
+    task_event_reporter_->SetInFlight([this](bool all) { task_manager_->ReportInFlight(all); });
+  }
 }
 
 void CoreWorker::MakeReader() {

@@ -74,16 +74,25 @@ class PackedTask {
   std::string_view bytes() const { return {reinterpret_cast<const char*>(this + 1), size_}; }
   // Decodes the spec for it: for messages, not for the task path.
   std::string function_name() const { return Unpack().function_name(); }
+  // The parent task's id bytes (found in the bytes' first fields: a few ns), empty
+  // when the spec has none.
+  std::string_view parent_task_id() const;
 
   PackedTask(const PackedTask&) = delete;
   PackedTask& operator=(const PackedTask&) = delete;
 
  private:
   friend class PackedTaskPtr;
-  // The row of the task events buffer this attempt's events go to while that row is
-  // in the buffer (task_event_buffer.h); written by whichever thread records it.
+  // Task events (task_event_buffer.h): what the owner recorded of this attempt, kept
+  // here, with no lock, until the attempt ends and its row is written; written by
+  // whichever thread records it.
   friend class TaskEventBuffer;
-  mutable std::atomic<uint64_t> event_slot_{0};
+  mutable std::atomic<int64_t> event_submitted_us_{0};   // PENDING_ARGS_AVAIL
+  mutable std::atomic<int64_t> event_dispatched_us_{0};  // PENDING_NODE_ASSIGNMENT
+  mutable std::atomic<int64_t> event_sent_us_{0};        // SUBMITTED_TO_WORKER
+  mutable std::atomic<int32_t> event_kind_{-1};          // in the buffer's table of kinds
+  // Reported while in flight: its later states are rows of their own.
+  mutable std::atomic<bool> event_reported_{false};
 
   PackedTask(const rpc::TaskSpec& spec, uint32_t size);
   // Frees the block (the bytes follow the object in it).

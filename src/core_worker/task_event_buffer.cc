@@ -15,9 +15,10 @@ bool ValidState(rpc::TaskStatus status) {
   return status >= rpc::PENDING_ARGS_AVAIL && status <= rpc::FAILED;
 }
 
-// Whether `row` may be counted instead of sent: it finished (not failed), holds its
-// submission (so this is the attempt's first row from its owner) and ran under
-// `short_us` (so no worker reported it running): no other row of it exists.
+// Whether `row` may be counted instead of sent: it finished (not failed), has a kind
+// and its submission (so it was not reported in flight, and is the owner's only row
+// of the attempt) and ran under `short_us` (so no worker reported it running): no
+// other row of it exists.
 bool Summarizable(const TaskEventRow& row, int64_t short_us) {
   return row.kind >= 0 && row.StateUs(rpc::FINISHED) > 0 && row.StateUs(rpc::FAILED) == 0 &&
          row.StateUs(rpc::PENDING_ARGS_AVAIL) > 0 && row.exec_start_us > 0 &&
@@ -81,31 +82,22 @@ int64_t SummarizeBeyond(int64_t budget, int64_t short_us, std::vector<TaskEventR
   return kept;
 }
 
-// A PackedTask's slot: (generation << 32 | lane << kLaneShift | index + 1); 0 is none.
-constexpr int kLaneShift = 28;
-constexpr int64_t kMaxLaneRows = (int64_t{1} << kLaneShift) - 2;
-constexpr int kMaxChain = 64;  // rows of one attempt in one batch: a few per state at most
-
-uint32_t SlotGeneration(uint64_t slot) { return static_cast<uint32_t>(slot >> 32); }
-int SlotLane(uint64_t slot) { return static_cast<int>((slot >> kLaneShift) & 0xF); }
-size_t SlotIndex(uint64_t slot) { return static_cast<size_t>(slot & ((uint64_t{1} << kLaneShift) - 1)) - 1; }
-uint64_t MakeSlot(uint32_t generation, int lane, size_t index) {
-  return (uint64_t{generation} << 32) | (static_cast<uint64_t>(lane) << kLaneShift) | (index + 1);
-}
+// A lane holds fewer rows than this.
+constexpr int64_t kMaxLaneRows = (int64_t{1} << 28) - 2;
 
 std::string_view IdBytes(const TaskID& id) { return {reinterpret_cast<const char*>(id.Data()), TaskID::kSize}; }
 
-// Joins `from`, a later row of the same attempt, into `to`.
-void JoinRow(const TaskEventRow& from, TaskEventRow* to) {
-  for (size_t s = 0; s < to->state_us.size(); ++s) to->state_us[s] = std::max(to->state_us[s], from.state_us[s]);
-  if (from.exec_start_us != 0) to->exec_start_us = from.exec_start_us;
-  if (from.exec_end_us != 0) to->exec_end_us = from.exec_end_us;
-  if (from.executor >= 0) to->executor = from.executor;
-  if (to->kind < 0 && from.kind >= 0) {
-    to->kind = from.kind;
-    to->parent_task_id = from.parent_task_id;
-  }
-}
+// A thread's last few kinds, per buffer (by serial).
+struct KindCache {
+  static constexpr int kSize = 4;
+  uint64_t buffer = 0;
+  std::array<const rpc::TaskKind*, kSize> kinds{};
+  std::array<int32_t, kSize> numbers{};
+  int next = 0;
+};
+thread_local KindCache kind_cache;
+
+std::atomic<uint64_t> next_serial{1};
 
 }  // namespace
 
@@ -134,10 +126,9 @@ TaskEventBuffer::TaskEventBuffer(TaskEventSource source, int64_t max_rows)
     : source_(std::move(source)),
       max_rows_(std::clamp<int64_t>(max_rows, 1, kMaxLaneRows)),
       quota_chunk_(std::clamp<int64_t>(max_rows_ / (4 * kLanes), 1, 256)),
+      serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
       rows_free_(max_rows_),
-      keep_rows_(2 * max_rows_) {
-  for (int i = 0; i < kLanes; ++i) lanes_[i].index = i;
-}
+      keep_rows_(2 * max_rows_) {}
 
 TaskEventBuffer::Lane& TaskEventBuffer::ThisThreadsLane() {
   static std::atomic<int> next{0};
@@ -174,6 +165,37 @@ void TaskEventBuffer::FillDetailBucket() {
   detail_tokens_ = static_cast<double>(detail_per_s_);
 }
 
+int32_t TaskEventBuffer::NumberKind(const rpc::TaskSpec& spec) {
+  KindCache& cache = kind_cache;
+  if (cache.buffer != serial_) cache = KindCache{serial_};
+  for (int i = 0; i < KindCache::kSize; ++i) {
+    if (cache.kinds[i] != nullptr && SameTaskKind(*cache.kinds[i], spec)) return cache.numbers[i];
+  }
+  const size_t hash = TaskKindHash(spec);
+  absl::MutexLock lock(&kinds_mu_);
+  int32_t number = -1;
+  auto& numbers = kinds_by_hash_[hash];
+  for (int32_t n : numbers) {
+    if (SameTaskKind(kinds_[n], spec)) number = n;
+  }
+  if (number < 0) {
+    if (static_cast<int32_t>(kinds_.size()) >= kMaxKinds) return -1;
+    kinds_.push_back(TaskKindOf(spec));
+    number = static_cast<int32_t>(kinds_.size()) - 1;
+    numbers.push_back(number);
+  }
+  cache.kinds[cache.next] = &kinds_[number];
+  cache.numbers[cache.next] = number;
+  cache.next = (cache.next + 1) % KindCache::kSize;
+  return number;
+}
+
+void TaskEventBuffer::NoteKind(const rpc::TaskSpec& spec, const PackedTask& packed) {
+  if (packed.event_kind_.load(std::memory_order_relaxed) < 0) {
+    packed.event_kind_.store(NumberKind(spec), std::memory_order_relaxed);
+  }
+}
+
 bool TaskEventBuffer::TakeQuota(Lane& lane) {
   int64_t free = rows_free_.load(std::memory_order_relaxed);
   int64_t take = 0;
@@ -182,71 +204,67 @@ bool TaskEventBuffer::TakeQuota(Lane& lane) {
     if (take == 0) return false;
   } while (!rows_free_.compare_exchange_weak(free, free - take, std::memory_order_relaxed));
   lane.quota = take;
-  // Half full (mostly attempts still going: a burst of submissions) is early too.
+  // Half full (many attempts reported in flight, or ends on many threads) is early too.
   const int64_t half = max_rows_ / 2, used = max_rows_ - free;
   if (used < half && used + take >= half && early_report_) early_report_();
   return true;
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::AddRow(Lane& lane, std::string_view task_id, int attempt,
-                                              uint64_t continues) {
+TaskEventBuffer::Row* TaskEventBuffer::NewRow(Lane& lane, std::string_view task_id, int attempt, bool capped) {
   Records& r = lane.records;
+  if (capped && lane.quota == 0 && !TakeQuota(lane)) {
+    ++lane.dropped;
+    return nullptr;
+  }
   if (static_cast<int64_t>(r.rows.size()) >= kMaxLaneRows) {
     ++lane.dropped;
     return nullptr;
   }
+  if (capped) --lane.quota;
   Row& row = r.rows.emplace_back();
-  r.continues.push_back(continues);
   std::memcpy(row.task_id.data(), task_id.data(), std::min(task_id.size(), row.task_id.size()));
   row.attempt = attempt;
   return &row;
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::NewRow(Lane& lane, std::string_view task_id, int attempt) {
-  if (lane.quota == 0 && !TakeQuota(lane)) {
-    ++lane.dropped;
-    return nullptr;
+int32_t TaskEventBuffer::BatchKind(Lane& lane, int32_t number) {
+  if (static_cast<size_t>(number) >= lane.batch_kind.size()) lane.batch_kind.resize(number + 1, -1);
+  int32_t& index = lane.batch_kind[number];
+  if (index < 0) {
+    index = static_cast<int32_t>(lane.records.kinds.size());
+    lane.batch_kinds_set.push_back(number);
+    absl::MutexLock lock(&kinds_mu_);
+    lane.records.kinds.push_back(kinds_[number]);
   }
-  --lane.quota;
-  return AddRow(lane, task_id, attempt, 0);
-}
-
-TaskEventBuffer::Row* TaskEventBuffer::RowOf(Lane& lane, const PackedTask& packed) {
-  const uint64_t slot = packed.event_slot_.load(std::memory_order_relaxed);
-  const uint32_t generation = generation_.load(std::memory_order_relaxed);
-  const std::string_view task_id = IdBytes(packed.task_id());
-  Row* row = nullptr;
-  if (slot != 0 && SlotGeneration(slot) == generation) {
-    if (SlotLane(slot) != lane.index) {
-      // Recorded on another thread before: this row continues that one (joined at TakeBatch).
-      row = AddRow(lane, task_id, packed.attempt_number(), slot);
-    } else if (SlotIndex(slot) < lane.records.rows.size()) {
-      return &lane.records.rows[SlotIndex(slot)];
-    }
-  }
-  if (row == nullptr) row = NewRow(lane, task_id, packed.attempt_number());
-  if (row != nullptr) {
-    packed.event_slot_.store(MakeSlot(generation, lane.index, lane.records.rows.size() - 1),
-                             std::memory_order_relaxed);
-  }
-  return row;
+  return index;
 }
 
 int32_t TaskEventBuffer::KindOf(Lane& lane, const rpc::TaskSpec& spec) {
+  const int32_t number = NumberKind(spec);
+  if (number >= 0) return BatchKind(lane, number);
+  // Beyond the kinds numbered: described per batch.
   std::vector<rpc::TaskKind>& kinds = lane.records.kinds;
-  if (lane.last_kind >= 0 && SameTaskKind(kinds[lane.last_kind], spec)) return lane.last_kind;
-  const size_t hash = TaskKindHash(spec);
-  auto [it, added] = lane.kind_index.try_emplace(hash, static_cast<int32_t>(kinds.size()));
-  if (!added && SameTaskKind(kinds[it->second], spec)) return lane.last_kind = it->second;
-  // New, or another kind with the same hash (described again, uncached).
-  kinds.push_back(TaskKindOf(spec));
-  return lane.last_kind = static_cast<int32_t>(kinds.size()) - 1;
+  auto [it, added] = lane.described.try_emplace(TaskKindHash(spec), static_cast<int32_t>(kinds.size()));
+  if (!added && SameTaskKind(kinds[it->second], spec)) return it->second;
+  kinds.push_back(TaskKindOf(spec));  // new, or another kind with the same hash (described again)
+  return static_cast<int32_t>(kinds.size()) - 1;
 }
 
-void TaskEventBuffer::Describe(Lane& lane, Row* row, const rpc::TaskSpec& spec) {
-  row->kind = KindOf(lane, spec);
-  const std::string& parent = spec.parent_task_id();
+TaskEventBuffer::Row* TaskEventBuffer::RowWithStamps(Lane& lane, const PackedTask& packed) {
+  const bool reported = packed.event_reported_.load(std::memory_order_relaxed);
+  Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), !reported);
+  if (row == nullptr) return nullptr;
+  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = packed.event_submitted_us_.load(std::memory_order_relaxed);
+  row->state_us[StateIndex(rpc::PENDING_NODE_ASSIGNMENT)] =
+      packed.event_dispatched_us_.load(std::memory_order_relaxed);
+  row->state_us[StateIndex(rpc::SUBMITTED_TO_WORKER)] = packed.event_sent_us_.load(std::memory_order_relaxed);
+  if (reported) return row;  // the GCS has its kind
+  const int32_t number = packed.event_kind_.load(std::memory_order_relaxed);
+  // (No number: its submission was not recorded, or its kind is beyond those numbered.)
+  row->kind = number >= 0 ? BatchKind(lane, number) : KindOf(lane, packed.Unpack());
+  const std::string_view parent = packed.parent_task_id();
   if (parent.size() == TaskID::kSize) std::memcpy(row->parent_task_id.data(), parent.data(), TaskID::kSize);
+  return row;
 }
 
 int32_t TaskEventBuffer::ExecutorOf(Lane& lane, const TaskExecutorInfo& by) {
@@ -274,30 +292,33 @@ void TaskEventBuffer::AddError(Lane& lane, const Row* row, const rpc::ErrorInfo&
 }
 
 void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
-  Lane& lane = ThisThreadsLane();
-  absl::MutexLock lock(&lane.mu);
-  Row* row = RowOf(lane, packed);
-  if (row == nullptr) return;
-  Describe(lane, row, spec);
-  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
+  NoteKind(spec, packed);
+  packed.event_submitted_us_.store(submitted_us, std::memory_order_relaxed);
+  if (packed.event_reported_.load(std::memory_order_relaxed)) {  // a retry's attempt reported before: rare
+    Reached(packed, rpc::PENDING_ARGS_AVAIL);
+  }
 }
 
 void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
-  Lane& lane = ThisThreadsLane();
-  absl::MutexLock lock(&lane.mu);
-  Row* row = RowOf(lane, packed);
-  if (row == nullptr) return;
-  Describe(lane, row, spec);
-  row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = submitted_us;
-  row->state_us[StateIndex(rpc::PENDING_NODE_ASSIGNMENT)] = submitted_us;
+  NoteKind(spec, packed);
+  packed.event_submitted_us_.store(submitted_us, std::memory_order_relaxed);
+  packed.event_dispatched_us_.store(submitted_us, std::memory_order_relaxed);
+  if (packed.event_reported_.load(std::memory_order_relaxed)) Reached(packed, rpc::PENDING_NODE_ASSIGNMENT);
 }
 
 void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
   if (!ValidState(status)) return;
   const int64_t now = UnixMicros();
+  if (status == rpc::PENDING_NODE_ASSIGNMENT) packed.event_dispatched_us_.store(now, std::memory_order_relaxed);
+  if (status == rpc::SUBMITTED_TO_WORKER) packed.event_sent_us_.store(now, std::memory_order_relaxed);
+  const bool stamped = status == rpc::PENDING_NODE_ASSIGNMENT || status == rpc::SUBMITTED_TO_WORKER;
+  if (stamped && !packed.event_reported_.load(std::memory_order_relaxed)) return;  // in its row at its end
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  if (Row* row = RowOf(lane, packed)) row->state_us[StateIndex(status)] = now;
+  const bool reported = packed.event_reported_.load(std::memory_order_relaxed);
+  if (Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), !reported)) {
+    row->state_us[StateIndex(status)] = now;
+  }
 }
 
 void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status) {
@@ -305,27 +326,44 @@ void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatu
   const int64_t now = UnixMicros();
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  if (Row* row = NewRow(lane, IdBytes(task_id), attempt)) row->state_us[StateIndex(status)] = now;
+  if (Row* row = NewRow(lane, IdBytes(task_id), attempt, true)) row->state_us[StateIndex(status)] = now;
 }
 
 void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us) {
-  if (tasks.empty() || !ValidState(status)) return;
+  if (status != rpc::SUBMITTED_TO_WORKER) {
+    for (const PackedTaskPtr& task : tasks) Reached(*task, status);
+    return;
+  }
+  bool any_reported = false;
+  for (const PackedTaskPtr& task : tasks) {
+    task->event_sent_us_.store(at_us, std::memory_order_relaxed);
+    any_reported |= task->event_reported_.load(std::memory_order_relaxed);
+  }
+  if (!any_reported) return;  // each in its row at its end
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
   for (const PackedTaskPtr& task : tasks) {
-    if (Row* row = RowOf(lane, *task)) row->state_us[StateIndex(status)] = at_us;
+    if (!task->event_reported_.load(std::memory_order_relaxed)) continue;
+    if (Row* row = NewRow(lane, IdBytes(task->task_id()), task->attempt_number(), false)) {
+      row->state_us[StateIndex(status)] = at_us;
+    }
   }
 }
 
 void TaskEventBuffer::Moved(const PackedTask& from, const PackedTask& to) {
-  to.event_slot_.store(from.event_slot_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  constexpr auto relaxed = std::memory_order_relaxed;
+  to.event_submitted_us_.store(from.event_submitted_us_.load(relaxed), relaxed);
+  to.event_dispatched_us_.store(from.event_dispatched_us_.load(relaxed), relaxed);
+  to.event_sent_us_.store(from.event_sent_us_.load(relaxed), relaxed);
+  to.event_kind_.store(from.event_kind_.load(relaxed), relaxed);
+  to.event_reported_.store(from.event_reported_.load(relaxed), relaxed);
 }
 
 void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& result, const TaskExecutorInfo& by,
                             const rpc::ErrorInfo* error, int64_t now) {
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  Row* row = RowOf(lane, packed);
+  Row* row = RowWithStamps(lane, packed);
   if (row == nullptr) return;
   row->state_us[StateIndex(error != nullptr ? rpc::FAILED : rpc::FINISHED)] = now;
   if (result.start_unix_us() > 0) {
@@ -345,12 +383,24 @@ void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& err
   const int64_t now = UnixMicros();
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  Row* row = RowOf(lane, packed);
+  Row* row = RowWithStamps(lane, packed);
   if (row == nullptr) return;
   row->state_us[StateIndex(rpc::FAILED)] = now;
   AddError(lane, row, error);
   CountEnded(lane);
 }
+
+bool TaskEventBuffer::InFlight(const PackedTask& packed) {
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  if (packed.event_reported_.load(std::memory_order_relaxed)) return true;
+  if (packed.event_submitted_us_.load(std::memory_order_relaxed) == 0) return false;  // not submitted yet
+  if (RowWithStamps(lane, packed) == nullptr) return false;
+  packed.event_reported_.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+int64_t TaskEventBuffer::FreeRows() const { return rows_free_.load(std::memory_order_relaxed); }
 
 void TaskEventBuffer::BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us) {
   absl::MutexLock lock(&running_mu_);
@@ -372,11 +422,15 @@ void TaskEventBuffer::AddRunning(Lane& lane, int64_t min_running_us) {
   absl::MutexLock lock(&running_mu_);
   for (Running& running : running_) {
     if (running.reported || (min_running_us > 0 && now - running.start_us < min_running_us)) continue;
-    if (running.spec->task_id().size() != TaskID::kSize) continue;
-    Row* row = NewRow(lane, running.spec->task_id(), running.spec->attempt_number());
+    const rpc::TaskSpec& spec = *running.spec;
+    if (spec.task_id().size() != TaskID::kSize) continue;
+    Row* row = NewRow(lane, spec.task_id(), spec.attempt_number(), true);
     if (row == nullptr) return;
     running.reported = true;
-    Describe(lane, row, *running.spec);
+    row->kind = KindOf(lane, spec);
+    if (spec.parent_task_id().size() == TaskID::kSize) {
+      std::memcpy(row->parent_task_id.data(), spec.parent_task_id().data(), TaskID::kSize);
+    }
     row->state_us[StateIndex(rpc::RUNNING)] = running.start_us;
     row->exec_start_us = running.start_us;
     row->executor = ExecutorOf(lane, source_.self);
@@ -389,19 +443,20 @@ bool TaskEventBuffer::TakeLanes(int64_t min_running_us, std::array<Records, kLan
   bool any = false;
   for (Lane& lane : lanes_) any |= !lane.records.rows.empty() || lane.dropped > 0;
   if (any) {
-    for (Lane& lane : lanes_) {
+    for (int l = 0; l < kLanes; ++l) {
+      Lane& lane = lanes_[l];
       // The next batch's records go to the spare ones (their memory kept from before).
-      std::swap((*taken)[lane.index], lane.records);
+      std::swap((*taken)[l], lane.records);
       std::swap(lane.records, lane.spare);
-      lane.kind_index.clear();
-      lane.last_kind = -1;
+      for (int32_t number : lane.batch_kinds_set) lane.batch_kind[number] = -1;
+      lane.batch_kinds_set.clear();
+      lane.described.clear();
       lane.last_executor = -1;
       lane.quota = 0;
       lane.ended = 0;
       *dropped += lane.dropped;
       lane.dropped = 0;
     }
-    generation_.fetch_add(1, std::memory_order_relaxed);
     rows_free_.store(max_rows_, std::memory_order_relaxed);
   }
   UnlockLanes();
@@ -409,13 +464,13 @@ bool TaskEventBuffer::TakeLanes(int64_t min_running_us, std::array<Records, kLan
 }
 
 void TaskEventBuffer::KeepMemory(std::array<Records, kLanes>* taken) {
-  for (Lane& lane : lanes_) {
-    Records& r = (*taken)[lane.index];
+  for (int l = 0; l < kLanes; ++l) {
+    Records& r = (*taken)[l];
     r.rows.clear();
-    r.continues.clear();
     r.kinds.clear();
     r.executors.clear();
     r.errors.clear();
+    Lane& lane = lanes_[l];
     absl::MutexLock lock(&lane.mu);
     const size_t keep = static_cast<size_t>(keep_rows_.load(std::memory_order_relaxed));
     if (r.rows.capacity() <= keep && lane.spare.rows.capacity() < r.rows.capacity()) {
@@ -436,49 +491,25 @@ int64_t TaskEventBuffer::DetailBudget(int64_t* short_us) {
   return static_cast<int64_t>(detail_tokens_);
 }
 
-std::pair<int, size_t> TaskEventBuffer::FirstRowOf(const std::array<Records, kLanes>& taken, int lane,
-                                                   size_t index) {
-  for (int step = 0; step < kMaxChain; ++step) {
-    const uint64_t slot = taken[lane].continues[index];
-    if (slot == 0) return {lane, index};
-    const int next_lane = SlotLane(slot);
-    const size_t next_index = SlotIndex(slot);
-    if (next_lane >= kLanes || next_index >= taken[next_lane].rows.size()) break;
-    lane = next_lane;
-    index = next_index;
-  }
-  return {-1, 0};
-}
-
-void TaskEventBuffer::JoinContinuing(std::array<Records, kLanes>* taken) {
-  for (int l = 0; l < kLanes; ++l) {
-    Records& r = (*taken)[l];
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-      if (r.continues[i] == 0) continue;
-      const auto [first_lane, first] = FirstRowOf(*taken, l, i);
-      if (first_lane < 0) {
-        r.continues[i] = 0;  // a broken chain (never made): the row stands alone
-        continue;
-      }
-      JoinRow(r.rows[i], &(*taken)[first_lane].rows[first]);
-      r.continues[i] = MakeSlot(0, first_lane, first);  // straight to it from now on
-    }
-  }
-}
-
 void TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch,
                                 std::vector<Row>* rows, int* sent_lane) {
   int lanes_with_rows = 0;
   size_t total = 0;
-  bool errors = false;
-  for (Records& r : *taken) {
-    lanes_with_rows += r.rows.empty() ? 0 : 1;
-    total += r.rows.size();
-    errors |= !r.errors.empty();
-    // Kinds and executors are numbered per lane: renumbered for the batch.
+  for (int l = 0; l < kLanes; ++l) {
+    Records& r = (*taken)[l];
+    if (r.rows.empty()) continue;
+    ++lanes_with_rows;
+    *sent_lane = l;
+    // Kinds, executors and errors are numbered per lane: renumbered for the batch.
     const int32_t kinds = batch->kinds_size(), executors = batch->executors_size();
+    const auto first_row = static_cast<int32_t>(total);
+    total += r.rows.size();
     for (rpc::TaskKind& k : r.kinds) *batch->add_kinds() = std::move(k);
     for (rpc::TaskExecutor& e : r.executors) *batch->add_executors() = std::move(e);
+    for (rpc::TaskEventError& e : r.errors) {
+      e.set_row(e.row() + first_row);
+      *batch->add_errors() = std::move(e);
+    }
     if (kinds == 0 && executors == 0) continue;
     for (Row& row : r.rows) {
       if (row.kind >= 0) row.kind += kinds;
@@ -486,36 +517,13 @@ void TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEve
     }
   }
   rows->clear();
-  if (lanes_with_rows == 1) {  // one thread recorded: nothing to join, no copy
-    for (int l = 0; l < kLanes; ++l) {
-      if ((*taken)[l].rows.empty()) continue;
-      rows->swap((*taken)[l].rows);
-      *sent_lane = l;
-      for (rpc::TaskEventError& e : (*taken)[l].errors) *batch->add_errors() = std::move(e);
-    }
+  if (lanes_with_rows == 1) {  // one thread recorded: no copy
+    rows->swap((*taken)[*sent_lane].rows);
     return;
   }
-  // An attempt recorded on several threads has a row in each of their lanes: one row.
-  JoinContinuing(taken);
+  *sent_lane = -1;
   rows->reserve(total);
-  std::array<std::vector<int32_t>, kLanes> index_of;  // where each first row went (for errors)
-  for (int l = 0; l < kLanes; ++l) {
-    const Records& r = (*taken)[l];
-    if (errors) index_of[l].assign(r.rows.size(), -1);
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-      if (r.continues[i] != 0) continue;
-      if (errors) index_of[l][i] = static_cast<int32_t>(rows->size());
-      rows->push_back(r.rows[i]);
-    }
-  }
-  for (int l = 0; l < kLanes; ++l) {
-    for (rpc::TaskEventError& e : (*taken)[l].errors) {
-      const auto [first_lane, first] = FirstRowOf(*taken, l, static_cast<size_t>(e.row()));
-      if (first_lane < 0) continue;
-      e.set_row(index_of[first_lane][first]);
-      *batch->add_errors() = std::move(e);
-    }
-  }
+  for (const Records& r : *taken) rows->insert(rows->end(), r.rows.begin(), r.rows.end());
 }
 
 std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_running_us) {

@@ -6,41 +6,50 @@
 // the tasks it runs only while they run, so a long task shows as RUNNING before its
 // owner hears of it; a task that ended before a report is left to its owner.
 //
-// One row per attempt per batch: the attempt's PackedTask remembers its row
-// (event_slot_), so its later states update that row in place instead of adding
-// rows for the GCS to merge. Static information (function, resources, actor,
-// placement group) is a "kind" described once per batch, so a row is a fixed
+// One row per attempt, written once, at its end: the states before it (submitted,
+// dispatched, pushed) are stamped in the attempt's PackedTask with no lock, and
+// the row is made from them when the reply comes. Static information (function,
+// resources, actor, placement group) is a "kind": numbered once for the buffer's
+// life when first submitted, and described once per batch, so a row is a fixed
 // 136-byte TaskEventRow (src/common/task_event_row.h), kept in its wire form: a batch
-// is sent with one copy. When the buffer holds max_rows rows, attempts that need a
-// new row are dropped and counted; an attempt that has a row still records.
+// is sent with one copy.
+//
+// In flight: an attempt that is still pending at a periodic report and was pending
+// at the one before (its owner's TaskManager finds them: ReportInFlight) gets a row
+// then (InFlight), and from then on each later state is a row of its own, so a
+// task waiting for its arguments, a worker or its turn at an actor shows as such.
+// (A state stamped while its attempt's in-flight row is being written may show only
+// at the attempt's end.) A worker records the tasks it runs only while they run, so
+// a long task shows as RUNNING before its owner hears of it; a task that ended
+// before a report is left to its owner.
+//
+// When the buffer holds max_rows rows, attempts that need a new row are dropped and
+// counted; an attempt reported in flight still records (its end must reach the GCS).
 //
 // Detail is bounded by rate: beyond max_detailed_per_s, an attempt that finished
 // within one batch and ran shorter than a worker waits before reporting a task
 // running (so no other row of it exists anywhere) is counted per kind instead of
 // sent. The rows kept are shared fairly between kinds (a rare function always shows)
-// and spread evenly over the batch. Failures, and attempts seen in an earlier batch,
-// are always sent whole. At a few hundred thousand tasks a second this spares the
-// GCS nearly all of its merging, and the GCS's cap would have evicted those rows
-// within a second anyway.
+// and spread evenly over the batch. Failures, and attempts reported in flight, are
+// always sent whole. At a few hundred thousand tasks a second this spares the GCS
+// nearly all of its merging, and the GCS's cap would have evicted those rows within
+// a second anyway.
 //
 // Cost: this is on the task path of every process, at up to a few hundred thousand
 // tasks a second. An owner records an attempt on two threads: the user's thread
 // submits and dispatches it, the core worker's loop thread pushes it and takes its
-// reply. Had they shared one mutex and one row, each attempt would move the lock and
-// its row between the two cores (about 1 µs of CPU per attempt here, against 0.3
-// µs). So each thread records into a lane of its own: its own mutex, rows, kinds and
-// executors. A state recorded on another thread than the attempt's row adds a row
-// to this thread's lane that continues that one (the attempt's slot moves to it),
-// and TakeBatch joins an attempt's rows into one. The rows of new attempts are
-// capped for the buffer as a whole (lanes take free rows in chunks); a later state
-// of an attempt that has a row always records.
+// reply. Stamps in the PackedTask are on its own cache lines, which those threads
+// touch anyway; the row is written by one thread, under the lock of that thread's
+// lane (its own mutex, rows, kinds and executors on cache lines of their own), so
+// nothing crosses between cores per task but the attempt itself.
 //
-// Thread-safe: a record takes its thread's lane's mutex (a leaf lock); TakeBatch
-// takes every lane's, in order.
+// Thread-safe: a record takes its thread's lane's mutex (a leaf lock, but for the
+// table of kinds after it); TakeBatch takes every lane's, in order.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <ctime>
 #include <functional>
@@ -51,6 +60,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "protos/core_worker.pb.h"
 #include "protos/gcs.pb.h"
@@ -98,11 +108,9 @@ class TaskEventBuffer {
 
   TaskEventBuffer(TaskEventSource source, int64_t max_rows);
 
-  // `report` runs (under the buffer's lock: it must only post work) once `rows`
-  // attempts have ended since the last batch, and when the buffer is half full. An
-  // attempt's rows before and after a report are two rows for the GCS to merge, so
-  // the count is of attempts whose row is complete: a burst of submissions does not
-  // cut every attempt in two.
+  // `report` runs (under a lane's lock: it must only post work) once `rows`
+  // attempts have ended in a lane since the last batch, and when the buffer is half
+  // full.
   void SetEarlyReport(int64_t rows, std::function<void()> report);
 
   // Beyond `per_s` a second (0: no limit), attempts that finished in one batch and ran
@@ -125,10 +133,10 @@ class TaskEventBuffer {
   // packed spec, always adds a row.
   void Reached(const PackedTask& packed, rpc::TaskStatus status);
   void Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status);
-  // Several attempts reached `status` at `at_us` (one lock): a submitter stamps a
-  // push under its own lock and records it after releasing that lock.
+  // Several attempts reached `status` at `at_us`: a submitter stamps a push under its
+  // own lock and records it after releasing that lock.
   void ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us);
-  // `to` replaces `from` (the same attempt, arguments inlined): its row is `from`'s.
+  // `to` replaces `from` (the same attempt, arguments inlined): it takes `from`'s stamps.
   void Moved(const PackedTask& from, const PackedTask& to);
   // The attempt ran on `by` and ended at `now_us` (one clock read serves the results
   // of a reply): FAILED with `error` when it is set, else FINISHED.
@@ -136,6 +144,12 @@ class TaskEventBuffer {
              const rpc::ErrorInfo* error, int64_t now_us);
   // The attempt failed without a result (its worker died, it could not be sent...).
   void Failed(const PackedTask& packed, const rpc::ErrorInfo& error);
+  // The attempt is still in flight after a report period: its row now, with the
+  // states it reached so far; its later states get rows of their own. False when
+  // nothing was recorded: the buffer is full, or its submission was not recorded yet.
+  bool InFlight(const PackedTask& packed);
+  // Rows the buffer can still take in this batch (new attempts).
+  int64_t FreeRows() const;
 
   // Worker side: the tasks running now. `spec` must stay alive until EndRunning,
   // which is given the same spec.
@@ -148,8 +162,7 @@ class TaskEventBuffer {
   // already saw end; nullopt when there is nothing to say. Short finished attempts
   // beyond the detail rate are counted, not sent.
   std::optional<rpc::TaskEventBatch> TakeBatch(int64_t min_running_us = 0);
-  // Rows waiting for the next batch (an attempt recorded on several threads has a
-  // row in each thread's lane until TakeBatch joins them).
+  // Rows waiting for the next batch.
   int64_t NumRows() const;
   int64_t TotalDropped() const;
 
@@ -157,6 +170,9 @@ class TaskEventBuffer {
   using Row = TaskEventRow;
   // Threads record into kLanes lanes (a thread's lane is fixed at its first record).
   static constexpr int kLanes = 8;
+  // Kinds numbered for the buffer's life, at most; beyond, an attempt's kind is
+  // described from its spec when its row is written (slower: it is decoded).
+  static constexpr int32_t kMaxKinds = 1 << 16;
   struct Running {
     const rpc::TaskSpec* spec = nullptr;
     int64_t start_us = 0;
@@ -166,9 +182,6 @@ class TaskEventBuffer {
   // they name by index in these vectors.
   struct Records {
     std::vector<Row> rows;
-    // Per row: the slot of the row (in another lane, or this one) of the same
-    // attempt that this row continues; 0 for the attempt's first row in the batch.
-    std::vector<uint64_t> continues;
     std::vector<rpc::TaskKind> kinds;
     std::vector<rpc::TaskExecutor> executors;
     std::vector<rpc::TaskEventError> errors;
@@ -177,14 +190,15 @@ class TaskEventBuffer {
   // per task.
   struct alignas(64) Lane {
     absl::Mutex mu;
-    int index = 0;
     Records records ABSL_GUARDED_BY(mu);
     // Memory for the next batch's records, kept from a batch sent.
     Records spare ABSL_GUARDED_BY(mu);
-    absl::flat_hash_map<size_t, int32_t> kind_index ABSL_GUARDED_BY(mu);
-    // The kind looked up last: most submissions repeat it, and comparing is cheaper
-    // than hashing.
-    int32_t last_kind ABSL_GUARDED_BY(mu) = -1;
+    // A numbered kind's index in records.kinds (-1: not in this batch), and the
+    // numbers set in this batch.
+    std::vector<int32_t> batch_kind ABSL_GUARDED_BY(mu);
+    std::vector<int32_t> batch_kinds_set ABSL_GUARDED_BY(mu);
+    // Kinds described from a spec (beyond kMaxKinds): by hash, in records.kinds.
+    absl::flat_hash_map<size_t, int32_t> described ABSL_GUARDED_BY(mu);
     int32_t last_executor ABSL_GUARDED_BY(mu) = -1;
     WorkerID last_executor_id ABSL_GUARDED_BY(mu);
     int64_t quota ABSL_GUARDED_BY(mu) = 0;  // new rows it may add before taking more
@@ -195,15 +209,22 @@ class TaskEventBuffer {
   Lane& ThisThreadsLane();
   void LockLanes() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   void UnlockLanes() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  // The attempt's row in this batch: in this lane, or a new one (nullptr when full).
-  Row* RowOf(Lane& lane, const PackedTask& packed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
-  // A new attempt's row, within the buffer's cap (nullptr when full).
-  Row* NewRow(Lane& lane, std::string_view task_id, int attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
-  Row* AddRow(Lane& lane, std::string_view task_id, int attempt, uint64_t continues)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // The kind's number (-1 beyond kMaxKinds). Any thread, no lane lock needed: the
+  // thread's last few kinds are cached, so most calls only compare.
+  int32_t NumberKind(const rpc::TaskSpec& spec);
+  // Stamps `packed` with its kind's number, when it has none yet.
+  void NoteKind(const rpc::TaskSpec& spec, const PackedTask& packed);
+  // A new row for the attempt; within the buffer's cap when `capped` (nullptr when
+  // full).
+  Row* NewRow(Lane& lane, std::string_view task_id, int attempt, bool capped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // Takes more of the buffer's free rows for `lane`; false when none are left.
   bool TakeQuota(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
-  void Describe(Lane& lane, Row* row, const rpc::TaskSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // A row for `packed` with every state stamped so far, its kind and parent unless
+  // it was reported in flight (the GCS has them); nullptr when full.
+  Row* RowWithStamps(Lane& lane, const PackedTask& packed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // The index in this batch's kinds of numbered kind `number`.
+  int32_t BatchKind(Lane& lane, int32_t number) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // The index in this batch's kinds of `spec`'s kind.
   int32_t KindOf(Lane& lane, const rpc::TaskSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   int32_t ExecutorOf(Lane& lane, const TaskExecutorInfo& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void AddError(Lane& lane, const Row* row, const rpc::ErrorInfo& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
@@ -216,35 +237,34 @@ class TaskEventBuffer {
   bool TakeLanes(int64_t min_running_us, std::array<Records, kLanes>* taken, int64_t* dropped);
   // Gives `taken`'s memory back to the lanes (up to twice an early report's worth).
   void KeepMemory(std::array<Records, kLanes>* taken);
-  // One batch's rows, in `rows`, from the lanes' records: kinds, executors and errors
-  // renumbered, and an attempt's rows in several lanes joined into one. `sent_lane`:
-  // the lane whose rows `rows` are, as they were (when only one had any).
+  // One batch's rows, in `rows`, from the lanes' records (kinds, executors and
+  // errors renumbered). `sent_lane`: the lane whose rows `rows` are, as they were
+  // (when only one had any).
   static void JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch, std::vector<Row>* rows,
                         int* sent_lane);
-  // Joins each row that continues another into the attempt's first row in the batch.
-  static void JoinContinuing(std::array<Records, kLanes>* taken);
-  // The attempt's first row (lane, index) for lane `lane`'s row `index`; lane -1
-  // when its chain is broken.
-  static std::pair<int, size_t> FirstRowOf(const std::array<Records, kLanes>& taken, int lane, size_t index);
   // How many short attempts the detail rate lets this batch keep (-1: all).
   int64_t DetailBudget(int64_t* short_us);
 
   const TaskEventSource source_;
   const int64_t max_rows_;
   const int64_t quota_chunk_;
+  // Told apart in the threads' caches of kinds (an address can be reused).
+  const uint64_t serial_;
   // Set with every lane locked, read under any (an early report asked for runs
   // under a lane's lock).
   int64_t early_rows_ = 0;
   std::function<void()> early_report_;
-  // Rows belong to batch `generation_` (changed with every lane locked); a
-  // PackedTask's slot is (generation << 32 | lane << 28 | index + 1).
-  std::atomic<uint32_t> generation_{1};
   // New rows the lanes may still take in this batch.
   std::atomic<int64_t> rows_free_;
   // Rows' memory kept from a batch sent, at most: twice an early report's worth (or
   // the cap's), as a vector grown by doubling holds up to twice its rows.
   std::atomic<int64_t> keep_rows_;
   mutable std::array<Lane, kLanes> lanes_;
+  // The kinds numbered so far (a deque: references stay valid as it grows); after a
+  // lane's lock.
+  absl::Mutex kinds_mu_;
+  std::deque<rpc::TaskKind> kinds_ ABSL_GUARDED_BY(kinds_mu_);
+  absl::flat_hash_map<size_t, absl::InlinedVector<int32_t, 1>> kinds_by_hash_ ABSL_GUARDED_BY(kinds_mu_);
   mutable absl::Mutex mu_;  // after the lanes' (TakeBatch)
   // The rate of detailed short attempts: a bucket of up to a second's worth.
   int64_t detail_per_s_ ABSL_GUARDED_BY(mu_) = 0;

@@ -17,11 +17,11 @@ TaskEventReporter::TaskEventReporter(EventLoop& loop, gcs::GcsClientInterface& g
     loop_.Post("TaskEventReporter.EarlyReport", [this, alive] {
       if (alive.expired()) return;
       early_posted_ = false;
-      Report();
+      Report(false);
     });
   });
   timer_ = loop_.RunEvery("TaskEventReporter.Report", std::max<int64_t>(config.task_events_report_ms, 1),
-                          [this] { Report(); });
+                          [this] { Report(true); });
 }
 
 TaskEventReporter::~TaskEventReporter() { buffer_.SetEarlyReport(0, nullptr); }
@@ -46,8 +46,9 @@ void TaskEventReporter::FinishAndFlush(std::function<void()> done) {
   buffer_.EndRunning(driver_task_);
 }
 
-void TaskEventReporter::Report() {
+void TaskEventReporter::Report(bool periodic) {
   if (in_flight_) return;
+  if (periodic && in_flight_report_) in_flight_report_(false);
   std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch(min_running_us_);
   if (!batch) return;
   in_flight_ = true;
@@ -56,6 +57,7 @@ void TaskEventReporter::Report() {
 
 void TaskEventReporter::Flush(std::function<void()> done) {
   buffer_.FillDetailBucket();  // the last batch: a short program keeps its detail
+  if (in_flight_report_) in_flight_report_(true);
   std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch();
   if (!batch) return done();
   Send(std::move(*batch), std::move(done));

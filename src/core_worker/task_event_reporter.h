@@ -28,6 +28,10 @@ class TaskEventReporter {
   // is in flight), and runs `done`
   // once the GCS answered, or at once when there was nothing. Loop thread.
   void Flush(std::function<void()> done);
+  // `report(all)` gives the attempts still in flight their rows before each periodic
+  // batch (all: false) and before the last (all: true): TaskManager::ReportInFlight.
+  // Set before the first task. Loop thread.
+  void SetInFlight(std::function<void(bool all)> report) { in_flight_report_ = std::move(report); }
   // Stops the timer: nothing more is sent but by Flush. Loop thread.
   void Stop();
   // A driver's own task (DRIVER_TASK `task_id` of `job_id`, named `name`) runs from now on.
@@ -38,8 +42,9 @@ class TaskEventReporter {
   int64_t batches_sent() const { return batches_sent_; }
 
  private:
-  // Sends a batch unless one is in flight.
-  void Report();
+  // Sends a batch unless one is in flight (`periodic`: the timer's, with the
+  // attempts in flight).
+  void Report(bool periodic);
   void Send(rpc::TaskEventBatch batch, std::function<void()> done);
 
   EventLoop& loop_;
@@ -49,6 +54,7 @@ class TaskEventReporter {
   rpc::TaskSpec driver_task_;
   // Periodic reports show a task RUNNING once it has run this long (half a period).
   const int64_t min_running_us_;
+  std::function<void(bool all)> in_flight_report_;
   std::unique_ptr<Timer> timer_;
   bool in_flight_ = false;
   int64_t batches_sent_ = 0;

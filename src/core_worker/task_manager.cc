@@ -311,6 +311,7 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
     }
     if (task.retries_left > 0) --task.retries_left;
     task.spec = task.NextAttempt();
+    task.seen = 0;
     spec = task.spec;
     argument_ids = task.argument_ids;
     Entry pending = std::move(task);
@@ -326,6 +327,36 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
             << spec->function_name() << ") again, attempt " << spec->attempt_number();
   resubmit_(spec);
   return Recovery::kResubmitted;
+}
+
+void TaskManager::ReportInFlight(bool all) {
+  if (events_ == nullptr) return;
+  constexpr uint8_t kReported = 2;
+  std::vector<PackedTaskPtr> due;
+  {
+    TablesLock lock(this);
+    const auto room = static_cast<size_t>(std::max<int64_t>(events_->FreeRows(), 0));
+    for (auto& [task_id, e] : pending_) {
+      if (e.completing || e.seen == kReported) continue;
+      if (++e.seen < kReported && !all) continue;
+      if (due.size() == room) {
+        e.seen = kReported - 1;  // the next call
+        continue;
+      }
+      e.seen = kReported;
+      due.push_back(e.spec);
+    }
+  }
+  std::vector<PackedTaskPtr> again;
+  for (PackedTaskPtr& spec : due) {
+    if (!events_->InFlight(*spec)) again.push_back(std::move(spec));
+  }
+  if (again.empty()) return;
+  TablesLock lock(this);
+  for (const PackedTaskPtr& spec : again) {
+    auto it = pending_.find(spec->task_id());
+    if (it != pending_.end() && &*it->second.spec == &*spec) it->second.seen = kReported - 1;
+  }
 }
 
 size_t TaskManager::NumLineage() const {
@@ -361,6 +392,7 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
         events_->Failed(*e.spec, attempt_error);
       }
       e.spec = e.NextAttempt();
+      e.seen = 0;
       resubmit = e.spec;
     } else {
       failed = std::move(e);

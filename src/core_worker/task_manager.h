@@ -113,6 +113,13 @@ class TaskManager {
   // goes once none of that task's returns is left.
   void OnObjectFreed(const ObjectID& id);
 
+  // Task events: the attempts pending now that were pending at the previous call
+  // too (so for at least a report period), or with `all` every attempt pending now
+  // (the last report, at exit), get their in-flight row (TaskEventBuffer::InFlight),
+  // once per attempt, as far as the buffer has room; the others wait for a later
+  // call. One pass over the pending table under its lock (a few ns per task).
+  void ReportInFlight(bool all);
+
   size_t NumLineage() const;
   int64_t LineageBytes() const;
   // Slots allocated by the pending and lineage tables (tests: they shrink).
@@ -126,6 +133,8 @@ class TaskManager {
     // A result is being stored: the task is still pending (readers wait, recovery
     // does nothing) but no retry or failure may touch it. The spec was moved out.
     bool completing = false;
+    // Task events: ReportInFlight calls that saw this attempt pending (2: reported).
+    uint8_t seen = 0;
     // Retries: the spec of the next attempt (a copy of `spec`, one attempt on).
     PackedTaskPtr NextAttempt() const;
   };

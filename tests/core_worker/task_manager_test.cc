@@ -294,6 +294,46 @@ TEST_F(TaskManagerTest, ARetryLeavesTheSharedSpecAsItWas) {
   EXPECT_EQ(shared->attempt_number(), 0);
 }
 
+// Task events: an attempt still pending at a second ReportInFlight (so for a report
+// period) gets its in-flight row, once; an attempt that ended does not; `all` takes
+// every pending one; beyond the buffer's room the rest wait for a later call.
+TEST_F(TaskManagerTest, AttemptsPendingForAPeriodAreReportedInFlightOnce) {
+  TaskEventSource source;
+  TaskEventBuffer events(source, 3);
+  tasks_.SetTaskEvents(&events);
+  auto submit = [&] {
+    ObjectID id = Submit();
+    events.Submitted(last_spec_->Unpack(), *last_spec_, UnixMicros());
+    return id;
+  };
+  auto rows = [&] {
+    std::vector<TaskID> ids;
+    if (auto batch = events.TakeBatch()) {
+      for (int64_t i = 0; i < NumRows(*batch); ++i) ids.push_back(RowAt(*batch, i).TaskId());
+    }
+    return ids;
+  };
+  ObjectID a = submit(), b = submit();
+  tasks_.ReportInFlight(false);
+  EXPECT_TRUE(rows().empty());  // pending at one call only
+  ObjectID c = submit();
+  Finish(b);
+  (void)rows();  // b's end
+  tasks_.ReportInFlight(false);
+  EXPECT_EQ(rows(), std::vector<TaskID>{a.Task()});
+  tasks_.ReportInFlight(false);
+  EXPECT_EQ(rows(), std::vector<TaskID>{c.Task()});
+  tasks_.ReportInFlight(true);  // nothing left to report
+  EXPECT_TRUE(rows().empty());
+  std::vector<ObjectID> more;
+  for (int i = 0; i < 5; ++i) more.push_back(submit());
+  tasks_.ReportInFlight(true);
+  EXPECT_EQ(rows().size(), 3u);  // the buffer's room
+  tasks_.ReportInFlight(true);
+  EXPECT_EQ(rows().size(), 2u);  // the rest
+  tasks_.SetTaskEvents(nullptr);
+}
+
 TEST_F(TaskManagerTest, TablesShrinkOnceABurstIsFreed) {
   const size_t empty_capacity = tasks_.TableCapacity();
   std::vector<ObjectID> ids;
