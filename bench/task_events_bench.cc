@@ -117,9 +117,10 @@ double ThreadCpuSeconds() {
 
 // As a driver records: submissions on the program's thread, pushes and ends on the
 // core worker's loop thread (another core), a little behind, in batches of 20,000
-// taken between them. Returns the CPU ns per attempt of both threads together (each
-// records into its own lane; TakeBatch joins an attempt's two rows), to compare with
-// RecordAttempts' figure, where one thread records everything.
+// taken between them. Returns the CPU ns per attempt of both threads together (the
+// first stamps the attempt, the second stamps it and writes its row, reading what the
+// first wrote on another core), to compare with RecordAttempts' figure, where one
+// thread records everything.
 double RecordAcrossThreads(int64_t n) {
   manta::core::TaskEventSource source;
   source.job_id = kJob;

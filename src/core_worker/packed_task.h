@@ -4,7 +4,7 @@
 // The spec is serialized once, at submission, while it is hot in the submitting
 // thread's cache; the few fields the owner reads for every task are decoded beside
 // the bytes, in the same heap block. A small task's rpc::TaskSpec takes about 650
-// bytes of heap in a dozen blocks; packed it takes about 170 in one. With a million
+// bytes of heap in a dozen blocks; packed it takes about 195 in one. With a million
 // tasks in flight that is most of the owner's memory, and every block is a cache miss
 // when it is freed. Pushes carry the bytes as they are (PushBatch::TryAddPacked),
 // with no copy of the message; the rare paths that need the whole spec (a retry, a

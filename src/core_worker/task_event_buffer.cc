@@ -294,9 +294,6 @@ void TaskEventBuffer::AddError(Lane& lane, const Row* row, const rpc::ErrorInfo&
 void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
   NoteKind(spec, packed);
   packed.event_submitted_us_.store(submitted_us, std::memory_order_relaxed);
-  if (packed.event_reported_.load(std::memory_order_relaxed)) {  // a retry's attempt reported before: rare
-    Reached(packed, rpc::PENDING_ARGS_AVAIL);
-  }
 }
 
 void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
