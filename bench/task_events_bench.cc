@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
   const int64_t attempts = std::stoll(flags.Value("--attempts", "1000000"));
   const int runs = std::stoi(flags.Value("--runs", "3"));
   std::vector<double> record, take, wire_out, wire_in, merge, baseline, query_ms, rss_capped_mb, rss_uncapped_per;
-  std::vector<double> rated_take, rated_wire_out, rated_merge, across_threads;
+  std::vector<double> rated_record, rated_take, rated_wire_out, rated_merge, across_threads;
   double kept = 0, evicted = 0, accounted_mb = 0, rated_rows = 0;
   for (int run = 0; run < runs; ++run) {
     double r = 0, t = 0, w = 0;
@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
     {
       // At the default detail rate (10,000 a second): most attempts are only counted.
       std::vector<manta::rpc::TaskEventBatch> batches = RecordAttempts(attempts, 10000, &r, &t, &w);
+      rated_record.push_back(r);
       rated_take.push_back(t);
       rated_wire_out.push_back(w);
       manta::gcs::GcsTaskManager tasks({100000, int64_t{64} << 20});
@@ -271,6 +272,7 @@ int main(int argc, char** argv) {
       {"gcs_cap_mb", 64 * 1.048576},
       {"gcs_rss_bytes_per_attempt_uncapped", Median(rss_uncapped_per)},
       {"query_running_among_full_table_ms", Median(query_ms)},
+      {"rated_buffer_record_ns_per_attempt", Median(rated_record)},
       {"rated_buffer_take_batch_ns_per_attempt", Median(rated_take)},
       {"rated_buffer_serialize_ns_per_attempt", Median(rated_wire_out)},
       {"rated_gcs_merge_ns_per_attempt", Median(rated_merge)},

@@ -15,72 +15,8 @@ bool ValidState(rpc::TaskStatus status) {
   return status >= rpc::PENDING_ARGS_AVAIL && status <= rpc::FAILED;
 }
 
-// Whether `row` may be counted instead of sent: it finished (not failed), has a kind
-// and its submission (so it was not reported in flight, and is the owner's only row
-// of the attempt) and ran under `short_us` (so no worker reported it running): no
-// other row of it exists.
-bool Summarizable(const TaskEventRow& row, int64_t short_us) {
-  return row.kind >= 0 && row.StateUs(rpc::FINISHED) > 0 && row.StateUs(rpc::FAILED) == 0 &&
-         row.StateUs(rpc::PENDING_ARGS_AVAIL) > 0 && row.exec_start_us > 0 &&
-         row.exec_end_us - row.exec_start_us < short_us;
-}
-
-// How many of each kind's `counts` to keep within `budget`, shared fairly: kinds with
-// fewer than their share keep all (a rare function always shows), the others split
-// what is left equally.
-std::vector<int64_t> FairShares(const std::vector<int64_t>& counts, int64_t budget) {
-  std::vector<size_t> order(counts.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return counts[a] < counts[b]; });
-  std::vector<int64_t> shares(counts.size(), 0);
-  int64_t left = budget;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const int64_t share = left / static_cast<int64_t>(order.size() - i);
-    shares[order[i]] = std::min(counts[order[i]], share);
-    left -= shares[order[i]];
-  }
-  return shares;
-}
-
-// Keeps `budget` of the summarizable rows (a fair share per kind, each kind's spread
-// evenly over the batch) and counts the others per kind in `batch`'s `summarized`,
-// renumbering the errors' rows. Returns how many summarizable rows stay.
-int64_t SummarizeBeyond(int64_t budget, int64_t short_us, std::vector<TaskEventRow>* rows,
-                        rpc::TaskEventBatch* batch) {
-  std::vector<int64_t> eligible(batch->kinds_size(), 0);
-  int64_t total = 0;
-  for (const TaskEventRow& row : *rows) {
-    if (!Summarizable(row, short_us)) continue;
-    ++eligible[row.kind];
-    ++total;
-  }
-  if (total <= budget) return total;
-  const std::vector<int64_t> keep = FairShares(eligible, budget);
-  std::vector<int64_t> seen(eligible.size(), 0);
-  std::vector<int32_t> new_index(batch->errors_size() > 0 ? rows->size() : 0, -1);
-  size_t out = 0;
-  for (size_t i = 0; i < rows->size(); ++i) {
-    const TaskEventRow& row = (*rows)[i];
-    if (Summarizable(row, short_us)) {
-      const int64_t k = row.kind, j = seen[k]++;
-      if ((j + 1) * keep[k] / eligible[k] == j * keep[k] / eligible[k]) continue;  // counted below
-    }
-    if (!new_index.empty()) new_index[i] = static_cast<int32_t>(out);
-    if (out != i) (*rows)[out] = row;
-    ++out;
-  }
-  rows->resize(out);
-  for (rpc::TaskEventError& e : *batch->mutable_errors()) e.set_row(new_index[e.row()]);
-  int64_t kept = 0;
-  for (size_t k = 0; k < eligible.size(); ++k) {
-    kept += keep[k];
-    if (eligible[k] == keep[k]) continue;
-    rpc::TaskKindCount* c = batch->add_summarized();
-    c->set_kind(static_cast<int32_t>(k));
-    c->set_finished(eligible[k] - keep[k]);
-  }
-  return kept;
-}
+// Each kind's first attempts in a batch (per lane) are written whatever the rate.
+constexpr int32_t kDetailedPerKind = 4;
 
 // A lane holds fewer rows than this.
 constexpr int64_t kMaxLaneRows = (int64_t{1} << 28) - 2;
@@ -153,16 +89,57 @@ void TaskEventBuffer::SetEarlyReport(int64_t rows, std::function<void()> report)
 }
 
 void TaskEventBuffer::SetDetailRate(int64_t per_s, int64_t short_us) {
-  absl::MutexLock lock(&mu_);
+  LockLanes();
   detail_per_s_ = std::max<int64_t>(per_s, 0);
   short_us_ = short_us;
-  detail_tokens_ = 0;  // a burst at start-up is held to the rate too (see FillDetailBucket)
+  UnlockLanes();
+  absl::MutexLock lock(&mu_);
+  detail_tokens_ = static_cast<double>(detail_per_s_);  // a short program keeps up to a second's worth
   detail_refilled_us_ = UnixMicros();
 }
 
-void TaskEventBuffer::FillDetailBucket() {
+bool TaskEventBuffer::TakeToken(Lane& lane, int64_t now_us) {
+  if (now_us < lane.no_token_until_us) return false;
   absl::MutexLock lock(&mu_);
-  detail_tokens_ = static_cast<double>(detail_per_s_);
+  const auto per_s = static_cast<double>(detail_per_s_);
+  // (Threads' clocks are read at different moments: time never runs back here.)
+  const int64_t elapsed_us = std::max<int64_t>(now_us - detail_refilled_us_, 0);
+  detail_tokens_ = std::min(per_s, detail_tokens_ + static_cast<double>(elapsed_us) * 1e-6 * per_s);
+  detail_refilled_us_ += elapsed_us;
+  if (detail_tokens_ >= 1) {
+    detail_tokens_ -= 1;
+    return true;
+  }
+  // No lock again until the next token is due.
+  lane.no_token_until_us = now_us + static_cast<int64_t>((1 - detail_tokens_) * 1e6 / per_s);
+  return false;
+}
+
+bool TaskEventBuffer::CountInstead(Lane& lane, const PackedTask& packed, const rpc::TaskResult& result,
+                                   int64_t now_us) {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  // Only an attempt with no other row anywhere: not reported in flight, and too
+  // short for its worker to have reported it running.
+  if (detail_per_s_ == 0 || packed.event_reported_.load(relaxed) || packed.event_submitted_us_.load(relaxed) == 0 ||
+      result.start_unix_us() <= 0 || result.run_us() >= short_us_) {
+    return false;
+  }
+  const int32_t number = packed.event_kind_.load(relaxed);
+  if (number < 0) return false;
+  const auto kind = static_cast<size_t>(BatchKind(lane, number));
+  Records& r = lane.records;
+  if (r.summarized.size() <= kind) {
+    r.summarized.resize(kind + 1, 0);
+    r.detailed.resize(kind + 1, 0);
+  }
+  if (r.detailed[kind] < kDetailedPerKind) {  // a rare function always shows
+    ++r.detailed[kind];
+    (void)TakeToken(lane, now_us);  // spent if there is one
+    return false;
+  }
+  if (TakeToken(lane, now_us)) return false;
+  ++r.summarized[kind];
+  return true;
 }
 
 int32_t TaskEventBuffer::NumberKind(const rpc::TaskSpec& spec) {
@@ -360,6 +337,7 @@ void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& res
                             const rpc::ErrorInfo* error, int64_t now) {
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
+  if (error == nullptr && CountInstead(lane, packed, result, now)) return;
   Row* row = RowWithStamps(lane, packed);
   if (row == nullptr) return;
   row->state_us[StateIndex(error != nullptr ? rpc::FAILED : rpc::FINISHED)] = now;
@@ -438,7 +416,7 @@ bool TaskEventBuffer::TakeLanes(int64_t min_running_us, std::array<Records, kLan
   LockLanes();
   AddRunning(lanes_[0], min_running_us);
   bool any = false;
-  for (Lane& lane : lanes_) any |= !lane.records.rows.empty() || lane.dropped > 0;
+  for (Lane& lane : lanes_) any |= !lane.records.rows.empty() || !lane.records.summarized.empty() || lane.dropped > 0;
   if (any) {
     for (int l = 0; l < kLanes; ++l) {
       Lane& lane = lanes_[l];
@@ -467,6 +445,8 @@ void TaskEventBuffer::KeepMemory(std::array<Records, kLanes>* taken) {
     r.kinds.clear();
     r.executors.clear();
     r.errors.clear();
+    r.summarized.clear();
+    r.detailed.clear();
     Lane& lane = lanes_[l];
     absl::MutexLock lock(&lane.mu);
     const size_t keep = static_cast<size_t>(keep_rows_.load(std::memory_order_relaxed));
@@ -476,32 +456,27 @@ void TaskEventBuffer::KeepMemory(std::array<Records, kLanes>* taken) {
   }
 }
 
-int64_t TaskEventBuffer::DetailBudget(int64_t* short_us) {
-  absl::MutexLock lock(&mu_);
-  if (detail_per_s_ == 0) return -1;
-  const int64_t now = UnixMicros();
-  detail_tokens_ = std::min(static_cast<double>(detail_per_s_),
-                            detail_tokens_ + static_cast<double>(now - detail_refilled_us_) * 1e-6 *
-                                                 static_cast<double>(detail_per_s_));
-  detail_refilled_us_ = now;
-  *short_us = short_us_;
-  return static_cast<int64_t>(detail_tokens_);
-}
-
 void TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch,
                                 std::vector<Row>* rows, int* sent_lane) {
   int lanes_with_rows = 0;
   size_t total = 0;
   for (int l = 0; l < kLanes; ++l) {
     Records& r = (*taken)[l];
+    if (r.rows.empty() && r.summarized.empty()) continue;
+    // Kinds, executors and errors are numbered per lane: renumbered for the batch.
+    const int32_t kinds = batch->kinds_size(), executors = batch->executors_size();
+    for (size_t k = 0; k < r.summarized.size(); ++k) {
+      if (r.summarized[k] == 0) continue;
+      rpc::TaskKindCount* c = batch->add_summarized();
+      c->set_kind(kinds + static_cast<int32_t>(k));
+      c->set_finished(r.summarized[k]);
+    }
+    for (rpc::TaskKind& k : r.kinds) *batch->add_kinds() = std::move(k);
     if (r.rows.empty()) continue;
     ++lanes_with_rows;
     *sent_lane = l;
-    // Kinds, executors and errors are numbered per lane: renumbered for the batch.
-    const int32_t kinds = batch->kinds_size(), executors = batch->executors_size();
     const auto first_row = static_cast<int32_t>(total);
     total += r.rows.size();
-    for (rpc::TaskKind& k : r.kinds) *batch->add_kinds() = std::move(k);
     for (rpc::TaskExecutor& e : r.executors) *batch->add_executors() = std::move(e);
     for (rpc::TaskEventError& e : r.errors) {
       e.set_row(e.row() + first_row);
@@ -514,6 +489,7 @@ void TaskEventBuffer::JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEve
     }
   }
   rows->clear();
+  if (lanes_with_rows == 0) return;
   if (lanes_with_rows == 1) {  // one thread recorded: no copy
     rows->swap((*taken)[*sent_lane].rows);
     return;
@@ -536,10 +512,6 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
   }
   JoinLanes(&taken, &batch, &rows, &sent_lane);
   batch.set_dropped(dropped);
-  int64_t short_us = 0;
-  const int64_t budget = DetailBudget(&short_us);
-  // Short attempts beyond the rate are counted; one copy of the rest.
-  const int64_t detailed = budget >= 0 ? SummarizeBeyond(budget, short_us, &rows, &batch) : 0;
   batch.set_rows(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(Row));
   batch.set_job_id(source_.job_id.Binary());
   batch.set_worker_id(source_.self.worker_id.Binary());
@@ -551,7 +523,6 @@ std::optional<rpc::TaskEventBatch> TaskEventBuffer::TakeBatch(int64_t min_runnin
   {
     absl::MutexLock lock(&mu_);
     if (rows.capacity() <= static_cast<size_t>(keep_rows_.load(std::memory_order_relaxed))) spare_out_.swap(rows);
-    detail_tokens_ = std::max(0.0, detail_tokens_ - static_cast<double>(detailed));
     total_dropped_ += dropped;
   }
   KeepMemory(&taken);

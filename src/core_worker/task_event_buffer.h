@@ -26,14 +26,15 @@
 // When the buffer holds max_rows rows, attempts that need a new row are dropped and
 // counted; an attempt reported in flight still records (its end must reach the GCS).
 //
-// Detail is bounded by rate: beyond max_detailed_per_s, an attempt that finished
-// within one batch and ran shorter than a worker waits before reporting a task
+// Detail is bounded by rate, decided as each attempt ends: beyond
+// max_detailed_per_s (a token bucket of up to a second's worth, full at start), an
+// attempt that finished and ran shorter than a worker waits before reporting a task
 // running (so no other row of it exists anywhere) is counted per kind instead of
-// sent. The rows kept are shared fairly between kinds (a rare function always shows)
-// and spread evenly over the batch. Failures, and attempts reported in flight, are
-// always sent whole. At a few hundred thousand tasks a second this spares the GCS
-// nearly all of its merging, and the GCS's cap would have evicted those rows within
-// a second anyway.
+// written. The attempts kept are spread over time as the bucket refills, and each
+// kind keeps its first few of a batch (a rare function always shows). Failures, and
+// attempts reported in flight, are always rows. At a few hundred thousand tasks a
+// second this spares the owner nearly every row and the GCS nearly all of its
+// merging; the GCS's cap would have evicted those rows within a second anyway.
 //
 // Cost: this is on the task path of every process, at up to a few hundred thousand
 // tasks a second. An owner records an attempt on two threads: the user's thread
@@ -113,13 +114,10 @@ class TaskEventBuffer {
   // full.
   void SetEarlyReport(int64_t rows, std::function<void()> report);
 
-  // Beyond `per_s` a second (0: no limit), attempts that finished in one batch and ran
-  // under `short_us` are counted in the batch's `summarized` instead of sent as rows.
+  // Beyond `per_s` a second (0: no limit; the bucket starts with a second's worth),
+  // attempts that finished and ran under `short_us` are counted in their batch's
+  // `summarized` instead of written as rows.
   void SetDetailRate(int64_t per_s, int64_t short_us);
-  // The rate's bucket starts empty (a process's first burst is held to the rate);
-  // this fills it to a second's worth, for the last batch of a process: a program
-  // that ran for less than a second keeps up to `per_s` attempts detailed.
-  void FillDetailBucket();
 
   // Owner side. The attempt was submitted at `submitted_us` and waits for its
   // arguments (PENDING_ARGS_AVAIL, with what it runs).
@@ -159,8 +157,7 @@ class TaskEventBuffer {
   // Everything recorded since the last batch, and the running tasks not reported yet
   // that have run for at least `min_running_us` (0: all) — a task that ends soon is
   // left to its owner, so that a late report of it never revives an attempt the GCS
-  // already saw end; nullopt when there is nothing to say. Short finished attempts
-  // beyond the detail rate are counted, not sent.
+  // already saw end; nullopt when there is nothing to say.
   std::optional<rpc::TaskEventBatch> TakeBatch(int64_t min_running_us = 0);
   // Rows waiting for the next batch.
   int64_t NumRows() const;
@@ -183,6 +180,9 @@ class TaskEventBuffer {
   struct Records {
     std::vector<Row> rows;
     std::vector<rpc::TaskKind> kinds;
+    // Per kind: short attempts counted instead of written, and written (by the rate).
+    std::vector<int64_t> summarized;
+    std::vector<int32_t> detailed;
     std::vector<rpc::TaskExecutor> executors;
     std::vector<rpc::TaskEventError> errors;
   };
@@ -204,6 +204,8 @@ class TaskEventBuffer {
     int64_t quota ABSL_GUARDED_BY(mu) = 0;  // new rows it may add before taking more
     int64_t ended ABSL_GUARDED_BY(mu) = 0;  // attempts ended in this batch
     int64_t dropped ABSL_GUARDED_BY(mu) = 0;
+    // The detail bucket had no token for this lane until then (µs since the epoch).
+    int64_t no_token_until_us ABSL_GUARDED_BY(mu) = 0;
   };
 
   Lane& ThisThreadsLane();
@@ -228,6 +230,12 @@ class TaskEventBuffer {
   int32_t KindOf(Lane& lane, const rpc::TaskSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   int32_t ExecutorOf(Lane& lane, const TaskExecutorInfo& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void AddError(Lane& lane, const Row* row, const rpc::ErrorInfo& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // Counts the finished attempt `packed` instead of writing its row when it is
+  // short and the detail rate is spent (true).
+  bool CountInstead(Lane& lane, const PackedTask& packed, const rpc::TaskResult& result, int64_t now_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // A token of the detail bucket for `lane`; false when it is empty.
+  bool TakeToken(Lane& lane, int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // One more attempt ended in this batch (asks for an early report at early_rows_).
   void CountEnded(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // Rows (in `lane`) for the running tasks not reported yet.
@@ -242,8 +250,6 @@ class TaskEventBuffer {
   // (when only one had any).
   static void JoinLanes(std::array<Records, kLanes>* taken, rpc::TaskEventBatch* batch, std::vector<Row>* rows,
                         int* sent_lane);
-  // How many short attempts the detail rate lets this batch keep (-1: all).
-  int64_t DetailBudget(int64_t* short_us);
 
   const TaskEventSource source_;
   const int64_t max_rows_;
@@ -254,6 +260,8 @@ class TaskEventBuffer {
   // under a lane's lock).
   int64_t early_rows_ = 0;
   std::function<void()> early_report_;
+  int64_t detail_per_s_ = 0;
+  int64_t short_us_ = 0;
   // New rows the lanes may still take in this batch.
   std::atomic<int64_t> rows_free_;
   // Rows' memory kept from a batch sent, at most: twice an early report's worth (or
@@ -267,8 +275,6 @@ class TaskEventBuffer {
   absl::flat_hash_map<size_t, absl::InlinedVector<int32_t, 1>> kinds_by_hash_ ABSL_GUARDED_BY(kinds_mu_);
   mutable absl::Mutex mu_;  // after the lanes' (TakeBatch)
   // The rate of detailed short attempts: a bucket of up to a second's worth.
-  int64_t detail_per_s_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t short_us_ ABSL_GUARDED_BY(mu_) = 0;
   double detail_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t detail_refilled_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t total_dropped_ ABSL_GUARDED_BY(mu_) = 0;

@@ -56,7 +56,6 @@ void TaskEventReporter::Report(bool periodic) {
 }
 
 void TaskEventReporter::Flush(std::function<void()> done) {
-  buffer_.FillDetailBucket();  // the last batch: a short program keeps its detail
   if (in_flight_report_) in_flight_report_(true);
   std::optional<rpc::TaskEventBatch> batch = buffer_.TakeBatch();
   if (!batch) return done();

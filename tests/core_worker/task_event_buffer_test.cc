@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace manta::core {
@@ -301,10 +302,10 @@ TEST(TaskEventBufferTest, AnEarlyReportIsAskedForOncePerBatchWhenAttemptsEndOrTh
   EXPECT_EQ(asked, 2);
 }
 
-// Submits, dispatches and ends attempt `index` (run for `run_us`), failed with `error`
-// when it is set.
+// Submits, dispatches and ends attempt `index` (run for `run_us`, ended at `now_us`,
+// or now), failed with `error` when it is set.
 PackedTaskPtr RunOne(TaskEventBuffer* buffer, uint64_t index, const std::string& function, int64_t run_us,
-                     const rpc::ErrorInfo* error = nullptr) {
+                     const rpc::ErrorInfo* error = nullptr, int64_t now_us = 0) {
   rpc::TaskSpec spec = Spec(index, function);
   PackedTaskPtr packed = PackedTask::Pack(spec);
   buffer->Dispatched(spec, *packed, UnixMicros());
@@ -312,7 +313,7 @@ PackedTaskPtr RunOne(TaskEventBuffer* buffer, uint64_t index, const std::string&
   result.set_start_unix_us(UnixMicros());
   result.set_run_us(run_us);
   buffer->Ended(*packed, result, TaskExecutorInfo{WorkerID::FromRandom(), NodeID::FromRandom(), 9}, error,
-                UnixMicros());
+                now_us != 0 ? now_us : UnixMicros());
   return packed;
 }
 
@@ -324,39 +325,45 @@ int64_t Summarized(const rpc::TaskEventBatch& batch, const std::string& function
   return n;
 }
 
-TEST(TaskEventBufferTest, BeyondTheDetailRateShortFinishedAttemptsAreCountedAndASampleStays) {
+// Tokens the detail bucket (at `per_s`) gained since `since_us`, rounded up.
+int64_t Refilled(int64_t since_us, int64_t per_s) { return 1 + (UnixMicros() - since_us) * per_s / 1000000; }
+
+TEST(TaskEventBufferTest, BeyondTheDetailRateShortFinishedAttemptsAreCounted) {
   TaskEventBuffer buffer(Source(), 100000);
-  buffer.SetDetailRate(/*per_s=*/100, /*short_us=*/500000);
+  const int64_t start = UnixMicros();
+  buffer.SetDetailRate(/*per_s=*/100, /*short_us=*/500000);  // a second's worth at start: 100
   rpc::ErrorInfo error;
   error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
   error.set_message("no");
   for (uint64_t i = 0; i < 1000; ++i) {
     RunOne(&buffer, i, i % 2 == 0 ? "Even" : "Odd", 10);
     if (i == 500) {
-      RunOne(&buffer, 5000, "Even", 10, &error);  // failures always go whole
-      RunOne(&buffer, 5001, "Odd", 600000);       // so do long runs (a worker may have reported them)
+      RunOne(&buffer, 5000, "Even", 10, &error);  // failures are always rows
+      RunOne(&buffer, 5001, "Odd", 600000);       // so are long runs (a worker may have reported them)
     }
   }
   rpc::TaskSpec waiting = Spec(6000, "Even");
   PackedTaskPtr waiting_packed = PackedTask::Pack(waiting);
   buffer.Dispatched(waiting, *waiting_packed, UnixMicros());
-  EXPECT_TRUE(buffer.InFlight(*waiting_packed));  // reported in flight: goes whole
-  buffer.FillDetailBucket();  // a second's worth: 100
+  EXPECT_TRUE(buffer.InFlight(*waiting_packed));  // reported in flight: a row
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(NumRows(*batch), 103);
-  EXPECT_EQ(Summarized(*batch, "Even") + Summarized(*batch, "Odd"), 900);
-  EXPECT_EQ(Summarized(*batch, "Even"), 450);  // the budget shared by the two functions
-  EXPECT_EQ(Summarized(*batch, "Odd"), 450);
-  // The error names its own row, renumbered; the sample spans the whole batch.
+  const int64_t short_rows = NumRows(*batch) - 3;
+  EXPECT_GE(short_rows, 100);
+  EXPECT_LE(short_rows, 100 + Refilled(start, 100));
+  EXPECT_EQ(Summarized(*batch, "Even") + Summarized(*batch, "Odd") + short_rows, 1000);
+  EXPECT_GT(Summarized(*batch, "Even"), 0);
+  EXPECT_GT(Summarized(*batch, "Odd"), 0);
+  // The first attempts took the bucket's tokens; the error names its own row.
+  EXPECT_EQ(RowAt(*batch, 0).TaskId(), TaskID::FromBinary(Spec(0, "").task_id()));
   ASSERT_EQ(batch->errors_size(), 1);
   EXPECT_EQ(RowAt(*batch, batch->errors(0).row()).TaskId(), TaskID::FromBinary(Spec(5000, "").task_id()));
   EXPECT_GT(StateAt(*batch, batch->errors(0).row(), rpc::FAILED), 0);
-  EXPECT_EQ(RowAt(*batch, 0).TaskId(), TaskID::FromBinary(Spec(18, "").task_id()));
-  EXPECT_EQ(RowAt(*batch, 101).TaskId(), TaskID::FromBinary(Spec(999, "").task_id()));
 
-  // The rate is spent: the waiting attempt's end (its in-flight row was sent) still goes
-  // whole, as do its later states; new short attempts are counted.
+  // The rate is spent: the waiting attempt's end (its in-flight row was sent) is
+  // still a row; of new short attempts the kind's first few in the batch are rows,
+  // the others counted.
+  const int64_t spent = UnixMicros();
   rpc::TaskResult result;
   result.set_start_unix_us(UnixMicros());
   result.set_run_us(10);
@@ -364,40 +371,55 @@ TEST(TaskEventBufferTest, BeyondTheDetailRateShortFinishedAttemptsAreCountedAndA
   for (uint64_t i = 7000; i < 7500; ++i) RunOne(&buffer, i, "Even", 10);
   batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  EXPECT_GE(NumRows(*batch), 1);
-  EXPECT_LE(NumRows(*batch), 10);  // what the rate refilled meanwhile
+  EXPECT_GE(NumRows(*batch), 1 + 4);
+  EXPECT_LE(NumRows(*batch), 1 + 4 + Refilled(spent, 100));
   EXPECT_EQ(RowAt(*batch, 0).TaskId(), TaskID::FromBinary(waiting.task_id()));
   EXPECT_EQ(Summarized(*batch, "Even") + NumRows(*batch) - 1, 500);
 }
 
 TEST(TaskEventBufferTest, ARareFunctionKeepsItsRowsBesideACommonOne) {
   TaskEventBuffer buffer(Source(), 100000);
+  const int64_t start = UnixMicros();
   buffer.SetDetailRate(/*per_s=*/10, /*short_us=*/500000);
   for (uint64_t i = 0; i < 1000; ++i) RunOne(&buffer, i, "Common", 10);
   RunOne(&buffer, 1000, "Rare", 10);
   RunOne(&buffer, 1001, "Rare", 10);
-  buffer.FillDetailBucket();
   auto batch = buffer.TakeBatch();
   ASSERT_TRUE(batch.has_value());
-  ASSERT_EQ(NumRows(*batch), 10);
-  EXPECT_EQ(Summarized(*batch, "Common"), 992);
-  EXPECT_EQ(Summarized(*batch, "Rare"), 0);
-  int rare = 0;
+  int64_t rare = 0;
   for (int64_t i = 0; i < NumRows(*batch); ++i) rare += batch->kinds(RowAt(*batch, i).kind).function_name() == "Rare";
   EXPECT_EQ(rare, 2);
+  EXPECT_EQ(Summarized(*batch, "Rare"), 0);
+  const int64_t common = NumRows(*batch) - rare;
+  EXPECT_GE(common, 10);
+  EXPECT_LE(common, 10 + Refilled(start, 10));
+  EXPECT_EQ(Summarized(*batch, "Common"), 1000 - common);
 }
 
-TEST(TaskEventBufferTest, AFirstBurstIsHeldToTheRate) {
+TEST(TaskEventBufferTest, OnceTheBucketIsSpentTheAttemptsKeptAreSpreadAtTheRate) {
   TaskEventBuffer buffer(Source(), 100000);
   buffer.SetDetailRate(/*per_s=*/100, /*short_us=*/500000);
-  const int64_t start = UnixMicros();
-  for (uint64_t i = 0; i < 1000; ++i) RunOne(&buffer, i, "f", 10);
+  // One attempt a millisecond (their end times, ahead of the clock): the second's
+  // worth goes to the first ones, then one in ten is kept as a token refills.
+  const int64_t start = UnixMicros() + 1000;
+  for (uint64_t i = 0; i < 1100; ++i) RunOne(&buffer, i, "f", 10, nullptr, start + static_cast<int64_t>(i) * 1000);
   auto batch = buffer.TakeBatch();
-  const int64_t elapsed_us = UnixMicros() - start;
   ASSERT_TRUE(batch.has_value());
-  // What the rate gave while they ran (the bucket starts empty), not a second's worth.
-  EXPECT_LE(NumRows(*batch), 1 + elapsed_us * 100 / 1000000);
-  EXPECT_EQ(NumRows(*batch) + Summarized(*batch, "f"), 1000);
+  EXPECT_EQ(NumRows(*batch) + Summarized(*batch, "f"), 1100);
+  std::vector<uint64_t> kept;
+  for (int64_t i = 0; i < NumRows(*batch); ++i) {
+    for (uint64_t j = 0; j < 1100; ++j) {
+      if (RowAt(*batch, i).TaskId() == TaskID::FromBinary(Spec(j, "").task_id())) kept.push_back(j);
+    }
+  }
+  ASSERT_EQ(kept.size(), static_cast<size_t>(NumRows(*batch)));
+  const auto between = [&](uint64_t from, uint64_t to) {
+    return std::count_if(kept.begin(), kept.end(), [&](uint64_t j) { return j >= from && j < to; });
+  };
+  EXPECT_EQ(between(0, 100), 100);
+  EXPECT_NEAR(between(500, 1000), 50, 2);
+  EXPECT_NEAR(between(500, 600), 10, 1);
+  EXPECT_NEAR(between(900, 1000), 10, 1);
 }
 
 TEST(TaskEventBufferTest, WithoutADetailRateEveryAttemptIsARow) {
