@@ -384,10 +384,8 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int6
     }
   }
   if (inlined && spec.type() == rpc::NORMAL_TASK) {
-    PackedTaskPtr repacked = PackedTask::Pack(spec);
-    if (task_events_ != nullptr) task_events_->Moved(*packed, *repacked);
-    packed = std::move(repacked);
-    task_manager_->ArgumentsInlined(packed);
+    packed = PackedTask::Pack(spec);
+    task_manager_->ArgumentsInlined(packed);  // (its task events' stamps too)
   }
   Dispatch(std::move(spec), std::move(packed), submitted_us);
 }
@@ -409,6 +407,8 @@ void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t subm
       actor_submitter_->Resolved(std::move(spec), std::move(packed));
       return;
     case rpc::ACTOR_CREATION_TASK:
+      // Not in the task manager's table (ReportInFlight): reported as it goes.
+      if (task_events_ != nullptr) task_events_->InFlight(*packed);
       SendCreateActor(spec);
       return;
     default:

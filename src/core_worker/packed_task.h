@@ -91,8 +91,8 @@ class PackedTask {
   mutable std::atomic<int64_t> event_dispatched_us_{0};  // PENDING_NODE_ASSIGNMENT
   mutable std::atomic<int64_t> event_sent_us_{0};        // SUBMITTED_TO_WORKER
   mutable std::atomic<int32_t> event_kind_{-1};          // in the buffer's table of kinds
-  // Reported while in flight: its later states are rows of their own.
-  mutable std::atomic<bool> event_reported_{false};
+  // 0; 1: reported in flight (its later states are rows of their own); 2: ended.
+  mutable std::atomic<uint8_t> event_state_{0};
 
   PackedTask(const rpc::TaskSpec& spec, uint32_t size);
   // Frees the block (the bytes follow the object in it).

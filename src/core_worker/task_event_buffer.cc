@@ -15,6 +15,9 @@ bool ValidState(rpc::TaskStatus status) {
   return status >= rpc::PENDING_ARGS_AVAIL && status <= rpc::FAILED;
 }
 
+// PackedTask::event_state_.
+constexpr uint8_t kNotReported = 0, kReported = 1, kEnded = 2;
+
 // Each kind's first attempts in a batch (per lane) are written whatever the rate.
 constexpr int32_t kDetailedPerKind = 4;
 
@@ -49,11 +52,16 @@ void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const P
   if (events == nullptr || *submitted_us == 0) return;
   events->Submitted(spec, packed, *submitted_us);
   *submitted_us = 0;
+  // An actor's creation is not in the task manager's table (ReportInFlight): it is
+  // reported as it goes.
+  if (spec.type() == rpc::ACTOR_CREATION_TASK) events->InFlight(packed);
 }
 
 void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later) {
   if (sent.empty()) return;
-  later->push_back([events, sent = std::move(sent), at_us = UnixMicros()] {
+  const int64_t at_us = UnixMicros();
+  if (!events->Sent(&sent, at_us)) return;
+  later->push_back([events, sent = std::move(sent), at_us] {
     events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER, at_us);
   });
 }
@@ -116,11 +124,11 @@ bool TaskEventBuffer::TakeToken(Lane& lane, int64_t now_us) {
 }
 
 bool TaskEventBuffer::CountInstead(Lane& lane, const PackedTask& packed, const rpc::TaskResult& result,
-                                   int64_t now_us) {
+                                   bool reported, int64_t now_us) {
   constexpr auto relaxed = std::memory_order_relaxed;
   // Only an attempt with no other row anywhere: not reported in flight, and too
   // short for its worker to have reported it running.
-  if (detail_per_s_ == 0 || packed.event_reported_.load(relaxed) || packed.event_submitted_us_.load(relaxed) == 0 ||
+  if (detail_per_s_ == 0 || reported || packed.event_submitted_us_.load(relaxed) == 0 ||
       result.start_unix_us() <= 0 || result.run_us() >= short_us_) {
     return false;
   }
@@ -132,12 +140,13 @@ bool TaskEventBuffer::CountInstead(Lane& lane, const PackedTask& packed, const r
     r.summarized.resize(kind + 1, 0);
     r.detailed.resize(kind + 1, 0);
   }
+  bool keep = TakeToken(lane, now_us);
   if (r.detailed[kind] < kDetailedPerKind) {  // a rare function always shows
     ++r.detailed[kind];
-    (void)TakeToken(lane, now_us);  // spent if there is one
-    return false;
+    keep = true;
   }
-  if (TakeToken(lane, now_us)) return false;
+  // (A full buffer counts it rather than drop it.)
+  if (keep && (lane.quota > 0 || TakeQuota(lane))) return false;
   ++r.summarized[kind];
   return true;
 }
@@ -151,15 +160,17 @@ int32_t TaskEventBuffer::NumberKind(const rpc::TaskSpec& spec) {
   const size_t hash = TaskKindHash(spec);
   absl::MutexLock lock(&kinds_mu_);
   int32_t number = -1;
-  auto& numbers = kinds_by_hash_[hash];
-  for (int32_t n : numbers) {
-    if (SameTaskKind(kinds_[n], spec)) number = n;
+  auto it = kinds_by_hash_.find(hash);
+  if (it != kinds_by_hash_.end()) {
+    for (int32_t n : it->second) {
+      if (SameTaskKind(kinds_[n], spec)) number = n;
+    }
   }
   if (number < 0) {
     if (static_cast<int32_t>(kinds_.size()) >= kMaxKinds) return -1;
     kinds_.push_back(TaskKindOf(spec));
     number = static_cast<int32_t>(kinds_.size()) - 1;
-    numbers.push_back(number);
+    kinds_by_hash_[hash].push_back(number);
   }
   cache.kinds[cache.next] = &kinds_[number];
   cache.numbers[cache.next] = number;
@@ -227,8 +238,7 @@ int32_t TaskEventBuffer::KindOf(Lane& lane, const rpc::TaskSpec& spec) {
   return static_cast<int32_t>(kinds.size()) - 1;
 }
 
-TaskEventBuffer::Row* TaskEventBuffer::RowWithStamps(Lane& lane, const PackedTask& packed) {
-  const bool reported = packed.event_reported_.load(std::memory_order_relaxed);
+TaskEventBuffer::Row* TaskEventBuffer::RowWithStamps(Lane& lane, const PackedTask& packed, bool reported) {
   Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), !reported);
   if (row == nullptr) return nullptr;
   row->state_us[StateIndex(rpc::PENDING_ARGS_AVAIL)] = packed.event_submitted_us_.load(std::memory_order_relaxed);
@@ -277,7 +287,7 @@ void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& pa
   NoteKind(spec, packed);
   packed.event_submitted_us_.store(submitted_us, std::memory_order_relaxed);
   packed.event_dispatched_us_.store(submitted_us, std::memory_order_relaxed);
-  if (packed.event_reported_.load(std::memory_order_relaxed)) Reached(packed, rpc::PENDING_NODE_ASSIGNMENT);
+  if (Reported(packed)) Reached(packed, rpc::PENDING_NODE_ASSIGNMENT);
 }
 
 void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
@@ -286,10 +296,10 @@ void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) 
   if (status == rpc::PENDING_NODE_ASSIGNMENT) packed.event_dispatched_us_.store(now, std::memory_order_relaxed);
   if (status == rpc::SUBMITTED_TO_WORKER) packed.event_sent_us_.store(now, std::memory_order_relaxed);
   const bool stamped = status == rpc::PENDING_NODE_ASSIGNMENT || status == rpc::SUBMITTED_TO_WORKER;
-  if (stamped && !packed.event_reported_.load(std::memory_order_relaxed)) return;  // in its row at its end
+  const bool reported = Reported(packed);
+  if (stamped && !reported) return;  // in its row at its end
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  const bool reported = packed.event_reported_.load(std::memory_order_relaxed);
   if (Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), !reported)) {
     row->state_us[StateIndex(status)] = now;
   }
@@ -308,20 +318,29 @@ void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::T
     for (const PackedTaskPtr& task : tasks) Reached(*task, status);
     return;
   }
-  bool any_reported = false;
-  for (const PackedTaskPtr& task : tasks) {
-    task->event_sent_us_.store(at_us, std::memory_order_relaxed);
-    any_reported |= task->event_reported_.load(std::memory_order_relaxed);
-  }
-  if (!any_reported) return;  // each in its row at its end
+  std::vector<PackedTaskPtr> reported = tasks;
+  if (!Sent(&reported, at_us)) return;  // each in its row at its end
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  for (const PackedTaskPtr& task : tasks) {
-    if (!task->event_reported_.load(std::memory_order_relaxed)) continue;
+  for (const PackedTaskPtr& task : reported) {
     if (Row* row = NewRow(lane, IdBytes(task->task_id()), task->attempt_number(), false)) {
       row->state_us[StateIndex(status)] = at_us;
     }
   }
+}
+
+bool TaskEventBuffer::Sent(std::vector<PackedTaskPtr>* tasks, int64_t at_us) {
+  size_t kept = 0;
+  for (PackedTaskPtr& task : *tasks) {
+    task->event_sent_us_.store(at_us, std::memory_order_relaxed);
+    if (Reported(*task)) (*tasks)[kept++] = std::move(task);
+  }
+  tasks->resize(kept);
+  return kept > 0;
+}
+
+bool TaskEventBuffer::Reported(const PackedTask& packed) {
+  return packed.event_state_.load(std::memory_order_relaxed) == kReported;
 }
 
 void TaskEventBuffer::Moved(const PackedTask& from, const PackedTask& to) {
@@ -330,15 +349,18 @@ void TaskEventBuffer::Moved(const PackedTask& from, const PackedTask& to) {
   to.event_dispatched_us_.store(from.event_dispatched_us_.load(relaxed), relaxed);
   to.event_sent_us_.store(from.event_sent_us_.load(relaxed), relaxed);
   to.event_kind_.store(from.event_kind_.load(relaxed), relaxed);
-  to.event_reported_.store(from.event_reported_.load(relaxed), relaxed);
+  to.event_state_.store(from.event_state_.load(relaxed), relaxed);
 }
 
 void TaskEventBuffer::Ended(const PackedTask& packed, const rpc::TaskResult& result, const TaskExecutorInfo& by,
                             const rpc::ErrorInfo* error, int64_t now) {
+  // (An attempt being reported in flight on another thread meanwhile: its end is a
+  // row after that one, or that one is not written.)
+  const bool reported = packed.event_state_.exchange(kEnded, std::memory_order_relaxed) == kReported;
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  if (error == nullptr && CountInstead(lane, packed, result, now)) return;
-  Row* row = RowWithStamps(lane, packed);
+  if (error == nullptr && CountInstead(lane, packed, result, reported, now)) return;
+  Row* row = RowWithStamps(lane, packed, reported);
   if (row == nullptr) return;
   row->state_us[StateIndex(error != nullptr ? rpc::FAILED : rpc::FINISHED)] = now;
   if (result.start_unix_us() > 0) {
@@ -356,9 +378,10 @@ void TaskEventBuffer::CountEnded(Lane& lane) {
 
 void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& error) {
   const int64_t now = UnixMicros();
+  const bool reported = packed.event_state_.exchange(kEnded, std::memory_order_relaxed) == kReported;
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  Row* row = RowWithStamps(lane, packed);
+  Row* row = RowWithStamps(lane, packed, reported);
   if (row == nullptr) return;
   row->state_us[StateIndex(rpc::FAILED)] = now;
   AddError(lane, row, error);
@@ -366,13 +389,16 @@ void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& err
 }
 
 bool TaskEventBuffer::InFlight(const PackedTask& packed) {
+  if (packed.event_submitted_us_.load(std::memory_order_relaxed) == 0) return false;  // not submitted yet
+  uint8_t state = kNotReported;
+  // Reported already, or ended (its end is its row): nothing to do.
+  if (!packed.event_state_.compare_exchange_strong(state, kReported, std::memory_order_relaxed)) return true;
   Lane& lane = ThisThreadsLane();
   absl::MutexLock lock(&lane.mu);
-  if (packed.event_reported_.load(std::memory_order_relaxed)) return true;
-  if (packed.event_submitted_us_.load(std::memory_order_relaxed) == 0) return false;  // not submitted yet
-  if (RowWithStamps(lane, packed) == nullptr) return false;
-  packed.event_reported_.store(true, std::memory_order_relaxed);
-  return true;
+  if (RowWithStamps(lane, packed, false) != nullptr) return true;
+  state = kReported;  // full: not reported after all (unless it ended meanwhile)
+  packed.event_state_.compare_exchange_strong(state, kNotReported, std::memory_order_relaxed);
+  return false;
 }
 
 int64_t TaskEventBuffer::FreeRows() const { return rows_free_.load(std::memory_order_relaxed); }

@@ -19,12 +19,12 @@
 // then (InFlight), and from then on each later state is a row of its own, so a
 // task waiting for its arguments, a worker or its turn at an actor shows as such.
 // (A state stamped while its attempt's in-flight row is being written may show only
-// at the attempt's end.) A worker records the tasks it runs only while they run, so
-// a long task shows as RUNNING before its owner hears of it; a task that ended
-// before a report is left to its owner.
+// at the attempt's end.) An actor's creation, not in that table, is reported as it
+// is submitted.
 //
 // When the buffer holds max_rows rows, attempts that need a new row are dropped and
-// counted; an attempt reported in flight still records (its end must reach the GCS).
+// counted (short finished ones are counted per kind instead, as beyond the detail
+// rate); an attempt reported in flight still records (its end must reach the GCS).
 //
 // Detail is bounded by rate, decided as each attempt ends: beyond
 // max_detailed_per_s (a token bucket of up to a second's worth, full at start), an
@@ -44,8 +44,13 @@
 // lane (its own mutex, rows, kinds and executors on cache lines of their own), so
 // nothing crosses between cores per task but the attempt itself.
 //
-// Thread-safe: a record takes its thread's lane's mutex (a leaf lock, but for the
-// table of kinds after it); TakeBatch takes every lane's, in order.
+// Short attempts are counted only when no other row of them can exist: an owner's
+// short_us and its workers' wait before reporting a task running are both half of
+// task_events_report_ms, which a cluster's processes share (the node's config).
+//
+// Thread-safe: a record takes its thread's lane's mutex; after it come the running
+// tasks' (running_mu_), then the table of kinds' (kinds_mu_) or the detail bucket's
+// (mu_). TakeBatch takes every lane's, in order.
 #pragma once
 
 #include <array>
@@ -109,9 +114,9 @@ class TaskEventBuffer {
 
   TaskEventBuffer(TaskEventSource source, int64_t max_rows);
 
-  // `report` runs (under a lane's lock: it must only post work) once `rows`
-  // attempts have ended in a lane since the last batch, and when the buffer is half
-  // full.
+  // `report` runs (under a lane's lock: it must only post work) once `rows` ended
+  // attempts were written as rows in a lane since the last batch, and when the
+  // buffer is half full.
   void SetEarlyReport(int64_t rows, std::function<void()> report);
 
   // Beyond `per_s` a second (0: no limit; the bucket starts with a second's worth),
@@ -134,6 +139,9 @@ class TaskEventBuffer {
   // Several attempts reached `status` at `at_us`: a submitter stamps a push under its
   // own lock and records it after releasing that lock.
   void ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us);
+  // Stamps `tasks` pushed at `at_us` (SUBMITTED_TO_WORKER), and keeps in `tasks`
+  // only those reported in flight, which need a row (ReachedAll); false when none.
+  bool Sent(std::vector<PackedTaskPtr>* tasks, int64_t at_us);
   // `to` replaces `from` (the same attempt, arguments inlined): it takes `from`'s stamps.
   void Moved(const PackedTask& from, const PackedTask& to);
   // The attempt ran on `by` and ended at `now_us` (one clock read serves the results
@@ -222,8 +230,10 @@ class TaskEventBuffer {
   // Takes more of the buffer's free rows for `lane`; false when none are left.
   bool TakeQuota(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // A row for `packed` with every state stamped so far, its kind and parent unless
-  // it was reported in flight (the GCS has them); nullptr when full.
-  Row* RowWithStamps(Lane& lane, const PackedTask& packed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // it was `reported` in flight (the GCS has them; and its row is not capped);
+  // nullptr when full.
+  Row* RowWithStamps(Lane& lane, const PackedTask& packed, bool reported) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  static bool Reported(const PackedTask& packed);
   // The index in this batch's kinds of numbered kind `number`.
   int32_t BatchKind(Lane& lane, int32_t number) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // The index in this batch's kinds of `spec`'s kind.
@@ -231,9 +241,10 @@ class TaskEventBuffer {
   int32_t ExecutorOf(Lane& lane, const TaskExecutorInfo& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   void AddError(Lane& lane, const Row* row, const rpc::ErrorInfo& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // Counts the finished attempt `packed` instead of writing its row when it is
-  // short and the detail rate is spent (true).
-  bool CountInstead(Lane& lane, const PackedTask& packed, const rpc::TaskResult& result, int64_t now_us)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // short, was not `reported` in flight, and the detail rate is spent or the buffer
+  // full (true).
+  bool CountInstead(Lane& lane, const PackedTask& packed, const rpc::TaskResult& result, bool reported,
+                    int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // A token of the detail bucket for `lane`; false when it is empty.
   bool TakeToken(Lane& lane, int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // One more attempt ended in this batch (asks for an early report at early_rows_).
@@ -273,7 +284,7 @@ class TaskEventBuffer {
   absl::Mutex kinds_mu_;
   std::deque<rpc::TaskKind> kinds_ ABSL_GUARDED_BY(kinds_mu_);
   absl::flat_hash_map<size_t, absl::InlinedVector<int32_t, 1>> kinds_by_hash_ ABSL_GUARDED_BY(kinds_mu_);
-  mutable absl::Mutex mu_;  // after the lanes' (TakeBatch)
+  mutable absl::Mutex mu_;  // after a lane's (TakeToken)
   // The rate of detailed short attempts: a bucket of up to a second's worth.
   double detail_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t detail_refilled_us_ ABSL_GUARDED_BY(mu_) = 0;
@@ -285,8 +296,9 @@ class TaskEventBuffer {
   std::vector<Running> running_ ABSL_GUARDED_BY(running_mu_);
 };
 
-// Stamps `sent` SUBMITTED_TO_WORKER now, and records it through `later`, which the
-// submitter runs after releasing its lock (its lock is not held for the record).
+// Stamps `sent` SUBMITTED_TO_WORKER now, and records the rows of those reported in
+// flight through `later`, which the submitter runs after releasing its lock (its
+// lock is not held for a lane's).
 void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later);
 
 }  // namespace manta::core

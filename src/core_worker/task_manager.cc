@@ -47,6 +47,8 @@ void TaskManager::ArgumentsInlined(PackedTaskPtr resolved) {
       it->second.spec->attempt_number() != resolved->attempt_number()) {
     return;
   }
+  // Under the lock, as ReportInFlight: an attempt reported in flight stays reported.
+  if (events_ != nullptr) events_->Moved(*it->second.spec, *resolved);
   it->second.spec = std::move(resolved);
 }
 
@@ -332,30 +334,15 @@ TaskManager::Recovery TaskManager::ResubmitForRecovery(const ObjectID& id, const
 void TaskManager::ReportInFlight(bool all) {
   if (events_ == nullptr) return;
   constexpr uint8_t kReported = 2;
-  std::vector<PackedTaskPtr> due;
-  {
-    TablesLock lock(this);
-    const auto room = static_cast<size_t>(std::max<int64_t>(events_->FreeRows(), 0));
-    for (auto& [task_id, e] : pending_) {
-      if (e.completing || e.seen == kReported) continue;
-      if (++e.seen < kReported && !all) continue;
-      if (due.size() == room) {
-        e.seen = kReported - 1;  // the next call
-        continue;
-      }
-      e.seen = kReported;
-      due.push_back(e.spec);
-    }
-  }
-  std::vector<PackedTaskPtr> again;
-  for (PackedTaskPtr& spec : due) {
-    if (!events_->InFlight(*spec)) again.push_back(std::move(spec));
-  }
-  if (again.empty()) return;
+  // Under the lock: ArgumentsInlined moves an attempt's stamps to its new spec under
+  // it too, so an attempt is never reported on a spec just replaced.
   TablesLock lock(this);
-  for (const PackedTaskPtr& spec : again) {
-    auto it = pending_.find(spec->task_id());
-    if (it != pending_.end() && &*it->second.spec == &*spec) it->second.seen = kReported - 1;
+  for (auto& [task_id, e] : pending_) {
+    if (e.completing || e.seen == kReported) continue;
+    if (++e.seen < kReported && !all) continue;
+    // (Not submitted yet, or no room left: the next call.)
+    const bool reported = events_->FreeRows() > 0 && events_->InFlight(*e.spec);
+    e.seen = reported ? kReported : kReported - 1;
   }
 }
 

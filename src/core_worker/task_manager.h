@@ -69,7 +69,8 @@ class TaskManager {
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
   void AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids);
   // The pending task's arguments were resolved, some of their values inlined into
-  // `resolved` (the same task and attempt): retries and lineage use it from now on.
+  // `resolved` (the same task and attempt): retries and lineage use it from now on,
+  // and it takes the task events' stamps of the spec it replaces.
   void ArgumentsInlined(PackedTaskPtr resolved);
   bool IsPending(const TaskID& task_id) const;
   size_t NumPending() const;
@@ -117,7 +118,8 @@ class TaskManager {
   // too (so for at least a report period), or with `all` every attempt pending now
   // (the last report, at exit), get their in-flight row (TaskEventBuffer::InFlight),
   // once per attempt, as far as the buffer has room; the others wait for a later
-  // call. One pass over the pending table under its lock (a few ns per task).
+  // call. One pass over the pending table under its lock (a few ns per task, and a
+  // row for each attempt reported: once).
   void ReportInFlight(bool all);
 
   size_t NumLineage() const;

@@ -422,6 +422,55 @@ TEST(TaskEventBufferTest, OnceTheBucketIsSpentTheAttemptsKeptAreSpreadAtTheRate)
   EXPECT_NEAR(between(900, 1000), 10, 1);
 }
 
+TEST(TaskEventBufferTest, AFullBufferCountsShortAttemptsRatherThanDropThem) {
+  TaskEventBuffer buffer(Source(), 2);
+  buffer.SetDetailRate(/*per_s=*/100, /*short_us=*/500000);
+  for (uint64_t i = 0; i < 5; ++i) RunOne(&buffer, i, "f", 10);
+  RunOne(&buffer, 5, "f", 600000);  // a long one is dropped
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(NumRows(*batch), 2);
+  EXPECT_EQ(Summarized(*batch, "f"), 3);
+  EXPECT_EQ(batch->dropped(), 1);
+}
+
+TEST(TaskEventBufferTest, APushIsStampedBeforeTheSubmitterLetsGoOfIt) {
+  TaskEventBuffer buffer(Source(), 10);
+  rpc::TaskSpec spec = Spec(1, "f");
+  PackedTaskPtr packed = PackedTask::Pack(spec);
+  buffer.Dispatched(spec, *packed, 1000);
+  std::vector<std::function<void()>> later;
+  RecordSent(&buffer, {packed}, &later);
+  EXPECT_TRUE(later.empty());  // nothing to write until it ends
+  // Its reply may come before the submitter runs `later`.
+  buffer.Ended(*packed, rpc::TaskResult(), TaskExecutorInfo{}, nullptr, UnixMicros());
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 1);
+  EXPECT_GE(StateAt(*batch, 0, rpc::SUBMITTED_TO_WORKER), 1000);
+  // One reported in flight gets a row for the push, through `later`.
+  PackedTaskPtr waiting = PackedTask::Pack(Spec(2, "f"));
+  buffer.Dispatched(Spec(2, "f"), *waiting, 1000);
+  ASSERT_TRUE(buffer.InFlight(*waiting));
+  RecordSent(&buffer, {waiting}, &later);
+  ASSERT_EQ(later.size(), 1u);
+  later[0]();
+  batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 2);
+  EXPECT_GT(StateAt(*batch, 1, rpc::SUBMITTED_TO_WORKER), 0);
+  EXPECT_EQ(RowAt(*batch, 1).kind, -1);
+}
+
+TEST(TaskEventBufferTest, AnAttemptThatEndedIsNotReportedInFlight) {
+  TaskEventBuffer buffer(Source(), 10);
+  PackedTaskPtr packed = RunOne(&buffer, 1, "f", 10);
+  EXPECT_TRUE(buffer.InFlight(*packed));  // nothing to do
+  auto batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(NumRows(*batch), 1);
+}
+
 TEST(TaskEventBufferTest, WithoutADetailRateEveryAttemptIsARow) {
   TaskEventBuffer buffer(Source(), 100000);
   for (uint64_t i = 0; i < 300; ++i) RunOne(&buffer, i, "f", 10);
