@@ -7,9 +7,11 @@ run in interleaved rounds (on then off, off then on, ...), each run a fresh clus
 compared by medians: of the figures, and of the ratio within each round (which
 cancels the slow drift). Prints one JSON line per round, then a JSON summary per
 benchmark: on and off medians, the ratio of the medians, the median and range of
-the per-round ratios.
+the per-round ratios. With --control each round also runs events off a second time
+("off2"), and the summary gives off2 against off the same way: the noise floor, what
+a ratio of identical runs looks like on this machine.
 
-usage: task_events_cost.py [--build DIR] [--rounds N] [--seconds S] [bench:name ...]
+usage: task_events_cost.py [--build DIR] [--rounds N] [--seconds S] [--control] [bench:name ...]
 """
 import argparse
 import json
@@ -40,16 +42,18 @@ def main():
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=2)
+    parser.add_argument("--control", action="store_true", help="also run events off twice per round")
     parser.add_argument("benches", nargs="*", default=DEFAULT_BENCHES)
     args = parser.parse_args()
     by_binary = {}
     for bench in args.benches:
         binary, name = bench.split(":")
         by_binary.setdefault(binary, []).append(name)
-    figures = {name: {"on": [], "off": []} for names in by_binary.values() for name in names}
+    kinds = ("on", "off", "off2") if args.control else ("on", "off")
+    figures = {name: {k: [] for k in kinds} for names in by_binary.values() for name in names}
     for round_no in range(args.rounds):
-        # Alternating which goes first cancels any advantage of a place in the round.
-        for events in ("on", "off") if round_no % 2 == 0 else ("off", "on"):
+        # Alternating the order cancels any advantage of a place in the round.
+        for events in kinds if round_no % 2 == 0 else tuple(reversed(kinds)):
             for binary, names in by_binary.items():
                 result = run(os.path.join(args.build, "bench", binary), names, args.seconds, events == "on")
                 for name in names:
@@ -57,12 +61,19 @@ def main():
                 print(json.dumps({"round": round_no, "events": events, **result}), flush=True)
     summary = {}
     for name, f in figures.items():
-        ratios = [on / off for on, off in zip(f["on"], f["off"])]
-        on, off = statistics.median(f["on"]), statistics.median(f["off"])
-        summary[name] = {"on": on, "off": off, "on_over_off": round(on / off, 4),
-                         "round_ratio_median": round(statistics.median(ratios), 4),
-                         "round_ratio_min": round(min(ratios), 4), "round_ratio_max": round(max(ratios), 4)}
+        summary[name] = compare(f["on"], f["off"], "on")
+        if args.control:
+            summary[name]["control"] = compare(f["off2"], f["off"], "off2")
     print(json.dumps(summary, indent=2))
+
+
+def compare(a, off, label):
+    """`a` against `off`: medians, the ratio of the medians, and the per-round ratios."""
+    ratios = [x / y for x, y in zip(a, off)]
+    med_a, med_off = statistics.median(a), statistics.median(off)
+    return {label: med_a, "off": med_off, f"{label}_over_off": round(med_a / med_off, 4),
+            "round_ratio_median": round(statistics.median(ratios), 4),
+            "round_ratio_min": round(min(ratios), 4), "round_ratio_max": round(max(ratios), 4)}
 
 
 if __name__ == "__main__":
