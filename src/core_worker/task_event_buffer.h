@@ -55,9 +55,9 @@
 
 #include <array>
 #include <atomic>
-#include <deque>
 #include <cstdint>
 #include <ctime>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
