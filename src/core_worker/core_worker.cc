@@ -407,8 +407,6 @@ void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t subm
       actor_submitter_->Resolved(std::move(spec), std::move(packed));
       return;
     case rpc::ACTOR_CREATION_TASK:
-      // Not in the task manager's table (ReportInFlight): reported as it goes.
-      if (task_events_ != nullptr) task_events_->InFlight(*packed);
       SendCreateActor(spec);
       return;
     default:

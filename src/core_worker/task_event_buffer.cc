@@ -52,9 +52,6 @@ void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const P
   if (events == nullptr || *submitted_us == 0) return;
   events->Submitted(spec, packed, *submitted_us);
   *submitted_us = 0;
-  // An actor's creation is not in the task manager's table (ReportInFlight): it is
-  // reported as it goes.
-  if (spec.type() == rpc::ACTOR_CREATION_TASK) events->InFlight(packed);
 }
 
 void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later) {
@@ -281,28 +278,48 @@ void TaskEventBuffer::AddError(Lane& lane, const Row* row, const rpc::ErrorInfo&
 void TaskEventBuffer::Submitted(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
   NoteKind(spec, packed);
   packed.event_submitted_us_.store(submitted_us, std::memory_order_relaxed);
+  ReportActorCreation(packed);
 }
 
 void TaskEventBuffer::Dispatched(const rpc::TaskSpec& spec, const PackedTask& packed, int64_t submitted_us) {
   NoteKind(spec, packed);
   packed.event_submitted_us_.store(submitted_us, std::memory_order_relaxed);
-  packed.event_dispatched_us_.store(submitted_us, std::memory_order_relaxed);
-  if (Reported(packed)) Reached(packed, rpc::PENDING_NODE_ASSIGNMENT);
+  if (Stamp(packed, rpc::PENDING_NODE_ASSIGNMENT, submitted_us)) {
+    AddStateRow(packed, rpc::PENDING_NODE_ASSIGNMENT, submitted_us);
+  }
+  ReportActorCreation(packed);
+}
+
+void TaskEventBuffer::ReportActorCreation(const PackedTask& packed) {
+  // Not in the task manager's table (ReportInFlight): reported as it goes.
+  if (packed.type() == rpc::ACTOR_CREATION_TASK) InFlight(packed);
+}
+
+bool TaskEventBuffer::Stamp(const PackedTask& packed, rpc::TaskStatus status, int64_t at_us) {
+  switch (status) {
+    case rpc::PENDING_NODE_ASSIGNMENT:
+      packed.event_dispatched_us_.store(at_us, std::memory_order_relaxed);
+      return Reported(packed);
+    case rpc::SUBMITTED_TO_WORKER:
+      packed.event_sent_us_.store(at_us, std::memory_order_relaxed);
+      return Reported(packed);
+    default:  // not kept in the PackedTask
+      return true;
+  }
+}
+
+void TaskEventBuffer::AddStateRow(const PackedTask& packed, rpc::TaskStatus status, int64_t at_us) {
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  if (Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), !Reported(packed))) {
+    row->state_us[StateIndex(status)] = at_us;
+  }
 }
 
 void TaskEventBuffer::Reached(const PackedTask& packed, rpc::TaskStatus status) {
   if (!ValidState(status)) return;
   const int64_t now = UnixMicros();
-  if (status == rpc::PENDING_NODE_ASSIGNMENT) packed.event_dispatched_us_.store(now, std::memory_order_relaxed);
-  if (status == rpc::SUBMITTED_TO_WORKER) packed.event_sent_us_.store(now, std::memory_order_relaxed);
-  const bool stamped = status == rpc::PENDING_NODE_ASSIGNMENT || status == rpc::SUBMITTED_TO_WORKER;
-  const bool reported = Reported(packed);
-  if (stamped && !reported) return;  // in its row at its end
-  Lane& lane = ThisThreadsLane();
-  absl::MutexLock lock(&lane.mu);
-  if (Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), !reported)) {
-    row->state_us[StateIndex(status)] = now;
-  }
+  if (Stamp(packed, status, now)) AddStateRow(packed, status, now);  // else in its row at its end
 }
 
 void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatus status) {
@@ -314,26 +331,16 @@ void TaskEventBuffer::Reached(const TaskID& task_id, int attempt, rpc::TaskStatu
 }
 
 void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us) {
-  if (status != rpc::SUBMITTED_TO_WORKER) {
-    for (const PackedTaskPtr& task : tasks) Reached(*task, status);
-    return;
-  }
-  std::vector<PackedTaskPtr> reported = tasks;
-  if (!Sent(&reported, at_us)) return;  // each in its row at its end
-  Lane& lane = ThisThreadsLane();
-  absl::MutexLock lock(&lane.mu);
-  for (const PackedTaskPtr& task : reported) {
-    if (Row* row = NewRow(lane, IdBytes(task->task_id()), task->attempt_number(), false)) {
-      row->state_us[StateIndex(status)] = at_us;
-    }
+  if (!ValidState(status)) return;
+  for (const PackedTaskPtr& task : tasks) {
+    if (Stamp(*task, status, at_us)) AddStateRow(*task, status, at_us);  // (rare: reported in flight)
   }
 }
 
 bool TaskEventBuffer::Sent(std::vector<PackedTaskPtr>* tasks, int64_t at_us) {
   size_t kept = 0;
   for (PackedTaskPtr& task : *tasks) {
-    task->event_sent_us_.store(at_us, std::memory_order_relaxed);
-    if (Reported(*task)) (*tasks)[kept++] = std::move(task);
+    if (Stamp(*task, rpc::SUBMITTED_TO_WORKER, at_us)) (*tasks)[kept++] = std::move(task);
   }
   tasks->resize(kept);
   return kept > 0;

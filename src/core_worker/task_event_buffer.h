@@ -234,6 +234,13 @@ class TaskEventBuffer {
   // nullptr when full.
   Row* RowWithStamps(Lane& lane, const PackedTask& packed, bool reported) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   static bool Reported(const PackedTask& packed);
+  // Stamps `status` at `at_us` in `packed` when the PackedTask keeps that state;
+  // whether it needs a row of its own now (reported in flight, or a state not kept).
+  static bool Stamp(const PackedTask& packed, rpc::TaskStatus status, int64_t at_us);
+  // A row with `status` alone (within the cap unless reported in flight).
+  void AddStateRow(const PackedTask& packed, rpc::TaskStatus status, int64_t at_us);
+  // An actor's creation is reported in flight as soon as it is submitted.
+  void ReportActorCreation(const PackedTask& packed);
   // The index in this batch's kinds of numbered kind `number`.
   int32_t BatchKind(Lane& lane, int32_t number) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // The index in this batch's kinds of `spec`'s kind.
