@@ -24,6 +24,11 @@ constexpr int32_t kDetailedPerKind = 4;
 // A lane holds fewer rows than this.
 constexpr int64_t kMaxLaneRows = (int64_t{1} << 28) - 2;
 
+// Rows a lane reserves room for at its first (a second's worth at the default detail
+// rate): address space, its pages touched only as rows are written, so the rows of a
+// busy second are not copied and faulted in again at each doubling.
+constexpr int64_t kFirstLaneRows = 16384;
+
 std::string_view IdBytes(const TaskID& id) { return {reinterpret_cast<const char*>(id.Data()), TaskID::kSize}; }
 
 // A thread's last few kinds, per buffer (by serial).
@@ -206,6 +211,7 @@ TaskEventBuffer::Row* TaskEventBuffer::NewRow(Lane& lane, std::string_view task_
     return nullptr;
   }
   if (capped) --lane.quota;
+  if (r.rows.capacity() == 0) r.rows.reserve(static_cast<size_t>(std::min(max_rows_, kFirstLaneRows)));
   Row& row = r.rows.emplace_back();
   std::memcpy(row.task_id.data(), task_id.data(), std::min(task_id.size(), row.task_id.size()));
   row.attempt = attempt;

@@ -14,6 +14,7 @@
 // Loop thread only.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -40,7 +41,13 @@ class GcsTaskManager {
     int64_t max_num = 100000;
     int64_t max_bytes = int64_t{64} << 20;
   };
-  explicit GcsTaskManager(Limits limits) : limits_(limits) {}
+  // The slot array is reserved whole, with room for a batch beyond the cap (it is
+  // evicted to the cap after each batch): address space only, its pages touched as
+  // slots are taken, in order. So it never moves as it grows.
+  explicit GcsTaskManager(Limits limits) : limits_(limits) {
+    const int64_t reserved = std::clamp<int64_t>(limits.max_num, 0, kMaxReservedSlots);
+    slots_.reserve(static_cast<size_t>(reserved + reserved / 4 + 1));
+  }
 
   void HandleAddTaskEventData(const rpc::AddTaskEventDataRequest& request, rpc::AddTaskEventDataReply* reply,
                               rpc::SendReply send_reply);
@@ -109,6 +116,7 @@ class GcsTaskManager {
     std::unique_ptr<rpc::ErrorInfo> error;
   };
   static constexpr uint32_t kNone = ~uint32_t{0};
+  static constexpr int64_t kMaxReservedSlots = int64_t{1} << 20;
   // An attempt's record, in one of two lists: attempts still going (oldest first) and
   // finished or failed ones (in the order they ended). Eviction takes the head of the
   // second, then of the first.
