@@ -4,12 +4,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 namespace manta::bench {
 
@@ -32,6 +41,77 @@ inline double SumOfClientRates(int clients, const std::string& program, const st
   return total;
 }
 inline double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The steady clock in ns. On Linux it is CLOCK_MONOTONIC, one clock for every process
+// of the machine, so the times clients print can be compared.
+inline int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// A client's side of a barrier of ClientsTogetherRate: marks itself at `stage` in
+// `dir`, then waits until `clients` are (false after `timeout_s`). It sleeps on inotify
+// meanwhile, so a client that waits takes no CPU from one still measuring.
+inline bool AwaitClients(const std::string& dir, const std::string& stage, int clients, double timeout_s = 60) {
+  const std::string prefix = stage + ".";
+  const int fd = inotify_init1(IN_CLOEXEC);
+  if (fd < 0 || inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) {
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  std::ofstream(dir + "/" + prefix + std::to_string(getpid())).put('\n');
+  const auto t0 = Clock::now();
+  bool all = false;
+  while (!all && Since(t0) < timeout_s) {
+    int at_stage = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      at_stage += entry.path().filename().string().rfind(prefix, 0) == 0;
+    }
+    all = at_stage >= clients;
+    if (all) break;
+    // Until the next file is made (watched since before the count), or 100 ms.
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char events[4096];
+      (void)!read(fd, events, sizeof(events));
+    }
+  }
+  close(fd);
+  return all;
+}
+
+// Ray's multi-client rate: `clients` copies of `program` with `args` join the cluster
+// at once; each gets ready (connects, warms up), waits at a barrier ("ready") until
+// all are, runs `ops_per_client` operations, prints the SteadyNs() times it began and
+// ended them, and waits at a second barrier ("done") before it shuts down, so that no
+// client's shutdown falls in another's measurement (as in Ray's, whose clients are
+// actors that stay). Returns all their operations over the time from the first start
+// to the last end (0 if a client printed nothing). Clients get --barrier-dir and
+// --clients.
+inline double ClientsTogetherRate(int clients, const std::string& program, const std::string& args,
+                                  long ops_per_client) {
+  std::string dir = (std::filesystem::temp_directory_path() / "manta_bench_barrier_XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return 0;
+  std::vector<std::FILE*> children;
+  for (int c = 0; c < clients; ++c) {
+    const std::string cmd =
+        "'" + program + "' " + args + " --barrier-dir=" + dir + " --clients=" + std::to_string(clients);
+    children.push_back(popen(cmd.c_str(), "r"));
+  }
+  long long first_start = INT64_MAX, last_end = 0;
+  bool all = true;
+  for (std::FILE* f : children) {
+    long long start = 0, end = 0;
+    all &= f != nullptr && std::fscanf(f, "%lld %lld", &start, &end) == 2 && end > start;
+    first_start = std::min(first_start, start);
+    last_end = std::max(last_end, end);
+    if (f) pclose(f);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!all) return 0;
+  return static_cast<double>(clients) * static_cast<double>(ops_per_client) / ((last_end - first_start) * 1e-9);
+}
 
 // --seconds S, --only a,b, --clients N, and any other "--name value" / "--name=value"
 // flags the benchmark reads with Value().

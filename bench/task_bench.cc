@@ -45,13 +45,24 @@ double TasksAsync(long n) {
   return n / Since(t0);
 }
 
+// An extra driver of multi_client_tasks_async: joins, warms up, waits for the other
+// clients, submits its tasks and prints when it began and ended them, then waits for
+// the others to end before it shuts down (ClientsTogetherRate).
 int RunClient(const manta::bench::BenchFlags& o) {
   ray::RayConfig config;
   config.address = o.Value("--client-of");
   ray::Init(config);
   TasksAsync(1000);  // warm-up
-  double rate = TasksAsync(std::stol(o.Value("--client-tasks", "20000")));
-  std::printf("%f\n", rate);
+  const std::string barrier = o.Value("--barrier-dir");
+  if (!manta::bench::AwaitClients(barrier, "ready", o.clients)) {
+    std::fprintf(stderr, "the other clients did not get ready within a minute\n");
+    return 1;
+  }
+  const int64_t start = manta::bench::SteadyNs();
+  TasksAsync(std::stol(o.Value("--client-tasks", "20000")));
+  std::printf("%lld %lld\n", static_cast<long long>(start), static_cast<long long>(manta::bench::SteadyNs()));
+  std::fflush(stdout);
+  manta::bench::AwaitClients(barrier, "done", o.clients);
   ray::Shutdown();
   return 0;
 }
@@ -101,13 +112,15 @@ void PutGigabytes(Results* out) {
   results.emplace_back("put_gigabytes_vs_memcpy", best_put / best_memcpy);
 }
 
-// Tasks per second of o.clients extra driver processes submitting at once.
+// Tasks per second of o.clients extra driver processes submitting at once (Ray's
+// definition: all their tasks over the time from the first one's start to the last
+// one's end, the clients started together).
 double MultiClientTasks(const manta::bench::BenchFlags& o, const std::string& gcs_address) {
-  // Extra driver processes of this binary join the cluster and submit at once.
   const long per_client = 20000;
-  return manta::bench::SumOfClientRates(
-      o.clients, manta::SelfExecutablePath(),
-      "--client-of=" + gcs_address + " --client-tasks=" + std::to_string(per_client));
+  return manta::bench::ClientsTogetherRate(o.clients, manta::SelfExecutablePath(),
+                                           "--client-of=" + gcs_address + " --client-tasks=" +
+                                               std::to_string(per_client),
+                                           per_client);
 }
 
 }  // namespace
