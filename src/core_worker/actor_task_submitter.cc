@@ -120,14 +120,14 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
   while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
     PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
     TaskEventBuffer* events = task_manager_.task_events();
-    std::vector<PackedTaskPtr> sent;
+    SentStamps stamps(events);
     while (!actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
       const rpc::TaskSpec& spec = *actor.queue.begin()->second.spec;
       PushBatch::Added added = batch.TryAdd(spec);
       if (added == PushBatch::Added::kFull) break;
       if (added == PushBatch::Added::kAdded && events != nullptr) {
         if (actor.queue.begin()->second.packed) {
-          sent.push_back(std::move(actor.queue.begin()->second.packed));
+          stamps.Add(actor.queue.begin()->second.packed);
         } else {
           events->Reached(TaskID::FromBinary(spec.task_id()), spec.attempt_number(), rpc::SUBMITTED_TO_WORKER);
         }
@@ -141,7 +141,7 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
       }
       actor.queue.erase(actor.queue.begin());
     }
-    if (events != nullptr) RecordSent(events, std::move(sent), later);
+    stamps.Finish(later);
     if (batch.empty()) continue;
     auto push = std::make_shared<Push>(Push{actor_id, actor.worker_id, batch.progress(), {}});
     if (events != nullptr) push->executor = actor.executor;

@@ -264,12 +264,12 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   if (n <= 0) return;
   PushBatch batch(lease.worker.worker_id(), n, options_.max_push_bytes);
   TaskEventBuffer* events = task_manager_.task_events();
-  std::vector<PackedTaskPtr> sent;
+  SentStamps stamps(events);
   while (!state.queue.empty()) {
     const PackedTask& task = *state.queue.front();
     PushBatch::Added added = batch.TryAddPacked(task, caller_field_);
     if (added == PushBatch::Added::kFull) break;
-    if (added == PushBatch::Added::kAdded && events != nullptr) sent.push_back(std::move(state.queue.front()));
+    if (added == PushBatch::Added::kAdded) stamps.Add(state.queue.front());
     if (added == PushBatch::Added::kTooBig) {
       // Can never be sent: fail it rather than take a worker down with it.
       rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(task.bytes().size()), "task " + task.function_name(),
@@ -280,7 +280,7 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     state.queue.pop_front();
   }
   if (batch.empty()) return;
-  if (events != nullptr) RecordSent(events, std::move(sent), later);
+  stamps.Finish(later);
   auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress(), {}});
   if (events != nullptr) push->executor = lease.executor;
   lease.in_flight += batch.size();

@@ -59,12 +59,10 @@ void RecordSubmitted(TaskEventBuffer* events, const rpc::TaskSpec& spec, const P
   *submitted_us = 0;
 }
 
-void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later) {
-  if (sent.empty()) return;
-  const int64_t at_us = UnixMicros();
-  if (!events->Sent(&sent, at_us)) return;
-  later->push_back([events, sent = std::move(sent), at_us] {
-    events->ReachedAll(sent, rpc::SUBMITTED_TO_WORKER, at_us);
+void SentStamps::Finish(std::vector<std::function<void()>>* later) {
+  if (reported_.empty()) return;
+  later->push_back([events = events_, reported = std::move(reported_), at_us = at_us_] {
+    events->ReachedAll(reported, rpc::SUBMITTED_TO_WORKER, at_us);
   });
 }
 
@@ -343,13 +341,8 @@ void TaskEventBuffer::ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::T
   }
 }
 
-bool TaskEventBuffer::Sent(std::vector<PackedTaskPtr>* tasks, int64_t at_us) {
-  size_t kept = 0;
-  for (PackedTaskPtr& task : *tasks) {
-    if (Stamp(*task, rpc::SUBMITTED_TO_WORKER, at_us)) (*tasks)[kept++] = std::move(task);
-  }
-  tasks->resize(kept);
-  return kept > 0;
+bool TaskEventBuffer::Sent(const PackedTask& packed, int64_t at_us) {
+  return Stamp(packed, rpc::SUBMITTED_TO_WORKER, at_us);
 }
 
 bool TaskEventBuffer::Reported(const PackedTask& packed) {

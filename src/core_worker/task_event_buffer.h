@@ -139,9 +139,9 @@ class TaskEventBuffer {
   // Several attempts reached `status` at `at_us`: a submitter stamps a push under its
   // own lock and records it after releasing that lock.
   void ReachedAll(const std::vector<PackedTaskPtr>& tasks, rpc::TaskStatus status, int64_t at_us);
-  // Stamps `tasks` pushed at `at_us` (SUBMITTED_TO_WORKER), and keeps in `tasks`
-  // only those reported in flight, which need a row (ReachedAll); false when none.
-  bool Sent(std::vector<PackedTaskPtr>* tasks, int64_t at_us);
+  // Stamps an attempt pushed at `at_us` (SUBMITTED_TO_WORKER); true when it was
+  // reported in flight, so that its push needs a row (ReachedAll).
+  bool Sent(const PackedTask& packed, int64_t at_us);
   // `to` replaces `from` (the same attempt, arguments inlined): it takes `from`'s stamps.
   void Moved(const PackedTask& from, const PackedTask& to);
   // The attempt ran on `by` and ended at `now_us` (one clock read serves the results
@@ -303,9 +303,23 @@ class TaskEventBuffer {
   std::vector<Running> running_ ABSL_GUARDED_BY(running_mu_);
 };
 
-// Stamps `sent` SUBMITTED_TO_WORKER now, and records the rows of those reported in
-// flight through `later`, which the submitter runs after releasing its lock (its
-// lock is not held for a lane's).
-void RecordSent(TaskEventBuffer* events, std::vector<PackedTaskPtr> sent, std::vector<std::function<void()>>* later);
+// The task events of one push, for the submitters: each attempt is stamped
+// SUBMITTED_TO_WORKER as it is added (one clock read for the push, nothing
+// allocated), and the rows of the few reported in flight are recorded through
+// `later`, which the submitter runs after releasing its lock (its lock is not held
+// for a lane's). Does nothing without a buffer.
+class SentStamps {
+ public:
+  explicit SentStamps(TaskEventBuffer* events) : events_(events), at_us_(events != nullptr ? UnixMicros() : 0) {}
+  void Add(const PackedTaskPtr& task) {
+    if (events_ != nullptr && events_->Sent(*task, at_us_)) reported_.push_back(task);
+  }
+  void Finish(std::vector<std::function<void()>>* later);
+
+ private:
+  TaskEventBuffer* events_;
+  int64_t at_us_;
+  std::vector<PackedTaskPtr> reported_;
+};
 
 }  // namespace manta::core

@@ -92,12 +92,13 @@ void TaskManager::CompletePendingTasks(const google::protobuf::RepeatedPtrField<
     reference_counter_.Prefetch(returns);
     memory_store_.Prefetch(returns);
   }
-  // One clock read for the whole reply's task events.
-  const int64_t now_us = events_ != nullptr ? UnixMicros() : 0;
-  for (const rpc::TaskResult& result : results) CompletePendingTask(result, by, now_us);
+  // One clock read for the whole reply's task events, after the first result is
+  // stored (its waiter wakes first).
+  int64_t now_us = 0;
+  for (const rpc::TaskResult& result : results) CompletePendingTask(result, by, &now_us);
 }
 
-void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskExecutorInfo* by, int64_t now_us) {
+void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskExecutorInfo* by, int64_t* now_us) {
   auto task_id = TaskID::FromBinaryChecked(result.task_id());
   if (!task_id.ok()) {
     LOG(WARNING) << "task result with a malformed task id: " << task_id.status();
@@ -128,8 +129,10 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
     in_store |= kind == ReturnKind::kInStore;
   }
   if (events_ != nullptr) {
-    events_->Ended(*entry.spec, result, by != nullptr ? *by : TaskExecutorInfo{}, error,
-                   now_us != 0 ? now_us : UnixMicros());
+    int64_t read_now = 0;
+    int64_t& now = now_us != nullptr ? *now_us : read_now;
+    if (now == 0) now = UnixMicros();
+    events_->Ended(*entry.spec, result, by != nullptr ? *by : TaskExecutorInfo{}, error, now);
   }
   // Actor calls are not run again to rebuild their returns (the actor's state moved on).
   const bool keep_lineage = !failed && in_store && entry.spec->type() == rpc::NORMAL_TASK;

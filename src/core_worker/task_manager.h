@@ -79,10 +79,11 @@ class TaskManager {
 
   // The worker reported the task's result. Results for unknown tasks or for an
   // older attempt are ignored (a late reply after a retry).
-  // `by`: the worker that ran it (task events), if known; `now_us`: the time its
-  // task event gets (0: read the clock).
+  // `by`: the worker that ran it (task events), if known; `*now_us`: the time its
+  // task event gets (0 or none: the clock is read once its returns are stored, into
+  // `*now_us` if given).
   void CompletePendingTask(const rpc::TaskResult& result, const TaskExecutorInfo* by = nullptr,
-                           int64_t now_us = 0);
+                           int64_t* now_us = nullptr);
   // The results of one push reply, in order. With many tasks in flight the tables are
   // far bigger than the caches: the entries of the whole batch are fetched from memory
   // at once first (prefetch), so their misses overlap instead of coming one by one.

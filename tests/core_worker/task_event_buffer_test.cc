@@ -440,7 +440,9 @@ TEST(TaskEventBufferTest, APushIsStampedBeforeTheSubmitterLetsGoOfIt) {
   PackedTaskPtr packed = PackedTask::Pack(spec);
   buffer.Dispatched(spec, *packed, 1000);
   std::vector<std::function<void()>> later;
-  RecordSent(&buffer, {packed}, &later);
+  SentStamps stamps(&buffer);
+  stamps.Add(packed);
+  stamps.Finish(&later);
   EXPECT_TRUE(later.empty());  // nothing to write until it ends
   // Its reply may come before the submitter runs `later`.
   buffer.Ended(*packed, rpc::TaskResult(), TaskExecutorInfo{}, nullptr, UnixMicros());
@@ -452,7 +454,9 @@ TEST(TaskEventBufferTest, APushIsStampedBeforeTheSubmitterLetsGoOfIt) {
   PackedTaskPtr waiting = PackedTask::Pack(Spec(2, "f"));
   buffer.Dispatched(Spec(2, "f"), *waiting, 1000);
   ASSERT_TRUE(buffer.InFlight(*waiting));
-  RecordSent(&buffer, {waiting}, &later);
+  SentStamps again(&buffer);
+  again.Add(waiting);
+  again.Finish(&later);
   ASSERT_EQ(later.size(), 1u);
   later[0]();
   batch = buffer.TakeBatch();
