@@ -24,14 +24,19 @@ namespace manta::bench {
 
 using Clock = std::chrono::steady_clock;
 
+// Starts `clients` copies of `program` with `args`, their standard output piped here
+// (a null entry: one could not be started).
+inline std::vector<std::FILE*> StartClients(int clients, const std::string& program, const std::string& args) {
+  std::vector<std::FILE*> children;
+  const std::string cmd = "'" + program + "' " + args;
+  for (int c = 0; c < clients; ++c) children.push_back(popen(cmd.c_str(), "r"));
+  return children;
+}
+
 // Runs `clients` copies of `program` with `args` at once (extra drivers joining the
 // cluster) and returns the sum of the rates they print.
 inline double SumOfClientRates(int clients, const std::string& program, const std::string& args) {
-  std::vector<std::FILE*> children;
-  for (int c = 0; c < clients; ++c) {
-    const std::string cmd = "'" + program + "' " + args;
-    children.push_back(popen(cmd.c_str(), "r"));
-  }
+  std::vector<std::FILE*> children = StartClients(clients, program, args);
   double total = 0;
   for (std::FILE* f : children) {
     double rate = 0;
@@ -92,12 +97,8 @@ inline double ClientsTogetherRate(int clients, const std::string& program, const
                                   long ops_per_client) {
   std::string dir = (std::filesystem::temp_directory_path() / "manta_bench_barrier_XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) return 0;
-  std::vector<std::FILE*> children;
-  for (int c = 0; c < clients; ++c) {
-    const std::string cmd =
-        "'" + program + "' " + args + " --barrier-dir=" + dir + " --clients=" + std::to_string(clients);
-    children.push_back(popen(cmd.c_str(), "r"));
-  }
+  std::vector<std::FILE*> children =
+      StartClients(clients, program, args + " --barrier-dir=" + dir + " --clients=" + std::to_string(clients));
   long long first_start = INT64_MAX, last_end = 0;
   bool all = true;
   for (std::FILE* f : children) {

@@ -36,6 +36,14 @@ rpc::TaskSpec Spec(uint64_t index, const std::string& function, int attempt = 0)
   return spec;
 }
 
+// An attempt of `function`, dispatched (submitted and assigned) at `at_us`.
+PackedTaskPtr DispatchedAt(TaskEventBuffer* buffer, uint64_t index, const std::string& function, int64_t at_us) {
+  rpc::TaskSpec spec = Spec(index, function);
+  PackedTaskPtr packed = PackedTask::Pack(spec);
+  buffer->Dispatched(spec, *packed, at_us);
+  return packed;
+}
+
 TaskEventSource Source() {
   TaskEventSource source;
   source.job_id = Job();
@@ -306,9 +314,7 @@ TEST(TaskEventBufferTest, AnEarlyReportIsAskedForOncePerBatchWhenAttemptsEndOrTh
 // or now), failed with `error` when it is set.
 PackedTaskPtr RunOne(TaskEventBuffer* buffer, uint64_t index, const std::string& function, int64_t run_us,
                      const rpc::ErrorInfo* error = nullptr, int64_t now_us = 0) {
-  rpc::TaskSpec spec = Spec(index, function);
-  PackedTaskPtr packed = PackedTask::Pack(spec);
-  buffer->Dispatched(spec, *packed, UnixMicros());
+  PackedTaskPtr packed = DispatchedAt(buffer, index, function, UnixMicros());
   rpc::TaskResult result;
   result.set_start_unix_us(UnixMicros());
   result.set_run_us(run_us);
@@ -436,9 +442,7 @@ TEST(TaskEventBufferTest, AFullBufferCountsShortAttemptsRatherThanDropThem) {
 
 TEST(TaskEventBufferTest, APushIsStampedBeforeTheSubmitterLetsGoOfIt) {
   TaskEventBuffer buffer(Source(), 10);
-  rpc::TaskSpec spec = Spec(1, "f");
-  PackedTaskPtr packed = PackedTask::Pack(spec);
-  buffer.Dispatched(spec, *packed, 1000);
+  PackedTaskPtr packed = DispatchedAt(&buffer, 1, "f", 1000);
   std::vector<std::function<void()>> later;
   SentStamps stamps(&buffer);
   stamps.Add(packed);
@@ -451,8 +455,7 @@ TEST(TaskEventBufferTest, APushIsStampedBeforeTheSubmitterLetsGoOfIt) {
   ASSERT_EQ(NumRows(*batch), 1);
   EXPECT_GE(StateAt(*batch, 0, rpc::SUBMITTED_TO_WORKER), 1000);
   // One reported in flight gets a row for the push, through `later`.
-  PackedTaskPtr waiting = PackedTask::Pack(Spec(2, "f"));
-  buffer.Dispatched(Spec(2, "f"), *waiting, 1000);
+  PackedTaskPtr waiting = DispatchedAt(&buffer, 2, "f", 1000);
   ASSERT_TRUE(buffer.InFlight(*waiting));
   SentStamps again(&buffer);
   again.Add(waiting);
