@@ -75,7 +75,7 @@ void ActorTaskSubmitter::Enqueue(rpc::TaskSpec* spec) {
   actor.queue.emplace(sequence, QueuedCall());
 }
 
-void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed) {
+void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t now_us) {
   ActorID actor_id = ActorID::FromBinary(spec.actor_task().actor_id());
   const uint64_t sequence = spec.actor_task().sequence_number();
   Deferred later;
@@ -97,7 +97,7 @@ void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed) {
       Pump(actor_id, actor, &later);
     } else {
       actor.queue[sequence] = QueuedCall{std::move(spec), std::move(packed)};
-      Pump(actor_id, actor, &later);
+      Pump(actor_id, actor, &later, now_us);
     }
   }
   Run(later);
@@ -114,13 +114,13 @@ void ActorTaskSubmitter::Drop(const ActorID& actor_id, uint64_t sequence_number)
   Run(later);
 }
 
-void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later) {
+void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us) {
   if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
   const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);
   while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
     PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
     TaskEventBuffer* events = task_manager_.task_events();
-    SentStamps stamps(events);
+    SentStamps stamps(events, now_us);
     while (!actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
       const rpc::TaskSpec& spec = *actor.queue.begin()->second.spec;
       PushBatch::Added added = batch.TryAdd(spec);

@@ -66,7 +66,7 @@ class ActorTaskSubmitter {
   // The call's arguments are resolved: it is sent in its turn (at once when the
   // actor can take it). Also for a call resubmitted for a retry. Any thread.
   // `packed`, when given, is the call's packed spec: its task events go to its row.
-  void Resolved(rpc::TaskSpec spec, PackedTaskPtr packed = nullptr);
+  void Resolved(rpc::TaskSpec spec, PackedTaskPtr packed = nullptr, int64_t now_us = 0);
   // The call will not be sent (it failed before, e.g. an argument failed).
   void Drop(const ActorID& actor_id, uint64_t sequence_number);
   // The actor's state as the GCS reports it; older versions are ignored. Any thread.
@@ -90,8 +90,10 @@ class ActorTaskSubmitter {
   using Deferred = std::vector<std::function<void()>>;
 
   Actor& GetActor(const ActorID& actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends the resolved calls at the front of the queue while the actor takes them.
-  void Pump(const ActorID& actor_id, Actor& actor, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the resolved calls at the front of the queue while the actor takes them;
+  // `now_us`, when not 0, stamps their task events (as NormalTaskSubmitter::Submit).
+  void Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnPushProgress(const std::shared_ptr<Push>& push, const absl::Status& status, const rpc::PushTaskReply& reply);
   // Fails (or retries) the calls lost with a worker, with what is known of why.
   void FailLost(const ActorID& actor_id, Actor& actor, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

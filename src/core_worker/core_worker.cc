@@ -404,13 +404,13 @@ void CoreWorker::Dispatch(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t subm
   }
   switch (spec.type()) {
     case rpc::ACTOR_TASK:
-      actor_submitter_->Resolved(std::move(spec), std::move(packed));
+      actor_submitter_->Resolved(std::move(spec), std::move(packed), submitted_us);
       return;
     case rpc::ACTOR_CREATION_TASK:
       SendCreateActor(spec);
       return;
     default:
-      submitter_->Submit(spec, std::move(packed));
+      submitter_->Submit(spec, std::move(packed), submitted_us);
   }
 }
 

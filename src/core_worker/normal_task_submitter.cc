@@ -83,7 +83,7 @@ void NormalTaskSubmitter::Run(Deferred& later) {
   later.clear();
 }
 
-void NormalTaskSubmitter::Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed) {
+void NormalTaskSubmitter::Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed, int64_t now_us) {
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
@@ -114,13 +114,13 @@ void NormalTaskSubmitter::Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed
       // Only an idle worker gets the task now. A busy one gets the tasks queued
       // meanwhile in one push when its next reply comes: one frame and one wake-up
       // for many tasks, and the batch grows with the submission rate.
-      Pump(key, &later, /*idle_only=*/true);
+      Pump(key, &later, /*idle_only=*/true, now_us);
     }
   }
   Run(later);
 }
 
-void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idle_only) {
+void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idle_only, int64_t now_us) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   KeyState& state = it->second;
@@ -139,7 +139,7 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idl
       if (AdoptIdleLease(key, state)) continue;
       break;
     }
-    SendBatch(*best, state, later);
+    SendBatch(*best, state, later, now_us);
   }
   // One lease request per queued task beyond what the leases in flight can absorb,
   // capped: most tasks are short and a lease is reused for many of them.
@@ -258,13 +258,13 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
   Run(later);
 }
 
-void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* later) {
+void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* later, int64_t now_us) {
   int64_t room = PipelineDepth(state) - lease.in_flight;
   int64_t n = std::min<int64_t>({room, options_.max_tasks_per_push, static_cast<int64_t>(state.queue.size())});
   if (n <= 0) return;
   PushBatch batch(lease.worker.worker_id(), n, options_.max_push_bytes);
   TaskEventBuffer* events = task_manager_.task_events();
-  SentStamps stamps(events);
+  SentStamps stamps(events, now_us);
   while (!state.queue.empty()) {
     const PackedTask& task = *state.queue.front();
     PushBatch::Added added = batch.TryAddPacked(task, caller_field_);

@@ -74,8 +74,10 @@ class NormalTaskSubmitter {
   // Queues a task whose arguments are resolved, and pushes it at once when a
   // leased worker of its key has room. `packed` is `spec` packed (shared with the
   // task manager, never changed): the queue holds it and a push carries its bytes;
-  // `spec` gives the scheduling key. Any thread.
-  void Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed);
+  // `spec` gives the scheduling key. `now_us`, when not 0, is the time now as the
+  // caller read it (its dispatch's task event stamp): a push sent in this call is
+  // stamped with it rather than with a clock read of its own. Any thread.
+  void Submit(const rpc::TaskSpec& spec, PackedTaskPtr packed, int64_t now_us = 0);
   // Returns every lease; later submissions fail as cancelled (shutdown). Any thread.
   void Shutdown();
 
@@ -121,8 +123,9 @@ class NormalTaskSubmitter {
   // Tasks to keep in flight per worker for this key (adaptive, see .cc).
   int64_t PipelineDepth(const KeyState& state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes queued tasks to the key's leases (only to idle ones if `idle_only`) and
-  // requests more leases if needed.
-  void Pump(const std::string& key, Deferred* later, bool idle_only = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // requests more leases if needed. `now_us`: as in Submit.
+  void Pump(const std::string& key, Deferred* later, bool idle_only = false, int64_t now_us = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestLease(const std::string& key, const std::string& raylet_address, bool grant_or_reject)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
@@ -131,7 +134,7 @@ class NormalTaskSubmitter {
   // returns its id.
   std::string AddLease(const std::string& key, const std::string& raylet_address,
                        const rpc::RequestWorkerLeaseReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendBatch(Lease& lease, KeyState& state, Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendBatch(Lease& lease, KeyState& state, Deferred* later, int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A reply (or the failure) of a push arrived; its results are already stored.
   void OnPushProgress(const std::shared_ptr<PushState>& push, const absl::Status& status,
                       const rpc::PushTaskReply& reply);

@@ -1,5 +1,7 @@
 #include "src/core_worker/task_event_buffer.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -409,38 +411,83 @@ bool TaskEventBuffer::InFlight(const PackedTask& packed) {
 
 int64_t TaskEventBuffer::FreeRows() const { return rows_free_.load(std::memory_order_relaxed); }
 
+thread_local TaskEventBuffer::SlotCache TaskEventBuffer::slot_cache_;
+
+TaskEventBuffer::RunningSlot* TaskEventBuffer::ClaimSlot() {
+  SlotCache& cache = slot_cache_;
+  if (cache.buffer == serial_) {
+    RunningSlot* last = cache.slot;
+    if (!last->busy.exchange(true, std::memory_order_acquire)) return last;  // (nested: busy)
+  }
+  RunningSlot* slot = nullptr;
+  {
+    absl::MutexLock lock(&running_mu_);
+    for (RunningSlot& s : running_) {
+      if (!s.busy.exchange(true, std::memory_order_acquire)) {
+        slot = &s;
+        break;
+      }
+    }
+    if (slot == nullptr) {
+      slot = &running_.emplace_back();
+      slot->busy.store(true, std::memory_order_relaxed);
+    }
+  }
+  cache = SlotCache{serial_, slot};
+  return slot;
+}
+
 void TaskEventBuffer::BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us) {
-  absl::MutexLock lock(&running_mu_);
-  running_.push_back(Running{&spec, start_unix_us, false});
+  RunningSlot* slot = ClaimSlot();
+  slot->start_us.store(start_unix_us, std::memory_order_relaxed);
+  slot->reported.store(false, std::memory_order_relaxed);
+  slot->spec.store(&spec, std::memory_order_release);
 }
 
 void TaskEventBuffer::EndRunning(const rpc::TaskSpec& spec) {
-  absl::MutexLock lock(&running_mu_);
-  for (size_t i = 0; i < running_.size(); ++i) {
-    if (running_[i].spec != &spec) continue;
-    running_[i] = running_.back();
-    running_.pop_back();
-    return;
+  RunningSlot* slot = nullptr;
+  const SlotCache& cache = slot_cache_;
+  if (cache.buffer == serial_ && cache.slot->spec.load(std::memory_order_relaxed) == &spec) {
+    slot = cache.slot;
+  } else {  // another thread's task, or one begun inside another
+    absl::MutexLock lock(&running_mu_);
+    for (RunningSlot& s : running_) {
+      if (s.spec.load(std::memory_order_relaxed) == &spec) slot = &s;
+    }
   }
+  if (slot == nullptr) return;
+  slot->spec.store(nullptr, std::memory_order_seq_cst);
+  while (slot->readers.load(std::memory_order_seq_cst) != 0) sched_yield();  // a report reads it (a few µs)
+  slot->busy.store(false, std::memory_order_release);
+}
+
+bool TaskEventBuffer::AddRunningRow(Lane& lane, RunningSlot& slot, int64_t min_running_us, int64_t now) {
+  const rpc::TaskSpec* spec = slot.spec.load(std::memory_order_seq_cst);
+  if (spec == nullptr || slot.reported.load(std::memory_order_relaxed)) return true;
+  const int64_t start_us = slot.start_us.load(std::memory_order_relaxed);
+  if ((min_running_us > 0 && now - start_us < min_running_us) || spec->task_id().size() != TaskID::kSize) return true;
+  Row* row = NewRow(lane, spec->task_id(), spec->attempt_number(), true);
+  if (row == nullptr) return false;
+  slot.reported.store(true, std::memory_order_relaxed);
+  row->kind = KindOf(lane, *spec);
+  if (spec->parent_task_id().size() == TaskID::kSize) {
+    std::memcpy(row->parent_task_id.data(), spec->parent_task_id().data(), TaskID::kSize);
+  }
+  row->state_us[StateIndex(rpc::RUNNING)] = start_us;
+  row->exec_start_us = start_us;
+  row->executor = ExecutorOf(lane, source_.self);
+  return true;
 }
 
 void TaskEventBuffer::AddRunning(Lane& lane, int64_t min_running_us) {
   const int64_t now = min_running_us > 0 ? UnixMicros() : 0;
   absl::MutexLock lock(&running_mu_);
-  for (Running& running : running_) {
-    if (running.reported || (min_running_us > 0 && now - running.start_us < min_running_us)) continue;
-    const rpc::TaskSpec& spec = *running.spec;
-    if (spec.task_id().size() != TaskID::kSize) continue;
-    Row* row = NewRow(lane, spec.task_id(), spec.attempt_number(), true);
-    if (row == nullptr) return;
-    running.reported = true;
-    row->kind = KindOf(lane, spec);
-    if (spec.parent_task_id().size() == TaskID::kSize) {
-      std::memcpy(row->parent_task_id.data(), spec.parent_task_id().data(), TaskID::kSize);
-    }
-    row->state_us[StateIndex(rpc::RUNNING)] = running.start_us;
-    row->exec_start_us = running.start_us;
-    row->executor = ExecutorOf(lane, source_.self);
+  for (RunningSlot& slot : running_) {
+    if (!slot.busy.load(std::memory_order_acquire)) continue;
+    slot.readers.fetch_add(1, std::memory_order_seq_cst);
+    const bool room = AddRunningRow(lane, slot, min_running_us, now);
+    slot.readers.fetch_sub(1, std::memory_order_release);
+    if (!room) return;
   }
 }
 

@@ -158,7 +158,8 @@ class TaskEventBuffer {
   int64_t FreeRows() const;
 
   // Worker side: the tasks running now. `spec` must stay alive until EndRunning,
-  // which is given the same spec.
+  // which is given the same spec. Neither takes a lock when a thread runs one task
+  // at a time (RunningSlot); EndRunning waits out a report reading the task.
   void BeginRunning(const rpc::TaskSpec& spec, int64_t start_unix_us);
   void EndRunning(const rpc::TaskSpec& spec);
 
@@ -178,10 +179,18 @@ class TaskEventBuffer {
   // Kinds numbered for the buffer's life, at most; beyond, an attempt's kind is
   // described from its spec when its row is written (slower: it is decoded).
   static constexpr int32_t kMaxKinds = 1 << 16;
-  struct Running {
-    const rpc::TaskSpec* spec = nullptr;
-    int64_t start_us = 0;
-    bool reported = false;
+  // A task running now, published by its thread with no lock (a worker's thread
+  // runs tens of thousands a second). A slot is claimed (busy) by BeginRunning and
+  // given back by EndRunning; a thread reuses its last one. A report reads a slot's
+  // task as one of its `readers`, and EndRunning clears `spec` and then waits until
+  // no reader is left (both sequentially consistent: either the reader sees no
+  // task, or the end sees the reader), so a spec is never read after its end.
+  struct alignas(64) RunningSlot {
+    std::atomic<bool> busy{false};
+    std::atomic<const rpc::TaskSpec*> spec{nullptr};
+    std::atomic<int64_t> start_us{0};
+    std::atomic<bool> reported{false};
+    std::atomic<int32_t> readers{0};
   };
   // What a lane recorded in this batch: rows, and the kinds, executors and errors
   // they name by index in these vectors.
@@ -258,6 +267,19 @@ class TaskEventBuffer {
   void CountEnded(Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
   // Rows (in `lane`) for the running tasks not reported yet.
   void AddRunning(Lane& lane, int64_t min_running_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // A row for the task in `slot` if it runs, was not reported and has run for
+  // `min_running_us` at `now` (a reader of the slot meanwhile); false when full.
+  bool AddRunningRow(Lane& lane, RunningSlot& slot, int64_t min_running_us, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
+  // A free slot for this thread: its last one, else one found or added under
+  // running_mu_.
+  RunningSlot* ClaimSlot();
+  // A thread's last slot, per buffer (by serial).
+  struct SlotCache {
+    uint64_t buffer = 0;
+    RunningSlot* slot = nullptr;
+  };
+  static thread_local SlotCache slot_cache_;
   // Moves every lane's records to `taken` and starts the next batch; false when
   // there is nothing to report.
   bool TakeLanes(int64_t min_running_us, std::array<Records, kLanes>* taken, int64_t* dropped);
@@ -297,20 +319,24 @@ class TaskEventBuffer {
   int64_t detail_refilled_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t total_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Row> spare_out_ ABSL_GUARDED_BY(mu_);  // memory for the next batch's joined rows
-  // The tasks running now: a few (one per execution thread), so a vector. Its lock
-  // comes after the lanes'.
+  // The slots of the tasks running now: a few (one per execution thread); a deque,
+  // so a slot stays where it is. Its lock (taken to add a slot, and by a report to
+  // go through them) comes after the lanes'.
   absl::Mutex running_mu_;
-  std::vector<Running> running_ ABSL_GUARDED_BY(running_mu_);
+  std::deque<RunningSlot> running_ ABSL_GUARDED_BY(running_mu_);
 };
 
 // The task events of one push, for the submitters: each attempt is stamped
 // SUBMITTED_TO_WORKER as it is added (one clock read for the push, nothing
 // allocated), and the rows of the few reported in flight are recorded through
 // `later`, which the submitter runs after releasing its lock (its lock is not held
-// for a lane's). Does nothing without a buffer.
+// for a lane's). A push sent in the call that dispatched a task is stamped with the
+// dispatch's time, `now_us` (a microsecond or two earlier, as Dispatched stamps two
+// states with one read): no clock read at all. Does nothing without a buffer.
 class SentStamps {
  public:
-  explicit SentStamps(TaskEventBuffer* events) : events_(events), at_us_(events != nullptr ? UnixMicros() : 0) {}
+  explicit SentStamps(TaskEventBuffer* events, int64_t now_us = 0)
+      : events_(events), at_us_(events == nullptr ? 0 : now_us != 0 ? now_us : UnixMicros()) {}
   void Add(const PackedTaskPtr& task) {
     if (events_ != nullptr && events_->Sent(*task, at_us_)) reported_.push_back(task);
   }

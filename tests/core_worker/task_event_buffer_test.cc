@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
 #include <thread>
 
 namespace manta::core {
@@ -273,6 +275,57 @@ TEST(TaskEventBufferTest, ARunningTaskIsReportedOnceWhileItRuns) {
   EXPECT_FALSE(buffer.TakeBatch().has_value());
 }
 
+// Threads run tasks one after another (their specs on their stacks, gone at each
+// end) while reports read the running ones: a long task of each thread is
+// reported once, and no report reads a task that ended (ASan would see it).
+TEST(TaskEventBufferTest, ReportsReadTasksRunningOnManyThreadsOnlyWhileTheyRun) {
+  TaskEventBuffer buffer(Source(), 1 << 20);
+  constexpr int kThreads = 4, kTasks = 20000;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      rpc::TaskSpec slow = Spec(1000000 + t, "Slow");
+      buffer.BeginRunning(slow, UnixMicros() - 10'000'000);
+      for (int i = 0; i < kTasks; ++i) {
+        rpc::TaskSpec quick = Spec(static_cast<uint64_t>(t * kTasks + i + 1), "Quick");
+        buffer.BeginRunning(quick, UnixMicros() - 10'000'000);
+        buffer.EndRunning(quick);
+      }
+      buffer.EndRunning(slow);
+      done.fetch_add(1);
+    });
+  }
+  std::map<std::string, int> slow_rows;
+  int64_t quick_rows = 0;
+  auto take = [&] {
+    auto batch = buffer.TakeBatch(/*min_running_us=*/1'000'000);
+    if (!batch) return;
+    for (int64_t i = 0; i < NumRows(*batch); ++i) {
+      const TaskEventRow row = RowAt(*batch, i);
+      ASSERT_GE(row.kind, 0);
+      const std::string& function = batch->kinds(row.kind).function_name();
+      ASSERT_TRUE(function == "Slow" || function == "Quick") << function;
+      EXPECT_EQ(row.StateUs(rpc::RUNNING), row.exec_start_us);
+      if (function == "Slow") ++slow_rows[std::string(TaskEventRow::AsView(row.task_id))];
+      if (function == "Quick") ++quick_rows;
+    }
+  };
+  // (Bounded: the threads finish in well under a second.)
+  for (int i = 0; i < 1'000'000 && done.load() < kThreads; ++i) take();
+  for (std::thread& t : threads) t.join();
+  take();
+  ASSERT_EQ(slow_rows.size(), static_cast<size_t>(kThreads));
+  for (const auto& [task_id, rows] : slow_rows) EXPECT_EQ(rows, 1);
+  // A task that runs on no thread any more is never reported again.
+  EXPECT_FALSE(buffer.TakeBatch().has_value());
+  // A task begun on one thread may end on another.
+  rpc::TaskSpec moved = Spec(1, "Moved");
+  std::thread([&] { buffer.BeginRunning(moved, 1); }).join();
+  buffer.EndRunning(moved);
+  EXPECT_FALSE(buffer.TakeBatch().has_value());
+}
+
 TEST(TaskEventBufferTest, APeriodicReportShowsOnlyTasksThatHaveRunAWhile) {
   TaskEventBuffer buffer(Source(), 100);
   rpc::TaskSpec just_started = Spec(1, "Quick");
@@ -467,6 +520,16 @@ TEST(TaskEventBufferTest, APushIsStampedBeforeTheSubmitterLetsGoOfIt) {
   ASSERT_EQ(NumRows(*batch), 2);
   EXPECT_GT(StateAt(*batch, 1, rpc::SUBMITTED_TO_WORKER), 0);
   EXPECT_EQ(RowAt(*batch, 1).kind, -1);
+  // A push sent in the call that dispatched its task takes the dispatch's time.
+  PackedTaskPtr at_once = DispatchedAt(&buffer, 3, "f", 2000);
+  SentStamps with_dispatch(&buffer, 2000);
+  with_dispatch.Add(at_once);
+  buffer.Ended(*at_once, rpc::TaskResult(), TaskExecutorInfo{}, nullptr, UnixMicros());
+  batch = buffer.TakeBatch();
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_EQ(NumRows(*batch), 1);
+  EXPECT_EQ(StateAt(*batch, 0, rpc::PENDING_NODE_ASSIGNMENT), 2000);
+  EXPECT_EQ(StateAt(*batch, 0, rpc::SUBMITTED_TO_WORKER), 2000);
 }
 
 TEST(TaskEventBufferTest, AnAttemptThatEndedIsNotReportedInFlight) {
