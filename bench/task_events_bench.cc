@@ -3,7 +3,8 @@
 // task table, the table's memory for 1,000,000 attempts against its cap, and a
 // filtered query over a full table; recording with submissions and ends on two
 // threads (as a driver does); taking, sending and merging again at the default
-// detail rate (short attempts beyond 10,000 a second counted, not sent). Baseline:
+// detail rate (short attempts beyond task_events_max_detailed_per_s counted, not
+// sent). Baseline:
 // an absl hash-table insert per attempt.
 // The cost on the task path through a real cluster is task_bench / actor_bench run
 // with MANTA_task_events_enabled=0 and =1.
@@ -22,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "bench_util.h"
+#include "src/common/config.h"
 #include "src/common/logging.h"
 #include "src/core_worker/task_event_buffer.h"
 #include "src/gcs/gcs_task_manager.h"
@@ -182,8 +184,9 @@ int main(int argc, char** argv) {
     double r = 0, t = 0, w = 0;
     across_threads.push_back(RecordAcrossThreads(std::min<int64_t>(attempts, 200000)));
     {
-      // At the default detail rate (10,000 a second): most attempts are only counted.
-      std::vector<manta::rpc::TaskEventBatch> batches = RecordAttempts(attempts, 10000, &r, &t, &w);
+      // At the default detail rate: most attempts are only counted.
+      std::vector<manta::rpc::TaskEventBatch> batches =
+          RecordAttempts(attempts, manta::Config().task_events_max_detailed_per_s, &r, &t, &w);
       rated_record.push_back(r);
       rated_take.push_back(t);
       rated_wire_out.push_back(w);

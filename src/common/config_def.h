@@ -125,7 +125,7 @@ MANTA_CONFIG(bool, task_events_enabled, true, "core workers record their task at
 MANTA_CONFIG(int64_t, task_events_report_ms, 1000, "a core worker reports its task events to the GCS this often (and at exit)")
 MANTA_CONFIG(int64_t, task_events_max_buffer_rows, 200000, "task attempts a core worker keeps between two reports; beyond them new attempts' events are dropped and counted")
 MANTA_CONFIG(int64_t, task_events_early_report_rows, 20000, "a core worker reports its task events before the next tick once this many ended attempts were written as rows since its last report (or its buffer is half full)")
-MANTA_CONFIG(int64_t, task_events_max_detailed_per_s, 10000, "short finished task attempts a core worker reports in detail per second (0: all); beyond them it reports only how many finished, per function, and a sample spread over time stays detailed")
+MANTA_CONFIG(int64_t, task_events_max_detailed_per_s, 2000, "short finished task attempts a core worker reports in detail per second (0: all); beyond them it reports only how many finished, per function, and a sample spread over time stays detailed")
 MANTA_CONFIG(int64_t, task_events_max_num, 100000, "task attempts the GCS keeps; beyond them finished and failed attempts go first, then the oldest")
 MANTA_CONFIG(int64_t, task_events_max_bytes, int64_t{64} << 20, "bytes of task attempts the GCS keeps, evicted like task_events_max_num")
 MANTA_CONFIG(int64_t, log_to_driver_period_ms, 100, "a raylet passes what its workers printed on to their drivers this often (0 = never)")

@@ -26,9 +26,10 @@ constexpr int32_t kDetailedPerKind = 4;
 // A lane holds fewer rows than this.
 constexpr int64_t kMaxLaneRows = (int64_t{1} << 28) - 2;
 
-// Rows a lane reserves room for at its first (a second's worth at the default detail
-// rate): address space, its pages touched only as rows are written, so the rows of a
-// busy second are not copied and faulted in again at each doubling.
+// Rows a lane reserves room for at its first (a few seconds' worth at the default
+// detail rate, a busy second's at 10,000 a second): address space, its pages touched
+// only as rows are written, so the rows of a busy second are not copied and faulted
+// in again at each doubling.
 constexpr int64_t kFirstLaneRows = 16384;
 
 std::string_view IdBytes(const TaskID& id) { return {reinterpret_cast<const char*>(id.Data()), TaskID::kSize}; }
