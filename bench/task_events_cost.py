@@ -2,7 +2,10 @@
 """What task events cost: task_bench and actor_bench with events on against off.
 
 On a shared VM one run of a benchmark differs from the next by 15-30%, as much as
-the cost being measured, and the host's load drifts over minutes. So the two are
+the cost being measured, and the host's load drifts over minutes. Runs are 6 s each
+by default: a 2-s run of single_client_tasks_sync swings with the few moments the
+scheduler puts the driver and the worker on one core (tens to hundreds of ms each),
+and two identical configurations differed by 3% over 30 rounds of them. So the two are
 run in interleaved rounds (on then off, off then on, ...), each run a fresh cluster, and
 compared by medians: of the figures, and of the ratio within each round (which
 cancels the slow drift). Prints one JSON line per round, then a JSON summary per
@@ -42,7 +45,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--seconds", type=float, default=2)
+    parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--control", action="store_true", help="also run events off twice per round")
     parser.add_argument("benches", nargs="*", default=DEFAULT_BENCHES)
     args = parser.parse_args()
