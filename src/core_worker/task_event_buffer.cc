@@ -453,7 +453,9 @@ void TaskEventBuffer::EndRunning(const rpc::TaskSpec& spec) {
   } else {  // another thread's task, or one begun inside another
     absl::MutexLock lock(&running_mu_);
     for (RunningSlot& s : running_) {
-      if (s.spec.load(std::memory_order_relaxed) == &spec) slot = &s;
+      if (s.spec.load(std::memory_order_relaxed) != &spec) continue;
+      slot = &s;
+      break;
     }
   }
   if (slot == nullptr) return;
