@@ -10,7 +10,9 @@ run in interleaved rounds (on then off, off then on, ...), each run a fresh clus
 compared by medians: of the figures, and of the ratio within each round (which
 cancels the slow drift). Prints one JSON line per round, then a JSON summary per
 benchmark: on and off medians, the ratio of the medians, the median and range of
-the per-round ratios. With --control each round also runs events off a second time
+the per-round ratios, and a 90% interval for that median (a bootstrap over rounds:
+how far the median could be from the true one, given how much rounds vary; the
+target is met robustly when the interval's low end clears it). With --control each round also runs events off a second time
 ("off2"), and the summary gives off2 against off the same way: the noise floor, what
 a ratio of identical runs looks like on this machine.
 
@@ -20,6 +22,7 @@ import argparse
 import itertools
 import json
 import os
+import random
 import statistics
 import subprocess
 
@@ -79,7 +82,16 @@ def compare(a, off, label):
     med_a, med_off = statistics.median(a), statistics.median(off)
     return {label: med_a, "off": med_off, f"{label}_over_off": round(med_a / med_off, 4),
             "round_ratio_median": round(statistics.median(ratios), 4),
-            "round_ratio_min": round(min(ratios), 4), "round_ratio_max": round(max(ratios), 4)}
+            "round_ratio_min": round(min(ratios), 4), "round_ratio_max": round(max(ratios), 4),
+            "round_ratio_median_ci90": median_interval(ratios)}
+
+
+def median_interval(values, resamples=5000, seed=1):
+    """A 90% bootstrap interval for the median of `values`: the 5th and 95th
+    percentiles of the medians of `resamples` resamples drawn with replacement."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return [round(medians[int(0.05 * resamples)], 4), round(medians[int(0.95 * resamples) - 1], 4)]
 
 
 if __name__ == "__main__":
