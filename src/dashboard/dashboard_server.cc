@@ -132,6 +132,14 @@ absl::Status DashboardServer::Start() {
   http_.Handle("GET", "/api/logs", Guarded(&DashboardServer::Logs));
   http_.Handle("GET", "/api/log", Guarded(&DashboardServer::Log));
   http_.Handle("GET", "/api/timeline", Guarded(&DashboardServer::Timeline));
+  // Any other /api/ path (a prefix route, longer than the page's "/"): an error, not the page.
+  for (const char* method : {"GET", "POST"}) {
+    http_.Handle(method, "/api/", [](const http::Request& r) {
+      return JsonError(404, "no such route: " + r.method + " " + r.path +
+                                " (GET /api/list, /api/summary, /api/metrics, /api/logs, /api/log, /api/timeline;"
+                                " POST /api/login, /api/logout)");
+    });
+  }
   if (absl::Status s = http_.Start(); !s.ok()) return s;
   scraper_ = std::thread([this] { ScrapeLoop(); });
   return absl::OkStatus();

@@ -178,6 +178,11 @@ def check_routes(port, token):
     check(status == 401, "a forged cookie is refused (%s)" % status)
     status, _, body = request(port, "POST", "/api/login", body=json.dumps({"token": "not-the-token"}))
     check(status == 401 and b"wrong cluster token" in body, "a wrong token is refused")
+    status, _, body = request(port, "GET", "/api/nodes")
+    check(status == 404 and b"no such route: GET /api/nodes" in body,
+          "an unknown API route is a clear error, not the page (%s %s)" % (status, body[:100]))
+    status, _, body = request(port, "POST", "/api/list")
+    check(status == 405, "a data route with the wrong method is refused (%s)" % status)
     status, _, body = request(port, "POST", "/api/login", body="{not json")
     check(status == 400, "a malformed login is refused (%s)" % status)
     status, set_cookie, _ = request(port, "POST", "/api/login", body=json.dumps({"token": token}))
