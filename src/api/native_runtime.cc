@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string_view>
 
 #include <filesystem>
@@ -488,6 +489,11 @@ void LoadCodeSearchPath(const std::string& joined) {
 }
 
 [[noreturn]] void RunWorker() {
+  // A worker's stdout is its log file, which its raylet passes on to the driver: make
+  // it line-buffered, as on a terminal, so that a task's printf or `std::cout << "...\n"`
+  // shows as it is printed, not once 4 KiB have gathered or the worker exits.
+  // (std::cout writes through stdout while it is synced with stdio, the default.)
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   manta::InitWorkerLogging(Env("MANTA_LOG_DIR"), "worker-" + Env("MANTA_WORKER_ID") + "-" + Env("MANTA_JOB_ID"));
   manta::core::CoreWorkerOptions options;
   options.is_driver = false;

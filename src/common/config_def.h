@@ -130,6 +130,7 @@ MANTA_CONFIG(int64_t, task_events_max_num, 100000, "task attempts the GCS keeps;
 MANTA_CONFIG(int64_t, task_events_max_bytes, int64_t{64} << 20, "bytes of task attempts the GCS keeps, evicted like task_events_max_num")
 MANTA_CONFIG(int64_t, log_to_driver_period_ms, 100, "a raylet passes what its workers printed on to their drivers this often (0 = never)")
 MANTA_CONFIG(int64_t, log_to_driver_max_bytes, int64_t{1} << 20, "a raylet passes on at most this many bytes of its workers' output per round")
+MANTA_CONFIG(int64_t, log_to_driver_flush_timeout_ms, 1000, "a driver that shows its workers' output waits at most this long, as it shuts down, for the lines they printed before (0 = not at all)")
 MANTA_CONFIG(int64_t, state_api_call_timeout_ms, 5000, "the GCS waits this long for each raylet or owner it asks for workers and objects (manta list workers/objects, manta memory)")
 MANTA_CONFIG(int64_t, metrics_report_period_ms, 1000, "a core worker sends its user metrics (ray::Gauge, ...) to its raylet this often (and at exit)")
 MANTA_CONFIG(int64_t, metrics_max_series_per_metric, 1000, "distinct tag sets a metric keeps; records of further ones are dropped and counted")

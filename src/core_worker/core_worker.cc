@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <iostream>
 #include <thread>
 
 #include "src/common/logging.h"
@@ -46,19 +45,6 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
  private:
   CoreWorkerClientPool& pool_;
 };
-
-namespace {
-
-// A driver prints what its job's workers printed, each line prefixed with where.
-void PrintWorkerLines(const JobID& job_id, const rpc::WorkerLogBatch& batch) {
-  if (batch.job_id() != job_id.Binary()) return;
-  const std::string prefix = "(pid=" + std::to_string(batch.pid()) + ", ip=" + batch.node_ip() + ") ";
-  std::string out;
-  for (const std::string& line : batch.lines()) out += prefix + line + "\n";
-  std::cerr << out << std::flush;
-}
-
-}  // namespace
 
 CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
     : options_(std::move(options)),
@@ -178,7 +164,7 @@ void CoreWorker::StartFollowingTheGcs() {
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
         if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
-        if (m.has_worker_log_message()) PrintWorkerLines(options_.job_id, m.worker_log_message());
+        if (m.has_worker_log_message()) OnWorkerOutput(m.worker_log_message());
       },
       [this] {
         // The GCS restarted: messages may have been lost; read every followed actor
@@ -200,6 +186,7 @@ void CoreWorker::StartFollowingTheGcs() {
 
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
+  FlushWorkerOutput();
   actors_->Stop();
   {
     absl::MutexLock lock(&exec_mu_);

@@ -265,6 +265,14 @@ class CoreWorker {
   void OnLocalNodeLost(const std::string& why);
   // The error of a task that cannot run because the local node is lost.
   rpc::ErrorInfo LocalNodeLostError() const;
+  // What workers printed (core_worker_output.cc): a driver prints the lines of its
+  // job's workers; a batch marked with a flush id is a raylet's answer to
+  // FlushWorkerOutput. Loop thread.
+  void OnWorkerOutput(const rpc::WorkerLogBatch& batch);
+  // A driver shutting down: waits (at most log_to_driver_flush_timeout_ms) until every
+  // live raylet passed on what the job's workers printed before. User thread.
+  void FlushWorkerOutput();
+  bool WorkerOutputFlushed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(output_mu_);
   // The actor could not be created (`why`): tell the GCS so every caller learns it.
   void FailActorCreation(const ActorID& actor_id, const std::string& why);
   // Worker side: an actor call of `spec` may run (its caller's order is kept).
@@ -343,6 +351,10 @@ class CoreWorker {
   absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(nodes_mu_);
   std::string local_node_lost_ ABSL_GUARDED_BY(nodes_mu_);  // why, once lost
   std::atomic<bool> node_lost_{false};
+  // FlushWorkerOutput: the marks not arrived yet, once the raylets were asked.
+  absl::Mutex output_mu_;
+  absl::flat_hash_set<std::string> awaited_flushes_ ABSL_GUARDED_BY(output_mu_);
+  bool flush_asked_ ABSL_GUARDED_BY(output_mu_) = false;
   // Watches the store connection: it closes when the node's raylet is gone.
   std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;

@@ -199,6 +199,13 @@ void LogManager::StreamOnce() {
     batch->set_node_ip(options_.node_ip);
     for (std::string& line : lines) batch->add_lines(std::move(line));
   }
+  for (auto& [job_id, flush_id] : flushes_) {
+    rpc::WorkerLogBatch* mark = request.add_batches();
+    mark->set_job_id(job_id.Binary());
+    mark->set_node_ip(options_.node_ip);
+    mark->set_flush_id(std::move(flush_id));
+  }
+  flushes_.clear();
   // Workers no longer listed (beyond the pool's history) are forgotten.
   for (auto it = tails_.begin(); it != tails_.end();) {
     if (listed.contains(it->first)) {
@@ -214,10 +221,32 @@ void LogManager::StreamOnce() {
     if (alive.expired()) return;
     in_flight_ = false;
     if (!s.ok()) VLOG(1) << "the GCS did not take workers' output: " << s;
+    if (!flushes_.empty()) StreamOnce();  // a driver asked meanwhile
   });
+}
+
+void LogManager::HandleFlushWorkerLogs(const rpc::FlushWorkerLogsRequest& request, rpc::FlushWorkerLogsReply* reply,
+                                       rpc::SendReply send_reply) {
+  constexpr size_t kMaxFlushIdBytes = 256;
+  constexpr size_t kMaxWaitingFlushes = 4096;
+  auto job_id = JobID::FromBinaryChecked(request.job_id());
+  if (!job_id.ok()) return std::move(send_reply)(absl::InvalidArgumentError("FlushWorkerLogs: job_id is not a job id"));
+  if (request.flush_id().empty() || request.flush_id().size() > kMaxFlushIdBytes) {
+    return std::move(send_reply)(absl::InvalidArgumentError("FlushWorkerLogs: flush_id must have 1 to " +
+                                                            std::to_string(kMaxFlushIdBytes) + " bytes"));
+  }
+  if (options_.stream_period_ms <= 0) return std::move(send_reply)(absl::OkStatus());  // no streaming, no mark
+  if (flushes_.size() >= kMaxWaitingFlushes) {
+    return std::move(send_reply)(absl::ResourceExhaustedError("FlushWorkerLogs: too many flushes waiting"));
+  }
+  flushes_.emplace_back(*job_id, request.flush_id());
+  reply->set_marks(true);
+  std::move(send_reply)(absl::OkStatus());
+  StreamOnce();  // returns at once while a round is in flight; its end runs another
 }
 
 MANTA_SERVE_ON_LOOP(LogGrpcService, "Log", ListLogs, logs_, LogManager)
 MANTA_SERVE_ON_LOOP(LogGrpcService, "Log", ReadLog, logs_, LogManager)
+MANTA_SERVE_ON_LOOP(LogGrpcService, "Log", FlushWorkerLogs, logs_, LogManager)
 
 }  // namespace manta::raylet

@@ -4,7 +4,9 @@
 // It serves `manta logs` (LogService: list the files, read one from an offset or its
 // last lines), and it streams what workers print to their drivers: every
 // log_to_driver_ms it reads what each worker wrote since, cuts it into lines and
-// sends them to the GCS (which publishes them to the job's driver). A worker that
+// sends them to the GCS (which publishes them to the job's driver); a driver about to
+// exit asks for a round at once (FlushWorkerLogs), which ends with a batch marked
+// with its id. A worker that
 // prints faster than that is read at most log_to_driver_max_bytes per round; when it
 // is more than 8 MiB behind, the lines between are skipped and a line says so.
 //
@@ -16,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -46,6 +49,11 @@ class LogManager {
   void HandleListLogs(const rpc::ListLogsRequest& request, rpc::ListLogsReply* reply, rpc::SendReply send_reply);
   void HandleReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply, rpc::SendReply send_reply);
   absl::Status ReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply) const;
+  // A streaming round now (or as the one in flight ends), with the driver's mark after
+  // what it read: the lines each worker of the job printed before, up to the round's
+  // byte budget.
+  void HandleFlushWorkerLogs(const rpc::FlushWorkerLogsRequest& request, rpc::FlushWorkerLogsReply* reply,
+                             rpc::SendReply send_reply);
 
   // One streaming round (the timer's; tests call it).
   void StreamOnce();
@@ -69,6 +77,8 @@ class LogManager {
   // By the worker's log file.
   absl::flat_hash_map<std::string, Tail> tails_;
   bool in_flight_ = false;
+  // Drivers' marks for the next round's end: (job, flush id).
+  std::vector<std::pair<JobID, std::string>> flushes_;
   std::unique_ptr<Timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
@@ -81,6 +91,8 @@ class LogGrpcService final : public rpc::LogService::CallbackService {
                                      rpc::ListLogsReply* r) override;
   grpc::ServerUnaryReactor* ReadLog(grpc::CallbackServerContext* c, const rpc::ReadLogRequest* q,
                                     rpc::ReadLogReply* r) override;
+  grpc::ServerUnaryReactor* FlushWorkerLogs(grpc::CallbackServerContext* c, const rpc::FlushWorkerLogsRequest* q,
+                                            rpc::FlushWorkerLogsReply* r) override;
 
  private:
   EventLoop& loop_;

@@ -261,6 +261,7 @@ TEST_F(AttackTest, TheRayletRefusesEveryCallWithoutTheToken) {
   auto workers = manta::rpc::NodeManagerWorkerService::NewStub(channel);
   auto node = manta::rpc::NodeManagerService::NewStub(channel);
   auto objects = manta::rpc::ObjectManagerService::NewStub(channel);
+  auto logs = manta::rpc::LogService::NewStub(channel);
   ray::ObjectRef<std::string> secret = ray::Put(std::string(200 << 10, 's'));  // big enough for the store
   for (Forgery forgery : kForgeries) {
     {
@@ -283,6 +284,13 @@ TEST_F(AttackTest, TheRayletRefusesEveryCallWithoutTheToken) {
       ExpectRefused(node->GetNodeStats(ForgedContext(forgery).get(), {}, &reply), "GetNodeStats");
     }
     {
+      manta::rpc::FlushWorkerLogsRequest request;
+      request.set_job_id(manta::JobID::FromInt(1).Binary());
+      request.set_flush_id("forged");
+      manta::rpc::FlushWorkerLogsReply reply;
+      ExpectRefused(logs->FlushWorkerLogs(ForgedContext(forgery).get(), request, &reply), "FlushWorkerLogs");
+    }
+    {
       manta::rpc::FetchObjectsRequest request;
       request.add_object_ids(manta::ObjectID::FromRandom().Binary());
       request.add_locations("127.0.0.1:1");
@@ -301,6 +309,36 @@ TEST_F(AttackTest, TheRayletRefusesEveryCallWithoutTheToken) {
     }
   }
   EXPECT_EQ(*secret.Get(), std::string(200 << 10, 's'));
+  ExpectClusterServes();
+}
+
+// A driver's request for its workers' last output, malformed: a clear error, and the
+// raylet serves on.
+TEST_F(AttackTest, AMalformedFlushOfWorkersOutputIsRefused) {
+  auto logs = manta::rpc::LogService::NewStub(manta::rpc::MakeChannel(RayletAddress(), 64 << 20));
+  struct Case {
+    std::string job_id, flush_id, says;
+  };
+  const Case cases[] = {
+      {"not a job", "f", "job_id is not a job id"},
+      {manta::JobID::FromInt(1).Binary(), "", "flush_id must have 1 to 256 bytes"},
+      {manta::JobID::FromInt(1).Binary(), std::string(100000, 'f'), "flush_id must have 1 to 256 bytes"},
+  };
+  for (const Case& c : cases) {
+    manta::rpc::FlushWorkerLogsRequest request;
+    request.set_job_id(c.job_id);
+    request.set_flush_id(c.flush_id);
+    manta::rpc::FlushWorkerLogsReply reply;
+    grpc::Status s = logs->FlushWorkerLogs(AuthenticContext().get(), request, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(c.says), std::string::npos) << s.error_message();
+  }
+  manta::rpc::FlushWorkerLogsRequest request;
+  request.set_job_id(manta::JobID::FromInt(1).Binary());
+  request.set_flush_id("a job with no workers");
+  manta::rpc::FlushWorkerLogsReply reply;
+  ASSERT_TRUE(logs->FlushWorkerLogs(AuthenticContext().get(), request, &reply).ok());
+  EXPECT_TRUE(reply.marks());
   ExpectClusterServes();
 }
 

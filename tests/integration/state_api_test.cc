@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -49,6 +50,12 @@ int Say(std::string text) {
   return getpid();
 }
 
+// Prints `text` with printf, without flushing, and returns its worker's pid.
+int SayUnflushed(std::string text) {
+  std::printf("%s\n", text.c_str());
+  return getpid();
+}
+
 class Counter {
  public:
   static Counter* Create() { return new Counter(); }
@@ -62,7 +69,7 @@ class Counter {
   int total_ = 0;
 };
 
-RAY_REMOTE(Plus, Fail, Block, Nop, Hold, Say, Counter::Create, &Counter::Add, &Counter::Say);
+RAY_REMOTE(Plus, Fail, Block, Nop, Hold, Say, SayUnflushed, Counter::Create, &Counter::Add, &Counter::Say);
 
 std::string Hex(const std::string& binary) { return manta::BinaryHex(binary); }
 
@@ -84,6 +91,16 @@ int RunChildDriver(const std::string& gcs, const std::string& marker, const std:
   while (access(release.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ray::Shutdown();
+  return 0;
+}
+
+// A driver that exits right after its task printed `marker` (with printf, unflushed).
+int RunQuickChildDriver(const std::string& gcs, const std::string& marker) {
+  ray::RayConfig config;
+  config.address = gcs;
+  ray::Init(config);
+  ray::Task(SayUnflushed).Remote(marker).Get();
   ray::Shutdown();
   return 0;
 }
@@ -548,6 +565,24 @@ TEST_F(StateApiTest, WhatWorkersPrintReachesTheirDriversTerminal) {
   EXPECT_TRUE(manta::WaitForExit(*pid, 60000));
 }
 
+// A line a task printed (printf, no flush) just before its driver exits is on the
+// driver's terminal: workers' stdout is line-buffered, and the driver waits for each
+// raylet's last round as it shuts down.
+TEST_F(StateApiTest, WhatATaskPrintsJustBeforeItsDriverExitsIsShown) {
+  manta::testing::TempDir dir;
+  manta::ProcessOptions child;
+  child.argv = {manta::SelfExecutablePath(), "--quick-child-driver", "--gcs=" + harness_->gcs_address(),
+                "--marker=the last words of a task"};
+  child.env["MANTA_CLUSTER_TOKEN"] = std::getenv("MANTA_CLUSTER_TOKEN");
+  child.output_file = dir.path() + "/child.out";
+  auto pid = manta::StartProcess(child);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_TRUE(manta::WaitForExit(*pid, 60000));
+  std::ifstream in(child.output_file);
+  const std::string output(std::istreambuf_iterator<char>(in), {});
+  EXPECT_THAT(output, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) the last words of a task")) << output;
+}
+
 TEST_F(StateApiTest, TheLogsOfADeadNodeAreAClearError) {
   harness_->StartNode({"--num-cpus=1", "--resources={\"doomed\": 1}"});
   auto said = ray::Task(Say).SetResource("doomed", 1).Remote(std::string("soon gone"));
@@ -595,6 +630,9 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--child-driver") {
       return RunChildDriver(FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--marker"),
                             FlagValue(argc, argv, "--release"));
+    }
+    if (std::string(argv[i]) == "--quick-child-driver") {
+      return RunQuickChildDriver(FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--marker"));
     }
   }
   ::testing::InitGoogleTest(&argc, argv);

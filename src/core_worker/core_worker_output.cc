@@ -1,0 +1,79 @@
+// What a driver's workers print, on the driver's terminal (ARCHITECTURE.md §18).
+//
+// Each raylet reads its workers' output files every log_to_driver_period_ms and
+// sends the new lines to the GCS, which publishes them to the job's driver
+// (WORKER_LOG_CHANNEL), where they are printed on stderr with where they ran. A
+// line printed just before the driver exits would miss it, so a driver shutting down
+// asks every live raylet for a round at once (LogService.FlushWorkerLogs): each ends
+// it with a batch marked with the driver's flush id, on the same channel, after the
+// lines. The driver waits, at most log_to_driver_flush_timeout_ms, until every mark
+// it was promised arrived.
+#include <glog/logging.h>
+
+#include <iostream>
+
+#include "protos/node_manager.grpc.pb.h"
+#include "src/common/rpc/grpc_client.h"
+#include "src/core_worker/core_worker.h"
+#include "src/gcs/gcs_client.h"
+
+namespace manta::core {
+
+void CoreWorker::OnWorkerOutput(const rpc::WorkerLogBatch& batch) {
+  if (batch.job_id() != options_.job_id.Binary()) return;
+  if (!batch.flush_id().empty()) {
+    absl::MutexLock lock(&output_mu_);
+    awaited_flushes_.erase(batch.flush_id());
+    return;
+  }
+  const std::string prefix = "(pid=" + std::to_string(batch.pid()) + ", ip=" + batch.node_ip() + ") ";
+  std::string out;
+  for (const std::string& line : batch.lines()) out += prefix + line + "\n";
+  std::cerr << out << std::flush;
+}
+
+bool CoreWorker::WorkerOutputFlushed() const { return flush_asked_ && awaited_flushes_.empty(); }
+
+void CoreWorker::FlushWorkerOutput() {
+  const int64_t timeout_ms = options_.config.log_to_driver_flush_timeout_ms;
+  if (!options_.is_driver || !options_.log_to_driver || options_.job_id.IsNil() || timeout_ms <= 0) return;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  loop_.Post("CoreWorker.FlushWorkerOutput", [this, timeout_ms] {
+    gcs_.AsyncGetAllNodeInfo([this, timeout_ms](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
+      std::vector<std::pair<std::string, std::string>> asks;  // (raylet address, flush id)
+      for (const rpc::NodeInfo& node : reply.node_info_list()) {
+        if (!s.ok() || node.state() != rpc::NodeInfo::ALIVE) continue;
+        asks.emplace_back(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
+                          self_.worker_id.Hex() + "/" + BinaryHex(node.node_id()));
+      }
+      {
+        absl::MutexLock lock(&output_mu_);
+        for (const auto& ask : asks) awaited_flushes_.insert(ask.second);
+        flush_asked_ = true;
+      }
+      rpc::ClientOptions client_options = rpc::ClientOptionsFromConfig(options_.config, nullptr);
+      client_options.deadline_ms = timeout_ms;
+      for (auto& [address, flush_id] : asks) {
+        rpc::GrpcClient<rpc::LogService> raylet(loop_, address, client_options);
+        rpc::FlushWorkerLogsRequest request;
+        request.set_job_id(options_.job_id.Binary());
+        request.set_flush_id(flush_id);
+        raylet.Call(&rpc::LogService::Stub::async::FlushWorkerLogs, "Log.FlushWorkerLogs", std::move(request),
+                    rpc::GrpcClient<rpc::LogService>::Callback<rpc::FlushWorkerLogsReply>(
+                        [this, flush_id = flush_id](const absl::Status& s, rpc::FlushWorkerLogsReply&& reply) {
+                          if (s.ok() && reply.marks()) return;  // the mark is on its way
+                          if (!s.ok()) VLOG(1) << "workers' last output: " << s;
+                          absl::MutexLock lock(&output_mu_);
+                          awaited_flushes_.erase(flush_id);
+                        }));
+      }
+    });
+  });
+  absl::MutexLock lock(&output_mu_);
+  if (!output_mu_.AwaitWithDeadline(absl::Condition(this, &CoreWorker::WorkerOutputFlushed), deadline)) {
+    VLOG(1) << "workers' last output: " << awaited_flushes_.size() << " node(s) did not answer within "
+            << timeout_ms << " ms";
+  }
+}
+
+}  // namespace manta::core
