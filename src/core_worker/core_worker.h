@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "protos/core_worker.pb.h"
+#include "protos/node_manager.grpc.pb.h"
 #include "protos/node_manager.pb.h"
 #include "src/common/config.h"
 #include "src/common/event_loop.h"
@@ -273,6 +275,8 @@ class CoreWorker {
   // live raylet passed on what the job's workers printed before. User thread.
   void FlushWorkerOutput();
   bool WorkerOutputFlushed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(output_mu_);
+  // Asks each (raylet address, flush id) for its round and mark. Loop thread.
+  void AskForWorkerOutput(const std::vector<std::pair<std::string, std::string>>& asks, int64_t timeout_ms);
   // The actor could not be created (`why`): tell the GCS so every caller learns it.
   void FailActorCreation(const ActorID& actor_id, const std::string& why);
   // Worker side: an actor call of `spec` may run (its caller's order is kept).
@@ -355,6 +359,9 @@ class CoreWorker {
   absl::Mutex output_mu_;
   absl::flat_hash_set<std::string> awaited_flushes_ ABSL_GUARDED_BY(output_mu_);
   bool flush_asked_ ABSL_GUARDED_BY(output_mu_) = false;
+  // Loop thread: the raylets asked, and whether it is too late to ask.
+  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> flush_clients_;
+  bool flush_closed_ = false;
   // Watches the store connection: it closes when the node's raylet is gone.
   std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;

@@ -11,6 +11,12 @@
 #include <glog/logging.h>
 
 #include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
 
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/rpc/grpc_client.h"
@@ -40,6 +46,7 @@ void CoreWorker::FlushWorkerOutput() {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   loop_.Post("CoreWorker.FlushWorkerOutput", [this, timeout_ms] {
     gcs_.AsyncGetAllNodeInfo([this, timeout_ms](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
+      if (flush_closed_) return;  // too late: the driver went on
       std::vector<std::pair<std::string, std::string>> asks;  // (raylet address, flush id)
       for (const rpc::NodeInfo& node : reply.node_info_list()) {
         if (!s.ok() || node.state() != rpc::NodeInfo::ALIVE) continue;
@@ -51,28 +58,56 @@ void CoreWorker::FlushWorkerOutput() {
         for (const auto& ask : asks) awaited_flushes_.insert(ask.second);
         flush_asked_ = true;
       }
-      rpc::ClientOptions client_options = rpc::ClientOptionsFromConfig(options_.config, nullptr);
-      client_options.deadline_ms = timeout_ms;
-      for (auto& [address, flush_id] : asks) {
-        rpc::GrpcClient<rpc::LogService> raylet(loop_, address, client_options);
-        rpc::FlushWorkerLogsRequest request;
-        request.set_job_id(options_.job_id.Binary());
-        request.set_flush_id(flush_id);
-        raylet.Call(&rpc::LogService::Stub::async::FlushWorkerLogs, "Log.FlushWorkerLogs", std::move(request),
-                    rpc::GrpcClient<rpc::LogService>::Callback<rpc::FlushWorkerLogsReply>(
-                        [this, flush_id = flush_id](const absl::Status& s, rpc::FlushWorkerLogsReply&& reply) {
-                          if (s.ok() && reply.marks()) return;  // the mark is on its way
-                          if (!s.ok()) VLOG(1) << "workers' last output: " << s;
-                          absl::MutexLock lock(&output_mu_);
-                          awaited_flushes_.erase(flush_id);
-                        }));
-      }
+      AskForWorkerOutput(asks, timeout_ms);
     });
   });
-  absl::MutexLock lock(&output_mu_);
-  if (!output_mu_.AwaitWithDeadline(absl::Condition(this, &CoreWorker::WorkerOutputFlushed), deadline)) {
-    VLOG(1) << "workers' last output: " << awaited_flushes_.size() << " node(s) did not answer within "
-            << timeout_ms << " ms";
+  {
+    absl::MutexLock lock(&output_mu_);
+    if (!output_mu_.AwaitWithDeadline(absl::Condition(this, &CoreWorker::WorkerOutputFlushed), deadline)) {
+      VLOG(1) << "workers' last output: " << awaited_flushes_.size() << " node(s) did not answer within "
+              << timeout_ms << " ms";
+    }
+  }
+  // No call may outlive the loop (its callback is posted there): cancel what is left
+  // and wait for the callbacks (cancelled calls end at once).
+  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> clients;
+  RunOnLoopAndWait(
+      loop_,
+      [this, &clients](std::function<void(absl::Status)> done) {
+        flush_closed_ = true;
+        clients.swap(flush_clients_);
+        for (auto& client : clients) client->CancelAll();
+        done(absl::OkStatus());
+      },
+      1000)
+      .IgnoreError();
+  const absl::Time drained_by = absl::Now() + absl::Seconds(1);
+  auto in_flight = [&clients] {
+    int64_t n = 0;
+    for (const auto& client : clients) n += client->InFlight();
+    return n;
+  };
+  while (in_flight() > 0 && absl::Now() < drained_by) absl::SleepFor(absl::Milliseconds(1));
+}
+
+void CoreWorker::AskForWorkerOutput(const std::vector<std::pair<std::string, std::string>>& asks,
+                                    int64_t timeout_ms) {
+  rpc::ClientOptions client_options = rpc::ClientOptionsFromConfig(options_.config, nullptr);
+  client_options.deadline_ms = timeout_ms;
+  for (const auto& [address, flush_id] : asks) {
+    auto raylet = std::make_shared<rpc::GrpcClient<rpc::LogService>>(loop_, address, client_options);
+    flush_clients_.push_back(raylet);
+    rpc::FlushWorkerLogsRequest request;
+    request.set_job_id(options_.job_id.Binary());
+    request.set_flush_id(flush_id);
+    raylet->Call(&rpc::LogService::Stub::async::FlushWorkerLogs, "Log.FlushWorkerLogs", std::move(request),
+                 rpc::GrpcClient<rpc::LogService>::Callback<rpc::FlushWorkerLogsReply>(
+                     [this, flush_id = flush_id](const absl::Status& s, rpc::FlushWorkerLogsReply&& reply) {
+                       if (s.ok() && reply.marks()) return;  // the mark is on its way
+                       if (!s.ok()) VLOG(1) << "workers' last output: " << s;
+                       absl::MutexLock lock(&output_mu_);
+                       awaited_flushes_.erase(flush_id);
+                     }));
   }
 }
 
