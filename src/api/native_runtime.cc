@@ -539,10 +539,12 @@ void LoadCodeSearchPath(const std::string& joined) {
   if (!raw->RunTaskExecutionLoop(ExecuteTask)) {
     // An actor's calls still run and use the core worker: leave without destroying it.
     google::FlushLogFiles(google::GLOG_INFO);
+    std::fflush(nullptr);  // a last line printed without its newline
     _exit(0);
   }
   UninstallRayRuntime().reset();
   google::FlushLogFiles(google::GLOG_INFO);
+  std::fflush(nullptr);
   _exit(0);
 }
 

@@ -6,14 +6,18 @@
 // CallOnLoop<Reply> does the same for an asynchronous call that answers a reply:
 // the reply is kept on the heap, so one that comes after the wait gave up is
 // dropped, never written to the caller's stack.
+// DrainCallbacks(loop, in_flight, timeout_ms), at shutdown: waits until a client's
+// cancelled calls have run their callbacks on the loop.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +39,18 @@ inline absl::Status RunOnLoopAndWait(EventLoop& loop, const std::function<void(s
     return absl::DeadlineExceededError("no answer within " + std::to_string(timeout_ms) + " ms");
   }
   return future.get();
+}
+
+// Waits (at most timeout_ms) until `in_flight()` is 0, then lets the loop run what
+// the last callbacks posted. A client's callbacks are posted to its loop, so they
+// must all have run before the loop goes: at shutdown, cancel the calls (they end at
+// once), then drain. Not on the loop thread.
+inline void DrainCallbacks(EventLoop& loop, const std::function<int64_t()>& in_flight, int64_t timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  RunOnLoopAndWait(loop, [](std::function<void(absl::Status)> done) { done(absl::OkStatus()); }, 1000).IgnoreError();
 }
 
 template <typename Reply>

@@ -276,7 +276,8 @@ class CoreWorker {
   void FlushWorkerOutput();
   bool WorkerOutputFlushed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(output_mu_);
   // Asks each (raylet address, flush id) for its round and mark. Loop thread.
-  void AskForWorkerOutput(const std::vector<std::pair<std::string, std::string>>& asks, int64_t timeout_ms);
+  void AskForWorkerOutput(const std::vector<std::pair<std::string, std::string>>& asks, int64_t timeout_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(output_mu_);
   // The actor could not be created (`why`): tell the GCS so every caller learns it.
   void FailActorCreation(const ActorID& actor_id, const std::string& why);
   // Worker side: an actor call of `spec` may run (its caller's order is kept).
@@ -359,9 +360,12 @@ class CoreWorker {
   absl::Mutex output_mu_;
   absl::flat_hash_set<std::string> awaited_flushes_ ABSL_GUARDED_BY(output_mu_);
   bool flush_asked_ ABSL_GUARDED_BY(output_mu_) = false;
-  // Loop thread: the raylets asked, and whether it is too late to ask.
-  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> flush_clients_;
-  bool flush_closed_ = false;
+  // The raylets asked, and whether it is too late to ask (the driver went on).
+  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> flush_clients_ ABSL_GUARDED_BY(output_mu_);
+  bool flush_closed_ ABSL_GUARDED_BY(output_mu_) = false;
+  // The driver's subscription to its workers' output: 0 not answered yet, 1 taken,
+  // -1 refused (then no mark can come: no flush is waited for).
+  std::atomic<int> worker_output_followed_{0};
   // Watches the store connection: it closes when the node's raylet is gone.
   std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;

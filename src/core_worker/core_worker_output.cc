@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "src/common/loop_call.h"
 
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/rpc/grpc_client.h"
@@ -42,52 +43,47 @@ bool CoreWorker::WorkerOutputFlushed() const { return flush_asked_ && awaited_fl
 
 void CoreWorker::FlushWorkerOutput() {
   const int64_t timeout_ms = options_.config.log_to_driver_flush_timeout_ms;
-  if (!options_.is_driver || !options_.log_to_driver || options_.job_id.IsNil() || timeout_ms <= 0) return;
+  if (!options_.is_driver || !options_.log_to_driver || options_.job_id.IsNil() || timeout_ms <= 0 ||
+      worker_output_followed_.load() < 0) {
+    return;
+  }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   loop_.Post("CoreWorker.FlushWorkerOutput", [this, timeout_ms] {
     gcs_.AsyncGetAllNodeInfo([this, timeout_ms](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
-      if (flush_closed_) return;  // too late: the driver went on
       std::vector<std::pair<std::string, std::string>> asks;  // (raylet address, flush id)
       for (const rpc::NodeInfo& node : reply.node_info_list()) {
         if (!s.ok() || node.state() != rpc::NodeInfo::ALIVE) continue;
         asks.emplace_back(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
                           self_.worker_id.Hex() + "/" + BinaryHex(node.node_id()));
       }
-      {
-        absl::MutexLock lock(&output_mu_);
-        for (const auto& ask : asks) awaited_flushes_.insert(ask.second);
-        flush_asked_ = true;
-      }
+      absl::MutexLock lock(&output_mu_);
+      if (flush_closed_) return;  // too late: the driver went on
+      for (const auto& ask : asks) awaited_flushes_.insert(ask.second);
+      flush_asked_ = true;
       AskForWorkerOutput(asks, timeout_ms);
     });
   });
+  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> clients;
   {
     absl::MutexLock lock(&output_mu_);
     if (!output_mu_.AwaitWithDeadline(absl::Condition(this, &CoreWorker::WorkerOutputFlushed), deadline)) {
       VLOG(1) << "workers' last output: " << awaited_flushes_.size() << " node(s) did not answer within "
               << timeout_ms << " ms";
     }
+    flush_closed_ = true;
+    clients.swap(flush_clients_);
   }
   // No call may outlive the loop (its callback is posted there): cancel what is left
-  // and wait for the callbacks (cancelled calls end at once).
-  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> clients;
-  RunOnLoopAndWait(
+  // (it ends at once) and wait for the callbacks.
+  for (auto& client : clients) client->CancelAll();
+  DrainCallbacks(
       loop_,
-      [this, &clients](std::function<void(absl::Status)> done) {
-        flush_closed_ = true;
-        clients.swap(flush_clients_);
-        for (auto& client : clients) client->CancelAll();
-        done(absl::OkStatus());
+      [&clients] {
+        int64_t n = 0;
+        for (const auto& client : clients) n += client->InFlight();
+        return n;
       },
-      1000)
-      .IgnoreError();
-  const absl::Time drained_by = absl::Now() + absl::Seconds(1);
-  auto in_flight = [&clients] {
-    int64_t n = 0;
-    for (const auto& client : clients) n += client->InFlight();
-    return n;
-  };
-  while (in_flight() > 0 && absl::Now() < drained_by) absl::SleepFor(absl::Milliseconds(1));
+      1000);
 }
 
 void CoreWorker::AskForWorkerOutput(const std::vector<std::pair<std::string, std::string>>& asks,
@@ -100,6 +96,7 @@ void CoreWorker::AskForWorkerOutput(const std::vector<std::pair<std::string, std
     rpc::FlushWorkerLogsRequest request;
     request.set_job_id(options_.job_id.Binary());
     request.set_flush_id(flush_id);
+    // (Its callback runs on the loop, never inline: the lock held here is free then.)
     raylet->Call(&rpc::LogService::Stub::async::FlushWorkerLogs, "Log.FlushWorkerLogs", std::move(request),
                  rpc::GrpcClient<rpc::LogService>::Callback<rpc::FlushWorkerLogsReply>(
                      [this, flush_id = flush_id](const absl::Status& s, rpc::FlushWorkerLogsReply&& reply) {

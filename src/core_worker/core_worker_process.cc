@@ -312,10 +312,7 @@ void CoreWorkerProcess::CancelRpcsAndDrain(int64_t timeout_ms) {
   if (raylets_) raylets_->ForEach([](RayletClientInterface& c) { c.CancelAll(); });
   if (workers_) workers_->ForEach([](CoreWorkerClientInterface& c) { c.CancelAll(); });
   if (channels_) channels_->ForEach([](TaskChannelInterface& c) { c.CancelAll(); });
-  int64_t deadline = MonotonicMs() + timeout_ms;
-  while (in_flight() > 0 && MonotonicMs() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  // Let the loop run what the last callbacks posted.
-  RunOnLoopAndWait(loop_, [](std::function<void(absl::Status)> done) { done(absl::OkStatus()); }, 1000).IgnoreError();
+  DrainCallbacks(loop_, in_flight, timeout_ms);
   if (int64_t left = in_flight(); left > 0) LOG(WARNING) << left << " RPCs still in flight at shutdown";
 }
 

@@ -27,6 +27,10 @@ class MetricsReporter {
   // Stops the timer, sends the last report (marked final) and runs `done` once the
   // raylet answered or failed, or at once when nothing was ever recorded.
   void FinishAndFlush(std::function<void()> done);
+  // Shutdown, after FinishAndFlush: a report still out (one sent before the last)
+  // ends at once; its callback still runs on the loop. Any thread.
+  void CancelAll() { raylet_.CancelAll(); }
+  int64_t InFlight() const { return raylet_.InFlight(); }
 
  private:
   void Report(bool final, std::function<void()> done);

@@ -142,20 +142,20 @@ absl::Status LogManager::ReadLog(const rpc::ReadLogRequest& request, rpc::ReadLo
   return absl::OkStatus();
 }
 
-void LogManager::ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines) {
+bool LogManager::ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines) {
   std::error_code ec;
   const int64_t size = static_cast<int64_t>(fs::file_size(file, ec));
-  if (ec) return;
+  if (ec) return true;
   if (size < tail.offset) tail.offset = 0;  // truncated
   if (size - tail.offset > kMaxBacklogBytes) {
     lines->push_back("[manta: " + std::to_string(size - tail.offset) +
                      " bytes of this worker's output skipped: it printed faster than they could be passed on]");
     tail.offset = size;
     tail.partial.clear();
-    return;
+    return true;
   }
   const int64_t n = std::min(size - tail.offset, *budget);
-  std::string data = ReadRange(file, tail.offset, n);
+  std::string data = n > 0 ? ReadRange(file, tail.offset, n) : std::string();
   tail.offset += static_cast<int64_t>(data.size());
   *budget -= static_cast<int64_t>(data.size());
   size_t start = 0;
@@ -171,11 +171,13 @@ void LogManager::ReadNew(const std::string& file, Tail& tail, int64_t* budget, s
     lines->push_back(std::move(tail.partial));
     tail.partial.clear();
   }
+  return tail.offset >= size;
 }
 
-void LogManager::StreamOnce() {
-  if (in_flight_) return;
-  rpc::ReportWorkerLogsRequest request;
+absl::flat_hash_set<JobID> LogManager::ReadWorkers(rpc::ReportWorkerLogsRequest* request) {
+  absl::flat_hash_set<JobID> flushing;
+  for (const Flush& f : flushes_) flushing.insert(f.job_id);
+  absl::flat_hash_set<JobID> unfinished;
   int64_t budget = options_.stream_max_bytes;
   absl::flat_hash_set<std::string> listed;
   for (const WorkerPool::WorkerRecord& w : list_workers_()) {
@@ -190,22 +192,20 @@ void LogManager::StreamOnce() {
     if (!tail.alive) continue;  // read to its end when it exited
     tail.alive = w.alive;
     std::vector<std::string> lines;
-    if (budget > 0) ReadNew(w.log_file, tail, &budget, &lines);
+    if (!ReadNew(w.log_file, tail, &budget, &lines)) {
+      unfinished.insert(tail.job_id);  // beyond this round's bytes: the job's mark waits
+    } else if (flushing.contains(tail.job_id) && !tail.partial.empty()) {
+      lines.push_back(std::move(tail.partial));  // its driver is leaving: a last line without its newline
+      tail.partial.clear();
+    }
     if (lines.empty()) continue;
-    rpc::WorkerLogBatch* batch = request.add_batches();
+    rpc::WorkerLogBatch* batch = request->add_batches();
     batch->set_job_id(w.job_id.Binary());
     batch->set_worker_id(w.worker_id.Binary());
     batch->set_pid(w.pid);
     batch->set_node_ip(options_.node_ip);
     for (std::string& line : lines) batch->add_lines(std::move(line));
   }
-  for (auto& [job_id, flush_id] : flushes_) {
-    rpc::WorkerLogBatch* mark = request.add_batches();
-    mark->set_job_id(job_id.Binary());
-    mark->set_node_ip(options_.node_ip);
-    mark->set_flush_id(std::move(flush_id));
-  }
-  flushes_.clear();
   // Workers no longer listed (beyond the pool's history) are forgotten.
   for (auto it = tails_.begin(); it != tails_.end();) {
     if (listed.contains(it->first)) {
@@ -214,14 +214,48 @@ void LogManager::StreamOnce() {
       tails_.erase(it++);
     }
   }
+  return unfinished;
+}
+
+std::vector<LogManager::Flush> LogManager::AddMarks(const absl::flat_hash_set<JobID>& unfinished,
+                                                    rpc::ReportWorkerLogsRequest* request) {
+  std::vector<Flush> marked;
+  std::vector<Flush> later;
+  for (Flush& f : flushes_) {
+    if (unfinished.contains(f.job_id)) {
+      later.push_back(std::move(f));
+      continue;
+    }
+    rpc::WorkerLogBatch* mark = request->add_batches();
+    mark->set_job_id(f.job_id.Binary());
+    mark->set_node_ip(options_.node_ip);
+    mark->set_flush_id(f.id);
+    marked.push_back(std::move(f));
+  }
+  flushes_ = std::move(later);
+  return marked;
+}
+
+void LogManager::StreamOnce() {
+  if (in_flight_) return;
+  rpc::ReportWorkerLogsRequest request;
+  const absl::flat_hash_set<JobID> unfinished = ReadWorkers(&request);
+  std::vector<Flush> marked = AddMarks(unfinished, &request);
   if (request.batches_size() == 0) return;
   in_flight_ = true;
   std::weak_ptr<bool> alive = alive_;
-  gcs_.AsyncReportWorkerLogs(std::move(request), [this, alive](const absl::Status& s, rpc::ReportWorkerLogsReply&&) {
+  gcs_.AsyncReportWorkerLogs(std::move(request), [this, alive, marked = std::move(marked)](
+                                                     const absl::Status& s, rpc::ReportWorkerLogsReply&&) mutable {
     if (alive.expired()) return;
     in_flight_ = false;
-    if (!s.ok()) VLOG(1) << "the GCS did not take workers' output: " << s;
-    if (!flushes_.empty()) StreamOnce();  // a driver asked meanwhile
+    if (!s.ok()) {
+      VLOG(1) << "the GCS did not take workers' output: " << s;
+      // Its lines are lost, but its marks go again (a driver waits for them), a few times.
+      for (Flush& f : marked) {
+        if (++f.tries < kMaxFlushTries) flushes_.push_back(std::move(f));
+      }
+    }
+    if (!flushes_.empty()) StreamOnce();  // a driver asked meanwhile, or the rest of a job's output
   });
 }
 
@@ -239,7 +273,7 @@ void LogManager::HandleFlushWorkerLogs(const rpc::FlushWorkerLogsRequest& reques
   if (flushes_.size() >= kMaxWaitingFlushes) {
     return std::move(send_reply)(absl::ResourceExhaustedError("FlushWorkerLogs: too many flushes waiting"));
   }
-  flushes_.emplace_back(*job_id, request.flush_id());
+  flushes_.push_back(Flush{*job_id, request.flush_id()});
   reply->set_marks(true);
   std::move(send_reply)(absl::OkStatus());
   StreamOnce();  // returns at once while a round is in flight; its end runs another

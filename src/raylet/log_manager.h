@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "protos/node_manager.grpc.pb.h"
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
@@ -67,8 +68,23 @@ class LogManager {
     std::string partial;
     bool alive = true;
   };
-  // Reads what `tail` has not read of `file` into `lines` (at most `budget` bytes).
-  void ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines);
+  // A driver's request for a mark after its job's output (FlushWorkerLogs).
+  struct Flush {
+    JobID job_id;
+    std::string id;
+    int tries = 0;  // rounds the GCS did not take
+  };
+  static constexpr int kMaxFlushTries = 3;
+  // Reads what `tail` has not read of `file` into `lines` (at most `budget` bytes);
+  // whether it read to the file's end.
+  bool ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines);
+  // One round's batches of every worker's new lines, in `request` (a last line
+  // without its newline too, for a job whose driver asked for a mark); the jobs whose
+  // output was not read to its end (the round's bytes ran out).
+  absl::flat_hash_set<JobID> ReadWorkers(rpc::ReportWorkerLogsRequest* request);
+  // The waiting marks of jobs read to their end, added to `request` after the lines;
+  // the others wait for the next round.
+  std::vector<Flush> AddMarks(const absl::flat_hash_set<JobID>& unfinished, rpc::ReportWorkerLogsRequest* request);
 
   EventLoop& loop_;
   const LogManagerOptions options_;
@@ -77,8 +93,8 @@ class LogManager {
   // By the worker's log file.
   absl::flat_hash_map<std::string, Tail> tails_;
   bool in_flight_ = false;
-  // Drivers' marks for the next round's end: (job, flush id).
-  std::vector<std::pair<JobID, std::string>> flushes_;
+  // Drivers' marks for the next round's end.
+  std::vector<Flush> flushes_;
   std::unique_ptr<Timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -50,9 +50,12 @@ int Say(std::string text) {
   return getpid();
 }
 
-// Prints `text` with printf, without flushing, and returns its worker's pid.
-int SayUnflushed(std::string text) {
-  std::printf("%s\n", text.c_str());
+// Prints `lines` lines of about 100 bytes with printf (no flush), numbered after
+// `text`, then `text` and "end" with no newline (flushed), and returns its worker's pid.
+int SayUnflushed(std::string text, int lines) {
+  for (int i = 0; i < lines; ++i) std::printf("%s %d %s\n", text.c_str(), i, std::string(80, '.').c_str());
+  std::printf("%s end", text.c_str());
+  std::fflush(stdout);
   return getpid();
 }
 
@@ -100,16 +103,16 @@ int RunQuickChildDriver(const std::string& gcs, const std::string& marker) {
   ray::RayConfig config;
   config.address = gcs;
   ray::Init(config);
-  ray::Task(SayUnflushed).Remote(marker).Get();
+  ray::Task(SayUnflushed).Remote(marker, 40).Get();
   ray::Shutdown();
   return 0;
 }
 
 // Task events reach the GCS within a fifth of a second; dead nodes are found in a
-// few seconds.
+// few seconds; a raylet passes on 1 KiB of workers' output a round.
 const char kSystemConfig[] =
     R"({"task_events_report_ms": 200, "health_check_period_ms": 200, "health_check_timeout_ms": 1000,)"
-    R"( "health_check_failure_threshold": 5, "health_check_initial_delay_ms": 0})";
+    R"( "health_check_failure_threshold": 5, "health_check_initial_delay_ms": 0, "log_to_driver_max_bytes": 1024})";
 
 class StateApiTest : public ::testing::Test {
  protected:
@@ -565,9 +568,10 @@ TEST_F(StateApiTest, WhatWorkersPrintReachesTheirDriversTerminal) {
   EXPECT_TRUE(manta::WaitForExit(*pid, 60000));
 }
 
-// A line a task printed (printf, no flush) just before its driver exits is on the
+// What a task printed (printf, no flush) just before its driver exits is on the
 // driver's terminal: workers' stdout is line-buffered, and the driver waits for each
-// raylet's last round as it shuts down.
+// raylet's last rounds as it shuts down, however many its output takes (4 KB here, a
+// round takes 1 KiB), and a last line without its newline.
 TEST_F(StateApiTest, WhatATaskPrintsJustBeforeItsDriverExitsIsShown) {
   manta::testing::TempDir dir;
   manta::ProcessOptions child;
@@ -580,7 +584,12 @@ TEST_F(StateApiTest, WhatATaskPrintsJustBeforeItsDriverExitsIsShown) {
   ASSERT_TRUE(manta::WaitForExit(*pid, 60000));
   std::ifstream in(child.output_file);
   const std::string output(std::istreambuf_iterator<char>(in), {});
-  EXPECT_THAT(output, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) the last words of a task")) << output;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_THAT(output, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) the last words of a task " +
+                                                 std::to_string(i) + " \\.{80}\n"))
+        << output;
+  }
+  EXPECT_THAT(output, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) the last words of a task end\n")) << output;
 }
 
 TEST_F(StateApiTest, TheLogsOfADeadNodeAreAClearError) {
