@@ -179,6 +179,7 @@ void CoreWorker::StartFollowingTheGcs() {
     if (options_.is_driver && options_.log_to_driver && !options_.job_id.IsNil()) {
       subscriber_->SubscribeKey(rpc::WORKER_LOG_CHANNEL, options_.job_id.Binary(), [this](absl::Status s) {
         if (!s.ok()) LOG(WARNING) << "workers' output will not be shown here: " << s;
+        absl::MutexLock lock(&output_mu_);
         worker_output_followed_ = s.ok() ? 1 : -1;
       });
     }
@@ -217,11 +218,11 @@ void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
       },
       2000)
       .IgnoreError();
-  if (drain_rpcs) drain_rpcs();
-  if (metrics_reporter_ != nullptr) {
+  if (metrics_reporter_ != nullptr) {  // (before the others: its callback may still call the GCS)
     metrics_reporter_->CancelAll();
     DrainCallbacks(loop_, [this] { return metrics_reporter_->InFlight(); }, 1000);
   }
+  if (drain_rpcs) drain_rpcs();
   // Calls held by our server (owners waiting for us to drop borrowed refs, borrowers
   // waiting for values) are answered now: the server cannot stop before they are.
   reference_counter_->AnswerWaitersAtShutdown();

@@ -365,7 +365,7 @@ class CoreWorker {
   bool flush_closed_ ABSL_GUARDED_BY(output_mu_) = false;
   // The driver's subscription to its workers' output: 0 not answered yet, 1 taken,
   // -1 refused (then no mark can come: no flush is waited for).
-  std::atomic<int> worker_output_followed_{0};
+  int worker_output_followed_ ABSL_GUARDED_BY(output_mu_) = 0;
   // Watches the store connection: it closes when the node's raylet is gone.
   std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;

@@ -43,11 +43,16 @@ bool CoreWorker::WorkerOutputFlushed() const { return flush_asked_ && awaited_fl
 
 void CoreWorker::FlushWorkerOutput() {
   const int64_t timeout_ms = options_.config.log_to_driver_flush_timeout_ms;
-  if (!options_.is_driver || !options_.log_to_driver || options_.job_id.IsNil() || timeout_ms <= 0 ||
-      worker_output_followed_.load() < 0) {
-    return;
-  }
+  if (!options_.is_driver || !options_.log_to_driver || options_.job_id.IsNil() || timeout_ms <= 0) return;
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  {
+    // A driver that ends at once: the marks would miss a subscription not yet taken.
+    absl::MutexLock lock(&output_mu_);
+    output_mu_.AwaitWithDeadline(absl::Condition(
+                                     +[](int* followed) { return *followed != 0; }, &worker_output_followed_),
+                                 deadline);
+    if (worker_output_followed_ <= 0) return;
+  }
   loop_.Post("CoreWorker.FlushWorkerOutput", [this, timeout_ms] {
     gcs_.AsyncGetAllNodeInfo([this, timeout_ms](const absl::Status& s, rpc::GetAllNodeInfoReply&& reply) {
       std::vector<std::pair<std::string, std::string>> asks;  // (raylet address, flush id)

@@ -189,10 +189,12 @@ absl::flat_hash_set<JobID> LogManager::ReadWorkers(rpc::ReportWorkerLogsRequest*
       tail.job_id = w.job_id;
       tail.pid = w.pid;
     }
-    if (!tail.alive) continue;  // read to its end when it exited
+    if (tail.drained) continue;
     tail.alive = w.alive;
     std::vector<std::string> lines;
-    if (!ReadNew(w.log_file, tail, &budget, &lines)) {
+    const bool read_all = ReadNew(w.log_file, tail, &budget, &lines);
+    tail.drained = !tail.alive && read_all;
+    if (!read_all) {
       unfinished.insert(tail.job_id);  // beyond this round's bytes: the job's mark waits
     } else if (flushing.contains(tail.job_id) && !tail.partial.empty()) {
       lines.push_back(std::move(tail.partial));  // its driver is leaving: a last line without its newline
@@ -222,7 +224,7 @@ std::vector<LogManager::Flush> LogManager::AddMarks(const absl::flat_hash_set<Jo
   std::vector<Flush> marked;
   std::vector<Flush> later;
   for (Flush& f : flushes_) {
-    if (unfinished.contains(f.job_id)) {
+    if (unfinished.contains(f.job_id) && ++f.rounds < kMaxFlushRounds) {
       later.push_back(std::move(f));
       continue;
     }

@@ -67,14 +67,19 @@ class LogManager {
     int64_t offset = 0;
     std::string partial;
     bool alive = true;
+    bool drained = false;  // it exited and was read to its end
   };
   // A driver's request for a mark after its job's output (FlushWorkerLogs).
   struct Flush {
     JobID job_id;
     std::string id;
-    int tries = 0;  // rounds the GCS did not take
+    int tries = 0;   // rounds the GCS did not take
+    int rounds = 0;  // rounds that did not read its job's output to the end
   };
   static constexpr int kMaxFlushTries = 3;
+  // A mark waits at most this many rounds (64 MiB of output at the default
+  // log_to_driver_max_bytes), in case a file stays unreadable.
+  static constexpr int kMaxFlushRounds = 64;
   // Reads what `tail` has not read of `file` into `lines` (at most `budget` bytes);
   // whether it read to the file's end.
   bool ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines);
