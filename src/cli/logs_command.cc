@@ -17,6 +17,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/tls_relay.h"
+#include "src/common/node_address.h"
 
 namespace manta::cli {
 
@@ -25,16 +26,12 @@ namespace {
 constexpr int64_t kMaxLogReplyBytes = 16 << 20;
 constexpr int64_t kChunkBytes = 1 << 20;
 
-std::string NodeAddress(const rpc::NodeInfo& node) {
-  return node.node_manager_address() + ":" + std::to_string(node.node_manager_port());
-}
-
 std::string DescribeNode(const rpc::NodeInfo& node) {
   return BinaryHex(node.node_id()).substr(0, 12) + " (" + node.node_manager_address() + ")";
 }
 
 absl::Status NodeUnavailable(const rpc::NodeInfo& node, const grpc::Status& s) {
-  return absl::UnavailableError("cannot reach the raylet of node " + DescribeNode(node) + " at " + NodeAddress(node) +
+  return absl::UnavailableError("cannot reach the raylet of node " + DescribeNode(node) + " at " + RayletAddress(node) +
                                 ": " + s.error_message() +
                                 (s.error_code() == grpc::StatusCode::UNAVAILABLE ? rpc::TlsHint() : ""));
 }
@@ -43,7 +40,7 @@ template <typename Request, typename Reply>
 absl::StatusOr<Reply> CallLogs(const rpc::NodeInfo& node, const Request& request,
                                grpc::Status (rpc::LogService::Stub::*method)(grpc::ClientContext*, const Request&,
                                                                             Reply*)) {
-  auto stub = rpc::LogService::NewStub(rpc::MakeChannel(NodeAddress(node), kMaxLogReplyBytes));
+  auto stub = rpc::LogService::NewStub(rpc::MakeChannel(RayletAddress(node), kMaxLogReplyBytes));
   Reply reply;
   grpc::Status s = CallWithToken(*stub, method, request, &reply, 10);
   if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return absl::InvalidArgumentError(s.error_message());

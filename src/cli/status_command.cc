@@ -17,6 +17,7 @@
 #include "src/common/util.h"
 #include "src/scheduling/bundle_resources.h"
 #include "src/scheduling/resources.h"
+#include "src/common/node_address.h"
 
 namespace manta::cli {
 namespace {
@@ -223,7 +224,7 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
     nlohmann::json j;
     j["node_id"] = BytesToHex(reinterpret_cast<const uint8_t*>(n.node_id().data()), n.node_id().size());
     j["state"] = n.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD";
-    j["address"] = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
+    j["address"] = RayletAddress(n);
     j["is_head"] = n.is_head_node();
     j["metrics_export_port"] = n.metrics_export_port();
     j["resources_total"] = ToMap(n.resources_total());

@@ -9,6 +9,7 @@
 #include "src/common/id.h"
 #include "src/common/rpc/call_with_token.h"
 #include "src/common/task_event_row.h"
+#include "src/common/node_address.h"
 
 namespace manta {
 
@@ -118,7 +119,7 @@ std::vector<rpc::GetNodeEventsReply> FetchNodeEvents(const std::string& gcs_addr
   }
   for (const rpc::NodeInfo& n : nodes.node_info_list()) {
     if (n.state() != rpc::NodeInfo::ALIVE) continue;
-    const std::string address = n.node_manager_address() + ":" + std::to_string(n.node_manager_port());
+    const std::string address = RayletAddress(n);
     auto raylet = rpc::NodeStateService::NewStub(rpc::MakeChannel(address, 64 << 20));
     rpc::GetNodeEventsReply reply;
     s = rpc::CallWithToken(*raylet, &rpc::NodeStateService::Stub::GetNodeEvents, rpc::GetNodeEventsRequest(), &reply,

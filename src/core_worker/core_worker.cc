@@ -159,12 +159,15 @@ void CoreWorker::MakeSubmitters() {
 }
 
 void CoreWorker::StartFollowingTheGcs() {
+  if (options_.is_driver && options_.log_to_driver && !options_.job_id.IsNil()) {
+    driver_output_ = std::make_unique<DriverOutput>(loop_, gcs_, options_.job_id, self_.worker_id, options_.config);
+  }
   subscriber_ = std::make_unique<gcs::GcsSubscriber>(
       loop_, gcs_, std::vector<rpc::ChannelType>{rpc::GCS_NODE_INFO_CHANNEL}, options_.config.gcs_pubsub_poll_timeout_ms,
       [this](const rpc::PubMessage& m) {
         if (m.has_actor_message()) OnActorState(m.actor_message());
         if (m.has_node_info_message()) OnNodeInfo(m.node_info_message());
-        if (m.has_worker_log_message()) OnWorkerOutput(m.worker_log_message());
+        if (m.has_worker_log_message() && driver_output_ != nullptr) driver_output_->OnBatch(m.worker_log_message());
       },
       [this] {
         // The GCS restarted: messages may have been lost; read every followed actor
@@ -176,11 +179,10 @@ void CoreWorker::StartFollowingTheGcs() {
                                             options_.config.actor_state_retry_ms, [this](const rpc::ActorTableData& actor) { OnActorState(actor); });
   loop_.Post("CoreWorker.StartSubscriber", [this] {
     subscriber_->Start();
-    if (options_.is_driver && options_.log_to_driver && !options_.job_id.IsNil()) {
+    if (driver_output_ != nullptr) {
       subscriber_->SubscribeKey(rpc::WORKER_LOG_CHANNEL, options_.job_id.Binary(), [this](absl::Status s) {
         if (!s.ok()) LOG(WARNING) << "workers' output will not be shown here: " << s;
-        absl::MutexLock lock(&output_mu_);
-        worker_output_followed_ = s.ok() ? 1 : -1;
+        driver_output_->Followed(s.ok());
       });
     }
   });
@@ -188,7 +190,7 @@ void CoreWorker::StartFollowingTheGcs() {
 
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
-  FlushWorkerOutput();
+  if (driver_output_ != nullptr) driver_output_->Flush();
   actors_->Stop();
   {
     absl::MutexLock lock(&exec_mu_);

@@ -35,7 +35,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -43,7 +42,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "protos/core_worker.pb.h"
-#include "protos/node_manager.grpc.pb.h"
 #include "protos/node_manager.pb.h"
 #include "src/common/config.h"
 #include "src/common/event_loop.h"
@@ -53,6 +51,7 @@
 #include "src/core_worker/actor_call_order.h"
 #include "src/core_worker/actor_follower.h"
 #include "src/core_worker/core_worker_types.h"
+#include "src/core_worker/driver_output.h"
 #include "src/core_worker/memory_releaser.h"
 #include "src/core_worker/metrics_reporter.h"
 #include "src/core_worker/actor_task_submitter.h"
@@ -267,17 +266,6 @@ class CoreWorker {
   void OnLocalNodeLost(const std::string& why);
   // The error of a task that cannot run because the local node is lost.
   rpc::ErrorInfo LocalNodeLostError() const;
-  // What workers printed (core_worker_output.cc): a driver prints the lines of its
-  // job's workers; a batch marked with a flush id is a raylet's answer to
-  // FlushWorkerOutput. Loop thread.
-  void OnWorkerOutput(const rpc::WorkerLogBatch& batch);
-  // A driver shutting down: waits (at most log_to_driver_flush_timeout_ms) until every
-  // live raylet passed on what the job's workers printed before. User thread.
-  void FlushWorkerOutput();
-  bool WorkerOutputFlushed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(output_mu_);
-  // Asks each (raylet address, flush id) for its round and mark. Loop thread.
-  void AskForWorkerOutput(const std::vector<std::pair<std::string, std::string>>& asks, int64_t timeout_ms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(output_mu_);
   // The actor could not be created (`why`): tell the GCS so every caller learns it.
   void FailActorCreation(const ActorID& actor_id, const std::string& why);
   // Worker side: an actor call of `spec` may run (its caller's order is kept).
@@ -339,6 +327,8 @@ class CoreWorker {
   // Task events (null when task_events_enabled is off); task_events_ is its buffer.
   std::unique_ptr<TaskEventReporter> task_event_reporter_;
   std::unique_ptr<MetricsReporter> metrics_reporter_;  // null without a raylet
+  // A driver's workers' output, on its terminal (null unless log_to_driver).
+  std::unique_ptr<DriverOutput> driver_output_;
   TaskEventBuffer* task_events_ = nullptr;
 
   std::unique_ptr<BorrowerClient> borrower_client_;
@@ -356,16 +346,6 @@ class CoreWorker {
   absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(nodes_mu_);
   std::string local_node_lost_ ABSL_GUARDED_BY(nodes_mu_);  // why, once lost
   std::atomic<bool> node_lost_{false};
-  // FlushWorkerOutput: the marks not arrived yet, once the raylets were asked.
-  absl::Mutex output_mu_;
-  absl::flat_hash_set<std::string> awaited_flushes_ ABSL_GUARDED_BY(output_mu_);
-  bool flush_asked_ ABSL_GUARDED_BY(output_mu_) = false;
-  // The raylets asked, and whether it is too late to ask (the driver went on).
-  std::vector<std::shared_ptr<rpc::GrpcClient<rpc::LogService>>> flush_clients_ ABSL_GUARDED_BY(output_mu_);
-  bool flush_closed_ ABSL_GUARDED_BY(output_mu_) = false;
-  // The driver's subscription to its workers' output: 0 not answered yet, 1 taken,
-  // -1 refused (then no mark can come: no flush is waited for).
-  int worker_output_followed_ ABSL_GUARDED_BY(output_mu_) = 0;
   // Watches the store connection: it closes when the node's raylet is gone.
   std::unique_ptr<Timer> raylet_watch_timer_;
   mutable absl::Mutex actors_mu_;

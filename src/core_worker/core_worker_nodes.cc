@@ -11,6 +11,7 @@
 #include "src/common/status_util.h"
 #include "src/core_worker/core_worker.h"
 #include "src/gcs/gcs_client.h"
+#include "src/common/node_address.h"
 
 namespace manta::core {
 
@@ -20,7 +21,7 @@ void CoreWorker::OnNodeInfo(const rpc::NodeInfo& node) {
     absl::MutexLock lock(&nodes_mu_);
     if (!dead_nodes_.insert(node.node_id()).second) return;
   }
-  const std::string raylet = node.node_manager_address() + ":" + std::to_string(node.node_manager_port());
+  const std::string raylet = RayletAddress(node);
   const std::string hex = NodeID::FromBinaryChecked(node.node_id()).value_or(NodeID::Nil()).Hex();
   const absl::Status dead = absl::UnavailableError("node " + hex + " at " + raylet +
                                                    " was declared dead: " + node.death_reason());

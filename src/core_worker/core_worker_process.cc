@@ -23,6 +23,7 @@
 #include "src/core_worker/local_node.h"
 #include "src/gcs/gcs_client.h"
 #include "src/object_store/store_client.h"
+#include "src/common/node_address.h"
 
 namespace manta::core {
 
@@ -203,7 +204,7 @@ absl::Status CoreWorkerProcess::FindLocalRaylet() {
   for (const std::string& a : LocalIpv4Addresses()) addresses += (addresses.empty() ? "" : ", ") + a;
   auto chosen = ChooseLocalNode(*nodes, preferred, IsLocalAddress, addresses, options_.gcs_address);
   if (!chosen.ok()) return chosen.status();
-  options_.raylet_address = chosen->node_manager_address() + ":" + std::to_string(chosen->node_manager_port());
+  options_.raylet_address = RayletAddress(*chosen);
   return absl::OkStatus();
 }
 

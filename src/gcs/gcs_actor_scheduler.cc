@@ -1,5 +1,6 @@
 #include "src/gcs/gcs_actor_scheduler.h"
 #include "src/common/task_resources.h"
+#include "src/common/node_address.h"
 
 #include <glog/logging.h>
 
@@ -33,12 +34,12 @@ std::string GcsActorScheduler::PickRaylet(const rpc::ActorTableData& actor) cons
   if (owner_node.ok()) {
     const rpc::NodeInfo* node = nodes_.GetNode(*owner_node);
     if (node != nullptr && node->state() == rpc::NodeInfo::ALIVE && !node->draining()) {
-      return node->node_manager_address() + ":" + std::to_string(node->node_manager_port());
+      return RayletAddress(*node);
     }
   }
   for (const rpc::NodeInfo& node : nodes_.AliveNodes()) {
     if (node.draining()) continue;
-    return node.node_manager_address() + ":" + std::to_string(node.node_manager_port());
+    return RayletAddress(node);
   }
   return "";
 }

@@ -4,6 +4,7 @@
 
 #include "src/common/util.h"
 #include "src/scheduling/bundle_resources.h"
+#include "src/common/node_address.h"
 
 namespace manta::gcs {
 
@@ -82,7 +83,7 @@ bool GcsPlacementGroupScheduler::WaitForBetter(const PlacementGroupID& group_id,
 std::string GcsPlacementGroupScheduler::RayletAddress(const NodeID& node_id) const {
   const rpc::NodeInfo* info = nodes_.GetNode(node_id);
   if (info == nullptr || info->state() != rpc::NodeInfo::ALIVE) return "";
-  return info->node_manager_address() + ":" + std::to_string(info->node_manager_port());
+  return ::manta::RayletAddress(*info);
 }
 
 void GcsPlacementGroupScheduler::Schedule(const rpc::PlacementGroupTableData& group, Done done) {

@@ -7,6 +7,7 @@
 #include "src/common/util.h"
 #include "src/gcs/gcs_grpc_services.h"
 #include "src/gcs/gcs_metrics.h"
+#include "src/common/node_address.h"
 
 namespace manta::gcs {
 
@@ -109,7 +110,7 @@ void GcsServer::WireManagers() {
     client_options.deadline_ms = options_.config.health_check_timeout_ms;
     client_options.max_attempts = 1;
     raylet_clients_[id] = raylet::MakeGrpcRayletClient(
-        loop_, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()), client_options);
+        loop_, RayletAddress(info), client_options);
     health_checker_->AddNode(id, /*remote=*/!IsLocalAddress(info.node_manager_address()));
     placement_group_manager_->OnResourcesChanged();
   });
@@ -117,7 +118,7 @@ void GcsServer::WireManagers() {
     NodeID id = NodeID::FromBinary(info.node_id());
     health_checker_->RemoveNode(id);
     raylet_clients_.erase(id);
-    actor_scheduler_->OnNodeDead(id, info.node_manager_address() + ":" + std::to_string(info.node_manager_port()));
+    actor_scheduler_->OnNodeDead(id, RayletAddress(info));
     actor_manager_->OnNodeDead(id, info.death_reason());
     placement_group_manager_->OnNodeDead(id);
   });

@@ -7,6 +7,7 @@
 #include "src/common/state_filter.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
+#include "src/common/node_address.h"
 
 namespace manta::gcs {
 
@@ -35,10 +36,6 @@ struct Round {
     finish(std::move(result));
   }
 };
-
-std::string NodeAddress(const rpc::NodeInfo& node) {
-  return node.node_manager_address() + ":" + std::to_string(node.node_manager_port());
-}
 
 void SetWarnings(const std::vector<std::string>& warnings, google::protobuf::RepeatedPtrField<std::string>* out) {
   for (const std::string& w : warnings) *out->Add() = w;
@@ -94,7 +91,7 @@ void GcsStateFanout::CollectWorkers(std::function<void(NodeWorkers)> done) {
   round->finish = std::move(done);
   const size_t total = nodes.size();
   for (const rpc::NodeInfo& node : nodes) {
-    rpc::GrpcClient<rpc::NodeStateService> client(loop_, NodeAddress(node), options_);
+    rpc::GrpcClient<rpc::NodeStateService> client(loop_, RayletAddress(node), options_);
     std::string who = "node " + BinaryHex(node.node_id()) + " (" + node.node_manager_address() + ")";
     client.Call(&rpc::NodeStateService::Stub::async::ListWorkers, "NodeState.ListWorkers", rpc::ListWorkersRequest(),
                 rpc::GrpcClient<rpc::NodeStateService>::Callback<rpc::ListWorkersReply>(

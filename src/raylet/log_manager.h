@@ -4,11 +4,11 @@
 // It serves `manta logs` (LogService: list the files, read one from an offset or its
 // last lines), and it streams what workers print to their drivers: every
 // log_to_driver_ms it reads what each worker wrote since, cuts it into lines and
-// sends them to the GCS (which publishes them to the job's driver); a driver about to
-// exit asks for a round at once (FlushWorkerLogs), which ends with a batch marked
-// with its id. A worker that
+// sends them to the GCS (which publishes them to the job's driver). A worker that
 // prints faster than that is read at most log_to_driver_max_bytes per round; when it
-// is more than 8 MiB behind, the lines between are skipped and a line says so.
+// is more than 8 MiB behind, the lines between are skipped and a line says so. A
+// driver about to exit asks for a round at once (FlushWorkerLogs); once its job's
+// output was read to the end, a batch marked with the driver's id follows the lines.
 //
 // Bad input (a name with a directory in it, an unknown file, offsets out of range) is
 // refused with a message naming it. Loop thread only.
@@ -18,7 +18,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -51,8 +50,8 @@ class LogManager {
   void HandleReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply, rpc::SendReply send_reply);
   absl::Status ReadLog(const rpc::ReadLogRequest& request, rpc::ReadLogReply* reply) const;
   // A streaming round now (or as the one in flight ends), with the driver's mark after
-  // what it read: the lines each worker of the job printed before, up to the round's
-  // byte budget.
+  // the lines the job's workers printed before (in later rounds, when they take more
+  // than a round's bytes).
   void HandleFlushWorkerLogs(const rpc::FlushWorkerLogsRequest& request, rpc::FlushWorkerLogsReply* reply,
                              rpc::SendReply send_reply);
 

@@ -7,6 +7,7 @@
 
 #include "src/common/rpc/serve_on_loop.h"
 #include "src/common/util.h"
+#include "src/common/node_address.h"
 
 namespace manta::raylet {
 
@@ -164,7 +165,7 @@ void NodeManager::Resync() {
     view_.ResetFromSnapshot(reply);
     for (const rpc::NodeInfo& node : reply.node_info_list()) {
       if (node.state() != rpc::NodeInfo::ALIVE || node.node_id() == options_.node_id.Binary()) continue;
-      object_manager_.OnNodeAlive(node.node_manager_address() + ":" + std::to_string(node.node_manager_port()),
+      object_manager_.OnNodeAlive(RayletAddress(node),
                                    node.object_manager_port());
     }
     // Nodes that died while we were not listening.
@@ -187,7 +188,7 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
       return;
     }
     view_.OnNodeInfo(info);
-    const std::string address = info.node_manager_address() + ":" + std::to_string(info.node_manager_port());
+    const std::string address = RayletAddress(info);
     if (info.node_id() != options_.node_id.Binary()) {
       if (info.state() == rpc::NodeInfo::DEAD) {
         object_manager_.OnNodeDead(address);
