@@ -37,22 +37,15 @@ absl::StatusOr<int> RunManta(const std::vector<std::string>& argv, const std::st
   options.output_file = log;
   auto pid = manta::StartProcess(options);
   if (!pid.ok()) return pid.status();
-  int64_t deadline = manta::MonotonicMs() + timeout_ms;
-  int64_t sleep_us = 200;
-  while (true) {
-    int status = 0;
-    pid_t r = waitpid(*pid, &status, WNOHANG);
-    if (r == *pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return absl::InternalError("waiting for " + argv[0] + " failed");
-    if (manta::MonotonicMs() > deadline) {
-      kill(*pid, SIGKILL);
-      waitpid(*pid, &status, 0);
-      return absl::DeadlineExceededError(argv[0] + " " + argv[1] + " did not finish within " +
-                                         std::to_string(timeout_ms) + " ms");
-    }
-    usleep(static_cast<useconds_t>(sleep_us));
-    sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
+  absl::StatusOr<int> code = manta::WaitForChildExit(*pid, timeout_ms);
+  if (absl::IsDeadlineExceeded(code.status())) {
+    kill(*pid, SIGKILL);
+    (void)manta::WaitForChildExit(*pid, 5000);
+    return absl::DeadlineExceededError(argv[0] + " " + argv[1] + " did not finish within " +
+                                       std::to_string(timeout_ms) + " ms");
   }
+  if (!code.ok()) return absl::InternalError("waiting for " + argv[0] + " failed: " + std::string(code.status().message()));
+  return *code;
 }
 
 std::string Tail(const std::string& path) {

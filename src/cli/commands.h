@@ -84,6 +84,7 @@ struct LogsQuery {
   int pid = 0;
   int64_t tail = 1000;  // lines; -1: the whole file
   bool follow = false;
+  bool err = false;  // a worker's stderr file instead of its stdout
 };
 int RunLogs(const ClusterFlags& flags, const LogsQuery& query);
 // `manta timeline`: the task attempts of one job (`job_hex`) or all, as Chrome

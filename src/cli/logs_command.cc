@@ -1,6 +1,7 @@
 // `manta logs`: the log files of a cluster's nodes, read from each node's raylet
 // (LogService): list them, or print one — by name, or the output of the worker that
-// ran an actor or a task, or of a worker pid — its last lines, or follow it.
+// ran an actor or a task, or of a worker pid (its stdout file, or with --err its
+// stderr file) — its last lines, or follow it.
 #include <unistd.h>
 
 #include <chrono>
@@ -132,16 +133,17 @@ absl::StatusOr<Located> Locate(const std::string& address, const rpc::GetAllNode
     auto listed = CallLogs(node, rpc::ListLogsRequest(), &rpc::LogService::Stub::ListLogs);
     if (!listed.ok()) return listed.status();
     for (const rpc::LogFileInfo& f : listed->files()) {
-      const bool match = !worker_hex.empty() ? BinaryHex(f.worker_id()) == worker_hex
-                         : q.pid > 0         ? f.pid() == q.pid
+      const bool match = !worker_hex.empty() ? BinaryHex(f.worker_id()) == worker_hex && f.is_err() == q.err
+                         : q.pid > 0         ? f.pid() == q.pid && !f.worker_id().empty() && f.is_err() == q.err
                                              : f.name() == q.file;
       if (match) found.push_back({node, f});
     }
   }
-  const std::string what = !q.actor_id.empty() ? "the worker of actor " + q.actor_id
+  const std::string what = (q.file.empty() ? std::string(q.err ? "stderr of " : "stdout of ") : "") +
+                           (!q.actor_id.empty() ? "the worker of actor " + q.actor_id
                            : !q.task_id.empty() ? "the worker of task " + q.task_id
                            : q.pid > 0          ? "a worker with pid " + std::to_string(q.pid)
-                                                : "'" + q.file + "'";
+                                                : "'" + q.file + "'");
   if (found.empty()) return absl::NotFoundError("no log file of " + what + " on the nodes asked");
   if (found.size() > 1) {
     std::string where;
@@ -198,6 +200,9 @@ int RunLogs(const ClusterFlags& flags, const LogsQuery& q) {
   }
   if (!q.task_id.empty() && q.task_id.size() != TaskID::kSize * 2) {
     return fail(absl::InvalidArgumentError("'" + q.task_id + "' is not a task_id: expected 48 hex digits"));
+  }
+  if (q.err && q.actor_id.empty() && q.task_id.empty() && q.pid <= 0) {
+    return fail(absl::InvalidArgumentError("--err picks a worker's stderr: give --actor-id, --task-id or --pid too"));
   }
   auto address = JoinCluster(flags);
   if (!address.ok()) return fail(address.status());

@@ -1,6 +1,9 @@
 // `manta start`: starts Redis (head, unless external), the GCS (head) and a raylet,
 // waits until each answers, and records them in a new session directory.
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -33,6 +36,42 @@ struct Started {
   Role role;
 };
 
+// Waits for a daemon to be ready: wakes when a file appears in the ready file's
+// folder (inotify) or the daemon exits (pidfd), or after the time given, whichever
+// is first. With no ready file (or no inotify), it waits for the exit or the time.
+class ReadyWatch {
+ public:
+  ReadyWatch(const std::string& ready_file, pid_t pid) {
+    pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (ready_file.empty()) return;
+    inotify_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    const std::string dir = std::filesystem::path(ready_file).parent_path().string();
+    if (inotify_ >= 0 && inotify_add_watch(inotify_, dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE) < 0) {
+      close(inotify_);
+      inotify_ = -1;
+    }
+  }
+  ~ReadyWatch() {
+    if (inotify_ >= 0) close(inotify_);
+    if (pidfd_ >= 0) close(pidfd_);
+  }
+  ReadyWatch(const ReadyWatch&) = delete;
+  ReadyWatch& operator=(const ReadyWatch&) = delete;
+
+  void Wait(int64_t timeout_ms) {
+    pollfd fds[2] = {{inotify_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
+    if (poll(fds, 2, static_cast<int>(timeout_ms)) > 0 && (fds[0].revents & POLLIN)) {
+      char events[4096];
+      while (read(inotify_, events, sizeof(events)) > 0) {
+      }
+    }
+  }
+
+ private:
+  int inotify_ = -1;
+  int pidfd_ = -1;
+};
+
 // Tracks what this invocation started so a failure leaves nothing behind.
 class Launcher {
  public:
@@ -58,6 +97,8 @@ class Launcher {
     started_.push_back({*pid, role});
     if (auto s = session_.Record(*pid, role, exe_name); !s.ok()) return s;
     int64_t deadline = MonotonicMs() + kReadyTimeoutMs;
+    // A ready file is written in place by a rename: watched, it is seen at once.
+    ReadyWatch watch(ready_file, *pid);
     int64_t sleep_us = 500;
     while (MonotonicMs() < deadline) {
       if (!ready_file.empty()) {
@@ -67,8 +108,8 @@ class Launcher {
         return std::string();
       }
       if (ReapIfExited(*pid)) return absl::UnavailableError(ExplainExit(exe_name, out));
-      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-      sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
+      watch.Wait(sleep_us / 1000 + 1);
+      sleep_us = std::min<int64_t>(sleep_us * 2, ready_file.empty() ? 4000 : 20000);
     }
     return absl::DeadlineExceededError(exe_name + " did not become ready within " +
                                        std::to_string(kReadyTimeoutMs / 1000) + " s; see " + out);

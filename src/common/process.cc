@@ -1,6 +1,8 @@
 #include "src/common/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <signal.h>
@@ -87,8 +89,42 @@ absl::StatusOr<int> SecretsPipe(const std::map<std::string, std::string>& secret
 
 // After fork, in the child: only async-signal-safe calls. Sets the child up and
 // executes it; a failure is written to `err_fd` as {stage, errno} (see StartProcess).
-[[noreturn]] void RunChild(const ProcessOptions& options, pid_t parent_pid, int secrets_fd, int out_fd, int err_fd,
-                           char** argv, char** envp) {
+// The child's stdout and stderr (-1: inherited), opened in the parent.
+struct OutputFds {
+  int out = -1;
+  int err = -1;
+  void Close() {
+    if (err >= 0 && err != out) close(err);
+    if (out >= 0) close(out);
+    out = err = -1;
+  }
+};
+
+absl::StatusOr<OutputFds> OpenOutput(const ProcessOptions& options) {
+  auto open_file = [](const std::string& path) -> absl::StatusOr<int> {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::InternalError("cannot open " + path + ": " + std::strerror(errno));
+    return fd;
+  };
+  OutputFds fds;
+  if (!options.output_file.empty()) {
+    absl::StatusOr<int> fd = open_file(options.output_file);
+    if (!fd.ok()) return fd.status();
+    fds.out = fds.err = *fd;
+  }
+  if (!options.error_file.empty()) {
+    absl::StatusOr<int> fd = open_file(options.error_file);
+    if (!fd.ok()) {
+      fds.Close();
+      return fd.status();
+    }
+    fds.err = *fd;
+  }
+  return fds;
+}
+
+[[noreturn]] void RunChild(const ProcessOptions& options, pid_t parent_pid, int secrets_fd, OutputFds output,
+                           int err_fd, char** argv, char** envp) {
   if (options.die_with_parent) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     // The parent may have died before prctl took effect: then we were reparented.
@@ -107,10 +143,8 @@ absl::StatusOr<int> SecretsPipe(const std::map<std::string, std::string>& secret
   if (secrets_fd >= 0) fcntl(secrets_fd, F_SETFD, 0);  // the one descriptor the child inherits
   int devnull = open("/dev/null", O_RDONLY);
   if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-  if (out_fd >= 0) {
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(out_fd, STDERR_FILENO);
-  }
+  if (output.out >= 0) dup2(output.out, STDOUT_FILENO);
+  if (output.err >= 0) dup2(output.err, STDERR_FILENO);
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -186,36 +220,31 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   for (auto& s : argv_copy) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  int out_fd = -1;
-  if (!options.output_file.empty()) {
-    out_fd = open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (out_fd < 0) {
-      return absl::InternalError("cannot open " + options.output_file + ": " + std::strerror(errno));
-    }
-  }
+  absl::StatusOr<OutputFds> output = OpenOutput(options);
+  if (!output.ok()) return output.status();
   // A CLOEXEC pipe tells the parent whether exec succeeded: it closes on exec, or
   // carries {stage, errno} on failure (stage 1: chdir, 2: exec). A detached start's
   // intermediate process sends {0, pid of the child} first.
   int err_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    if (out_fd >= 0) close(out_fd);
+    output->Close();
     return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
   }
   const pid_t parent_pid = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
-    if (out_fd >= 0) close(out_fd);
+    output->Close();
     close(err_pipe[0]);
     close(err_pipe[1]);
     return absl::InternalError(std::string("fork: ") + std::strerror(err));
   }
   if (pid == 0) {
     close(err_pipe[0]);
-    RunChild(options, parent_pid, *secrets_fd, out_fd, err_pipe[1], argv.data(), envp.data());
+    RunChild(options, parent_pid, *secrets_fd, *output, err_pipe[1], argv.data(), envp.data());
   }
   close(err_pipe[1]);
-  if (out_fd >= 0) close(out_fd);
+  output->Close();
   absl::StatusOr<pid_t> started = AwaitExec(options, pid, err_pipe[0]);
   close(err_pipe[0]);
   return started;
@@ -292,15 +321,49 @@ bool ReapIfExited(pid_t pid) {
   return !IsProcessAlive(pid);
 }
 
-bool WaitForExit(pid_t pid, int64_t timeout_ms) {
-  int64_t deadline = MonotonicMs() + timeout_ms;
-  int64_t sleep_us = 1000;
-  while (true) {
-    if (ReapIfExited(pid)) return true;
-    if (MonotonicMs() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min<int64_t>(sleep_us * 2, 50000);
+namespace {
+
+// Waits for a process to end, checking `ended()` until it says so or `timeout_ms`
+// passed; whether it did. A pidfd turns readable the moment the process ends (ours
+// or not), so the wait ends then, not at the next poll; without one (an old
+// kernel), it polls with backoff.
+template <typename Ended>
+bool AwaitEnd(pid_t pid, int64_t timeout_ms, Ended ended) {
+  const int64_t deadline = MonotonicMs() + timeout_ms;
+  const int pidfd = pid > 0 ? static_cast<int>(syscall(SYS_pidfd_open, pid, 0)) : -1;
+  int64_t sleep_us = 200;
+  bool done = false;
+  while (!(done = ended())) {
+    const int64_t left_ms = deadline - MonotonicMs();
+    if (left_ms <= 0) break;
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      (void)poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(sleep_us, left_ms * 1000)));
+      sleep_us = std::min<int64_t>(sleep_us * 2, 50000);
+    }
   }
+  if (pidfd >= 0) close(pidfd);
+  return done;
+}
+
+}  // namespace
+
+bool WaitForExit(pid_t pid, int64_t timeout_ms) {
+  return AwaitEnd(pid, timeout_ms, [pid] { return ReapIfExited(pid); });
+}
+
+absl::StatusOr<int> WaitForChildExit(pid_t pid, int64_t timeout_ms) {
+  int status = 0;
+  pid_t reaped = 0;
+  const bool ended = AwaitEnd(pid, timeout_ms, [&] {
+    reaped = waitpid(pid, &status, WNOHANG);
+    return reaped != 0;
+  });
+  if (!ended) return absl::DeadlineExceededError("process " + std::to_string(pid) + " still runs");
+  if (reaped < 0) return absl::InternalError("waiting for process " + std::to_string(pid) + ": " + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::string SelfExecutablePath() {

@@ -24,8 +24,10 @@ struct ProcessOptions {
   // (/proc/<pid>/environ, ps) for the child's whole life. The child takes them with
   // TakeInheritedSecrets(). At most 4 KiB in all.
   std::map<std::string, std::string> secrets;
-  // stdout and stderr go here (appended) when set, else inherited.
+  // stdout and stderr go here (appended) when set, else inherited; stderr goes to
+  // error_file instead when that is set.
   std::string output_file;
+  std::string error_file;
   // The child starts in this directory when set (else in the parent's). Opened
   // before it is entered, so output_file and a relative argv[0] are the parent's.
   std::string working_dir;
@@ -66,8 +68,13 @@ std::string ProcessCommandLine(pid_t pid);
 absl::Status SignalProcess(pid_t pid, int signal);
 // Reaps `pid` if it is our child and has exited; returns true if it is gone.
 bool ReapIfExited(pid_t pid);
-// Waits up to `timeout_ms` for `pid` to exit (reaping it when it is our child).
+// Waits up to `timeout_ms` for `pid` to exit (reaping it when it is our child);
+// returns as soon as it exits.
 bool WaitForExit(pid_t pid, int64_t timeout_ms);
+// Waits up to `timeout_ms` for our child `pid` to exit and reaps it: its exit code
+// (128 + the signal's number when a signal ended it); DeadlineExceeded while it
+// still runs, Internal when it is not our child.
+absl::StatusOr<int> WaitForChildExit(pid_t pid, int64_t timeout_ms);
 // Finds `name` next to this executable, then in PATH. Empty if not found.
 std::string FindExecutable(const std::string& name);
 // Path of the running executable.

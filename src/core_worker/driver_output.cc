@@ -36,7 +36,9 @@ void DriverOutput::OnBatch(const rpc::WorkerLogBatch& batch) {
   const std::string prefix = "(pid=" + std::to_string(batch.pid()) + ", ip=" + batch.node_ip() + ") ";
   std::string out;
   for (const std::string& line : batch.lines()) out += prefix + line + "\n";
-  std::cerr << out << std::flush;
+  // What a worker printed on stdout goes to ours, its stderr to ours (as Ray does).
+  std::ostream& stream = batch.is_err() ? std::cerr : std::cout;
+  stream << out << std::flush;
 }
 
 bool DriverOutput::Flushed() const { return asked_ && awaited_.empty(); }

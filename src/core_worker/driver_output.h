@@ -3,7 +3,8 @@
 //
 // Each raylet reads its workers' output files every log_to_driver_period_ms and
 // sends the new lines to the GCS, which publishes them to the job's driver
-// (WORKER_LOG_CHANNEL), where they are printed on stderr with where they ran. A
+// (WORKER_LOG_CHANNEL), where they are printed with where they ran: what a worker
+// printed on stdout on the driver's stdout, its stderr on the driver's stderr. A
 // line printed just before the driver exits would miss it, so a driver shutting down
 // asks every live raylet for a round at once (LogService.FlushWorkerLogs): each ends
 // it with a batch marked with the driver's flush id, on the same channel, after the

@@ -79,6 +79,7 @@ nlohmann::ordered_json WorkerRow(const rpc::WorkerStateInfo& w, const std::strin
   if (detail) {
     j["port"] = w.address().port();
     j["log_file"] = w.log_file();
+    j["err_file"] = w.err_file();
   }
   return j;
 }

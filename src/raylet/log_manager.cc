@@ -70,10 +70,12 @@ LogManager::LogManager(EventLoop& loop, LogManagerOptions options, gcs::GcsClien
 LogManager::~LogManager() { *alive_ = false; }
 
 void LogManager::HandleListLogs(const rpc::ListLogsRequest&, rpc::ListLogsReply* reply, rpc::SendReply send_reply) {
-  absl::flat_hash_map<std::string, WorkerPool::WorkerRecord> workers;
+  // By file name: the worker, and whether the file is its stderr.
+  absl::flat_hash_map<std::string, std::pair<WorkerPool::WorkerRecord, bool>> workers;
   for (WorkerPool::WorkerRecord& w : list_workers_()) {
-    std::string name = fs::path(w.log_file).filename().string();
-    workers[name] = std::move(w);
+    const std::string out = fs::path(w.output.out).filename().string();
+    workers[fs::path(w.output.err).filename().string()] = {w, true};
+    workers[out] = {std::move(w), false};
   }
   std::vector<rpc::LogFileInfo> files;
   std::error_code ec;
@@ -86,10 +88,12 @@ void LogManager::HandleListLogs(const rpc::ListLogsRequest&, rpc::ListLogsReply*
     f.set_modified_ms(ModifiedMs(e.path()));
     auto w = workers.find(f.name());
     if (w != workers.end()) {
-      f.set_worker_id(w->second.worker_id.Binary());
-      f.set_job_id(w->second.job_id.Binary());
-      f.set_pid(w->second.pid);
-      f.set_alive(w->second.alive);
+      const auto& [worker, is_err] = w->second;
+      f.set_worker_id(worker.worker_id.Binary());
+      f.set_job_id(worker.job_id.Binary());
+      f.set_pid(worker.pid);
+      f.set_alive(worker.alive);
+      f.set_is_err(is_err);
     }
   }
   if (ec) {
@@ -174,40 +178,47 @@ bool LogManager::ReadNew(const std::string& file, Tail& tail, int64_t* budget, s
   return tail.offset >= size;
 }
 
-absl::flat_hash_set<JobID> LogManager::ReadWorkers(rpc::ReportWorkerLogsRequest* request) {
-  absl::flat_hash_set<JobID> flushing;
-  for (const Flush& f : flushes_) flushing.insert(f.job_id);
-  absl::flat_hash_set<JobID> unfinished;
-  int64_t budget = options_.stream_max_bytes;
-  absl::flat_hash_set<std::string> listed;
-  for (const WorkerPool::WorkerRecord& w : list_workers_()) {
-    if (w.log_file.empty()) continue;
-    listed.insert(w.log_file);
-    auto [it, added] = tails_.try_emplace(w.log_file);
-    Tail& tail = it->second;
-    if (added) {
-      tail.job_id = w.job_id;
-      tail.pid = w.pid;
-    }
-    if (tail.drained) continue;
-    tail.alive = w.alive;
-    std::vector<std::string> lines;
-    const bool read_all = ReadNew(w.log_file, tail, &budget, &lines);
-    tail.drained = !tail.alive && read_all;
-    if (!read_all) {
-      unfinished.insert(tail.job_id);  // beyond this round's bytes: the job's mark waits
-    } else if (flushing.contains(tail.job_id) && !tail.partial.empty()) {
-      lines.push_back(std::move(tail.partial));  // its driver is leaving: a last line without its newline
-      tail.partial.clear();
-    }
-    if (lines.empty()) continue;
-    rpc::WorkerLogBatch* batch = request->add_batches();
-    batch->set_job_id(w.job_id.Binary());
-    batch->set_worker_id(w.worker_id.Binary());
-    batch->set_pid(w.pid);
-    batch->set_node_ip(options_.node_ip);
-    for (std::string& line : lines) batch->add_lines(std::move(line));
+void LogManager::ReadWorkerFile(const WorkerPool::WorkerRecord& w, bool is_err, Round& round,
+                                rpc::ReportWorkerLogsRequest* request) {
+  const std::string& file = is_err ? w.output.err : w.output.out;
+  if (file.empty()) return;
+  round.listed.insert(file);
+  auto [it, added] = tails_.try_emplace(file);
+  Tail& tail = it->second;
+  if (added) {
+    tail.job_id = w.job_id;
+    tail.pid = w.pid;
   }
+  if (tail.drained) return;
+  tail.alive = w.alive;
+  std::vector<std::string> lines;
+  const bool read_all = ReadNew(file, tail, &round.budget, &lines);
+  tail.drained = !tail.alive && read_all;
+  if (!read_all) {
+    round.unfinished.insert(tail.job_id);  // beyond this round's bytes: the job's mark waits
+  } else if (round.flushing.contains(tail.job_id) && !tail.partial.empty()) {
+    lines.push_back(std::move(tail.partial));  // its driver is leaving: a last line without its newline
+    tail.partial.clear();
+  }
+  if (lines.empty()) return;
+  rpc::WorkerLogBatch* batch = request->add_batches();
+  batch->set_job_id(w.job_id.Binary());
+  batch->set_worker_id(w.worker_id.Binary());
+  batch->set_pid(w.pid);
+  batch->set_node_ip(options_.node_ip);
+  batch->set_is_err(is_err);
+  for (std::string& line : lines) batch->add_lines(std::move(line));
+}
+
+absl::flat_hash_set<JobID> LogManager::ReadWorkers(rpc::ReportWorkerLogsRequest* request) {
+  Round round;
+  round.budget = options_.stream_max_bytes;
+  for (const Flush& f : flushes_) round.flushing.insert(f.job_id);
+  for (const WorkerPool::WorkerRecord& w : list_workers_()) {
+    ReadWorkerFile(w, /*is_err=*/false, round, request);
+    ReadWorkerFile(w, /*is_err=*/true, round, request);
+  }
+  const absl::flat_hash_set<std::string>& listed = round.listed;
   // Workers no longer listed (beyond the pool's history) are forgotten.
   for (auto it = tails_.begin(); it != tails_.end();) {
     if (listed.contains(it->first)) {
@@ -216,7 +227,7 @@ absl::flat_hash_set<JobID> LogManager::ReadWorkers(rpc::ReportWorkerLogsRequest*
       tails_.erase(it++);
     }
   }
-  return unfinished;
+  return std::move(round.unfinished);
 }
 
 std::vector<LogManager::Flush> LogManager::AddMarks(const absl::flat_hash_set<JobID>& unfinished,

@@ -3,8 +3,10 @@
 //
 // It serves `manta logs` (LogService: list the files, read one from an offset or its
 // last lines), and it streams what workers print to their drivers: every
-// log_to_driver_ms it reads what each worker wrote since, cuts it into lines and
-// sends them to the GCS (which publishes them to the job's driver). A worker that
+// log_to_driver_ms it reads what each worker wrote since to its stdout (.out) and
+// stderr (.err) files, cuts it into lines and sends them to the GCS, marked with
+// their stream (which publishes them to the job's driver, who prints each on its own
+// stream). A worker that
 // prints faster than that is read at most log_to_driver_max_bytes per round; when it
 // is more than 8 MiB behind, the lines between are skipped and a line says so. A
 // driver about to exit asks for a round at once (FlushWorkerLogs); once its job's
@@ -79,9 +81,19 @@ class LogManager {
   // A mark waits at most this many rounds (64 MiB of output at the default
   // log_to_driver_max_bytes), in case a file stays unreadable.
   static constexpr int kMaxFlushRounds = 64;
+  // What one streaming round keeps while it reads the workers' files.
+  struct Round {
+    int64_t budget = 0;                      // bytes it may still read
+    absl::flat_hash_set<JobID> flushing;     // jobs whose drivers wait for a mark
+    absl::flat_hash_set<JobID> unfinished;   // jobs whose output was not read to its end
+    absl::flat_hash_set<std::string> listed;  // the files of the workers listed
+  };
   // Reads what `tail` has not read of `file` into `lines` (at most `budget` bytes);
   // whether it read to the file's end.
   bool ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines);
+  // Adds a batch of the new lines of `w`'s stdout (or stderr: `is_err`) to `request`.
+  void ReadWorkerFile(const WorkerPool::WorkerRecord& w, bool is_err, Round& round,
+                      rpc::ReportWorkerLogsRequest* request);
   // One round's batches of every worker's new lines, in `request` (a last line
   // without its newline too, for a job whose driver asked for a mark); the jobs whose
   // output was not read to its end (the round's bytes ran out).
@@ -94,7 +106,7 @@ class LogManager {
   const LogManagerOptions options_;
   gcs::GcsClientInterface& gcs_;
   ListWorkers list_workers_;
-  // By the worker's log file.
+  // By the worker's output file (two a worker: stdout, stderr).
   absl::flat_hash_map<std::string, Tail> tails_;
   bool in_flight_ = false;
   // Drivers' marks for the next round's end.

@@ -18,7 +18,8 @@ void NodeStateGrpcService::HandleListWorkers(const rpc::ListWorkersRequest&, rpc
     info->set_start_time_ms(w.start_unix_ms);
     info->set_end_time_ms(w.end_unix_ms);
     info->set_exit_detail(w.exit_detail);
-    info->set_log_file(w.log_file.substr(w.log_file.rfind('/') + 1));
+    info->set_log_file(w.output.out.substr(w.output.out.rfind('/') + 1));
+    info->set_err_file(w.output.err.substr(w.output.err.rfind('/') + 1));
   }
   reply->set_node_id(node_id_.Binary());
   reply->set_node_ip(node_ip_);

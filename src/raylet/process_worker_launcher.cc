@@ -12,10 +12,12 @@ namespace manta::raylet {
 absl::StatusOr<pid_t> ProcessWorkerLauncher::Start(const std::vector<std::string>& argv,
                                                    const std::map<std::string, std::string>& env,
                                                    const std::map<std::string, std::string>& secrets,
-                                                   const std::string& working_dir, const std::string& log_file) {
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::path(log_file).parent_path();
-  if (!dir.empty()) {
+                                                   const std::string& working_dir,
+                                                   const WorkerOutputFiles& output) {
+  for (const std::string* file : {&output.out, &output.err}) {
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::path(*file).parent_path();
+    if (dir.empty()) continue;
     std::filesystem::create_directories(dir, ec);
     if (ec) return absl::InternalError("cannot create the worker log directory " + dir.string() + ": " + ec.message());
   }
@@ -23,7 +25,8 @@ absl::StatusOr<pid_t> ProcessWorkerLauncher::Start(const std::vector<std::string
   options.argv = argv;
   options.env = env;
   options.secrets = secrets;
-  options.output_file = log_file;
+  options.output_file = output.out;
+  options.error_file = output.err;
   options.working_dir = working_dir;
   options.die_with_parent = true;
   return StartProcess(options);

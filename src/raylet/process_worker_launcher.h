@@ -19,7 +19,7 @@ class ProcessWorkerLauncher : public WorkerLauncherInterface {
 
   absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                               const std::map<std::string, std::string>& secrets,
-                              const std::string& working_dir, const std::string& log_file) override;
+                              const std::string& working_dir, const WorkerOutputFiles& output) override;
   void Signal(pid_t pid, int signal) override;
   void AsyncRequestExit(const rpc::Address& address,
                         std::function<void(const absl::Status&, bool accepted)> callback) override;

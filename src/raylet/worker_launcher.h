@@ -19,20 +19,27 @@
 
 namespace manta::raylet {
 
+// Where a worker's output goes: its stdout and its stderr, each appended to a file of
+// its own (kept apart as a driver prints them: ARCHITECTURE.md §18).
+struct WorkerOutputFiles {
+  std::string out;
+  std::string err;
+};
+
 class WorkerLauncherInterface {
  public:
   virtual ~WorkerLauncherInterface() = default;
 
   // Starts `argv` with `env` added to the raylet's environment and `secrets` handed
   // over through an inherited pipe (ProcessOptions::secrets), in `working_dir`
-  // (empty: the raylet's), stdout and stderr appended to `log_file` (its directory is
-  // created). The process is killed when the raylet dies. Returns its pid, or an
+  // (empty: the raylet's), stdout and stderr appended to `output`'s files (their
+  // directories are created). The process is killed when the raylet dies. Returns its pid, or an
   // error naming what could not be started (FailedPrecondition when working_dir
   // cannot be entered).
   virtual absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv,
                                       const std::map<std::string, std::string>& env,
                                       const std::map<std::string, std::string>& secrets,
-                                      const std::string& working_dir, const std::string& log_file) = 0;
+                                      const std::string& working_dir, const WorkerOutputFiles& output) = 0;
   // Sends `signal` to `pid`; a process already gone is not an error.
   virtual void Signal(pid_t pid, int signal) = 0;
   // Asks the core worker at `address` to exit (CoreWorkerService.Exit, not forced).

@@ -355,12 +355,13 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& run
   worker->job_id = job_id;
   worker->runtime_env = runtime_env;
   worker->startup_token = SecureRandomHex(16);
-  worker->log_file = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex() + ".log";
+  const std::string stem = options_.session_dir + "/logs/worker-" + worker->worker_id.Hex() + "-" + job_id.Hex();
+  worker->output = {stem + ".out", stem + ".err"};
   // Never in its environment or command line, which other processes can read.
   std::map<std::string, std::string> secrets = {{kClusterTokenEnv, options_.cluster_token},
                                                 {kWorkerStartupTokenEnv, worker->startup_token}};
   auto pid = launcher_.Start(*argv, WorkerEnv(*worker, config, applied.env_vars), secrets, applied.working_dir,
-                             worker->log_file);
+                             worker->output);
   if (!pid.ok()) {
     absl::Status error(pid.status().code(), "cannot start a worker for job " + job_id.Hex() + " (" + (*argv)[0] +
                                                 "): " + std::string(pid.status().message()));
@@ -376,7 +377,7 @@ absl::Status WorkerPool::StartWorker(const JobID& job_id, const std::string& run
   worker->timer = loop_.RunAfter("WorkerPool.RegisterTimeout", config_.worker_register_timeout_ms,
                                  [this, id] { OnRegisterTimeout(id); });
   VLOG(1) << "started worker " << id.Hex() << " (pid " << *pid << ") for job " << job_id.Hex() << ": " << (*argv)[0]
-          << ", log " << worker->log_file;
+          << ", output " << worker->output.out << ", " << worker->output.err;
   by_token_[worker->startup_token] = id;
   by_pid_[*pid] = id;
   workers_[id] = std::move(worker);
@@ -393,7 +394,7 @@ void WorkerPool::OnRegisterTimeout(const WorkerID& worker_id) {
   std::string runtime_env = worker.runtime_env;
   std::string message = "worker " + worker_id.Hex() + " (pid " + std::to_string(worker.pid) +
                         ") did not register within " + std::to_string(config_.worker_register_timeout_ms) +
-                        " ms; see " + worker.log_file;
+                        " ms; see " + worker.output.err;
   LOG(WARNING) << message << "; killing it";
   KillWorker(worker_id, "did not register in time");
   FailUncoveredPop(job_id, runtime_env, absl::DeadlineExceededError(message));
@@ -475,7 +476,7 @@ WorkerPool::WorkerRecord WorkerPool::RecordOf(const Worker& worker) {
   r.worker_id = worker.worker_id;
   r.job_id = worker.job_id;
   r.pid = worker.pid;
-  r.log_file = worker.log_file;
+  r.output = worker.output;
   r.alive = true;
   r.state = kStateNames[static_cast<int>(worker.state)];
   r.address = worker.address;
@@ -536,19 +537,19 @@ void WorkerPool::OnProcessExit(pid_t pid, int status) {
   const std::string how = DescribeExit(status);
   if (state == State::kStarting) {
     LOG(WARNING) << "worker " << worker_id.Hex() << " (pid " << pid << ") of job " << job_id.Hex()
-                 << " exited before registering (" << how << "); see " << worker.log_file;
+                 << " exited before registering (" << how << "); see " << worker.output.err;
   } else if (state == State::kLeased) {
     LOG(WARNING) << "leased worker " << worker_id.Hex() << " (pid " << pid << ") of job " << job_id.Hex()
-                 << " exited (" << how << "); see " << worker.log_file;
+                 << " exited (" << how << "); see " << worker.output.err;
   } else {
     VLOG(1) << "worker " << worker_id.Hex() << " (pid " << pid << ") exited (" << how << ")";
   }
-  std::string log_file = worker.log_file;
+  std::string err_file = worker.output.err;
   WorkerGone gone = Forget(worker_id, "worker process exited (" + how + ")");
   if (state == State::kStarting) {
     FailUncoveredPop(job_id, runtime_env,
                      absl::UnavailableError("worker " + worker_id.Hex() + " exited before registering (" + how +
-                                            "); see " + log_file));
+                                            "); see " + err_file));
   }
   Notify(gone);
   TryStartWorkers();

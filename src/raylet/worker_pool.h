@@ -5,8 +5,9 @@
 // with the GCS (never those of a lease request): SetJobConfig gives them, and a pop
 // for a job whose config is not known yet waits while `fetch_job_config` asks the GCS;
 // at most worker_maximum_startup_concurrency at a time. Each start gets a fresh
-// WorkerID and startup token, passed in the MANTA_* environment; RegisterWorker
-// matches the token to the process. The runtime env (src/common/runtime_env.h) of a
+// WorkerID (in the MANTA_* environment) and startup token, which travels with the
+// cluster token on the secrets pipe (ProcessOptions::secrets, never the environment);
+// RegisterWorker matches the startup token to the process. The runtime env (src/common/runtime_env.h) of a
 // pop adds its env_vars to the worker's environment (the MANTA_* ones still win) and
 // starts it in its working_dir; a worker serves pops of its own (job, env) only. An
 // env that cannot be applied (a field a C++ worker cannot apply, a working_dir that
@@ -180,7 +181,7 @@ class WorkerPool {
     WorkerID worker_id;
     JobID job_id;
     pid_t pid = 0;
-    std::string log_file;  // "" for drivers
+    WorkerOutputFiles output;  // none for drivers
     bool alive = false;
     bool is_driver = false;
     // STARTING, IDLE, LEASED, EXITING; RUNNING (drivers); DEAD.
@@ -213,7 +214,7 @@ class WorkerPool {
     std::string startup_token;  // 32 random hex digits
     State state = State::kStarting;
     rpc::Address address;
-    std::string log_file;
+    WorkerOutputFiles output;
     int64_t start_unix_ms = 0;
     bool keep_past_job_end = false;
     // The registration deadline, the idle deadline or the exit grace period.

@@ -50,6 +50,12 @@ int Say(std::string text) {
   return getpid();
 }
 
+// Prints `text` on stderr and returns its worker's pid.
+int SayOnStderr(std::string text) {
+  std::cerr << text << std::endl;
+  return getpid();
+}
+
 // Prints `lines` lines of about 100 bytes with printf (no flush), numbered after
 // `text`, then `text` and "end" with no newline (flushed), and returns its worker's pid.
 int SayUnflushed(std::string text, int lines) {
@@ -72,7 +78,7 @@ class Counter {
   int total_ = 0;
 };
 
-RAY_REMOTE(Plus, Fail, Block, Nop, Hold, Say, SayUnflushed, Counter::Create, &Counter::Add, &Counter::Say);
+RAY_REMOTE(Plus, Fail, Block, Nop, Hold, Say, SayOnStderr, SayUnflushed, Counter::Create, &Counter::Add, &Counter::Say);
 
 std::string Hex(const std::string& binary) { return manta::BinaryHex(binary); }
 
@@ -84,12 +90,14 @@ std::string FlagValue(int argc, char** argv, const std::string& name) {
   return "";
 }
 
-// A second driver: runs Say(marker), then waits (at most 60 s) for `release` to exist.
+// A second driver: runs Say(marker) and SayOnStderr("on stderr: " + marker), then
+// waits (at most 60 s) for `release` to exist.
 int RunChildDriver(const std::string& gcs, const std::string& marker, const std::string& release) {
   ray::RayConfig config;
   config.address = gcs;
   ray::Init(config);
   ray::Task(Say).Remote(marker).Get();
+  ray::Task(SayOnStderr).Remote("on stderr: " + marker).Get();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (access(release.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -518,9 +526,13 @@ TEST_F(StateApiTest, TheOutputOfAnActorATaskOrAPidIsFoundAndRead) {
       20000))
       << by_task.output;
   EXPECT_THAT(by_task.output, HasSubstr("a line from a task"));
-  auto by_actor = Manta({"logs", "--actor-id", actor_id, "--tail", "5"});
+  // The actor printed on stderr: its worker's .err file, not its .out.
+  auto by_actor = Manta({"logs", "--actor-id", actor_id, "--tail", "5", "--err"});
   EXPECT_EQ(by_actor.exit_code, 0) << by_actor.output;
   EXPECT_THAT(by_actor.output, HasSubstr("a line from an actor"));
+  auto actor_stdout = Manta({"logs", "--actor-id", actor_id});
+  EXPECT_EQ(actor_stdout.exit_code, 0) << actor_stdout.output;
+  EXPECT_THAT(actor_stdout.output, ::testing::Not(HasSubstr("a line from an actor")));
   auto by_pid = Manta({"logs", "--pid", std::to_string(pid)});
   EXPECT_EQ(by_pid.exit_code, 0) << by_pid.output;
   EXPECT_THAT(by_pid.output, HasSubstr("a line from a task"));
@@ -538,6 +550,7 @@ TEST_F(StateApiTest, TheOutputOfAnActorATaskOrAPidIsFoundAndRead) {
       {{"logs", "--actor-id", "xyz"}, "is not an id"},
       {{"logs", "--task-id", std::string(48, 'a')}, "knows no task"},
       {{"logs", "--node-id", "abcdef"}, "has no node abcdef"},
+      {{"logs", "gcs.out", "--err"}, "--err picks a worker's stderr"},
   };
   for (const Case& c : bad) {
     auto r = Manta(c.args);
@@ -547,23 +560,31 @@ TEST_F(StateApiTest, TheOutputOfAnActorATaskOrAPidIsFoundAndRead) {
   counter.Kill();
 }
 
-TEST_F(StateApiTest, WhatWorkersPrintReachesTheirDriversTerminal) {
+// What a worker prints on stdout is on its driver's stdout, and its stderr on the
+// driver's stderr, as in Ray.
+TEST_F(StateApiTest, WhatWorkersPrintReachesTheirDriversTerminalOnTheSameStream) {
   manta::testing::TempDir dir;
   manta::ProcessOptions child;
   child.argv = {manta::SelfExecutablePath(), "--child-driver", "--gcs=" + harness_->gcs_address(),
                 "--marker=printed by a worker of the child", "--release=" + dir.path() + "/release"};
   child.env["MANTA_CLUSTER_TOKEN"] = std::getenv("MANTA_CLUSTER_TOKEN");
   child.output_file = dir.path() + "/child.out";
+  child.error_file = dir.path() + "/child.err";
   auto pid = manta::StartProcess(child);
   ASSERT_TRUE(pid.ok()) << pid.status();
-  auto output = [&] {
-    std::ifstream in(child.output_file);
+  auto read = [&](const std::string& file) {
+    std::ifstream in(file);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  EXPECT_TRUE(manta::testing::WaitFor([&] { return output().find("printed by a worker of the child") != std::string::npos; },
-                                      30000))
-      << output();
-  EXPECT_THAT(output(), ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) printed by a worker of the child"));
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] { return read(child.error_file).find("on stderr: printed by a worker") != std::string::npos; }, 30000))
+      << read(child.error_file);
+  const std::string out = read(child.output_file), err = read(child.error_file);
+  EXPECT_THAT(out, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) printed by a worker of the child\n")) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("on stderr"))) << out;
+  EXPECT_THAT(err, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) on stderr: printed by a worker of the child"))
+      << err;
+  EXPECT_THAT(err, ::testing::Not(::testing::ContainsRegex("\\) printed by a worker of the child"))) << err;
   std::ofstream(dir.path() + "/release").put('x');
   EXPECT_TRUE(manta::WaitForExit(*pid, 60000));
 }

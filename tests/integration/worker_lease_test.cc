@@ -175,8 +175,8 @@ TEST_F(WorkerLeaseTest, RayletStartsTheDriversBinaryAsAWorkerAndReleasesItsLease
   EXPECT_EQ(lease.worker_address().worker_id(), WorkerID::FromHex(env["MANTA_WORKER_ID"])->Binary());
   EXPECT_TRUE(WaitFor([&] { return AvailableCpu() == 1; }, 10000));
 
-  // Its output goes to <session>/logs/worker-<worker id>-<job id>.log.
-  std::string log_name = "worker-" + env["MANTA_WORKER_ID"] + "-" + job_id_.Hex() + ".log";
+  // Its stdout goes to <session>/logs/worker-<worker id>-<job id>.out (its stderr to .err).
+  std::string log_name = "worker-" + env["MANTA_WORKER_ID"] + "-" + job_id_.Hex() + ".out";
   std::string log_path;
   for (const auto& e : std::filesystem::recursive_directory_iterator(cluster_.temp_root())) {
     if (e.path().filename() == log_name) log_path = e.path().string();

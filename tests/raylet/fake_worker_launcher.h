@@ -1,6 +1,6 @@
 // FakeWorkerLauncher: an in-process WorkerLauncherInterface for raylet unit tests.
 //
-// Records every start (argv, env, secrets, working directory, log file) and hands out increasing fake pids; a
+// Records every start (argv, env, secrets, working directory, output files) and hands out increasing fake pids; a
 // test can make the next start fail and answer Exit
 // requests. Nothing is executed and no signal is sent. Loop thread only.
 #pragma once
@@ -25,7 +25,7 @@ class FakeWorkerLauncher : public WorkerLauncherInterface {
     std::map<std::string, std::string> env;
     std::map<std::string, std::string> secrets;
     std::string working_dir;
-    std::string log_file;
+    WorkerOutputFiles output;
     pid_t pid = 0;
   };
   struct ExitRequest {
@@ -36,14 +36,15 @@ class FakeWorkerLauncher : public WorkerLauncherInterface {
   explicit FakeWorkerLauncher(EventLoop& loop) : loop_(loop) {}
 
   absl::StatusOr<pid_t> Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                              const std::map<std::string, std::string>& secrets, const std::string& working_dir, const std::string& log_file) override {
+                              const std::map<std::string, std::string>& secrets, const std::string& working_dir,
+                              const WorkerOutputFiles& output) override {
     if (!fail_next_.ok()) {
       absl::Status s = fail_next_;
       fail_next_ = absl::OkStatus();
       return s;
     }
     pid_t pid = next_pid_++;
-    starts.push_back({argv, env, secrets, working_dir, log_file, pid});
+    starts.push_back({argv, env, secrets, working_dir, output, pid});
     return pid;
   }
   void Signal(pid_t pid, int signal) override {

@@ -153,7 +153,8 @@ TEST_F(WorkerPoolTest, PopStartsAWorkerWithTheJobsCommandAndEnvironment) {
   EXPECT_EQ(env.at("MANTA_CODE_SEARCH_PATH"), "/lib/a.so:/lib/b.so");
   EXPECT_DOUBLE_EQ(std::stod(env.at("MANTA_scheduler_spread_threshold")), 0.75);
   EXPECT_EQ(env.at("USER_VAR"), "x");
-  EXPECT_EQ(start.log_file, "/tmp/session_t/logs/worker-" + worker_id->Hex() + "-" + job1_.Hex() + ".log");
+  EXPECT_EQ(start.output.out, "/tmp/session_t/logs/worker-" + worker_id->Hex() + "-" + job1_.Hex() + ".out");
+  EXPECT_EQ(start.output.err, "/tmp/session_t/logs/worker-" + worker_id->Hex() + "-" + job1_.Hex() + ".err");
 
   ASSERT_TRUE(Register(0, 23456).ok());
   EXPECT_EQ(last_register_reply_.node_id(), options_.node_id.Binary());
@@ -358,7 +359,7 @@ TEST_F(WorkerPoolTest, WorkerExitingBeforeRegisteringFailsItsPop) {
   ASSERT_TRUE(result->has_value());
   ASSERT_FALSE(result->value().ok());
   EXPECT_THAT(std::string(result->value().status().message()), HasSubstr("exit code 1"));
-  EXPECT_THAT(std::string(result->value().status().message()), HasSubstr(launcher_.starts[0].log_file));
+  EXPECT_THAT(std::string(result->value().status().message()), HasSubstr(launcher_.starts[0].output.err));
   EXPECT_EQ(pool_->num_starting(), 0u);
 }
 
@@ -666,7 +667,8 @@ TEST_F(WorkerPoolTest, AWorkersRecordGoesFromStartingToLeasedToIdle) {
   EXPECT_TRUE(records[0].alive);
   EXPECT_FALSE(records[0].is_driver);
   EXPECT_EQ(records[0].pid, launcher_.starts[0].pid);
-  EXPECT_EQ(records[0].log_file, launcher_.starts[0].log_file);
+  EXPECT_EQ(records[0].output.out, launcher_.starts[0].output.out);
+  EXPECT_EQ(records[0].output.err, launcher_.starts[0].output.err);
   EXPECT_GT(records[0].start_unix_ms, 0);
   EXPECT_EQ(records[0].end_unix_ms, 0);
   EXPECT_TRUE(records[0].exit_detail.empty());
@@ -712,7 +714,7 @@ TEST_F(WorkerPoolTest, KilledAndExitedWorkersAreRememberedAsDead) {
   EXPECT_EQ(k->exit_detail, "its lease was revoked");
   EXPECT_GT(k->start_unix_ms, 0);
   EXPECT_GE(k->end_unix_ms, k->start_unix_ms);
-  EXPECT_EQ(k->log_file, launcher_.starts[0].log_file);
+  EXPECT_EQ(k->output.out, launcher_.starts[0].output.out);
   const WorkerPool::WorkerRecord* e = RecordFor(records, exited);
   ASSERT_NE(e, nullptr);
   EXPECT_STREQ(e->state, "DEAD");
@@ -750,7 +752,8 @@ TEST_F(WorkerPoolTest, ADriverIsRunningWhileRegisteredAndDeadOnceGone) {
   EXPECT_EQ(records[0].address.worker_id(), driver.Binary());
   EXPECT_EQ(records[0].address.node_id(), options_.node_id.Binary());
   EXPECT_GT(records[0].start_unix_ms, 0);
-  EXPECT_TRUE(records[0].log_file.empty());
+  EXPECT_TRUE(records[0].output.out.empty());
+  EXPECT_TRUE(records[0].output.err.empty());
   EXPECT_TRUE(pool_->WorkerLogs().empty());  // drivers have no worker log
 
   pool_->OnStoreClientClosed(driver.Hex());
@@ -783,10 +786,10 @@ TEST_F(WorkerPoolTest, WorkerLogsListLiveThenGoneWorkersButNoDrivers) {
   ASSERT_EQ(logs.size(), 2u);
   EXPECT_EQ(logs[0].worker_id, StartedWorkerId(launcher_.starts[1]));
   EXPECT_TRUE(logs[0].alive);
-  EXPECT_EQ(logs[0].log_file, launcher_.starts[1].log_file);
+  EXPECT_EQ(logs[0].output.out, launcher_.starts[1].output.out);
   EXPECT_EQ(logs[1].worker_id, StartedWorkerId(launcher_.starts[0]));
   EXPECT_FALSE(logs[1].alive);
-  EXPECT_EQ(logs[1].log_file, launcher_.starts[0].log_file);
+  EXPECT_EQ(logs[1].output.out, launcher_.starts[0].output.out);
   for (const auto& r : logs) EXPECT_FALSE(r.is_driver);
   // The records have the gone driver as well.
   const auto records = pool_->WorkerRecords();
