@@ -147,6 +147,8 @@ void InspectCommands::AddLogsAndTimeline(CLI::App& app) {
   logs_cmd_->add_option("--pid", logs_.pid, "the output of the worker with this pid")->check(CLI::PositiveNumber);
   logs_cmd_->add_option("--tail", logs_.tail, "the last N lines (default 1000; -1: the whole file)");
   logs_cmd_->add_flag("--follow,-f", logs_.follow, "keep printing what is written (Ctrl-C stops)");
+  logs_cmd_->add_flag("--err", logs_.err,
+                      "with --actor-id, --task-id or --pid: the worker's stderr (default: its stdout)");
   timeline_cmd_ = app.add_subcommand(
       "timeline", "write the task attempts as Chrome trace-event JSON (open it in Perfetto or chrome://tracing)");
   AddClusterFlags(timeline_cmd_, &flags_);
@@ -185,6 +187,41 @@ std::optional<int> InspectCommands::Run() {
   if (timeline_cmd_->parsed()) return manta::cli::RunTimeline(flags_, timeline_job_, timeline_out_);
   if (memory_cmd_->parsed()) return manta::cli::RunMemory(flags_, memory_);
   return std::nullopt;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// The leading words of the command line name a command, then a sub-command
+// (`manta list tasks`). The first word that names none of those its command has, or
+// a command given without the sub-command it needs, as one line naming the word and
+// what is accepted there; "" when the words are fine (CLI11 checks the rest).
+std::string CheckCommandWords(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "manta";
+  for (int i = 1;; ++i) {
+    std::vector<std::string> names;
+    CLI::App* next = nullptr;
+    const std::string word = i < argc ? argv[i] : "";
+    for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->get_name().empty()) continue;
+      names.push_back(sub->get_name());
+      if (sub->get_name() == word) next = sub;
+    }
+    if (names.empty()) return "";
+    const std::string what = at == &app ? "command" : "kind for `" + path + "`";
+    if (i >= argc) {
+      if (at->get_require_subcommand_min() == 0) return "";
+      return path + ": name a " + what + ": one of " + JoinNames(names);
+    }
+    if (!word.empty() && word[0] == '-') return "";  // a flag: CLI11 knows them
+    if (next == nullptr) return path + ": unknown " + what + " '" + word + "' (one of " + JoinNames(names) + ")";
+    at = next;
+    path += " " + word;
+  }
 }
 
 }  // namespace
@@ -227,6 +264,10 @@ int main(int argc, char** argv) {
   health_cmd->add_option("--timeout-ms", health_timeout_ms, "how long to wait for the answer (default 3000)")
       ->check(CLI::PositiveNumber);
 
+  if (std::string wrong = CheckCommandWords(app, argc, argv); !wrong.empty()) {
+    std::cerr << wrong << " (see manta --help)" << std::endl;
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

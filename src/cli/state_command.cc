@@ -1,6 +1,7 @@
 // `manta list RESOURCE`, `manta get RESOURCE ID` and `manta summary RESOURCE`: the
 // state API of the GCS (src/gcs/gcs_state_manager.h) as tables, JSON or YAML.
 #include <chrono>
+#include <initializer_list>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -158,6 +159,16 @@ void PrintWarnings(const google::protobuf::RepeatedPtrField<std::string>& warnin
   for (const std::string& w : warnings) std::cerr << "(incomplete: " << w << ")" << std::endl;
 }
 
+// OK when `format` is one of `accepted`; else an error naming it and them.
+absl::Status CheckFormat(const std::string& format, std::initializer_list<const char*> accepted) {
+  std::string names;
+  for (const char* name : accepted) {
+    if (format == name) return absl::OkStatus();
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  return absl::InvalidArgumentError("unknown --format '" + format + "' (one of " + names + ")");
+}
+
 int Fail(const std::string& command, const absl::Status& status) {
   std::cerr << "manta " << command << ": " << status.message() << std::endl;
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -209,9 +220,7 @@ absl::StatusOr<std::string> QueryStateSummary(const std::string& address, const 
 
 int RunListState(const ClusterFlags& flags, const StateQuery& query) {
   const std::string command = "list " + query.resource;
-  if (query.format != "table" && query.format != "json" && query.format != "yaml") {
-    return Fail(command, absl::InvalidArgumentError("unknown --format '" + query.format + "' (table, json or yaml)"));
-  }
+  if (auto s = CheckFormat(query.format, {"table", "json", "yaml"}); !s.ok()) return Fail(command, s);
   auto filters = ParseStateFilters(query.filters);
   if (!filters.ok()) return Fail(command, filters.status());
   auto address = JoinCluster(flags);
@@ -252,6 +261,7 @@ int RunListState(const ClusterFlags& flags, const StateQuery& query) {
 int RunGetState(const ClusterFlags& flags, const std::string& resource, const std::string& id,
                 const std::string& format) {
   const std::string command = "get " + resource;
+  if (auto s = CheckFormat(format, {"yaml", "json"}); !s.ok()) return Fail(command, s);
   auto form = IdFormOf(resource);
   if (!form.ok()) return Fail(command, form.status());
   const std::string hex = absl::AsciiStrToLower(id);
@@ -290,6 +300,7 @@ int RunGetState(const ClusterFlags& flags, const std::string& resource, const st
 int RunSummary(const ClusterFlags& flags, const std::string& resource, const std::vector<std::string>& filter_specs,
                const std::string& format) {
   const std::string command = "summary " + resource;
+  if (auto s = CheckFormat(format, {"table", "json", "yaml"}); !s.ok()) return Fail(command, s);
   auto filters = ParseStateFilters(filter_specs);
   if (!filters.ok()) return Fail(command, filters.status());
   auto address = JoinCluster(flags);

@@ -55,6 +55,11 @@ MANTA_CONFIG(int64_t, max_unproven_connections_per_host, 64,
              "connections not yet past the token check a listening socket lets in from one remote host")
 MANTA_CONFIG(int64_t, max_unproven_connections, 1024,
              "connections not yet past the token check a worker's task channel lets in from all hosts together")
+MANTA_CONFIG(int64_t, task_channel_keepalive_idle_ms, 10000,
+             "a task channel idle this long sends TCP keepalive probes (whole seconds; a peer whose host vanished "
+             "is noticed after idle + probes x interval)")
+MANTA_CONFIG(int64_t, task_channel_keepalive_interval_ms, 3000, "between a task channel's unanswered keepalive probes (whole seconds)")
+MANTA_CONFIG(int64_t, task_channel_keepalive_probes, 3, "unanswered keepalive probes after which a task channel is given up")
 MANTA_CONFIG(std::string, testing_rpc_failure, "", "fault injection: 'Method=drop_request|drop_reply|delay:MS[@PROB],...'")
 MANTA_CONFIG(int64_t, slow_handler_warn_ms, 100, "event-loop handlers slower than this are logged")
 

@@ -4,8 +4,10 @@
 // The cluster token is 32 random bytes written as 64 lowercase hex digits. `manta
 // start --head` makes it and keeps it in <session>/cluster_token (0600) under a 0700
 // temp root; whoever can read that file may use the cluster, nobody else can. It
-// travels to daemons and workers in the environment (MANTA_CLUSTER_TOKEN) or as a
-// file path, never on a command line. All functions are thread-safe.
+// reaches a daemon as a file path (--token-file) or in MANTA_CLUSTER_TOKEN, which the
+// daemon unsets at once; a worker gets it, with its startup token, on the secrets
+// pipe its raylet hands it (ProcessOptions::secrets, TakeInheritedSecrets in
+// process.h). Never on a command line. All functions are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,8 @@
 
 namespace manta {
 
-// The environment variables through which a process is given the token.
+// The names under which a process is given the token: the environment variables a
+// daemon, driver or CLI reads, and the keys of a worker's secrets pipe.
 inline constexpr char kClusterTokenEnv[] = "MANTA_CLUSTER_TOKEN";
 inline constexpr char kClusterTokenFileEnv[] = "MANTA_CLUSTER_TOKEN_FILE";
 // The Redis password `manta start --head` takes, and the one-time token a raylet

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "src/common/network.h"
+#include "src/common/rpc/network_limits.h"
 #include "src/common/security.h"
 
 namespace manta::core::task_channel_internal {
@@ -47,12 +49,18 @@ inline uint32_t LoadLe32(const char* p) {
 inline std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // No Nagle delay; and keepalive probes, so that a peer whose host vanished (no FIN
-// or RST ever comes) is noticed within about 20 s instead of never.
+// or RST ever comes) is noticed (by default within about 20 s) instead of never.
+// The timings are the process's NetworkLimits (config_def.h's
+// task_channel_keepalive_*).
 inline void TuneSocket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  int idle_s = 10, interval_s = 3, probes = 3;
+  const rpc::NetworkLimits limits = rpc::CurrentNetworkLimits();
+  auto whole_seconds = [](int64_t ms) { return static_cast<int>(std::clamp<int64_t>(ms / 1000, 1, 32767)); };
+  int idle_s = whole_seconds(limits.task_channel_keepalive_idle_ms);
+  int interval_s = whole_seconds(limits.task_channel_keepalive_interval_ms);
+  int probes = static_cast<int>(std::clamp<int64_t>(limits.task_channel_keepalive_probes, 1, 127));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));

@@ -98,6 +98,38 @@ TEST(CliErrorsTest, StatusWithoutCluster) {
   EXPECT_EQ(stop.exit_code, 0) << stop.output;
 }
 
+// A word the CLI does not know is named, with what it accepts there; so is a
+// command given without the word it needs, and an unknown --format. None needs a
+// cluster: the CLI answers before it looks for one.
+TEST(CliErrorsTest, UnknownWordsAreNamedWithWhatIsAccepted) {
+  ClusterHarness cluster;
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  };
+  const Case cases[] = {
+      {{"list", "frogs"}, {"'frogs'", "nodes, jobs, workers, actors, tasks, objects, placement-groups"}},
+      {{"list", "frogs", "--limit", "3"}, {"'frogs'", "placement-groups"}},
+      {{"frogs"}, {"unknown command 'frogs'", "start, stop, status", "list", "health-check"}},
+      {{"get", "frog", "abc"}, {"'frog'", "task, actor, node, job, worker, object, placement-group"}},
+      {{"summary", "frogs"}, {"'frogs'", "tasks, actors, objects"}},
+      {{"list"}, {"manta list", "one of nodes, jobs"}},
+      {{}, {"name a command", "start"}},
+      {{"get", "task", std::string(48, 'a'), "--format", "xml"}, {"unknown --format 'xml'", "yaml, json"}},
+      {{"summary", "tasks", "--format", "xml"}, {"unknown --format 'xml'", "table, json, yaml"}},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = cluster.Manta(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    for (const std::string& says : c.says) ExpectOneLineError(r, says);
+  }
+  // Words that are right still reach their command (here: no cluster to ask).
+  ExpectOneLineError(cluster.Manta({"list", "tasks"}), "no running Manta cluster");
+  CommandResult help = cluster.Manta({"list", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("placement-groups"), std::string::npos) << help.output;
+}
+
 // Writes raw garbage to a TCP port a few times.
 void SendGarbage(int port) {
   for (int i = 0; i < 3; ++i) {

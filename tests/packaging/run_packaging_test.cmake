@@ -5,10 +5,11 @@
 # LAUNCHER (ccache; empty or *-NOTFOUND for none).
 #
 # Checks that the installed package alone is enough: the consumer finds Manta with
-# CMAKE_PREFIX_PATH only, runs without LD_LIBRARY_PATH and with no build-tree folder
-# in PATH, ray::Init() starts its private cluster from <prefix>/bin (the raylet that
-# started the workers is <prefix>/bin/manta_raylet), and both ways of starting workers
-# work: the driver's own binary, and the installed manta_worker (code_search_path).
+# CMAKE_PREFIX_PATH only and is told Manta_BIN_DIR = <prefix>/bin, runs without
+# LD_LIBRARY_PATH and with no build-tree folder in PATH, ray::Init() starts its
+# private cluster from <prefix>/bin (the raylet that started the workers is
+# <prefix>/bin/manta_raylet), and both ways of starting workers work: the driver's
+# own binary, and the installed manta_worker (code_search_path).
 cmake_minimum_required(VERSION 3.20)
 
 foreach(var BUILD_DIR SOURCE_DIR CONSUMER_DIR WORK_DIR TEMP_DIR GENERATOR CXX_COMPILER)
@@ -55,6 +56,15 @@ step("configure the consumer"
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${launcher} -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 step("build the consumer" COMMAND ${CMAKE_COMMAND} --build ${consumer_build})
+
+# find_package(Manta) names the folder of the installed programs as Manta_BIN_DIR.
+file(READ ${consumer_build}/manta_bin_dir.txt reported_bin_dir)
+file(REAL_PATH "${reported_bin_dir}" reported_bin_dir)
+file(REAL_PATH ${prefix}/bin expected_bin_dir)
+if(NOT reported_bin_dir STREQUAL expected_bin_dir)
+  message(FATAL_ERROR "packaging test: find_package(Manta) set Manta_BIN_DIR to ${reported_bin_dir}, "
+                      "not ${expected_bin_dir}")
+endif()
 
 # 3. Run it: no build-tree folder in PATH, no library or binary overrides.
 set(clean_path "")

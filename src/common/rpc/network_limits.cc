@@ -23,6 +23,9 @@ NetworkLimits NetworkLimitsFromConfig(const Config& config) {
   limits.unproven_timeout_ms = config.unproven_connection_timeout_ms;
   limits.max_unproven_per_host = config.max_unproven_connections_per_host;
   limits.max_unproven = config.max_unproven_connections;
+  limits.task_channel_keepalive_idle_ms = config.task_channel_keepalive_idle_ms;
+  limits.task_channel_keepalive_interval_ms = config.task_channel_keepalive_interval_ms;
+  limits.task_channel_keepalive_probes = config.task_channel_keepalive_probes;
   return limits;
 }
 

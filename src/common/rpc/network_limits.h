@@ -26,6 +26,11 @@ struct NetworkLimits {
   int64_t unproven_timeout_ms = 10000;
   int64_t max_unproven_per_host = 64;
   int64_t max_unproven = 1024;
+  // TCP keepalive of task channels: probes after this long idle, this far apart,
+  // this many unanswered before the kernel gives the connection up (whole seconds).
+  int64_t task_channel_keepalive_idle_ms = 10000;
+  int64_t task_channel_keepalive_interval_ms = 3000;
+  int64_t task_channel_keepalive_probes = 3;
 };
 
 NetworkLimits NetworkLimitsFromConfig(const Config& config);

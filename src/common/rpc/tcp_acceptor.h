@@ -8,9 +8,11 @@
 //
 // It also bounds what a peer without the cluster's token can hold: a connection is
 // "unproven" until a call on it passes AuthenticateCall (which reports it with
-// MarkAuthenticated). A remote host may have at most kMaxUnprovenPerHost unproven
-// connections (more are closed as they are accepted), and one still unproven after
-// kUnprovenTimeoutMs is shut down. Proven connections are not limited: every worker
+// MarkAuthenticated). A remote host may have at most
+// NetworkLimits::max_unproven_per_host unproven connections (more are closed as they
+// are accepted), and one still unproven after NetworkLimits::unproven_timeout_ms is
+// shut down (network_limits.h: config_def.h's max_unproven_connections_per_host and
+// unproven_connection_timeout_ms, read when the acceptor starts). Proven connections are not limited: every worker
 // of a node connects from the node's one address. Loopback peers are not counted
 // (they share one address with every local process, which a cap would lock out;
 // the timeout still applies).

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""A/B: the benchmarks of two builds, interleaved, with new/base medians.
+
+Use it before merging anything on a hot path (the task, actor, object or start-up
+paths): this machine's speed drifts by 10-30% from run to run and from day to day, so
+a figure is only worth comparing with its base measured in the same session,
+interleaved. Each round runs every benchmark once with each build, alternating which
+build goes first; each run starts its own cluster. Prints one JSON line per run, then
+a table: for every figure the base and new medians with their ranges (min-max over
+rounds), new/base of the medians, and the median of the per-round ratios (which
+cancels slow drift). Figures ending in _s, _ms, _us or _ns are times: lower is better.
+
+  bench/ab.py --base-rev 06e64e2 [--new build] [--rounds 5] [--set default|quick] [bench:name ...]
+  bench/ab.py --base /path/to/other/build ...
+
+--base-rev REV builds REV (library, daemons, CLI, benchmarks; no tests) in a git
+worktree under build-ab/REV (kept for the next run; ccache helps). --new defaults to
+./build. Benchmarks are given as binary:name (task_bench:single_client_tasks_sync),
+binary:section for scale_bench, or a bare binary for all it prints; --set picks a
+default list. A run that fails is reported and left out of that round.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# binary -> (figures or sections asked with --only, extra arguments)
+SETS = {
+    "default": {
+        "task_bench": (["single_client_tasks_sync", "single_client_tasks_async", "multi_client_tasks_async",
+                        "single_client_put_calls_Plasma_Store", "single_client_get_calls_Plasma_Store",
+                        "single_client_put_gigabytes", "init_shutdown_local_cluster_s"], ["--seconds", "2"]),
+        "actor_bench": (["1_1_actor_calls_sync", "1_1_actor_calls_async", "n_n_actor_calls_async",
+                         "actor_creations_per_s"], ["--seconds", "2"]),
+        "scale_bench": (["stalls", "startup"], ["--runs", "3"]),
+        "object_store_bench": ([], ["--transfer-rounds", "3"]),
+    },
+    "quick": {
+        "task_bench": (["single_client_tasks_sync", "single_client_tasks_async", "init_shutdown_local_cluster_s"],
+                       ["--seconds", "1"]),
+        "actor_bench": (["1_1_actor_calls_async", "actor_creations_per_s"], ["--seconds", "1", "--creations", "30"]),
+    },
+}
+# Binaries that take --only (the others run whole with their extra arguments).
+TAKES_ONLY = {"task_bench", "actor_bench", "scale_bench"}
+
+
+def build_rev(rev):
+    """Builds `rev` in a worktree under build-ab/ and returns its build directory."""
+    sha = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", rev], check=True, stdout=subprocess.PIPE,
+                         text=True).stdout.strip()
+    tree = os.path.join(ROOT, "build-ab", sha)
+    if not os.path.isdir(tree):
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", tree, sha], check=True)
+    subprocess.run([os.path.join(tree, "scripts", "build"), "-DMANTA_BUILD_TESTS=OFF"], check=True)
+    return os.path.join(tree, "build")
+
+
+def flatten(value, prefix=""):
+    """Numbers of a benchmark's JSON, nested objects as dotted names."""
+    if isinstance(value, bool):
+        return {}
+    if isinstance(value, (int, float)):
+        return {prefix: float(value)}
+    if isinstance(value, dict):
+        out = {}
+        for key, inner in value.items():
+            out.update(flatten(inner, f"{prefix}.{key}" if prefix else key))
+        return out
+    return {}
+
+
+def run(build, binary, names, extra, timeout_s):
+    cmd = [os.path.join(build, "bench", binary)] + extra
+    if names and binary in TAKES_ONLY:
+        cmd += ["--only", ",".join(names)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout_s)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {out.returncode}: {out.stderr[-2000:]}")
+    return flatten(json.loads(out.stdout))
+
+
+def lower_is_better(name):
+    return name.split(".")[-1].endswith(("_s", "_ms", "_us", "_ns"))
+
+
+def summarize(figures):
+    rows = []
+    for name in sorted(figures):
+        base, new = figures[name]["base"], figures[name]["new"]
+        if not base or not new:
+            continue
+        rounds = [n / b for b, n in zip(figures[name]["base_by_round"], figures[name]["new_by_round"])
+                  if b is not None and n is not None and b != 0]
+        med_b, med_n = statistics.median(base), statistics.median(new)
+        rows.append({
+            "figure": name, "base": med_b, "base_range": [min(base), max(base)], "new": med_n,
+            "new_range": [min(new), max(new)], "new_over_base": med_n / med_b if med_b else None,
+            "round_ratio_median": statistics.median(rounds) if rounds else None,
+            "lower_is_better": lower_is_better(name), "rounds": len(rounds)})
+    return rows
+
+
+def print_table(rows, base_label, new_label):
+    def fmt(x):
+        return f"{x:.4g}" if isinstance(x, float) else str(x)
+    print(f"\n| figure | base ({base_label}) | new ({new_label}) | new / base | per-round median |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        arrow = " (lower is better)" if r["lower_is_better"] else ""
+        print(f"| `{r['figure']}`{arrow} | {fmt(r['base'])} ({fmt(r['base_range'][0])}-{fmt(r['base_range'][1])}) "
+              f"| {fmt(r['new'])} ({fmt(r['new_range'][0])}-{fmt(r['new_range'][1])}) "
+              f"| {r['new_over_base']:.3f} | {fmt(r['round_ratio_median'])} |")
+
+
+def parse_benches(args):
+    if not args.benches:
+        return SETS[args.set]
+    chosen = {}
+    for bench in args.benches:
+        binary, _, name = bench.partition(":")
+        names, extra = chosen.setdefault(binary, ([], list(SETS["default"].get(binary, ([], []))[1])))
+        if name:
+            names.append(name)
+    return chosen
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--new", default=os.path.join(ROOT, "build"), help="build directory of the change")
+    parser.add_argument("--base", help="build directory of the base")
+    parser.add_argument("--base-rev", help="git revision to build as the base (in build-ab/)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--set", choices=sorted(SETS), default="default")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one benchmark run may take")
+    parser.add_argument("benches", nargs="*")
+    args = parser.parse_args()
+    if bool(args.base) == bool(args.base_rev):
+        parser.error("give exactly one of --base and --base-rev")
+    base = args.base or build_rev(args.base_rev)
+    builds = {"base": base, "new": args.new}
+    benches = parse_benches(args)
+    figures = {}
+    for round_no in range(args.rounds):
+        order = ("base", "new") if round_no % 2 == 0 else ("new", "base")
+        results = {"base": {}, "new": {}}
+        for binary, (names, extra) in benches.items():
+            for which in order:
+                try:
+                    got = run(builds[which], binary, names, extra, args.timeout)
+                except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                    print(json.dumps({"round": round_no, "build": which, "binary": binary, "failed": str(e)[:500]}),
+                          flush=True)
+                    continue
+                results[which].update({f"{binary}:{k}": v for k, v in got.items()})
+                print(json.dumps({"round": round_no, "build": which, "binary": binary, **got}), flush=True)
+        for name in set(results["base"]) | set(results["new"]):
+            f = figures.setdefault(name, {"base": [], "new": [], "base_by_round": [], "new_by_round": []})
+            for which in ("base", "new"):
+                value = results[which].get(name)
+                if value is not None:
+                    f[which].append(value)
+                f[which + "_by_round"].append(value)
+    rows = summarize(figures)
+    print(json.dumps({"summary": rows}), flush=True)
+    print_table(rows, args.base_rev or base, args.new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
