@@ -30,6 +30,12 @@ BenchCluster::BenchCluster() {
 
 BenchCluster::~BenchCluster() {
   RunManta({"stop", "--force"});
+  // MANTA_KEEP_SESSION=1 keeps the logs for a look afterwards, as ray::Init's private
+  // clusters do.
+  if (std::getenv("MANTA_KEEP_SESSION") != nullptr) {
+    std::cerr << "bench: the cluster's sessions are kept in " << root_ << std::endl;
+    return;
+  }
   std::error_code ec;
   std::filesystem::remove_all(root_, ec);
 }

@@ -81,7 +81,14 @@ class Launcher {
   // for `ready_check`). Returns the content of the ready file.
   absl::StatusOr<std::string> Start(const std::string& exe_name, std::vector<std::string> args, Role role,
                                     const std::string& ready_file, std::function<bool()> ready_check = nullptr) {
-    std::string exe = exe_name == "redis-server" ? FindExecutable(exe_name) : FindExecutable(exe_name);
+    auto pid = Launch(exe_name, std::move(args), role);
+    if (!pid.ok()) return pid.status();
+    return AwaitReady(*pid, exe_name, role, ready_file, std::move(ready_check));
+  }
+
+  // Starts `exe` with `args` and records it; its pid.
+  absl::StatusOr<pid_t> Launch(const std::string& exe_name, std::vector<std::string> args, Role role) {
+    std::string exe = FindExecutable(exe_name);
     if (exe.empty()) {
       return absl::NotFoundError("cannot find " + exe_name + " (next to manta or in PATH)" +
                                  (exe_name == "redis-server" ? "; install it with scripts/install-deps" : ""));
@@ -89,16 +96,23 @@ class Launcher {
     ProcessOptions p;
     p.argv.push_back(exe);
     for (auto& a : args) p.argv.push_back(std::move(a));
-    std::string out = session_.LogDir() + "/" + RoleName(role) + ".out";
-    p.output_file = out;
+    p.output_file = OutputFile(role);
     p.new_session = true;
     auto pid = StartProcess(p);
     if (!pid.ok()) return pid.status();
     started_.push_back({*pid, role});
     if (auto s = session_.Record(*pid, role, exe_name); !s.ok()) return s;
+    return *pid;
+  }
+
+  // Waits until `pid` (started by Launch) writes `ready_file` (or, when empty, until
+  // `ready_check`); the content of the ready file, or why it did not become ready.
+  absl::StatusOr<std::string> AwaitReady(pid_t pid, const std::string& exe_name, Role role,
+                                         const std::string& ready_file, std::function<bool()> ready_check) {
+    const std::string out = OutputFile(role);
     int64_t deadline = MonotonicMs() + kReadyTimeoutMs;
     // A ready file is written in place by a rename: watched, it is seen at once.
-    ReadyWatch watch(ready_file, *pid);
+    ReadyWatch watch(ready_file, pid);
     int64_t sleep_us = 500;
     while (MonotonicMs() < deadline) {
       if (!ready_file.empty()) {
@@ -107,7 +121,7 @@ class Launcher {
       } else if (ready_check && ready_check()) {
         return std::string();
       }
-      if (ReapIfExited(*pid)) return absl::UnavailableError(ExplainExit(exe_name, out));
+      if (ReapIfExited(pid)) return absl::UnavailableError(ExplainExit(exe_name, out));
       watch.Wait(sleep_us / 1000 + 1);
       sleep_us = std::min<int64_t>(sleep_us * 2, ready_file.empty() ? 4000 : 20000);
     }
@@ -129,6 +143,8 @@ class Launcher {
   const std::vector<Started>& started() const { return started_; }
 
  private:
+  std::string OutputFile(Role role) const { return session_.LogDir() + "/" + RoleName(role) + ".out"; }
+
   // The daemon's own last error line, or the tail of its output.
   static std::string ExplainExit(const std::string& exe_name, const std::string& out_file) {
     std::ifstream in(out_file);
@@ -240,12 +256,8 @@ std::vector<std::string> DashboardArgs(const StartOptions& o, const Session& ses
   return args;
 }
 
-// Starts the head's dashboard and returns its URL ("" when it did not start: the
-// cluster runs without it, and the reason is printed).
-std::string StartDashboard(Launcher& launcher, const StartOptions& o, const Session& session,
-                           const std::string& gcs_address) {
-  auto port = launcher.Start("manta_dashboard", DashboardArgs(o, session, gcs_address), Role::kDashboard,
-                             session.Path("dashboard.ready"));
+// The dashboard's URL once its ready file gave `port` ("" and a message if it did not).
+std::string DashboardUrl(const StartOptions& o, const absl::StatusOr<std::string>& port) {
   if (!port.ok()) {
     std::cerr << "manta start: the dashboard did not start (the cluster runs without it): " << port.status().message()
               << std::endl;
@@ -253,6 +265,32 @@ std::string StartDashboard(Launcher& launcher, const StartOptions& o, const Sess
   }
   return "http://" + o.dashboard_host + ":" + std::to_string(std::stoi(*port)) + "/";
 }
+
+// The head's dashboard, started beside the raylet (it needs only the GCS): Launch
+// starts it, Url waits for it and returns its URL ("" when it did not start: the
+// cluster runs without it, and the reason is printed).
+class Dashboard {
+ public:
+  Dashboard(Launcher& launcher, const StartOptions& o, const Session& session, const std::string& gcs_address)
+      : launcher_(launcher), o_(o), session_(session) {
+    if (!o.head || o.dashboard_port <= 0) return;
+    pid_ = launcher.Launch("manta_dashboard", DashboardArgs(o, session, gcs_address), Role::kDashboard);
+  }
+  std::string Url() {
+    if (!o_.head || o_.dashboard_port <= 0) return "";
+    absl::StatusOr<std::string> port =
+        pid_.ok() ? launcher_.AwaitReady(*pid_, "manta_dashboard", Role::kDashboard, session_.Path("dashboard.ready"),
+                                         nullptr)
+                  : absl::StatusOr<std::string>(pid_.status());
+    return DashboardUrl(o_, port);
+  }
+
+ private:
+  Launcher& launcher_;
+  const StartOptions& o_;
+  const Session& session_;
+  absl::StatusOr<pid_t> pid_ = absl::UnknownError("not started");
+};
 
 // The configuration of a Redis started for a head: loopback only, protected mode, a
 // password, no persistence (the tables are rebuilt from the GCS's writes).
@@ -534,14 +572,15 @@ int RunStart(const StartOptions& options) {
     redis_address = head->redis;
   }
 
+  // The dashboard starts while the raylet does (it needs only the GCS).
+  Dashboard dashboard(launcher, o, *session, gcs_address);
   auto raylet_port =
       launcher.Start("manta_raylet", RayletArgs(o, *session, gcs_address), Role::kRaylet, session->Path("raylet.ready"));
   if (!raylet_port.ok()) {
     launcher.Abort();
     return Error(std::string(raylet_port.status().message()));
   }
-  const std::string dashboard_url =
-      o.head && o.dashboard_port > 0 ? StartDashboard(launcher, o, *session, gcs_address) : "";
+  const std::string dashboard_url = dashboard.Url();
   (void)session->WriteGcsAddress(gcs_address);
   (void)WriteFileAtomic(session->Path("raylet_address"),
                         o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n", 0600);

@@ -40,18 +40,23 @@ int RunStop(bool force, int after_pid) {
                    [](const ProcessRecord& a, const ProcessRecord& b) { return a.role < b.role; });
   int stopped = 0;
   int failed = 0;
-  // One role at a time: signal all of them, then wait, so a big cluster stops quickly.
-  for (Role role : {Role::kDashboard, Role::kRaylet, Role::kGcs, Role::kRedis}) {
+  // One batch of roles at a time: signal all of them, then wait, so a big cluster
+  // stops quickly. Raylets (and the dashboard, a client of the GCS only) go while the
+  // GCS still answers their goodbyes; then the GCS, then its Redis.
+  const std::vector<std::vector<Role>> batches = {{Role::kDashboard, Role::kRaylet}, {Role::kGcs}, {Role::kRedis}};
+  for (const std::vector<Role>& roles : batches) {
     std::vector<ProcessRecord*> batch;
     for (auto& r : records) {
-      if (r.role != role) continue;
+      if (std::find(roles.begin(), roles.end(), r.role) == roles.end()) continue;
       // A recorded pid may since have been reused by an unrelated process: only
       // signal it when its command line still names the program we started.
       if (!IsProcessAlive(r.pid) || ProcessCommandLine(r.pid).find(r.exe_name) == std::string::npos) {
         std::filesystem::remove(r.pid_file);
         continue;
       }
-      (void)SignalProcess(r.pid, force ? SIGKILL : SIGTERM);
+      // The Redis `manta start` runs keeps nothing on disk (RedisConfig): SIGKILL loses
+      // nothing, while SIGTERM waits for its next cron tick (up to 100 ms).
+      (void)SignalProcess(r.pid, force || r.role == Role::kRedis ? SIGKILL : SIGTERM);
       batch.push_back(&r);
     }
     for (ProcessRecord* r : batch) {

@@ -190,7 +190,8 @@ void CoreWorker::StartFollowingTheGcs() {
 
 void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   if (shut_down_.exchange(true)) return;
-  if (driver_output_ != nullptr) driver_output_->Flush();
+  // A driver that submitted nothing has no workers whose last lines could be missing.
+  if (driver_output_ != nullptr && task_counter_.load() > 0) driver_output_->Flush();
   actors_->Stop();
   {
     absl::MutexLock lock(&exec_mu_);

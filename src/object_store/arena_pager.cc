@@ -4,9 +4,9 @@
 
 namespace manta::object_store {
 
-ArenaPager::ArenaPager(PagedMemory& memory, int64_t window, int64_t release_after_ms)
+ArenaPager::ArenaPager(PagedMemory& memory, int64_t window, int64_t release_after_ms, bool populate_now)
     : memory_(memory), window_(std::clamp<int64_t>(window, 0, memory.capacity())), release_after_ms_(release_after_ms) {
-  memory_.PrefaultUpTo(window_);
+  if (populate_now) memory_.PrefaultUpTo(window_);
 }
 
 void ArenaPager::OnAllocate(int64_t offset, int64_t size) {

@@ -201,6 +201,7 @@ void LogManager::ReadWorkerFile(const WorkerPool::WorkerRecord& w, bool is_err, 
     tail.partial.clear();
   }
   if (lines.empty()) return;
+  jobs_with_output_.insert(w.job_id);
   rpc::WorkerLogBatch* batch = request->add_batches();
   batch->set_job_id(w.job_id.Binary());
   batch->set_worker_id(w.worker_id.Binary());
@@ -208,6 +209,17 @@ void LogManager::ReadWorkerFile(const WorkerPool::WorkerRecord& w, bool is_err, 
   batch->set_node_ip(options_.node_ip);
   batch->set_is_err(is_err);
   for (std::string& line : lines) batch->add_lines(std::move(line));
+}
+
+bool LogManager::HasOutput(const JobID& job_id) const {
+  for (const WorkerPool::WorkerRecord& w : list_workers_()) {
+    if (w.job_id != job_id) continue;
+    for (const std::string* file : {&w.output.out, &w.output.err}) {
+      std::error_code ec;
+      if (!file->empty() && fs::file_size(*file, ec) > 0 && !ec) return true;
+    }
+  }
+  return false;
 }
 
 absl::flat_hash_set<JobID> LogManager::ReadWorkers(rpc::ReportWorkerLogsRequest* request) {
@@ -283,6 +295,9 @@ void LogManager::HandleFlushWorkerLogs(const rpc::FlushWorkerLogsRequest& reques
                                                             std::to_string(kMaxFlushIdBytes) + " bytes"));
   }
   if (options_.stream_period_ms <= 0) return std::move(send_reply)(absl::OkStatus());  // no streaming, no mark
+  // Nothing the job's workers printed here was passed on, and nothing is there to
+  // pass: no line can be on its way, so the driver need not wait for a mark.
+  if (!jobs_with_output_.contains(*job_id) && !HasOutput(*job_id)) return std::move(send_reply)(absl::OkStatus());
   if (flushes_.size() >= kMaxWaitingFlushes) {
     return std::move(send_reply)(absl::ResourceExhaustedError("FlushWorkerLogs: too many flushes waiting"));
   }

@@ -91,6 +91,8 @@ class LogManager {
   // Reads what `tail` has not read of `file` into `lines` (at most `budget` bytes);
   // whether it read to the file's end.
   bool ReadNew(const std::string& file, Tail& tail, int64_t* budget, std::vector<std::string>* lines);
+  // Whether a worker of the job has written to its output files here.
+  bool HasOutput(const JobID& job_id) const;
   // Adds a batch of the new lines of `w`'s stdout (or stderr: `is_err`) to `request`.
   void ReadWorkerFile(const WorkerPool::WorkerRecord& w, bool is_err, Round& round,
                       rpc::ReportWorkerLogsRequest* request);
@@ -111,6 +113,9 @@ class LogManager {
   bool in_flight_ = false;
   // Drivers' marks for the next round's end.
   std::vector<Flush> flushes_;
+  // Jobs whose workers' lines were passed on. A flush for any other job whose
+  // workers' files here are empty needs no mark (FlushWorkerLogsReply.marks false).
+  absl::flat_hash_set<JobID> jobs_with_output_;
   std::unique_ptr<Timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -47,8 +47,10 @@ absl::Status Raylet::BuildObjectStore() {
   // whole arena at start, but never more than half of the memory still available,
   // so several nodes started on one machine cannot commit it all between them.
   int64_t window = config.object_store_prefault_bytes;
-  if (window < 0) window = std::min(arena_->capacity(), scheduling::DetectAvailableMemoryBytes() / 2);
-  pager_ = std::make_unique<object_store::ArenaPager>(*arena_, window, config.object_store_release_idle_ms);
+  const bool whole_arena = window < 0;
+  if (whole_arena) window = std::min(arena_->capacity(), scheduling::DetectAvailableMemoryBytes() / 2);
+  pager_ = std::make_unique<object_store::ArenaPager>(*arena_, window, config.object_store_release_idle_ms,
+                                                      /*populate_now=*/whole_arena);
   const std::string spill_dir =
       !config.object_spilling_dir.empty() ? config.object_spilling_dir : private_dir_ + "/spill";
   spiller_ =

@@ -23,8 +23,14 @@
 #include "cluster_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "protos/node_manager.grpc.pb.h"
 #include "src/common/id.h"
+#include "src/common/node_address.h"
 #include "src/common/process.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
+#include "src/api/native_runtime.h"
+#include "src/core_worker/core_worker.h"
 #include "src/common/util.h"
 
 namespace {
@@ -611,6 +617,28 @@ TEST_F(StateApiTest, WhatATaskPrintsJustBeforeItsDriverExitsIsShown) {
         << output;
   }
   EXPECT_THAT(output, ::testing::ContainsRegex("\\(pid=[0-9]+, ip=[0-9.]+\\) the last words of a task end\n")) << output;
+}
+
+// A driver leaving waits for a mark only from raylets where its job's workers
+// printed something: none comes from a raylet with nothing of the job's to pass on.
+TEST_F(StateApiTest, AFlushWaitsForAMarkOnlyWhereTheJobsWorkersPrinted) {
+  const manta::JobID job = ray::internal::GetCoreWorkerForTesting()->job_id();
+  ray::Task(Say).Remote(std::string("a line before the flush")).Get();
+  std::vector<manta::rpc::NodeInfo> nodes = harness_->AliveNodes();
+  ASSERT_FALSE(nodes.empty());
+  auto logs = manta::rpc::LogService::NewStub(manta::rpc::MakeChannel(manta::RayletAddress(nodes[0]), 64 << 20));
+  auto flush = [&](const manta::JobID& of) {
+    manta::rpc::FlushWorkerLogsRequest request;
+    request.set_job_id(of.Binary());
+    request.set_flush_id("flush of " + of.Hex());
+    manta::rpc::FlushWorkerLogsReply reply;
+    grpc::ClientContext context;
+    manta::rpc::AttachClusterToken(&context);
+    EXPECT_TRUE(logs->FlushWorkerLogs(&context, request, &reply).ok());
+    return reply.marks();
+  };
+  EXPECT_TRUE(flush(job)) << "its workers printed: the mark comes after their lines";
+  EXPECT_FALSE(flush(manta::JobID::FromInt(0x7ffd))) << "a job with no workers here";
 }
 
 TEST_F(StateApiTest, TheLogsOfADeadNodeAreAClearError) {

@@ -31,10 +31,10 @@ class FakeMemory : public PagedMemory {
   int64_t capacity_;
 };
 
-TEST(ArenaPagerTest, StartsWithTheWindowAndKeepsItAheadOfTheData) {
+TEST(ArenaPagerTest, StartsAtTheFirstObjectAndKeepsTheWindowAheadOfTheData) {
   FakeMemory memory(1024 * kMiB);
   ArenaPager pager(memory, 64 * kMiB, 10000);
-  EXPECT_EQ(memory.target, 64 * kMiB) << "only the window at start, not the whole arena";
+  EXPECT_EQ(memory.target, 0) << "nothing before the first object";
   pager.OnAllocate(0, 4096);
   EXPECT_EQ(memory.target, 80 * kMiB) << "in steps of a quarter window";
   for (int64_t offset = 4096; offset < 16 * kMiB; offset += 4096) pager.OnAllocate(offset, 4096);
@@ -82,6 +82,12 @@ TEST(ArenaPagerTest, DataComingBackStopsARelease) {
   EXPECT_TRUE(memory.releases.empty());
   pager.Tick(0, 3100);
   EXPECT_EQ(memory.releases.size(), 1u);
+}
+
+TEST(ArenaPagerTest, AskedToPopulateNowStartsWithTheWindow) {
+  FakeMemory memory(1024 * kMiB);
+  ArenaPager pager(memory, 256 * kMiB, 10000, /*populate_now=*/true);
+  EXPECT_EQ(memory.target, 256 * kMiB);
 }
 
 TEST(ArenaPagerTest, AZeroWindowPopulatesNothing) {
