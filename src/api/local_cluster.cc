@@ -10,6 +10,7 @@
 
 #include "src/api/install_location.h"
 #include "src/common/process.h"
+#include "src/common/session_processes.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -18,7 +19,6 @@ namespace internal {
 namespace {
 
 constexpr int64_t kStartTimeoutMs = 60000;
-constexpr int64_t kStopTimeoutMs = 30000;
 
 bool IsExecutable(const std::string& path) {
   struct stat st;
@@ -132,12 +132,12 @@ LocalCluster::~LocalCluster() { Stop(); }
 
 void LocalCluster::Stop() {
   if (temp_root_.empty()) return;
-  std::string log = temp_root_ + "/stop.out";
-  auto code = RunManta({manta_, "stop"}, temp_root_, log, kStopTimeoutMs);
-  if (!code.ok() || *code != 0) {
-    LOG(WARNING) << "stopping the local cluster in " << temp_root_ << " failed: "
-                 << (code.ok() ? "exit code " + std::to_string(*code) : std::string(code.status().message())) << ": "
-                 << Tail(log);
+  // In this process, as `manta stop` would (starting that program cost a fifth of a
+  // Shutdown).
+  const manta::StopResult stopped = manta::StopRecordedProcesses(temp_root_, /*force=*/false);
+  for (const std::string& message : stopped.messages) LOG(WARNING) << "stopping the local cluster: " << message;
+  if (stopped.failed > 0) {
+    LOG(WARNING) << "stopping the local cluster in " << temp_root_ << " failed; its session is kept";
     return;  // keep the session for inspection
   }
   // Not our child (detached): signalled only while that pid is still the watchdog.

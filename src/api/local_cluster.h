@@ -2,9 +2,10 @@
 // (no RayConfig::address, no RAY_ADDRESS).
 //
 // It runs `manta start --head --port 0 <head_args>` with its own temp root
-// (MANTA_TEMP_DIR=<base>/private/<pid>-<random>), so `manta stop` on destruction
-// stops exactly this cluster and nothing else on the machine; the temp root is then
-// removed (kept when MANTA_KEEP_SESSION is set, for debugging). A detached watchdog
+// (MANTA_TEMP_DIR=<base>/private/<pid>-<random>), so stopping on destruction (what
+// `manta stop` does, done in this process: StopRecordedProcesses) stops exactly this
+// cluster and nothing else on the machine; the temp root is then removed (kept when
+// MANTA_KEEP_SESSION is set, for debugging). A detached watchdog
 // (`manta stop --after-pid <this process>`, not a descendant of this process, so a
 // test runner's tree kill does not take it along) stops the cluster if the process
 // dies without ray::Shutdown(). The `manta` executable is found through MANTA_BIN_DIR, next to the program, in the build

@@ -16,20 +16,6 @@ namespace manta::cli {
 
 namespace fs = std::filesystem;
 
-std::string RoleName(Role role) {
-  switch (role) {
-    case Role::kRaylet:
-      return "raylet";
-    case Role::kGcs:
-      return "gcs";
-    case Role::kRedis:
-      return "redis";
-    case Role::kDashboard:
-      return "dashboard";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<Session> Session::Create() {
   uint8_t rnd[4];
   FillRandom(rnd, sizeof(rnd));
@@ -60,30 +46,7 @@ absl::Status Session::WriteGcsAddress(const std::string& address) const {
 
 std::string Session::TokenFile() const { return dir_ + "/" + kClusterTokenFileName; }
 
-std::vector<ProcessRecord> ListRecords() {
-  std::vector<ProcessRecord> records;
-  std::error_code ec;
-  fs::path sessions = TempRoot() + "/sessions";
-  if (!fs::exists(sessions, ec)) return records;
-  for (const auto& session : fs::directory_iterator(sessions, ec)) {
-    fs::path pids = session.path() / "pids";
-    if (!fs::is_directory(pids, ec)) continue;
-    for (const auto& entry : fs::directory_iterator(pids, ec)) {
-      std::string name = entry.path().filename().string();
-      if (name.size() < 5 || name.substr(name.size() - 4) != ".pid") continue;
-      std::ifstream in(entry.path());
-      ProcessRecord r;
-      int pid = 0;
-      if (!(in >> pid >> r.exe_name) || pid <= 0) continue;
-      r.pid = pid;
-      r.role = static_cast<Role>(name[0] - '0');
-      r.pid_file = entry.path().string();
-      r.session_dir = session.path().string();
-      records.push_back(r);
-    }
-  }
-  return records;
-}
+std::vector<ProcessRecord> ListRecords() { return manta::ListRecords(TempRoot()); }
 
 namespace {
 

@@ -18,19 +18,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/common/session_processes.h"
 
 namespace manta::cli {
 
-// Processes are stopped in rank order: raylets first, then the GCS, then Redis.
-enum class Role { kRaylet = 0, kGcs = 1, kRedis = 2, kDashboard = 3 };
-
-struct ProcessRecord {
-  pid_t pid = 0;
-  Role role = Role::kRaylet;
-  std::string exe_name;   // must appear in /proc/<pid>/cmdline to be ours
-  std::string pid_file;   // where the record lives
-  std::string session_dir;
-};
+using manta::ListRecords;
+using manta::ProcessRecord;
+using manta::Role;
+using manta::RoleName;
 
 class Session {
  public:
@@ -54,6 +49,5 @@ std::vector<ProcessRecord> ListRecords();
 // the newest node still running here joined; NotFound when there is neither.
 absl::StatusOr<std::string> LatestHeadAddress();
 absl::Status WriteHeadAddress(const std::string& address);
-std::string RoleName(Role role);
 
 }  // namespace manta::cli

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <grpcpp/grpcpp.h>
 #include <iostream>
@@ -466,24 +467,33 @@ absl::StatusOr<std::string> StartOrCheckRedis(Launcher& launcher, Session& sessi
   return redis_address;
 }
 
+struct HeadAddresses {
+  std::string gcs;
+  std::string redis;
+  int gcs_metrics_port = 0;
+};
+
+// A daemon's ready file: "<port> <metrics port>".
+struct ReadyPorts {
+  int port = 0;
+  int metrics_port = 0;
+};
+ReadyPorts ParseReadyPorts(const std::string& content) {
+  ReadyPorts ports;
+  std::istringstream(content) >> ports.port >> ports.metrics_port;
+  return ports;
+}
+
 // What `manta start` tells its user once the node is up.
-void PrintStarted(const StartOptions& o, const Session& session, const std::string& gcs_address,
-                  const std::string& redis_address, int raylet_port) {
+void PrintStarted(const StartOptions& o, const Session& session, const HeadAddresses& head, ReadyPorts raylet) {
   std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";
-  std::cout << "  GCS address:      " << gcs_address << "\n";
-  if (o.head) std::cout << "  Redis address:    " << redis_address << "\n";
-  std::cout << "  Raylet port:      " << raylet_port << "\n";
-  // The Prometheus endpoints, as the GCS lists them.
-  if (auto nodes = FetchNodes(gcs_address); nodes.ok()) {
-    for (const rpc::NodeInfo& n : nodes->node_info_list()) {
-      if (n.node_manager_port() != raylet_port || n.node_manager_address() != o.node_ip_address) continue;
-      std::cout << "  Metrics:          http://" << o.node_ip_address << ":" << n.metrics_export_port()
-                << "/metrics\n";
-    }
-    if (o.head) {
-      std::cout << "  GCS metrics:      http://" << o.node_ip_address << ":" << nodes->gcs_metrics_export_port()
-                << "/metrics\n";
-    }
+  std::cout << "  GCS address:      " << head.gcs << "\n";
+  if (o.head) std::cout << "  Redis address:    " << head.redis << "\n";
+  std::cout << "  Raylet port:      " << raylet.port << "\n";
+  // The Prometheus endpoints, from the daemons' ready files.
+  std::cout << "  Metrics:          http://" << o.node_ip_address << ":" << raylet.metrics_port << "/metrics\n";
+  if (o.head) {
+    std::cout << "  GCS metrics:      http://" << o.node_ip_address << ":" << head.gcs_metrics_port << "/metrics\n";
   }
   std::cout << "  Session dir:      " << session.dir() << "\n";
   std::cout << "  Cluster token:    " << session.TokenFile() << " (keep it private)\n";
@@ -494,16 +504,11 @@ void PrintStarted(const StartOptions& o, const Session& session, const std::stri
   }
   if (o.head) {
     std::cout << "\nTo add another node to this cluster from this machine, run\n"
-              << "  manta start --address " << gcs_address << "\n"
+              << "  manta start --address " << head.gcs << "\n"
               << "From another machine, copy the token file there (mode 0600) and add --token-file <path>.\n";
   }
   std::cout << "To see the cluster: manta status\nTo stop: manta stop" << std::endl;
 }
-
-struct HeadAddresses {
-  std::string gcs;
-  std::string redis;
-};
 
 // The head's Redis (started or checked) and GCS.
 absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* session, const StartOptions& o,
@@ -533,7 +538,8 @@ absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* sess
     launcher.Abort();
     return gcs_port.status();
   }
-  return HeadAddresses{o.node_ip_address + ":" + std::to_string(std::stoi(*gcs_port)), redis_address};
+  const ReadyPorts ports = ParseReadyPorts(*gcs_port);
+  return HeadAddresses{o.node_ip_address + ":" + std::to_string(ports.port), redis_address, ports.metrics_port};
 }
 
 int RunStart(const StartOptions& options) {
@@ -562,15 +568,13 @@ int RunStart(const StartOptions& options) {
     return Error(std::string(s.message()));
   }
   Launcher launcher(*session);
-  std::string gcs_address = o.address;
-  std::string redis_address = o.redis_address;
-
+  HeadAddresses head{o.address, o.redis_address};
   if (o.head) {
-    auto head = StartHeadDaemons(launcher, &*session, o, *inherited_redis_password);
-    if (!head.ok()) return Error(std::string(head.status().message()));
-    gcs_address = head->gcs;
-    redis_address = head->redis;
+    auto started = StartHeadDaemons(launcher, &*session, o, *inherited_redis_password);
+    if (!started.ok()) return Error(std::string(started.status().message()));
+    head = *started;
   }
+  const std::string& gcs_address = head.gcs;
 
   // The dashboard starts while the raylet does (it needs only the GCS).
   Dashboard dashboard(launcher, o, *session, gcs_address);
@@ -582,11 +586,12 @@ int RunStart(const StartOptions& options) {
   }
   const std::string dashboard_url = dashboard.Url();
   (void)session->WriteGcsAddress(gcs_address);
-  (void)WriteFileAtomic(session->Path("raylet_address"),
-                        o.node_ip_address + ":" + std::to_string(std::stoi(*raylet_port)) + "\n", 0600);
+  const ReadyPorts raylet = ParseReadyPorts(*raylet_port);
+  (void)WriteFileAtomic(session->Path("raylet_address"), o.node_ip_address + ":" + std::to_string(raylet.port) + "\n",
+                        0600);
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
-  PrintStarted(o, *session, gcs_address, redis_address, std::stoi(*raylet_port));
+  PrintStarted(o, *session, head, raylet);
   if (!dashboard_url.empty()) {
     std::cout << "Dashboard: " << dashboard_url << " (it asks for the cluster token once)" << std::endl;
   }

@@ -1,7 +1,10 @@
 #include "src/common/process.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -87,8 +90,6 @@ absl::StatusOr<int> SecretsPipe(const std::map<std::string, std::string>& secret
   return fds[0];
 }
 
-// After fork, in the child: only async-signal-safe calls. Sets the child up and
-// executes it; a failure is written to `err_fd` as {stage, errno} (see StartProcess).
 // The child's stdout and stderr (-1: inherited), opened in the parent.
 struct OutputFds {
   int out = -1;
@@ -123,80 +124,124 @@ absl::StatusOr<OutputFds> OpenOutput(const ProcessOptions& options) {
   return fds;
 }
 
-[[noreturn]] void RunChild(const ProcessOptions& options, pid_t parent_pid, int secrets_fd, OutputFds output,
-                           int err_fd, char** argv, char** envp) {
-  if (options.die_with_parent) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    // The parent may have died before prctl took effect: then we were reparented.
-    if (getppid() != parent_pid) _exit(127);
-  }
-  if (options.new_session || options.detach) setsid();
-  if (options.detach) {
-    const pid_t child = fork();
-    if (child != 0) {
-      int record[2] = {child < 0 ? 3 : 0, child < 0 ? errno : static_cast<int>(child)};
-      ssize_t ignored = write(err_fd, record, sizeof(record));
-      (void)ignored;
-      _exit(child < 0 ? 127 : 0);
-    }
-  }
-  if (secrets_fd >= 0) fcntl(secrets_fd, F_SETFD, 0);  // the one descriptor the child inherits
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-  if (output.out >= 0) dup2(output.out, STDOUT_FILENO);
-  if (output.err >= 0) dup2(output.err, STDERR_FILENO);
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
-  int failure[2] = {2, 0};
-  if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) {
-    failure[0] = 1;
-  } else {
-    execvpe(argv[0], argv, envp);
-  }
-  failure[1] = errno;
-  ssize_t ignored = write(err_fd, failure, sizeof(failure));
+// What the child needs, all made by the parent before the child starts.
+struct ChildArgs {
+  const ProcessOptions* options;
+  pid_t parent_pid;
+  int secrets_fd;
+  OutputFds output;
+  int err_fd;  // {stage, errno} records to the parent (see StartProcess)
+  char** argv;
+  char** envp;
+  void* grandchild_stack;  // top of the stack of a detached start's real child
+};
+
+// The child runs in the parent's memory (CLONE_VM, like vfork: the parent waits
+// until it executes or exits), so it copies no page tables (forking a driver or a
+// raylet with a big heap cost milliseconds) but may use only async-signal-safe calls
+// that touch nothing of the parent's: no allocation, no locks.
+constexpr size_t kChildStackBytes = 256 << 10;
+constexpr int kCloneFlags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+
+void WriteRecord(int fd, int stage, int value) {
+  int record[2] = {stage, value};
+  ssize_t ignored = write(fd, record, sizeof(record));
   (void)ignored;
+}
+
+// In the child: descriptors, signals and directory set up, then exec; a failure is
+// written to err_fd as {stage, errno} (stage 1: chdir, 2: exec).
+[[noreturn]] void SetUpAndExec(const ChildArgs& a) {
+  // Only the standard descriptors and the secrets pipe cross into the program: the
+  // rest (the parent's sockets among them, opened without close-on-exec) are closed
+  // at exec.
+  syscall(SYS_close_range, STDERR_FILENO + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (a.secrets_fd >= 0) fcntl(a.secrets_fd, F_SETFD, 0);
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (a.output.out >= 0) dup2(a.output.out, STDOUT_FILENO);
+  if (a.output.err >= 0) dup2(a.output.err, STDERR_FILENO);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int stage = 2;
+  if (!a.options->working_dir.empty() && chdir(a.options->working_dir.c_str()) != 0) {
+    stage = 1;
+  } else {
+    execvpe(a.argv[0], a.argv, a.envp);
+  }
+  WriteRecord(a.err_fd, stage, errno);
   _exit(127);
 }
 
-// In the parent: reads the child's records from `err_fd` (see StartProcess) until it
-// has exec'd (end of file) or failed. Returns the child's pid, or why it did not start.
+int GrandchildMain(void* arg) { SetUpAndExec(*static_cast<ChildArgs*>(arg)); }
+
+int ChildMain(void* arg) {
+  const ChildArgs& a = *static_cast<ChildArgs*>(arg);
+  // The parent's handlers would run here, on its memory: back to the defaults before
+  // the signals the parent blocked for the start are let through.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction action {};
+    if (sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_IGN && action.sa_handler != SIG_DFL) {
+      action.sa_handler = SIG_DFL;
+      action.sa_flags = 0;
+      sigaction(sig, &action, nullptr);
+    }
+  }
+  if (a.options->die_with_parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before prctl took effect: then we were reparented.
+    if (getppid() != a.parent_pid) _exit(127);
+  }
+  if (a.options->new_session || a.options->detach) setsid();
+  if (!a.options->detach) SetUpAndExec(a);
+  // Detached: the real child comes from here, so its parent is gone at once and init
+  // reaps it. This one waits until it has executed (or failed), then reports its pid.
+  const pid_t child = clone(GrandchildMain, a.grandchild_stack, kCloneFlags, arg);
+  WriteRecord(a.err_fd, child < 0 ? 3 : 0, child < 0 ? errno : static_cast<int>(child));
+  _exit(child < 0 ? 127 : 0);
+}
+
+// In the parent, once the child has executed or failed (so every record is written):
+// reads the records from `err_fd` (see StartProcess) and returns the child's pid, or
+// why it did not start. A detached start's intermediate reports the real child's pid
+// ({0, pid}) after that child's own failure, if any.
 absl::StatusOr<pid_t> AwaitExec(const ProcessOptions& options, pid_t pid, int err_fd) {
+  if (options.detach) waitpid(pid, nullptr, 0);  // the intermediate, gone once it reported
   int failure[2] = {0, 0};
-  ssize_t n;
-  auto read_record = [&] {
+  bool failed = false;
+  while (true) {
+    int record[2];
+    ssize_t n;
     do {
-      n = read(err_fd, failure, sizeof(failure));
+      n = read(err_fd, record, sizeof(record));
     } while (n < 0 && errno == EINTR);
-  };
-  read_record();
-  if (options.detach) {
-    waitpid(pid, nullptr, 0);  // the intermediate, gone once it sent the record
-    if (n == sizeof(failure) && failure[0] == 0) {
-      pid = failure[1];
-      read_record();  // the child's failure, or end of file once it has exec'd
-    } else if (n == sizeof(failure) && failure[0] == 3) {
-      return absl::InternalError(std::string("fork: ") + std::strerror(failure[1]));
+    if (n != sizeof(record)) break;  // end of file: every writer executed or exited
+    if (record[0] == 0) {
+      pid = record[1];
+    } else if (record[0] == 3) {
+      return absl::InternalError(std::string("clone: ") + std::strerror(record[1]));
+    } else {
+      failure[0] = record[0];
+      failure[1] = record[1];
+      failed = true;
     }
   }
-  if (n == sizeof(failure)) {
-    if (!options.detach) waitpid(pid, nullptr, 0);
-    if (failure[0] == 1) {
-      return absl::FailedPreconditionError("cannot start " + options.argv[0] + " in working directory " +
-                                           options.working_dir + ": " + std::strerror(failure[1]));
-    }
-    return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
+  if (!failed) return pid;
+  if (!options.detach) waitpid(pid, nullptr, 0);
+  if (failure[0] == 1) {
+    return absl::FailedPreconditionError("cannot start " + options.argv[0] + " in working directory " +
+                                         options.working_dir + ": " + std::strerror(failure[1]));
   }
-  return pid;
+  return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
 }
 
 }  // namespace
 
 absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   if (options.argv.empty()) return absl::InvalidArgumentError("no command to start");
-  // Build everything the child needs before fork: after fork only async-signal-safe
-  // calls are allowed.
+  // Build everything the child needs first: the child (ChildMain) may make only
+  // async-signal-safe calls.
   absl::StatusOr<int> secrets_fd = SecretsPipe(options.secrets);
   if (!secrets_fd.ok()) return secrets_fd.status();
   struct FdCloser {
@@ -230,21 +275,33 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     output->Close();
     return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
   }
-  const pid_t parent_pid = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
+  // The child's stacks (the second for a detached start's real child).
+  const size_t stacks_bytes = 2 * kChildStackBytes;
+  void* stacks = mmap(nullptr, stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stacks == MAP_FAILED) {
     int err = errno;
     output->Close();
     close(err_pipe[0]);
     close(err_pipe[1]);
-    return absl::InternalError(std::string("fork: ") + std::strerror(err));
+    return absl::InternalError(std::string("mmap of a child's stack: ") + std::strerror(err));
   }
-  if (pid == 0) {
-    close(err_pipe[0]);
-    RunChild(options, parent_pid, *secrets_fd, *output, err_pipe[1], argv.data(), envp.data());
-  }
+  char* base = static_cast<char*>(stacks);
+  ChildArgs args{&options, getpid(), *secrets_fd, *output, err_pipe[1], argv.data(), envp.data(),
+                 base + stacks_bytes};
+  // Our signal handlers must not run in the child before it has reset them.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
+  const pid_t pid = clone(ChildMain, base + kChildStackBytes, kCloneFlags, &args);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  munmap(stacks, stacks_bytes);
   close(err_pipe[1]);
   output->Close();
+  if (pid < 0) {
+    close(err_pipe[0]);
+    return absl::InternalError(std::string("clone: ") + std::strerror(clone_errno));
+  }
   absl::StatusOr<pid_t> started = AwaitExec(options, pid, err_pipe[0]);
   close(err_pipe[0]);
   return started;

@@ -72,6 +72,8 @@ class GcsServer {
   bool WaitForStop(int64_t timeout_ms) { return server_ == nullptr || server_->WaitForShutdown(timeout_ms); }
 
   int port() const { return server_ ? server_->port() : 0; }
+  // The Prometheus endpoint's port (0 before Start).
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   const ClusterID& cluster_id() const { return cluster_id_; }
   GcsNodeManager& node_manager() { return *node_manager_; }
   GcsActorManager& actor_manager() { return *actor_manager_; }

@@ -35,7 +35,7 @@ void AddGcsFlags(CLI::App& app, GcsFlags* f) {
   app.add_option("--redis-address", f->redis_address, "Redis host:port holding the tables");
   app.add_option("--redis-password-file", f->redis_password_file, "file holding the Redis password (mode 0600)");
   app.add_option("--cluster-name", f->cluster_name, "names the Redis keys: manta:<name>:<table>");
-  app.add_option("--ready-file", f->ready_file, "written with the bound port once serving");
+  app.add_option("--ready-file", f->ready_file, "written with the bound port and the metrics port once serving");
   app.add_flag("--in-memory-store", f->in_memory, "keep tables in memory only (no Redis; for testing)");
   manta::AddDaemonFlags(app, &f->daemon);
 }
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
       return;
     }
     if (!ready_file.empty()) {
-      auto w = manta::WriteFileAtomic(ready_file, std::to_string(server.port()) + "\n", 0600);
+      auto w = manta::WriteFileAtomic(
+          ready_file, std::to_string(server.port()) + " " + std::to_string(server.metrics_port()) + "\n", 0600);
       if (!w.ok()) {
         std::cerr << "manta_gcs: " << w.message() << std::endl;
         exit_code = 1;

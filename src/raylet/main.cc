@@ -58,7 +58,7 @@ void AddRayletFlags(CLI::App& app, RayletFlags* f) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resources", f->resources_json, "custom resources as JSON, e.g. {\"special\": 2}");
   app.add_option("--session-dir", f->session_dir, "session directory of this node");
-  app.add_option("--ready-file", f->ready_file, "written with the bound port once registered");
+  app.add_option("--ready-file", f->ready_file, "written with the bound port and the metrics port once registered");
   app.add_option("--node-name", f->node_name, "human-readable node name");
   app.add_option("--node-id", f->node_id_hex, "node id as hex (default: random)");
   app.add_option("--store-socket", f->store_socket, "object store socket (default: <session dir>/store.sock)");

@@ -231,7 +231,8 @@ void Raylet::OnRegistered(const absl::Status& status) {
   // The head's overrides came with the registration.
   object_manager_->SetPullTimeout(options_.config.object_manager_pull_timeout_ms);
   if (!options_.ready_file.empty()) {
-    if (auto w = WriteFileAtomic(options_.ready_file, std::to_string(server_->port()) + "\n", 0600); !w.ok()) {
+    const std::string ports = std::to_string(server_->port()) + " " + std::to_string(metrics_agent_->port()) + "\n";
+    if (auto w = WriteFileAtomic(options_.ready_file, ports, 0600); !w.ok()) {
       std::cerr << "manta_raylet: " << w.message() << std::endl;
       Quit(1);
       return;

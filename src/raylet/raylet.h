@@ -42,7 +42,7 @@ struct RayletOptions {
   std::string bind_address;  // where the raylet and its workers listen
   int port = 0;              // node manager port (0: any free port)
   std::string store_socket;  // empty: <session dir>/store.sock
-  std::string ready_file;    // written with the bound port once registered
+  std::string ready_file;    // written with "<port> <metrics port>" once registered
   int metrics_export_port = 0;  // the Prometheus endpoint (0: any free port)
   NodeManagerOptions node;
   Config config;  // with the overrides given; the head's are applied at registration

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "absl/strings/str_split.h"
 #include "src/common/util.h"
 #include "test_util/test_util.h"
 
@@ -266,6 +267,29 @@ TEST(ProcessTest, AWorkingDirThatCannotBeEnteredIsAnErrorNamingIt) {
   EXPECT_THAT(std::string(pid.status().message()), HasSubstr("working directory"));
 }
 
+// Descriptors opened without close-on-exec (Asio's sockets are) stay with the
+// parent: the child holds its standard ones and its secrets pipe only.
+TEST(ProcessTest, TheChildInheritsNoDescriptorButItsStdioAndSecrets) {
+  TempDir dir;
+  std::string out = dir.path() + "/out.log";
+  const int leaky = open("/dev/null", O_RDONLY);  // no O_CLOEXEC
+  ASSERT_GT(leaky, STDERR_FILENO);
+  ProcessOptions options = Command({"/bin/sh", "-c", "ls /proc/$$/fd; echo secrets=$MANTA_SECRETS_FD"}, out);
+  options.secrets = {{"S", "x"}};
+  absl::StatusOr<pid_t> pid = StartProcess(options);
+  close(leaky);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildGuard guard(*pid);
+  ASSERT_TRUE(WaitForExit(*pid, 5000));
+  absl::StatusOr<std::string> contents = ReadFile(out);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  const size_t at = contents->find("secrets=");
+  ASSERT_NE(at, std::string::npos) << *contents;
+  const std::string secrets_fd = contents->substr(at + 8, contents->find('\n', at) - at - 8);
+  std::vector<std::string> fds = absl::StrSplit(contents->substr(0, at), '\n', absl::SkipEmpty());
+  EXPECT_THAT(fds, ::testing::UnorderedElementsAre("0", "1", "2", secrets_fd)) << *contents;
+}
+
 TEST(ProcessTest, SleepingChildIsAliveUntilKilled) {
   absl::StatusOr<pid_t> pid = StartProcess(Command({"sleep", "30"}));
   ASSERT_TRUE(pid.ok()) << pid.status();
@@ -301,8 +325,10 @@ TEST(ProcessTest, ProcessCommandLine) {
   absl::StatusOr<pid_t> pid = StartProcess(Command({"sleep", "30"}));
   ASSERT_TRUE(pid.ok()) << pid.status();
   ChildGuard guard(*pid);
-  // StartProcess returns once exec succeeded, so the new image is already in place.
-  EXPECT_EQ(ProcessCommandLine(*pid), "sleep 30");
+  // StartProcess returns once exec has begun; the kernel shows the new command line
+  // a moment later, once the new image is set up.
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return ProcessCommandLine(*pid) == "sleep 30"; }, 5000))
+      << ProcessCommandLine(*pid);
   ASSERT_TRUE(SignalProcess(*pid, SIGKILL).ok());
   ASSERT_TRUE(WaitForExit(*pid, 5000));
   EXPECT_EQ(ProcessCommandLine(*pid), "");
