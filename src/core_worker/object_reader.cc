@@ -229,6 +229,20 @@ void ObjectReader::SpinOnTaskChannels(const std::function<bool()>& done) {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   };
+  // The loop is not woken for these channels' replies while this thread reads them.
+  // (The vector keeps its capacity from one Get to the next: no allocation per task.)
+  thread_local std::vector<std::shared_ptr<TaskChannelInterface>> spun;
+  channels_.ForEachShared([&](const std::shared_ptr<TaskChannelInterface>& c) {
+    if (c->InFlight() > 0) spun.push_back(c);
+  });
+  for (const auto& c : spun) c->BeginSpin();
+  struct EndSpins {
+    std::vector<std::shared_ptr<TaskChannelInterface>>& channels;
+    ~EndSpins() {
+      for (const auto& c : channels) c->EndSpin();
+      channels.clear();
+    }
+  } end_spins{spun};
   int64_t until = now_us() + spin_us;
   for (int round = 1;; ++round) {
     bool in_flight = false;

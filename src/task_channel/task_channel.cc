@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -173,10 +174,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 
   ~TcpTaskChannel() override {
     if (descriptor_) {
-      descriptor_.reset();  // closes fd_
-    } else if (fd_ >= 0) {
-      close(fd_);
+      descriptor_.reset();  // closes epfd_
+    } else if (epfd_ >= 0) {
+      close(epfd_);
     }
+    if (fd_ >= 0) close(fd_);
   }
 
   const std::string& address() const override { return address_; }
@@ -201,9 +203,9 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
         } else {
           AppendRawFrame(FrameKind::kPush, request, &out_);
         }
-        if (authenticated_ && !write_armed_ && WriteSome()) {
-          write_armed_ = true;
-          loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
+        if (authenticated_ && !want_write_.load(std::memory_order_relaxed) && WriteSome()) {
+          want_write_.store(true, std::memory_order_release);
+          Rearm();
         }
         return;
       } else {
@@ -268,6 +270,13 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
     Close(absl::CancelledError("task channel to " + address_ + ": the owner is shutting down"));
   }
 
+  void BeginSpin() override {
+    if (spinners_.fetch_add(1, std::memory_order_acq_rel) == 0) Rearm();
+  }
+  void EndSpin() override {
+    if (spinners_.fetch_sub(1, std::memory_order_acq_rel) == 1) Rearm();
+  }
+
  private:
   // Starts a non-blocking connect; the loop finishes it. REQUIRES: mu_ held.
   absl::Status StartConnect() {
@@ -283,10 +292,42 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       close(fd);
       return s;
     }
+    // The socket is watched through an epoll set of its own (the loop watches that
+    // set), so that its readiness can be switched off while a thread spins on it
+    // (BeginSpin) without a trip through the loop.
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLONESHOT;  // nothing until Watch arms it
+    if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      absl::Status s = absl::UnavailableError(Errno("watching the task channel to " + address_));
+      if (epfd >= 0) close(epfd);
+      close(fd);
+      return s;
+    }
     fd_ = fd;
+    epfd_ = epfd;
     connected_ = r == 0;
+    connected_flag_.store(connected_, std::memory_order_release);
     loop_.Post("TaskChannel.Watch", [self = shared_from_this()] { self->Watch(); });
     return absl::OkStatus();
+  }
+
+  // Arms the socket in its epoll set (one-shot) for what is wanted now: its connect
+  // finishing; else replies (unless a thread spins on the channel) and room to write
+  // (while bytes wait). Any thread.
+  void Rearm() {
+    uint32_t events = 0;
+    if (!connected_flag_.load(std::memory_order_acquire)) {
+      events = EPOLLOUT;
+    } else {
+      if (spinners_.load(std::memory_order_acquire) == 0) events |= EPOLLIN | EPOLLRDHUP;
+      if (want_write_.load(std::memory_order_acquire)) events |= EPOLLOUT;
+    }
+    absl::MutexLock lock(&arm_mu_);
+    if (epfd_ < 0 || closed_.load(std::memory_order_acquire)) return;
+    epoll_event ev{};
+    ev.events = events | EPOLLONESHOT;
+    epoll_ctl(epfd_, EPOLL_CTL_MOD, fd_, &ev);
   }
 
   // Writes what the socket takes. Returns true when bytes remain (EAGAIN).
@@ -311,37 +352,55 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // Loop thread: the socket may take more bytes.
   void OnWritable() {
     absl::MutexLock lock(&mu_);
-    if (!descriptor_ || !authenticated_ || !WriteSome()) {
-      write_armed_ = false;
-      return;
-    }
-    descriptor_->async_wait(asio::posix::stream_descriptor::wait_write,
-                            [self = shared_from_this()](const boost::system::error_code& ec) {
-                              if (ec == asio::error::operation_aborted) return;
-                              self->OnWritable();
-                            });
+    if (!authenticated_ || !WriteSome()) want_write_.store(false, std::memory_order_release);
   }
 
-  // Loop thread: takes over the socket; finishes the connect if needed.
+  // Loop thread: takes over the socket's epoll set; finishes the connect if needed.
   void Watch() {
-    bool connected;
-    {
-      absl::MutexLock lock(&mu_);
-      descriptor_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd_);
-      connected = connected_;
+    descriptor_ = std::make_unique<asio::posix::stream_descriptor>(io_, epfd_);
+    WaitAndRearm();
+  }
+
+  // Loop thread: waits for the socket's epoll set to turn readable, and arms the
+  // socket in it. The wait comes first: an event the arming brings then ends it.
+  void WaitAndRearm() {
+    if (!wait_queued_) {
+      wait_queued_ = true;
+      descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
+                              [self = shared_from_this()](const boost::system::error_code& ec) {
+                                self->wait_queued_ = false;
+                                if (!ec) self->OnEvents();
+                              });
     }
-    if (connected) {
-      ArmRead();
-      return;
+    Rearm();
+  }
+
+  // Loop thread: the socket's epoll set is readable.
+  void OnEvents() {
+    while (true) {
+      epoll_event events[4];
+      int n = epoll_wait(epfd_, events, 4, 0);
+      uint32_t got = 0;
+      for (int i = 0; i < n; ++i) got |= events[i].events;
+      if (got != 0) {
+        if (!connected_flag_.load(std::memory_order_acquire)) {
+          OnConnected();
+        } else {
+          if (got & EPOLLOUT) OnWritable();
+          if (got & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) Poll();
+        }
+      }
+      if (closed_.load(std::memory_order_acquire)) return;
+      WaitAndRearm();
+      // An event a spinning thread's Rearm made while no wait was queued brought no
+      // new edge to the loop: look for one before leaving.
+      pollfd p{epfd_, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) return;
     }
-    descriptor_->async_wait(asio::posix::stream_descriptor::wait_write,
-                            [self = shared_from_this()](const boost::system::error_code& ec) {
-                              self->OnConnected(ec);
-                            });
   }
 
   // Loop thread: the connect finished, one way or the other.
-  void OnConnected(const boost::system::error_code& ec) {
+  void OnConnected() {
     absl::Status failure;
     {
       absl::MutexLock lock(&mu_);
@@ -350,20 +409,19 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
       if (!status_.ok()) {
         failure = status_;
-      } else if (ec || error != 0) {
+      } else if (error != 0) {
         status_ = absl::UnavailableError("connecting the task channel to the worker at " + address_ + ": " +
-                                         (error != 0 ? std::strerror(error) : ec.message()));
+                                         std::strerror(error));
         failure = status_;
       } else {
         connected_ = true;  // pushes wait for the handshake, which the worker starts
+        connected_flag_.store(true, std::memory_order_release);
       }
     }
     if (!failure.ok()) {
       absl::MutexLock reading(&read_mu_);
       FailAll(failure);
-      return;
     }
-    ArmRead();
   }
 
   // One frame of the handshake from the worker: its challenge, then its proof.
@@ -400,20 +458,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       sealer_->SealFrames(plain, &out_);
     }
     authenticated_ = true;
-    if (!write_armed_ && WriteSome()) {
-      write_armed_ = true;
-      loop_.Post("TaskChannel.WaitWritable", [self = shared_from_this()] { self->OnWritable(); });
+    if (!want_write_.load(std::memory_order_relaxed) && WriteSome()) {
+      want_write_.store(true, std::memory_order_release);
+      Rearm();
     }
     return absl::OkStatus();
-  }
-
-  void ArmRead() {
-    descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
-                            [self = shared_from_this()](const boost::system::error_code& ec) {
-                              if (ec) return;
-                              self->Poll();
-                              if (!self->closed_.load(std::memory_order_acquire)) self->ArmRead();
-                            });
   }
 
   // REQUIRES: read_mu_ held.
@@ -509,7 +558,11 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   std::string out_;  // bytes the socket did not take yet (plain frames until authenticated_)
   size_t out_offset_ = 0;
   std::unique_ptr<FrameSealer> sealer_;  // once authenticated_, unless the protection is kNone
-  bool write_armed_ = false;
+  int epfd_ = -1;  // the socket's own epoll set, which the loop watches (StartConnect)
+  std::atomic<bool> connected_flag_{false};  // connected_, for Rearm without mu_
+  std::atomic<bool> want_write_{false};      // bytes wait for room in the socket
+  std::atomic<int> spinners_{0};             // threads between BeginSpin and EndSpin
+  absl::Mutex arm_mu_;                       // one epoll_ctl at a time, after the closed_ check
 
   absl::Mutex read_mu_;  // one reader at a time
   FrameReader reader_ ABSL_GUARDED_BY(read_mu_);
@@ -518,7 +571,8 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   std::atomic<bool> poll_requested_{false};
   std::atomic<bool> closed_{false};
 
-  std::unique_ptr<asio::posix::stream_descriptor> descriptor_;  // loop thread
+  std::unique_ptr<asio::posix::stream_descriptor> descriptor_;  // on epfd_; loop thread
+  bool wait_queued_ = false;                                    // loop thread
 };
 
 }  // namespace

@@ -140,6 +140,13 @@ class TaskChannelInterface {
   virtual void CancelAll() = 0;
   // The connection failed or was cancelled: every later push fails.
   virtual bool IsClosed() const = 0;
+  // A thread that busy-polls this channel for replies (Poll) brackets its spin with
+  // these: meanwhile the event loop is not woken for the channel's replies (that
+  // wake-up, a third busy thread on two cores, cost a synchronous task about a
+  // third of its rate). REQUIRES: every BeginSpin is followed by one EndSpin, which
+  // lets the loop read the channel again. Any thread.
+  virtual void BeginSpin() {}
+  virtual void EndSpin() {}
 };
 
 // Channels by TaskChannelKey(): one per worker process, so a new worker that

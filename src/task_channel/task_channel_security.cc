@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 #include <openssl/evp.h>
+#include <openssl/modes.h>
 
 #include <algorithm>
 #include <climits>
@@ -29,22 +30,41 @@ void StoreLe32(uint32_t value, char* out) {
 }
 }  // namespace
 
+// AES-256-GCM under one key, one direction. With `authenticate_only` (kMac: the
+// whole frame is associated data, nothing is encrypted) it computes the same tags
+// through OpenSSL's GCM mode directly (GHASH with carry-less multiplication) over
+// EVP's AES-256-ECB (AES-NI) as its block function, one block per frame: EVP's
+// AES-GCM set the nonce and the tag through parameter lists on every call, which cost
+// a synchronous task about a microsecond a frame, four frames a task.
 class Aead {
  public:
-  Aead(std::string_view key, bool seal) : seal_(seal), ctx_(EVP_CIPHER_CTX_new()) {
+  Aead(std::string_view key, bool seal, bool authenticate_only = false)
+      : seal_(seal), ctx_(EVP_CIPHER_CTX_new()) {
     CHECK(ctx_ != nullptr) << "out of memory for a cipher context";
     CHECK_EQ(key.size(), kKeyBytes);
-    CHECK_EQ(EVP_CipherInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, Bytes(key.data()), nullptr, seal ? 1 : 0), 1);
+    if (!authenticate_only) {
+      CHECK_EQ(EVP_CipherInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, Bytes(key.data()), nullptr, seal ? 1 : 0), 1);
+      return;
+    }
+    CHECK_EQ(EVP_EncryptInit_ex(ctx_, EVP_aes_256_ecb(), nullptr, Bytes(key.data()), nullptr), 1);
+    CHECK_EQ(EVP_CIPHER_CTX_set_padding(ctx_, 0), 1);
+    gcm_ = CRYPTO_gcm128_new(ctx_, &EcbBlock);
+    CHECK(gcm_ != nullptr) << "out of memory for a GCM context";
   }
-  ~Aead() { EVP_CIPHER_CTX_free(ctx_); }
+  ~Aead() {
+    if (gcm_ != nullptr) CRYPTO_gcm128_release(gcm_);
+    EVP_CIPHER_CTX_free(ctx_);
+  }
   Aead(const Aead&) = delete;
   Aead& operator=(const Aead&) = delete;
 
   // Authenticates `aad`, seals or opens in[0..n) into out (which may be `in`), and
   // writes (sealing) or checks (opening) the tag. False when the tag is wrong.
+  // REQUIRES: n == 0 when authenticating only.
   bool Run(uint64_t frame, std::string_view aad, const char* in, size_t n, char* out, char* tag) {
     unsigned char nonce[12] = {0};
     for (int i = 0; i < 8; ++i) nonce[4 + i] = static_cast<unsigned char>((frame >> (8 * i)) & 0xff);
+    if (gcm_ != nullptr) return RunGmac(nonce, aad, n, tag);
     CHECK_EQ(EVP_CipherInit_ex(ctx_, nullptr, nullptr, nullptr, nonce, seal_ ? 1 : 0), 1);
     int len = 0;
     if (!Update(nullptr, Bytes(aad.data()), aad.size())) return false;
@@ -68,8 +88,26 @@ class Aead {
     return true;
   }
 
+  // GCM's block function: one AES-256 block through the ECB context `key`.
+  static void EcbBlock(const unsigned char in[16], unsigned char out[16], const void* key) {
+    int len = 0;
+    CHECK_EQ(EVP_EncryptUpdate(static_cast<EVP_CIPHER_CTX*>(const_cast<void*>(key)), out, &len, in, 16), 1);
+  }
+
+  bool RunGmac(const unsigned char nonce[12], std::string_view aad, size_t n, char* tag) {
+    CHECK_EQ(n, 0u) << "authenticate-only frames carry no encrypted part";
+    CRYPTO_gcm128_setiv(gcm_, nonce, 12);
+    if (CRYPTO_gcm128_aad(gcm_, Bytes(aad.data()), aad.size()) != 0) return false;  // over GCM's 2^61 bytes
+    if (seal_) {
+      CRYPTO_gcm128_tag(gcm_, reinterpret_cast<unsigned char*>(tag), kFrameTagBytes);
+      return true;
+    }
+    return CRYPTO_gcm128_finish(gcm_, reinterpret_cast<const unsigned char*>(tag), kFrameTagBytes) == 0;
+  }
+
   const bool seal_;
   EVP_CIPHER_CTX* const ctx_;
+  GCM128_CONTEXT* gcm_ = nullptr;  // authenticating only
 };
 
 class EphemeralKey {
@@ -159,7 +197,8 @@ const char* ChannelProtectionName(ChannelProtection protection) {
 // Frames
 
 FrameSealer::FrameSealer(ChannelProtection protection, std::string_view key)
-    : protection_(protection), aead_(std::make_unique<Aead>(key, /*seal=*/true)) {
+    : protection_(protection),
+      aead_(std::make_unique<Aead>(key, /*seal=*/true, protection == ChannelProtection::kMac)) {
   CHECK(protection != ChannelProtection::kNone);
 }
 
@@ -196,7 +235,8 @@ void FrameSealer::SealFrames(std::string_view frames, std::string* out) {
 }
 
 FrameOpener::FrameOpener(ChannelProtection protection, std::string_view key)
-    : protection_(protection), aead_(std::make_unique<Aead>(key, /*seal=*/false)) {
+    : protection_(protection),
+      aead_(std::make_unique<Aead>(key, /*seal=*/false, protection == ChannelProtection::kMac)) {
   CHECK(protection != ChannelProtection::kNone);
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <openssl/evp.h>
+
 #include "gtest/gtest.h"
 #include "src/common/security.h"
 #include "src/task_channel/task_channel.h"
@@ -228,6 +230,43 @@ TEST_P(FrameSealingTest, SealingPlainFramesEqualsAppendingEach) {
   one.SealFrames(plain, &sealed);
   for (const std::string& body : bodies) each.Append(static_cast<uint8_t>(FrameKind::kReply), body, &appended);
   EXPECT_EQ(sealed, appended);
+}
+
+// A frame's tag is AES-256-GCM's, as any implementation computes it: here OpenSSL's
+// EVP AES-GCM, with the header (and, authenticating only, the body) as associated
+// data and the frame's number in the last 8 bytes of the nonce. So a peer using
+// another GCM implementation opens these frames.
+TEST_P(FrameSealingTest, TagsAreStandardAesGcm) {
+  const std::string key = keys_.owner_to_worker;
+  const std::vector<std::string> bodies = {"first", std::string(70000, 'y')};
+  std::vector<std::string> frames = Seal(bodies);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::string& frame = frames[i];
+    const size_t body_bytes = frame.size() - 5 - kFrameTagBytes;
+    const bool encrypt = GetParam() == ChannelProtection::kEncrypt;
+    unsigned char nonce[12] = {0};
+    for (int b = 0; b < 8; ++b) nonce[4 + b] = static_cast<unsigned char>((i >> (8 * b)) & 0xff);
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    ASSERT_EQ(EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
+                                 reinterpret_cast<const unsigned char*>(key.data()), nonce), 1);
+    int len = 0;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(frame.data());
+    ASSERT_EQ(EVP_EncryptUpdate(ctx, nullptr, &len, bytes, encrypt ? 5 : static_cast<int>(5 + body_bytes)), 1);
+    std::string ciphertext(body_bytes, '\0');
+    if (encrypt) {
+      ASSERT_EQ(EVP_EncryptUpdate(ctx, reinterpret_cast<unsigned char*>(ciphertext.data()), &len,
+                                  reinterpret_cast<const unsigned char*>(bodies[i].data()),
+                                  static_cast<int>(bodies[i].size())),
+                1);
+      EXPECT_EQ(ciphertext, frame.substr(5, body_bytes)) << "frame " << i;
+    }
+    ASSERT_EQ(EVP_EncryptFinal_ex(ctx, nullptr, &len), 1);
+    unsigned char tag[kFrameTagBytes];
+    ASSERT_EQ(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, kFrameTagBytes, tag), 1);
+    EVP_CIPHER_CTX_free(ctx);
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(tag), kFrameTagBytes), frame.substr(5 + body_bytes))
+        << "frame " << i;
+  }
 }
 
 }  // namespace
