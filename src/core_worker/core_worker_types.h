@@ -102,7 +102,8 @@ struct ActorCreationOptions {
   bool detached = false;
   int max_restarts = 0;  // -1: unlimited
   int max_concurrency = 1;
-  // Empty: one CPU to place it, none held while it lives.
+  // Empty: none, to be placed or while it lives (in a placement group's bundle: one
+  // of the bundle's CPUs to place it there, none held while it lives).
   std::map<std::string, double> resources;
   std::string class_name;
   // The actor's merged, canonical runtime env (src/common/runtime_env.h); empty: none.

@@ -75,8 +75,14 @@ void GcsActorScheduler::RequestLease(const std::shared_ptr<Attempt>& attempt, co
   // owner dies. A detached one belongs to no process.
   if (!actor.detached()) *request.mutable_owner_address() = actor.owner_address();
   *request.mutable_required_resources() = ResourceMapOf(spec);
-  const bool placement_only = spec.required_resources().empty();
-  if (placement_only) (*request.mutable_required_resources())["CPU"] = 1;
+  // As in Ray's C++ API, an actor given no resources needs none, to be placed or to
+  // live: its creation does not wait for a CPU. In a placement group's bundle it is
+  // placed with one CPU of the bundle (which locates the bundle) and holds none once
+  // granted (placement_only). An explicit 0 asks the raylet for nothing (an empty
+  // request means one CPU there).
+  const bool no_resources = spec.required_resources().empty();
+  const bool placement_only = no_resources && spec.has_placement();
+  if (no_resources) (*request.mutable_required_resources())["CPU"] = placement_only ? 1 : 0;
   request.set_grant_or_reject(grant_or_reject);
   request.set_function_name(spec.function_name());
   request.set_runtime_env(spec.runtime_env());

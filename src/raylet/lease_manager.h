@@ -25,8 +25,9 @@
 // the lease's owner (a local driver or worker; a worker or driver of another node,
 // as the GCS publishes it; any worker of a node marked DEAD) and the end of the
 // job. Actor leases (requested by the GCS, ARCHITECTURE.md §6) differ in two ways: an
-// actor given no resources is placed with one CPU that comes back once its worker
-// is granted (placement_only), and a detached actor's worker outlives its job. A worker blocked in Get/Wait gives its lease's CPU back while it waits
+// actor given no resources asks for none (its request names CPU 0), or in a bundle is
+// placed with one CPU that comes back once its worker is granted (placement_only),
+// and a detached actor's worker outlives its job. A worker blocked in Get/Wait gives its lease's CPU back while it waits
 // (NotifyWorkerBlocked) and takes it back after, even if that oversubscribes the
 // node for a while.
 //

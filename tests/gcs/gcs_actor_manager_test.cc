@@ -141,9 +141,10 @@ TEST_F(GcsActorManagerTest, CreationLeasesAWorkerOnTheOwnersNodeAndRunsTheFactor
 
   ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
   const rpc::RequestWorkerLeaseRequest& lease = Raylet(kOwnerRaylet).leases.front().request;
-  // No resources given: one CPU to place it, none held while it lives.
-  EXPECT_EQ(lease.required_resources().at("CPU"), 1);
-  EXPECT_TRUE(lease.actor().placement_only());
+  // No resources given: none asked for, to place it or while it lives (Ray's C++ API).
+  EXPECT_EQ(lease.required_resources().size(), 1);
+  EXPECT_EQ(lease.required_resources().at("CPU"), 0);
+  EXPECT_FALSE(lease.actor().placement_only());
   EXPECT_EQ(lease.actor().actor_id(), IdOf(spec).Binary());
   EXPECT_EQ(lease.owner_address().worker_id(), owner_worker_.Binary());
 
@@ -171,6 +172,20 @@ TEST_F(GcsActorManagerTest, CreationLeasesAWorkerOnTheOwnersNodeAndRunsTheFactor
   ASSERT_TRUE(stored.ParseFromString(*ReadRow(loop_, store_, kActorTable, IdOf(spec).Binary())));
   EXPECT_EQ(stored.state(), Actor::ALIVE);
   EXPECT_EQ(stored.creation_spec().function_name(), "CreateCounter");
+}
+
+// An actor with no resources of its own in a placement group's bundle is placed with
+// one of the bundle's CPUs, which locates the bundle, and holds none while it lives.
+TEST_F(GcsActorManagerTest, AnActorWithoutResourcesInABundleIsPlacedWithOneOfItsCpus) {
+  rpc::TaskSpec spec = CreationSpec();
+  spec.mutable_placement()->set_placement_group_id(PlacementGroupID::FromRandom().Binary());
+  spec.mutable_placement()->set_bundle_index(0);
+  ASSERT_THAT(Register(spec), IsOk());
+  ASSERT_THAT(Create(spec), IsOk());
+  ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
+  const rpc::RequestWorkerLeaseRequest& lease = Raylet(kOwnerRaylet).leases.front().request;
+  EXPECT_EQ(lease.required_resources().at("CPU"), 1);
+  EXPECT_TRUE(lease.actor().placement_only());
 }
 
 TEST_F(GcsActorManagerTest, ExplicitResourcesAreHeldAndSpillbackIsFollowed) {
