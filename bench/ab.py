@@ -12,6 +12,7 @@ cancels slow drift). Figures ending in _s, _ms, _us or _ns are times: lower is b
 
   bench/ab.py --base-rev 06e64e2 [--new build] [--rounds 5] [--set default|quick] [bench:name ...]
   bench/ab.py --base /path/to/other/build ...
+  bench/ab.py --from-log ab.log          # the table again, from an earlier run's output
 
 --base-rev REV builds REV (library, daemons, CLI, benchmarks; no tests) in a git
 worktree under build-ab/REV (kept for the next run; ccache helps). --new defaults to
@@ -86,7 +87,9 @@ def run(build, binary, names, extra, timeout_s):
 
 
 def lower_is_better(name):
-    return name.split(".")[-1].endswith(("_s", "_ms", "_us", "_ns"))
+    """Times (_s, _ms, _us, _ns) are better lower; rates (..._per_s) higher."""
+    last = name.split(".")[-1].split(":")[-1]
+    return last.endswith(("_ms", "_us", "_ns")) or (last.endswith("_s") and not last.endswith("_per_s"))
 
 
 def summarize(figures):
@@ -107,15 +110,45 @@ def summarize(figures):
 
 
 def print_table(rows, base_label, new_label):
-    def fmt(x):
-        return f"{x:.4g}" if isinstance(x, float) else str(x)
+    def fmt(x, spec=".4g"):
+        return format(x, spec) if isinstance(x, (int, float)) else "n/a"
     print(f"\n| figure | base ({base_label}) | new ({new_label}) | new / base | per-round median |")
     print("|---|---|---|---|---|")
     for r in rows:
         arrow = " (lower is better)" if r["lower_is_better"] else ""
         print(f"| `{r['figure']}`{arrow} | {fmt(r['base'])} ({fmt(r['base_range'][0])}-{fmt(r['base_range'][1])}) "
               f"| {fmt(r['new'])} ({fmt(r['new_range'][0])}-{fmt(r['new_range'][1])}) "
-              f"| {r['new_over_base']:.3f} | {fmt(r['round_ratio_median'])} |")
+              f"| {fmt(r['new_over_base'], '.3f')} | {fmt(r['round_ratio_median'], '.3f')} |")
+
+
+def record_round(figures, results):
+    """Adds one round's {"base": {name: value}, "new": {...}} to `figures`."""
+    for name in set(results["base"]) | set(results["new"]):
+        f = figures.setdefault(name, {"base": [], "new": [], "base_by_round": [], "new_by_round": []})
+        for which in ("base", "new"):
+            value = results[which].get(name)
+            if value is not None:
+                f[which].append(value)
+            f[which + "_by_round"].append(value)
+
+
+def figures_from_log(path):
+    """The figures of the per-run JSON lines an earlier run printed."""
+    figures, rounds = {}, {}
+    for line in open(path):
+        try:
+            run = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "round" not in run or "failed" in run:
+            continue
+        results = rounds.setdefault(run["round"], {"base": {}, "new": {}})
+        binary = run["binary"]
+        values = {k: v for k, v in run.items() if k not in ("round", "build", "binary")}
+        results[run["build"]].update({f"{binary}:{k}": v for k, v in flatten(values).items()})
+    for round_no in sorted(rounds):
+        record_round(figures, rounds[round_no])
+    return figures
 
 
 def parse_benches(args):
@@ -138,8 +171,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--set", choices=sorted(SETS), default="default")
     parser.add_argument("--timeout", type=float, default=900, help="seconds one benchmark run may take")
+    parser.add_argument("--from-log", help="summarize the JSON lines of an earlier run instead of running")
     parser.add_argument("benches", nargs="*")
     args = parser.parse_args()
+    if args.from_log:
+        figures = figures_from_log(args.from_log)
+        rows = summarize(figures)
+        print_table(rows, "base", "new")
+        return 0
     if bool(args.base) == bool(args.base_rev):
         parser.error("give exactly one of --base and --base-rev")
     base = args.base or build_rev(args.base_rev)
@@ -159,13 +198,7 @@ def main():
                     continue
                 results[which].update({f"{binary}:{k}": v for k, v in got.items()})
                 print(json.dumps({"round": round_no, "build": which, "binary": binary, **got}), flush=True)
-        for name in set(results["base"]) | set(results["new"]):
-            f = figures.setdefault(name, {"base": [], "new": [], "base_by_round": [], "new_by_round": []})
-            for which in ("base", "new"):
-                value = results[which].get(name)
-                if value is not None:
-                    f[which].append(value)
-                f[which + "_by_round"].append(value)
+        record_round(figures, results)
     rows = summarize(figures)
     print(json.dumps({"summary": rows}), flush=True)
     print_table(rows, args.base_rev or base, args.new)

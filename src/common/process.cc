@@ -236,6 +236,27 @@ absl::StatusOr<pid_t> AwaitExec(const ProcessOptions& options, pid_t pid, int er
   return absl::NotFoundError("cannot execute " + options.argv[0] + ": " + std::strerror(failure[1]));
 }
 
+// Starts ChildMain(`args`) on stacks of its own in our memory and returns once it has
+// executed or exited (CLONE_VFORK); its pid.
+absl::StatusOr<pid_t> CloneChild(ChildArgs& args) {
+  // The child's stacks (the second for a detached start's real child).
+  const size_t stacks_bytes = 2 * kChildStackBytes;
+  void* stacks = mmap(nullptr, stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stacks == MAP_FAILED) return absl::InternalError(std::string("mmap of a child's stack: ") + std::strerror(errno));
+  char* base = static_cast<char*>(stacks);
+  args.grandchild_stack = base + stacks_bytes;
+  // Our signal handlers must not run in the child before it has reset them.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
+  const pid_t pid = clone(ChildMain, base + kChildStackBytes, kCloneFlags, &args);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  munmap(stacks, stacks_bytes);
+  if (pid < 0) return absl::InternalError(std::string("clone: ") + std::strerror(clone_errno));
+  return pid;
+}
+
 }  // namespace
 
 absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
@@ -275,34 +296,15 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
     output->Close();
     return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
   }
-  // The child's stacks (the second for a detached start's real child).
-  const size_t stacks_bytes = 2 * kChildStackBytes;
-  void* stacks = mmap(nullptr, stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stacks == MAP_FAILED) {
-    int err = errno;
-    output->Close();
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    return absl::InternalError(std::string("mmap of a child's stack: ") + std::strerror(err));
-  }
-  char* base = static_cast<char*>(stacks);
-  ChildArgs args{&options, getpid(), *secrets_fd, *output, err_pipe[1], argv.data(), envp.data(),
-                 base + stacks_bytes};
-  // Our signal handlers must not run in the child before it has reset them.
-  sigset_t all, before;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &before);
-  const pid_t pid = clone(ChildMain, base + kChildStackBytes, kCloneFlags, &args);
-  const int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  munmap(stacks, stacks_bytes);
+  ChildArgs args{&options, getpid(), *secrets_fd, *output, err_pipe[1], argv.data(), envp.data(), nullptr};
+  absl::StatusOr<pid_t> pid = CloneChild(args);
   close(err_pipe[1]);
   output->Close();
-  if (pid < 0) {
+  if (!pid.ok()) {
     close(err_pipe[0]);
-    return absl::InternalError(std::string("clone: ") + std::strerror(clone_errno));
+    return pid.status();
   }
-  absl::StatusOr<pid_t> started = AwaitExec(options, pid, err_pipe[0]);
+  absl::StatusOr<pid_t> started = AwaitExec(options, *pid, err_pipe[0]);
   close(err_pipe[0]);
   return started;
 }
