@@ -70,7 +70,7 @@ MANTA_CONFIG(int64_t, object_spilling_threads, 2, "threads writing and reading s
 MANTA_CONFIG(int64_t, object_store_max_pending_connects, 64,
              "store clients that have connected but not yet sent Connect, at once; more are refused")
 MANTA_CONFIG(std::string, object_spilling_dir, "", "spill directory (default: <session dir>/spill)")
-MANTA_CONFIG(int64_t, object_store_prefault_bytes, 64 << 20, "bytes of the arena kept populated ahead of the highest object, at idle priority (-1 = the whole arena at start, 0 = none)")
+MANTA_CONFIG(int64_t, object_store_prefault_bytes, 64 << 20, "bytes of the arena kept populated ahead of the highest object from the first object on, at idle priority (-1 = the whole arena at start, 0 = none)")
 MANTA_CONFIG(int64_t, object_store_release_idle_ms, 10000, "populated pages of the arena beyond what the prefault window needs are given back after this long (0 = never)")
 MANTA_CONFIG(int64_t, object_chunk_bytes, 4 * 1024 * 1024, "node-to-node transfer chunk size")
 MANTA_CONFIG(int64_t, object_manager_max_bytes_in_flight, 256 * 1024 * 1024, "per-node cap on bytes being pulled")
