@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/container/flat_hash_set.h"
 #include "src/common/loop_call.h"
 #include "src/common/util.h"
 #include "src/core_worker/common.h"
@@ -262,6 +263,7 @@ void ObjectReader::SpinOnTaskChannels(const std::function<bool()>& done) {
 absl::Status ObjectReader::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                           int64_t deadline_ms, std::vector<ObjectValue>* out,
                                           const std::vector<size_t>& positions, std::vector<size_t>* lost) {
+  if (auto fits = CheckFitsInStore(ids, markers); !fits.ok()) return fits;
   object_store::ObjectStoreClientInterface* store = &store_;
   auto hold = [store](const ObjectID& id) {
     return std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
@@ -308,6 +310,23 @@ absl::Status ObjectReader::ReadPlasmaValues(const std::vector<ObjectID>& ids, co
     v.holder = hold(fetch_ids[k]);
   }
   return absl::OkStatus();
+}
+
+absl::Status ObjectReader::CheckFitsInStore(const std::vector<ObjectID>& ids,
+                                            const std::vector<StoredObjectPtr>& markers) const {
+  // Every object of a Get is held in the store at once: more than it holds would
+  // wait for ever.
+  absl::flat_hash_set<ObjectID> seen;
+  int64_t total = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (markers[i]->size_bytes > 0 && seen.insert(ids[i]).second) total += markers[i]->size_bytes;
+  }
+  const int64_t capacity = store_.capacity_bytes();
+  if (total <= capacity) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      "a Get of " + std::to_string(seen.size()) + " objects of " + std::to_string(total) +
+      " bytes in all cannot be held by this node's object store of " + std::to_string(capacity) +
+      " bytes: get them in parts, or give the node a larger store (--object-store-memory)");
 }
 
 absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, const std::vector<size_t>& missing_pos,

@@ -94,6 +94,9 @@ class ObjectReader {
   // Reads plasma-resident values through the local store, fetching remote ones.
   // Positions (in `ids`) whose copy could not be fetched go to *lost, with the
   // error set in *out.
+  // RESOURCE_EXHAUSTED, naming the sizes, when the objects (sizes as their markers
+  // know them) are more than the node's store holds.
+  absl::Status CheckFitsInStore(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers) const;
   absl::Status ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                 int64_t deadline_ms, std::vector<ObjectValue>* out,
                                 const std::vector<size_t>& positions, std::vector<size_t>* lost);

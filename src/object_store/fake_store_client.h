@@ -7,6 +7,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -104,8 +105,10 @@ class FakeObjectStoreClient final : public ObjectStoreClientInterface {
     absl::MutexLock lock(&mu_);
     return closed_;
   }
+  int64_t capacity_bytes() const override { return capacity_bytes_; }
 
   // --- For the test ---------------------------------------------------------
+  void set_capacity_bytes(int64_t bytes) { capacity_bytes_ = bytes; }
   void Close() {
     absl::MutexLock lock(&mu_);
     closed_ = true;
@@ -145,6 +148,7 @@ class FakeObjectStoreClient final : public ObjectStoreClientInterface {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectID, Object> objects_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> capacity_bytes_{int64_t{1} << 40};
   int creates_ ABSL_GUARDED_BY(mu_) = 0;
   int deletes_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -1,5 +1,7 @@
 #include "src/object_store/object_store.h"
 
+#include <limits>
+
 #include <glog/logging.h>
 
 #include "src/common/util.h"
@@ -13,7 +15,7 @@ ObjectStore::ObjectStore(EventLoop& loop, int64_t capacity_bytes, ObjectStoreOpt
 ObjectStore::~ObjectStore() = default;
 
 absl::Status ObjectStore::OutOfMemory(int64_t size) const {
-  std::string msg = "object store full: cannot allocate " + std::to_string(size) + " bytes within " +
+  std::string msg = "object store full: cannot allocate " + std::to_string(size) + " bytes, and nothing could be spilled for " +
                     std::to_string(options_.create_timeout_ms) + " ms (capacity " +
                     std::to_string(allocator_.capacity()) + " bytes, " + std::to_string(allocator_.allocated_bytes()) +
                     " in use by objects that are referenced, pinned or being spilled)";
@@ -38,7 +40,7 @@ void ObjectStore::Create(ClientId client, const ObjectID& id, int64_t data_size,
                                                  " bytes is larger than the object store (" +
                                                  std::to_string(allocator_.capacity()) + " bytes)"));
   }
-  AllocateOrQueue(client, id, size,
+  AllocateOrQueue(client, id, size, MonotonicMs() + options_.create_timeout_ms,
                   [this, client, id, data_size, metadata_size, pin_on_seal,
                    callback = std::move(callback)](absl::StatusOr<int64_t> offset) mutable {
                     if (!offset.ok()) return callback(offset.status());
@@ -53,12 +55,12 @@ void ObjectStore::Create(ClientId client, const ObjectID& id, int64_t data_size,
                   });
 }
 
-void ObjectStore::AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size,
+void ObjectStore::AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size, int64_t deadline_ms,
                                   absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done) {
   if (pending_creates_.empty()) {
     if (auto offset = AllocateWithEviction(size)) return done(*offset);
   }
-  pending_creates_.push_back({client, id, size, MonotonicMs() + options_.create_timeout_ms, std::move(done)});
+  pending_creates_.push_back({client, id, size, deadline_ms, std::move(done)});
   SpillForSpace(size);
   if (!create_timer_) {
     create_timer_ = loop_.RunEvery("ObjectStore.ExpireCreates", options_.create_check_ms, [this] { ExpireCreates(); });
@@ -82,6 +84,16 @@ void ObjectStore::ProcessPendingCreates() {
 
 void ObjectStore::ExpireCreates() {
   int64_t now = MonotonicMs();
+  if (pending_creates_.empty()) {
+    create_timer_.reset();
+    return;
+  }
+  // While spilling makes room, waiting is progress: the timeout counts only once
+  // nothing can be spilled.
+  if (spilling_bytes_ > 0 || SpillForSpace(pending_creates_.front().size)) {
+    for (auto& p : pending_creates_) p.deadline_ms = std::max(p.deadline_ms, now + options_.create_timeout_ms);
+    return;
+  }
   bool expired = false;
   for (auto it = pending_creates_.begin(); it != pending_creates_.end();) {
     if (now < it->deadline_ms) {
@@ -205,7 +217,9 @@ void ObjectStore::StartRestore(const ObjectID& id) {
   Entry& e = objects_[id];
   if (e.restoring || e.state != State::kSpilled || !e.spilled.has_value()) return;
   e.restoring = true;
-  AllocateOrQueue(kRayletClient, ObjectID::Nil(), Size(e), [this, id](absl::StatusOr<int64_t> offset) {
+  // A restore waits for memory as long as the Gets it serves wait.
+  AllocateOrQueue(kRayletClient, ObjectID::Nil(), Size(e), std::numeric_limits<int64_t>::max(),
+                  [this, id](absl::StatusOr<int64_t> offset) {
     auto it = objects_.find(id);
     if (it == objects_.end()) {
       if (offset.ok()) allocator_.Free(*offset);
@@ -215,6 +229,7 @@ void ObjectStore::StartRestore(const ObjectID& id) {
       LOG(WARNING) << "cannot restore " << id.Hex() << ": " << offset.status();
       it->second.restoring = false;
       if (it->second.delete_pending && it->second.ref_count == 0) EraseEntry(id);
+      FailRestore(id);
       return;
     }
     SpillLocation where = *it->second.spilled;
@@ -242,6 +257,7 @@ void ObjectStore::StartRestore(const ObjectID& id) {
         LOG(ERROR) << "restoring " << id.Hex() << " failed: " << s;
         allocator_.Free(off);
         if (e.delete_pending && e.ref_count == 0) EraseEntry(id);
+        FailRestore(id);
         return;
       }
       e.location.offset = off;
@@ -256,6 +272,40 @@ void ObjectStore::StartRestore(const ObjectID& id) {
       OnSealed(id);
     });
   });
+}
+
+void ObjectStore::FailRestore(const ObjectID& id) {
+  auto it = waiting_gets_.find(id);
+  if (it == waiting_gets_.end()) return;
+  auto gets = it->second;  // completing one edits the map
+  for (auto& g : gets) TryCompleteGet(g, /*timed_out=*/true);
+}
+
+void ObjectStore::AdmitRestores() {
+  while (!restore_queue_.empty()) {
+    std::shared_ptr<PendingGet> get = restore_queue_.front();
+    if (get->done) {
+      restore_queue_.pop_front();
+      continue;
+    }
+    // The first always goes (it alone may need most of the store); others while
+    // they fit beside it.
+    if (admitted_restore_bytes_ > 0 && admitted_restore_bytes_ + get->restore_bytes > allocator_.capacity()) return;
+    restore_queue_.pop_front();
+    get->admitted = true;
+    admitted_restore_bytes_ += get->restore_bytes;
+    for (const ObjectID& id : get->ids) {
+      auto it = objects_.find(id);
+      if (it != objects_.end() && it->second.state == State::kSpilled) StartRestore(id);
+    }
+  }
+}
+
+void ObjectStore::EndAdmission(PendingGet& get) {
+  // A queued one is skipped by AdmitRestores (it may have held back the next).
+  if (get.admitted) admitted_restore_bytes_ -= get.restore_bytes;
+  get.admitted = false;
+  if (!restore_queue_.empty()) AdmitRestores();
 }
 
 absl::Status ObjectStore::Seal(ClientId client, const ObjectID& id, bool release) {
@@ -298,13 +348,19 @@ void ObjectStore::Get(ClientId client, const std::vector<ObjectID>& ids, int64_t
   auto get = std::make_shared<PendingGet>();
   get->client = client;
   get->ids = ids;
+  get->held.assign(ids.size(), false);
   get->callback = std::move(callback);
   bool all_ready = true;
   for (const ObjectID& id : ids) {
-    if (Available(id)) continue;
+    if (Available(id)) {
+      Hold(*get, id);  // restoring the others must not push it out
+      continue;
+    }
     all_ready = false;
     auto it = objects_.find(id);
-    if (it != objects_.end() && it->second.state == State::kSpilled) StartRestore(id);
+    if (it != objects_.end() && it->second.state == State::kSpilled && !it->second.restoring) {
+      get->restore_bytes += Size(it->second);
+    }
   }
   if (all_ready || timeout_ms == 0) {
     TryCompleteGet(get, /*timed_out=*/true);
@@ -320,31 +376,37 @@ void ObjectStore::Get(ClientId client, const std::vector<ObjectID>& ids, int64_t
       if (auto g = weak.lock()) TryCompleteGet(g, /*timed_out=*/true);
     });
   }
+  if (get->restore_bytes > 0) {
+    restore_queue_.push_back(get);
+    AdmitRestores();
+  }
 }
 
 void ObjectStore::TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool timed_out) {
   if (get->done) return;
   bool all_ready = true;
-  for (const ObjectID& id : get->ids) all_ready &= Available(id);
+  for (size_t i = 0; i < get->ids.size(); ++i) all_ready &= get->held[i] || Available(get->ids[i]);
   if (!all_ready && !timed_out) return;
   get->done = true;
   get->timer.reset();
   ForgetWaits(get);
   std::vector<std::optional<ObjectLocation>> results;
   results.reserve(get->ids.size());
-  for (const ObjectID& id : get->ids) {
-    if (!Available(id)) {
+  for (size_t i = 0; i < get->ids.size(); ++i) {
+    const ObjectID& id = get->ids[i];
+    auto it = objects_.find(id);
+    if (!get->held[i] && !Available(id)) {
       results.emplace_back();
       continue;
     }
-    Entry& e = objects_[id];
-    AddRef(get->client, id, e);
-    results.emplace_back(e.location);
+    if (!get->held[i]) AddRef(get->client, id, it->second);
+    results.emplace_back(it->second.location);
   }
   auto& mine = client_gets_[get->client];
   mine.erase(std::remove(mine.begin(), mine.end(), get), mine.end());
   if (mine.empty()) client_gets_.erase(get->client);
   get->callback(std::move(results));
+  EndAdmission(*get);
 }
 
 void ObjectStore::ForgetWaits(const std::shared_ptr<PendingGet>& get) {
@@ -362,7 +424,20 @@ void ObjectStore::OnSealed(const ObjectID& id) {
   if (it == waiting_gets_.end()) return;
   auto gets = std::move(it->second);
   waiting_gets_.erase(it);
+  // Every waiting Get holds it before any of them completes (a completion's
+  // callback may make room by spilling).
+  for (auto& g : gets) Hold(*g, id);
   for (auto& g : gets) TryCompleteGet(g, /*timed_out=*/false);
+}
+
+void ObjectStore::Hold(PendingGet& get, const ObjectID& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  for (size_t i = 0; i < get.ids.size(); ++i) {
+    if (get.held[i] || get.ids[i] != id) continue;
+    AddRef(get.client, id, it->second);
+    get.held[i] = true;
+  }
 }
 
 bool ObjectStore::Available(const ObjectID& id) const {
@@ -406,12 +481,14 @@ void ObjectStore::Delete(const std::vector<ObjectID>& ids) {
 void ObjectStore::DisconnectClient(ClientId client) {
   // Waiting gets and creates of a gone client must not take references for it.
   if (auto g = client_gets_.find(client); g != client_gets_.end()) {
-    for (auto& get : g->second) {
+    auto gets = std::move(g->second);
+    client_gets_.erase(g);
+    for (auto& get : gets) {
       get->done = true;
       get->timer.reset();
       ForgetWaits(get);
+      EndAdmission(*get);
     }
-    client_gets_.erase(g);
   }
   for (auto it = pending_creates_.begin(); it != pending_creates_.end();) {
     if (it->client == client && !it->id.IsNil()) {

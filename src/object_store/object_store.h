@@ -8,8 +8,12 @@
 // A sealed object may be *pinned* as the primary copy on behalf of its owner: pinned
 // objects are never evicted, only spilled. When a Create does not fit, sealed,
 // unreferenced, unpinned objects are evicted in LRU order; then unreferenced pinned
-// ones are spilled to disk (batched); the Create waits in a queue and fails with
-// RESOURCE_EXHAUSTED after `create_timeout_ms`. A Get of a spilled object restores it.
+// ones are spilled to disk (batched); the Create waits in a queue while spilling can
+// make room, and fails with RESOURCE_EXHAUSTED once nothing can be spilled for
+// `create_timeout_ms`. A Get of a spilled object restores it: Gets are admitted to
+// restore in arrival order while what they restore fits in the store beside what
+// admitted Gets restore already (one at a time when it does not), and each holds
+// what it waits for as soon as it is in memory.
 // Loop thread only; callbacks run on the loop (possibly inline).
 #pragma once
 
@@ -91,7 +95,10 @@ class ObjectStore {
   absl::Status Abort(ClientId client, const ObjectID& id);
   // Returns, per id, the sealed object (taking a reference) or nullopt if it is not
   // sealed within `timeout_ms` (0 = don't wait, -1 = wait forever). Spilled objects
-  // are restored first.
+  // are restored first (not by a Get with `timeout_ms` 0, which only looks), in turn
+  // with other Gets' restores (admission, above). While it waits, each object is
+  // held for `client` as soon as it is available (restored, pulled, sealed), so that
+  // making room for the others cannot evict or spill it again before the Get returns.
   void Get(ClientId client, const std::vector<ObjectID>& ids, int64_t timeout_ms, GetCallback callback);
   // Drops one reference of `client`. NOT_FOUND if it holds none.
   absl::Status Release(ClientId client, const ObjectID& id);
@@ -143,9 +150,16 @@ class ObjectStore {
   struct PendingGet {
     ClientId client;
     std::vector<ObjectID> ids;
+    // Per position: its reference is taken already (the object became available
+    // while the Get waited, and must not be evicted or spilled before it returns).
+    std::vector<bool> held;
     GetCallback callback;
     std::unique_ptr<Timer> timer;
     bool done = false;
+    // Bytes of its objects on disk when it came; counted in admitted_restore_bytes_
+    // while admitted.
+    int64_t restore_bytes = 0;
+    bool admitted = false;
   };
 
   int64_t Size(const Entry& e) const { return e.location.data_size + e.location.metadata_size; }
@@ -162,14 +176,23 @@ class ObjectStore {
   bool SpillForSpace(int64_t needed);
   void OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result, rpc::NodeEvent event);
   void StartRestore(const ObjectID& id);
+  // A failed restore: the Gets waiting for `id` return now, without it.
+  void FailRestore(const ObjectID& id);
+  // Admits queued Gets to restore while they fit (see the class comment).
+  void AdmitRestores();
+  // A finished Get's admission ends: the next ones may restore.
+  void EndAdmission(PendingGet& get);
   // Runs `done` with an offset now or once memory frees up (FIFO), or an error at
-  // the deadline.
-  void AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size, absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done);
+  // the deadline (creates; restores wait as long as their Gets).
+  void AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size, int64_t deadline_ms,
+                       absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done);
   void ProcessPendingCreates();
   void ExpireCreates();
   absl::Status OutOfMemory(int64_t size) const;
   void OnSealed(const ObjectID& id);
   void TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool timed_out);
+  // Takes the Get's reference on every position holding `id` not held yet.
+  void Hold(PendingGet& get, const ObjectID& id);
   // Removes a finished or cancelled Get from waiting_gets_.
   void ForgetWaits(const std::shared_ptr<PendingGet>& get);
   bool Available(const ObjectID& id) const;
@@ -186,6 +209,9 @@ class ObjectStore {
   std::list<PendingAlloc> pending_creates_;
   absl::flat_hash_map<ClientId, std::vector<std::shared_ptr<PendingGet>>> client_gets_;
   absl::flat_hash_map<ObjectID, std::vector<std::shared_ptr<PendingGet>>> waiting_gets_;
+  // Gets with objects to restore, not admitted yet, first come first.
+  std::list<std::shared_ptr<PendingGet>> restore_queue_;
+  int64_t admitted_restore_bytes_ = 0;
   int64_t spilling_bytes_ = 0;
   absl::Status last_spill_error_;
   std::unique_ptr<Timer> create_timer_;

@@ -62,6 +62,8 @@ class ObjectStoreClientInterface {
   virtual absl::Status Delete(const std::vector<ObjectID>& ids, bool wait = true) = 0;
   virtual absl::Status TakeAsyncError() = 0;
   virtual bool PeerClosed() const = 0;
+  // The store's size: what one Get can hold at most.
+  virtual int64_t capacity_bytes() const = 0;
 };
 
 class ObjectStoreClient final : public ObjectStoreClientInterface {
@@ -106,6 +108,7 @@ class ObjectStoreClient final : public ObjectStoreClientInterface {
   // Whether the store (its raylet) closed the connection: the node's raylet is gone.
   // Reads nothing, takes no lock: any thread, any time.
   bool PeerClosed() const override;
+  int64_t capacity_bytes() const override { return arena_->capacity(); }
 
   const Arena& arena() const { return *arena_; }
 

@@ -655,6 +655,184 @@ TEST_F(SpillTest, RestoredCopyIsDroppedWithoutSpillingAgain) {
   EXPECT_EQ(Read(*again->objects[0]), Pattern(Id(1), kUnit));
 }
 
+// A Get of several spilled objects holds each one as soon as it is restored: a
+// creation meanwhile must not evict it (a restored copy is on disk, so it is the
+// cheapest to drop, and the Get then waited for it forever: "fetched but not
+// readable").
+TEST_F(SpillTest, AGetHoldsWhatWasRestoredForItWhileTheRestIsRestored) {
+  // 1 and 2 on disk; 3 and 4 in use by their writer; 5 and 6 evictable copies.
+  locations_[1] = Put(kWriter, Id(1), kUnit, /*pin=*/true);
+  locations_[2] = Put(kWriter, Id(2), kUnit, /*pin=*/true);
+  Put(kWriter, Id(3), kUnit, /*pin=*/true, /*keep_ref=*/true);
+  Put(kWriter, Id(4), kUnit, /*pin=*/true, /*keep_ref=*/true);
+  for (uint8_t id : {5, 6}) {  // each pushes one of 1 and 2 to disk
+    auto create = SpillOneForCreate(Id(id), /*pin=*/false);
+    spiller_.CompleteNextSpill();
+    ASSERT_TRUE(create->done && create->result.ok());
+    ASSERT_TRUE(store_->Seal(kOther, Id(id), /*release=*/false).ok());
+  }
+  ASSERT_TRUE(store_->Release(kOther, Id(5)).ok());
+  ASSERT_TRUE(store_->Release(kOther, Id(6)).ok());
+  ASSERT_EQ(store_->Stats().num_spilled, 2);
+
+  auto get = StartGet(kReader, {Id(1), Id(2)}, -1);
+  ASSERT_EQ(spiller_.pending_restores().size(), 2u);  // room made by evicting 5 and 6
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  // Another client needs memory now: the restored 1 must not be what it gets.
+  auto seven = StartCreate(kOther, Id(7), kUnit);
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(get->done) << "the Get lost an object restored for it";
+  ASSERT_TRUE(get->objects.at(0).has_value());
+  ASSERT_TRUE(get->objects.at(1).has_value());
+  EXPECT_EQ(Read(*get->objects[0]), Pattern(Id(1), kUnit));
+  EXPECT_EQ(Read(*get->objects[1]), Pattern(Id(2), kUnit));
+  EXPECT_FALSE(seven->done) << "it waits for memory (nothing is free to take)";
+  ASSERT_TRUE(store_->Release(kReader, Id(1)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(seven->done) << "the reader's release made room";
+}
+
+// A Get that times out returns what it holds (with its references) and nothing else.
+TEST_F(SpillTest, ATimedOutGetReturnsWhatItHeld) {
+  FillWithPinned();
+  auto five = SpillOneForCreate(Id(5));
+  spiller_.CompleteNextSpill();
+  ASSERT_TRUE(store_->Seal(kOther, Id(5), true).ok());
+  auto get = StartGet(kReader, {Id(1), Id(9)}, 50);  // 9 never comes
+  ASSERT_EQ(spiller_.pending_spills().size(), 1u);     // room for 1's restore
+  spiller_.CompleteNextSpill();
+  spiller_.CompleteNextRestore();
+  ASSERT_TRUE(RunUntil([&] { return get->done; }));
+  ASSERT_TRUE(get->objects.at(0).has_value());
+  EXPECT_FALSE(get->objects.at(1).has_value());
+  EXPECT_EQ(store_->RefCount(Id(1)), 1);
+  ASSERT_TRUE(store_->Release(kReader, Id(1)).ok());
+  EXPECT_EQ(store_->RefCount(Id(1)), 0);
+}
+
+class AdmissionTest : public SpillTest {
+ protected:
+  // Puts pinned one-unit objects `first`..`first + 3` and pushes all of them to disk
+  // with a creation as large as the store, which is then aborted: the store is empty.
+  void SpillFour(uint8_t first) {
+    for (uint8_t i = first; i < first + 4; ++i) Put(kWriter, Id(i), kUnit, /*pin=*/true);
+    auto big = StartCreate(kOther, Id(100 + first), kCapacity);
+    ASSERT_EQ(spiller_.pending_spills().size(), 1u);
+    spiller_.CompleteNextSpill();
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(big->done && big->result.ok()) << big->result.status();
+    ASSERT_TRUE(store_->Abort(kOther, Id(100 + first)).ok());
+    ASSERT_EQ(UsedBytes(), 0);
+  }
+};
+
+// Gets are admitted to restore in turn: one whose objects do not fit beside what
+// the admitted ones restore waits (restoring nothing, so it cannot take memory the
+// first needs), and one behind it waits too, even if it would fit (no overtaking).
+TEST_F(AdmissionTest, GetsRestoreInTurnWhileTheyFitAndNoneOvertakes) {
+  SpillFour(1);
+  SpillFour(5);
+  ASSERT_EQ(store_->Stats().num_spilled, 8);
+  auto a = StartGet(kReader, {Id(1), Id(2), Id(3)}, -1);
+  auto b = StartGet(kOther, {Id(4), Id(5)}, -1);  // 3 + 2 units > 4
+  auto c = StartGet(kWriter, {Id(6)}, -1);        // would fit, but comes after b
+  EXPECT_EQ(spiller_.pending_restores().size(), 3u) << "only a's objects are restored";
+  for (int i = 0; i < 3; ++i) spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(a->done);
+  for (const auto& o : a->objects) ASSERT_TRUE(o.has_value());
+  // b is admitted now; a's reader still holds three units, so one restore fits.
+  ASSERT_EQ(spiller_.pending_restores().size(), 1u);
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(b->done);
+  EXPECT_FALSE(c->done);
+  for (uint8_t i = 1; i <= 3; ++i) ASSERT_TRUE(store_->Release(kReader, Id(i)).ok());
+  loop_.RunUntilIdle();
+  // 5 and then 6 (admitted beside b) are restored into the memory a's reader gave back.
+  ASSERT_EQ(spiller_.pending_restores().size(), 2u);
+  spiller_.CompleteNextRestore();
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(b->done);
+  ASSERT_TRUE(c->done);
+  EXPECT_EQ(Read(*b->objects.at(0)), Pattern(Id(4), kUnit));
+  EXPECT_EQ(Read(*b->objects.at(1)), Pattern(Id(5), kUnit));
+  EXPECT_EQ(Read(*c->objects.at(0)), Pattern(Id(6), kUnit));
+}
+
+// A Get that only looks (timeout 0) restores nothing: it would bypass the turns.
+TEST_F(AdmissionTest, AGetThatDoesNotWaitRestoresNothing) {
+  SpillFour(1);
+  EXPECT_FALSE(GetNow(kReader, Id(1)).has_value());
+  EXPECT_TRUE(spiller_.pending_restores().empty());
+}
+
+// A queued Get that times out or whose client leaves gives its turn away.
+TEST_F(AdmissionTest, AQueuedGetThatEndsGivesItsTurnAway) {
+  SpillFour(1);
+  SpillFour(5);
+  auto a = StartGet(kReader, {Id(1), Id(2), Id(3)}, -1);
+  auto b = StartGet(kOther, {Id(4), Id(5)}, 30);
+  auto c = StartGet(kWriter, {Id(6), Id(7)}, -1);
+  ASSERT_TRUE(RunUntil([&] { return b->done; }));
+  store_->DisconnectClient(kWriter);
+  auto d = StartGet(kWriter, {Id(8)}, -1);  // admitted beside a at once
+  EXPECT_EQ(spiller_.pending_restores().size(), 4u);
+  for (int i = 0; i < 4; ++i) spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(a->done);
+  EXPECT_FALSE(c->done) << "its client left";
+  ASSERT_TRUE(d->done);
+  EXPECT_EQ(Read(*d->objects.at(0)), Pattern(Id(8), kUnit));
+}
+
+// A restore that fails ends the Gets waiting for it (without the object) instead of
+// leaving them waiting for ever.
+TEST_F(AdmissionTest, AFailedRestoreEndsItsGets) {
+  SpillFour(1);
+  auto a = StartGet(kReader, {Id(1), Id(2)}, -1);
+  ASSERT_EQ(spiller_.pending_restores().size(), 2u);
+  spiller_.FailNextRestore(absl::DataLossError("bad sector"));
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(a->done);
+  EXPECT_FALSE(a->objects.at(0).has_value());
+}
+
+// A creation waits as long as spilling makes room, past create_timeout_ms; the
+// timeout counts only once nothing can be spilled.
+TEST_F(SpillTest, ACreateWaitsForASlowSpillPastTheTimeout) {
+  ObjectStoreOptions options;
+  options.create_timeout_ms = 30;
+  options.create_check_ms = 5;
+  options.spill_min_bytes = 0;
+  MakeStore(options);
+  FillWithPinned();
+  auto create = SpillOneForCreate(Id(5));
+  RunUntil([] { return false; }, 150);  // the disk is slow
+  EXPECT_FALSE(create->done) << create->result.status();
+  spiller_.CompleteNextSpill();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(create->done);
+  EXPECT_TRUE(create->result.ok()) << create->result.status();
+}
+
+TEST_F(SpillTest, ACreateFailsAfterTheTimeoutWhenNothingCanBeSpilled) {
+  ObjectStoreOptions options;
+  options.create_timeout_ms = 30;
+  options.create_check_ms = 5;
+  MakeStore(options);
+  for (uint8_t i = 1; i <= 4; ++i) Put(kWriter, Id(i), kUnit, /*pin=*/true, /*keep_ref=*/true);  // all in use
+  auto create = StartCreate(kOther, Id(5), kUnit);
+  EXPECT_TRUE(spiller_.pending_spills().empty());
+  ASSERT_TRUE(RunUntil([&] { return create->done; }));
+  EXPECT_EQ(create->result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(create->result.status().message()), HasSubstr("nothing could be spilled"));
+}
+
 // ---- Waiting creations --------------------------------------------------------------
 
 TEST_F(ObjectStoreTest, CreateLargerThanTheStoreFailsAtOnce) {
