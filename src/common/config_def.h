@@ -65,6 +65,9 @@ MANTA_CONFIG(int64_t, slow_handler_warn_ms, 100, "event-loop handlers slower tha
 
 // ---- object store
 MANTA_CONFIG(int64_t, object_store_full_timeout_ms, 10000, "a Create that cannot get memory fails after this")
+MANTA_CONFIG(double, memory_usage_threshold, 0.95,
+             "the raylet kills a worker when its node's memory use (its memory cgroup's, when that has a limit) passes this fraction")
+MANTA_CONFIG(int64_t, memory_monitor_refresh_ms, 250, "how often the raylet checks its node's memory use; 0 = never")
 MANTA_CONFIG(int64_t, object_spilling_min_bytes, 100 * 1024 * 1024, "spill at least this much per batch (one file)")
 MANTA_CONFIG(int64_t, object_spilling_threads, 2, "threads writing and reading spill files")
 MANTA_CONFIG(int64_t, object_store_max_pending_connects, 64,

@@ -1,5 +1,7 @@
 #include "src/core_worker/normal_task_submitter.h"
 
+#include <optional>
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -161,7 +163,10 @@ void NormalTaskSubmitter::RequestLease(const std::string& key, const std::string
   *request.mutable_required_resources() = state.resources;
   request.set_grant_or_reject(grant_or_reject);
   request.set_backlog_size(static_cast<int64_t>(state.queue.size()));
-  if (!state.queue.empty()) request.set_function_name(state.queue.front()->function_name());
+  if (!state.queue.empty()) {
+    request.set_function_name(state.queue.front()->function_name());
+    request.set_retriable(state.queue.front()->max_retries() != 0);
+  }
   if (!state.runtime_env.empty()) request.set_runtime_env(state.runtime_env);
   if (!state.placement.placement_group_id().empty()) *request.mutable_placement() = state.placement;
   std::weak_ptr<bool> alive = alive_;
@@ -359,11 +364,25 @@ void NormalTaskSubmitter::OnPushFailed(const PushState& push, Lease* lease, cons
   // FailedPrecondition: this owner refuses the workers' protection (task_channel.h);
   // no worker will do, now or later, and this one is not to blame.
   const bool refused = absl::IsFailedPrecondition(status);
+  std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
+  // Why the worker died, if its raylet killed it (the memory monitor): the tasks
+  // fail or are retried for that. Waited for briefly: a dead raylet may not answer.
+  auto retry_all = [this, alive = std::weak_ptr<bool>(alive_), lost, message](const rpc::ErrorInfo* failure) {
+    if (alive.expired()) return;
+    for (const PushProgress::Task& task : lost) {
+      if (failure != nullptr) {
+        task_manager_.RetryOrFailTask(task.task_id, task.attempt, failure->type(), failure->message());
+      } else {
+        task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
+      }
+    }
+  };
   if (lease) {
     // The connection is no good any more (also when the worker refused the push:
     // it is not the worker the lease was for).
     lease->channel->Close(status);
     channels_.Disconnect(TaskChannelKey(lease->worker));
+    if (!refused && !lost.empty()) return ReturnLeaseThenRetry(push.lease_id, status, std::move(retry_all));
     ReturnLease(push.lease_id, !refused, "push failed: " + std::string(status.message()));
   }
   if (refused) {
@@ -379,12 +398,27 @@ void NormalTaskSubmitter::OnPushFailed(const PushState& push, Lease* lease, cons
     }
     return;
   }
-  std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
-  for (const PushProgress::Task& task : lost) {
-    later->push_back([this, task, message] {
-      task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
-    });
-  }
+  later->push_back([retry_all] { retry_all(nullptr); });
+}
+
+void NormalTaskSubmitter::ReturnLeaseThenRetry(const std::string& lease_id, const absl::Status& status,
+                                               std::function<void(const rpc::ErrorInfo*)> retry) {
+  auto once = std::make_shared<std::function<void(const rpc::ErrorInfo*)>>(std::move(retry));
+  auto run_once = [once](const rpc::ErrorInfo* failure) {
+    if (!*once) return;
+    auto f = std::move(*once);
+    *once = nullptr;
+    f(failure);
+  };
+  loop_.PostAfter("NormalTaskSubmitter.FailureCauseTimeout", kFailureCauseWaitMs, [run_once] { run_once(nullptr); });
+  // Posted: the reply may come inline, under mu_, which retrying takes.
+  ReturnLease(lease_id, true, "push failed: " + std::string(status.message()),
+              [loop = &loop_, run_once](const rpc::ErrorInfo* failure) {
+                std::optional<rpc::ErrorInfo> cause;
+                if (failure != nullptr) cause = *failure;
+                loop->Post("NormalTaskSubmitter.FailureCause",
+                           [run_once, cause] { run_once(cause ? &*cause : nullptr); });
+              });
 }
 
 void NormalTaskSubmitter::MarkIdleIfSo(Lease& lease) {
@@ -456,7 +490,8 @@ void NormalTaskSubmitter::SweepIdleLeases() {
   }
 }
 
-void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason) {
+void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason,
+                                      std::function<void(const rpc::ErrorInfo*)> on_reply) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
@@ -474,9 +509,12 @@ void NormalTaskSubmitter::ReturnLease(const std::string& lease_id, bool disconne
   request.set_worker_id(lease.worker.worker_id());
   request.set_disconnect_worker(disconnect);
   request.set_reason(reason);
-  raylets_.Get(lease.raylet_address)->ReturnWorker(request, [lease_id](const absl::Status& s, rpc::ReturnWorkerReply&&) {
-    if (!s.ok()) VLOG(1) << "returning lease " << LeaseID::FromBinary(lease_id).Hex() << ": " << s;
-  });
+  raylets_.Get(lease.raylet_address)
+      ->ReturnWorker(request, [lease_id, on_reply = std::move(on_reply)](const absl::Status& s,
+                                                                          rpc::ReturnWorkerReply&& reply) {
+        if (!s.ok()) VLOG(1) << "returning lease " << LeaseID::FromBinary(lease_id).Hex() << ": " << s;
+        if (on_reply) on_reply(s.ok() && reply.has_failure() ? &reply.failure() : nullptr);
+      });
 }
 
 void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message,

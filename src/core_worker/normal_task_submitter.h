@@ -153,8 +153,17 @@ class NormalTaskSubmitter {
   // Loop thread: returns leases idle for lease_idle_ms; stops when none are left.
   void SweepIdleLeases();
   void EnsureSweeping() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `on_reply`, if set, runs on the loop with the raylet's reply: why it ended the
+  // lease itself (its memory monitor killed the worker), else nullptr.
+  void ReturnLease(const std::string& lease_id, bool disconnect, const std::string& reason,
+                   std::function<void(const rpc::ErrorInfo*)> on_reply = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns a lease whose push failed (killing its worker), then runs `retry` with
+  // why the raylet ended it (its memory monitor), or nullptr when it does not say
+  // within kFailureCauseWaitMs.
+  void ReturnLeaseThenRetry(const std::string& lease_id, const absl::Status& status,
+                            std::function<void(const rpc::ErrorInfo*)> retry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long a failed push waits for its raylet to say why the worker died.
+  static constexpr int64_t kFailureCauseWaitMs = 1000;
   void FailQueuedTasks(KeyState& state, rpc::ErrorType type, const std::string& message, Deferred* later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Run(Deferred& later);

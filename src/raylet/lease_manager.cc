@@ -1,5 +1,8 @@
 #include "src/raylet/lease_manager.h"
 
+#include <cstdio>
+#include <tuple>
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -28,6 +31,9 @@ struct LeaseManager::Request {
   // the actor and come back once its worker is granted (placement_only).
   bool detached = false;
   bool placement_only = false;
+  bool is_actor = false;
+  // Its tasks may be retried (the memory monitor kills such workers first).
+  bool retriable = false;
   rpc::RequestWorkerLeaseReply* reply = nullptr;
   rpc::SendReply send_reply;
   Stage stage = Stage::kQueued;
@@ -141,28 +147,15 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   }
   r.resources = std::move(*resources);
   r.job_id = *job_id;
-  if (!request.placement().placement_group_id().empty()) {
-    auto group = PlacementGroupID::FromBinaryChecked(request.placement().placement_group_id());
-    int index = request.placement().bundle_index();
-    if (!group.ok() || index < -1) {
-      LOG(WARNING) << "rejecting a lease request: malformed placement";
-      return Reject(request_ptr, "malformed lease request: bad placement group id or bundle index " +
-                                     std::to_string(index));
-    }
-    r.placement_group = *group;
-    r.bundle_index = index;
-    if (removed_groups_.contains(*group)) return RejectRemovedGroup(request_ptr);
-    // An actor without resources of its own needs only the bundle's marker to be
-    // placed there (it holds nothing while it lives).
-    if (request.actor().placement_only()) r.resources.clear();
-    r.resources = scheduling::BundleDemand(r.resources, *group, index);
-  }
+  if (!request.placement().placement_group_id().empty() && !TakePlacement(request, request_ptr)) return;
   r.id = request.lease_request_id().empty() ? LeaseID::FromRandom().Binary() : request.lease_request_id();
   r.owner_worker_id = ParseIdOrNil<WorkerID>(request.owner_address().worker_id());
   r.owner_node_id = ParseIdOrNil<NodeID>(request.owner_address().node_id());
   r.grant_or_reject = request.grant_or_reject();
   r.detached = request.actor().detached();
   r.placement_only = request.actor().placement_only();
+  r.is_actor = !request.actor().actor_id().empty();
+  r.retriable = request.retriable();
   if (requests_.contains(r.id)) return Reject(request_ptr, "a lease request with this id is already pending here");
   if (request.runtime_env().size() > kMaxRuntimeEnvBytes) {
     request_ptr->reply->set_runtime_env_setup_failed(true);
@@ -306,6 +299,10 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   lease.placement_group = request->placement_group;
   lease.bundle_index = request->bundle_index;
   lease.detached = request->detached;
+  lease.is_actor = request->is_actor;
+  lease.retriable = request->retriable;
+  lease.function_name = request->function_name;
+  lease.granted_seq = ++grants_;
   if (request->placement_only) {
     // Placed: an actor without explicit resources holds none while it lives.
     scheduling::AddResources(available_, lease.resources);
@@ -324,9 +321,19 @@ void LeaseManager::OnWorkerPopped(const RequestPtr& request, absl::StatusOr<Work
   request->Finish();
 }
 
-void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply*,
+void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply* reply,
                                       rpc::SendReply send_reply) {
   auto lease_id = LeaseID::FromBinaryChecked(request.lease_id());
+  if (lease_id.ok()) {
+    // The memory monitor killed its worker: the owner learns why here.
+    auto killed = std::find_if(memory_kills_.begin(), memory_kills_.end(),
+                               [&](const auto& kill) { return kill.first == *lease_id; });
+    if (killed != memory_kills_.end()) {
+      reply->mutable_failure()->set_type(rpc::OUT_OF_MEMORY);
+      reply->mutable_failure()->set_message(killed->second);
+      memory_kills_.erase(killed);
+    }
+  }
   auto it = lease_id.ok() ? leases_.find(*lease_id) : leases_.end();
   if (it == leases_.end()) {
     auto worker_id = WorkerID::FromBinaryChecked(request.worker_id());
@@ -342,6 +349,54 @@ void LeaseManager::HandleReturnWorker(const rpc::ReturnWorkerRequest& request, r
                reason);
   Dispatch();
   std::move(send_reply)(absl::OkStatus());
+}
+
+bool LeaseManager::TakePlacement(const rpc::RequestWorkerLeaseRequest& request, const RequestPtr& request_ptr) {
+  Request& r = *request_ptr;
+  auto group = PlacementGroupID::FromBinaryChecked(request.placement().placement_group_id());
+  int index = request.placement().bundle_index();
+  if (!group.ok() || index < -1) {
+    LOG(WARNING) << "rejecting a lease request: malformed placement";
+    Reject(request_ptr, "malformed lease request: bad placement group id or bundle index " + std::to_string(index));
+    return false;
+  }
+  r.placement_group = *group;
+  r.bundle_index = index;
+  if (removed_groups_.contains(*group)) {
+    RejectRemovedGroup(request_ptr);
+    return false;
+  }
+  // An actor without resources of its own needs only the bundle's marker to be
+  // placed there (it holds nothing while it lives).
+  if (request.actor().placement_only()) r.resources.clear();
+  r.resources = scheduling::BundleDemand(r.resources, *group, index);
+  return true;
+}
+
+pid_t LeaseManager::KillWorkerForMemory(const std::string& usage, double threshold) {
+  // The newest lease of a retriable task first (its work is redone elsewhere or
+  // later), then the newest of the other tasks, then actors, newest first.
+  const Lease* victim = nullptr;
+  auto rank = [](const Lease& l) { return std::make_tuple(!l.is_actor, l.retriable, l.granted_seq); };
+  for (const auto& [id, lease] : leases_) {
+    if (victim == nullptr || rank(lease) > rank(*victim)) victim = &lease;
+  }
+  if (victim == nullptr) return 0;
+  const pid_t pid = pool_.PidOf(victim->worker_id);
+  char threshold_text[16];
+  std::snprintf(threshold_text, sizeof(threshold_text), "%.2f", threshold);
+  std::string what = victim->is_actor ? "the actor" : "the task";
+  if (!victim->function_name.empty()) what += " " + victim->function_name;
+  std::string message = what + " was running in worker " + victim->worker_id.Hex() + " (pid " + std::to_string(pid) +
+                        "), which node " + options_.node_id.Hex() + " killed because its memory use, " + usage +
+                        ", passed memory_usage_threshold " + threshold_text +
+                        " (the newest retriable task is killed first: give tasks less data each, or the node more memory)";
+  LOG(WARNING) << "memory monitor: " << message;
+  memory_kills_.emplace_back(victim->lease_id, message);
+  if (memory_kills_.size() > kMaxMemoryKillsKept) memory_kills_.pop_front();
+  ReleaseLease(victim->lease_id, AfterRelease::kKillWorker, "killed by the memory monitor");
+  Dispatch();
+  return pid;
 }
 
 void LeaseManager::HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& request,
@@ -367,7 +422,9 @@ void LeaseManager::HandleNotifyWorkerBlocked(const rpc::NotifyWorkerBlockedReque
   auto by_worker = worker_id.ok() ? lease_by_worker_.find(*worker_id) : lease_by_worker_.end();
   if (by_worker == lease_by_worker_.end()) return std::move(send_reply)(absl::OkStatus());
   Lease& lease = leases_.at(by_worker->second);
-  if (request.blocked() && !lease.blocked) {
+  if (request.blocked() && !lease.blocked && memory_pressure_ && memory_pressure_()) {
+    VLOG(1) << "worker " << worker_id->Hex() << " blocked; its CPU is not lent: the node's memory is short";
+  } else if (request.blocked() && !lease.blocked) {
     // Its CPUs: plain ones, or those of the bundle it was leased from.
     lease.blocked = true;
     lease.released_cpu.clear();

@@ -83,8 +83,14 @@ class LeaseManager {
                                 rpc::SendReply send_reply);
   // Frees the lease's resources and returns the worker to the pool (kills it with
   // disconnect_worker). An unknown lease is not an error (it was already released).
+  // The reply says so when the memory monitor killed the lease's worker (failure).
   void HandleReturnWorker(const rpc::ReturnWorkerRequest& request, rpc::ReturnWorkerReply* reply,
                           rpc::SendReply send_reply);
+  // The memory monitor's choice (memory_monitor.h): kills the worker of the newest
+  // lease of a retriable task (else of any task, else of an actor) and keeps why
+  // for its owner's ReturnWorker. `usage` describes the node's memory use. Returns
+  // the worker's pid, or 0 when nothing is leased.
+  pid_t KillWorkerForMemory(const std::string& usage, double threshold);
   // success = the request was still pending (it is answered with canceled = true).
   void HandleCancelWorkerLease(const rpc::CancelWorkerLeaseRequest& request, rpc::CancelWorkerLeaseReply* reply,
                                rpc::SendReply send_reply);
@@ -116,6 +122,10 @@ class LeaseManager {
     waiting_group_listener_ = std::move(listener);
   }
   void AskAboutWaitingGroups();
+  // Asked when a worker blocks: true while the node's memory is short (the memory
+  // monitor's last reading), when a blocked worker keeps its CPU instead of lending
+  // it (more tasks would need more memory the node does not have).
+  void SetMemoryPressure(std::function<bool()> pressure) { memory_pressure_ = std::move(pressure); }
   size_t num_bundles() const { return bundles_.size(); }
 
   // The cluster view changed (a node joined, availability was reported): places
@@ -158,6 +168,11 @@ class LeaseManager {
     int bundle_index = -1;
     // A detached actor's: kept when its job ends.
     bool detached = false;
+    bool is_actor = false;
+    bool retriable = false;
+    std::string function_name;
+    // Grant order: higher is newer.
+    int64_t granted_seq = 0;
     // The CPUs (plain or of a bundle) given back while the worker is blocked.
     bool blocked = false;
     scheduling::ResourceMap released_cpu;
@@ -171,6 +186,9 @@ class LeaseManager {
   using BundleKey = std::pair<PlacementGroupID, int>;
   enum class AfterRelease { kReturnToPool, kKillWorker, kWorkerGone };
 
+  // Turns the request's resources into its placement group bundle's; false when it
+  // was rejected (a malformed or removed group).
+  bool TakePlacement(const rpc::RequestWorkerLeaseRequest& request, const RequestPtr& request_ptr);
   void Place(const RequestPtr& request);
   scheduling::SchedulingDecision Schedule(const scheduling::ResourceMap& resources) const;
   bool LocalDraining() const;
@@ -218,6 +236,7 @@ class LeaseManager {
   // Groups the waiting-group listener was told about.
   absl::flat_hash_set<PlacementGroupID> asked_groups_;
   std::function<void(const PlacementGroupID&)> waiting_group_listener_;
+  std::function<bool()> memory_pressure_;
   // Pending requests by lease_request_id, and where they wait.
   absl::flat_hash_map<std::string, RequestPtr> requests_;
   std::map<scheduling::ResourceMap, std::deque<RequestPtr>> queued_;
@@ -225,6 +244,11 @@ class LeaseManager {
   std::set<scheduling::ResourceMap> warned_infeasible_;
   absl::flat_hash_map<LeaseID, Lease> leases_;
   absl::flat_hash_map<WorkerID, LeaseID> lease_by_worker_;
+  int64_t grants_ = 0;
+  // Why the memory monitor killed the workers of recent leases, oldest first, until
+  // their owners return them (at most kMaxMemoryKillsKept).
+  static constexpr size_t kMaxMemoryKillsKept = 1024;
+  std::deque<std::pair<LeaseID, std::string>> memory_kills_;
   // Cleared on destruction, so that late pool callbacks do nothing.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -134,6 +134,13 @@ void NodeManager::Start(absl::AnyInvocable<void(absl::Status)> on_registered) {
                                       [this] { CheckGcs(); });
     report_timer_ = loop_.RunEvery("NodeManager.ReportUsage", config_.resource_report_ms,
                                    [this] { ReportUsage(false); });
+    memory_monitor_ = std::make_unique<MemoryMonitor>(
+        loop_, config_.memory_usage_threshold, config_.memory_monitor_refresh_ms,
+        [this](const MemoryUsage& usage, double threshold) {
+          return lease_manager_.KillWorkerForMemory(usage.ToString(), threshold);
+        });
+    // Past 80% of the threshold a blocked worker's CPU starts no more tasks here.
+    lease_manager_.SetMemoryPressure([this] { return memory_monitor_->Above(kLendCpuBelow); });
     (*done)(absl::OkStatus());
   });
 }

@@ -28,6 +28,7 @@
 #include "src/object_store/object_store.h"
 #include "src/scheduling/cluster_resource_view.h"
 #include "src/raylet/lease_manager.h"
+#include "src/raylet/memory_monitor.h"
 #include "src/raylet/object_manager.h"
 #include "src/scheduling/resources.h"
 #include "src/raylet/worker_pool.h"
@@ -164,6 +165,10 @@ class NodeManager {
   std::unique_ptr<gcs::GcsSubscriber> subscriber_;
   std::unique_ptr<Timer> gcs_check_timer_;
   std::unique_ptr<Timer> report_timer_;
+  std::unique_ptr<MemoryMonitor> memory_monitor_;
+  // A blocked worker lends its CPU only while the node's memory use is below this
+  // fraction of memory_usage_threshold.
+  static constexpr double kLendCpuBelow = 0.8;
   // Cleared on destruction, so that posted view-change notices do nothing.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

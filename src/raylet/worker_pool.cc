@@ -437,6 +437,11 @@ void WorkerPool::KillWorker(const WorkerID& worker_id, const std::string& reason
   Notify(Forget(worker_id, reason));
 }
 
+pid_t WorkerPool::PidOf(const WorkerID& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? 0 : it->second->pid;
+}
+
 void WorkerPool::DisconnectWorker(const WorkerID& worker_id, const std::string& reason) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;

@@ -151,6 +151,8 @@ class WorkerPool {
   // Returns a leased worker: it serves a waiting PopWorker of its job or goes idle.
   // Unknown or not-leased workers are ignored.
   void PushWorker(const WorkerID& worker_id);
+  // The process id of a live worker, 0 if unknown.
+  pid_t PidOf(const WorkerID& worker_id) const;
   // Kills a worker (SIGKILL) and forgets it; the gone-listeners hear of it.
   void DisconnectWorker(const WorkerID& worker_id, const std::string& reason);
   // Kills every worker of `job_id` except those kept past the job (KeepPastJobEnd),

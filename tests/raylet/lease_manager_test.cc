@@ -232,6 +232,25 @@ TEST_F(LeaseManagerTest, BlockedWorkerLendsItsCpu) {
   EXPECT_EQ(Cpu(), 1);
 }
 
+// While the node's memory is short, a blocked worker keeps its CPU: the tasks it
+// would let in need memory the node does not have.
+TEST_F(LeaseManagerTest, ABlockedWorkerLendsNoCpuWhileMemoryIsShort) {
+  Make({{"CPU", 1}});
+  bool short_of_memory = true;
+  lease_manager_->SetMemoryPressure([&] { return short_of_memory; });
+  LeaseCallPtr outer = Lease({{"CPU", 1}});
+  LeaseCallPtr inner = Request({{"CPU", 1}});
+  Block(outer, true);
+  EXPECT_EQ(Cpu(), 0);
+  EXPECT_FALSE(inner->done());
+  Block(outer, false);
+  EXPECT_EQ(Cpu(), 0) << "nothing was lent, nothing is taken back";
+  short_of_memory = false;
+  Block(outer, true);
+  RegisterStarted();
+  EXPECT_TRUE(inner->granted());
+}
+
 TEST_F(LeaseManagerTest, NestedBlockingDeeperThanTheCpuCountDoesNotDeadlock) {
   Make({{"CPU", 1}});
   std::vector<LeaseCallPtr> chain{Lease({{"CPU", 1}})};
@@ -476,6 +495,42 @@ TEST_F(LeaseManagerTest, ADetachedActorOutlivesItsJob) {
   // Killed when the GCS gives the lease back.
   Return(detached, /*disconnect=*/true);
   EXPECT_EQ(pool_->num_workers(), 0u);
+  EXPECT_EQ(Cpu(), 2);
+}
+
+// The memory monitor's victim: the newest lease of a retriable task, before a newer
+// one whose task cannot be retried; its owner learns why when it returns the lease.
+TEST_F(LeaseManagerTest, TheMemoryMonitorKillsTheNewestRetriableTasksWorkerAndSaysWhy) {
+  rpc::RequestWorkerLeaseRequest retriable = MakeRequest({{"CPU", 1}});
+  retriable.set_retriable(true);
+  LeaseCallPtr a = Send(retriable);
+  RegisterStarted();
+  LeaseCallPtr b = Lease({{"CPU", 1}});  // newer, not retriable
+  ASSERT_TRUE(a->granted());
+  EXPECT_EQ(lease_manager_->KillWorkerForMemory("9 GB of 10 GB (0.90) in node", 0.8), PidOf(a));
+  EXPECT_THAT(launcher_.SignalsTo(PidOf(a)), ElementsAre(SIGKILL));
+  EXPECT_TRUE(launcher_.SignalsTo(PidOf(b)).empty());
+  EXPECT_EQ(lease_manager_->num_leases(), 1u);
+
+  rpc::ReturnWorkerRequest request;
+  request.set_lease_id(a->reply.lease_id());
+  request.set_worker_id(a->reply.worker_address().worker_id());
+  request.set_disconnect_worker(true);
+  rpc::ReturnWorkerReply reply;
+  lease_manager_->HandleReturnWorker(request, &reply, rpc::SendReply([](absl::Status) {}));
+  ASSERT_TRUE(reply.has_failure());
+  EXPECT_EQ(reply.failure().type(), rpc::OUT_OF_MEMORY);
+  EXPECT_THAT(reply.failure().message(), HasSubstr("Plus"));
+  EXPECT_THAT(reply.failure().message(), HasSubstr("9 GB of 10 GB (0.90) in node"));
+  EXPECT_THAT(reply.failure().message(), HasSubstr("memory_usage_threshold 0.80"));
+  // Said once.
+  rpc::ReturnWorkerReply again;
+  lease_manager_->HandleReturnWorker(request, &again, rpc::SendReply([](absl::Status) {}));
+  EXPECT_FALSE(again.has_failure());
+
+  // Then the other one; then there is nothing to kill.
+  EXPECT_EQ(lease_manager_->KillWorkerForMemory("x", 0.8), PidOf(b));
+  EXPECT_EQ(lease_manager_->KillWorkerForMemory("x", 0.8), 0);
   EXPECT_EQ(Cpu(), 2);
 }
 
