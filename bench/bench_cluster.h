@@ -24,9 +24,10 @@ class BenchCluster {
   // Waits (up to a minute per node) until every raylet has pre-faulted what it means
   // to of its object store (ArenaPager), so figures do not depend on when they start.
   void WaitForPrefault() const;
+  // Runs `manta <args>` against this cluster's root; returns what it printed.
+  std::string RunManta(const std::vector<std::string>& args) const;
 
  private:
-  std::string RunManta(const std::vector<std::string>& args) const;
   std::string root_;
   std::string gcs_address_;
 };

@@ -4,11 +4,14 @@
 // Nodes: A and B with stores of --big-store-bytes (put/get/transfer), C with a small
 // store of --spill-store-bytes (spilling 2x its capacity and reading it back).
 #include <grpcpp/grpcpp.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -220,6 +223,36 @@ nlohmann::json BenchTransfer(ObjectStoreClient& a, ObjectStoreClient& b, const r
   return out;
 }
 
+// What the disk the store spills to does for `bytes` written in 16 MiB writes then
+// flushed (fdatasync, as the spiller does), and read back in 16 MiB reads: the `dd`
+// baseline of BenchSpill, written next to the cluster's sessions.
+nlohmann::json DiskBaseline(const std::string& dir, int64_t bytes) {
+  const std::string path = dir + "/dd_baseline";
+  const int64_t chunk = 16 << 20;
+  std::vector<uint8_t> buf(chunk);
+  Fill(buf.data(), chunk, 7);
+  int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) Die("cannot create " + path);
+  auto t0 = Clock::now();
+  for (int64_t done = 0; done < bytes; done += chunk) {
+    if (write(fd, buf.data(), chunk) != chunk) Die("writing " + path + " failed");
+  }
+  if (fdatasync(fd) != 0) Die("fdatasync of " + path + " failed");
+  auto t1 = Clock::now();
+  close(fd);
+  fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Die("cannot open " + path);
+  int64_t got = 0;
+  for (ssize_t n; (n = read(fd, buf.data(), chunk)) > 0;) got += n;
+  auto t2 = Clock::now();
+  close(fd);
+  unlink(path.c_str());
+  nlohmann::json out;
+  out["write_gbps"] = bytes / Seconds(t0, t1) / 1e9;
+  out["read_gbps"] = got / Seconds(t1, t2) / 1e9;
+  return out;
+}
+
 nlohmann::json BenchSpill(ObjectStoreClient& c, const rpc::NodeInfo& node_c, int64_t store_bytes) {
   nlohmann::json out;
   const int64_t object_bytes = 16 << 20;
@@ -261,6 +294,10 @@ nlohmann::json BenchSpill(ObjectStoreClient& c, const rpc::NodeInfo& node_c, int
   out["corrupt_objects"] = bad;
   out["all_bytes_intact"] = bad == 0;
   (void)c.Delete(ids);
+  // The same bytes through the same disk, in the same run.
+  out["dd"] = DiskBaseline(std::filesystem::temp_directory_path().string(), count * object_bytes);
+  out["write_vs_dd"] = out["write_gbps"].get<double>() / out["dd"]["write_gbps"].get<double>();
+  out["read_back_vs_dd"] = out["read_back_gbps"].get<double>() / out["dd"]["read_gbps"].get<double>();
   return out;
 }
 

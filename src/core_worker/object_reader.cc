@@ -260,54 +260,133 @@ void ObjectReader::SpinOnTaskChannels(const std::function<bool()>& done) {
   }
 }
 
+void ObjectReader::TakeFromStore(const ObjectID& id, const object_store::ObjectBuffer& buffer, ObjectValue* v) {
+  // The store reference the Get took is dropped with the last holder of the value.
+  object_store::ObjectStoreClientInterface* store = &store_;
+  v->data = reinterpret_cast<const char*>(buffer.data);
+  v->size = static_cast<size_t>(buffer.data_size);
+  v->holder = std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
+}
+
 absl::Status ObjectReader::ReadPlasmaValues(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& markers,
                                           int64_t deadline_ms, std::vector<ObjectValue>* out,
                                           const std::vector<size_t>& positions, std::vector<size_t>* lost) {
   if (auto fits = CheckFitsInStore(ids, markers); !fits.ok()) return fits;
-  object_store::ObjectStoreClientInterface* store = &store_;
-  auto hold = [store](const ObjectID& id) {
-    return std::shared_ptr<const void>(nullptr, [store, id](const void*) { store->Release(id).IgnoreError(); });
-  };
   auto got = store_.Get(ids, 0);
   if (!got.ok()) return got.status();
-  std::vector<ObjectID> missing;
-  std::vector<size_t> missing_pos;
+  std::vector<ObjectID> missing, here;
+  std::vector<size_t> missing_pos, here_pos;
   for (size_t i = 0; i < ids.size(); ++i) {
     if ((*got)[i]) {
-      ObjectValue& v = (*out)[positions[i]];
-      v.data = reinterpret_cast<const char*>((*got)[i]->data);
-      v.size = static_cast<size_t>((*got)[i]->data_size);
-      v.holder = hold(ids[i]);
+      here.push_back(ids[i]);
+      here_pos.push_back(i);
     } else {
       missing.push_back(ids[i]);
       missing_pos.push_back(i);
     }
   }
-  if (missing.empty()) return absl::OkStatus();
-  if (auto s = PullToThisNode(missing, missing_pos, markers, deadline_ms, out, positions, lost); !s.ok()) return s;
-  std::vector<ObjectID> fetch_ids;
-  std::vector<size_t> fetch_pos;
-  for (size_t k = 0; k < missing.size(); ++k) {
-    if ((*out)[positions[missing_pos[k]]].error) continue;
-    fetch_ids.push_back(missing[k]);
-    fetch_pos.push_back(missing_pos[k]);
+  if (missing.empty()) {
+    for (size_t k = 0; k < here.size(); ++k) TakeFromStore(here[k], *(*got)[here_pos[k]], &(*out)[positions[here_pos[k]]]);
+    return absl::OkStatus();
   }
-  if (fetch_ids.empty()) return absl::OkStatus();
-  // Each pulled object now has a copy on this node, which its owner must delete
-  // along with the object.
-  for (const ObjectID& id : fetch_ids) hooks_.record_copy(id, node_id_, local_raylet_);
-  int64_t wait_ms = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
-  auto again = store_.Get(fetch_ids, wait_ms < 0 ? config_.object_manager_pull_timeout_ms : wait_ms);
-  if (!again.ok()) return again.status();
-  for (size_t k = 0; k < fetch_ids.size(); ++k) {
-    ObjectValue& v = (*out)[positions[fetch_pos[k]]];
-    if (!(*again)[k]) {
-      v.error = MakeErrorObject(rpc::OBJECT_LOST, "object " + fetch_ids[k].Hex() + " was fetched but is not readable");
-      continue;
+  // Not all here: what is here is let go and read again with the rest, in the
+  // store's turn for this Get (holding part of it meanwhile could keep every Get
+  // from completing).
+  for (const ObjectID& id : here) store_.Release(id).IgnoreError();
+  return FetchAndRead(std::move(missing), std::move(missing_pos), std::move(here), std::move(here_pos), markers,
+                      deadline_ms, out, positions, lost);
+}
+
+absl::Status ObjectReader::FetchAndRead(std::vector<ObjectID> missing, std::vector<size_t> missing_pos,
+                                      std::vector<ObjectID> here, std::vector<size_t> here_pos,
+                                      const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
+                                      std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
+                                      std::vector<size_t>* lost) {
+  // A copy pulled here may be evicted before the store Get below takes it (the Get
+  // holds whatever arrives while it waits, not what came before): pulled again, a
+  // few times. A copy still in the store waits its turn to be restored, as long as
+  // the caller waits.
+  constexpr int kMaxPullRounds = 4;
+  for (int round = 1; !missing.empty(); ++round) {
+    if (auto s = PullToThisNode(missing, missing_pos, markers, deadline_ms, out, positions, lost); !s.ok()) return s;
+    std::vector<ObjectID> fetch_ids = std::move(here);
+    std::vector<size_t> fetch_pos = std::move(here_pos);
+    here.clear();
+    here_pos.clear();
+    for (size_t k = 0; k < missing.size(); ++k) {
+      if ((*out)[positions[missing_pos[k]]].error) continue;
+      // Each pulled object now has a copy on this node, which its owner must delete
+      // along with the object.
+      if (round == 1) hooks_.record_copy(missing[k], node_id_, local_raylet_);
+      fetch_ids.push_back(missing[k]);
+      fetch_pos.push_back(missing_pos[k]);
     }
-    v.data = reinterpret_cast<const char*>((*again)[k]->data);
-    v.size = static_cast<size_t>((*again)[k]->data_size);
-    v.holder = hold(fetch_ids[k]);
+    missing.clear();
+    missing_pos.clear();
+    if (auto s = ReadFetched(std::move(fetch_ids), std::move(fetch_pos), round < kMaxPullRounds, deadline_ms, out,
+                             positions, lost, &missing, &missing_pos);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::ReadFetched(std::vector<ObjectID> ids, std::vector<size_t> pos, bool may_pull_again,
+                                     int64_t deadline_ms, std::vector<ObjectValue>* out,
+                                     const std::vector<size_t>& positions, std::vector<size_t>* lost,
+                                     std::vector<ObjectID>* gone, std::vector<size_t>* gone_pos) {
+  while (!ids.empty()) {
+    const int64_t left = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
+    auto got = store_.Get(ids, left < 0 ? config_.object_manager_pull_timeout_ms : left);
+    if (!got.ok()) return got.status();
+    std::vector<ObjectID> waiting;
+    std::vector<size_t> waiting_pos;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if ((*got)[k]) continue;
+      auto here = store_.Contains(ids[k]);
+      if (!here.ok()) return here.status();
+      if (*here) {
+        waiting.push_back(ids[k]);
+        waiting_pos.push_back(pos[k]);
+      } else if (may_pull_again) {
+        gone->push_back(ids[k]);
+        gone_pos->push_back(pos[k]);
+      } else {
+        (*out)[positions[pos[k]]].error =
+            MakeErrorObject(rpc::OBJECT_LOST, "object " + ids[k].Hex() +
+                                                  " was fetched several times but its copy here was gone each time"
+                                                  " before it was read");
+        lost->push_back(positions[pos[k]]);
+      }
+    }
+    if (waiting.empty()) {
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if ((*got)[k]) TakeFromStore(ids[k], *(*got)[k], &(*out)[positions[pos[k]]]);
+      }
+      return absl::OkStatus();
+    }
+    // Some wait for room still: all are let go and asked for again together (holding
+    // part of a Get outside its turn could leave room for no Get).
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if ((*got)[k]) store_.Release(ids[k]).IgnoreError();
+    }
+    if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
+      return absl::DeadlineExceededError("Get timed out waiting for object " + waiting[0].Hex() +
+                                         " to be restored or fetched into this node's object store");
+    }
+    LOG(INFO) << "Get: " << waiting.size() << " of " << ids.size() << " object(s), e.g. " << waiting[0].Hex()
+              << ", still wait for room in the object store";
+    std::vector<ObjectID> again;
+    std::vector<size_t> again_pos;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if ((*got)[k] || std::find(waiting.begin(), waiting.end(), ids[k]) != waiting.end()) {
+        again.push_back(ids[k]);
+        again_pos.push_back(pos[k]);
+      }
+    }
+    ids = std::move(again);
+    pos = std::move(again_pos);
   }
   return absl::OkStatus();
 }

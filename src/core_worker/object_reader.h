@@ -32,6 +32,7 @@
 
 namespace manta::object_store {
 class ObjectStoreClientInterface;
+struct ObjectBuffer;
 }
 
 namespace manta::core {
@@ -107,6 +108,23 @@ class ObjectReader {
                               const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
                               std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
                               std::vector<size_t>* lost);
+  // Points `v` at an object a store Get returned, holding its reference.
+  void TakeFromStore(const ObjectID& id, const object_store::ObjectBuffer& buffer, ObjectValue* v);
+  // Pulls `missing` (at `missing_pos` in ReadPlasmaValues' ids) to this node and
+  // reads them from its store together with `here` (in it already), in one Get,
+  // pulling again what was evicted before it was read.
+  absl::Status FetchAndRead(std::vector<ObjectID> missing, std::vector<size_t> missing_pos,
+                            std::vector<ObjectID> here, std::vector<size_t> here_pos,
+                            const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
+                            std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
+                            std::vector<size_t>* lost);
+  // FetchAndRead's store Gets of `ids` (at `pos`): each found is taken; one not in
+  // the store any more goes to `gone` (to be pulled again) when `may_pull_again`,
+  // else gets an OBJECT_LOST error; while some wait for room, all are asked for
+  // again together.
+  absl::Status ReadFetched(std::vector<ObjectID> ids, std::vector<size_t> pos, bool may_pull_again, int64_t deadline_ms,
+                           std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
+                           std::vector<size_t>* lost, std::vector<ObjectID>* gone, std::vector<size_t>* gone_pos);
   // Adds the copies of `id` other than its primary (`marker`'s) to `request`'s
   // locations, after those already there.
   void AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request);

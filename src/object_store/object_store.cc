@@ -57,10 +57,15 @@ void ObjectStore::Create(ClientId client, const ObjectID& id, int64_t data_size,
 
 void ObjectStore::AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size, int64_t deadline_ms,
                                   absl::AnyInvocable<void(absl::StatusOr<int64_t>)> done) {
-  if (pending_creates_.empty()) {
+  // Restores (a nil id; bounded by the Gets' turns) go before creates: a create
+  // waiting for memory that an admitted Get holds must not hold up that Get's
+  // restores.
+  const bool restore = id.IsNil();
+  std::list<PendingAlloc>& queue = restore ? pending_restores_ : pending_creates_;
+  if (queue.empty() && (restore || pending_restores_.empty())) {
     if (auto offset = AllocateWithEviction(size)) return done(*offset);
   }
-  pending_creates_.push_back({client, id, size, deadline_ms, std::move(done)});
+  queue.push_back({client, id, size, deadline_ms, std::move(done)});
   SpillForSpace(size);
   if (!create_timer_) {
     create_timer_ = loop_.RunEvery("ObjectStore.ExpireCreates", options_.create_check_ms, [this] { ExpireCreates(); });
@@ -68,16 +73,18 @@ void ObjectStore::AllocateOrQueue(ClientId client, const ObjectID& id, int64_t s
 }
 
 void ObjectStore::ProcessPendingCreates() {
-  while (!pending_creates_.empty()) {
-    PendingAlloc& front = pending_creates_.front();
-    auto offset = AllocateWithEviction(front.size);
-    if (!offset) {
-      SpillForSpace(front.size);
-      return;
+  for (std::list<PendingAlloc>* queue : {&pending_restores_, &pending_creates_}) {
+    while (!queue->empty()) {
+      PendingAlloc& front = queue->front();
+      auto offset = AllocateWithEviction(front.size);
+      if (!offset) {
+        SpillForSpace(front.size);
+        return;
+      }
+      auto done = std::move(front.done);
+      queue->pop_front();
+      done(*offset);
     }
-    auto done = std::move(front.done);
-    pending_creates_.pop_front();
-    done(*offset);
   }
   create_timer_.reset();
 }
@@ -176,6 +183,7 @@ bool ObjectStore::SpillForSpace(int64_t needed) {
 
 void ObjectStore::OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result,
                             rpc::NodeEvent event) {
+  VLOG(1) << "spilled " << ids.size() << " objects: " << (result.ok() ? "ok" : result.status().ToString());
   if (options_.events != nullptr) {
     event.set_end_unix_us(NodeEventNowUs());
     event.set_ok(result.ok());
@@ -204,6 +212,7 @@ void ObjectStore::OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vecto
     LOG(ERROR) << "spilling failed: " << result.status();
     std::list<PendingAlloc> failed;
     failed.swap(pending_creates_);
+    failed.splice(failed.end(), pending_restores_);
     create_timer_.reset();
     for (auto& p : failed) p.done(absl::ResourceExhaustedError("object store full and spilling failed: " +
                                                               std::string(result.status().message())));
@@ -234,6 +243,7 @@ void ObjectStore::StartRestore(const ObjectID& id) {
     }
     SpillLocation where = *it->second.spilled;
     const int64_t started_us = NodeEventNowUs();
+    VLOG(2) << "restoring " << id.Hex();
     spiller_->RestoreAsync(where, base_ + *offset, [this, id, off = *offset, started_us](absl::Status s) {
       auto it = objects_.find(id);
       if (options_.events != nullptr) {
@@ -289,21 +299,65 @@ void ObjectStore::AdmitRestores() {
       continue;
     }
     // The first always goes (it alone may need most of the store); others while
-    // they fit beside it.
-    if (admitted_restore_bytes_ > 0 && admitted_restore_bytes_ + get->restore_bytes > allocator_.capacity()) return;
+    // they fit in what is neither in use nor still wanted by those admitted.
+    if (!admitted_.empty() && AdmittedStillWant() + get->admit_bytes > allocator_.capacity() - InUseBytes()) {
+      LogWaitingTurns();
+      return;
+    }
     restore_queue_.pop_front();
     get->admitted = true;
-    admitted_restore_bytes_ += get->restore_bytes;
+    admitted_.push_back(get);
     for (const ObjectID& id : get->ids) {
+      if (Available(id)) {
+        Hold(*get, id);
+        continue;
+      }
       auto it = objects_.find(id);
       if (it != objects_.end() && it->second.state == State::kSpilled) StartRestore(id);
     }
+    TryCompleteGet(get, /*timed_out=*/false);  // everything may be here already
   }
+}
+
+void ObjectStore::LogWaitingTurns() {
+  // Rate-limited: what Gets wait behind, for someone wondering why one waits.
+  const int64_t now = MonotonicMs();
+  if (now - last_turn_log_ms_ < 10000) return;
+  last_turn_log_ms_ = now;
+  absl::flat_hash_map<ClientId, int64_t> held_by;
+  for (const auto& [client, refs] : client_refs_) {
+    for (const auto& [id, count] : refs) {
+      auto it = objects_.find(id);
+      if (it != objects_.end() && it->second.in_memory) held_by[client] += Size(it->second);
+    }
+  }
+  std::string holders;
+  for (const auto& [client, bytes] : held_by) holders += " client " + std::to_string(client) + ": " + std::to_string(bytes);
+  LOG(INFO) << restore_queue_.size() << " Get(s) wait for their turn to restore: " << admitted_.size()
+            << " admitted still want " << AdmittedStillWant() << " bytes; " << InUseBytes() << " of "
+            << allocator_.capacity() << " bytes in use (" << pending_restores_.size() << " restores, "
+            << pending_creates_.size() << " creates wait for memory; " << spilling_bytes_
+            << " bytes being spilled); held by" << holders;
+}
+
+int64_t ObjectStore::InUseBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [id, e] : objects_) {
+    if (e.in_memory && (e.ref_count > 0 || e.state == State::kCreated)) bytes += Size(e);
+  }
+  return bytes;
+}
+
+int64_t ObjectStore::AdmittedStillWant() const {
+  int64_t bytes = 0;
+  for (const auto& g : admitted_) bytes += std::max<int64_t>(0, g->admit_bytes - g->held_bytes);
+  return bytes;
 }
 
 void ObjectStore::EndAdmission(PendingGet& get) {
   // A queued one is skipped by AdmitRestores (it may have held back the next).
-  if (get.admitted) admitted_restore_bytes_ -= get.restore_bytes;
+  admitted_.erase(std::remove_if(admitted_.begin(), admitted_.end(), [&](const auto& g) { return g.get() == &get; }),
+                  admitted_.end());
   get.admitted = false;
   if (!restore_queue_.empty()) AdmitRestores();
 }
@@ -351,24 +405,31 @@ void ObjectStore::Get(ClientId client, const std::vector<ObjectID>& ids, int64_t
   get->held.assign(ids.size(), false);
   get->callback = std::move(callback);
   bool all_ready = true;
+  bool restores = false;
   for (const ObjectID& id : ids) {
-    if (Available(id)) {
-      Hold(*get, id);  // restoring the others must not push it out
-      continue;
-    }
-    all_ready = false;
     auto it = objects_.find(id);
-    if (it != objects_.end() && it->second.state == State::kSpilled && !it->second.restoring) {
-      get->restore_bytes += Size(it->second);
-    }
+    if (it != objects_.end() && it->second.state != State::kCreated) get->admit_bytes += Size(it->second);
+    if (Available(id)) continue;
+    all_ready = false;
+    restores |= it != objects_.end() && it->second.state == State::kSpilled && !it->second.restoring;
   }
   if (all_ready || timeout_ms == 0) {
     TryCompleteGet(get, /*timed_out=*/true);
     return;
   }
-  for (const ObjectID& id : ids) {
-    if (!Available(id)) waiting_gets_[id].push_back(get);
+  // Without restores it holds what is here at once (restoring others' objects must
+  // not push it out); with them, once admitted.
+  if (!restores) {
+    get->admitted = true;
+    get->admit_bytes = 0;  // takes no turn
+    for (const ObjectID& id : ids) {
+      if (Available(id)) Hold(*get, id);
+    }
   }
+  // Every id, available or not: one here now may be spilled before the Get's turn
+  // comes, and is restored for it then.
+  get->waited = true;
+  for (const ObjectID& id : ids) waiting_gets_[id].push_back(get);
   client_gets_[client].push_back(get);
   if (timeout_ms > 0) {
     std::weak_ptr<PendingGet> weak = get;
@@ -376,7 +437,7 @@ void ObjectStore::Get(ClientId client, const std::vector<ObjectID>& ids, int64_t
       if (auto g = weak.lock()) TryCompleteGet(g, /*timed_out=*/true);
     });
   }
-  if (get->restore_bytes > 0) {
+  if (restores) {
     restore_queue_.push_back(get);
     AdmitRestores();
   }
@@ -396,6 +457,11 @@ void ObjectStore::TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool ti
     const ObjectID& id = get->ids[i];
     auto it = objects_.find(id);
     if (!get->held[i] && !Available(id)) {
+      if (it != objects_.end() && get->waited) {
+        VLOG(1) << "Get of client " << get->client << " ends without " << id.Hex() << ": state "
+                << static_cast<int>(it->second.state) << (it->second.restoring ? " restoring" : "")
+                << (it->second.spilling ? " spilling" : "") << (get->admitted ? ", admitted" : ", not admitted");
+      }
       results.emplace_back();
       continue;
     }
@@ -424,9 +490,12 @@ void ObjectStore::OnSealed(const ObjectID& id) {
   if (it == waiting_gets_.end()) return;
   auto gets = std::move(it->second);
   waiting_gets_.erase(it);
-  // Every waiting Get holds it before any of them completes (a completion's
-  // callback may make room by spilling).
-  for (auto& g : gets) Hold(*g, id);
+  // Every admitted Get waiting for it holds it before any of them completes (a
+  // completion's callback may make room by spilling). One waiting for its turn
+  // holds nothing: holding parts of many Gets could leave room for none.
+  for (auto& g : gets) {
+    if (g->admitted) Hold(*g, id);
+  }
   for (auto& g : gets) TryCompleteGet(g, /*timed_out=*/false);
 }
 
@@ -437,6 +506,7 @@ void ObjectStore::Hold(PendingGet& get, const ObjectID& id) {
     if (get.held[i] || get.ids[i] != id) continue;
     AddRef(get.client, id, it->second);
     get.held[i] = true;
+    get.held_bytes += Size(it->second);
   }
 }
 
@@ -564,7 +634,9 @@ void ObjectStore::DropRef(ClientId client, const ObjectID& id, Entry& e) {
     return;
   }
   UpdateLru(id, e);
-  if (!pending_creates_.empty()) ProcessPendingCreates();
+  if (!pending_creates_.empty() || !pending_restores_.empty()) ProcessPendingCreates();
+  // Memory no longer in use may let the next Get restore.
+  if (!restore_queue_.empty()) AdmitRestores();
 }
 
 void ObjectStore::UpdateLru(const ObjectID& id, Entry& e) {

@@ -10,10 +10,12 @@
 // unreferenced, unpinned objects are evicted in LRU order; then unreferenced pinned
 // ones are spilled to disk (batched); the Create waits in a queue while spilling can
 // make room, and fails with RESOURCE_EXHAUSTED once nothing can be spilled for
-// `create_timeout_ms`. A Get of a spilled object restores it: Gets are admitted to
-// restore in arrival order while what they restore fits in the store beside what
-// admitted Gets restore already (one at a time when it does not), and each holds
-// what it waits for as soon as it is in memory.
+// `create_timeout_ms`. A Get of a spilled object restores it: Gets with objects to
+// restore are admitted in arrival order while all their objects fit in what is
+// neither in use nor still wanted by the admitted ones (one alone when they do not);
+// an admitted
+// Get (or one with nothing to restore) holds each object it waits for as soon as it
+// is in memory, one waiting for its turn holds nothing.
 // Loop thread only; callbacks run on the loop (possibly inline).
 #pragma once
 
@@ -156,9 +158,12 @@ class ObjectStore {
     GetCallback callback;
     std::unique_ptr<Timer> timer;
     bool done = false;
-    // Bytes of its objects on disk when it came; counted in admitted_restore_bytes_
-    // while admitted.
-    int64_t restore_bytes = 0;
+    // Bytes of its objects known when it came (a Get with restores to do), and of
+    // those it holds.
+    int64_t admit_bytes = 0;
+    int64_t held_bytes = 0;
+    bool waited = false;  // not a look (timeout 0)
+    // It may hold what it waits for: it had nothing to restore, or its turn came.
     bool admitted = false;
   };
 
@@ -182,6 +187,12 @@ class ObjectStore {
   void AdmitRestores();
   // A finished Get's admission ends: the next ones may restore.
   void EndAdmission(PendingGet& get);
+  // Bytes in memory that cannot be evicted or spilled now (referenced or unsealed).
+  int64_t InUseBytes() const;
+  // Bytes the admitted Gets wait for and do not hold yet.
+  int64_t AdmittedStillWant() const;
+  // Logs (every 10 s at most) why Gets wait for their turn.
+  void LogWaitingTurns();
   // Runs `done` with an offset now or once memory frees up (FIFO), or an error at
   // the deadline (creates; restores wait as long as their Gets).
   void AllocateOrQueue(ClientId client, const ObjectID& id, int64_t size, int64_t deadline_ms,
@@ -207,11 +218,15 @@ class ObjectStore {
   std::list<ObjectID> lru_;
   absl::flat_hash_map<ClientId, absl::flat_hash_map<ObjectID, int64_t>> client_refs_;
   std::list<PendingAlloc> pending_creates_;
+  // Restores waiting for memory: served before the creates.
+  std::list<PendingAlloc> pending_restores_;
   absl::flat_hash_map<ClientId, std::vector<std::shared_ptr<PendingGet>>> client_gets_;
   absl::flat_hash_map<ObjectID, std::vector<std::shared_ptr<PendingGet>>> waiting_gets_;
   // Gets with objects to restore, not admitted yet, first come first.
   std::list<std::shared_ptr<PendingGet>> restore_queue_;
-  int64_t admitted_restore_bytes_ = 0;
+  // Admitted Gets with restores to do, until they return.
+  std::vector<std::shared_ptr<PendingGet>> admitted_;
+  int64_t last_turn_log_ms_ = 0;
   int64_t spilling_bytes_ = 0;
   absl::Status last_spill_error_;
   std::unique_ptr<Timer> create_timer_;

@@ -763,6 +763,92 @@ TEST_F(AdmissionTest, GetsRestoreInTurnWhileTheyFitAndNoneOvertakes) {
   EXPECT_EQ(Read(*c->objects.at(0)), Pattern(Id(6), kUnit));
 }
 
+// A Get waiting for its turn holds nothing, not even what others restored: many Gets
+// each holding part of what they need could fill the store and none complete.
+TEST_F(AdmissionTest, AGetWaitingForItsTurnHoldsNothing) {
+  SpillFour(1);
+  SpillFour(5);
+  auto a = StartGet(kReader, {Id(1), Id(2), Id(3)}, -1);
+  auto b = StartGet(kOther, {Id(1), Id(4), Id(5)}, -1);  // 1 is being restored for a
+  ASSERT_EQ(spiller_.pending_restores().size(), 3u);
+  spiller_.CompleteNextRestore();  // 1
+  loop_.RunUntilIdle();
+  EXPECT_EQ(store_->RefCount(Id(1)), 1) << "only a holds it; b waits for its turn";
+  spiller_.CompleteNextRestore();
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(a->done);
+  // a returned: b's turn. It holds 1, in memory, and restores 4 (5 waits for a's
+  // reader to let go).
+  ASSERT_FALSE(b->done);
+  EXPECT_EQ(store_->RefCount(Id(1)), 2);
+  ASSERT_EQ(spiller_.pending_restores().size(), 1u);
+  spiller_.CompleteNextRestore();
+  for (uint8_t i = 1; i <= 3; ++i) ASSERT_TRUE(store_->Release(kReader, Id(i)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(spiller_.pending_restores().size(), 1u);
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(b->done);
+  EXPECT_EQ(Read(*b->objects.at(0)), Pattern(Id(1), kUnit));
+  EXPECT_EQ(Read(*b->objects.at(2)), Pattern(Id(5), kUnit));
+}
+
+// Memory that frees up goes to an admitted Get's restore before a create that came
+// first: the create may wait for memory such a Get holds (a deadlock until a timeout).
+TEST_F(AdmissionTest, ARestoreGoesBeforeACreateThatCameFirst) {
+  SpillFour(1);
+  for (uint8_t i = 5; i <= 8; ++i) Put(kWriter, Id(i), kUnit, /*pin=*/false, /*keep_ref=*/true);
+  auto nine = StartCreate(kOther, Id(9), kUnit);
+  EXPECT_FALSE(nine->done);
+  auto a = StartGet(kReader, {Id(1)}, -1);
+  EXPECT_TRUE(spiller_.pending_restores().empty()) << "no memory yet";
+  ASSERT_TRUE(store_->Release(kWriter, Id(5)).ok());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(spiller_.pending_restores().size(), 1u) << "the freed unit went to the create";
+  EXPECT_FALSE(nine->done);
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(a->done);
+  EXPECT_EQ(Read(*a->objects.at(0)), Pattern(Id(1), kUnit));
+  ASSERT_TRUE(store_->Release(kWriter, Id(6)).ok());
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(nine->done) << "then the create";
+}
+
+// An object in memory when a Get came, spilled while the Get waited for its turn, is
+// restored for it and held when its turn comes (it waited for ever before).
+TEST_F(AdmissionTest, AnObjectSpilledWhileItsGetWaitsIsRestoredForIt) {
+  SpillFour(1);
+  auto a = StartGet(kReader, {Id(1), Id(2), Id(3)}, -1);
+  ASSERT_EQ(spiller_.pending_restores().size(), 3u);
+  Put(kWriter, Id(5), kUnit, /*pin=*/true);       // in memory, unreferenced
+  auto b = StartGet(kOther, {Id(5), Id(4)}, -1);  // waits for its turn: 3 + 2 > 4
+  // A creation pushes 5 to disk meanwhile.
+  auto six = StartCreate(kWriter, Id(6), kUnit);
+  ASSERT_EQ(spiller_.pending_spills().size(), 1u);
+  spiller_.CompleteNextSpill();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(six->done && six->result.ok());
+  for (int i = 0; i < 3; ++i) spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(a->done);
+  for (uint8_t i = 1; i <= 3; ++i) ASSERT_TRUE(store_->Release(kReader, Id(i)).ok());
+  loop_.RunUntilIdle();
+  // b's turn: 5 and 4 are restored for it. A creation once 5 is back must not push
+  // it out again.
+  ASSERT_EQ(spiller_.pending_restores().size(), 2u);
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  auto seven = StartCreate(kWriter, Id(7), 2 * kUnit);
+  spiller_.CompleteNextRestore();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(b->done) << "b waits for an object restored for it but not held";
+  ASSERT_TRUE(b->objects.at(0).has_value());
+  EXPECT_EQ(Read(*b->objects.at(0)), Pattern(Id(5), kUnit));
+  EXPECT_EQ(Read(*b->objects.at(1)), Pattern(Id(4), kUnit));
+}
+
 // A Get that only looks (timeout 0) restores nothing: it would bypass the turns.
 TEST_F(AdmissionTest, AGetThatDoesNotWaitRestoresNothing) {
   SpillFour(1);

@@ -1,0 +1,247 @@
+// sort_bench: the sort example (python_free_examples/sort_tasks.h) on a local
+// cluster whose object store holds a quarter of the data (--store-fraction), beside
+// the same work done by one core in this process (generate + partition + sort, no
+// object store), in the same run. Prints one JSON object:
+//   cluster_s / one_core_s            medians of --runs runs (a warm-up run first)
+//   cluster_gb_per_s, one_core_gb_per_s, speedup_over_one_core
+//   spilled_bytes, restored_bytes     the node's store counters over the timed runs
+//   peak_node_pss_bytes               the largest sum, sampled every 100 ms, of the
+//                                     proportional set sizes of this driver, the
+//                                     raylet and its workers (shared store pages
+//                                     counted once)
+//   all_right                         every run's result passed valsort's checks
+// This binary is also its own worker.
+#include <ray/api.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "bench_cluster.h"
+#include "nlohmann/json.hpp"
+#include "python_free_examples/sort_tasks.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using sort_example::Partition;
+
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Shape {
+  uint64_t bytes = 0, maps = 0, reduces = 0;
+  uint64_t records_per_map() const { return bytes / sort_example::kRecordBytes / maps; }
+};
+
+// One sort on the cluster; true when its result passed the checks.
+bool SortOnCluster(const Shape& s) {
+  std::vector<ray::ObjectRef<sort_example::MapOutput>> mapped;
+  for (uint64_t m = 0; m < s.maps; ++m) {
+    mapped.push_back(ray::Task(sort_example::Map).Remote(m, s.records_per_map(), s.reduces));
+  }
+  uint64_t made = 0, made_checksum = 0;
+  std::vector<std::vector<ray::ObjectRef<std::vector<uint8_t>>>> columns(s.reduces);
+  for (auto& output : ray::Get(mapped)) {
+    made += output->records;
+    made_checksum += output->checksum;
+    for (uint64_t r = 0; r < s.reduces; ++r) columns[r].push_back(output->buckets[r]);
+  }
+  std::vector<ray::ObjectRef<Partition>> reduced;
+  for (auto& column : columns) reduced.push_back(ray::Task(sort_example::Reduce).Remote(column));
+  columns.clear();
+  mapped.clear();
+  std::vector<std::shared_ptr<Partition>> partitions = ray::Get(reduced);
+  std::vector<const Partition*> in_order;
+  for (const auto& p : partitions) in_order.push_back(p.get());
+  return sort_example::CheckPartitions(in_order, made, made_checksum).empty();
+}
+
+// The same work in this process, on this thread.
+bool SortOnOneCore(const Shape& s) {
+  uint64_t made = 0, made_checksum = 0;
+  std::vector<std::vector<std::shared_ptr<std::vector<uint8_t>>>> columns(s.reduces);
+  for (uint64_t m = 0; m < s.maps; ++m) {
+    auto buckets = sort_example::MakeBuckets(m, s.records_per_map(), s.reduces, &made_checksum);
+    made += s.records_per_map();
+    for (uint64_t r = 0; r < s.reduces; ++r) {
+      columns[r].push_back(std::make_shared<std::vector<uint8_t>>(std::move(buckets[r])));
+    }
+  }
+  std::vector<Partition> partitions;
+  for (auto& column : columns) partitions.push_back(sort_example::SortColumn(std::move(column)));
+  std::vector<const Partition*> in_order;
+  for (const auto& p : partitions) in_order.push_back(&p);
+  return sort_example::CheckPartitions(in_order, made, made_checksum).empty();
+}
+
+// Proportional set size of a process (smaps_rollup), 0 if gone.
+int64_t PssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string key;
+  int64_t kb = 0;
+  while (in >> key) {
+    if (key == "Pss:" && in >> kb) return kb * 1024;
+    in.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+std::string ReadProc(pid_t pid, const char* what) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + what);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The node's processes: this driver, the raylet of the cluster at `gcs_address` and
+// the raylet's children (its workers).
+std::vector<pid_t> NodeProcesses(const std::string& gcs_address) {
+  std::vector<pid_t> all;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    pid_t pid = static_cast<pid_t>(std::atoi(entry.path().filename().c_str()));
+    if (pid > 0) all.push_back(pid);
+  }
+  pid_t raylet = 0;
+  for (pid_t pid : all) {
+    std::string cmdline = ReadProc(pid, "cmdline");
+    if (cmdline.find("manta_raylet") != std::string::npos && cmdline.find(gcs_address) != std::string::npos) raylet = pid;
+  }
+  std::vector<pid_t> node{getpid()};
+  if (raylet == 0) return node;
+  node.push_back(raylet);
+  for (pid_t pid : all) {
+    std::string stat = ReadProc(pid, "stat");
+    size_t close = stat.rfind(')');
+    int ppid = 0;
+    if (close != std::string::npos && std::sscanf(stat.c_str() + close + 2, "%*c %d", &ppid) == 1 && ppid == raylet) {
+      node.push_back(pid);
+    }
+  }
+  return node;
+}
+
+// Samples the node's total PSS every 100 ms while it lives; keeps the peak.
+class PssSampler {
+ public:
+  explicit PssSampler(std::string gcs_address) : gcs_address_(std::move(gcs_address)) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        int64_t total = 0;
+        for (pid_t pid : NodeProcesses(gcs_address_)) total += PssBytes(pid);
+        peak_ = std::max<int64_t>(peak_, total);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  ~PssSampler() {
+    stop_ = true;
+    thread_.join();
+  }
+  int64_t peak() const { return peak_; }
+
+ private:
+  std::string gcs_address_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> peak_{0};
+  std::thread thread_;
+};
+
+// The head node's store counters from `manta status --json`.
+nlohmann::json StoreCounters(const manta::bench::BenchCluster& cluster) {
+  auto status = nlohmann::json::parse(cluster.RunManta({"status", "--json", "--address", cluster.gcs_address()}),
+                                      nullptr, false);
+  if (status.is_discarded() || !status.contains("nodes") || status["nodes"].empty()) return {};
+  return status["nodes"][0]["object_store"];
+}
+
+int64_t Counter(const nlohmann::json& store, const char* name) {
+  return store.contains(name) && store[name].is_number() ? store[name].get<int64_t>() : 0;
+}
+
+int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** argv) {
+  nlohmann::ordered_json out;
+  out["bytes"] = shape.bytes;
+  out["maps"] = shape.maps;
+  out["reduces"] = shape.reduces;
+  out["store_bytes"] = store_bytes;
+  out["runs"] = runs;
+  bool all_right = true;
+
+  std::vector<double> one_core;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = Clock::now();
+    all_right &= SortOnOneCore(shape);
+    one_core.push_back(Since(t0));
+  }
+
+  manta::bench::BenchCluster cluster;
+  cluster.StartHead({"--object-store-memory", std::to_string(store_bytes)});
+  ray::RayConfig config;
+  config.address = cluster.gcs_address();
+  ray::Init(config, argc, argv);
+  all_right &= SortOnCluster(shape);  // warm-up: workers started, store pages touched
+  const nlohmann::json before = StoreCounters(cluster);
+  std::vector<double> on_cluster;
+  int64_t peak_pss = 0;
+  {
+    PssSampler sampler(cluster.gcs_address());
+    for (int i = 0; i < runs; ++i) {
+      auto t0 = Clock::now();
+      all_right &= SortOnCluster(shape);
+      on_cluster.push_back(Since(t0));
+    }
+    peak_pss = sampler.peak();
+  }
+  const nlohmann::json after = StoreCounters(cluster);
+  ray::Shutdown();
+
+  const double gb = static_cast<double>(shape.records_per_map() * shape.maps * sort_example::kRecordBytes) / 1e9;
+  out["cluster_s"] = Median(on_cluster);
+  out["one_core_s"] = Median(one_core);
+  out["cluster_gb_per_s"] = gb / Median(on_cluster);
+  out["one_core_gb_per_s"] = gb / Median(one_core);
+  out["speedup_over_one_core"] = Median(one_core) / Median(on_cluster);
+  out["spilled_bytes"] = Counter(after, "spilled_bytes_total") - Counter(before, "spilled_bytes_total");
+  out["restored_bytes"] = Counter(after, "restored_bytes_total") - Counter(before, "restored_bytes_total");
+  out["peak_node_pss_bytes"] = peak_pss;
+  out["all_right"] = all_right;
+  std::cout << out.dump(2) << std::endl;
+  return all_right ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A worker process re-runs main(): ray::Init serves tasks and never returns.
+  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+  Shape shape{uint64_t{1} << 30, 24, 12};
+  uint64_t store_fraction = 4;
+  int runs = 3;
+  CLI::App app{"sort_bench: the sort example on a local cluster against one core"};
+  app.add_option("--bytes", shape.bytes, "bytes of records to sort");
+  app.add_option("--maps", shape.maps, "map tasks");
+  app.add_option("--reduces", shape.reduces, "reduce tasks");
+  app.add_option("--store-fraction", store_fraction, "the object store holds bytes / this");
+  app.add_option("--runs", runs, "timed runs of each (the median is reported)");
+  app.allow_extras();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return Run(shape, shape.bytes / std::max<uint64_t>(store_fraction, 1), std::max(runs, 1), argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "sort_bench: " << e.what() << std::endl;
+    return 1;
+  }
+}
