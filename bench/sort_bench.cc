@@ -3,6 +3,8 @@
 // the same work done by one core in this process (generate + partition + sort, no
 // object store), in the same run. Prints one JSON object:
 //   cluster_s / one_core_s            medians of --runs runs (a warm-up run first)
+//   cluster_map_phase_s               of cluster_s, until every map had put its
+//                                     buckets (mean)
 //   cluster_gb_per_s, one_core_gb_per_s, speedup_over_one_core
 //   spilled_bytes, restored_bytes     the node's store counters over the timed runs
 //   peak_node_pss_bytes               the largest sum, sampled every 100 ms, of the
@@ -48,8 +50,10 @@ struct Shape {
   uint64_t records_per_map() const { return bytes / sort_example::kRecordBytes / maps; }
 };
 
-// One sort on the cluster; true when its result passed the checks.
-bool SortOnCluster(const Shape& s) {
+// One sort on the cluster; true when its result passed the checks. Adds the time
+// until every map finished to *map_s.
+bool SortOnCluster(const Shape& s, double* map_s = nullptr) {
+  const auto t0 = Clock::now();
   std::vector<ray::ObjectRef<sort_example::MapOutput>> mapped;
   for (uint64_t m = 0; m < s.maps; ++m) {
     mapped.push_back(ray::Task(sort_example::Map).Remote(m, s.records_per_map(), s.reduces));
@@ -61,6 +65,7 @@ bool SortOnCluster(const Shape& s) {
     made_checksum += output->checksum;
     for (uint64_t r = 0; r < s.reduces; ++r) columns[r].push_back(output->buckets[r]);
   }
+  if (map_s != nullptr) *map_s += Since(t0);
   std::vector<ray::ObjectRef<Partition>> reduced;
   for (auto& column : columns) reduced.push_back(ray::Task(sort_example::Reduce).Remote(column));
   columns.clear();
@@ -195,12 +200,13 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** arg
   all_right &= SortOnCluster(shape);  // warm-up: workers started, store pages touched
   const nlohmann::json before = StoreCounters(cluster);
   std::vector<double> on_cluster;
+  double map_s = 0;
   int64_t peak_pss = 0;
   {
     PssSampler sampler(cluster.gcs_address());
     for (int i = 0; i < runs; ++i) {
       auto t0 = Clock::now();
-      all_right &= SortOnCluster(shape);
+      all_right &= SortOnCluster(shape, &map_s);
       on_cluster.push_back(Since(t0));
     }
     peak_pss = sampler.peak();
@@ -210,6 +216,7 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** arg
 
   const double gb = static_cast<double>(shape.records_per_map() * shape.maps * sort_example::kRecordBytes) / 1e9;
   out["cluster_s"] = Median(on_cluster);
+  out["cluster_map_phase_s"] = map_s / runs;  // mean: maps made and put
   out["one_core_s"] = Median(one_core);
   out["cluster_gb_per_s"] = gb / Median(on_cluster);
   out["one_core_gb_per_s"] = gb / Median(one_core);

@@ -246,17 +246,7 @@ void ObjectStore::StartRestore(const ObjectID& id) {
     VLOG(2) << "restoring " << id.Hex();
     spiller_->RestoreAsync(where, base_ + *offset, [this, id, off = *offset, started_us](absl::Status s) {
       auto it = objects_.find(id);
-      if (options_.events != nullptr) {
-        rpc::NodeEvent event;
-        event.set_kind("restore");
-        event.set_start_unix_us(started_us);
-        event.set_end_unix_us(NodeEventNowUs());
-        event.set_bytes(it != objects_.end() ? Size(it->second) : 0);
-        event.set_num_objects(1);
-        event.set_object_id(id.Binary());
-        event.set_ok(s.ok());
-        options_.events->Record(std::move(event));
-      }
+      RecordRestore(id, it != objects_.end() ? Size(it->second) : 0, started_us, s.ok());
       if (it == objects_.end()) {
         allocator_.Free(off);
         return;
@@ -282,6 +272,19 @@ void ObjectStore::StartRestore(const ObjectID& id) {
       OnSealed(id);
     });
   });
+}
+
+void ObjectStore::RecordRestore(const ObjectID& id, int64_t bytes, int64_t started_us, bool ok) {
+  if (options_.events == nullptr) return;
+  rpc::NodeEvent event;
+  event.set_kind("restore");
+  event.set_start_unix_us(started_us);
+  event.set_end_unix_us(NodeEventNowUs());
+  event.set_bytes(bytes);
+  event.set_num_objects(1);
+  event.set_object_id(id.Binary());
+  event.set_ok(ok);
+  options_.events->Record(std::move(event));
 }
 
 void ObjectStore::FailRestore(const ObjectID& id) {

@@ -181,6 +181,8 @@ class ObjectStore {
   bool SpillForSpace(int64_t needed);
   void OnSpilled(std::vector<ObjectID> ids, absl::StatusOr<std::vector<SpillLocation>> result, rpc::NodeEvent event);
   void StartRestore(const ObjectID& id);
+  // Records a restore in the node's event log (the timeline), if there is one.
+  void RecordRestore(const ObjectID& id, int64_t bytes, int64_t started_us, bool ok);
   // A failed restore: the Gets waiting for `id` return now, without it.
   void FailRestore(const ObjectID& id);
   // Admits queued Gets to restore while they fit (see the class comment).

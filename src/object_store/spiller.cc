@@ -92,10 +92,14 @@ void FileSpiller::SpillAsync(std::vector<SpillItem> items,
         locations.push_back({path, offset, item.size});
         offset += item.size;
       }
-      if (s.ok() && fdatasync(fd) != 0) {
+      // Not synced: spilled bytes need only outlive this raylet's memory, not the
+      // machine (after a crash the store's memory is gone too), and a sync per file
+      // held spilling, and the creates waiting for it, to the disk's write speed
+      // while the page cache takes the bytes at memory speed. A full disk fails the
+      // write itself; a late write-back error fails close.
+      if (close(fd) != 0 && s.ok()) {
         s = absl::ResourceExhaustedError("spilling to " + path + " failed: " + std::strerror(errno));
       }
-      close(fd);
       if (!s.ok()) {
         unlink(path.c_str());
         result = s;

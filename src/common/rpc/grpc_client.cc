@@ -15,10 +15,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t m
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   // A restarted peer (GCS, raylet) must be found again within about a second, not
-  // after gRPC's default two-minute backoff.
+  // after gRPC's default two-minute backoff. The minimum is also how long one connect
+  // attempt may take (TCP and the peer's HTTP/2 settings): at 100 ms a live but busy
+  // peer on a loaded machine (a sort's owner, a borrower) failed to connect and was
+  // taken for dead (OwnerDiedException; a borrow released and the object freed
+  // early). A dead peer still fails at once (connection refused).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   // Each client gets its own connection rather than sharing a global subchannel pool,
   // so one component's reconnect backoff does not hold another's calls.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
