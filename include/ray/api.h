@@ -53,10 +53,12 @@
 #include "ray/api/function_manager.h"
 #include "ray/api/logging.h"
 #include "ray/api/object_ref.h"
+#include "ray/api/object_view.h"
 #include "ray/api/placement_group.h"
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
+#include "ray/api/returns.h"
 #include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
 #include "ray/api/task_caller.h"
@@ -118,7 +120,8 @@ void CheckNoNilIds(const std::vector<std::string>& ids, const char* caller);
 void CheckResultCount(size_t actual, size_t expected, const char* caller);
 // ray::Wait on ids: validates the arguments, waits on the distinct ids, and returns
 // one ready flag per entry of `ids`.
-std::vector<bool> WaitForIds(const std::vector<std::string>& ids, int num_objects, int timeout_ms);
+std::vector<bool> WaitForIds(const std::vector<std::string>& ids, int num_objects, int timeout_ms,
+                             bool fetch_local);
 
 // The ids of `objects`, checking none is nil (RayException naming `caller`).
 template <typename T>
@@ -181,10 +184,15 @@ void Get(const std::vector<ObjectRef<void>>& objects, int timeout_ms);
 // Throws RayException unless 1 <= num_objects <= objects.size() and
 // timeout_ms >= -1, and for nil refs. Never throws RayTimeoutException: on timeout
 // the not-yet-ready refs are simply in `unready`.
+// fetch_local (a Manta addition with Ray Python's name and default): when true, an
+// object made on another node counts as ready once a copy has been pulled to this
+// node, so reading it next does not wait for a transfer; when false, Wait only
+// watches for the objects to be made, and moves no data.
 template <typename T>
-WaitResult<T> Wait(const std::vector<ObjectRef<T>>& objects, int num_objects, int timeout_ms) {
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& objects, int num_objects, int timeout_ms,
+                   bool fetch_local = true) {
   std::vector<bool> ready =
-      internal::WaitForIds(internal::IdsOf(objects, "ray::Wait"), num_objects, timeout_ms);
+      internal::WaitForIds(internal::IdsOf(objects, "ray::Wait"), num_objects, timeout_ms, fetch_local);
   WaitResult<T> result;
   for (size_t i = 0; i < objects.size(); ++i) {
     (ready[i] ? result.ready : result.unready).push_back(objects[i]);

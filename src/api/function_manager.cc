@@ -212,5 +212,17 @@ void ThrowNilArgument(const std::string& function_name, size_t position) {
                      " is a nil ObjectRef (default-constructed or moved from)");
 }
 
+void CheckNumReturns(const std::string& function_name, bool set, int num_returns) {
+  constexpr int kMaxReturns = 1 << 20;
+  if (!set) {
+    throw RayException("ray::Task(" + function_name + ").Remote(): " + function_name +
+                       " returns ray::Returns<T>: say how many values with SetNumReturns(n) first");
+  }
+  if (num_returns < 1 || num_returns > kMaxReturns) {
+    throw RayException("ray::Task(" + function_name + ").SetNumReturns(" + std::to_string(num_returns) +
+                       "): the number of returns must be between 1 and " + std::to_string(kMaxReturns));
+  }
+}
+
 }  // namespace internal
 }  // namespace ray

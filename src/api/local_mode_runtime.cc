@@ -52,6 +52,26 @@ std::shared_ptr<const std::string> Materialize(const SerializedValue& value) {
   return bytes;
 }
 
+// The bytes of each of a task's returns; throws RayException when the function
+// returned another number of values than the caller asked for.
+void MaterializeReturns(const std::string& function_name, size_t wanted, const SerializedValue& result,
+                        std::vector<std::shared_ptr<const std::string>>* bytes) {
+  if (!result.multiple) {
+    if (wanted != 1) {
+      throw RayException(function_name + " returns one value, but the caller asked for " +
+                         std::to_string(wanted));
+    }
+    bytes->push_back(Materialize(result));
+    return;
+  }
+  if (result.parts.size() != wanted) {
+    throw RayException(function_name + " returned " + std::to_string(result.parts.size()) +
+                       " values in its ray::Returns, but the caller asked for " + std::to_string(wanted) +
+                       " (SetNumReturns)");
+  }
+  for (const SerializedValue& part : result.parts) bytes->push_back(Materialize(part));
+}
+
 }  // namespace
 
 std::unique_ptr<RayRuntime> CreateLocalModeRuntime(const ray::RayConfig& config) {
@@ -240,9 +260,7 @@ void LocalModeRuntime::PumpActorLocked(Actor& actor) {
     if (front->unresolved > 0) return;
     if (actor.state == Actor::State::kDead) {
       actor.calls.pop_front();
-      if (!front->return_id.empty()) {
-        CompleteLocked(front->return_id, nullptr, {}, ErrorKind::kActor, actor.death_message);
-      }
+      FailReturnsLocked(*front, ErrorKind::kActor, actor.death_message);
       RemoveReferencesLocked(std::move(front->held_ids));
       continue;
     }
@@ -371,7 +389,7 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::ResolveArguments(co
 
 std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& task, std::vector<ObjectData>& args,
                                                                  SerializedValue* result,
-                                                                 std::shared_ptr<const std::string>* bytes,
+                                                                 std::vector<std::shared_ptr<const std::string>>* bytes,
                                                                  std::shared_ptr<void>* instance, bool* exit_actor) {
   const FunctionManager& registry = FunctionManager::Instance();
   const RemoteFunction* function = nullptr;
@@ -415,7 +433,7 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& tas
     } else {
       *result = (*function)(args);
     }
-    *bytes = Materialize(*result);
+    MaterializeReturns(task.function_name, std::max<size_t>(1, task.return_ids.size()), *result, bytes);
   } catch (const RayIntentionalSystemExitException&) {
     *exit_actor = true;
     error = TaskError{ErrorKind::kActor, task.actor ? task.actor->Describe() + " exited: its method " +
@@ -427,6 +445,10 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& tas
   tls_actor_id = previous_actor;
   tls_actor_restarted = previous_restarted;
   return error;
+}
+
+void LocalModeRuntime::FailReturnsLocked(const Task& task, ErrorKind kind, const std::string& message) {
+  for (const std::string& id : task.return_ids) CompleteLocked(id, nullptr, {}, kind, message);
 }
 
 std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::PlacementErrorLocked(
@@ -442,7 +464,7 @@ void LocalModeRuntime::Execute(Task& task) {
   // Outlives the lock below: the ObjectRefs inside the result must stay alive until
   // the result object holds references on them, and their destructors take mu_.
   SerializedValue result;
-  std::shared_ptr<const std::string> bytes;
+  std::vector<std::shared_ptr<const std::string>> bytes;
   std::shared_ptr<void> instance;
   bool exit_actor = false;
   if (task.kind == Task::Kind::kActorCall) {
@@ -455,11 +477,13 @@ void LocalModeRuntime::Execute(Task& task) {
   }
   if (!error) error = Run(task, args, &result, &bytes, &instance, &exit_actor);
   absl::MutexLock lock(&mu_);
-  if (!task.return_id.empty()) {
-    if (error) {
-      CompleteLocked(task.return_id, nullptr, {}, error->kind, error->message);
-    } else {
-      CompleteLocked(task.return_id, bytes, AddKnownReferencesLocked(result.contained_ids), ErrorKind::kOther, "");
+  if (error) {
+    FailReturnsLocked(task, error->kind, error->message);
+  } else {
+    for (size_t i = 0; i < task.return_ids.size(); ++i) {
+      const SerializedValue& value = result.multiple ? result.parts[i] : result;
+      CompleteLocked(task.return_ids[i], bytes[i], AddKnownReferencesLocked(value.contained_ids), ErrorKind::kOther,
+                     "");
     }
   }
   RemoveReferencesLocked(std::move(task.held_ids));
@@ -508,7 +532,7 @@ std::vector<ObjectData> LocalModeRuntime::Get(const std::vector<std::string>& id
 }
 
 std::vector<bool> LocalModeRuntime::Wait(const std::vector<std::string>& ids, int num_objects,
-                                         int64_t timeout_ms) {
+                                         int64_t timeout_ms, bool /*fetch_local*/) {
   absl::MutexLock lock(&mu_);
   ActiveCall active(this);
   for (const std::string& id : ids) FindOrThrowLocked(id, "ray::Wait");
@@ -535,11 +559,9 @@ std::vector<bool> LocalModeRuntime::Wait(const std::vector<std::string>& ids, in
 bool LocalModeRuntime::PrepareArgumentsLocked(const std::shared_ptr<Task>& task) {
   for (const TaskArgument& arg : task->args) {
     if (arg.by_ref && FindLocked(arg.object_id) == nullptr) {
-      if (!task->return_id.empty()) {
-        CompleteLocked(task->return_id, nullptr, {}, ErrorKind::kOther,
-                       task->function_name + ": argument object " + HexId(arg.object_id) +
-                           " is unknown (already freed?)");
-      }
+      FailReturnsLocked(*task, ErrorKind::kOther,
+                        task->function_name + ": argument object " + HexId(arg.object_id) +
+                            " is unknown (already freed?)");
       return false;
     }
   }
@@ -561,23 +583,29 @@ bool LocalModeRuntime::PrepareArgumentsLocked(const std::shared_ptr<Task>& task)
   return true;
 }
 
-std::string LocalModeRuntime::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                                         const TaskOptions& options) {
+std::vector<std::string> LocalModeRuntime::SubmitTask(const std::string& function_name,
+                                                      std::vector<TaskArgument> args, const TaskOptions& options) {
+  if (options.num_returns < 1) {
+    throw RayException("local mode: " + function_name + " needs at least one return, not " +
+                       std::to_string(options.num_returns));
+  }
   CheckSameRuntimeEnv(options.serialized_runtime_env, "ray::Task(" + function_name + ").SetRuntimeEnv");
   auto task = std::make_shared<Task>();
   task->function_name = function_name;
   task->args = std::move(args);
   task->placement = options.placement;
   absl::MutexLock lock(&mu_);
-  task->return_id = NewObjectId(/*is_put=*/false);
-  objects_[task->return_id].references = 1;
-  std::string return_id = task->return_id;
+  for (int i = 0; i < options.num_returns; ++i) {
+    task->return_ids.push_back(NewObjectId(/*is_put=*/false));
+    objects_[task->return_ids.back()].references = 1;
+  }
+  std::vector<std::string> return_ids = task->return_ids;
   if (std::optional<TaskError> error = PlacementErrorLocked(function_name, options.placement)) {
-    CompleteLocked(return_id, nullptr, {}, error->kind, error->message);
-    return return_id;
+    FailReturnsLocked(*task, error->kind, error->message);
+    return return_ids;
   }
   if (PrepareArgumentsLocked(task) && task->unresolved == 0) ReadyLocked(std::move(task));
-  return return_id;
+  return return_ids;
 }
 
 CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
@@ -642,9 +670,9 @@ std::string LocalModeRuntime::SubmitActorTask(const std::string& actor_id, const
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) throw RayException("local mode: actor " + HexId(actor_id) + " is unknown to this runtime");
   task->actor = it->second;
-  task->return_id = NewObjectId(/*is_put=*/false);
-  objects_[task->return_id].references = 1;
-  std::string return_id = task->return_id;
+  task->return_ids.push_back(NewObjectId(/*is_put=*/false));
+  objects_[task->return_ids[0]].references = 1;
+  std::string return_id = task->return_ids[0];
   if (!PrepareArgumentsLocked(task)) return return_id;
   // The caller's handle stays counted while the call is pending.
   if (!handle_object_id.empty()) {

@@ -74,9 +74,11 @@ class LocalModeRuntime : public RayRuntime {
 
   std::string Put(SerializedValue value) override;
   std::vector<ObjectData> Get(const std::vector<std::string>& ids, int64_t timeout_ms) override;
-  std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms) override;
-  std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                         const TaskOptions& options) override;
+  // One process: every object is local, so fetch_local changes nothing.
+  std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms,
+                         bool fetch_local) override;
+  std::vector<std::string> SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                                      const TaskOptions& options) override;
   void AddLocalReference(const std::string& id) override;
   void RemoveLocalReference(const std::string& id) override;
   CreatedActor CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
@@ -128,7 +130,7 @@ class LocalModeRuntime : public RayRuntime {
     Kind kind = Kind::kFunction;
     std::string function_name;
     std::vector<TaskArgument> args;
-    std::string return_id;                // empty for an actor's creation
+    std::vector<std::string> return_ids;  // in order; empty for an actor's creation
     size_t unresolved = 0;                // by-ref arguments still pending
     std::vector<std::string> held_ids;  // references held until the task is done
     std::shared_ptr<Actor> actor;         // for actor creations and calls
@@ -214,9 +216,13 @@ class LocalModeRuntime : public RayRuntime {
   // Fills the by-ref entries of `args`; the error of a failed argument, if any.
   std::optional<TaskError> ResolveArguments(const Task& task, std::vector<ObjectData>* args);
   // Materializes the by-value arguments and runs the function (no lock held).
+  // Fails every return of `task` with `kind` and `message`.
+  void FailReturnsLocked(const Task& task, ErrorKind kind, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the task; `bytes` gets one value per return (`result`'s parts for ray::Returns).
   std::optional<TaskError> Run(const Task& task, std::vector<ObjectData>& args, SerializedValue* result,
-                               std::shared_ptr<const std::string>* bytes, std::shared_ptr<void>* instance,
-                               bool* exit_actor);
+                               std::vector<std::shared_ptr<const std::string>>* bytes,
+                               std::shared_ptr<void>* instance, bool* exit_actor);
 
   // Applies runtime_env_ to this process, remembering what it replaces (constructor).
   void ApplyRuntimeEnvToProcess();

@@ -165,12 +165,13 @@ class NativeRuntime final : public RayRuntime {
     return out;
   }
 
-  std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms) override {
-    return core_->Wait(ParseIds(ids), num_objects, timeout_ms);
+  std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms,
+                         bool fetch_local) override {
+    return core_->Wait(ParseIds(ids), num_objects, timeout_ms, fetch_local);
   }
 
-  std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                         const TaskOptions& options) override {
+  std::vector<std::string> SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                                      const TaskOptions& options) override {
     std::string env = TaskRuntimeEnv(runtime_env_, options.serialized_runtime_env,
                                      "ray::Task(" + function_name + ").SetRuntimeEnv");
     manta::core::TaskOptions core_options;
@@ -179,11 +180,15 @@ class NativeRuntime final : public RayRuntime {
     core_options.max_retries = options.max_retries;
     core_options.runtime_env = std::move(env);
     core_options.placement = ToCorePlacement(options.placement);
+    core_options.num_returns = options.num_returns;
     Arguments converted = ConvertArguments(function_name, args);
-    auto id = core_->SubmitTask(function_name, std::move(converted.inputs), core_options);
+    auto ids = core_->SubmitTask(function_name, std::move(converted.inputs), core_options);
     converted.ReleaseTemporaries(*core_);  // the submitted task holds its arguments now
-    if (!id.ok()) ThrowStatus("submitting " + function_name + " failed", id.status());
-    return id->Binary();
+    if (!ids.ok()) ThrowStatus("submitting " + function_name + " failed", ids.status());
+    std::vector<std::string> out;
+    out.reserve(ids->size());
+    for (const ObjectID& id : *ids) out.push_back(id.Binary());
+    return out;
   }
 
   CreatedActor CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
@@ -380,6 +385,16 @@ std::shared_ptr<void> CurrentActorInstance() {
   return g_actor_instance;
 }
 
+manta::core::ReturnValue ToReturnValue(SerializedValue value) {
+  manta::core::ReturnValue out;
+  out.size = value.size;
+  out.write = std::move(value.write);
+  for (const std::string& id : value.contained_ids) {
+    if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
+  }
+  return out;
+}
+
 // Runs one task in a worker: finds the function (a remote function, an actor
 // factory or an actor method), calls it, and turns whatever it throws into the
 // task's error.
@@ -436,10 +451,12 @@ manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
     } else {
       result = (*function)(data);
     }
-    out.size = result.size;
-    out.write = std::move(result.write);
-    for (const std::string& id : result.contained_ids) {
-      if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
+    out.multiple = result.multiple;
+    if (result.multiple) {
+      out.values.reserve(result.parts.size());
+      for (SerializedValue& part : result.parts) out.values.push_back(ToReturnValue(std::move(part)));
+    } else {
+      out.values.push_back(ToReturnValue(std::move(result)));
     }
   } catch (const RayIntentionalSystemExitException&) {
     out.exit_actor = true;

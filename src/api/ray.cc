@@ -126,7 +126,8 @@ void CheckResultCount(size_t actual, size_t expected, const char* caller) {
   }
 }
 
-std::vector<bool> WaitForIds(const std::vector<std::string>& ids, int num_objects, int timeout_ms) {
+std::vector<bool> WaitForIds(const std::vector<std::string>& ids, int num_objects, int timeout_ms,
+                             bool fetch_local) {
   RayRuntime* runtime = RequireRuntime("ray::Wait");
   if (num_objects < 1 || static_cast<size_t>(num_objects) > ids.size()) {
     throw RayException("ray::Wait: num_objects is " + std::to_string(num_objects) +
@@ -146,7 +147,7 @@ std::vector<bool> WaitForIds(const std::vector<std::string>& ids, int num_object
     slot_of[i] = it->second;
   }
   const int num_distinct = std::min(num_objects, static_cast<int>(distinct.size()));
-  std::vector<bool> ready = runtime->Wait(distinct, num_distinct, timeout_ms);
+  std::vector<bool> ready = runtime->Wait(distinct, num_distinct, timeout_ms, fetch_local);
   CheckResultCount(ready.size(), distinct.size(), "ray::Wait");
   std::vector<bool> flags(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) flags[i] = ready[slot_of[i]];

@@ -127,5 +127,71 @@ std::string UnpackObjectRef(const msgpack::object& object) {
   return id;
 }
 
+bool FindPackedBytes(const char* data, size_t size, const char** bytes, size_t* length) {
+  if (size == 0) return false;
+  const auto* u = reinterpret_cast<const uint8_t*>(data);
+  size_t header = 0, n = 0;
+  auto big_endian = [&](size_t width) {
+    size_t v = 0;
+    for (size_t i = 1; i <= width; ++i) v = (v << 8) | u[i];
+    return v;
+  };
+  if (u[0] >= 0xa0 && u[0] <= 0xbf) {  // fixstr
+    header = 1;
+    n = u[0] & 0x1f;
+  } else if ((u[0] == 0xc4 || u[0] == 0xd9) && size >= 2) {  // bin 8, str 8
+    header = 2;
+    n = big_endian(1);
+  } else if ((u[0] == 0xc5 || u[0] == 0xda) && size >= 3) {  // bin 16, str 16
+    header = 3;
+    n = big_endian(2);
+  } else if ((u[0] == 0xc6 || u[0] == 0xdb) && size >= 5) {  // bin 32, str 32
+    header = 5;
+    n = big_endian(4);
+  } else {
+    return false;
+  }
+  if (header + n != size) return false;  // one value, filling the object exactly
+  *bytes = data + header;
+  *length = n;
+  return true;
+}
+
+std::pair<const char*, size_t> PackedBytesOf(const ObjectData& object, const std::string& id) {
+  const char* bytes = nullptr;
+  size_t length = 0;
+  if (!FindPackedBytes(object.data, object.size, &bytes, &length)) {
+    throw RayException("ray::GetView of object " + HexId(id) +
+                       ": the object does not hold bytes (it was not made from a std::vector<uint8_t>, "
+                       "std::vector<char> or std::string)");
+  }
+  return {bytes, length};
+}
+
+std::string PutPackedBytes(const void* data, size_t size) {
+  if (size > 0xffffffffu) {
+    throw RayException("ray::PutBytes: " + std::to_string(size) + " bytes is more than one object holds (4 GiB - 1)");
+  }
+  if (data == nullptr && size > 0) throw RayException("ray::PutBytes: data is null");
+  RayRuntime* runtime = RequireRuntime("ray::PutBytes");
+  // The smallest msgpack bin header for `size`, as msgpack's packer writes it.
+  std::string header;
+  if (size <= 0xff) {
+    header = {static_cast<char>(0xc4), static_cast<char>(size)};
+  } else if (size <= 0xffff) {
+    header = {static_cast<char>(0xc5), static_cast<char>(size >> 8), static_cast<char>(size)};
+  } else {
+    header = {static_cast<char>(0xc6), static_cast<char>(size >> 24), static_cast<char>(size >> 16),
+              static_cast<char>(size >> 8), static_cast<char>(size)};
+  }
+  SerializedValue value;
+  value.size = header.size() + size;
+  value.write = [&header, data, size](char* dst) {
+    std::memcpy(dst, header.data(), header.size());
+    if (size > 0) std::memcpy(dst + header.size(), data, size);
+  };
+  return runtime->Put(std::move(value));
+}
+
 }  // namespace internal
 }  // namespace ray

@@ -313,8 +313,11 @@ rpc::TaskSpec CoreWorker::NewTaskSpec(rpc::TaskType type, const TaskID& task_id,
 }
 
 ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> arg_ids) {
-  ObjectID return_id = ObjectID::FromIndex(TaskID::FromBinary(spec.task_id()), 1);
+  const TaskID task_id = TaskID::FromBinary(spec.task_id());
+  ObjectID return_id = ObjectID::FromIndex(task_id, 1);
+  // The task holds its arguments once (through its first return's record).
   reference_counter_->AddOwnedTaskReturn(return_id, arg_ids);
+  for (int i = 2; i <= spec.num_returns(); ++i) reference_counter_->AddOwnedTaskReturn(ObjectID::FromIndex(task_id, i), {});
   // Packed once, while hot; shared by the task manager and the submitter.
   const int64_t submitted_us = SubmitTime(task_events_);
   PackedTaskPtr packed = PackedTask::Pack(spec);
@@ -324,8 +327,13 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   return return_id;
 }
 
-absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
-                                                const TaskOptions& options) {
+absl::StatusOr<std::vector<ObjectID>> CoreWorker::SubmitTask(const std::string& function_name,
+                                                             std::vector<TaskArgInput> args,
+                                                             const TaskOptions& options) {
+  if (options.num_returns < 1 || options.num_returns > kMaxNumReturns) {
+    return absl::InvalidArgumentError("a task returns 1 to " + std::to_string(kMaxNumReturns) + " objects, not " +
+                                      std::to_string(options.num_returns));
+  }
   TaskID parent = CurrentTaskId();
   TaskID task_id = TaskID::ForNormalTask(options_.job_id, parent, NextTaskIndex());
   rpc::TaskSpec spec = NewTaskSpec(rpc::NORMAL_TASK, task_id, parent, function_name);
@@ -337,7 +345,10 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitTask(const std::string& function_name
   SetPlacement(&spec, options.placement);
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
-  return SubmitOwnedTask(std::move(spec), std::move(arg_ids));
+  spec.set_num_returns(options.num_returns);
+  std::vector<ObjectID> returns{SubmitOwnedTask(std::move(spec), std::move(arg_ids))};
+  for (int i = 2; i <= options.num_returns; ++i) returns.push_back(ObjectID::FromIndex(task_id, i));
+  return returns;
 }
 
 void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t submitted_us) {

@@ -116,17 +116,18 @@ class CoreWorker {
     return reader_->Get(ids, timeout_ms);
   }
   // Ready flags once `num_objects` are ready or the timeout passes.
-  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms) {
-    return reader_->Wait(ids, num_objects, timeout_ms);
+  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms,
+                         bool fetch_local = false) {
+    return reader_->Wait(ids, num_objects, timeout_ms, fetch_local);
   }
 
   // --- Tasks (any thread) ---------------------------------------------------
-  // Submits a normal task; returns its return object id carrying one local reference.
-  // With a placement group (options.placement) the task runs in that bundle; when the
-  // group is removed (or was never created) its result is a PLACEMENT_GROUP_REMOVED
-  // error.
-  absl::StatusOr<ObjectID> SubmitTask(const std::string& function_name, std::vector<TaskArgInput> args,
-                                      const TaskOptions& options);
+  // Submits a normal task; returns the ids of its options.num_returns return objects,
+  // each carrying one local reference. With a placement group (options.placement) the
+  // task runs in that bundle; when the group is removed (or was never created) its
+  // result is a PLACEMENT_GROUP_REMOVED error.
+  absl::StatusOr<std::vector<ObjectID>> SubmitTask(const std::string& function_name,
+                                                   std::vector<TaskArgInput> args, const TaskOptions& options);
 
   // --- Actors (any thread) --------------------------------------------------
   // Creates an actor running the factory registered as `factory_name`. Returns once
@@ -307,7 +308,9 @@ class CoreWorker {
                                const std::shared_ptr<const rpc::PushTaskRequest>& holder);
   absl::Status ResolveArgs(const rpc::TaskSpec& spec, const std::shared_ptr<const rpc::PushTaskRequest>& holder,
                            std::vector<ObjectValue>* args, rpc::ErrorInfo* error);
-  void StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, TaskOutput output,
+  // The task's results: one ReturnObject per return, each holding the error when it failed.
+  void StoreReturns(const rpc::TaskSpec& spec, TaskOutput output, rpc::TaskResult* result);
+  void StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, ReturnValue value,
                    rpc::ReturnObject* out);
 
   CoreWorkerOptions options_;

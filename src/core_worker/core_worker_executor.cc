@@ -1,5 +1,6 @@
 // CoreWorker, worker side: receiving pushed tasks and running them
 // (ARCHITECTURE.md §5 step 6). Split from core_worker.cc to keep files small.
+#include <algorithm>
 #include <glog/logging.h>
 
 #include <chrono>
@@ -50,12 +51,13 @@ rpc::TaskResult RefusedResult(const rpc::TaskSpec& spec, rpc::ErrorType type, co
   rpc::TaskResult result;
   result.set_task_id(spec.task_id());
   result.set_attempt_number(spec.attempt_number());
-  rpc::ReturnObject* ret = result.add_returns();
-  if (auto task_id = TaskID::FromBinaryChecked(spec.task_id()); task_id.ok()) {
-    ret->set_object_id(ObjectID::FromIndex(*task_id, 1).Binary());
+  auto task_id = TaskID::FromBinaryChecked(spec.task_id());
+  for (int i = 1; i <= std::clamp(spec.num_returns(), 1, kMaxNumReturns); ++i) {
+    rpc::ReturnObject* ret = result.add_returns();
+    if (task_id.ok()) ret->set_object_id(ObjectID::FromIndex(*task_id, i).Binary());
+    ret->mutable_error()->set_type(type);
+    ret->mutable_error()->set_message(message);
   }
-  ret->mutable_error()->set_type(type);
-  ret->mutable_error()->set_message(message);
   return result;
 }
 
@@ -64,6 +66,9 @@ std::string MalformedSpec(const rpc::TaskSpec& spec) {
   if (!TaskID::FromBinaryChecked(spec.task_id()).ok()) {
     return "malformed task: its task id has " + std::to_string(spec.task_id().size()) + " bytes, not " +
            std::to_string(TaskID::kSize);
+  }
+  if (spec.num_returns() < 0 || spec.num_returns() > kMaxNumReturns) {
+    return "malformed task: " + std::to_string(spec.num_returns()) + " returns";
   }
   if (spec.type() == rpc::ACTOR_CREATION_TASK && !ActorID::FromBinaryChecked(spec.actor_creation().actor_id()).ok()) {
     return "malformed actor creation: bad actor id";
@@ -194,9 +199,6 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
   rpc::TaskResult result;
   result.set_task_id(spec.task_id());
   result.set_attempt_number(spec.attempt_number());
-  TaskID task_id = TaskID::FromBinary(spec.task_id());
-  ObjectID return_id = ObjectID::FromIndex(task_id, 1);
-
   // Hold every ref the task receives (by reference, or nested inside a value) for
   // the duration of the task; whatever is still held afterwards is reported to the
   // owner as borrowed.
@@ -239,7 +241,7 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
                              " called ray::ExitActor()");
   }
   args.clear();  // releases argument buffers before the refs go
-  StoreReturn(spec, return_id, std::move(output), result.add_returns());
+  StoreReturns(spec, std::move(output), &result);
 
   for (const auto& [id, owner] : held) reference_counter_->RemoveLocalReference(id);
   for (const auto& [id, owner] : held) {
@@ -252,13 +254,35 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
   return result;
 }
 
-void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, TaskOutput output,
+void CoreWorker::StoreReturns(const rpc::TaskSpec& spec, TaskOutput output, rpc::TaskResult* result) {
+  const int num_returns = std::max(1, spec.num_returns());
+  if (!output.failed && static_cast<int>(output.values.size()) != num_returns) {
+    output.failed = true;
+    output.error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
+    output.error.set_exception_type("ray::internal::RayException");
+    output.error.set_message(
+        output.multiple ? spec.function_name() + " returned " + std::to_string(output.values.size()) +
+                              " values in its ray::Returns, but the caller asked for " +
+                              std::to_string(num_returns) + " (SetNumReturns)"
+                        : spec.function_name() + " returns one value, but the caller asked for " +
+                              std::to_string(num_returns) + " (was it built with another declaration?)");
+  }
+  const TaskID task_id = TaskID::FromBinary(spec.task_id());
+  for (int i = 0; i < num_returns; ++i) {
+    const ObjectID return_id = ObjectID::FromIndex(task_id, i + 1);
+    rpc::ReturnObject* out = result->add_returns();
+    if (output.failed) {
+      out->set_object_id(return_id.Binary());
+      *out->mutable_error() = output.error;
+    } else {
+      StoreReturn(spec, return_id, std::move(output.values[i]), out);
+    }
+  }
+}
+
+void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_id, ReturnValue output,
                              rpc::ReturnObject* out) {
   out->set_object_id(return_id.Binary());
-  if (output.failed) {
-    *out->mutable_error() = output.error;
-    return;
-  }
   if (!output.contained_ids.empty()) {
     for (const ObjectID& inner : output.contained_ids) {
       auto owner = reference_counter_->GetOwner(inner);

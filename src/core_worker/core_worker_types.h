@@ -65,11 +65,21 @@ struct TaskArgInput {
   std::vector<ObjectID> nested_ids;   // refs serialized inside `data`
 };
 
-// What a task function produced: a serialized value written lazily, or an error.
-struct TaskOutput {
+// The most objects one task may return (TaskSpec.num_returns).
+inline constexpr int kMaxNumReturns = 1 << 20;
+
+// One value a task function returned, serialized lazily.
+struct ReturnValue {
   size_t size = 0;
   std::function<void(char* dst)> write;
   std::vector<ObjectID> contained_ids;
+};
+
+// What a task function produced: its values (one per return), or an error.
+struct TaskOutput {
+  std::vector<ReturnValue> values;
+  // The function returns several values (ray::Returns<T>), as many as it chose.
+  bool multiple = false;
   bool failed = false;
   rpc::ErrorInfo error;
   // An actor's method called ray::ExitActor(): the actor ends after this call.
@@ -93,6 +103,7 @@ struct TaskOptions {
   // Only workers started for it run the task.
   std::string runtime_env;
   Placement placement;
+  int num_returns = 1;  // ray::Returns<T>: the objects the task returns
 };
 
 // What ray::Actor(factory) asks for (ARCHITECTURE.md §6).

@@ -457,7 +457,55 @@ absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, 
   return absl::OkStatus();
 }
 
-std::vector<bool> ObjectReader::Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms) {
+std::vector<bool> ObjectReader::Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms,
+                                     bool fetch_local) {
+  const int64_t deadline_ms = timeout_ms < 0 ? -1 : MonotonicMs() + timeout_ms;
+  std::vector<StoredObjectPtr> values = WaitReady(ids, num_objects, timeout_ms);
+  std::vector<bool> ready(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) ready[i] = values[i] != nullptr;
+  if (fetch_local) FetchReadyHere(ids, values, num_objects, deadline_ms, &ready);
+  return ready;
+}
+
+void ObjectReader::FetchReadyHere(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
+                                  int num_objects, int64_t deadline_ms, std::vector<bool>* ready) {
+  // Ready objects whose copy is on another node count once a copy is here: as many
+  // are pulled (in list order) as the count asks for beyond those already here.
+  const size_t wanted = std::min(static_cast<size_t>(std::max(num_objects, 0)), ids.size());
+  size_t here = 0;
+  std::vector<size_t> remote;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const StoredObjectPtr& v = values[i];
+    if (v == nullptr) continue;
+    if (v->in_plasma && v->error.ok() && !v->plasma_node().IsNil() && v->plasma_node() != node_id_) {
+      remote.push_back(i);
+      (*ready)[i] = false;
+    } else {
+      ++here;
+    }
+  }
+  if (remote.empty() || here >= wanted) return;
+  remote.resize(std::min(remote.size(), wanted - here));
+  std::vector<ObjectID> pull_ids;
+  std::vector<StoredObjectPtr> markers;
+  std::vector<size_t> pos;
+  for (size_t k = 0; k < remote.size(); ++k) {
+    pull_ids.push_back(ids[remote[k]]);
+    markers.push_back(values[remote[k]]);
+    pos.push_back(k);
+  }
+  std::vector<ObjectValue> pulled(remote.size());
+  std::vector<size_t> lost;
+  // A copy that cannot be pulled is ready all the same: Get reports (or repairs) it.
+  if (!PullToThisNode(pull_ids, pos, markers, deadline_ms, &pulled, pos, &lost).ok()) return;  // timed out
+  for (size_t k = 0; k < remote.size(); ++k) {
+    (*ready)[remote[k]] = true;
+    if (!pulled[k].error) hooks_.record_copy(pull_ids[k], node_id_, local_raylet_);
+  }
+}
+
+std::vector<StoredObjectPtr> ObjectReader::WaitReady(const std::vector<ObjectID>& ids, int num_objects,
+                                                     int64_t timeout_ms) {
   std::vector<ObjectID> borrowed_absent;
   for (const ObjectID& id : ids) {
     if (!memory_store_.Contains(id) && !refs_.IsOwnedByUs(id)) borrowed_absent.push_back(id);
@@ -479,9 +527,7 @@ std::vector<bool> ObjectReader::Wait(const std::vector<ObjectID>& ids, int num_o
   if (!satisfied) NotifyBlocked(true);
   auto values = memory_store_.Get(ids, wanted, satisfied ? 0 : timeout_ms);
   if (!satisfied) NotifyBlocked(false);
-  std::vector<bool> ready(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) ready[i] = values[i] != nullptr;
-  return ready;
+  return values;
 }
 
 void ObjectReader::AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request) {

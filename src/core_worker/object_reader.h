@@ -68,8 +68,10 @@ class ObjectReader {
   // Waits for every object (timeout -1 = forever). DeadlineExceeded on timeout;
   // NotFound for an id this process has no reference to.
   absl::StatusOr<std::vector<ObjectValue>> Get(const std::vector<ObjectID>& ids, int64_t timeout_ms);
-  // Ready flags once `num_objects` are ready or the timeout passes.
-  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms);
+  // Ready flags once `num_objects` are ready or the timeout passes. With
+  // `fetch_local`, an object whose copy is on another node counts once a copy has
+  // been pulled here (Ray's fetch_local).
+  std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms, bool fetch_local);
   // Borrowed objects absent here: ask their owners (loop thread). `lost_at` names,
   // per object, the raylet where its copy could not be fetched.
   void RequestFromOwners(const std::vector<ObjectID>& ids,
@@ -104,6 +106,11 @@ class ObjectReader {
   // ReadPlasmaValues' pulls of the objects not on this node (`missing`, at
   // `missing_pos` in its ids) through this node's raylet; the ones that fail get an
   // OBJECT_LOST error in *out and their position in *lost.
+  // Wait's two halves: the values (or markers) once `num_objects` are ready or the
+  // timeout passes, null for those not ready; then, for fetch_local, the pulls.
+  std::vector<StoredObjectPtr> WaitReady(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms);
+  void FetchReadyHere(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values, int num_objects,
+                      int64_t deadline_ms, std::vector<bool>* ready);
   absl::Status PullToThisNode(const std::vector<ObjectID>& missing, const std::vector<size_t>& missing_pos,
                               const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
                               std::vector<ObjectValue>* out, const std::vector<size_t>& positions,

@@ -128,6 +128,14 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
     failed |= kind == ReturnKind::kError;
     in_store |= kind == ReturnKind::kInStore;
   }
+  if (failed && result.returns_size() < entry.spec->num_returns()) {
+    // A refusal may name the first return only: the others fail the same way.
+    for (int i = result.returns_size() + 1; i <= entry.spec->num_returns(); ++i) {
+      const ObjectID id = ObjectID::FromIndex(*task_id, i);
+      reference_counter_.UpdateObjectFailed(id);
+      PutIfReferenced(id, MakeErrorObject(*error));
+    }
+  }
   if (events_ != nullptr) {
     int64_t read_now = 0;
     int64_t& now = now_us != nullptr ? *now_us : read_now;

@@ -47,16 +47,20 @@ class FakeRuntime : public ray::internal::RayRuntime {
     }
     return out;
   }
-  std::vector<bool> Wait(const std::vector<std::string>& ids, int, int64_t) override {
+  std::vector<bool> Wait(const std::vector<std::string>& ids, int, int64_t, bool) override {
     return std::vector<bool>(ids.size(), true);
   }
-  std::string SubmitTask(const std::string& function_name, std::vector<ray::internal::TaskArgument> args,
-                         const ray::internal::TaskOptions& options) override {
+  std::vector<std::string> SubmitTask(const std::string& function_name,
+                                      std::vector<ray::internal::TaskArgument> args,
+                                      const ray::internal::TaskOptions& options) override {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back({function_name, std::move(args), options});
-    std::string id = NextId();
-    refs_[id] = 1;
-    return id;
+    std::vector<std::string> ids;
+    for (int i = 0; i < options.num_returns; ++i) {
+      ids.push_back(NextId());
+      refs_[ids.back()] = 1;
+    }
+    return ids;
   }
   // Actors: recorded; the fake creates actor ids "actor-<n>" (16 bytes).
   ray::internal::CreatedActor CreateActor(const std::string& factory_name,

@@ -61,13 +61,54 @@ int Nested(int depth) {
   return *ray::Task(Nested).Remote(depth - 1).Get() + 1;
 }
 
+// Several returns: `n` values (i * 10), `extra` more than the caller asked for.
+ray::Returns<int> Tens(int n, int extra) {
+  ray::Returns<int> out;
+  for (int i = 0; i < n + extra; ++i) out.push_back(i * 10);
+  return out;
+}
+std::vector<uint8_t> Bytes(int n) { return std::vector<uint8_t>(n, 7); }
+
 RAY_REMOTE(Plus, PlusOne, Sum, Deposit, Throws, ThrowsInt, CountCall, SleepThenReturn, SumArray, MakeRef,
-           ReadRef, Nested);
+           ReadRef, Nested, Tens, Bytes);
 
 class LocalModeTest : public manta::testing::LocalModeFixture {
  protected:
   LocalModeTest() : LocalModeFixture("", /*num_cpus=*/2) {}
 };
+
+TEST_F(LocalModeTest, SeveralReturns) {
+  std::vector<ray::ObjectRef<int>> refs = ray::Task(Tens).SetNumReturns(3).Remote(3, 0);
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_EQ(*refs[2].Get(), 20);
+  EXPECT_EQ(*ray::Task(Plus).Remote(refs[1], refs[2]).Get(), 30);
+  auto wrong = ray::Task(Tens).SetNumReturns(2).Remote(2, 1);
+  for (const auto& ref : wrong) {
+    try {
+      ref.Get();
+      ADD_FAILURE() << "a return of a task giving 3 values for 2 was read";
+    } catch (const ray::internal::RayTaskException& e) {
+      EXPECT_NE(std::string(e.what()).find("returned 3 values in its ray::Returns, but the caller asked for 2"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(ray::Task(Tens).Remote(1, 0), ray::internal::RayException);  // no SetNumReturns
+}
+
+TEST_F(LocalModeTest, ViewsAndPutBytes) {
+  const std::string text = "bytes seen in place";
+  auto put = ray::PutBytes(text.data(), text.size());
+  ray::ObjectView<uint8_t> view = ray::GetView(put);
+  EXPECT_EQ(std::string(view.begin(), view.end()), text);
+  EXPECT_EQ(*ray::Get(put), std::vector<uint8_t>(text.begin(), text.end()));
+  auto made = ray::Task(Bytes).Remote(1000);
+  std::vector<ray::ObjectView<uint8_t>> views = ray::GetView(std::vector<ray::ObjectRef<std::vector<uint8_t>>>{made, put});
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].size(), 1000u);
+  EXPECT_EQ(views[0][999], 7);
+  EXPECT_EQ(views[1].size(), text.size());
+}
 
 TEST_F(LocalModeTest, PutAndGet) {
   EXPECT_TRUE(ray::IsInitialized());

@@ -138,6 +138,15 @@ class Counter {
 // Row: `RAY_REMOTE(...)` / `RAY_FUNC(f, args...)`
 RAY_REMOTE(Add, Counter::Create, &Counter::Add, RAY_FUNC(Scale, double));
 
+// For the ray::Returns<T> row: splits `data` into 4 buckets by value.
+using Bucket = std::vector<int>;
+ray::Returns<Bucket> Split(std::vector<int> data) {
+  ray::Returns<Bucket> out(4);
+  for (int v : data) out[static_cast<size_t>(v) % 4].push_back(v);
+  return out;
+}
+RAY_REMOTE(Split);
+
 int Train() {
   Runs().Record("Train");
   return 1;
@@ -422,6 +431,32 @@ TEST_F(ReadmeApiTest, WaitRow) {
   ASSERT_EQ(r.unready.size(), 1u);
   EXPECT_EQ(r.ready.front(), refs[1]);
   EXPECT_EQ(r.unready.front(), refs[0]);
+}
+
+TEST_F(ReadmeApiTest, WaitFetchLocalRow) {
+  std::vector<ray::ObjectRef<int>> refs{ray::Put(1)};
+  // Row: `ray::Wait(refs, num, timeout_ms[, fetch_local])` (the fourth argument)
+  EXPECT_EQ(ray::Wait(refs, 1, 100, /*fetch_local=*/false).ready.size(), 1u);
+  EXPECT_EQ(ray::Wait(refs, 1, 100, /*fetch_local=*/true).ready.size(), 1u);
+}
+
+TEST_F(ReadmeApiTest, ReturnsRow) {
+  std::vector<int> data{0, 1, 2, 3, 4, 5};
+  // Row: `ray::Returns<T>` + `.SetNumReturns(n)` (Manta)
+  std::vector<ray::ObjectRef<Bucket>> parts = ray::Task(Split).SetNumReturns(4).Remote(data);
+  ASSERT_EQ(parts.size(), 4u);
+  EXPECT_EQ(*parts[0].Get(), (Bucket{0, 4}));
+  EXPECT_EQ(*parts[1].Get(), (Bucket{1, 5}));
+  EXPECT_EQ(*parts[3].Get(), (Bucket{3}));
+}
+
+TEST_F(ReadmeApiTest, GetViewRow) {
+  const uint8_t buf[] = {1, 2, 3};
+  const size_t n = sizeof(buf);
+  // Row: `ray::GetView(ref[s][, timeout_ms])` / `ray::PutBytes(data, size)` (Manta)
+  ray::ObjectView<uint8_t> v = ray::GetView(ray::PutBytes(buf, n));  // v.data(), v.size()
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v.data()[2], 3);
 }
 
 TEST_F(ReadmeApiTest, ObjectRefIdRow) {

@@ -312,7 +312,7 @@ class CoreWorkerTest : public ::testing::Test {
     options.max_retries = max_retries;
     auto id = core_->SubmitTask(function, std::move(args), options);
     CHECK(id.ok()) << id.status();
-    return *id;
+    return id->at(0);
   }
   // Waits until every handler queued on the loop now has run, and what those post,
   // two posts deep (a cancelled push posts its task's resubmission, which fails).

@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -89,8 +91,46 @@ int CrashAlways(int) {
   return 0;
 }
 
+// Several returns: `n` values, value i is i * seed (`extra` more than asked for).
+ray::Returns<int> Multiples(int seed, int n, int extra) {
+  ray::Returns<int> out;
+  for (int i = 0; i < n + extra; ++i) out.push_back(i * seed);
+  return out;
+}
+// Several returns, some large (in the object store), some small (inline).
+ray::Returns<Big> BigsAndSmalls(int seed) {
+  Big small{};
+  small[0] = seed;
+  return {MakeBig(seed), small, MakeBig(seed + 1)};
+}
+// Several returns holding refs: each value is a ref to a Put made here.
+ray::Returns<ray::ObjectRef<int>> PutEach(int n) {
+  ray::Returns<ray::ObjectRef<int>> out;
+  for (int i = 0; i < n; ++i) out.push_back(ray::Put(100 + i));
+  return out;
+}
+ray::Returns<int> ThrowsMany(int) { throw std::runtime_error("no values today"); }
+// `n` bytes, byte i being (i * 7 + seed) % 251.
+std::vector<uint8_t> Pattern(size_t n, int seed) {
+  std::vector<uint8_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>((i * 7 + seed) % 251);
+  return out;
+}
+// Reads a bytes argument in place and sums it.
+uint64_t SumViewed(ray::ObjectRef<std::vector<uint8_t>> ref) {
+  uint64_t total = 0;
+  for (uint8_t b : ray::GetView(ref)) total += b;
+  return total;
+}
+uint64_t SumBytes(const std::vector<uint8_t>& bytes) {
+  uint64_t total = 0;
+  for (uint8_t b : bytes) total += b;
+  return total;
+}
+std::vector<uint8_t> Failing(int) { throw std::runtime_error("no bytes today"); }
+
 RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
-           CrashAlways);
+           CrashAlways, Multiples, BigsAndSmalls, PutEach, ThrowsMany, Pattern, SumViewed, Failing);
 
 int NotRegistered(int x) { return x; }
 
@@ -206,7 +246,7 @@ TEST_F(ApiTaskTest, UnregisteredFunctionFailsAtRemote) {
 
 TEST_F(ApiTaskTest, UnknownFunctionAtWorkerIsRayFunctionNotFound) {
   ray::internal::TaskArgument arg;
-  auto id = ray::internal::GetRayRuntime()->SubmitTask("NoSuchFunction", {}, {});
+  auto id = ray::internal::GetRayRuntime()->SubmitTask("NoSuchFunction", {}, {}).at(0);
   ray::ObjectRef<int> ref(id);
   ray::internal::GetRayRuntime()->RemoveLocalReference(id);  // the ref adopted it
   EXPECT_THROW(ref.Get(), ray::internal::RayFunctionNotFound);
@@ -237,10 +277,102 @@ TEST_F(ApiTaskTest, WorkerKilledMoreThanMaxRetriesIsRayWorkerException) {
   EXPECT_THROW(ray::Task(CrashAlways).SetMaxRetries(1).Remote(0).Get(), ray::internal::RayWorkerException);
 }
 
+TEST_F(ApiTaskTest, SeveralReturnsEachTheirOwnObject) {
+  std::vector<ray::ObjectRef<int>> refs = ray::Task(Multiples).SetNumReturns(5).Remote(7, 5, 0);
+  ASSERT_EQ(refs.size(), 5u);
+  std::vector<std::shared_ptr<int>> values = ray::Get(refs);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(*values[i], 7 * i);
+  // Each is a ref like any other: passed on to another task, waited on, dropped.
+  EXPECT_EQ(*ray::Task(Plus).Remote(refs[3], refs[4]).Get(), 49);
+  std::set<std::string> ids;
+  for (const auto& ref : refs) ids.insert(ref.ID());
+  EXPECT_EQ(ids.size(), 5u);
+  // Large values go to the store, small ones inline, each read alone.
+  auto bigs = ray::Task(BigsAndSmalls).SetNumReturns(3).Remote(4);
+  EXPECT_EQ(*bigs[2].Get(), MakeBig(5));
+  EXPECT_EQ((*bigs[1].Get())[0], 4);
+  EXPECT_EQ(*bigs[0].Get(), MakeBig(4));
+  EXPECT_EQ(*ray::Task(SumBig).Remote(bigs[0]).Get(), SumBig(MakeBig(4)));
+  // Values holding refs keep what they point to alive.
+  auto puts = ray::Task(PutEach).SetNumReturns(2).Remote(2);
+  EXPECT_EQ(*puts[1].Get()->Get(), 101);
+  EXPECT_EQ(*puts[0].Get()->Get(), 100);
+}
+
+TEST_F(ApiTaskTest, SeveralReturnsFailTogether) {
+  // Another number of values than asked for: every ref throws, naming both numbers.
+  auto refs = ray::Task(Multiples).SetNumReturns(3).Remote(1, 3, 1);
+  for (const auto& ref : refs) {
+    try {
+      ref.Get();
+      ADD_FAILURE() << "a return of a task giving 4 values for 3 was read";
+    } catch (const ray::internal::RayTaskException& e) {
+      EXPECT_NE(std::string(e.what()).find("returned 4 values in its ray::Returns, but the caller asked for 3"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  auto thrown = ray::Task(ThrowsMany).SetNumReturns(2).Remote(0);
+  EXPECT_THROW(thrown[0].Get(), ray::internal::RayTaskException);
+  EXPECT_THROW(thrown[1].Get(), ray::internal::RayTaskException);
+  // No SetNumReturns, or a number out of range: Remote says so.
+  try {
+    ray::Task(Multiples).Remote(1, 1, 0);
+    ADD_FAILURE() << "Remote without SetNumReturns";
+  } catch (const ray::internal::RayException& e) {
+    EXPECT_NE(std::string(e.what()).find("SetNumReturns(n)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ray::Task(Multiples).SetNumReturns(0).Remote(1, 0, 0), ray::internal::RayException);
+}
+
+TEST_F(ApiTaskTest, ViewsReadBytesInPlace) {
+  const std::vector<uint8_t> expected = Pattern(size_t{24} << 20, 3);
+  const uint64_t expected_sum = SumBytes(expected);
+  // Put straight from a buffer, read back as a view and as a vector.
+  auto put = ray::PutBytes(expected.data(), expected.size());
+  {
+    ray::ObjectView<uint8_t> view = ray::GetView(put);
+    ASSERT_EQ(view.size(), expected.size());
+    EXPECT_TRUE(std::equal(view.begin(), view.end(), expected.begin()));
+    // No copy: a second view of the object sees the very same bytes.
+    EXPECT_EQ(ray::GetView(put).data(), view.data());
+  }
+  EXPECT_EQ(*ray::Get(put), expected);
+  // A task's large return, viewed by the driver and by another task.
+  auto made = ray::Task(Pattern).Remote(expected.size(), 3);
+  EXPECT_EQ(*ray::Task(SumViewed).Remote(made).Get(), expected_sum);
+  std::vector<ray::ObjectView<uint8_t>> views = ray::GetView(std::vector<ray::ObjectRef<std::vector<uint8_t>>>{made, put});
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_TRUE(std::equal(views[0].begin(), views[0].end(), expected.begin(), expected.end()));
+  // The view keeps the object readable after every ref to it is gone.
+  ray::ObjectView<uint8_t> kept = views[0];
+  views.clear();
+  made = {};
+  put = {};
+  EXPECT_TRUE(manta::testing::WaitFor([] { return Core().reference_counter().NumObjects() == 0; }, 10000));
+  EXPECT_TRUE(std::equal(kept.begin(), kept.end(), expected.begin(), expected.end()));
+  kept.Release();
+  EXPECT_TRUE(manta::testing::WaitFor([] { return StoreObjectCount() == 0; }, 10000))
+      << StoreObjectCount() << " objects left in the object store once the view went";
+  // Small objects (inline) have views too; errors come out as from ray::Get.
+  auto small = ray::PutBytes("abc", 3);
+  EXPECT_EQ(std::string(ray::GetView(small).begin(), ray::GetView(small).end()), "abc");
+  EXPECT_THROW(ray::GetView(ray::Task(Failing).Remote(0)), ray::internal::RayTaskException);
+}
+
 TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {
   {
     auto big = ray::Task(MakeBig).Remote(1);
     auto put = ray::Put(MakeBig(2));
+    auto several = ray::Task(BigsAndSmalls).SetNumReturns(3).Remote(8);
+    EXPECT_EQ(*several[2].Get(), MakeBig(9));
+    several.pop_back();  // one goes first; the others stay readable
+    EXPECT_EQ(*several[0].Get(), MakeBig(8));
+    // Two large returns dropped before their task ends: their copies go too.
+    auto dropped = ray::Task(BigsAndSmalls).SetNumReturns(3).Remote(10);
+    dropped.erase(dropped.begin() + 2);
+    dropped.erase(dropped.begin());
+    EXPECT_EQ((*dropped[0].Get())[0], 10);
     auto small = ray::Task(Plus).Remote(big.Get()->at(0), 1);
     EXPECT_EQ(*ray::Task(SumBig).Remote(put).Get(), SumBig(MakeBig(2)));
     small.Get();

@@ -9,6 +9,7 @@
 #include <ray/api.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -29,7 +30,9 @@ Big AddOne(Big b) {
   return b;
 }
 int Thirteen() { return 13; }
-RAY_REMOTE(MakeBig, SumBig, AddOne, Thirteen);
+// Three large returns of one task.
+ray::Returns<Big> ThreeBigs(int seed) { return {MakeBig(seed), MakeBig(seed + 1), MakeBig(seed + 2)}; }
+RAY_REMOTE(MakeBig, SumBig, AddOne, Thirteen, ThreeBigs);
 
 manta::core::CoreWorker& Core() { return *ray::internal::GetCoreWorkerForTesting(); }
 
@@ -63,7 +66,7 @@ class ReconstructionTest : public ::testing::Test {
   // returns the node holding its primary copy.
   template <typename T>
   static manta::NodeID PrimaryNode(const ray::ObjectRef<T>& ref) {
-    ray::WaitResult<T> ready = ray::Wait(std::vector<ray::ObjectRef<T>>{ref}, 1, 30000);
+    ray::WaitResult<T> ready = ray::Wait(std::vector<ray::ObjectRef<T>>{ref}, 1, 30000, /*fetch_local=*/false);
     EXPECT_EQ(ready.ready.size(), 1u);
     auto id = manta::ObjectID::FromBinary(ref.ID());
     return Core().reference_counter().GetPinnedAt(id).value_or(manta::NodeID::Nil());
@@ -131,6 +134,40 @@ TEST_F(ReconstructionTest, ABigResultIsRebuiltFromASmallArgumentAlreadyFreed) {
   EXPECT_EQ(Core().NumLineage(), 1u);  // MakeBig's, with 13 inlined in its spec
   KillNode(node);
   EXPECT_EQ(*big.Get(), MakeBig(13));
+}
+
+TEST_F(ReconstructionTest, SeveralReturnsAreRebuiltTogether) {
+  std::vector<ray::ObjectRef<Big>> bigs = ray::Task(ThreeBigs).SetResource("special", 1).SetNumReturns(3).Remote(20);
+  manta::NodeID node = PrimaryNode(bigs[0]);
+  ASSERT_FALSE(node.IsNil());
+  EXPECT_EQ(PrimaryNode(bigs[2]), node);
+  bigs.erase(bigs.begin() + 1);  // one of them is freed before the node dies
+  KillNode(node);
+  // Owned by the caller, not by the worker that made them: the task runs again.
+  EXPECT_EQ(*ray::Task(SumBig).Remote(bigs[1]).Get(), SumBig(MakeBig(22)));
+  EXPECT_EQ(*bigs[0].Get(), MakeBig(20));
+  auto again = Core().reference_counter().GetPinnedAt(manta::ObjectID::FromBinary(bigs[0].ID()));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_NE(*again, node);
+}
+
+// Not about rebuilding, but this cluster has what it needs: an object made on
+// another node than the driver's.
+TEST_F(ReconstructionTest, WaitWithFetchLocalPullsACopyHere) {
+  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(30);
+  const manta::ObjectID id = manta::ObjectID::FromBinary(big.ID());
+  const manta::NodeID here = manta::NodeID::FromBinary(Core().address().node_id());
+  const std::vector<ray::ObjectRef<Big>> refs{big};
+  // fetch_local = false: ready once made; no copy comes here.
+  ASSERT_EQ(ray::Wait(refs, 1, 30000, /*fetch_local=*/false).ready.size(), 1u);
+  std::vector<manta::NodeID> where = Core().reference_counter().GetLocations(id);
+  ASSERT_EQ(where.size(), 1u);
+  EXPECT_NE(where[0], here);
+  // fetch_local = true (the default): ready once a copy is on this node.
+  ASSERT_EQ(ray::Wait(refs, 1, 30000).ready.size(), 1u);
+  where = Core().reference_counter().GetLocations(id);
+  EXPECT_NE(std::find(where.begin(), where.end(), here), where.end()) << where.size() << " locations";
+  EXPECT_EQ(*big.Get(), MakeBig(30));
 }
 
 TEST_F(ReconstructionTest, NoLineageIsLeftOnceEveryRefIsGone) {

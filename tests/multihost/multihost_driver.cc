@@ -293,7 +293,7 @@ int Survive(int num_blobs, int64_t blob_bytes, int num_long, int long_ms) {
     blobs.push_back(
         ray::Task(Produce).SetResource("worker_host", 1).SetResource("CPU", 1).Remote(int64_t{i}, blob_bytes));
   }
-  ray::Wait(blobs, num_blobs, 60000);
+  ray::Wait(blobs, num_blobs, 60000, /*fetch_local=*/false);  // made where they are
   std::vector<ray::ObjectRef<std::string>> longs;
   start_until_on_actor_host("long", num_long, [&](int i) {
     longs.push_back(ray::Task(LongTask).SetResource("worker_host", 1).Remote(int64_t{i}, long_ms));
@@ -395,7 +395,7 @@ int SlowLink(int from, int to, int64_t bytes) {
   auto actor = ray::Actor(Counter::Create).SetResource("host" + std::to_string(from), 1).Remote();
   actor.Task(&Counter::Incr).Remote().Get();
   auto blob = ray::Task(Produce).SetResource("host" + std::to_string(from), 1).Remote(int64_t{2}, bytes);
-  ray::Wait(std::vector{blob}, 1, 60000);
+  ray::Wait(std::vector{blob}, 1, 60000, /*fetch_local=*/false);  // made on `from`, left there
   auto t0 = std::chrono::steady_clock::now();
   auto read = ray::Task(ReadBlob).SetResource("host" + std::to_string(to), 1).Remote(blob, int64_t{2}, bytes);
   double slowest_call_s = 0;

@@ -43,6 +43,7 @@
 #include "ray/api/object_ref.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
+#include "ray/api/returns.h"
 #include "ray/api/serializer.h"
 
 namespace ray {
@@ -158,7 +159,11 @@ SerializedValue DecodeAndCall(const Call& call, const std::string& name, const s
   } else {
     using Result = std::remove_cvref_t<R>;
     auto result = std::make_shared<const Result>(call(std::forward<P>(std::get<I>(*values))...));
-    return SerializeShared<Result>(std::move(result));
+    if constexpr (IsReturns<Result>::value) {
+      return SerializeParts(std::move(result));
+    } else {
+      return SerializeShared<Result>(std::move(result));
+    }
   }
 }
 
@@ -208,6 +213,9 @@ void RegisterActorMethodPointer(const std::string& name, F method) {
   using Traits = MemberFunctionTraits<F>;
   using Class = typename Traits::Class;
   using R = typename Traits::RawReturn;
+  static_assert(!IsReturns<std::remove_cvref_t<R>>::value,
+                "RAY_REMOTE: an actor method cannot return ray::Returns<T> (several returns are for "
+                "tasks); return a std::vector<T> as one object instead");
   auto call = [method, name](void* instance, const std::vector<ObjectData>& args) {
     return [&]<typename... P>(std::tuple<P...>*) {
       return DecodeAndCall<R, P...>(

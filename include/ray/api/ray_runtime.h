@@ -53,6 +53,10 @@ struct SerializedValue {
   size_t size = 0;
   std::function<void(char* dst)> write;
   std::vector<std::string> contained_ids;
+  // A function returning ray::Returns<T>: one value per return (size, write and
+  // contained_ids above are then unused).
+  std::vector<SerializedValue> parts;
+  bool multiple = false;
 };
 
 // One argument of a remote call: a value, or a reference resolved by the runtime
@@ -76,6 +80,8 @@ struct TaskOptions {
   // The placement group bundle the task runs in (SetPlacementGroup, checked against
   // the group's bundles); empty group_id: none.
   PlacementOptions placement;
+  // How many objects the task returns (SetNumReturns, for ray::Returns<T>).
+  int num_returns = 1;
 };
 
 // What ray::Actor(factory) was told (ray/api/actor_creator.h).
@@ -138,15 +144,19 @@ class RayRuntime {
 
   // Waits until `num_objects` of `ids` are ready (value or error) or the timeout
   // passes (-1 = forever). Returns one flag per id: ready or not.
-  virtual std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms) = 0;
+  // With `fetch_local`, an object is ready once its value can be read on this node
+  // without a transfer (Ray's fetch_local): remote copies of ready objects are pulled.
+  virtual std::vector<bool> Wait(const std::vector<std::string>& ids, int num_objects, int64_t timeout_ms,
+                                 bool fetch_local) = 0;
 
   // Submits a task running the function registered as `function_name`. Returns the
-  // id of its return object, which (like Put) already carries one local reference.
+  // ids of its `options.num_returns` return objects, in order, each of which (like
+  // Put) already carries one local reference.
   // The caller may drop its ObjectRefs to by-ref arguments (and to refs contained in
   // value arguments) as soon as this returns: the runtime keeps those objects alive
   // until the task is done.
-  virtual std::string SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                                 const TaskOptions& options) = 0;
+  virtual std::vector<std::string> SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                                              const TaskOptions& options) = 0;
 
   // Creates an actor running the factory registered as `factory_name` (arguments as
   // for SubmitTask). Returns at once; calls made meanwhile wait for the actor.

@@ -147,6 +147,20 @@ SerializedValue SerializeShared(std::shared_ptr<const T> value) {
   return out;
 }
 
+// The values of a ray::Returns<T> (any std::vector), each a part of its own that
+// keeps the whole alive.
+template <typename Vector>
+SerializedValue SerializeParts(std::shared_ptr<const Vector> values) {
+  SerializedValue out;
+  out.multiple = true;
+  out.parts.reserve(values->size());
+  for (const auto& value : *values) {
+    using T = std::remove_cvref_t<decltype(value)>;
+    out.parts.push_back(SerializeShared(std::shared_ptr<const T>(values, &value)));
+  }
+  return out;
+}
+
 // A lazy SerializedValue that reads `value` in place: `write` is valid only while
 // `value` lives unchanged (ray::Put: until RayRuntime::Put returns).
 template <typename T>
@@ -203,8 +217,26 @@ auto DecodeWith(const char* data, size_t size, const std::string& outer_id, cons
 // in `outer_id`. Errors: RayException naming `context` (a string, or a callable
 // returning one) and T when the bytes do not decode as T (exceptions thrown by
 // nested ObjectRef adaptors pass through).
+// Where the bytes of a msgpack bin or str filling [data, data + size) lie; false for
+// any other value.
+bool FindPackedBytes(const char* data, size_t size, const char** bytes, size_t* length);
+
+template <typename T>
+constexpr bool kIsByteContainer = std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<char>> ||
+                                  std::is_same_v<T, std::string>;
+
 template <typename T, typename Context>
 void DecodeInto(const char* data, size_t size, const std::string& outer_id, const Context& context, T& out) {
+  if constexpr (kIsByteContainer<T>) {
+    // Bytes are copied out in one pass (msgpack's adaptor zero-fills them first).
+    const char* bytes = nullptr;
+    size_t length = 0;
+    if (FindPackedBytes(data, size, &bytes, &length)) {
+      const auto* first = reinterpret_cast<const typename T::value_type*>(bytes);
+      out.assign(first, first + length);
+      return;
+    }
+  }
   DecodeWith<T>(data, size, outer_id, context, [&out](const msgpack::object& o) { o.convert(out); });
 }
 

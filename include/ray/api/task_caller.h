@@ -49,6 +49,7 @@
 #include "ray/api/placement_group.h"
 #include "ray/api/ray_exception.h"
 #include "ray/api/ray_runtime.h"
+#include "ray/api/returns.h"
 #include "ray/api/runtime_env.h"
 #include "ray/api/serializer.h"
 #include "ray/api/task_options.h"
@@ -90,6 +91,9 @@ Result SubmitIfArgumentsFit(Submit&& submit, Args&&... args) {
 
 // [[noreturn]] helpers keeping string building out of the templates.
 [[noreturn]] void ThrowNilArgument(const std::string& function_name, size_t position);
+// Throws RayException unless SetNumReturns(n >= 1) was called for a function
+// returning ray::Returns<T>.
+void CheckNumReturns(const std::string& function_name, bool set, int num_returns);
 
 template <typename Param, typename Arg>
 TaskArgument MakeTaskArgument(Arg&& arg, const std::string& function_name, size_t position) {
@@ -162,33 +166,52 @@ class TaskCaller {
     placement_.Set(group, bundle_index);
     return *this;
   }
+  // For a function returning ray::Returns<T> (ray/api/returns.h): how many values it
+  // returns; Remote then returns that many refs. Required for such functions.
+  TaskCaller& SetNumReturns(int num_returns)
+    requires IsReturns<ReturnType>::value
+  {
+    options_.num_returns = num_returns;
+    num_returns_set_ = true;
+    return *this;
+  }
 
-  // Submits the task; see the top of this file.
+  // Submits the task; see the top of this file. Returns ObjectRef<R>, or for a
+  // function returning ray::Returns<T> a std::vector<ObjectRef<T>>.
   template <typename... Args>
-  ObjectRef<ReturnType> Remote(Args&&... args) {
+  typename RemoteResult<ReturnType>::Type Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "ray::Task(f).Remote(args...): wrong number of arguments: pass exactly one "
                   "argument per parameter of f");
-    return SubmitIfArgumentsFit<ObjectRef<ReturnType>, typename Traits::Params, Traits::kArity>(
+    return SubmitIfArgumentsFit<typename RemoteResult<ReturnType>::Type, typename Traits::Params, Traits::kArity>(
         [this](auto indexes, auto&&... a) { return Submit(indexes, std::forward<decltype(a)>(a)...); },
         std::forward<Args>(args)...);
   }
 
  private:
   template <size_t... I, typename... Args>
-  ObjectRef<ReturnType> Submit(std::index_sequence<I...>, Args&&... args) {
+  typename RemoteResult<ReturnType>::Type Submit(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ray::Task(...).Remote()");
     CheckTaskOptions(options_.resources);
+    if constexpr (IsReturns<ReturnType>::value) CheckNumReturns(name_, num_returns_set_, options_.num_returns);
     placement_.Apply(&options_.placement, "ray::Task(...).SetPlacementGroup(group, bundle_index).Remote()");
     std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
         name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
-    std::string id = runtime->SubmitTask(name_, std::move(task_args), options_);
-    return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
+    std::vector<std::string> ids = runtime->SubmitTask(name_, std::move(task_args), options_);
+    if constexpr (IsReturns<ReturnType>::value) {
+      std::vector<ObjectRef<typename IsReturns<ReturnType>::ValueType>> refs;
+      refs.reserve(ids.size());
+      for (std::string& id : ids) refs.emplace_back(std::move(id), AdoptReference{});
+      return refs;
+    } else {
+      return ObjectRef<ReturnType>(std::move(ids.at(0)), AdoptReference{});
+    }
   }
 
   F function_;
   std::string name_;  // as registered
   TaskOptions options_;
+  bool num_returns_set_ = false;
   PlacementRequest placement_;
 };
 

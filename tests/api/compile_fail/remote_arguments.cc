@@ -8,7 +8,8 @@
 
 int Plus(int a, int b) { return a + b; }
 int TakesRef(ray::ObjectRef<int> ref) { return 0; }
-RAY_REMOTE(Plus, TakesRef);
+ray::Returns<int> Several(int n) { return ray::Returns<int>(n, 1); }
+RAY_REMOTE(Plus, TakesRef, Several);
 
 class Counter {
  public:
@@ -24,6 +25,7 @@ RAY_REMOTE(Counter::Create, &Counter::Add, &Counter::Get);
 
 ray::ObjectRef<int> int_ref;
 ray::ObjectRef<std::string> string_ref;
+ray::ObjectRef<std::vector<uint8_t>> bytes_ref;
 ray::ActorHandle<Counter> counter;
 
 #if defined(CASE_OK)
@@ -34,6 +36,9 @@ void Valid() {
   ray::Actor(Counter::Create).Remote(int_ref);
   counter.Task(&Counter::Add).Remote(1L);
   counter.Task(&Counter::Get).Remote();
+  std::vector<ray::ObjectRef<int>> several = ray::Task(Several).SetNumReturns(3).Remote(3);
+  ray::ObjectView<uint8_t> view = ray::GetView(bytes_ref);
+  ray::ObjectView<char> text = ray::GetView(string_ref);
 }
 #elif defined(CASE_ERRORS)
 // "wrong number of arguments" x2
@@ -54,6 +59,14 @@ void FactoryWrongType() { ray::Actor(Counter::Create).Remote(nullptr); }
 // "C must be T" x1, "returning a pointer to the actor's class" x1
 void MethodOfAnotherClass() { counter.Task(&Other::Add); }
 void FactoryNotReturningAPointer() { ray::Actor(Plus); }
+// "ref must be an ObjectRef of std::vector<uint8_t>" x1
+void ViewOfInts() { ray::GetView(int_ref); }
+// "an actor method cannot return ray::Returns" x1
+class Splitter {
+ public:
+  ray::Returns<int> Split(int n) { return {}; }
+};
+RAY_REMOTE(&Splitter::Split);
 #else
 #error "define CASE_OK or CASE_ERRORS"
 #endif
