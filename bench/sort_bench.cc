@@ -6,6 +6,9 @@
 //   cluster_map_phase_s               of cluster_s, until every map had put its
 //                                     buckets (mean)
 //   cluster_gb_per_s, one_core_gb_per_s, speedup_over_one_core
+//   two_one_core_sorts_at_once_s      two one-core sorts in two processes at once
+//   machine_speedup_ceiling           2 x one_core_s / that: what two cores give
+//                                     two independent copies of the work here
 //   spilled_bytes, restored_bytes     the node's store counters over the timed runs
 //   peak_node_pss_bytes               the largest sum, sampled every 100 ms, of the
 //                                     proportional set sizes of this driver, the
@@ -26,6 +29,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "CLI/CLI.hpp"
 #include "bench_cluster.h"
@@ -52,46 +58,52 @@ struct Shape {
 
 // One sort on the cluster; true when its result passed the checks. Adds the time
 // until every map finished to *map_s.
-bool SortOnCluster(const Shape& s, double* map_s = nullptr) {
-  const auto t0 = Clock::now();
-  std::vector<ray::ObjectRef<sort_example::MapOutput>> mapped;
-  for (uint64_t m = 0; m < s.maps; ++m) {
-    mapped.push_back(ray::Task(sort_example::Map).Remote(m, s.records_per_map(), s.reduces));
-  }
-  uint64_t made = 0, made_checksum = 0;
-  std::vector<std::vector<ray::ObjectRef<std::vector<uint8_t>>>> columns(s.reduces);
-  for (auto& output : ray::Get(mapped)) {
-    made += output->records;
-    made_checksum += output->checksum;
-    for (uint64_t r = 0; r < s.reduces; ++r) columns[r].push_back(output->buckets[r]);
-  }
-  if (map_s != nullptr) *map_s += Since(t0);
-  std::vector<ray::ObjectRef<Partition>> reduced;
-  for (auto& column : columns) reduced.push_back(ray::Task(sort_example::Reduce).Remote(column));
-  columns.clear();
-  mapped.clear();
-  std::vector<std::shared_ptr<Partition>> partitions = ray::Get(reduced);
-  std::vector<const Partition*> in_order;
-  for (const auto& p : partitions) in_order.push_back(p.get());
-  return sort_example::CheckPartitions(in_order, made, made_checksum).empty();
+bool SortOnCluster(const Shape& s, bool ray_style, double* map_s = nullptr) {
+  uint64_t made = 0;
+  double map_phase = 0;
+  const std::string problem =
+      sort_example::RunSort(s.maps, s.records_per_map(), s.reduces, ray_style, &made, &map_phase);
+  if (map_s != nullptr) *map_s += map_phase;
+  if (!problem.empty()) std::cerr << "sort_bench: the sort is wrong: " << problem << std::endl;
+  return problem.empty();
 }
 
 // The same work in this process, on this thread.
 bool SortOnOneCore(const Shape& s) {
   uint64_t made = 0, made_checksum = 0;
-  std::vector<std::vector<std::shared_ptr<std::vector<uint8_t>>>> columns(s.reduces);
+  std::vector<std::vector<std::vector<uint8_t>>> columns(s.reduces);
   for (uint64_t m = 0; m < s.maps; ++m) {
     auto buckets = sort_example::MakeBuckets(m, s.records_per_map(), s.reduces, &made_checksum);
     made += s.records_per_map();
-    for (uint64_t r = 0; r < s.reduces; ++r) {
-      columns[r].push_back(std::make_shared<std::vector<uint8_t>>(std::move(buckets[r])));
-    }
+    for (uint64_t r = 0; r < s.reduces; ++r) columns[r].push_back(std::move(buckets[r]));
   }
   std::vector<Partition> partitions;
-  for (auto& column : columns) partitions.push_back(sort_example::SortColumn(std::move(column)));
+  for (auto& column : columns) {
+    partitions.push_back(sort_example::SortColumn({column.begin(), column.end()}));
+    column.clear();
+  }
   std::vector<const Partition*> in_order;
   for (const auto& p : partitions) in_order.push_back(&p);
   return sort_example::CheckPartitions(in_order, made, made_checksum).empty();
+}
+
+// Two one-core sorts at once in two processes (forked: nothing shared but the
+// machine): seconds until both are done; -1 when one failed. With one_core_s, it
+// tells how much two cores can give this work on this machine (memory bandwidth and
+// the shared cache are shared too).
+double TwoOneCoreSortsAtOnce(const Shape& s) {
+  const auto t0 = Clock::now();
+  pid_t children[2];
+  for (pid_t& child : children) {
+    child = fork();
+    if (child == 0) _exit(SortOnOneCore(s) ? 0 : 1);
+  }
+  bool right = true;
+  for (pid_t child : children) {
+    int status = 0;
+    right &= child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return right ? Since(t0) : -1;
 }
 
 // Proportional set size of a process (smaps_rollup), 0 if gone.
@@ -176,13 +188,14 @@ int64_t Counter(const nlohmann::json& store, const char* name) {
   return store.contains(name) && store[name].is_number() ? store[name].get<int64_t>() : 0;
 }
 
-int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** argv) {
+int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int argc, char** argv) {
   nlohmann::ordered_json out;
   out["bytes"] = shape.bytes;
   out["maps"] = shape.maps;
   out["reduces"] = shape.reduces;
   out["store_bytes"] = store_bytes;
   out["runs"] = runs;
+  out["style"] = ray_style ? "ray" : "manta";
   bool all_right = true;
 
   std::vector<double> one_core;
@@ -192,12 +205,16 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** arg
     one_core.push_back(Since(t0));
   }
 
+  std::vector<double> two_at_once;
+  for (int i = 0; i < runs; ++i) two_at_once.push_back(TwoOneCoreSortsAtOnce(shape));
+  all_right &= *std::min_element(two_at_once.begin(), two_at_once.end()) > 0;
+
   manta::bench::BenchCluster cluster;
   cluster.StartHead({"--object-store-memory", std::to_string(store_bytes)});
   ray::RayConfig config;
   config.address = cluster.gcs_address();
   ray::Init(config, argc, argv);
-  all_right &= SortOnCluster(shape);  // warm-up: workers started, store pages touched
+  all_right &= SortOnCluster(shape, ray_style);  // warm-up: workers started, store pages touched
   const nlohmann::json before = StoreCounters(cluster);
   std::vector<double> on_cluster;
   double map_s = 0;
@@ -206,7 +223,7 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** arg
     PssSampler sampler(cluster.gcs_address());
     for (int i = 0; i < runs; ++i) {
       auto t0 = Clock::now();
-      all_right &= SortOnCluster(shape, &map_s);
+      all_right &= SortOnCluster(shape, ray_style, &map_s);
       on_cluster.push_back(Since(t0));
     }
     peak_pss = sampler.peak();
@@ -221,6 +238,9 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, int argc, char** arg
   out["cluster_gb_per_s"] = gb / Median(on_cluster);
   out["one_core_gb_per_s"] = gb / Median(one_core);
   out["speedup_over_one_core"] = Median(one_core) / Median(on_cluster);
+  out["two_one_core_sorts_at_once_s"] = Median(two_at_once);
+  // What two cores give two independent copies of the work: the ceiling for the cluster.
+  out["machine_speedup_ceiling"] = 2 * Median(one_core) / Median(two_at_once);
   out["spilled_bytes"] = Counter(after, "spilled_bytes_total") - Counter(before, "spilled_bytes_total");
   out["restored_bytes"] = Counter(after, "restored_bytes_total") - Counter(before, "restored_bytes_total");
   out["peak_node_pss_bytes"] = peak_pss;
@@ -243,10 +263,12 @@ int main(int argc, char** argv) {
   app.add_option("--reduces", shape.reduces, "reduce tasks");
   app.add_option("--store-fraction", store_fraction, "the object store holds bytes / this");
   app.add_option("--runs", runs, "timed runs of each (the median is reported)");
+  bool ray_style = false;
+  app.add_flag("--ray-style", ray_style, "Ray's C++ API's way: ray::Put in maps, ray::Get in reduces");
   app.allow_extras();
   CLI11_PARSE(app, argc, argv);
   try {
-    return Run(shape, shape.bytes / std::max<uint64_t>(store_fraction, 1), std::max(runs, 1), argc, argv);
+    return Run(shape, shape.bytes / std::max<uint64_t>(store_fraction, 1), std::max(runs, 1), ray_style, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "sort_bench: " << e.what() << std::endl;
     return 1;

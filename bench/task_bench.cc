@@ -90,7 +90,8 @@ void PlasmaPutsAndGets(const manta::bench::BenchFlags& o, ray::RayConfig& config
   ray::Init(config, argc, argv);
 }
 
-// A 1 GiB ray::Put against memcpy of the same bytes.
+// A 1 GiB ray::Put, and ray::Get of it (decoded, and as a view), against memcpy of
+// the same bytes.
 void PutGigabytes(Results* out) {
   Results& results = *out;
   const size_t n = size_t{1} << 30;
@@ -108,9 +109,26 @@ void PutGigabytes(Results* out) {
     auto ref = ray::Put(src);
     best_put = std::max(best_put, n / Since(t0) / 1e9);
   }
+  // Reading it back: decoded into a new std::vector<uint8_t>, and as a view.
+  auto ref = ray::PutBytes(src.data(), n);
+  src = {};
+  double best_get = 0, best_view_ms = 1e9;
+  for (int r = 0; r < 4; ++r) {
+    auto t0 = Clock::now();
+    std::shared_ptr<std::vector<uint8_t>> got = ray::Get(ref);
+    best_get = std::max(best_get, n / Since(t0) / 1e9);
+    got.reset();
+    t0 = Clock::now();
+    ray::ObjectView<uint8_t> view = ray::GetView(ref);
+    best_view_ms = std::min(best_view_ms, Since(t0) * 1e3);
+    if (view.size() != n) std::fprintf(stderr, "the view holds %zu bytes, not %zu\n", view.size(), n);
+  }
   results.emplace_back("memcpy_gigabytes_baseline", best_memcpy);
   results.emplace_back("single_client_put_gigabytes", best_put);
   results.emplace_back("put_gigabytes_vs_memcpy", best_put / best_memcpy);
+  results.emplace_back("single_client_get_gigabytes", best_get);
+  results.emplace_back("get_gigabytes_vs_memcpy", best_get / best_memcpy);
+  results.emplace_back("get_view_of_a_gigabyte_ms", best_view_ms);
 }
 
 // Tasks per second of o.clients extra driver processes submitting at once (Ray's

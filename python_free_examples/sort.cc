@@ -1,18 +1,21 @@
-// Sort: an Exoshuffle-style distributed sort of gensort-format records, written as a
-// Ray C++ user writes one (the records and tasks are in sort_tasks.h).
+// Sort: an Exoshuffle-style distributed sort of gensort-format records (the records
+// and tasks are in sort_tasks.h).
 //
-// Map task i makes its share of the 100-byte records, partitions them by key into R
-// buckets and puts each bucket with ray::Put, returning the buckets' refs; reduce
-// task j gets column j (bucket j of every map) and sorts it. The driver then checks
-// what valsort checks: the record count, a checksum that does not depend on order
-// (every record's hash, summed), that each partition is sorted, and that the
-// partitions are in key order.
+// Map task i makes its share of the 100-byte records and partitions them by key into
+// R buckets; reduce task j gets column j (bucket j of every map) and sorts it. The
+// driver then checks what valsort checks: the record count, a checksum that does not
+// depend on order (every record's hash, summed), that each partition is sorted, and
+// that the partitions are in key order.
 //
-//   sort [--bytes N] [--maps M] [--reduces R] [--store-bytes S]
+//   sort [--bytes N] [--maps M] [--reduces R] [--store-bytes S] [--ray-style]
 //
-// --store-bytes sizes the private cluster's object store (default: Manta's), so data
-// bigger than the store can be sorted on one machine. Prints the figures and "sorted
-// N records correctly" (exit 0), or what was wrong (exit 1).
+// By default the maps return their buckets as objects of their own (ray::Returns,
+// rebuilt from lineage if lost) and the reduces read them in place (ray::GetView);
+// --ray-style runs the same sort as Ray's C++ API allows: buckets put with ray::Put
+// inside the maps, reduces copying them out with ray::Get. --store-bytes sizes the
+// private cluster's object store (default: Manta's), so data bigger than the store
+// can be sorted on one machine. Prints the figures and "sorted N records correctly"
+// (exit 0), or what was wrong (exit 1).
 #include <ray/api.h>
 
 #include <chrono>
@@ -23,11 +26,6 @@
 
 #include "sort_tasks.h"
 
-using sort_example::CheckPartitions;
-using sort_example::Map;
-using sort_example::MapOutput;
-using sort_example::Partition;
-using sort_example::Reduce;
 using sort_example::kRecordBytes;
 
 namespace {
@@ -50,30 +48,18 @@ int main(int argc, char** argv) {
   const uint64_t maps = Flag(argc, argv, "--maps", 8);
   const uint64_t reduces = Flag(argc, argv, "--reduces", 4);
   const uint64_t store_bytes = Flag(argc, argv, "--store-bytes", 0);
+  bool ray_style = false;
+  for (int i = 1; i < argc; ++i) ray_style |= std::string(argv[i]) == "--ray-style";
   ray::RayConfig config;
   if (store_bytes > 0) config.head_args = {"--object-store-memory=" + std::to_string(store_bytes)};
   ray::Init(config, argc, argv);  // in a worker: serves tasks, never returns
 
-  const uint64_t records_per_map = bytes / kRecordBytes / maps;
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<ray::ObjectRef<MapOutput>> mapped;
-  for (uint64_t m = 0; m < maps; ++m) mapped.push_back(ray::Task(Map).Remote(m, records_per_map, reduces));
-  uint64_t made = 0, made_checksum = 0;
-  std::vector<std::vector<ray::ObjectRef<std::vector<uint8_t>>>> columns(reduces);
-  for (auto& output : ray::Get(mapped)) {
-    made += output->records;
-    made_checksum += output->checksum;
-    for (uint64_t r = 0; r < reduces; ++r) columns[r].push_back(output->buckets[r]);
-  }
-  std::vector<ray::ObjectRef<Partition>> reduced;
-  for (auto& column : columns) reduced.push_back(ray::Task(Reduce).Remote(column));
-  columns.clear();
-  std::vector<std::shared_ptr<Partition>> partitions = ray::Get(reduced);
+  uint64_t made = 0;
+  double map_s = 0;
+  const std::string problem =
+      sort_example::RunSort(maps, bytes / kRecordBytes / maps, reduces, ray_style, &made, &map_s);
   const double seconds = Since(t0);
-
-  std::vector<const Partition*> in_order;
-  for (const auto& p : partitions) in_order.push_back(p.get());
-  const std::string problem = CheckPartitions(in_order, made, made_checksum);
   std::printf("%llu bytes in %llu records, %llu maps x %llu reduces, %.2f s (%.3f GB/s)\n",
               static_cast<unsigned long long>(made * kRecordBytes), static_cast<unsigned long long>(made),
               static_cast<unsigned long long>(maps), static_cast<unsigned long long>(reduces), seconds,
