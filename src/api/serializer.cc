@@ -2,6 +2,7 @@
 #include "ray/api/serializer.h"
 
 #include <cxxabi.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 
@@ -155,6 +156,15 @@ bool FindPackedBytes(const char* data, size_t size, const char** bytes, size_t* 
   *bytes = data + header;
   *length = n;
   return true;
+}
+
+void AdviseHugePages(void* data, size_t size) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (size < 2 * kHuge) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(kHuge - 1);
+  // Advice only: where transparent huge pages are off, nothing changes.
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 std::pair<const char*, size_t> PackedBytesOf(const ObjectData& object, const std::string& id) {

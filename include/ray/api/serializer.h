@@ -220,6 +220,9 @@ auto DecodeWith(const char* data, size_t size, const std::string& outer_id, cons
 // Where the bytes of a msgpack bin or str filling [data, data + size) lie; false for
 // any other value.
 bool FindPackedBytes(const char* data, size_t size, const char** bytes, size_t* length);
+// Asks the kernel to back [data, data + size) with huge pages when it is large and
+// not yet touched (fewer page faults when a large decoded value is first written).
+void AdviseHugePages(void* data, size_t size);
 
 template <typename T>
 constexpr bool kIsByteContainer = std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<char>> ||
@@ -233,6 +236,11 @@ void DecodeInto(const char* data, size_t size, const std::string& outer_id, cons
     size_t length = 0;
     if (FindPackedBytes(data, size, &bytes, &length)) {
       const auto* first = reinterpret_cast<const typename T::value_type*>(bytes);
+      if (out.capacity() < length) {
+        out = T();
+        out.reserve(length);
+        AdviseHugePages(out.data(), length);
+      }
       out.assign(first, first + length);
       return;
     }
