@@ -262,13 +262,16 @@ int main(int argc, char** argv) {
   app.add_option("--maps", shape.maps, "map tasks");
   app.add_option("--reduces", shape.reduces, "reduce tasks");
   app.add_option("--store-fraction", store_fraction, "the object store holds bytes / this");
+  uint64_t store_bytes = 0;
+  app.add_option("--store-bytes", store_bytes, "the object store's size (instead of --store-fraction)");
   app.add_option("--runs", runs, "timed runs of each (the median is reported)");
   bool ray_style = false;
   app.add_flag("--ray-style", ray_style, "Ray's C++ API's way: ray::Put in maps, ray::Get in reduces");
   app.allow_extras();
   CLI11_PARSE(app, argc, argv);
   try {
-    return Run(shape, shape.bytes / std::max<uint64_t>(store_fraction, 1), std::max(runs, 1), ray_style, argc, argv);
+    if (store_bytes == 0) store_bytes = shape.bytes / std::max<uint64_t>(store_fraction, 1);
+    return Run(shape, store_bytes, std::max(runs, 1), ray_style, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "sort_bench: " << e.what() << std::endl;
     return 1;
