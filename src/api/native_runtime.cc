@@ -395,6 +395,17 @@ manta::core::ReturnValue ToReturnValue(SerializedValue value) {
   return out;
 }
 
+// The task's values: one, or each part of a ray::Returns<T>.
+void SetReturnValues(SerializedValue result, manta::core::TaskOutput* out) {
+  out->multiple = result.multiple;
+  if (!result.multiple) {
+    out->values.push_back(ToReturnValue(std::move(result)));
+    return;
+  }
+  out->values.reserve(result.parts.size());
+  for (SerializedValue& part : result.parts) out->values.push_back(ToReturnValue(std::move(part)));
+}
+
 // Runs one task in a worker: finds the function (a remote function, an actor
 // factory or an actor method), calls it, and turns whatever it throws into the
 // task's error.
@@ -451,13 +462,7 @@ manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
     } else {
       result = (*function)(data);
     }
-    out.multiple = result.multiple;
-    if (result.multiple) {
-      out.values.reserve(result.parts.size());
-      for (SerializedValue& part : result.parts) out.values.push_back(ToReturnValue(std::move(part)));
-    } else {
-      out.values.push_back(ToReturnValue(std::move(result)));
-    }
+    SetReturnValues(std::move(result), &out);
   } catch (const RayIntentionalSystemExitException&) {
     out.exit_actor = true;
   } catch (...) {
