@@ -115,6 +115,9 @@ void CoreWorker::MakeOwnership() {
       },
       config.max_lineage_bytes);
   task_manager_->SetTaskEvents(task_events_);
+  task_manager_->SetOnUnreferencedResult([this](const ObjectID& id, const StoredObjectPtr& value) {
+    if (!value->plasma_raylet_address().empty()) freer_.Queue(value->plasma_raylet_address(), {id});
+  });
   if (task_event_reporter_ != nullptr) {
     task_event_reporter_->SetInFlight([this](bool all) { task_manager_->ReportInFlight(all); });
   }

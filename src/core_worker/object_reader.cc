@@ -116,7 +116,9 @@ absl::StatusOr<std::vector<ObjectValue>> ObjectReader::GetWithRecovery(const std
   auto blocked_or = AwaitAbsent(ids, timeout_ms);
   if (!blocked_or.ok()) return blocked_or.status();
   const bool blocked = *blocked_or;
-  std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), timeout_ms);
+  // What is left of the timeout (AwaitAbsent may have waited a little).
+  const int64_t wait_ms = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicMs());
+  std::vector<StoredObjectPtr> values = memory_store_.Get(ids, ids.size(), wait_ms);
   std::vector<ObjectValue> out(ids.size());
   std::vector<ObjectID> plasma_ids;
   std::vector<StoredObjectPtr> markers;

@@ -428,10 +428,13 @@ void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
 }
 
 void TaskManager::PutIfReferenced(const ObjectID& id, StoredObjectPtr value) {
-  memory_store_.Put(id, std::move(value));
+  memory_store_.Put(id, value);
   // Every ref may have gone while the task ran: the free already happened, so drop
-  // the value now (checked after the Put, so a concurrent free cannot slip between).
-  if (!reference_counter_.HasReference(id)) memory_store_.Delete({id});
+  // the value now (checked after the Put, so a concurrent free cannot slip between),
+  // and its copy in the object store.
+  if (reference_counter_.HasReference(id)) return;
+  memory_store_.Delete({id});
+  if (value->in_plasma && value->owner_copy && on_unreferenced_) on_unreferenced_(id, value);
 }
 
 void TaskManager::StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error) {

@@ -64,6 +64,11 @@ class TaskManager {
   // Where the attempts' states are recorded (task events); none by default. Set
   // before the first task.
   void SetTaskEvents(TaskEventBuffer* events) { events_ = events; }
+  // Called with a result stored in a node's object store whose every ref went before
+  // it arrived (its copy there must go too). Set before the first task.
+  void SetOnUnreferencedResult(std::function<void(const ObjectID&, const StoredObjectPtr&)> on_unreferenced) {
+    on_unreferenced_ = std::move(on_unreferenced);
+  }
   TaskEventBuffer* task_events() const { return events_; }
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
@@ -184,6 +189,7 @@ class TaskManager {
   Resubmit resubmit_;
   const int64_t max_lineage_bytes_;
   TaskEventBuffer* events_ = nullptr;
+  std::function<void(const ObjectID&, const StoredObjectPtr&)> on_unreferenced_;
   mutable absl::Mutex mu_;
   // Tasks added and not yet in pending_ (table_inbox.h): every section under mu_
   // takes them in first (TablesLock), so no reader ever misses one.
