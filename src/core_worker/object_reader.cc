@@ -33,9 +33,15 @@ ObjectReader::ObjectReader(Parts parts, Hooks hooks, bool is_driver, const Worke
       node_id_(node_id),
       context_owner_(context_owner) {}
 
+namespace {
+// Whether this thread runs a task holding a leased CPU (one it could lend).
+bool HoldsLeasedCpu(bool is_driver, const void* context_owner) {
+  return !is_driver && ScopedTaskContext::Current(context_owner) != nullptr;
+}
+}  // namespace
+
 void ObjectReader::NotifyBlocked(bool blocked) {
-  // Only a thread running a task holds the lease's CPU.
-  if (is_driver_ || ScopedTaskContext::Current(context_owner_) == nullptr) return;
+  if (!HoldsLeasedCpu(is_driver_, context_owner_)) return;
   rpc::NotifyWorkerBlockedRequest request;
   request.set_worker_id(worker_id_.Binary());
   request.set_blocked(blocked);
@@ -179,7 +185,8 @@ absl::StatusOr<bool> ObjectReader::AwaitAbsent(const std::vector<ObjectID>& ids,
     while (next < absent.size() && memory_store_.Contains(ids[absent[next]])) ++next;
     return next == absent.size();
   });
-  if (next == absent.size()) return false;
+  // A driver (or a thread outside a task) has no CPU to lend: it just waits.
+  if (next == absent.size() || !HoldsLeasedCpu(is_driver_, context_owner_)) return false;
   // Most waits end within milliseconds (an owner's reply about a borrowed object, a
   // result on its way): only a longer one lends this task's CPU. Lent at once, it
   // starts another task that then competes with this one for the CPU once this one
