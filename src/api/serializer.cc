@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "ray/api/object_ref.h"
@@ -171,8 +172,11 @@ std::pair<const char*, size_t> PackedBytesOf(const ObjectData& object, const std
   const char* bytes = nullptr;
   size_t length = 0;
   if (!FindPackedBytes(object.data, object.size, &bytes, &length)) {
-    throw RayException("ray::GetView of object " + HexId(id) +
-                       ": the object does not hold bytes (it was not made from a std::vector<uint8_t>, "
+    char first[8] = {};
+    if (object.size > 0) std::snprintf(first, sizeof(first), "0x%02x", static_cast<uint8_t>(object.data[0]));
+    throw RayException("ray::GetView of object " + HexId(id) + ": the object (" + std::to_string(object.size) +
+                       " bytes" + (object.size > 0 ? std::string(", first ") + first : std::string()) +
+                       ") does not hold bytes (it was not made from a std::vector<uint8_t>, "
                        "std::vector<char> or std::string)");
   }
   return {bytes, length};

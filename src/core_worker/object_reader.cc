@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "src/common/loop_call.h"
@@ -110,6 +111,16 @@ void ObjectReader::RequestFromOwners(const std::vector<ObjectID>& ids,
         });
   }
 }
+
+namespace {
+// Before round `round` (1, 2, ...) of asking for room in the store again: 10 ms,
+// doubling, at most a second, and never past the caller's deadline.
+void PauseBeforeRound(int round, int64_t deadline_ms) {
+  int64_t pause_ms = std::min<int64_t>(int64_t{10} << std::min(round - 1, 7), 1000);
+  if (deadline_ms >= 0) pause_ms = std::min(pause_ms, std::max<int64_t>(0, deadline_ms - MonotonicMs()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+}
+}  // namespace
 
 absl::StatusOr<std::vector<ObjectValue>> ObjectReader::Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
   // A copy lost with its node is rebuilt (by its owner) and read again, a few times.
@@ -322,11 +333,15 @@ absl::Status ObjectReader::FetchAndRead(std::vector<ObjectID> missing, std::vect
                                       std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
                                       std::vector<size_t>* lost) {
   // A copy pulled here may be evicted before the store Get below takes it (the Get
-  // holds whatever arrives while it waits, not what came before): pulled again, a
-  // few times. A copy still in the store waits its turn to be restored, as long as
-  // the caller waits.
-  constexpr int kMaxPullRounds = 4;
+  // holds whatever arrives while it waits, not what came before): under memory
+  // pressure that is how readers take turns, so it is pulled again, after a pause
+  // that grows to a second, for as long as the caller waits (bounded, for a caller
+  // that waits for ever, by ~17 minutes of rounds). A lost copy is found by the pull
+  // failing, not by this count. A copy still in the store waits its turn to be
+  // restored, as long as the caller waits.
+  constexpr int kMaxPullRounds = 1000;
   for (int round = 1; !missing.empty(); ++round) {
+    if (round > 1) PauseBeforeRound(round - 1, deadline_ms);
     if (auto s = PullToThisNode(missing, missing_pos, markers, deadline_ms, out, positions, lost); !s.ok()) return s;
     std::vector<ObjectID> fetch_ids = std::move(here);
     std::vector<size_t> fetch_pos = std::move(here_pos);
@@ -355,40 +370,64 @@ absl::Status ObjectReader::ReadFetched(std::vector<ObjectID> ids, std::vector<si
                                      int64_t deadline_ms, std::vector<ObjectValue>* out,
                                      const std::vector<size_t>& positions, std::vector<size_t>* lost,
                                      std::vector<ObjectID>* gone, std::vector<size_t>* gone_pos) {
+  // A Get is read whole or not at all: holding part of it while a copy evicted since
+  // its pull is pulled again (or while the store waited for it to appear) could leave
+  // room for no reader on the node, each holding part of its objects.
+  auto pull_all_again = [&](const std::vector<bool>& held) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (held[k]) store_.Release(ids[k]).IgnoreError();
+      gone->push_back(ids[k]);  // pulled again: nothing moves for a copy still here
+      gone_pos->push_back(pos[k]);
+    }
+  };
   while (!ids.empty()) {
+    std::vector<bool> here(ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) {
+      auto contains = store_.Contains(ids[k]);
+      if (!contains.ok()) return contains.status();
+      here[k] = *contains;
+    }
+    const bool all_here = std::find(here.begin(), here.end(), false) == here.end();
+    if (!all_here && may_pull_again) {
+      pull_all_again(std::vector<bool>(ids.size(), false));
+      return absl::OkStatus();
+    }
     const int64_t left = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
     auto got = store_.Get(ids, left < 0 ? config_.object_manager_pull_timeout_ms : left);
     if (!got.ok()) return got.status();
+    std::vector<bool> held(ids.size());
     std::vector<ObjectID> waiting;
-    std::vector<size_t> waiting_pos;
+    bool evicted = false;
     for (size_t k = 0; k < ids.size(); ++k) {
-      if ((*got)[k]) continue;
-      auto here = store_.Contains(ids[k]);
-      if (!here.ok()) return here.status();
-      if (*here) {
+      held[k] = (*got)[k].has_value();
+      if (held[k]) continue;
+      auto contains = store_.Contains(ids[k]);
+      if (!contains.ok()) return contains.status();
+      if (*contains) {
         waiting.push_back(ids[k]);
-        waiting_pos.push_back(pos[k]);
       } else if (may_pull_again) {
-        gone->push_back(ids[k]);
-        gone_pos->push_back(pos[k]);
+        evicted = true;
       } else {
         (*out)[positions[pos[k]]].error =
             MakeErrorObject(rpc::OBJECT_LOST, "object " + ids[k].Hex() +
-                                                  " was fetched several times but its copy here was gone each time"
+                                                  " was fetched many times but its copy here was gone each time"
                                                   " before it was read");
         lost->push_back(positions[pos[k]]);
       }
     }
+    if (evicted) {
+      pull_all_again(held);
+      return absl::OkStatus();
+    }
     if (waiting.empty()) {
       for (size_t k = 0; k < ids.size(); ++k) {
-        if ((*got)[k]) TakeFromStore(ids[k], *(*got)[k], &(*out)[positions[pos[k]]]);
+        if (held[k]) TakeFromStore(ids[k], *(*got)[k], &(*out)[positions[pos[k]]]);
       }
       return absl::OkStatus();
     }
-    // Some wait for room still: all are let go and asked for again together (holding
-    // part of a Get outside its turn could leave room for no Get).
+    // Some wait for room still: all are let go and asked for again together.
     for (size_t k = 0; k < ids.size(); ++k) {
-      if ((*got)[k]) store_.Release(ids[k]).IgnoreError();
+      if (held[k]) store_.Release(ids[k]).IgnoreError();
     }
     if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
       return absl::DeadlineExceededError("Get timed out waiting for object " + waiting[0].Hex() +
@@ -399,7 +438,7 @@ absl::Status ObjectReader::ReadFetched(std::vector<ObjectID> ids, std::vector<si
     std::vector<ObjectID> again;
     std::vector<size_t> again_pos;
     for (size_t k = 0; k < ids.size(); ++k) {
-      if ((*got)[k] || std::find(waiting.begin(), waiting.end(), ids[k]) != waiting.end()) {
+      if (held[k] || std::find(waiting.begin(), waiting.end(), ids[k]) != waiting.end()) {
         again.push_back(ids[k]);
         again_pos.push_back(pos[k]);
       }
@@ -449,17 +488,31 @@ absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, 
     for (size_t k = 0; k < missing.size(); ++k) {
       if (markers[missing_pos[k]]->plasma_raylet_address() == location) AddCopies(missing[k], *markers[missing_pos[k]], &request);
     }
-    int64_t wait_ms = remaining();
-    int64_t rpc_deadline = wait_ms < 0 ? config_.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
-    auto raylet = raylets_.Get(local_raylet_);
-    absl::Status s = manta::RunOnLoopAndWait(
-        loop_,
-        [raylet, request, rpc_deadline](std::function<void(absl::Status)> done) {
-          raylet->FetchObjects(request, rpc_deadline,
-                               [done](const absl::Status& s, rpc::FetchObjectsReply&&) { done(s); });
-        },
-        rpc_deadline + 1000);
+    absl::Status s;
+    // No room in this node's store for the copies (what is there is in use by
+    // readers) is not a loss: wait for room and ask again, as long as the caller waits.
+    for (int round = 0;; ++round) {
+      if (round > 0) PauseBeforeRound(round, deadline_ms);
+      int64_t wait_ms = remaining();
+      int64_t rpc_deadline = wait_ms < 0 ? config_.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
+      auto raylet = raylets_.Get(local_raylet_);
+      s = manta::RunOnLoopAndWait(
+          loop_,
+          [raylet, request, rpc_deadline](std::function<void(absl::Status)> done) {
+            raylet->FetchObjects(request, rpc_deadline,
+                                 [done](const absl::Status& s, rpc::FetchObjectsReply&&) { done(s); });
+          },
+          rpc_deadline + 1000);
+      if (s.code() != absl::StatusCode::kResourceExhausted) break;
+      if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
+        return absl::DeadlineExceededError("Get timed out waiting for room in this node's object store to fetch " +
+                                           location_ids[0].Hex() + ": " + std::string(s.message()));
+      }
+      LOG_EVERY_N(INFO, 20) << "Get: waiting for room in this node's object store to fetch "
+                                << location_ids.size() << " object(s) from " << location << ": " << s.message();
+    }
     if (!s.ok()) {
+      const int64_t wait_ms = remaining();
       if (s.code() == absl::StatusCode::kDeadlineExceeded && wait_ms >= 0) {
         return absl::DeadlineExceededError("Get timed out fetching object " + location_ids[0].Hex() + " from " +
                                            location);

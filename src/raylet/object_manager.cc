@@ -173,10 +173,8 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
 
   void OnDone(const grpc::Status& status) override {
     grpc::Status s = status;
-    if (s.ok() && !error_.empty()) s = grpc::Status(grpc::StatusCode::INTERNAL, error_);
-    if (!error_.empty() && status.error_code() == grpc::StatusCode::CANCELLED) {
-      s = grpc::Status(grpc::StatusCode::INTERNAL, error_);
-    }
+    if (s.ok() && !error_.empty()) s = grpc::Status(error_code_, error_);
+    if (!error_.empty() && status.error_code() == grpc::StatusCode::CANCELLED) s = grpc::Status(error_code_, error_);
     loop_.Post("ObjectManager.PullDone", [this, s] { done_(this, s); });
   }
 
@@ -192,8 +190,8 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
  private:
   // Ends with RemoveHold() on every path (the hold taken in Start).
   void CreateFromFirstChunk() {
-    auto fail = [this](const std::string& why) {
-      Fail(why);
+    auto fail = [this](const std::string& why, grpc::StatusCode code = grpc::StatusCode::INTERNAL) {
+      Fail(why, code);
       RemoveHold();
     };
     std::vector<grpc::Slice> slices;
@@ -210,7 +208,12 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
                   [this, data_size, metadata_size, fail](absl::StatusOr<ObjectLocation> loc) {
                     if (!loc.ok()) {
                       if (loc.status().code() == absl::StatusCode::kAlreadyExists) already_local_ = true;
-                      return fail(std::string(loc.status().message()));
+                      // No room here (the store is full of what is in use) is not the
+                      // sender's fault: the pull ends with it.
+                      return fail(std::string(loc.status().message()),
+                                  loc.status().code() == absl::StatusCode::kResourceExhausted
+                                      ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                                      : grpc::StatusCode::INTERNAL);
                     }
                     total_ = data_size + metadata_size;
                     dest_ = store_.base() + loc->offset;
@@ -237,8 +240,9 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
     return true;
   }
 
-  void Fail(const std::string& why) {
+  void Fail(const std::string& why, grpc::StatusCode code = grpc::StatusCode::INTERNAL) {
     error_ = why;
+    error_code_ = code;
     context_.TryCancel();
   }
 
@@ -254,6 +258,7 @@ class PullReactor : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
   int64_t total_ = -1;
   std::atomic<int64_t> received_{0};
   std::string error_;
+  grpc::StatusCode error_code_ = grpc::StatusCode::INTERNAL;
   bool already_local_ = false;
 };
 
@@ -448,6 +453,15 @@ void ObjectManager::Admit() {
 }
 
 void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
+  if (pull->last_error.code() == absl::StatusCode::kResourceExhausted) {
+    // This node's store had no room for the copy: another location would not help.
+    // The reader waits for room and asks again; the object is not lost.
+    --active_streams_;
+    FinishPull(pull, absl::ResourceExhaustedError("object " + pull->id.Hex() + " could not be pulled here: " +
+                                                  std::string(pull->last_error.message())));
+    Admit();
+    return;
+  }
   if (pull->next_location >= pull->locations.size()) {
     --active_streams_;
     FinishPull(pull, absl::UnavailableError("object " + pull->id.Hex() + " could not be pulled from any of " +
