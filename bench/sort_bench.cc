@@ -16,6 +16,10 @@
 //                                     raylet and its workers (shared store pages
 //                                     counted once)
 //   all_right                         every run's result passed valsort's checks
+// With --hosts N (as root, in a build with the tests), the cluster is instead N
+// hosts of the multi-host test bed, a node of 2 CPUs and a store of
+// --host-store-bytes on each, the driver on host 0: see sort_bench_hosts.cc for the
+// figures, and for the sort during which a host is killed.
 // This binary is also its own worker.
 #include <ray/api.h>
 
@@ -38,6 +42,9 @@
 #include "bench_cluster.h"
 #include "nlohmann/json.hpp"
 #include "python_free_examples/sort_tasks.h"
+#ifdef MANTA_SORT_BENCH_HOSTS
+#include "bench/sort_bench_hosts.h"
+#endif
 
 namespace {
 
@@ -189,6 +196,22 @@ int64_t Counter(const nlohmann::json& store, const char* name) {
   return store.contains(name) && store[name].is_number() ? store[name].get<int64_t>() : 0;
 }
 
+double GigaBytes(const Shape& shape) {
+  return static_cast<double>(shape.records_per_map() * shape.maps * sort_example::kRecordBytes) / 1e9;
+}
+
+// The median of `runs` one-core sorts; -1 when one was wrong.
+double OneCoreSeconds(const Shape& shape, int runs) {
+  std::vector<double> one_core;
+  bool right = true;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = Clock::now();
+    right &= SortOnOneCore(shape);
+    one_core.push_back(Since(t0));
+  }
+  return right ? Median(one_core) : -1;
+}
+
 int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int argc, char** argv) {
   nlohmann::ordered_json out;
   out["bytes"] = shape.bytes;
@@ -197,14 +220,8 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int 
   out["store_bytes"] = store_bytes;
   out["runs"] = runs;
   out["style"] = ray_style ? "ray" : "manta";
-  bool all_right = true;
-
-  std::vector<double> one_core;
-  for (int i = 0; i < runs; ++i) {
-    auto t0 = Clock::now();
-    all_right &= SortOnOneCore(shape);
-    one_core.push_back(Since(t0));
-  }
+  const double one_core_s = OneCoreSeconds(shape, runs);
+  bool all_right = one_core_s > 0;
 
   std::vector<double> two_at_once;
   for (int i = 0; i < runs; ++i) two_at_once.push_back(TwoOneCoreSortsAtOnce(shape));
@@ -236,22 +253,51 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int 
   }
   ray::Shutdown();
 
-  const double gb = static_cast<double>(shape.records_per_map() * shape.maps * sort_example::kRecordBytes) / 1e9;
+  const double gb = GigaBytes(shape);
   out["cluster_s"] = Median(on_cluster);
   out["cluster_map_phase_s"] = map_s / runs;  // mean: maps made and put
-  out["one_core_s"] = Median(one_core);
+  out["one_core_s"] = one_core_s;
   out["cluster_gb_per_s"] = gb / Median(on_cluster);
-  out["one_core_gb_per_s"] = gb / Median(one_core);
-  out["speedup_over_one_core"] = Median(one_core) / Median(on_cluster);
+  out["one_core_gb_per_s"] = gb / one_core_s;
+  out["speedup_over_one_core"] = one_core_s / Median(on_cluster);
   out["two_one_core_sorts_at_once_s"] = Median(two_at_once);
   // What two cores give two independent copies of the work: the ceiling for the cluster.
-  out["machine_speedup_ceiling"] = 2 * Median(one_core) / Median(two_at_once);
+  out["machine_speedup_ceiling"] = 2 * one_core_s / Median(two_at_once);
   out["spilled_bytes"] = Counter(after, "spilled_bytes_total") - Counter(before, "spilled_bytes_total");
   out["restored_bytes"] = Counter(after, "restored_bytes_total") - Counter(before, "restored_bytes_total");
   out["peak_node_pss_bytes"] = peak_pss;
   out["all_right"] = all_right;
   std::cout << out.dump(2) << std::endl;
   return all_right ? 0 : 1;
+}
+
+// --hosts: the sort on the multi-host test bed, beside one core here.
+int RunOnHosts(const Shape& shape, int hosts, uint64_t store_bytes_per_host, int runs, bool kill_a_host) {
+#ifdef MANTA_SORT_BENCH_HOSTS
+  nlohmann::ordered_json out;
+  out["bytes"] = shape.bytes;
+  out["maps"] = shape.maps;
+  out["reduces"] = shape.reduces;
+  out["runs"] = runs;
+  out["style"] = "manta";
+  const double one_core_s = OneCoreSeconds(shape, runs);
+  sort_bench::HostsRun run{hosts, 2, store_bytes_per_host, shape.bytes, shape.maps, shape.reduces, runs, kill_a_host};
+  bool all_right = sort_bench::SortOnHosts(run, &out) && one_core_s > 0;
+  const double cluster_s = out.value("cluster_s", 0.0);
+  out["one_core_s"] = one_core_s;
+  out["cluster_gb_per_s"] = cluster_s > 0 ? GigaBytes(shape) / cluster_s : 0.0;
+  out["one_core_gb_per_s"] = GigaBytes(shape) / one_core_s;
+  out["speedup_over_one_core"] = cluster_s > 0 ? one_core_s / cluster_s : 0.0;
+  out["all_right"] = all_right;
+  std::cout << out.dump(2) << std::endl;
+  return all_right ? 0 : 1;
+#else
+  (void)shape, (void)hosts, (void)store_bytes_per_host, (void)runs, (void)kill_a_host;
+  std::cerr << "sort_bench: --hosts needs the multi-host test bed, which is built with the tests "
+               "(configure with -DMANTA_BUILD_TESTS=ON)"
+            << std::endl;
+  return 2;
+#endif
 }
 
 }  // namespace
@@ -272,8 +318,24 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "timed runs of each (the median is reported)");
   bool ray_style = false;
   app.add_flag("--ray-style", ray_style, "Ray's C++ API's way: ray::Put in maps, ray::Get in reduces");
+  int hosts = 0;
+  app.add_option("--hosts", hosts, "run on this many hosts of the multi-host test bed (root)");
+  uint64_t host_store_bytes = 0;
+  app.add_option("--host-store-bytes", host_store_bytes, "with --hosts: each host's store (default bytes / hosts)");
+  bool no_kill = false;
+  app.add_flag("--no-kill", no_kill, "with --hosts: skip the sort during which a host is killed");
   app.allow_extras();
   CLI11_PARSE(app, argc, argv);
+  if (hosts > 0) {
+    if (ray_style) {
+      std::cerr << "sort_bench: --hosts runs Manta's style only (in Ray's, a map's buckets die with its host's "
+                   "worker, their owner)"
+                << std::endl;
+      return 2;
+    }
+    if (host_store_bytes == 0) host_store_bytes = shape.bytes / static_cast<uint64_t>(hosts);
+    return RunOnHosts(shape, hosts, host_store_bytes, std::max(runs, 1), !no_kill);
+  }
   try {
     if (store_bytes == 0) store_bytes = shape.bytes / std::max<uint64_t>(store_fraction, 1);
     return Run(shape, store_bytes, std::max(runs, 1), ray_style, argc, argv);

@@ -185,5 +185,49 @@ TEST_F(HostFailureTest, PartitionedHostIsDeclaredDeadItsWorkGoesOnAndItLeavesWhe
   EXPECT_EQ(cpus, 6.0) << status.dump();
 }
 
+// The sort example in Manta's style (every bucket a return of its map, owned by the
+// driver) loses a worker host once its maps are done, while the reduces read their
+// columns from every host: the buckets that were there are made again from lineage
+// (their maps run again), reduces that ran there run again, and the sorted result
+// passes valsort's checks.
+TEST_F(HostFailureTest, SortIsRightWhenAHostDiesWhileItsBucketsAreRead) {
+  auto driver = cluster_->SpawnDriver(0, {"sort", std::to_string(512 << 20), "24", "12", "1"});
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string out = cluster_->bed().OutputOf(*driver);
+        return out.find("MAPS_DONE 0") != std::string::npos || out.find("RESULT") != std::string::npos ||
+               out.find("ERROR") != std::string::npos;
+      },
+      240000));
+  ASSERT_NE(cluster_->bed().OutputOf(*driver).find("MAPS_DONE 0"), std::string::npos)
+      << cluster_->bed().OutputOf(*driver);
+  const int victim = 3;
+  ASSERT_TRUE(cluster_->bed().KillHost(victim).ok());
+  CommandResult done = cluster_->bed().Wait(*driver, 240000);
+  ASSERT_EQ(done.exit_code, 0) << done.output;
+  const nlohmann::json result = DriverResult(done.output);
+  ASSERT_TRUE(result.is_object()) << done.output;
+  EXPECT_TRUE(result["right"].get<bool>()) << result.dump();
+  EXPECT_EQ(result["runs"][0]["problem"], "") << result.dump();
+
+  // Lineage did the work: maps ran again (the buckets they had left on the victim).
+  CommandResult tasks = cluster_->Manta(
+      0, {"list", "tasks", "--json", "--limit", "10000", "--address", cluster_->gcs_address()}, 30000);
+  ASSERT_EQ(tasks.exit_code, 0) << tasks.output;
+  const auto rows = nlohmann::json::parse(tasks.output, nullptr, false);
+  ASSERT_TRUE(rows.is_array()) << tasks.output;
+  int maps_again = 0, reduces_again = 0;
+  for (const auto& row : rows) {
+    if (row.value("attempt_number", 0) == 0) continue;
+    const std::string name = row.value("name", "");
+    maps_again += name.find("MapReturns") != std::string::npos;
+    reduces_again += name.find("ReduceViews") != std::string::npos;
+  }
+  EXPECT_GE(maps_again, 1) << "no map ran again: nothing the sort needed was on the victim?";
+  std::cout << "the sort took " << result["runs"][0]["seconds"] << " s; " << maps_again << " map(s) and "
+            << reduces_again << " reduce(s) ran again" << std::endl;
+}
+
 }  // namespace
 }  // namespace manta::testing

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "python_free_examples/sort_tasks.h"
+
 namespace {
 
 int64_t NowMs() {
@@ -414,10 +416,41 @@ int SlowLink(int from, int to, int64_t bytes) {
   return 0;
 }
 
+// The sort example (python_free_examples/sort_tasks.h) `runs` times in Manta's style
+// (the driver owns every bucket, so a bucket lost with its host is made again from
+// lineage). Prints "SORT_START i" and "MAPS_DONE i" as run i gets there (a test or
+// bench acts in the middle of a run on them); the result has each run's seconds and
+// what its check found ("" when right).
+int Sort(int64_t bytes, int maps, int reduces, int runs) {
+  if (maps <= 0 || reduces <= 0 || bytes < static_cast<int64_t>(sort_example::kRecordBytes) * maps) {
+    std::cout << "ERROR sort needs BYTES >= 100 x MAPS, and MAPS and REDUCES > 0" << std::endl;
+    return 2;
+  }
+  const uint64_t per_map = static_cast<uint64_t>(bytes) / sort_example::kRecordBytes / maps;
+  nlohmann::json done = nlohmann::json::array();
+  bool right = true;
+  for (int i = 0; i < runs; ++i) {
+    Say("SORT_START " + std::to_string(i));
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t made = 0;
+    double map_s = 0;
+    const std::string problem = sort_example::RunSort(maps, per_map, reduces, /*ray_style=*/false, &made, &map_s,
+                                                      [i] { Say("MAPS_DONE " + std::to_string(i)); });
+    done.push_back({{"seconds", Seconds(t0)}, {"map_s", map_s}, {"records", made}, {"problem", problem}});
+    right &= problem.empty();
+  }
+  Result({{"driver_host", WhereAmI()},
+          {"bytes", per_map * maps * sort_example::kRecordBytes},
+          {"runs", done},
+          {"right", right}});
+  return right ? 0 : 1;
+}
+
 int Usage() {
   std::cerr << "usage: multihost_driver spread N | transfer BYTES TO_HOST | actors H... | named-create HOST | "
                "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS | "
-               "pull-failover MAKER READER BYTES | keep-working SECONDS | slow-link FROM TO BYTES"
+               "pull-failover MAKER READER BYTES | keep-working SECONDS | slow-link FROM TO BYTES | "
+               "sort BYTES MAPS REDUCES RUNS"
             << std::endl;
   return 2;
 }
@@ -460,6 +493,8 @@ int main(int argc, char** argv) {
       code = SlowLink(static_cast<int>(arg(0)), static_cast<int>(arg(1)), arg(2));
     } else if (cmd == "loop") {
       code = Loop(static_cast<int>(arg(0)), static_cast<int>(arg(1)));
+    } else if (cmd == "sort") {
+      code = Sort(arg(0), static_cast<int>(arg(1)), static_cast<int>(arg(2)), static_cast<int>(arg(3)));
     } else {
       code = Usage();
     }

@@ -74,9 +74,11 @@ absl::StatusOr<std::unique_ptr<TestBed>> TestBed::Up(int num_hosts, int mtu) {
       lines >> bed->id_;
     } else if (word == "host") {
       int index = 0;
-      std::string ip, init;
+      std::string ip;
+      pid_t init = 0;
       lines >> index >> ip >> init;
       bed->ips_.push_back(ip);
+      bed->init_pids_.push_back(init);
     }
   }
   if (code != 0 || bed->id_.empty() || static_cast<int>(bed->ips_.size()) != num_hosts) {

@@ -39,6 +39,9 @@ class TestBed {
   const std::string& id() const { return id_; }
   int num_hosts() const { return static_cast<int>(ips_.size()); }
   const std::string& Ip(int host) const { return ips_.at(host); }
+  // The pid, in this machine's pid namespace, of the host's pid-namespace init as
+  // the bed was made (every process of the host shares its /proc/<pid>/ns/pid).
+  pid_t InitPid(int host) const { return init_pids_.at(host); }
 
   // Runs `argv` on `host` to completion (at most `timeout_ms`), with `input` on its
   // standard input. Output is stdout and stderr together.
@@ -72,6 +75,7 @@ class TestBed {
   std::string script_;
   std::string id_;
   std::vector<std::string> ips_;
+  std::vector<pid_t> init_pids_;
   TempDir outputs_;
   int next_output_ = 0;
 };
