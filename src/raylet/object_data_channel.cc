@@ -286,8 +286,15 @@ bool ObjectDataServer::SendObject(int fd, const ObjectID& id) {
     left -= n;
     bytes_served_ += n;
   }
+  // sendfile() hands the kernel the store's pages, not their bytes, which are read
+  // when sent, or (between local namespaces) when the receiver reads them: let go
+  // before the receiver has them all, a page reused by a new object would send that
+  // object's bytes (seen as a corrupt bucket in the 4-host sort under memory
+  // pressure). The receiver says when it has them.
+  char ack = 0;
+  if (s.ok() && left == 0) s = ReadExact(fd, &ack, 1);
   object->release();
-  return s.ok() && left == 0;
+  return s.ok() && left == 0 && ack == 1;
 }
 
 // ---------------------------------------------------------------- client
@@ -419,6 +426,9 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
     p += got;
     left -= static_cast<uint64_t>(got);
   }
+  // Every byte is here: the sender may let the object go (see SendObject).
+  const char ack = 1;
+  if (absl::Status acked = WriteAll(fd, &ack, 1); !acked.ok()) return finish(absl::OkStatus(), false);
   return finish(absl::OkStatus(), true);
 }
 

@@ -18,6 +18,9 @@
 //     client -> server   object id (28 bytes)
 //     server -> client   u8 found (1/0); if found: u64le data_size, u64le
 //                        metadata_size, then data_size + metadata_size bytes
+//     client -> server   u8 1 once it has them all (the server holds the object
+//                        until then: sendfile() sends the pages as they are when
+//                        the bytes leave, not as they were when it was called)
 // A peer that fails the handshake, sends anything else, or stalls past the deadline
 // is disconnected (and named in the log); the server never crashes on its input.
 //
