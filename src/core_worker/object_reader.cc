@@ -366,83 +366,92 @@ absl::Status ObjectReader::FetchAndRead(std::vector<ObjectID> missing, std::vect
   return absl::OkStatus();
 }
 
+namespace {
+// For each of `ids`, whether this node's store has it (in memory or spilled), among
+// those not `held` already.
+absl::StatusOr<std::vector<bool>> InStore(object_store::ObjectStoreClientInterface& store,
+                                          const std::vector<ObjectID>& ids, const std::vector<bool>& held) {
+  std::vector<bool> here(ids.size(), true);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (held[k]) continue;
+    auto contains = store.Contains(ids[k]);
+    if (!contains.ok()) return contains.status();
+    here[k] = *contains;
+  }
+  return here;
+}
+
+// Releases the `held` ones of `ids`, adding them (and their `pos`) to *released
+// (and *released_pos) when given.
+void LetGo(object_store::ObjectStoreClientInterface& store, const std::vector<ObjectID>& ids,
+           const std::vector<size_t>& pos, const std::vector<bool>& held, std::vector<ObjectID>* released,
+           std::vector<size_t>* released_pos) {
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (!held[k]) continue;
+    store.Release(ids[k]).IgnoreError();
+    if (released != nullptr) released->push_back(ids[k]);
+    if (released_pos != nullptr) released_pos->push_back(pos[k]);
+  }
+}
+
+constexpr char kGoneEachTime[] = " was fetched many times but its copy here was gone each time before it was read";
+}  // namespace
+
 absl::Status ObjectReader::ReadFetched(std::vector<ObjectID> ids, std::vector<size_t> pos, bool may_pull_again,
                                      int64_t deadline_ms, std::vector<ObjectValue>* out,
                                      const std::vector<size_t>& positions, std::vector<size_t>* lost,
                                      std::vector<ObjectID>* gone, std::vector<size_t>* gone_pos) {
-  // A Get is read whole or not at all: holding part of it while a copy evicted since
-  // its pull is pulled again (or while the store waited for it to appear) could leave
-  // room for no reader on the node, each holding part of its objects.
+  // A Get is read whole or not at all (readers each holding part of theirs could leave
+  // room for none): when a copy is gone (evicted since its pull), all are let go and
+  // pulled again, which moves nothing for a copy still here.
   auto pull_all_again = [&](const std::vector<bool>& held) {
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (held[k]) store_.Release(ids[k]).IgnoreError();
-      gone->push_back(ids[k]);  // pulled again: nothing moves for a copy still here
-      gone_pos->push_back(pos[k]);
-    }
+    LetGo(store_, ids, pos, held, nullptr, nullptr);
+    gone->insert(gone->end(), ids.begin(), ids.end());
+    gone_pos->insert(gone_pos->end(), pos.begin(), pos.end());
+    return absl::OkStatus();
   };
   while (!ids.empty()) {
-    std::vector<bool> here(ids.size());
-    for (size_t k = 0; k < ids.size(); ++k) {
-      auto contains = store_.Contains(ids[k]);
-      if (!contains.ok()) return contains.status();
-      here[k] = *contains;
-    }
-    const bool all_here = std::find(here.begin(), here.end(), false) == here.end();
-    if (!all_here && may_pull_again) {
-      pull_all_again(std::vector<bool>(ids.size(), false));
-      return absl::OkStatus();
-    }
-    const int64_t left = deadline_ms < 0 ? -1 : std::max<int64_t>(0, deadline_ms - MonotonicMs());
-    auto got = store_.Get(ids, left < 0 ? config_.object_manager_pull_timeout_ms : left);
+    std::vector<bool> held(ids.size(), false);
+    auto here = InStore(store_, ids, held);
+    if (!here.ok()) return here.status();
+    if (may_pull_again && std::find(here->begin(), here->end(), false) != here->end()) return pull_all_again(held);
+    auto got = store_.Get(ids, deadline_ms < 0 ? config_.object_manager_pull_timeout_ms
+                                               : std::max<int64_t>(0, deadline_ms - MonotonicMs()));
     if (!got.ok()) return got.status();
-    std::vector<bool> held(ids.size());
-    std::vector<ObjectID> waiting;
-    bool evicted = false;
-    for (size_t k = 0; k < ids.size(); ++k) {
-      held[k] = (*got)[k].has_value();
-      if (held[k]) continue;
-      auto contains = store_.Contains(ids[k]);
-      if (!contains.ok()) return contains.status();
-      if (*contains) {
-        waiting.push_back(ids[k]);
-      } else if (may_pull_again) {
-        evicted = true;
-      } else {
-        (*out)[positions[pos[k]]].error =
-            MakeErrorObject(rpc::OBJECT_LOST, "object " + ids[k].Hex() +
-                                                  " was fetched many times but its copy here was gone each time"
-                                                  " before it was read");
+    for (size_t k = 0; k < ids.size(); ++k) held[k] = (*got)[k].has_value();
+    here = InStore(store_, ids, held);
+    if (!here.ok()) return here.status();
+    if (std::find(here->begin(), here->end(), false) != here->end()) {
+      if (may_pull_again) return pull_all_again(held);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if ((*here)[k]) continue;
+        (*out)[positions[pos[k]]].error = MakeErrorObject(rpc::OBJECT_LOST, "object " + ids[k].Hex() + kGoneEachTime);
         lost->push_back(positions[pos[k]]);
       }
     }
-    if (evicted) {
-      pull_all_again(held);
-      return absl::OkStatus();
+    // Held, lost, or waiting in the store for room to be restored into.
+    std::vector<ObjectID> again;
+    std::vector<size_t> again_pos;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (!held[k] && (*here)[k]) {
+        again.push_back(ids[k]);
+        again_pos.push_back(pos[k]);
+      }
     }
-    if (waiting.empty()) {
+    if (again.empty()) {
       for (size_t k = 0; k < ids.size(); ++k) {
         if (held[k]) TakeFromStore(ids[k], *(*got)[k], &(*out)[positions[pos[k]]]);
       }
       return absl::OkStatus();
     }
     // Some wait for room still: all are let go and asked for again together.
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (held[k]) store_.Release(ids[k]).IgnoreError();
-    }
+    LetGo(store_, ids, pos, held, &again, &again_pos);
     if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
-      return absl::DeadlineExceededError("Get timed out waiting for object " + waiting[0].Hex() +
+      return absl::DeadlineExceededError("Get timed out waiting for object " + again[0].Hex() +
                                          " to be restored or fetched into this node's object store");
     }
-    LOG(INFO) << "Get: " << waiting.size() << " of " << ids.size() << " object(s), e.g. " << waiting[0].Hex()
+    LOG(INFO) << "Get: some of " << ids.size() << " object(s), e.g. " << again[0].Hex()
               << ", still wait for room in the object store";
-    std::vector<ObjectID> again;
-    std::vector<size_t> again_pos;
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (held[k] || std::find(waiting.begin(), waiting.end(), ids[k]) != waiting.end()) {
-        again.push_back(ids[k]);
-        again_pos.push_back(pos[k]);
-      }
-    }
     ids = std::move(again);
     pos = std::move(again_pos);
   }

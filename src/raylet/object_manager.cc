@@ -452,21 +452,26 @@ void ObjectManager::Admit() {
   }
 }
 
-void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
-  if (pull->last_error.code() == absl::StatusCode::kResourceExhausted) {
-    // This node's store had no room for the copy: another location would not help.
-    // The reader waits for room and asks again; the object is not lost.
-    --active_streams_;
-    FinishPull(pull, absl::ResourceExhaustedError("object " + pull->id.Hex() + " could not be pulled here: " +
-                                                  std::string(pull->last_error.message())));
-    Admit();
-    return;
+namespace {
+// Why a pull that ends unfinished failed. No room in this node's store for the copy
+// (another location would not help) stays RESOURCE_EXHAUSTED: the reader waits for
+// room and asks again, as the object is not lost.
+absl::Status PullFailure(const ObjectManager::PullState& pull) {
+  if (pull.last_error.code() == absl::StatusCode::kResourceExhausted) {
+    return absl::ResourceExhaustedError("object " + pull.id.Hex() + " could not be pulled here: " +
+                                        std::string(pull.last_error.message()));
   }
-  if (pull->next_location >= pull->locations.size()) {
+  return absl::UnavailableError("object " + pull.id.Hex() + " could not be pulled from any of " +
+                                std::to_string(pull.locations.size()) +
+                                " locations; last error: " + std::string(pull.last_error.message()));
+}
+}  // namespace
+
+void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
+  if (pull->last_error.code() == absl::StatusCode::kResourceExhausted ||
+      pull->next_location >= pull->locations.size()) {
     --active_streams_;
-    FinishPull(pull, absl::UnavailableError("object " + pull->id.Hex() + " could not be pulled from any of " +
-                                            std::to_string(pull->locations.size()) +
-                                            " locations; last error: " + std::string(pull->last_error.message())));
+    FinishPull(pull, PullFailure(*pull));
     Admit();
     return;
   }
