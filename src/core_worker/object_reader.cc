@@ -498,8 +498,9 @@ absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, 
       if (markers[missing_pos[k]]->plasma_raylet_address() == location) AddCopies(missing[k], *markers[missing_pos[k]], &request);
     }
     absl::Status s;
-    // No room in this node's store for the copies (what is there is in use by
-    // readers) is not a loss: wait for room and ask again, as long as the caller waits.
+    // No room for the copies in this node's store (what is there is in use by
+    // readers), or none to restore them where they are spilled, is not a loss: wait
+    // and ask again, as long as the caller waits.
     for (int round = 0;; ++round) {
       if (round > 0) PauseBeforeRound(round, deadline_ms);
       int64_t wait_ms = remaining();
@@ -514,10 +515,10 @@ absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, 
           rpc_deadline + 1000);
       if (s.code() != absl::StatusCode::kResourceExhausted) break;
       if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
-        return absl::DeadlineExceededError("Get timed out waiting for room in this node's object store to fetch " +
+        return absl::DeadlineExceededError("Get timed out waiting for room in an object store to fetch " +
                                            location_ids[0].Hex() + ": " + std::string(s.message()));
       }
-      LOG_EVERY_N(INFO, 20) << "Get: waiting for room in this node's object store to fetch "
+      LOG_EVERY_N(INFO, 20) << "Get: waiting for room in an object store to fetch "
                                 << location_ids.size() << " object(s) from " << location << ": " << s.message();
     }
     if (!s.ok()) {

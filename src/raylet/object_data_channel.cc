@@ -261,9 +261,9 @@ void ObjectDataServer::Serve(int fd) {
 
 bool ObjectDataServer::SendObject(int fd, const ObjectID& id) {
   std::optional<ServedObject> object = source_(id);
-  if (!object) {
-    char missing = 0;
-    return WriteAll(fd, &missing, 1).ok();
+  if (!object || object->busy) {
+    const char answer = object ? 2 : 0;
+    return WriteAll(fd, &answer, 1).ok();
   }
   char header[17];
   header[0] = 1;
@@ -365,6 +365,7 @@ absl::Status ObjectDataClient::Ask(int fd, const ObjectID& id, uint64_t* data_si
   if (s.ok()) s = ReadExact(fd, &found, 1);
   if (!s.ok()) return s;
   if (found == 0) return absl::NotFoundError("not there");
+  if (found == 2) return absl::ResourceExhaustedError("it is there, spilled, with no room yet to restore it");
   if (found != 1) return absl::DataLossError("the server's answer is malformed");
   char sizes[16];
   if (s = ReadExact(fd, sizes, sizeof(sizes)); !s.ok()) return s;
@@ -408,6 +409,10 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
   absl::Status s = Ask(fd, id, &data_size, &metadata_size);
   if (!s.ok()) {
     if (absl::IsNotFound(s)) return finish(absl::NotFoundError("object " + id.Hex() + " is not at " + address), true);
+    if (absl::IsResourceExhausted(s)) {
+      return finish(absl::ResourceExhaustedError("object " + id.Hex() + " at " + address + ": " + std::string(s.message())),
+                    true);
+    }
     return finish(absl::UnavailableError("object channel to " + address + ": " + std::string(s.message())), false);
   }
   auto dest = allocate(static_cast<int64_t>(data_size), static_cast<int64_t>(metadata_size));

@@ -16,7 +16,8 @@
 //     server -> client   mac("server") (32)
 //   then, any number of times (the client reuses an idle connection):
 //     client -> server   object id (28 bytes)
-//     server -> client   u8 found (1/0); if found: u64le data_size, u64le
+//     server -> client   u8 found (1/0, or 2: here but not readable now, ask
+//                        again later); if found: u64le data_size, u64le
 //                        metadata_size, then data_size + metadata_size bytes
 //     client -> server   u8 1 once it has them all (the server holds the object
 //                        until then: sendfile() sends the pages as they are when
@@ -56,6 +57,9 @@ struct ServedObject {
   int64_t data_size = 0;
   int64_t metadata_size = 0;
   std::function<void()> release;
+  // The object is here but cannot be read now (spilled, and no room yet to restore
+  // it): the client is told so and may ask again; nothing else is set.
+  bool busy = false;
 };
 
 class ObjectDataServer {

@@ -325,7 +325,12 @@ class PushReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     // A spilled object is restored first; bound the wait.
     store_.Get(client_, {id_}, 30000, [this](std::vector<std::optional<ObjectLocation>> result) {
       if (!result[0].has_value()) {
-        Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "object " + id_.Hex() + " could not be read here"));
+        // Here, spilled, and no room to restore it in time: busy, not gone.
+        Finish(store_.Contains(id_) ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                                   "object " + id_.Hex() + " is spilled here, with no room yet to "
+                                                   "restore it")
+                                    : grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                                   "object " + id_.Hex() + " could not be read here"));
         return;
       }
       src_ = store_.base() + result[0]->offset;

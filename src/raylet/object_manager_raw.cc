@@ -44,21 +44,28 @@ absl::StatusOr<int> ObjectManager::StartDataChannel(const std::string& ip) {
   ObjectDataServer::Source source = [this, stopping](const ObjectID& id) -> std::optional<ServedObject> {
     const ClientId client = std::numeric_limits<ClientId>::min() / 4 + next_data_serve_id_.fetch_add(1);
     auto abandoned = std::make_shared<std::atomic<bool>>(false);
+    auto here = std::make_shared<std::atomic<bool>>(false);
     using Found = std::optional<ObjectLocation>;
+    const int64_t wait_ms = pull_timeout_ms_.load();
     std::optional<Found> found = WaitOnLoop<Found>(
         "ObjectManager.ServeData",
-        [this, id, client, abandoned](std::function<void(Found)> done) {
+        [this, id, client, abandoned, here, wait_ms](std::function<void(Found)> done) {
           if (!store_.Contains(id)) return done(std::nullopt);
-          // A spilled object is restored first; bounded like a gRPC pull.
-          store_.Get(client, {id}, 30000, [this, client, abandoned, done](std::vector<Found> result) {
+          *here = true;
+          // A spilled object is restored first, in its turn: an answer within half
+          // the client's patience, so that it hears "busy", not "gone".
+          store_.Get(client, {id}, wait_ms / 2, [this, client, abandoned, done](std::vector<Found> result) {
             if (*abandoned || !result[0].has_value()) store_.DisconnectClient(client);
             done(*abandoned ? std::nullopt : result[0]);
           });
         },
-        pull_timeout_ms_.load());
+        wait_ms);
     if (!found.has_value() || !found->has_value()) {
       abandoned->store(true);
-      return std::nullopt;
+      if (!*here) return std::nullopt;
+      ServedObject busy;
+      busy.busy = true;
+      return busy;
     }
     ServedObject served{(*found)->offset, (*found)->data_size, (*found)->metadata_size, nullptr};
     served.release = [this, client, stopping] {

@@ -33,8 +33,14 @@ class ObjectDataChannelTest : public ::testing::Test {
     auto server = ObjectDataServer::Listen(
         "127.0.0.1", token_, fd_, base_,
         [this](const ObjectID& id) -> std::optional<ServedObject> {
-          if (id != known_) return std::nullopt;
+          if (id == busy_) {
+            ServedObject busy;
+            busy.busy = true;
+            return busy;
+          }
+          if (id != known_ && id != small_) return std::nullopt;
           ++held_;
+          if (id == small_) return ServedObject{0, 1000, 0, [this] { --held_; }};
           return ServedObject{1000, 5 << 20, 100, [this] { --held_; }};
         },
         /*io_timeout_ms=*/500);
@@ -71,6 +77,8 @@ class ObjectDataChannelTest : public ::testing::Test {
 
   const std::string token_ = NewClusterToken();
   const ObjectID known_ = ObjectID::FromRandom();
+  const ObjectID small_ = ObjectID::FromRandom();  // fits in the socket's buffers
+  const ObjectID busy_ = ObjectID::FromRandom();   // here, not readable now
   std::atomic<int> held_{0};
   int fd_ = -1;
   uint8_t* base_ = nullptr;
@@ -88,6 +96,40 @@ TEST_F(ObjectDataChannelTest, AnObjectArrivesByteForByteAndItsReferenceIsGivenBa
   EXPECT_EQ(server_->bytes_served(), static_cast<int64_t>(got.size()));
   // The connection is reused for the next pull, and an unknown object is NOT_FOUND.
   EXPECT_EQ(Pull(client, ObjectID::FromRandom(), &got).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(Pull(client, known_, &got).ok());
+}
+
+TEST_F(ObjectDataChannelTest, TheServerHoldsAnObjectUntilTheClientHasEveryByte) {
+  // sendfile() returns once the kernel has the pages, before the client reads them:
+  // the object must stay held (its pages unchanged) until the client says so.
+  ObjectDataClient client(token_, 5000);
+  std::atomic<bool> allocating{false}, go_on{false};
+  std::vector<uint8_t> got;
+  std::thread puller([&] {
+    absl::Status s = client.Run(address_, small_, 5000,
+                                [&](int64_t d, int64_t m) -> absl::StatusOr<uint8_t*> {
+                                  allocating = true;
+                                  while (!go_on) std::this_thread::yield();
+                                  got.resize(d + m);
+                                  return got.data();
+                                },
+                                std::make_shared<ObjectDataClient::Fetch>());
+    EXPECT_TRUE(s.ok()) << s;
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return allocating && server_->bytes_served() == 1000; }, 5000));
+  EXPECT_FALSE(testing::WaitFor([&] { return held_ == 0; }, 300)) << "let go before the client read the bytes";
+  go_on = true;
+  puller.join();
+  EXPECT_TRUE(testing::WaitFor([&] { return held_ == 0; }, 5000));
+  EXPECT_EQ(std::memcmp(got.data(), base_, 1000), 0);
+}
+
+TEST_F(ObjectDataChannelTest, ABusyObjectIsResourceExhaustedAndTheConnectionGoesOn) {
+  ObjectDataClient client(token_, 5000);
+  std::vector<uint8_t> got;
+  absl::Status s = Pull(client, busy_, &got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(std::string(s.message()).find("no room"), std::string::npos) << s;
   ASSERT_TRUE(Pull(client, known_, &got).ok());
 }
 
