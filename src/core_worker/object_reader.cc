@@ -527,6 +527,8 @@ absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, 
         return absl::DeadlineExceededError("Get timed out fetching object " + location_ids[0].Hex() + " from " +
                                            location);
       }
+      LOG(WARNING) << "Get: " << location_ids.size() << " object(s), e.g. " << location_ids[0].Hex()
+                   << ", could not be fetched from " << location << " (" << s << "): their owners are told";
       for (size_t k = 0; k < missing.size(); ++k) {
         if (markers[missing_pos[k]]->plasma_raylet_address() != location) continue;
         (*out)[positions[missing_pos[k]]].error =
