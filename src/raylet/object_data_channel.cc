@@ -314,7 +314,7 @@ ObjectDataClient::~ObjectDataClient() {
   }
 }
 
-absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address, int64_t io_timeout_ms) {
+absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address, int64_t io_timeout_ms, bool* reused) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = idle_.find(address);
@@ -322,6 +322,7 @@ absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address, int64_
       int fd = it->second.back();
       it->second.pop_back();
       Tune(fd, io_timeout_ms);
+      *reused = true;
       return fd;
     }
   }
@@ -377,19 +378,47 @@ absl::Status ObjectDataClient::Ask(int fd, const ObjectID& id, uint64_t* data_si
   return absl::OkStatus();
 }
 
+absl::Status ObjectDataClient::ConnectAndAsk(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
+                                             const std::shared_ptr<Fetch>& fetch, int* fd, uint64_t* data_size,
+                                             uint64_t* metadata_size) {
+  // Idle connections the server has closed are dropped one by one; a new
+  // connection always ends the loop.
+  absl::Status s;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    bool reused = false;
+    auto connected = Connect(address, io_timeout_ms, &reused);
+    if (!connected.ok()) return connected.status();
+    {
+      std::lock_guard<std::mutex> lock(fetch->mu_);
+      if (fetch->cancelled_) {
+        close(*connected);
+        return absl::CancelledError("the pull was cancelled");
+      }
+      fetch->fd_ = *connected;
+    }
+    s = Ask(*connected, id, data_size, metadata_size);
+    // A connection kept idle may have been closed by the server meanwhile (its idle
+    // timeout, its cap on connections): asked again on another.
+    if (!reused || s.ok() || absl::IsNotFound(s) || absl::IsResourceExhausted(s) || absl::IsDataLoss(s)) {
+      *fd = *connected;
+      return s;
+    }
+    {
+      std::lock_guard<std::mutex> lock(fetch->mu_);
+      fetch->fd_ = -1;
+    }
+    close(*connected);
+  }
+  return s;
+}
+
 absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
                                    const Allocate& allocate, const std::shared_ptr<Fetch>& fetch) {
-  auto connected = Connect(address, io_timeout_ms);
-  if (!connected.ok()) return connected.status();
-  const int fd = *connected;
-  {
-    std::lock_guard<std::mutex> lock(fetch->mu_);
-    if (fetch->cancelled_) {
-      close(fd);
-      return absl::CancelledError("the pull was cancelled");
-    }
-    fetch->fd_ = fd;
-  }
+  int fd = -1;
+  uint64_t data_size = 0;
+  uint64_t metadata_size = 0;
+  absl::Status s = ConnectAndAsk(address, id, io_timeout_ms, fetch, &fd, &data_size, &metadata_size);
+  if (fd < 0) return s;
   auto finish = [&](absl::Status s, bool reusable) {
     {
       std::lock_guard<std::mutex> lock(fetch->mu_);
@@ -404,9 +433,6 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
     }
     return s;
   };
-  uint64_t data_size = 0;
-  uint64_t metadata_size = 0;
-  absl::Status s = Ask(fd, id, &data_size, &metadata_size);
   if (!s.ok()) {
     if (absl::IsNotFound(s)) return finish(absl::NotFoundError("object " + id.Hex() + " is not at " + address), true);
     if (absl::IsResourceExhausted(s)) {

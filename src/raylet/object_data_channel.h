@@ -155,7 +155,13 @@ class ObjectDataClient {
 
  private:
   // An authenticated connection to `address`: an idle one, or a new one.
-  absl::StatusOr<int> Connect(const std::string& address, int64_t io_timeout_ms);
+  // An idle connection to `address` (*reused set) or a new one.
+  absl::StatusOr<int> Connect(const std::string& address, int64_t io_timeout_ms, bool* reused);
+  // Connects and asks for `id`: *fd is the connection (registered in `fetch`) once
+  // there is an answer, -1 (and the error) when there is none.
+  absl::Status ConnectAndAsk(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
+                             const std::shared_ptr<Fetch>& fetch, int* fd, uint64_t* data_size,
+                             uint64_t* metadata_size);
   void ReturnIdle(const std::string& address, int fd);
   // Asks for `id` on `fd`: its sizes, NOT_FOUND (the connection is still good), or
   // another error (it is not).
