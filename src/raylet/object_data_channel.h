@@ -78,6 +78,11 @@ class ObjectDataServer {
   int port() const { return port_; }
   // Bytes of objects sent so far. Any thread.
   int64_t bytes_served() const { return bytes_served_.load(); }
+  // Connections open now (each is closed after io_timeout_ms of silence).
+  size_t num_connections() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return open_fds_.size();
+  }
   // Closes the listener and every connection, and joins their threads.
   void Stop();
 

@@ -133,6 +133,18 @@ TEST_F(ObjectDataChannelTest, ABusyObjectIsResourceExhaustedAndTheConnectionGoes
   ASSERT_TRUE(Pull(client, known_, &got).ok());
 }
 
+TEST_F(ObjectDataChannelTest, AnIdleConnectionTheServerClosedIsReplaced) {
+  ObjectDataClient client(token_, 5000);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(Pull(client, known_, &got).ok());  // its connection stays open, idle, in the client
+  // The server closes it after io_timeout_ms (500 here) of silence; the client's next
+  // pull finds it dead and asks on a new one.
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->num_connections() == 0; }, 5000));
+  absl::Status s = Pull(client, known_, &got);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::memcmp(got.data(), base_ + 1000, got.size()), 0);
+}
+
 TEST_F(ObjectDataChannelTest, AClientWithoutTheTokenIsRefused) {
   ObjectDataClient stranger(NewClusterToken(), 5000);
   std::vector<uint8_t> got;
