@@ -159,8 +159,7 @@ class ObjectDataClient {
                    const std::shared_ptr<Fetch>& fetch);
 
  private:
-  // An authenticated connection to `address`: an idle one, or a new one.
-  // An idle connection to `address` (*reused set) or a new one.
+  // An authenticated connection to `address`: an idle one (*reused set), or a new one.
   absl::StatusOr<int> Connect(const std::string& address, int64_t io_timeout_ms, bool* reused);
   // Connects and asks for `id`: *fd is the connection (registered in `fetch`) once
   // there is an answer, -1 (and the error) when there is none.
