@@ -51,18 +51,26 @@ class SubmitterTest : public ::testing::Test {
         self_{NodeID::FromRandom(), "127.0.0.1", 1000, WorkerID::FromRandom()},
         refs_(self_, &borrowers_),
         tasks_(store_, refs_, [this](const PackedTaskPtr& task) { submitter_->Submit(task->Unpack(), task); }) {
+    MakeSubmitter(/*lease_idle_ms=*/0);
+    raylets_.Get("127.0.0.1:2000");  // creates the local raylet fake
+  }
+
+  // lease_idle_ms = 0 returns a lease at the first sweep after it goes idle (a real
+  // 1 ms timer). A test that hands an idle lease to a later task keeps leases for a
+  // minute instead, so that a slow step cannot let the sweep return it first.
+  void MakeSubmitter(int64_t lease_idle_ms) {
     SubmitterOptions options;
     options.job_id = JobID::FromInt(1);
     options.self = ToRpc(self_);
     options.local_raylet_address = "127.0.0.1:2000";
     options.max_tasks_in_flight_per_worker = 4;
     options.max_tasks_per_push = 3;
-    options.lease_idle_ms = 0;
+    options.lease_idle_ms = lease_idle_ms;
     options.max_pending_lease_requests_per_key = 2;
     options.max_push_bytes = 2000;
     submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, options, raylets_, workers_, tasks_);
-    raylets_.Get("127.0.0.1:2000");  // creates the local raylet fake
   }
+  void KeepIdleLeases() { MakeSubmitter(60'000); }
 
   // Submits a task through the task manager as the core worker does.
   ObjectID Submit(int max_retries = 3, std::map<std::string, double> resources = {}, size_t arg_bytes = 0,
@@ -157,6 +165,7 @@ TEST_F(SubmitterTest, ReusesTheLeaseAndReturnsItWhenIdle) {
 }
 
 TEST_F(SubmitterTest, AnIdleLeaseServesAnotherFunctionOfItsShape) {
+  KeepIdleLeases();
   Submit(3, {}, 0, "f");
   LocalRaylet().Grant(3000);
   loop_.RunUntilIdle();
@@ -177,6 +186,7 @@ TEST_F(SubmitterTest, AnIdleLeaseServesAnotherFunctionOfItsShape) {
 }
 
 TEST_F(SubmitterTest, LeasesAreNeverSharedAcrossRuntimeEnvs) {
+  KeepIdleLeases();
   const std::string env_a = R"({"env_vars":{"E":"a"}})";
   const std::string env_b = R"({"env_vars":{"E":"b"}})";
   Submit(3, {}, 0, "f", env_a);
@@ -220,6 +230,7 @@ TEST_F(SubmitterTest, ARuntimeEnvThatCannotBeAppliedFailsItsTasksAtOnce) {
 }
 
 TEST_F(SubmitterTest, LeasesAreNeverSharedAcrossPlacementGroupBundles) {
+  KeepIdleLeases();
   const PlacementGroupID group = PlacementGroupID::FromRandom();
   const PlacementGroupID other = PlacementGroupID::FromRandom();
   Submit(3, {}, 0, "f", "", {group, 0});
@@ -454,6 +465,7 @@ TEST_F(SubmitterTest, ANewWorkerOnADeadWorkersPortGetsAFreshChannel) {
 }
 
 TEST_F(SubmitterTest, PushesStayUnderTheByteLimitAndOversizedTasksFail) {
+  KeepIdleLeases();
   // Learn that tasks are short, so that several go in one push.
   Submit();
   LocalRaylet().Grant(3000);
