@@ -141,6 +141,42 @@ void PutGigabytes(Results* out) {
   results.emplace_back("get_view_of_a_gigabyte_ms", best_view_ms);
 }
 
+// 1 GiB of doubles (a raw array: see ray/api/serializer.h): ray::Put, ray::Get into
+// a new vector and ray::GetView, against memcpy into memory already written.
+void PutGetDoubles(Results* out) {
+  const size_t n = (size_t{1} << 30) / sizeof(double);
+  std::vector<double> src(n, 0.25), dst(n, 0.0);
+  double best_memcpy = 0, best_put = 0, best_get = 0, best_view_ms = 1e9;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), n * sizeof(double));
+    best_memcpy = std::max(best_memcpy, n * sizeof(double) / Since(t0) / 1e9);
+  }
+  dst = {};
+  ray::ObjectRef<std::vector<double>> ref;
+  for (int r = 0; r < 3; ++r) {
+    ref = {};
+    auto t0 = Clock::now();
+    ref = ray::Put(src);
+    best_put = std::max(best_put, n * sizeof(double) / Since(t0) / 1e9);
+  }
+  src = {};
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = Clock::now();
+    std::shared_ptr<std::vector<double>> got = ray::Get(ref);
+    best_get = std::max(best_get, n * sizeof(double) / Since(t0) / 1e9);
+    got.reset();
+    t0 = Clock::now();
+    ray::ObjectView<double> view = ray::GetView(ref);
+    best_view_ms = std::min(best_view_ms, Since(t0) * 1e3);
+    if (view.size() != n) std::fprintf(stderr, "the view holds %zu doubles, not %zu\n", view.size(), n);
+  }
+  out->emplace_back("doubles_memcpy_gigabytes_baseline", best_memcpy);
+  out->emplace_back("doubles_put_gigabytes_vs_memcpy", best_put / best_memcpy);
+  out->emplace_back("doubles_get_gigabytes_vs_memcpy", best_get / best_memcpy);
+  out->emplace_back("doubles_get_view_of_a_gigabyte_ms", best_view_ms);
+}
+
 // Tasks per second of o.clients extra driver processes submitting at once (Ray's
 // definition: all their tasks over the time from the first one's start to the last
 // one's end, the clients started together).
@@ -196,6 +232,7 @@ int main(int argc, char** argv) {
     PlasmaPutsAndGets(o, config, argc, argv, &results);
   }
   if (o.Want("single_client_put_gigabytes")) PutGigabytes(&results);
+  if (o.Want("doubles_get_gigabytes_vs_memcpy")) PutGetDoubles(&results);
   if (o.Want("single_client_wait_1k_refs")) {
     results.emplace_back("single_client_wait_1k_refs", Rate(o.seconds, 1, [] {
                            std::vector<ray::ObjectRef<int>> not_ready;

@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 #include <sys/mman.h>
 
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 
@@ -159,6 +160,43 @@ bool FindPackedBytes(const char* data, size_t size, const char** bytes, size_t* 
   return true;
 }
 
+void WriteRawArrayHeader(char* dst, uint64_t bytes, size_t element_size, char kind) {
+  static_assert(std::endian::native == std::endian::little, "raw arrays are little-endian");
+  const uint64_t length = bytes + kRawArrayHeaderBytes - 6;  // the ext payload: sub-header and elements
+  auto* u = reinterpret_cast<uint8_t*>(dst);
+  u[0] = 0xc9;  // ext 32
+  for (int i = 0; i < 4; ++i) u[1 + i] = static_cast<uint8_t>(length >> (8 * (3 - i)));
+  u[5] = static_cast<uint8_t>(kRawArrayExtType);
+  u[6] = static_cast<uint8_t>(element_size);
+  u[7] = static_cast<uint8_t>(kind);
+  std::memset(u + 8, 0, kRawArrayHeaderBytes - 8);
+}
+
+bool FindRawArray(const char* data, size_t size, RawArray* out) {
+  if (size < kRawArrayHeaderBytes) return false;
+  const auto* u = reinterpret_cast<const uint8_t*>(data);
+  if (u[0] != 0xc9 || static_cast<int8_t>(u[5]) != kRawArrayExtType) return false;
+  uint64_t length = 0;
+  for (int i = 1; i <= 4; ++i) length = (length << 8) | u[i];
+  if (length + 6 != size) return false;  // one value, filling the object exactly
+  const size_t element_size = u[6];
+  const char kind = static_cast<char>(u[7]);
+  if (kind != 'i' && kind != 'u' && kind != 'f') return false;
+  if (element_size == 0 || (element_size & (element_size - 1)) != 0 || element_size > 16) return false;
+  for (size_t i = 8; i < kRawArrayHeaderBytes; ++i) {
+    if (u[i] != 0) return false;
+  }
+  const size_t bytes = size - kRawArrayHeaderBytes;
+  if (bytes % element_size != 0) return false;
+  *out = RawArray{data + kRawArrayHeaderBytes, bytes / element_size, element_size, kind};
+  return true;
+}
+
+std::string RawElementName(size_t element_size, char kind) {
+  const char* base = kind == 'f' ? "float" : kind == 'i' ? "int" : "uint";
+  return base + std::to_string(element_size * 8);
+}
+
 void AdviseHugePages(void* data, size_t size) {
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   if (size < 2 * kHuge) return;
@@ -182,6 +220,19 @@ std::pair<const char*, size_t> PackedBytesOf(const ObjectData& object, const std
   return {bytes, length};
 }
 
+namespace {
+// Puts `header` then `size` bytes at `data`, written straight into the store.
+std::string PutWithHeader(RayRuntime* runtime, const std::string& header, const void* data, size_t size) {
+  SerializedValue value;
+  value.size = header.size() + size;
+  value.write = [&header, data, size](char* dst) {
+    std::memcpy(dst, header.data(), header.size());
+    if (size > 0) std::memcpy(dst + header.size(), data, size);
+  };
+  return runtime->Put(std::move(value));
+}
+}  // namespace
+
 std::string PutPackedBytes(const void* data, size_t size) {
   if (size > 0xffffffffu) {
     throw RayException("ray::PutBytes: " + std::to_string(size) + " bytes is more than one object holds (4 GiB - 1)");
@@ -198,13 +249,19 @@ std::string PutPackedBytes(const void* data, size_t size) {
     header = {static_cast<char>(0xc6), static_cast<char>(size >> 24), static_cast<char>(size >> 16),
               static_cast<char>(size >> 8), static_cast<char>(size)};
   }
-  SerializedValue value;
-  value.size = header.size() + size;
-  value.write = [&header, data, size](char* dst) {
-    std::memcpy(dst, header.data(), header.size());
-    if (size > 0) std::memcpy(dst + header.size(), data, size);
-  };
-  return runtime->Put(std::move(value));
+  return PutWithHeader(runtime, header, data, size);
+}
+
+std::string PutRawArray(const void* data, size_t count, size_t element_size, char kind) {
+  if (count > kMaxRawArrayBytes / element_size) {
+    throw RayException("ray::PutArray: " + std::to_string(count) + " elements of " + std::to_string(element_size) +
+                       " bytes are more than one object holds (4 GiB - 11 bytes)");
+  }
+  if (data == nullptr && count > 0) throw RayException("ray::PutArray: data is null");
+  RayRuntime* runtime = RequireRuntime("ray::PutArray");
+  std::string header(kRawArrayHeaderBytes, '\0');
+  WriteRawArrayHeader(header.data(), count * element_size, element_size, kind);
+  return PutWithHeader(runtime, header, data, count * element_size);
 }
 
 }  // namespace internal

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <any>
+#include <cstdint>
+#include <cstring>
 #include <array>
 #include <map>
 #include <optional>
@@ -111,6 +113,106 @@ TEST(SerializationTest, LargeStdArrayRoundTrips) {
   ObjectData data{bytes.data(), bytes.size(), nullptr, ""};
   std::shared_ptr<std::array<int, 100000>> back = ray::internal::DecodeShared<std::array<int, 100000>>(data, "", "t");
   EXPECT_EQ(*back, *big);
+}
+
+template <typename T>
+std::shared_ptr<T> Decode(const std::string& bytes) {
+  ObjectData data{bytes.data(), bytes.size(), nullptr, ""};
+  return ray::internal::DecodeShared<T>(data, "", "ray::Get of object x");
+}
+
+// The message of the RayException decoding `bytes` as T throws ("" when none).
+template <typename T>
+std::string DecodeError(const std::string& bytes) {
+  try {
+    Decode<T>(bytes);
+  } catch (const ray::internal::RayException& e) {
+    return e.what();
+  }
+  return "";
+}
+
+template <typename E>
+void ExpectPackedRaw(const std::vector<E>& value, char kind) {
+  std::string bytes = Write(ray::internal::SerializeBorrowed(value));
+  ASSERT_EQ(bytes.size(), 16 + value.size() * sizeof(E));
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 0xc9);  // msgpack ext 32
+  EXPECT_EQ(bytes[5], 0x52);
+  EXPECT_EQ(static_cast<size_t>(bytes[6]), sizeof(E));
+  EXPECT_EQ(bytes[7], kind);
+  EXPECT_EQ(bytes.substr(8, 8), std::string(8, '\0'));
+  if (!value.empty()) {
+    EXPECT_EQ(std::memcmp(bytes.data() + 16, value.data(), value.size() * sizeof(E)), 0);
+  }
+  EXPECT_EQ(*Decode<std::vector<E>>(bytes), value);
+  // Still one msgpack value (ext type 0x52) to any msgpack reader.
+  msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+  ASSERT_EQ(handle.get().type, msgpack::type::EXT);
+  EXPECT_EQ(handle.get().via.ext.type(), 0x52);
+}
+
+TEST(SerializationTest, VectorsOfNumbersArePackedRawAndRoundTrip) {
+  ExpectPackedRaw(std::vector<double>{1.5, -2.25, 1e300, 0.0}, 'f');
+  ExpectPackedRaw(std::vector<float>{3.5f, -0.0f}, 'f');
+  ExpectPackedRaw(std::vector<int64_t>{INT64_MIN, -1, 0, INT64_MAX}, 'i');
+  ExpectPackedRaw(std::vector<int32_t>{7, -7}, 'i');
+  ExpectPackedRaw(std::vector<uint16_t>{0, 65535}, 'u');
+  ExpectPackedRaw(std::vector<uint64_t>{UINT64_MAX}, 'u');
+  ExpectPackedRaw(std::vector<int8_t>{-128, 127}, 'i');
+  ExpectPackedRaw(std::vector<double>{}, 'f');
+  // Byte vectors stay msgpack bins; bools and vectors inside other values stay arrays.
+  EXPECT_EQ(static_cast<uint8_t>(Write(ray::internal::SerializeBorrowed(std::vector<uint8_t>{1, 2}))[0]), 0xc4);
+  EXPECT_EQ(static_cast<uint8_t>(Write(ray::internal::SerializeBorrowed(std::vector<bool>{true}))[0]), 0x91);
+  std::vector<std::vector<double>> nested{{1.0}, {2.0, 3.0}};
+  EXPECT_EQ(RoundTrip(nested), nested);
+  EXPECT_EQ(static_cast<uint8_t>(Write(ray::internal::SerializeBorrowed(nested))[0]), 0x92);
+  Point p{1, 2.0, "p", {4, 5, 6}};
+  EXPECT_EQ(RoundTrip(p), p);
+  // A task argument's bytes (SerializeCopy) are the same.
+  std::vector<double> v{1, 2, 3};
+  EXPECT_EQ(Write(ray::internal::SerializeCopy(v)), Write(ray::internal::SerializeBorrowed(v)));
+}
+
+TEST(SerializationTest, ARawArrayDecodesAsAnotherNumberTypeAsMsgpackWould) {
+  std::string ints = Write(ray::internal::SerializeBorrowed(std::vector<int32_t>{1, -2, 300}));
+  EXPECT_EQ(*Decode<std::vector<int64_t>>(ints), (std::vector<int64_t>{1, -2, 300}));
+  EXPECT_EQ(*Decode<std::vector<double>>(ints), (std::vector<double>{1, -2, 300}));
+  // A value that does not fit, or floats for integers, fail naming both types.
+  std::string error = DecodeError<std::vector<uint32_t>>(ints);
+  EXPECT_NE(error.find("a raw array of int32"), std::string::npos) << error;
+  EXPECT_NE(error.find("element 1 does not fit"), std::string::npos) << error;
+  EXPECT_NE(DecodeError<std::vector<int8_t>>(ints).find("element 2 does not fit"), std::string::npos);
+  std::string floats = Write(ray::internal::SerializeBorrowed(std::vector<double>{0.5}));
+  error = DecodeError<std::vector<int>>(floats);
+  EXPECT_NE(error.find("a raw array of float64"), std::string::npos) << error;
+  EXPECT_NE(error.find("ray::Get of object x"), std::string::npos) << error;
+  EXPECT_EQ(*Decode<std::vector<float>>(floats), std::vector<float>{0.5f});
+  // Not a vector of numbers at all.
+  EXPECT_NE(DecodeError<std::string>(floats).find("do not decode as"), std::string::npos);
+}
+
+TEST(SerializationTest, AMsgpackArrayOfNumbersStillDecodes) {
+  msgpack::sbuffer packed;
+  msgpack::pack(packed, std::vector<double>{1.0, 2.5});
+  EXPECT_EQ(*Decode<std::vector<double>>(std::string(packed.data(), packed.size())), (std::vector<double>{1.0, 2.5}));
+}
+
+TEST(SerializationTest, MalformedRawArraysAreRejectedWithAClearError) {
+  const std::string good = Write(ray::internal::SerializeBorrowed(std::vector<int32_t>{1, 2}));
+  std::vector<std::string> bad;
+  for (auto [at, byte] : std::vector<std::pair<size_t, char>>{{4, 11}, {6, 3}, {6, 0}, {7, 'x'}, {9, 1}}) {
+    bad.push_back(good);
+    bad.back()[at] = byte;
+  }
+  bad.push_back(good.substr(0, 20));  // cut short
+  bad.push_back(good + "x");          // a byte past the value
+  for (const std::string& bytes : bad) {
+    EXPECT_NE(DecodeError<std::vector<int32_t>>(bytes).find("do not decode as"), std::string::npos);
+  }
+  // An element size that does not divide the bytes.
+  std::string odd = Write(ray::internal::SerializeBorrowed(std::vector<int32_t>{1, 2, 3}));
+  odd[6] = 8;
+  EXPECT_NE(DecodeError<std::vector<int32_t>>(odd).find("do not decode as"), std::string::npos);
 }
 
 TEST(SerializationTest, CountingPassSizeEqualsWrittenSize) {

@@ -54,17 +54,23 @@ std::string Describe(std::string a, int64_t b, std::vector<std::string> c) {
 
 RAY_REMOTE(EchoInt, EchoString, EchoVector, EchoTable, EchoRow, EchoPoint, EchoNested, EchoArray, RefId, Describe);
 
-template <typename T>
-std::string Pack(const T& value) {
-  msgpack::sbuffer buffer;
-  msgpack::pack(buffer, value);
-  return std::string(buffer.data(), buffer.size());
-}
-
 std::string Write(const SerializedValue& value) {
   std::string bytes(value.size, '\0');
   value.write(bytes.data());
   return bytes;
+}
+
+// As a caller packs an argument (a vector of numbers raw, see serializer.h).
+template <typename T>
+std::string Pack(const T& value) {
+  return Write(ray::internal::SerializeCopy(value));
+}
+// As msgpack alone packs it (a vector of numbers as an array, which decodes too).
+template <typename T>
+std::string PackAsMsgpack(const T& value) {
+  msgpack::sbuffer buffer;
+  msgpack::pack(buffer, value);
+  return std::string(buffer.data(), buffer.size());
 }
 
 // Random values of the argument types (sizes kept small: the decoder's cost is per byte).
@@ -131,6 +137,7 @@ std::vector<Target> Targets() {
       {"EchoInt", 1, [](Values& v) { return std::vector<std::string>{Pack(v.Int())}; }, true},
       {"EchoString", 1, [](Values& v) { return std::vector<std::string>{Pack(v.Text())}; }, true},
       {"EchoVector", 1, [](Values& v) { return std::vector<std::string>{Pack(v.Ints())}; }, true},
+      {"EchoVector", 1, [](Values& v) { return std::vector<std::string>{PackAsMsgpack(v.Ints())}; }, false},
       {"EchoTable", 1, [](Values& v) { return std::vector<std::string>{Pack(v.MakeTable())}; }, true},
       {"EchoRow", 1, [](Values& v) { return std::vector<std::string>{Pack(v.MakeRow())}; }, true},
       {"EchoPoint", 1, [](Values& v) { return std::vector<std::string>{Pack(v.MakePoint())}; }, true},

@@ -14,6 +14,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -128,9 +129,20 @@ uint64_t SumBytes(const std::vector<uint8_t>& bytes) {
   return total;
 }
 std::vector<uint8_t> Failing(int) { throw std::runtime_error("no bytes today"); }
+// Numbers: made in a task, summed in place by another.
+std::vector<double> Ramp(size_t n) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 0.5 * static_cast<double>(i);
+  return v;
+}
+double SumViewedDoubles(ray::ObjectRef<std::vector<double>> ref) {
+  ray::ObjectView<double> view = ray::GetView(ref);
+  return std::accumulate(view.begin(), view.end(), 0.0);
+}
+int64_t SumInts(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
 RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
-           CrashAlways, Multiples, BigsAndSmalls, PutEach, ThrowsMany, Pattern, SumViewed, Failing);
+           CrashAlways, Multiples, BigsAndSmalls, PutEach, ThrowsMany, Pattern, SumViewed, Failing, Ramp, SumViewedDoubles, SumInts);
 
 int NotRegistered(int x) { return x; }
 
@@ -358,6 +370,51 @@ TEST_F(ApiTaskTest, ViewsReadBytesInPlace) {
   auto small = ray::PutBytes("abc", 3);
   EXPECT_EQ(std::string(ray::GetView(small).begin(), ray::GetView(small).end()), "abc");
   EXPECT_THROW(ray::GetView(ray::Task(Failing).Remote(0)), ray::internal::RayTaskException);
+}
+
+TEST_F(ApiTaskTest, ViewsReadNumbersInPlace) {
+  const size_t n = size_t{3} << 20;  // 24 MiB of doubles: in the object store
+  const std::vector<double> expected = Ramp(n);
+  const double expected_sum = std::accumulate(expected.begin(), expected.end(), 0.0);
+  auto put = ray::Put(expected);
+  {
+    ray::ObjectView<double> view = ray::GetView(put);
+    ASSERT_EQ(view.size(), n);
+    EXPECT_TRUE(std::equal(view.begin(), view.end(), expected.begin()));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(view.data()) % alignof(double), 0u);
+    EXPECT_EQ(ray::GetView(put).data(), view.data()) << "two views of one object are one copy";
+  }
+  EXPECT_EQ(*ray::Get(put), expected);
+  // A task's return, viewed in another task and by the driver.
+  auto made = ray::Task(Ramp).Remote(n);
+  EXPECT_EQ(*ray::Task(SumViewedDoubles).Remote(made).Get(), expected_sum);
+  EXPECT_EQ(*ray::Task(SumViewedDoubles).Remote(put).Get(), expected_sum);
+  std::vector<ray::ObjectView<double>> views = ray::GetView(std::vector<ray::ObjectRef<std::vector<double>>>{made, put});
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_TRUE(std::equal(views[0].begin(), views[0].end(), expected.begin(), expected.end()));
+  views.clear();
+  // PutArray from a buffer; integers as arguments by value and by reference.
+  std::vector<int64_t> ints(200000);
+  std::iota(ints.begin(), ints.end(), -1000);
+  const int64_t ints_sum = std::accumulate(ints.begin(), ints.end(), int64_t{0});
+  auto put_ints = ray::PutArray(ints.data(), ints.size());
+  ray::ObjectView<int64_t> ints_view = ray::GetView(put_ints);
+  EXPECT_TRUE(std::equal(ints_view.begin(), ints_view.end(), ints.begin(), ints.end()));
+  EXPECT_EQ(*ray::Task(SumInts).Remote(put_ints).Get(), ints_sum);
+  EXPECT_EQ(*ray::Task(SumInts).Remote(ints).Get(), ints_sum);
+  EXPECT_EQ(*ray::PutArray(std::span<const int64_t>(ints)).Get(), ints);
+  // Small (inline) vectors have views too.
+  auto small = ray::Put(std::vector<float>{1.5f, 2.5f});
+  ray::ObjectView<float> small_view = ray::GetView(small);
+  EXPECT_EQ(std::vector<float>(small_view.begin(), small_view.end()), (std::vector<float>{1.5f, 2.5f}));
+  EXPECT_EQ(ray::GetView(ray::Put(std::vector<double>{})).size(), 0u);
+  // Once every view and ref is gone, nothing is left in the store.
+  ints_view.Release();
+  made = {};
+  put = {};
+  put_ints = {};
+  EXPECT_TRUE(manta::testing::WaitFor([] { return StoreObjectCount() == 0; }, 10000))
+      << StoreObjectCount() << " objects left in the object store";
 }
 
 TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {

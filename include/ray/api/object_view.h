@@ -1,25 +1,34 @@
-// Zero-copy reads and writes of bulk bytes (Manta extensions).
+// Zero-copy reads and writes of bulk data (Manta extensions).
 //
 //   ray::ObjectRef<std::vector<uint8_t>> ref = ray::PutBytes(buffer, length);
 //   ray::ObjectView<uint8_t> view = ray::GetView(ref);      // no copy
 //   Consume(view.data(), view.size());                       // read in place
 //
+//   ray::ObjectRef<std::vector<double>> prices = ray::Put(std::vector<double>(n));
+//   ray::ObjectView<double> p = ray::GetView(prices);         // no copy either
+//   double first = p[0];
+//
 // ray::GetView(ref) waits for an object holding bytes (an ObjectRef of
-// std::vector<uint8_t>, std::vector<char> or std::string) and
-// returns a read-only view of them where they lie: in this node's shared-memory
-// object store for a large object (nothing is copied or decoded, whatever its size),
-// or in the process's memory for a small one. The object stays readable, and in the
-// store (pinned: it cannot be evicted or spilled), while a view of it (or a copy of
-// the view) lives; let views go when done, as the store cannot reuse their memory
-// meanwhile. A view is immutable: the bytes are shared with every reader of the
-// object on this node. GetView throws what ray::Get throws (RayTimeoutException after
+// std::vector<uint8_t>, std::vector<char> or std::string) or numbers (an ObjectRef of
+// a std::vector of any arithmetic type but bool) and returns a read-only view of its
+// elements where they lie: in this node's shared-memory object store for a large
+// object (nothing is copied or decoded, whatever its size), or in the process's
+// memory for a small one. The object stays readable, and in the store (pinned: it
+// cannot be evicted or spilled), while a view of it (or a copy of the view) lives;
+// let views go when done, as the store cannot reuse their memory meanwhile. A view
+// is immutable: the elements are shared with every reader of the object on this
+// node. GetView throws what ray::Get throws (RayTimeoutException after
 // `timeout_ms` >= 0, the object's error), and RayException when the object does not
-// hold bytes (it was not made from one of the types above).
+// hold bytes or numbers (it was not made from one of the types above). A vector of
+// numbers is stored raw (see ray/api/serializer.h), so its view is in place; one
+// stored otherwise (over 4 GiB, or put as another number type) is decoded once
+// into memory the view holds.
 //
 // ray::PutBytes(data, size) stores `size` bytes as an ObjectRef<std::vector<uint8_t>>,
-// copied once, straight from `data` into the object store (ray::Put of a
-// std::vector<uint8_t> does the same with the vector's bytes). ray::Get of such an
-// object decodes into a std::vector<uint8_t> with one copy.
+// and ray::PutArray(data, count) `count` numbers as an ObjectRef<std::vector<E>>,
+// copied once, straight from `data` into the object store (ray::Put of such a vector
+// does the same with the vector's elements). ray::Get of these objects decodes into
+// a vector with one copy.
 #pragma once
 
 #include <cstddef>
@@ -39,7 +48,7 @@ namespace ray {
 
 template <typename T>
 class ObjectView {
-  static_assert(sizeof(T) == 1 && std::is_trivially_copyable_v<T>, "ray::ObjectView<T>: T is a byte type");
+  static_assert(std::is_trivially_copyable_v<T>, "ray::ObjectView<T>: T is trivially copyable");
 
  public:
   using value_type = T;
@@ -71,42 +80,47 @@ class ObjectView {
 
 namespace internal {
 
-template <typename T>
-struct ViewElement {
-  static constexpr bool kViewable = false;
-  using Type = uint8_t;  // so that only GetView's static_assert reports the misuse
-};
-template <>
-struct ViewElement<std::vector<uint8_t>> {
-  static constexpr bool kViewable = true;
-  using Type = uint8_t;
-};
-template <>
-struct ViewElement<std::vector<char>> {
-  static constexpr bool kViewable = true;
-  using Type = char;
-};
-template <>
-struct ViewElement<std::string> {
-  static constexpr bool kViewable = true;
-  using Type = char;
-};
-
 // Where the bytes of a msgpack bin or str value lie inside `object`; throws
 // RayException naming `id` when the object is neither.
 std::pair<const char*, size_t> PackedBytesOf(const ObjectData& object, const std::string& id);
 // Stores `size` bytes as a msgpack bin object; returns its id (one local reference).
 std::string PutPackedBytes(const void* data, size_t size);
+// Stores `count` elements of `element_size` bytes and `kind` as a raw array; returns
+// its id (one local reference).
+std::string PutRawArray(const void* data, size_t count, size_t element_size, char kind);
+
+template <typename V>
+constexpr bool kViewable = ContiguousTraits<V>::kBytes || ContiguousTraits<V>::kNumbers;
+
+// The view of one object got for ray::GetView.
+template <typename V>
+ObjectView<typename ContiguousTraits<V>::Element> ViewOf(ObjectData object, const std::string& id) {
+  using E = typename ContiguousTraits<V>::Element;
+  if constexpr (ContiguousTraits<V>::kBytes) {
+    auto [data, size] = PackedBytesOf(object, id);
+    return {std::move(object.holder), reinterpret_cast<const E*>(data), size};
+  } else {
+    RawArray array;
+    if (FindRawArray(object.data, object.size, &array) && array.element_size == sizeof(E) &&
+        array.kind == RawKind<E>() && reinterpret_cast<uintptr_t>(array.data) % alignof(E) == 0) {
+      return {std::move(object.holder), reinterpret_cast<const E*>(array.data), array.count};
+    }
+    // Not where it could be read in place (another encoding or element type, or a
+    // small object at an odd address): decoded once, into memory the view holds.
+    std::shared_ptr<V> copy = DecodeShared<V>(object, id, [&] { return "ray::GetView of object " + HexId(id); });
+    return {copy, copy->data(), copy->size()};
+  }
+}
 
 }  // namespace internal
 
 // The views of several objects, read together (all in the store at once, as ray::Get).
 template <typename V>
 auto GetView(const std::vector<ObjectRef<V>>& refs, int timeout_ms = -1) {
-  static_assert(internal::ViewElement<V>::kViewable,
-                "ray::GetView(refs): refs must be ObjectRefs of std::vector<uint8_t>, std::vector<char> "
-                "or std::string");
-  using T = typename internal::ViewElement<V>::Type;
+  static_assert(internal::kViewable<V>,
+                "ray::GetView(refs): refs must be ObjectRefs of std::vector<uint8_t>, std::vector<char>, "
+                "std::string or a std::vector of numbers");
+  using T = typename internal::ContiguousTraits<V>::Element;
   internal::RayRuntime* runtime = internal::RequireRuntime("ray::GetView()");
   std::vector<std::string> ids;
   ids.reserve(refs.size());
@@ -117,20 +131,18 @@ auto GetView(const std::vector<ObjectRef<V>>& refs, int timeout_ms = -1) {
   std::vector<internal::ObjectData> got = runtime->Get(ids, timeout_ms);
   std::vector<ObjectView<T>> views;
   views.reserve(got.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    auto [data, size] = internal::PackedBytesOf(got[i], ids[i]);
-    views.emplace_back(std::move(got[i].holder), reinterpret_cast<const T*>(data), size);
-  }
+  for (size_t i = 0; i < got.size(); ++i) views.push_back(internal::ViewOf<V>(std::move(got[i]), ids[i]));
   return views;
 }
 
-// Returns ObjectView<uint8_t> (std::vector<uint8_t>) or ObjectView<char>.
+// Returns ObjectView<uint8_t> (std::vector<uint8_t>), ObjectView<char> (std::string,
+// std::vector<char>) or ObjectView<E> (std::vector<E> of numbers).
 template <typename V>
 auto GetView(const ObjectRef<V>& ref, int timeout_ms = -1) {
-  static_assert(internal::ViewElement<V>::kViewable,
-                "ray::GetView(ref): ref must be an ObjectRef of std::vector<uint8_t>, std::vector<char> "
-                "or std::string");
-  if constexpr (internal::ViewElement<V>::kViewable) {
+  static_assert(internal::kViewable<V>,
+                "ray::GetView(ref): ref must be an ObjectRef of std::vector<uint8_t>, std::vector<char>, "
+                "std::string or a std::vector of numbers");
+  if constexpr (internal::kViewable<V>) {
     return std::move(GetView(std::vector<ObjectRef<V>>{ref}, timeout_ms).at(0));
   } else {
     return ObjectView<uint8_t>();
@@ -139,6 +151,20 @@ auto GetView(const ObjectRef<V>& ref, int timeout_ms = -1) {
 
 inline ObjectRef<std::vector<uint8_t>> PutBytes(const void* data, size_t size) {
   return ObjectRef<std::vector<uint8_t>>(internal::PutPackedBytes(data, size), internal::AdoptReference{});
+}
+
+// Stores `count` numbers (any arithmetic type but bool; bytes go through PutBytes)
+// as an ObjectRef<std::vector<E>>, copied once into the store.
+template <typename E>
+ObjectRef<std::vector<E>> PutArray(const E* data, size_t count) {
+  static_assert(internal::RawArrayTraits<std::vector<E>>::kRaw,
+                "ray::PutArray: E is a number type (not bool; bytes go through ray::PutBytes)");
+  return ObjectRef<std::vector<E>>(internal::PutRawArray(data, count, sizeof(E), internal::RawKind<E>()),
+                                   internal::AdoptReference{});
+}
+template <typename E>
+ObjectRef<std::vector<std::remove_const_t<E>>> PutArray(std::span<E> elements) {
+  return PutArray<std::remove_const_t<E>>(elements.data(), elements.size());
 }
 
 }  // namespace ray

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -119,11 +120,72 @@ class FixedBufferStream {
   size_t used_ = 0;
 };
 
+// ---- Arrays of numbers ----------------------------------------------------------------
+//
+// A value that is a std::vector of numbers (any arithmetic type but bool and the
+// byte types char and unsigned char, which msgpack packs as one bin already) is
+// packed raw, not as a msgpack array of tagged elements: one msgpack ext 32 value of
+// type kRawArrayExtType whose payload starts with a 10-byte header (element size,
+// kind 'i', 'u' or 'f', 8 zero bytes), then the elements as they lie in memory
+// (little-endian). The value's 16 header bytes in all keep the elements 16-byte
+// aligned wherever the object is, so they can be read in place (ray::GetView), and
+// packing or decoding is one copy. Only the top-level value is packed so (a vector
+// inside a struct stays a msgpack array); a vector of more than 4 GiB - 11 bytes is
+// packed as a msgpack array too. Decoding accepts both forms.
+
+template <typename T>
+struct RawArrayTraits {
+  static constexpr bool kRaw = false;
+};
+template <typename E>
+struct RawArrayTraits<std::vector<E>> {
+  static constexpr bool kRaw = std::is_arithmetic_v<E> && !std::is_same_v<E, bool> && !std::is_same_v<E, char> &&
+                               !std::is_same_v<E, unsigned char>;
+  using Element = E;
+};
+
+inline constexpr int8_t kRawArrayExtType = 0x52;
+inline constexpr size_t kRawArrayHeaderBytes = 16;
+inline constexpr uint64_t kMaxRawArrayBytes = 0xffffffffu - (kRawArrayHeaderBytes - 6);
+
+template <typename E>
+constexpr char RawKind() {
+  return std::is_floating_point_v<E> ? 'f' : std::is_signed_v<E> ? 'i' : 'u';
+}
+
+// The elements of a raw array, where they lie.
+struct RawArray {
+  const char* data = nullptr;
+  size_t count = 0;
+  size_t element_size = 0;
+  char kind = 0;
+};
+// Writes the 16-byte header of a raw array of `bytes` bytes of elements.
+void WriteRawArrayHeader(char* dst, uint64_t bytes, size_t element_size, char kind);
+// Whether [data, data + size) is exactly one well-formed raw array; fills `out`.
+bool FindRawArray(const char* data, size_t size, RawArray* out);
+// "float64", "int32", ...: a raw array's element type, for messages.
+std::string RawElementName(size_t element_size, char kind);
+// Converts the elements of `array` (whose kind or size differ from E's) into `out`;
+// returns why it cannot (empty when it did).
+template <typename E>
+std::string ConvertRawArray(const RawArray& array, std::vector<E>& out);
+
 // ---- Serialization -------------------------------------------------------------------
 
 // Packs `value` into exactly `size` bytes at dst (the size a counting pass found).
 template <typename T>
 void PackInto(const T& value, char* dst, size_t size) {
+  if constexpr (RawArrayTraits<T>::kRaw) {
+    using E = typename RawArrayTraits<T>::Element;
+    const uint64_t bytes = uint64_t{value.size()} * sizeof(E);
+    if (bytes <= kMaxRawArrayBytes) {
+      if (size != kRawArrayHeaderBytes + bytes) FixedBufferStream(dst, 0).ThrowSizeChanged();
+      WriteRawArrayHeader(dst, bytes, sizeof(E), RawKind<E>());
+      if (bytes > 0) std::memcpy(dst + kRawArrayHeaderBytes, value.data(), bytes);
+      return;
+    }
+  }
   FixedBufferStream stream(dst, size);
   msgpack::pack(stream, value);
   if (stream.used() != size) stream.ThrowSizeChanged();
@@ -132,6 +194,10 @@ void PackInto(const T& value, char* dst, size_t size) {
 // Counting pass: the packed size of `value`; appends nested ref ids to `contained`.
 template <typename T>
 size_t PackedSize(const T& value, std::vector<std::string>* contained) {
+  if constexpr (RawArrayTraits<T>::kRaw) {
+    const uint64_t bytes = uint64_t{value.size()} * sizeof(typename RawArrayTraits<T>::Element);
+    if (bytes <= kMaxRawArrayBytes) return kRawArrayHeaderBytes + bytes;
+  }
   ContainedRefCollector collector(contained);
   CountingStream counter;
   msgpack::pack(counter, value);
@@ -224,28 +290,131 @@ bool FindPackedBytes(const char* data, size_t size, const char** bytes, size_t* 
 // not yet touched (fewer page faults when a large decoded value is first written).
 void AdviseHugePages(void* data, size_t size);
 
+// The containers whose elements a value packs contiguously: bytes (a msgpack bin
+// or str) or numbers (a raw array). Element is what a view of them holds.
 template <typename T>
-constexpr bool kIsByteContainer = std::is_same_v<T, std::vector<uint8_t>> || std::is_same_v<T, std::vector<char>> ||
-                                  std::is_same_v<T, std::string>;
+struct ElementOf {
+  using Type = uint8_t;
+};
+template <typename E>
+struct ElementOf<std::vector<E>> {
+  using Type = E;
+};
+template <typename T>
+struct ContiguousTraits {
+  static constexpr bool kBytes = false;
+  static constexpr bool kNumbers = RawArrayTraits<T>::kRaw;
+  using Element = typename ElementOf<T>::Type;
+};
+template <>
+struct ContiguousTraits<std::vector<uint8_t>> {
+  static constexpr bool kBytes = true;
+  static constexpr bool kNumbers = false;
+  using Element = uint8_t;
+};
+template <>
+struct ContiguousTraits<std::vector<char>> {
+  static constexpr bool kBytes = true;
+  static constexpr bool kNumbers = false;
+  using Element = char;
+};
+template <>
+struct ContiguousTraits<std::string> {
+  static constexpr bool kBytes = true;
+  static constexpr bool kNumbers = false;
+  using Element = char;
+};
+
+// Copies `count` elements at `first` into `out` in one pass (msgpack's adaptors and
+// resize() zero-fill first); a large new buffer is advised onto huge pages.
+template <typename T>
+void AssignElements(const char* first, size_t count, T& out) {
+  using E = typename T::value_type;
+  if (out.capacity() < count) {
+    out = T();
+    out.reserve(count);
+    AdviseHugePages(out.data(), count * sizeof(E));
+  }
+  if (reinterpret_cast<uintptr_t>(first) % alignof(E) == 0) {
+    const auto* begin = reinterpret_cast<const E*>(first);
+    out.assign(begin, begin + count);
+  } else {
+    out.resize(count);
+    if (count > 0) std::memcpy(out.data(), first, count * sizeof(E));
+  }
+}
 
 template <typename T, typename Context>
 void DecodeInto(const char* data, size_t size, const std::string& outer_id, const Context& context, T& out) {
-  if constexpr (kIsByteContainer<T>) {
-    // Bytes are copied out in one pass (msgpack's adaptor zero-fills them first).
+  if constexpr (ContiguousTraits<T>::kBytes) {
     const char* bytes = nullptr;
     size_t length = 0;
-    if (FindPackedBytes(data, size, &bytes, &length)) {
-      const auto* first = reinterpret_cast<const typename T::value_type*>(bytes);
-      if (out.capacity() < length) {
-        out = T();
-        out.reserve(length);
-        AdviseHugePages(out.data(), length);
+    if (FindPackedBytes(data, size, &bytes, &length)) return AssignElements(bytes, length, out);
+  } else if constexpr (ContiguousTraits<T>::kNumbers) {
+    using E = typename ContiguousTraits<T>::Element;
+    RawArray array;
+    if (FindRawArray(data, size, &array)) {
+      if (array.element_size == sizeof(E) && array.kind == RawKind<E>()) {
+        return AssignElements(array.data, array.count, out);
       }
-      out.assign(first, first + length);
-      return;
+      const std::string failed = ConvertRawArray(array, out);
+      if (failed.empty()) return;
+      throw RayException(ContextText(context) + ": the bytes (a raw array of " +
+                         RawElementName(array.element_size, array.kind) + ") do not decode as " + TypeName<T>() +
+                         " (" + failed + ")");
     }
   }
   DecodeWith<T>(data, size, outer_id, context, [&out](const msgpack::object& o) { o.convert(out); });
+}
+
+// Whether integer `v` has the same value as an E.
+template <typename E, typename S>
+constexpr bool FitsIn(S v) {
+  if constexpr (std::is_signed_v<S>) {
+    if (v < 0) {
+      return std::is_signed_v<E> && static_cast<intmax_t>(v) >= static_cast<intmax_t>(std::numeric_limits<E>::min());
+    }
+  }
+  return static_cast<uintmax_t>(v) <= static_cast<uintmax_t>(std::numeric_limits<E>::max());
+}
+
+template <typename E>
+std::string ConvertRawArray(const RawArray& array, std::vector<E>& out) {
+  // As msgpack converts numbers: integers to any integer holding the value or to a
+  // float, floats only to floats.
+  auto convert = [&]<typename S>(S) -> std::string {
+    if constexpr (std::is_floating_point_v<S> && !std::is_floating_point_v<E>) {
+      return "its elements are floats";
+    } else {
+      out.resize(array.count);
+      for (size_t i = 0; i < array.count; ++i) {
+        S element;
+        std::memcpy(&element, array.data + i * sizeof(S), sizeof(S));
+        if constexpr (std::is_integral_v<S> && std::is_integral_v<E>) {
+          if (!FitsIn<E>(element)) return "element " + std::to_string(i) + " does not fit";
+        }
+        out[i] = static_cast<E>(element);
+      }
+      return "";
+    }
+  };
+  const size_t size = array.element_size;
+  if (array.kind == 'f') {
+    if (size == sizeof(float)) return convert(float{});
+    if (size == sizeof(double)) return convert(double{});
+    if (size == sizeof(long double)) return convert(static_cast<long double>(0));
+  } else if (array.kind == 'i') {
+    if (size == 1) return convert(int8_t{});
+    if (size == 2) return convert(int16_t{});
+    if (size == 4) return convert(int32_t{});
+    if (size == 8) return convert(int64_t{});
+  } else {
+    if (size == 1) return convert(uint8_t{});
+    if (size == 2) return convert(uint16_t{});
+    if (size == 4) return convert(uint32_t{});
+    if (size == 8) return convert(uint64_t{});
+  }
+  return "no such element type";
 }
 
 // Like DecodeInto, returning a value (for types without a default constructor).
