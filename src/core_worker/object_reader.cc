@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "src/common/loop_call.h"
 #include "src/common/util.h"
@@ -484,61 +485,58 @@ absl::Status ObjectReader::PullToThisNode(const std::vector<ObjectID>& missing, 
                                         const std::vector<StoredObjectPtr>& markers, int64_t deadline_ms,
                                         std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
                                         std::vector<size_t>* lost) {
-  // From the node holding each primary copy (then the other copies).
-  absl::flat_hash_map<std::string, std::vector<ObjectID>> by_location;
-  for (size_t k = 0; k < missing.size(); ++k) {
-    by_location[markers[missing_pos[k]]->plasma_raylet_address()].push_back(missing[k]);
-  }
+  // One request for the whole Get: the raylet admits it (pulls it) as a whole when
+  // it fits beside the others', and keeps each copy for this reader until its Get.
+  std::vector<size_t> todo(missing.size());
+  for (size_t k = 0; k < todo.size(); ++k) todo[k] = k;
   auto remaining = [deadline_ms] { return deadline_ms < 0 ? int64_t{-1} : std::max<int64_t>(0, deadline_ms - MonotonicMs()); };
-  for (const auto& [location, location_ids] : by_location) {
+  auto mark_lost = [&](size_t k, const std::string& why) {
+    (*out)[positions[missing_pos[k]]].error = MakeErrorObject(
+        rpc::OBJECT_LOST, "object " + missing[k].Hex() + " could not be fetched from " +
+                              markers[missing_pos[k]]->plasma_raylet_address() + ": " + why);
+    lost->push_back(positions[missing_pos[k]]);
+  };
+  for (int round = 0;; ++round) {
+    if (round > 0) PauseBeforeRound(round, deadline_ms);
     rpc::FetchObjectsRequest request;
-    for (const ObjectID& id : location_ids) request.add_object_ids(id.Binary());
-    if (!location.empty()) request.add_locations(location);
-    for (size_t k = 0; k < missing.size(); ++k) {
-      if (markers[missing_pos[k]]->plasma_raylet_address() == location) AddCopies(missing[k], *markers[missing_pos[k]], &request);
-    }
-    absl::Status s;
-    // No room for the copies in this node's store (what is there is in use by
-    // readers), or none to restore them where they are spilled, is not a loss: wait
-    // and ask again, as long as the caller waits.
-    for (int round = 0;; ++round) {
-      if (round > 0) PauseBeforeRound(round, deadline_ms);
-      int64_t wait_ms = remaining();
-      int64_t rpc_deadline = wait_ms < 0 ? config_.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
-      auto raylet = raylets_.Get(local_raylet_);
-      s = manta::RunOnLoopAndWait(
-          loop_,
-          [raylet, request, rpc_deadline](std::function<void(absl::Status)> done) {
-            raylet->FetchObjects(request, rpc_deadline,
-                                 [done](const absl::Status& s, rpc::FetchObjectsReply&&) { done(s); });
-          },
-          rpc_deadline + 1000);
-      if (s.code() != absl::StatusCode::kResourceExhausted) break;
-      if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
-        return absl::DeadlineExceededError("Get timed out waiting for room in an object store to fetch " +
-                                           location_ids[0].Hex() + ": " + std::string(s.message()));
-      }
-      LOG_EVERY_N(INFO, 20) << "Get: waiting for room in an object store to fetch "
-                                << location_ids.size() << " object(s) from " << location << ": " << s.message();
+    for (size_t k : todo) AddFetched(missing[k], *markers[missing_pos[k]], &request);
+    absl::StatusOr<rpc::FetchObjectsReply> reply = Fetch(request, remaining());
+    const absl::Status s = reply.status();
+    if (absl::IsDeadlineExceeded(s)) {
+      if (remaining() >= 0) return absl::DeadlineExceededError("Get timed out fetching object " + missing[todo[0]].Hex());
+      continue;  // waited long for its turn (each pull has its own timeout): asks again
     }
     if (!s.ok()) {
-      const int64_t wait_ms = remaining();
-      if (s.code() == absl::StatusCode::kDeadlineExceeded && wait_ms >= 0) {
-        return absl::DeadlineExceededError("Get timed out fetching object " + location_ids[0].Hex() + " from " +
-                                           location);
-      }
-      LOG(WARNING) << "Get: " << location_ids.size() << " object(s), e.g. " << location_ids[0].Hex()
-                   << ", could not be fetched from " << location << " (" << s << "): their owners are told";
-      for (size_t k = 0; k < missing.size(); ++k) {
-        if (markers[missing_pos[k]]->plasma_raylet_address() != location) continue;
-        (*out)[positions[missing_pos[k]]].error =
-            MakeErrorObject(rpc::OBJECT_LOST, "object " + missing[k].Hex() + " could not be fetched from " +
-                                                  location + ": " + std::string(s.message()));
-        lost->push_back(positions[missing_pos[k]]);
-      }
+      LOG(WARNING) << "Get: " << todo.size() << " object(s), e.g. " << missing[todo[0]].Hex()
+                   << ", could not be fetched (" << s << "): their owners are told";
+      for (size_t k : todo) mark_lost(k, std::string(s.message()));
+      return absl::OkStatus();
     }
+    // No room for a copy in this node's store, or none to restore it where it is
+    // spilled, is not a loss: wait and ask again, as long as the caller waits.
+    std::vector<size_t> busy;
+    absl::flat_hash_map<std::string, size_t> index;
+    for (size_t k : todo) index[missing[k].Binary()] = k;
+    for (const auto& failure : reply->failures()) {
+      auto it = index.find(failure.object_id());
+      if (it == index.end()) continue;
+      if (failure.code() == static_cast<int32_t>(absl::StatusCode::kResourceExhausted)) {
+        busy.push_back(it->second);
+        continue;
+      }
+      LOG(WARNING) << "Get: object " << missing[it->second].Hex() << " could not be fetched (" << failure.message()
+                   << "): its owner is told";
+      mark_lost(it->second, failure.message());
+    }
+    if (busy.empty()) return absl::OkStatus();
+    if (deadline_ms >= 0 && MonotonicMs() >= deadline_ms) {
+      return absl::DeadlineExceededError("Get timed out waiting for room in an object store to fetch " +
+                                         missing[busy[0]].Hex());
+    }
+    LOG_EVERY_N(INFO, 20) << "Get: waiting for room in an object store to fetch " << busy.size()
+                          << " object(s), e.g. " << missing[busy[0]].Hex();
+    todo = std::move(busy);
   }
-  return absl::OkStatus();
 }
 
 std::vector<bool> ObjectReader::Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms,
@@ -614,14 +612,25 @@ std::vector<StoredObjectPtr> ObjectReader::WaitReady(const std::vector<ObjectID>
   return values;
 }
 
-void ObjectReader::AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request) {
-  // Other copies, tried in turn when the primary cannot be pulled from: as the
-  // owner knows them (ours), or as it told us.
+absl::StatusOr<rpc::FetchObjectsReply> ObjectReader::Fetch(const rpc::FetchObjectsRequest& request, int64_t wait_ms) {
+  const int64_t rpc_deadline = wait_ms < 0 ? config_.object_manager_pull_timeout_ms * 4 : std::max<int64_t>(wait_ms, 1);
+  auto raylet = raylets_.Get(local_raylet_);
+  return CallOnLoop<rpc::FetchObjectsReply>(
+      loop_, [raylet, request, rpc_deadline](auto done) { raylet->FetchObjects(request, rpc_deadline, std::move(done)); },
+      rpc_deadline + 1000);
+}
+
+void ObjectReader::AddFetched(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request) {
+  request->add_object_ids(id.Binary());
+  request->add_object_sizes(marker.size_bytes);
+  // From the node holding its primary copy, then the others: as the owner knows
+  // them (ours), or as it told us.
+  auto* locations = request->add_object_locations()->mutable_addresses();
+  if (!marker.plasma_raylet_address().empty()) locations->Add(std::string(marker.plasma_raylet_address()));
   std::vector<std::string> copies = refs_.IsOwnedByUs(id) ? freer_.CopiesOf(id) : marker.plasma_copies();
-  for (const std::string& copy : copies) {
-    const auto& tried = request->locations();
-    if (copy == local_raylet_ || std::find(tried.begin(), tried.end(), copy) != tried.end()) continue;
-    request->add_locations(copy);
+  for (std::string& copy : copies) {
+    if (copy == local_raylet_ || std::find(locations->begin(), locations->end(), copy) != locations->end()) continue;
+    locations->Add(std::move(copy));
   }
 }
 

@@ -132,9 +132,11 @@ class ObjectReader {
   absl::Status ReadFetched(std::vector<ObjectID> ids, std::vector<size_t> pos, bool may_pull_again, int64_t deadline_ms,
                            std::vector<ObjectValue>* out, const std::vector<size_t>& positions,
                            std::vector<size_t>* lost, std::vector<ObjectID>* gone, std::vector<size_t>* gone_pos);
-  // Adds the copies of `id` other than its primary (`marker`'s) to `request`'s
-  // locations, after those already there.
-  void AddCopies(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request);
+  // One FetchObjects call to this node's raylet, waiting `wait_ms` (-1: the pull
+  // timeout, four times: the request may wait for its turn).
+  absl::StatusOr<rpc::FetchObjectsReply> Fetch(const rpc::FetchObjectsRequest& request, int64_t wait_ms);
+  // Adds `id` to `request`: its size and locations (the primary's, then the copies').
+  void AddFetched(const ObjectID& id, const StoredObject& marker, rpc::FetchObjectsRequest* request);
   // A task thread starts or stops waiting: the raylet lends its CPU meanwhile.
   void NotifyBlocked(bool blocked);
 

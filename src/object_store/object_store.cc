@@ -616,6 +616,22 @@ void ObjectStore::Unpin(const ObjectID& id) {
   ProcessPendingCreates();
 }
 
+void ObjectStore::HoldForReader(const ObjectID& id, int64_t timeout_ms) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || !Available(id) || !it->second.in_memory) return;
+  auto& timer = reader_holds_[id];
+  if (timer == nullptr) AddRef(kReaderHoldClient, id, it->second);
+  timer = loop_.RunAfter("ObjectStore.ReaderHoldExpired", std::max<int64_t>(timeout_ms, 1),
+                         [this, id] { DropReaderHold(id); });
+}
+
+void ObjectStore::DropReaderHold(const ObjectID& id) {
+  if (reader_holds_.erase(id) == 0) return;
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  DropRef(kReaderHoldClient, id, it->second);
+}
+
 void ObjectStore::AddRef(ClientId client, const ObjectID& id, Entry& e) {
   if (e.ref_count == 0 && e.in_lru) {
     lru_.erase(e.lru_it);
@@ -623,6 +639,9 @@ void ObjectStore::AddRef(ClientId client, const ObjectID& id, Entry& e) {
   }
   ++e.ref_count;
   ++client_refs_[client][id];
+  // A worker took it: a hold for its reader is no longer needed (and dropping it
+  // leaves the worker's reference, so nothing is evicted here).
+  if (client >= 1 && !reader_holds_.empty() && reader_holds_.contains(id)) DropReaderHold(id);
 }
 
 void ObjectStore::DropRef(ClientId client, const ObjectID& id, Entry& e) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <list>
 #include <memory>
 #include <optional>
@@ -41,6 +42,9 @@ namespace manta::object_store {
 using ClientId = int64_t;
 // The raylet itself (object manager, pins) acts as client 0.
 inline constexpr ClientId kRayletClient = 0;
+// Holds for readers (HoldForReader) are references of this client. Workers are
+// clients 1, 2, ...; the raylet's own transfers use negative ids above it.
+inline constexpr ClientId kReaderHoldClient = std::numeric_limits<ClientId>::min();
 
 // Where a sealed (or, for its creator, created) object lives in the arena.
 struct ObjectLocation {
@@ -116,6 +120,17 @@ class ObjectStore {
   // NOT_FOUND. Unpin makes the object evictable.
   absl::Status Pin(const ObjectID& id);
   void Unpin(const ObjectID& id);
+  // Keeps `id` (sealed, here) in memory for a reader that had it pulled here: not
+  // evicted or spilled until a worker (client >= 1) takes a reference to it, or
+  // `timeout_ms` passes, whichever comes first. Unknown or unsealed ids are ignored;
+  // holding a held object again restarts its timeout.
+  void HoldForReader(const ObjectID& id, int64_t timeout_ms);
+  // Objects held for readers now (tests, stats).
+  size_t NumReaderHolds() const { return reader_holds_.size(); }
+  // Bytes of objects in memory that cannot be evicted now: referenced (by workers,
+  // transfers, Gets, holds) or being created.
+  int64_t InUseBytes() const;
+  int64_t capacity_bytes() const { return allocator_.capacity(); }
 
   ObjectStoreStats Stats() const;
   // End of the highest allocation in use: the arena above it holds no data.
@@ -174,6 +189,7 @@ class ObjectStore {
   void FreeMemory(const ObjectID& id, Entry& e);
   void EraseEntry(const ObjectID& id);
   void AddRef(ClientId client, const ObjectID& id, Entry& e);
+  void DropReaderHold(const ObjectID& id);
   void DropRef(ClientId client, const ObjectID& id, Entry& e);
   void UpdateLru(const ObjectID& id, Entry& e);
   // Starts spilling pinned objects to make room for `needed` bytes; false if nothing
@@ -189,8 +205,6 @@ class ObjectStore {
   void AdmitRestores();
   // A finished Get's admission ends: the next ones may restore.
   void EndAdmission(PendingGet& get);
-  // Bytes in memory that cannot be evicted or spilled now (referenced or unsealed).
-  int64_t InUseBytes() const;
   // Bytes the admitted Gets wait for and do not hold yet.
   int64_t AdmittedStillWant() const;
   // Logs (every 10 s at most) why Gets wait for their turn.
@@ -228,6 +242,8 @@ class ObjectStore {
   std::list<std::shared_ptr<PendingGet>> restore_queue_;
   // Admitted Gets with restores to do, until they return.
   std::vector<std::shared_ptr<PendingGet>> admitted_;
+  // Objects held for readers (kReaderHoldClient's references), until taken or expired.
+  absl::flat_hash_map<ObjectID, std::unique_ptr<Timer>> reader_holds_;
   int64_t last_turn_log_ms_ = 0;
   int64_t spilling_bytes_ = 0;
   absl::Status last_spill_error_;

@@ -409,22 +409,64 @@ void NodeManager::HandleFreeObjects(const rpc::FreeObjectsRequest& request, rpc:
   std::move(send_reply)(absl::OkStatus());
 }
 
-void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply*,
+void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply* reply,
                                      rpc::SendReply send_reply) {
   auto ids = ParseObjectIds(request.object_ids());
   if (!ids.ok()) return std::move(send_reply)(ids.status());
-  std::vector<std::string> locations(request.locations().begin(), request.locations().end());
+  if (request.object_locations_size() > 0 && request.object_locations_size() != request.object_ids_size()) {
+    return std::move(send_reply)(absl::InvalidArgumentError(
+        "FetchObjects: " + std::to_string(request.object_locations_size()) + " location lists for " +
+        std::to_string(request.object_ids_size()) + " objects"));
+  }
+  int64_t bytes = 0;
+  for (int k = 0; k < request.object_sizes_size() && k < request.object_ids_size(); ++k) {
+    bytes += std::max<int64_t>(request.object_sizes(k), 0);
+  }
+  fetch_admission_.Add(bytes, [this, alive = std::weak_ptr<bool>(alive_), request, reply, ids = std::move(*ids),
+                               send_reply = std::move(send_reply)](FetchAdmission::Done done) mutable {
+    if (alive.expired()) return;
+    StartFetch(request, std::move(ids), reply, std::move(send_reply), std::move(done));
+  });
+}
+
+void NodeManager::StartFetch(const rpc::FetchObjectsRequest& request, std::vector<ObjectID> ids,
+                             rpc::FetchObjectsReply* reply, rpc::SendReply send_reply, FetchAdmission::Done done) {
   struct Joint {
     size_t remaining;
-    absl::Status first_error;
+    rpc::FetchObjectsReply* reply;
     rpc::SendReply send_reply;
+    FetchAdmission::Done done;
   };
-  auto joint = std::make_shared<Joint>(Joint{ids->size(), absl::OkStatus(), std::move(send_reply)});
-  if (ids->empty()) return std::move(joint->send_reply)(absl::OkStatus());
-  for (const auto& id : *ids) {
-    object_manager_.Pull(id, locations, [joint](const absl::Status& s) {
-      if (!s.ok() && joint->first_error.ok()) joint->first_error = s;
-      if (--joint->remaining == 0) std::move(joint->send_reply)(joint->first_error);
+  auto joint = std::make_shared<Joint>(Joint{ids.size(), reply, std::move(send_reply), std::move(done)});
+  if (ids.empty()) {
+    std::move(joint->done)();
+    return std::move(joint->send_reply)(absl::OkStatus());
+  }
+  const int64_t hold_ms = config_.object_manager_pull_timeout_ms;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    std::vector<std::string> locations;
+    if (static_cast<int>(k) < request.object_locations_size()) {
+      const auto& own = request.object_locations(static_cast<int>(k)).addresses();
+      locations.assign(own.begin(), own.end());
+    }
+    for (const std::string& l : request.locations()) {
+      if (std::find(locations.begin(), locations.end(), l) == locations.end()) locations.push_back(l);
+    }
+    const ObjectID id = ids[k];
+    object_manager_.Pull(id, std::move(locations), [this, joint, id, hold_ms](const absl::Status& s) {
+      if (s.ok()) {
+        // Kept for the reader until its Get takes it: pulling the reader's other
+        // objects must not evict it first.
+        store_.HoldForReader(id, hold_ms);
+      } else {
+        auto* failure = joint->reply->add_failures();
+        failure->set_object_id(id.Binary());
+        failure->set_code(static_cast<int32_t>(s.code()));
+        failure->set_message(std::string(s.message()));
+      }
+      if (--joint->remaining > 0) return;
+      std::move(joint->done)();
+      std::move(joint->send_reply)(absl::OkStatus());
     });
   }
 }

@@ -27,6 +27,7 @@
 #include "src/object_store/arena.h"
 #include "src/object_store/object_store.h"
 #include "src/scheduling/cluster_resource_view.h"
+#include "src/raylet/fetch_admission.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/memory_monitor.h"
 #include "src/raylet/object_manager.h"
@@ -101,6 +102,8 @@ class NodeManager {
                          rpc::SendReply send_reply);
   void HandleFetchObjects(const rpc::FetchObjectsRequest& request, rpc::FetchObjectsReply* reply,
                           rpc::SendReply send_reply);
+  // Fetches waiting for their turn (tests).
+  size_t num_waiting_fetches() const { return fetch_admission_.num_waiting(); }
 
   // Placement group bundles, handed to the lease manager.
   // A commit or return is reported to the GCS at once, so that requests for the
@@ -121,6 +124,10 @@ class NodeManager {
   rpc::NodeInfo MakeNodeInfo() const;
 
  private:
+  // Pulls an admitted fetch's objects, holding each for its reader; the reply lists
+  // those that failed.
+  void StartFetch(const rpc::FetchObjectsRequest& request, std::vector<ObjectID> ids, rpc::FetchObjectsReply* reply,
+                  rpc::SendReply send_reply, FetchAdmission::Done done);
   void Resync();
   void OnPubMessage(const rpc::PubMessage& message);
   // Tells the lease manager, once per loop turn, that the view changed.
@@ -169,6 +176,8 @@ class NodeManager {
   // A blocked worker lends its CPU only while the node's memory use is below this
   // fraction of memory_usage_threshold.
   static constexpr double kLendCpuBelow = 0.8;
+  // Readers' fetches take turns for room in the store.
+  FetchAdmission fetch_admission_{loop_, [this] { return store_.capacity_bytes() - store_.InUseBytes(); }};
   // Cleared on destruction, so that posted view-change notices do nothing.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

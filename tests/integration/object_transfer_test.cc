@@ -41,7 +41,10 @@ grpc::Status Fetch(const rpc::NodeInfo& at, const ObjectID& id, const std::vecto
   grpc::ClientContext ctx;
   rpc::AttachClusterToken(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  return Raylet(at)->FetchObjects(&ctx, req, &reply);
+  grpc::Status s = Raylet(at)->FetchObjects(&ctx, req, &reply);
+  // The call is OK when well formed; an object that could not be fetched is listed.
+  if (!s.ok() || reply.failures().empty()) return s;
+  return grpc::Status(static_cast<grpc::StatusCode>(reply.failures(0).code()), reply.failures(0).message());
 }
 
 rpc::ObjectStoreStats StoreStats(const rpc::NodeInfo& n) {
@@ -131,6 +134,28 @@ TEST_F(ObjectTransferTest, PullTriesTheNextLocationAndFailsClearlyWhenNoneHasIt)
   grpc::Status s = Fetch(nodes_[1], missing, {AddressOf(nodes_[0])});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.error_message().find(missing.Hex()), std::string::npos) << s.error_message();
+}
+
+// A copy pulled for a reader stays until the reader's Get takes it, however much the
+// node creates meanwhile (without the hold, it is the least recently used object and
+// the first evicted).
+TEST_F(ObjectTransferTest, APulledCopyIsKeptForItsReaderUntilItsGet) {
+  auto bytes = Pattern(40 << 20, 7);
+  ObjectID id = PutPinned(*clients_[0], bytes);
+  ASSERT_TRUE(Fetch(nodes_[1], id, {AddressOf(nodes_[0])}).ok());
+  // 240 MiB of other objects through node 1's 256 MiB store, none referenced.
+  for (int i = 0; i < 6; ++i) {
+    ObjectID other = ObjectID::FromRandom();
+    auto buf = clients_[1]->Create(other, 40 << 20, 0, /*pin_on_seal=*/false);
+    ASSERT_TRUE(buf.ok()) << buf.status();
+    ASSERT_TRUE(clients_[1]->Seal(other, /*release=*/true, /*wait=*/true).ok());
+  }
+  EXPECT_GT(StoreStats(nodes_[1]).evicted_bytes_total(), 0);
+  auto got = clients_[1]->Get({id}, 0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE((*got)[0].has_value()) << "the pulled copy was evicted before its reader's Get";
+  EXPECT_EQ(std::memcmp((*got)[0]->data, bytes.data(), bytes.size()), 0);
+  ASSERT_TRUE(clients_[1]->Release(id, true).ok());
 }
 
 TEST_F(ObjectTransferTest, ClientKilledMidCreateLeaksNothing) {

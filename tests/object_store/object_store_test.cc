@@ -419,6 +419,52 @@ TEST_F(ObjectStoreTest, PinAndUnpin) {
   EXPECT_FALSE(store_->Contains(Id(1)));
 }
 
+// A copy pulled for a reader (the raylet's client) is held for it: creates that
+// need room do not evict it until a worker takes it; then it is evictable again.
+TEST_F(ObjectStoreTest, AnObjectHeldForAReaderIsNotEvictedUntilAWorkerTakesIt) {
+  constexpr ClientId kPuller = -1;
+  Put(kPuller, Id(1), kUnit);
+  store_->HoldForReader(Id(1), 60000);
+  EXPECT_EQ(store_->NumReaderHolds(), 1u);
+  EXPECT_EQ(store_->InUseBytes(), kUnit);
+  for (uint8_t i = 2; i <= 4; ++i) Put(kWriter, Id(i), kUnit);
+  Put(kWriter, Id(5), kUnit);  // evicts 2, not the held 1
+  EXPECT_TRUE(store_->Contains(Id(1)));
+  EXPECT_FALSE(store_->Contains(Id(2)));
+  // Another transfer of the raylet (a negative client) does not take it.
+  ASSERT_TRUE(GetNow(-7, Id(1)).has_value());
+  ASSERT_TRUE(store_->Release(-7, Id(1)).ok());
+  EXPECT_EQ(store_->NumReaderHolds(), 1u);
+  // The reader's Get does: once it lets go, the copy is evictable like any other.
+  ASSERT_TRUE(GetNow(kReader, Id(1)).has_value());
+  EXPECT_EQ(store_->NumReaderHolds(), 0u);
+  EXPECT_EQ(store_->RefCount(Id(1)), 1);
+  ASSERT_TRUE(store_->Release(kReader, Id(1)).ok());
+  for (uint8_t i = 6; i <= 9; ++i) Put(kWriter, Id(i), kUnit);  // a store's worth
+  EXPECT_FALSE(store_->Contains(Id(1)));
+}
+
+TEST_F(ObjectStoreTest, AHoldNobodyTakesEndsAfterItsTimeout) {
+  Put(-1, Id(1), kUnit);
+  store_->HoldForReader(Id(1), 50);
+  store_->HoldForReader(Id(9), 50);  // unknown: ignored
+  EXPECT_EQ(store_->NumReaderHolds(), 1u);
+  ASSERT_TRUE(RunUntil([&] { return store_->NumReaderHolds() == 0; }));
+  EXPECT_EQ(store_->RefCount(Id(1)), 0);
+  for (uint8_t i = 2; i <= 5; ++i) Put(kWriter, Id(i), kUnit);
+  EXPECT_FALSE(store_->Contains(Id(1)));
+}
+
+TEST_F(ObjectStoreTest, AHeldObjectDeletedIsFreedWhenItsHoldEnds) {
+  Put(-1, Id(1), kUnit);
+  store_->HoldForReader(Id(1), 50);
+  store_->Delete({Id(1)});
+  EXPECT_EQ(store_->InUseBytes(), kUnit);
+  EXPECT_EQ(UsedBytes(), kUnit) << "freed before its hold ended";
+  ASSERT_TRUE(RunUntil([&] { return UsedBytes() == 0; }));
+  EXPECT_EQ(store_->NumReaderHolds(), 0u);
+}
+
 // ---- Spilling and restoring ---------------------------------------------------------
 
 // Fills the store with four pinned one-unit objects 1..4 and queues a Create of 5,
