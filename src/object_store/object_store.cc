@@ -444,6 +444,12 @@ void ObjectStore::Get(ClientId client, const std::vector<ObjectID>& ids, int64_t
     restore_queue_.push_back(get);
     AdmitRestores();
   }
+  // The reader has come for its objects: what was held for it until now is its
+  // Get's to hold (an admitted Get holds it already; one waiting for its turn to
+  // restore holds nothing, or readers in line could keep the room every turn needs).
+  if (client >= 1 && !reader_holds_.empty()) {
+    for (const ObjectID& id : ids) DropReaderHold(id);
+  }
 }
 
 void ObjectStore::TryCompleteGet(const std::shared_ptr<PendingGet>& get, bool timed_out) {

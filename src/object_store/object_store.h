@@ -121,8 +121,9 @@ class ObjectStore {
   absl::Status Pin(const ObjectID& id);
   void Unpin(const ObjectID& id);
   // Keeps `id` (sealed, here) in memory for a reader that had it pulled here: not
-  // evicted or spilled until a worker (client >= 1) takes a reference to it, or
-  // `timeout_ms` passes, whichever comes first. Unknown or unsealed ids are ignored;
+  // evicted or spilled until a worker (client >= 1) takes a reference to it or asks
+  // for it (a Get waiting for its turn to restore holds nothing), or `timeout_ms`
+  // passes, whichever comes first. Unknown or unsealed ids are ignored;
   // holding a held object again restarts its timeout.
   void HoldForReader(const ObjectID& id, int64_t timeout_ms);
   // Objects held for readers now (tests, stats).

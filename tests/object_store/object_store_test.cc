@@ -840,6 +840,19 @@ TEST_F(AdmissionTest, AGetWaitingForItsTurnHoldsNothing) {
   EXPECT_EQ(Read(*b->objects.at(2)), Pattern(Id(5), kUnit));
 }
 
+// A copy held for its reader is the reader's Get's to hold once the Get comes: one
+// waiting for its turn to restore holds nothing, the pulled copy included.
+TEST_F(AdmissionTest, AReadersHoldEndsWhenItsGetWaitsForItsTurn) {
+  SpillFour(1);
+  Put(-1, Id(9), kUnit);  // pulled here for kReader
+  store_->HoldForReader(Id(9), 60000);
+  auto a = StartGet(kOther, {Id(1), Id(2), Id(3)}, -1);  // admitted: restores 3 units
+  auto b = StartGet(kReader, {Id(9), Id(4)}, -1);         // 2 more do not fit: waits
+  ASSERT_FALSE(b->done);
+  EXPECT_EQ(store_->NumReaderHolds(), 0u);
+  EXPECT_EQ(store_->RefCount(Id(9)), 0) << "a Get waiting for its turn holds nothing";
+}
+
 // Memory that frees up goes to an admitted Get's restore before a create that came
 // first: the create may wait for memory such a Get holds (a deadlock until a timeout).
 TEST_F(AdmissionTest, ARestoreGoesBeforeACreateThatCameFirst) {
