@@ -168,12 +168,14 @@ absl::StatusOr<std::vector<ObjectValue>> ObjectReader::GetWithRecovery(const std
   if (blocked) NotifyBlocked(false);
   if (!status.ok()) return status;
   if (lost.empty() || recovery_rounds <= 0) return out;
-  std::vector<ObjectID> lost_ids = RecoverLost(ids, values, out, lost);
+  RecoverLost(ids, values, out, lost);
+  // What was read is let go while the lost objects are made again, and read again
+  // with them (a Get is read whole): held meanwhile, readers' parts of their objects
+  // could fill the store, and the tasks re-run to rebuild the rest could not store
+  // their results.
+  out.clear();
   int64_t left = deadline < 0 ? -1 : std::max<int64_t>(0, deadline - MonotonicMs());
-  auto again = GetWithRecovery(lost_ids, left, recovery_rounds - 1);
-  if (!again.ok()) return again.status();
-  for (size_t k = 0; k < lost.size(); ++k) out[lost[k]] = std::move((*again)[k]);
-  return out;
+  return GetWithRecovery(ids, left, recovery_rounds - 1);
 }
 
 absl::StatusOr<bool> ObjectReader::AwaitAbsent(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
