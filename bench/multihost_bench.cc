@@ -170,6 +170,7 @@ int FetchObject(const std::string& gcs, const std::string& hex, int64_t bytes, c
   grpc::Status s = raylet->FetchObjects(&ctx, request, &reply);
   double seconds = Since(t0);
   if (!s.ok()) Die("FetchObjects: " + s.error_message());
+  if (!reply.failures().empty()) Die("FetchObjects: " + reply.failures(0).message());
   auto got = store->Get({*id}, 1000);
   bool intact = got.ok() && (*got)[0] && (*got)[0]->data_size == bytes;
   for (int64_t i = 0; intact && i < bytes; i += 4093) intact = (*got)[0]->data[i] == Pattern(i, 1);

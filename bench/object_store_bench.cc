@@ -205,6 +205,7 @@ nlohmann::json BenchTransfer(ObjectStoreClient& a, ObjectStoreClient& b, const r
     grpc::Status s = stub->FetchObjects(&ctx, req, &reply);
     auto t1 = Clock::now();
     if (!s.ok()) Die("FetchObjects: " + s.error_message());
+    if (!reply.failures().empty()) Die("FetchObjects: " + reply.failures(0).message());
     gbps.push_back(n / Seconds(t0, t1) / 1e9);
     auto got = b.Get({id}, 1000);
     intact &= got.ok() && (*got)[0] && (*got)[0]->data_size == n && std::memcmp((*got)[0]->data, src, n) == 0;
