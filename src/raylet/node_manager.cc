@@ -422,10 +422,21 @@ void NodeManager::HandleFetchObjects(const rpc::FetchObjectsRequest& request, rp
   for (int k = 0; k < request.object_sizes_size() && k < request.object_ids_size(); ++k) {
     bytes += std::max<int64_t>(request.object_sizes(k), 0);
   }
+  // A request dropped unstarted (the raylet stopping) is still answered.
+  struct PendingReply {
+    rpc::SendReply send;
+    ~PendingReply() {
+      if (send) std::move(send)(absl::UnavailableError("the raylet stopped before it fetched the objects"));
+    }
+  };
+  auto pending = std::make_shared<PendingReply>();
+  pending->send = std::move(send_reply);
   fetch_admission_.Add(bytes, [this, alive = std::weak_ptr<bool>(alive_), request, reply, ids = std::move(*ids),
-                               send_reply = std::move(send_reply)](FetchAdmission::Done done) mutable {
+                               pending](FetchAdmission::Done done) mutable {
     if (alive.expired()) return;
-    StartFetch(request, std::move(ids), reply, std::move(send_reply), std::move(done));
+    rpc::SendReply send = std::move(pending->send);
+    pending->send = nullptr;
+    StartFetch(request, std::move(ids), reply, std::move(send), std::move(done));
   });
 }
 
