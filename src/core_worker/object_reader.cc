@@ -215,15 +215,12 @@ absl::StatusOr<bool> ObjectReader::AwaitAbsent(const std::vector<ObjectID>& ids,
   return blocked;
 }
 
-std::vector<ObjectID> ObjectReader::RecoverLost(const std::vector<ObjectID>& ids,
-                                              const std::vector<StoredObjectPtr>& values,
-                                              const std::vector<ObjectValue>& out, const std::vector<size_t>& lost) {
+void ObjectReader::RecoverLost(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
+                               const std::vector<ObjectValue>& out, const std::vector<size_t>& lost) {
   // Copies that could not be fetched: the owner rebuilds them; then read again.
-  std::vector<ObjectID> lost_ids;
   absl::flat_hash_map<ObjectID, std::string> borrowed_lost_at;
   for (size_t pos : lost) {
     const ObjectID& id = ids[pos];
-    lost_ids.push_back(id);
     std::string cause(out[pos].error->error.message());
     if (refs_.IsOwnedByUs(id)) {
       hooks_.recover(id, values[pos], cause);
@@ -241,7 +238,6 @@ std::vector<ObjectID> ObjectReader::RecoverLost(const std::vector<ObjectID>& ids
       RequestFromOwners(borrowed, borrowed_lost_at);
     });
   }
-  return lost_ids;
 }
 
 bool ObjectReader::PollTaskChannels(bool* in_flight) {

@@ -86,9 +86,9 @@ class ObjectReader {
   // was called).
   absl::StatusOr<bool> AwaitAbsent(const std::vector<ObjectID>& ids, int64_t timeout_ms);
   // Values at positions `lost` of `ids` could not be read: owned ones are rebuilt,
-  // borrowed ones reported to their owners. Returns their ids, to read again.
-  std::vector<ObjectID> RecoverLost(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
-                                    const std::vector<ObjectValue>& out, const std::vector<size_t>& lost);
+  // borrowed ones reported to their owners; the caller reads them again.
+  void RecoverLost(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
+                   const std::vector<ObjectValue>& out, const std::vector<size_t>& lost);
   // Reads the replies of this process's task channels (non-blocking). Returns true
   // when anything was read; *in_flight tells whether any push awaits replies.
   bool PollTaskChannels(bool* in_flight);
