@@ -7,6 +7,7 @@
 // exits the process when told to, never returning to the caller of ray::Init.
 #include <dlfcn.h>
 #include <glog/logging.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -520,6 +521,11 @@ void LoadCodeSearchPath(const std::string& joined) {
   manta::core::CoreWorkerOptions options;
   options.is_driver = false;
   options.config = LoadConfig();
+  // A worker runs task after task: what one frees (buffers of megabytes, under the
+  // mmap threshold) stays in the heap for the next instead of being given back and
+  // page-faulted in again. It goes back once the worker is idle (worker_idle_trim_ms).
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(options.config.worker_malloc_mmap_threshold_bytes));
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(options.config.worker_malloc_trim_threshold_bytes));
   auto job = manta::JobID::FromHex(Env("MANTA_JOB_ID"));
   auto worker = manta::WorkerID::FromHex(Env("MANTA_WORKER_ID"));
   if (!job.ok() || !worker.ok()) {

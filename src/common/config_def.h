@@ -97,6 +97,12 @@ MANTA_CONFIG(int64_t, worker_exit_grace_ms, 5000, "a worker asked to exit (idle,
 MANTA_CONFIG(int64_t, free_memory_check_ms, 250,
              "how often a core worker looks whether a burst of freed objects is over (to give the heap back)")
 MANTA_CONFIG(int64_t, free_memory_min_frees, 100000, "freed objects that make a burst worth giving heap memory back for")
+MANTA_CONFIG(int64_t, worker_malloc_mmap_threshold_bytes, 32 * 1024 * 1024,
+             "worker heap blocks from this size are mmapped (smaller ones are reused from the heap by the next task)")
+MANTA_CONFIG(int64_t, worker_malloc_trim_threshold_bytes, 256 * 1024 * 1024,
+             "free heap a busy worker keeps for its next tasks before giving memory back to the system")
+MANTA_CONFIG(int64_t, worker_idle_trim_ms, 1000,
+             "a worker that ran tasks and then none for this long gives its free heap back (0 = never)")
 MANTA_CONFIG(int64_t, raylet_watch_ms, 500, "how often a core worker checks that its node's raylet is still there")
 MANTA_CONFIG(int64_t, lease_retry_delay_ms, 100, "an owner asks again this long after a lease request failed")
 MANTA_CONFIG(int64_t, max_consecutive_lease_failures, 10,

@@ -46,6 +46,15 @@ class CoreWorker::BorrowerClient final : public BorrowerClientInterface {
   CoreWorkerClientPool& pool_;
 };
 
+// Checks of the memory releaser after which a worker idle since its last task gives
+// its heap back (0 for drivers, whose heap is the program's).
+int64_t IdleTrimChecks(const CoreWorkerOptions& options) {
+  const Config& config = options.config;
+  if (options.is_driver || config.worker_idle_trim_ms <= 0) return 0;
+  return std::max<int64_t>(1, (config.worker_idle_trim_ms + config.free_memory_check_ms - 1) /
+                                  std::max<int64_t>(1, config.free_memory_check_ms));
+}
+
 CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
     : options_(std::move(options)),
       loop_(parts.loop),
@@ -58,7 +67,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
       self_(parts.self),
       node_id_(parts.self.node_id),
       freer_(parts.loop, parts.store, parts.raylets, options_.raylet_address),
-      memory_releaser_(options_.config.free_memory_min_frees, &MemoryReleaser::TrimHeap) {
+      memory_releaser_(options_.config.free_memory_min_frees, IdleTrimChecks(options_), &MemoryReleaser::TrimHeap) {
   options_.worker_id = self_.worker_id;
   rpc_address_ = ToRpc(self_);
   if (channel_server_ != nullptr) {
@@ -98,8 +107,8 @@ void CoreWorker::MakeOwnership() {
   reference_counter_ = std::make_unique<ReferenceCounter>(self_, borrower_client_.get());
   reference_counter_->SetOnObjectFreed([this](const ObjectID& id) { OnObjectFreed(id); });
   reference_counter_->SetOnObjectOutOfScope([this](const ObjectID& id) { FreeValue(id); });
-  release_timer_ =
-      loop_.RunEvery("CoreWorker.ReleaseMemory", config.free_memory_check_ms, [this] { memory_releaser_.Check(); });
+  release_timer_ = loop_.RunEvery("CoreWorker.ReleaseMemory", config.free_memory_check_ms,
+                                  [this] { memory_releaser_.Check(/*idle=*/!RunsTasks()); });
   raylet_watch_timer_ = loop_.RunEvery("CoreWorker.WatchRaylet", config.raylet_watch_ms, [this] {
     if (store_.PeerClosed()) {
       OnLocalNodeLost("the raylet of this node (" + options_.raylet_address +
@@ -505,14 +514,18 @@ void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& re
   }, contained_in, owner);
 }
 
+bool CoreWorker::RunsTasks() {
+  absl::MutexLock lock(&exec_mu_);
+  return RunsTasksLocked();
+}
+
 void CoreWorker::HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply,
                             std::function<void(absl::Status)> send_reply) {
   bool busy;
   {
     absl::MutexLock lock(&exec_mu_);
     // A worker that owns or borrows objects stays: its borrowers and owners need it.
-    busy = executing_ || running_push_ || (actor_pool_ && actor_pool_->NumBusy() > 0) ||
-           (reference_counter_ && reference_counter_->NumObjects() > 0);
+    busy = RunsTasksLocked() || (reference_counter_ && reference_counter_->NumObjects() > 0);
     if (!busy || request.force()) exit_requested_ = true;
   }
   if (channel_server_ && (!busy || request.force())) channel_server_->Wake();

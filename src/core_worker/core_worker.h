@@ -395,6 +395,11 @@ class CoreWorker {
     absl::MutexLock lock(&exec_mu_);
     *flag = value;
   }
+  // Whether a task or an actor call runs now.
+  bool RunsTasksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(exec_mu_) {
+    return executing_ || running_push_ || (actor_pool_ && actor_pool_->NumBusy() > 0);
+  }
+  bool RunsTasks() ABSL_LOCKS_EXCLUDED(exec_mu_);
 };
 
 }  // namespace manta::core

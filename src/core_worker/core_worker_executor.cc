@@ -25,6 +25,7 @@ bool CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
     SetExecuting(&running_push_, true);
     RunPush(*push, executor);
     SetExecuting(&running_push_, false);
+    memory_releaser_.NoteWorkDone();
     // A lone task is what a synchronous caller sends: its next one comes within a
     // round trip, so wait for it awake. After a batch the owner is busy submitting,
     // and spinning here would take the CPU it needs.

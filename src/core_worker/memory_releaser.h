@@ -4,14 +4,18 @@
 // arenas and the process stays gigabytes larger than before the burst, unless
 // malloc_trim is called. Trimming walks the whole heap, and the pages it releases
 // fault back in when they are used again, so it is done only once a burst is over:
-// when at least `min_frees` objects were freed since the last release and the last
-// check period freed less than 1/16 of them. A process working at a steady rate
-// reuses the memory it frees and is released at most every 16 periods.
+// - when at least `min_frees` objects were freed since the last release and the
+//   last check period freed less than 1/16 of them (a process working at a steady
+//   rate reuses the memory it frees and is released at most every 16 periods);
+// - in a worker, whose heap keeps what one task frees for the next (see
+//   worker_malloc_trim_threshold_bytes), when it ran tasks since the last release
+//   and then none for `idle_checks` checks in a row, idle at each.
 //
-// Threading: NoteFreed on any thread (a relaxed atomic, on the path that frees an
-// object); Check on one thread (a timer on the core worker's loop). `release` runs on
-// a thread of the releaser's own (a trim of a large heap takes ~100 ms: not on the
-// loop), one at a time; the destructor waits for it.
+// Threading: NoteFreed and NoteWorkDone on any thread (relaxed atomics, on the paths
+// that free an object or finish a task); Check on one thread (a timer on the core
+// worker's loop). `release` runs on a thread of the releaser's own (a trim of a
+// large heap takes ~100 ms: not on the loop), one at a time; the destructor waits
+// for it.
 #pragma once
 
 #include <atomic>
@@ -24,15 +28,18 @@ namespace manta::core {
 class MemoryReleaser {
  public:
   // `release` returns the free memory (the core worker's: malloc_trim).
-  MemoryReleaser(int64_t min_frees, std::function<void()> release);
+  // `idle_checks` 0: never released for being idle after work.
+  MemoryReleaser(int64_t min_frees, int64_t idle_checks, std::function<void()> release);
   ~MemoryReleaser();
   MemoryReleaser(const MemoryReleaser&) = delete;
   MemoryReleaser& operator=(const MemoryReleaser&) = delete;
 
   void NoteFreed() { freed_.fetch_add(1, std::memory_order_relaxed); }
-  // Called every check period: starts a release when a burst of frees is over (and
-  // none is running). Returns true when it did.
-  bool Check();
+  // A task (or a push of tasks) finished running.
+  void NoteWorkDone() { work_.fetch_add(1, std::memory_order_relaxed); }
+  // Called every check period, with whether the process runs no task now: starts a
+  // release when one is due (and none is running). Returns true when it did.
+  bool Check(bool idle = true);
   // Waits until the release started last (if any) is done.
   void WaitForRelease();
 
@@ -40,11 +47,19 @@ class MemoryReleaser {
   static void TrimHeap();
 
  private:
+  // Whether frees or idleness after work make a release due now (called once a check).
+  bool Due(bool idle);
+
   const int64_t min_frees_;
+  const int64_t idle_checks_;
   const std::function<void()> release_;
   std::atomic<int64_t> freed_{0};
+  std::atomic<int64_t> work_{0};
   int64_t freed_at_last_check_ = 0;
   int64_t freed_at_last_release_ = 0;
+  int64_t work_at_last_check_ = 0;
+  int64_t work_at_last_release_ = 0;
+  int64_t quiet_checks_ = 0;
   std::atomic<bool> releasing_{false};
   std::thread release_thread_;
 };

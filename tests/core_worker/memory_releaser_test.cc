@@ -1,5 +1,5 @@
 // MemoryReleaser: releases once a burst of frees is over, not while it goes on, and
-// not for a few frees.
+// not for a few frees; in a worker, once it has been idle for a while after work.
 #include "src/core_worker/memory_releaser.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ class MemoryReleaserTest : public ::testing::Test {
     return started;
   }
   std::atomic<int> released_{0};
-  MemoryReleaser releaser_{1000, [this] { ++released_; }};
+  MemoryReleaser releaser_{1000, /*idle_checks=*/0, [this] { ++released_; }};
 };
 
 TEST_F(MemoryReleaserTest, ReleasesOnceABurstIsOver) {
@@ -56,7 +56,7 @@ TEST_F(MemoryReleaserTest, ASteadyRateReleasesAtMostEverySixteenPeriods) {
 TEST(MemoryReleaserOneAtATimeTest, AReleaseStillRunningIsNotStartedAgain) {
   std::atomic<bool> go{false};
   std::atomic<int> released{0};
-  MemoryReleaser releaser(10, [&] {
+  MemoryReleaser releaser(10, /*idle_checks=*/0, [&] {
     while (!go) std::this_thread::yield();
     ++released;
   });
@@ -72,6 +72,54 @@ TEST(MemoryReleaserOneAtATimeTest, AReleaseStillRunningIsNotStartedAgain) {
   EXPECT_TRUE(releaser.Check());  // the next check starts it
   releaser.WaitForRelease();
   EXPECT_EQ(released, 2);
+}
+
+class IdleReleaseTest : public ::testing::Test {
+ protected:
+  bool Check(bool idle) {
+    bool started = releaser_.Check(idle);
+    releaser_.WaitForRelease();
+    return started;
+  }
+  std::atomic<int> released_{0};
+  MemoryReleaser releaser_{1000, /*idle_checks=*/3, [this] { ++released_; }};
+};
+
+TEST_F(IdleReleaseTest, ReleasesOnceAfterWorkWhenIdleForTheChecksGiven) {
+  releaser_.NoteWorkDone();
+  EXPECT_FALSE(Check(true));  // work since the last check
+  EXPECT_FALSE(Check(true));
+  EXPECT_FALSE(Check(true));
+  EXPECT_TRUE(Check(true));  // three quiet, idle checks
+  EXPECT_EQ(released_, 1);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(Check(true));  // no work since
+  EXPECT_EQ(released_, 1);
+}
+
+TEST_F(IdleReleaseTest, NotWhileATaskRunsOrTasksKeepFinishing) {
+  for (int i = 0; i < 10; ++i) {
+    releaser_.NoteWorkDone();
+    EXPECT_FALSE(Check(true));
+  }
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(Check(false));  // a long task runs
+  EXPECT_EQ(released_, 0);
+  EXPECT_FALSE(Check(true));
+  EXPECT_FALSE(Check(true));
+  EXPECT_TRUE(Check(true));
+}
+
+TEST_F(IdleReleaseTest, NothingForAnIdleProcessThatRanNoTask) {
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(Check(true));
+  EXPECT_EQ(released_, 0);
+}
+
+TEST(IdleReleaseOffTest, ZeroChecksNeverReleaseForIdleness) {
+  std::atomic<int> released{0};
+  MemoryReleaser releaser(1000, /*idle_checks=*/0, [&] { ++released; });
+  releaser.NoteWorkDone();
+  for (int i = 0; i < 10; ++i) releaser.Check(true);
+  releaser.WaitForRelease();
+  EXPECT_EQ(released, 0);
 }
 
 TEST(MemoryReleaserTrimTest, TrimHeapReturns) { MemoryReleaser::TrimHeap(); }
