@@ -9,6 +9,9 @@
 //   two_one_core_sorts_at_once_s      two one-core sorts in two processes at once
 //   machine_speedup_ceiling           2 x one_core_s / that: what two cores give
 //                                     two independent copies of the work here
+//   one_core_workers_heap_s           one_core_s in a process whose heap is set as
+//                                     Manta's workers' are (worker_malloc_*), with
+//   speedup_over_one_core_workers_heap  the speed-up over that
 //   spilled_bytes, restored_bytes     the node's store counters over the timed runs
 //   peak_node_pss_bytes               in one more run, not timed: the largest sum,
 //                                     sampled every 100 ms, of the
@@ -35,12 +38,14 @@
 #include <thread>
 #include <vector>
 
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "CLI/CLI.hpp"
 #include "bench_cluster.h"
 #include "nlohmann/json.hpp"
+#include "src/common/config.h"
 #include "python_free_examples/sort_tasks.h"
 #ifdef MANTA_SORT_BENCH_HOSTS
 #include "bench/sort_bench_hosts.h"
@@ -212,6 +217,30 @@ double OneCoreSeconds(const Shape& shape, int runs) {
   return right ? Median(one_core) : -1;
 }
 
+// OneCoreSeconds in a forked process whose heap keeps what it frees as a worker's
+// does (the thresholds Manta's workers set): a one-core baseline that gets the
+// same help from its allocator. -1 when it failed.
+double OneCoreSecondsWithWorkersHeap(const Shape& shape, int runs) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    const manta::Config defaults;
+    mallopt(M_MMAP_THRESHOLD, static_cast<int>(defaults.worker_malloc_mmap_threshold_bytes));
+    mallopt(M_TRIM_THRESHOLD, static_cast<int>(defaults.worker_malloc_trim_threshold_bytes));
+    const double seconds = OneCoreSeconds(shape, runs);
+    _exit(write(fds[1], &seconds, sizeof(seconds)) == sizeof(seconds) ? 0 : 1);
+  }
+  close(fds[1]);
+  double seconds = -1;
+  if (child < 0 || read(fds[0], &seconds, sizeof(seconds)) != sizeof(seconds)) seconds = -1;
+  close(fds[0]);
+  int status = 0;
+  if (child > 0) waitpid(child, &status, 0);
+  return seconds;
+}
+
 int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int argc, char** argv) {
   nlohmann::ordered_json out;
   out["bytes"] = shape.bytes;
@@ -221,7 +250,8 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int 
   out["runs"] = runs;
   out["style"] = ray_style ? "ray" : "manta";
   const double one_core_s = OneCoreSeconds(shape, runs);
-  bool all_right = one_core_s > 0;
+  const double one_core_workers_heap_s = OneCoreSecondsWithWorkersHeap(shape, runs);
+  bool all_right = one_core_s > 0 && one_core_workers_heap_s > 0;
 
   std::vector<double> two_at_once;
   for (int i = 0; i < runs; ++i) two_at_once.push_back(TwoOneCoreSortsAtOnce(shape));
@@ -260,6 +290,8 @@ int Run(const Shape& shape, uint64_t store_bytes, int runs, bool ray_style, int 
   out["cluster_gb_per_s"] = gb / Median(on_cluster);
   out["one_core_gb_per_s"] = gb / one_core_s;
   out["speedup_over_one_core"] = one_core_s / Median(on_cluster);
+  out["one_core_workers_heap_s"] = one_core_workers_heap_s;
+  out["speedup_over_one_core_workers_heap"] = one_core_workers_heap_s / Median(on_cluster);
   out["two_one_core_sorts_at_once_s"] = Median(two_at_once);
   // What two cores give two independent copies of the work: the ceiling for the cluster.
   out["machine_speedup_ceiling"] = 2 * one_core_s / Median(two_at_once);

@@ -511,6 +511,14 @@ void LoadCodeSearchPath(const std::string& joined) {
   }
 }
 
+// A worker runs task after task: what one frees (buffers of megabytes, under the
+// mmap threshold) stays in the heap for the next instead of being given back and
+// page-faulted in again. It goes back once the worker is idle (worker_idle_trim_ms).
+void KeepFreedHeapForNextTasks(const manta::Config& config) {
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(config.worker_malloc_mmap_threshold_bytes));
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(config.worker_malloc_trim_threshold_bytes));
+}
+
 [[noreturn]] void RunWorker() {
   // A worker's stdout is its log file, which its raylet passes on to the driver: make
   // it line-buffered, as on a terminal, so that a task's printf or `std::cout << "...\n"`
@@ -521,11 +529,7 @@ void LoadCodeSearchPath(const std::string& joined) {
   manta::core::CoreWorkerOptions options;
   options.is_driver = false;
   options.config = LoadConfig();
-  // A worker runs task after task: what one frees (buffers of megabytes, under the
-  // mmap threshold) stays in the heap for the next instead of being given back and
-  // page-faulted in again. It goes back once the worker is idle (worker_idle_trim_ms).
-  mallopt(M_MMAP_THRESHOLD, static_cast<int>(options.config.worker_malloc_mmap_threshold_bytes));
-  mallopt(M_TRIM_THRESHOLD, static_cast<int>(options.config.worker_malloc_trim_threshold_bytes));
+  KeepFreedHeapForNextTasks(options.config);
   auto job = manta::JobID::FromHex(Env("MANTA_JOB_ID"));
   auto worker = manta::WorkerID::FromHex(Env("MANTA_WORKER_ID"));
   if (!job.ok() || !worker.ok()) {
