@@ -514,6 +514,15 @@ void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& re
   }, contained_in, owner);
 }
 
+void CoreWorker::SetExecuting(bool* flag, bool value) {
+  absl::MutexLock lock(&exec_mu_);
+  *flag = value;
+}
+
+bool CoreWorker::RunsTasksLocked() {
+  return executing_ || running_push_ || (actor_pool_ && actor_pool_->NumBusy() > 0);
+}
+
 bool CoreWorker::RunsTasks() {
   absl::MutexLock lock(&exec_mu_);
   return RunsTasksLocked();

@@ -391,14 +391,9 @@ class CoreWorker {
   // A task runs on the execution thread (user code, or resolving its arguments).
   bool executing_ ABSL_GUARDED_BY(exec_mu_) = false;
   // Sets what the execution thread is doing.
-  void SetExecuting(bool* flag, bool value) {
-    absl::MutexLock lock(&exec_mu_);
-    *flag = value;
-  }
+  void SetExecuting(bool* flag, bool value) ABSL_LOCKS_EXCLUDED(exec_mu_);
   // Whether a task or an actor call runs now.
-  bool RunsTasksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(exec_mu_) {
-    return executing_ || running_push_ || (actor_pool_ && actor_pool_->NumBusy() > 0);
-  }
+  bool RunsTasksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(exec_mu_);
   bool RunsTasks() ABSL_LOCKS_EXCLUDED(exec_mu_);
 };
 
