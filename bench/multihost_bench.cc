@@ -34,6 +34,7 @@
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/cluster_tls.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/object_store/store_client.h"
@@ -107,6 +108,9 @@ rpc::NodeInfo LocalNode(const std::string& gcs) {
   if (!token.ok()) Die(std::string(token.status().message()));
   rpc::Credentials credentials;
   credentials.token = *token;
+  // This host's node's certificate when the cluster runs TLS.
+  auto tls = AddMemberTls(gcs, TempRoot(), ClusterTlsMode::kAuto, {}, 5000, &credentials);
+  if (!tls.ok()) Die(std::string(tls.message()));
   rpc::SetProcessCredentials(credentials);
   auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs, 64 << 20));
   grpc::ClientContext ctx;

@@ -27,7 +27,9 @@
 #include "src/api/native_runtime.h"
 #include "src/api/runtime_factory.h"
 #include "src/api/task_runtime_env.h"
+#include "src/common/cluster_tls.h"
 #include "src/common/config.h"
+#include "src/common/util.h"
 #include "src/common/logging.h"
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
@@ -511,6 +513,28 @@ void LoadCodeSearchPath(const std::string& joined) {
   }
 }
 
+// A worker's secrets (its raylet's tokens), taken from the pipe its raylet gave it.
+std::map<std::string, std::string>& WorkerSecrets() {
+  static auto* secrets = new std::map<std::string, std::string>();
+  return *secrets;
+}
+
+// Runs when this library is loaded, before any code of the program (its static
+// initializers, main): in a worker, the secrets pipe is read and closed here, so a
+// child the program starts early cannot inherit it, and a bad pipe ends the worker
+// with a message saying why.
+__attribute__((constructor(101))) void TakeWorkerSecretsEarly() {
+  const char* mode = std::getenv("MANTA_WORKER_MODE");
+  if (mode == nullptr || std::string(mode) != "1") return;
+  auto secrets = manta::TakeInheritedSecrets();
+  if (!secrets.ok()) {
+    std::fprintf(stderr, "manta worker: cannot start: its secrets pipe: %s\n",
+                 std::string(secrets.status().message()).c_str());
+    _exit(2);
+  }
+  WorkerSecrets() = std::move(*secrets);
+}
+
 // A worker runs task after task: what one frees (buffers of megabytes, under the
 // mmap threshold) stays in the heap for the next instead of being given back and
 // page-faulted in again. It goes back once the worker is idle (worker_idle_trim_ms).
@@ -538,15 +562,11 @@ void KeepFreedHeapForNextTasks(const manta::Config& config) {
   }
   options.job_id = *job;
   options.worker_id = *worker;
-  // The raylet hands the tokens over through a pipe read (and closed) here: the code
-  // this worker runs, and its children, never see them.
-  auto secrets = manta::TakeInheritedSecrets();
-  if (!secrets.ok()) {
-    LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << secrets.status();
-    _exit(2);
-  }
-  options.startup_token = (*secrets)[manta::kWorkerStartupTokenEnv];
-  options.credentials.token = (*secrets)[manta::kClusterTokenEnv];
+  // The raylet's tokens, taken before the program ran (TakeWorkerSecretsEarly).
+  std::map<std::string, std::string>& secrets = WorkerSecrets();
+  options.startup_token = secrets[manta::kWorkerStartupTokenEnv];
+  options.credentials.token = secrets[manta::kClusterTokenEnv];
+  secrets.clear();
   if (auto s = manta::rpc::LoadTls(manta::rpc::TlsFilesFromEnvironment(), &options.credentials); !s.ok()) {
     LOG(ERROR) << "worker " << worker->Hex() << " could not start: " << s;
     _exit(1);
@@ -636,6 +656,20 @@ std::string GetClusterAddress() {
   return core == nullptr ? "" : core->gcs_address();
 }
 
+// The driver's TLS (src/common/cluster_tls.h): MANTA_TLS_* files, this machine's
+// session of the cluster, or a certificate from its GCS when TLS is due.
+void AddDriverTls(const std::string& address, manta::core::CoreWorkerOptions* options) {
+  auto mode = manta::ParseClusterTlsMode(options->config.cluster_tls);
+  if (!mode.ok()) throw RayException("ray::Init: " + std::string(mode.status().message()));
+  auto hp = manta::ParseHostPort(address);
+  std::vector<std::string> names;
+  if (!Env("MANTA_NODE_IP_ADDRESS").empty()) names.push_back(Env("MANTA_NODE_IP_ADDRESS"));
+  auto s = manta::AddMemberTls(address, manta::TempRoot(), *mode,
+                               manta::MemberAddresses(hp.ok() ? hp->host : "", names),
+                               options->config.enrollment_timeout_ms, &options->credentials);
+  if (!s.ok()) throw RayException("ray::Init: " + std::string(s.message()));
+}
+
 std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, int argc, char** argv) {
   if (Env("MANTA_WORKER_MODE") == "1") RunWorker();
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles: a global
@@ -680,9 +714,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     if (!token.ok()) throw RayException("ray::Init: " + std::string(token.status().message()));
     options.credentials.token = std::move(*token);
   }
-  if (auto s = manta::rpc::LoadTls(manta::rpc::TlsFilesFromEnvironment(), &options.credentials); !s.ok()) {
-    throw RayException("ray::Init: " + std::string(s.message()));
-  }
+  AddDriverTls(address, &options);
   options.gcs_address = address;
   // The driver is reached at the address of the raylet it joins unless told otherwise.
   options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS");

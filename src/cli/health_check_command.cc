@@ -19,6 +19,7 @@
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/cluster_tls.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -64,9 +65,7 @@ int CheckNode(int64_t timeout_ms) {
   auto token = ReadTokenFile(*session + "/" + kClusterTokenFileName);
   if (!token.ok()) return Unhealthy(std::string(token.status().message()));
   credentials.token = *token;
-  if (auto s = rpc::LoadTls(rpc::TlsFilesFromEnvironment(), &credentials); !s.ok()) {
-    return Unhealthy(std::string(s.message()));
-  }
+  if (auto s = AddSessionTls(*session, &credentials); !s.ok()) return Unhealthy(std::string(s.message()));
   rpc::SetProcessCredentials(std::move(credentials));
   auto stub = rpc::NodeManagerService::NewStub(rpc::MakeChannel(raylet, 1 << 20));
   grpc::ClientContext ctx;

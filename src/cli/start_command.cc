@@ -21,6 +21,7 @@
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/cluster_tls.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/redis_store_client.h"
@@ -401,8 +402,10 @@ absl::Status CheckStartOptions(StartOptions& o) {
 }
 
 // The cluster's credentials: a new token for a new cluster (or the one given with
-// --token-file); a joining node finds the one of the cluster it joins.
-absl::StatusOr<rpc::Credentials> ClusterCredentials(const StartOptions& o) {
+// --token-file); a joining node finds the one of the cluster it joins, and its TLS
+// material when it gave none (cluster_tls.h: this machine's session of the cluster,
+// or a certificate from the GCS). A head's own CA is made later, in its session.
+absl::StatusOr<rpc::Credentials> ClusterCredentials(const StartOptions& o, const Config& config) {
   rpc::Credentials credentials;
   if (auto s = rpc::LoadTls(o.tls, &credentials); !s.ok()) return s;
   if (!o.head) {
@@ -422,8 +425,44 @@ absl::StatusOr<rpc::Credentials> ClusterCredentials(const StartOptions& o) {
     auto token = FindClusterToken(o.address, o.token_file, TempRoot());
     if (!token.ok()) return token.status();
     credentials.token = *token;
+    if (!o.tls.enabled()) {
+      auto mode = ParseClusterTlsMode(config.cluster_tls);
+      if (!mode.ok()) return mode.status();
+      std::vector<std::string> names = {o.node_ip_address};
+      if (!IsWildcard(o.bind_address)) names.push_back(o.bind_address);
+      const std::vector<std::string> addresses = MemberAddresses(ParseHostPort(o.address)->host, names);
+      if (auto s = AddMemberTls(o.address, TempRoot(), *mode, addresses, config.enrollment_timeout_ms, &credentials);
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return credentials;
+}
+
+// TLS for the daemons this command starts, kept in the session's tls/ directory when
+// not given as --tls-* files: a head for which TLS is due makes a CA of its own (and
+// its GCS enrolls other members with it); a joining node keeps the certificate it
+// found or was given in ClusterCredentials. Updates `o->tls` and `credentials`.
+absl::Status SessionTls(const Config& config, const Session& session, StartOptions* o, rpc::Credentials* credentials) {
+  if (o->tls.enabled()) return absl::OkStatus();
+  if (o->head) {
+    auto mode = ParseClusterTlsMode(config.cluster_tls);
+    if (!mode.ok()) return mode.status();
+    if (!TlsDueFor(*mode, IsWildcard(o->bind_address) ? "0.0.0.0" : o->bind_address)) return absl::OkStatus();
+    std::vector<std::string> names = {o->node_ip_address, "127.0.0.1"};
+    if (!IsWildcard(o->bind_address) && o->bind_address != o->node_ip_address) names.push_back(o->bind_address);
+    if (auto s = MakeHeadTls(session.dir(), names, config.tls_certificate_lifetime_s); !s.ok()) return s;
+    o->tls = SessionTlsPaths(session.dir()).member;
+    return rpc::LoadTls(o->tls, credentials);
+  }
+  if (!credentials->tls()) return absl::OkStatus();
+  if (auto s = WriteSessionTls(session.dir(), {credentials->tls_ca, credentials->tls_cert, credentials->tls_key});
+      !s.ok()) {
+    return s;
+  }
+  o->tls = SessionTlsPaths(session.dir()).member;
+  return absl::OkStatus();
 }
 
 // The head's Redis: started here when no --redis-address is given (on a free port,
@@ -484,6 +523,17 @@ ReadyPorts ParseReadyPorts(const std::string& content) {
   return ports;
 }
 
+// Whether the node's traffic is encrypted, and with what.
+std::string TlsSummary(const StartOptions& o, const Session& session) {
+  if (o.tls.enabled()) {
+    return o.tls.cert_file == SessionTlsPaths(session.dir()).member.cert_file
+               ? "on, certificates of the cluster's own CA (" + session.dir() + "/tls)"
+               : "on, with the certificates given";
+  }
+  return IsLoopbackAddress(o.bind_address) ? "off: nothing listens beyond this machine's loopback"
+                                           : "off (cluster_tls=off): traffic between machines is readable";
+}
+
 // What `manta start` tells its user once the node is up.
 void PrintStarted(const StartOptions& o, const Session& session, const HeadAddresses& head, ReadyPorts raylet) {
   std::cout << (o.head ? "Manta head node started." : "Manta node started and joined the cluster.") << "\n";
@@ -496,11 +546,12 @@ void PrintStarted(const StartOptions& o, const Session& session, const HeadAddre
     std::cout << "  GCS metrics:      http://" << o.node_ip_address << ":" << head.gcs_metrics_port << "/metrics\n";
   }
   std::cout << "  Session dir:      " << session.dir() << "\n";
+  std::cout << "  TLS:              " << TlsSummary(o, session) << "\n";
   std::cout << "  Cluster token:    " << session.TokenFile() << " (keep it private)\n";
   if (!IsLoopbackAddress(o.bind_address)) {
     std::cout << "  Listening on:     " << o.bind_address << " (reachable from other machines; every connection "
               << "must present the cluster token"
-              << (o.tls.enabled() ? ", over TLS" : "; traffic is not encrypted: see --tls-cert") << ")\n";
+              << (o.tls.enabled() ? ", over TLS" : "; traffic is not encrypted") << ")\n";
   }
   if (o.head) {
     std::cout << "\nTo add another node to this cluster from this machine, run\n"
@@ -529,6 +580,10 @@ absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* sess
                                        "--redis-address", redis_address,
                                        "--ready-file", session->Path("gcs.ready"), "--log-dir", session->LogDir()};
   for (std::string& arg : SecurityArgs(o, *session)) gcs_args.push_back(std::move(arg));
+  // A CA of the cluster's own (SessionTls): the GCS enrolls members with it.
+  const std::string ca_key = SessionTlsPaths(session->dir()).ca_key;
+  std::error_code no_ca;
+  if (std::filesystem::exists(ca_key, no_ca)) gcs_args.insert(gcs_args.end(), {"--tls-ca-key", ca_key});
   if (!redis_password.empty()) {
     gcs_args.insert(gcs_args.end(), {"--redis-password-file", session->Path("redis_password")});
   }
@@ -545,7 +600,9 @@ absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* sess
 int RunStart(const StartOptions& options) {
   StartOptions o = options;
   if (auto s = CheckStartOptions(o); !s.ok()) return Error(std::string(s.message()));
-  auto credentials = ClusterCredentials(o);
+  auto config = Config::Load(o.system_config);
+  if (!config.ok()) return Error(std::string(config.status().message()));
+  auto credentials = ClusterCredentials(o, *config);
   if (!credentials.ok()) return Error(std::string(credentials.status().message()));
   rpc::SetProcessCredentials(*credentials);
   // The daemons read it from the session's file: it must not linger in their
@@ -567,6 +624,8 @@ int RunStart(const StartOptions& options) {
   if (auto s = WriteTokenFile(session->TokenFile(), credentials->token); !s.ok()) {
     return Error(std::string(s.message()));
   }
+  if (auto s = SessionTls(*config, *session, &o, &*credentials); !s.ok()) return Error(std::string(s.message()));
+  rpc::SetProcessCredentials(*credentials);
   Launcher launcher(*session);
   HeadAddresses head{o.address, o.redis_address};
   if (o.head) {

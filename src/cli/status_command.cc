@@ -13,6 +13,8 @@
 #include "src/common/id.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/cluster_tls.h"
+#include "src/common/config.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/scheduling/bundle_resources.h"
@@ -56,14 +58,21 @@ absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags) {
     if (!latest.ok()) return latest.status();
     address = *latest;
   }
-  if (auto hp = ParseHostPort(address); !hp.ok()) {
-    return absl::InvalidArgumentError("--address: " + std::string(hp.status().message()));
-  }
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return absl::InvalidArgumentError("--address: " + std::string(hp.status().message()));
+  auto config = Config::FromEnvironment();
+  if (!config.ok()) return config.status();
+  auto mode = ParseClusterTlsMode(config->cluster_tls);
+  if (!mode.ok()) return mode.status();
   rpc::Credentials credentials;
   auto token = FindClusterToken(address, flags.token_file, TempRoot());
   if (!token.ok()) return token.status();
   credentials.token = std::move(*token);
-  if (auto s = rpc::LoadTls(rpc::TlsFilesFromEnvironment(), &credentials); !s.ok()) return s;
+  if (auto s = AddMemberTls(address, TempRoot(), *mode, MemberAddresses(hp->host, {}), config->enrollment_timeout_ms,
+                            &credentials);
+      !s.ok()) {
+    return s;
+  }
   rpc::SetProcessCredentials(std::move(credentials));
   return address;
 }

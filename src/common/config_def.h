@@ -55,6 +55,10 @@ MANTA_CONFIG(int64_t, max_unproven_connections_per_host, 64,
              "connections not yet past the token check a listening socket lets in from one remote host")
 MANTA_CONFIG(int64_t, max_unproven_connections, 1024,
              "connections not yet past the token check a worker's task channel lets in from all hosts together")
+MANTA_CONFIG(std::string, cluster_tls, "auto",
+             "TLS between the cluster's processes: 'auto' (on when the head binds an address other than loopback), 'on' or 'off' (plaintext: the token and all data cross the network readable). Without --tls-* files the head makes a CA of its own and members get certificates by proving the token")
+MANTA_CONFIG(int64_t, tls_certificate_lifetime_s, 365 * 24 * 3600, "certificates from the cluster's own CA are valid this long (the CA itself ten years)")
+MANTA_CONFIG(int64_t, enrollment_timeout_ms, 5000, "getting a certificate from the GCS (proving the token, receiving it) must finish within this")
 MANTA_CONFIG(int64_t, task_channel_keepalive_idle_ms, 10000,
              "a task channel idle this long sends TCP keepalive probes (whole seconds; a peer whose host vanished "
              "is noticed after idle + probes x interval)")
@@ -82,6 +86,10 @@ MANTA_CONFIG(bool, object_data_channel, true,
              "without TLS, objects move between nodes over plain TCP with one copy (false: over gRPC streaming)")
 MANTA_CONFIG(int64_t, object_transfer_threads, 4, "threads per raylet pulling over the object data channel")
 MANTA_CONFIG(int64_t, object_manager_connect_timeout_ms, 3000, "connecting to another node's object data channel")
+MANTA_CONFIG(int64_t, object_data_channel_handshake_timeout_ms, 5000, "a connection to a node's object data channel must prove the token within this, however slowly its bytes come")
+MANTA_CONFIG(int64_t, object_data_channel_max_unproven_per_host, 8, "object data channel connections still proving the token from one host (loopback included)")
+MANTA_CONFIG(int64_t, object_data_channel_max_unproven, 32, "object data channel connections still proving the token from all hosts together")
+MANTA_CONFIG(int64_t, object_transfer_min_bytes_per_s, 16 * 1024 * 1024, "a transfer over the object data channel is given up when it cannot finish within the pull timeout plus its size at this rate")
 
 // ---- workers, leases and scheduling (raylet)
 MANTA_CONFIG(double, scheduler_spread_threshold, 0.5, "hybrid policy: prefer the local node while its utilisation is below this")

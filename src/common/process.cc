@@ -309,7 +309,39 @@ absl::StatusOr<pid_t> StartProcess(const ProcessOptions& options) {
   return started;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets() {
+namespace {
+
+// Reads a secrets pipe to its end: at most kMaxSecretBytes + 1 bytes, by `deadline`.
+absl::StatusOr<std::string> ReadSecretsPipe(int fd, const std::string& name, int64_t deadline) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+    return absl::InvalidArgumentError(std::string(kSecretsFdEnv) + "=" + name + " is not a pipe");
+  }
+  std::string payload;
+  char buffer[1024];
+  while (payload.size() <= kMaxSecretBytes) {
+    pollfd p{fd, POLLIN, 0};
+    const int64_t left = deadline - MonotonicMs();
+    int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      return absl::DeadlineExceededError("reading secrets from descriptor " + name +
+                                         " timed out: its writer did not finish");
+    }
+    ssize_t n = ready < 0 ? -1 : read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError("reading secrets from descriptor " + name + ": " + std::strerror(errno));
+    if (n == 0) return payload;
+    payload.append(buffer, static_cast<size_t>(n));
+  }
+  return absl::InvalidArgumentError("the secrets on descriptor " + name + " exceed " +
+                                    std::to_string(kMaxSecretBytes) + " bytes");
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets(int64_t timeout_ms) {
+  const int64_t deadline = MonotonicMs() + timeout_ms;
   std::map<std::string, std::string> secrets;
   const char* named = std::getenv(kSecretsFdEnv);
   if (named == nullptr) return secrets;
@@ -319,23 +351,12 @@ absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets() {
   if (!absl::SimpleAtoi(fd_text, &fd) || fd <= STDERR_FILENO) {
     return absl::InvalidArgumentError(std::string(kSecretsFdEnv) + "=" + fd_text + " is not a descriptor");
   }
-  std::string payload;
-  char buffer[1024];
-  while (payload.size() <= kMaxSecretBytes) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return absl::InternalError("reading secrets from descriptor " + fd_text + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    payload.append(buffer, static_cast<size_t>(n));
-  }
+  absl::StatusOr<std::string> payload = ReadSecretsPipe(fd, fd_text, deadline);
   close(fd);
-  std::vector<std::string> fields = absl::StrSplit(payload, '\0');
+  if (!payload.ok()) return payload.status();
+  std::vector<std::string> fields = absl::StrSplit(*payload, '\0');
   // name, value, ..., then the empty field after the last NUL.
-  if (payload.size() > kMaxSecretBytes || fields.size() % 2 != 1 || !fields.back().empty()) {
+  if (fields.size() % 2 != 1 || !fields.back().empty()) {
     return absl::InvalidArgumentError("malformed secrets on descriptor " + fd_text);
   }
   for (size_t i = 0; i + 1 < fields.size(); i += 2) secrets[fields[i]] = fields[i + 1];

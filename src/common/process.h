@@ -52,8 +52,10 @@ inline constexpr char kSecretsFdEnv[] = "MANTA_SECRETS_FD";
 
 // The secrets the parent passed (ProcessOptions::secrets): read once, the pipe
 // closed and MANTA_SECRETS_FD unset, so this process's children do not inherit them.
-// Empty when none were passed; an error when the descriptor is bad or malformed.
-absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets();
+// Empty when none were passed; an error when the descriptor is not a pipe, its
+// contents are malformed or over 4 KiB, or its writer has not finished within
+// `timeout_ms` (the pipe is closed in every case).
+absl::StatusOr<std::map<std::string, std::string>> TakeInheritedSecrets(int64_t timeout_ms = 5000);
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit (every daemon does at
 // start, so that many connections do not run it out of descriptors). Returns the

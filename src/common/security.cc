@@ -77,8 +77,20 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 std::string HmacSha256(std::string_view key, std::string_view message) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(message.data()),
-       message.size(), out, &len);
+  // A failure would leave `out` unset: two sides that both failed would agree on an
+  // empty MAC. OpenSSL without SHA-256 cannot protect anything; stop.
+  CHECK(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+             reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &len) != nullptr &&
+        len == 32)
+      << "HMAC-SHA256 failed in OpenSSL";
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+std::string Sha256(std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  CHECK(EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr) == 1 && len == 32)
+      << "SHA-256 failed in OpenSSL";
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
@@ -160,7 +172,7 @@ absl::Status EnsurePrivateDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> FindSessionToken(const std::string& temp_root, const std::string& gcs_address) {
+absl::StatusOr<std::string> FindSessionDir(const std::string& temp_root, const std::string& gcs_address) {
   // A session left by a cluster that died without `manta stop` may record the same
   // address as the one running now: the session that recorded it last is the one.
   std::error_code ec;
@@ -178,8 +190,25 @@ absl::StatusOr<std::string> FindSessionToken(const std::string& temp_root, const
       newest_time = written;
     }
   }
-  if (!newest.empty()) return ReadTokenFile((newest / kClusterTokenFileName).string());
+  if (!newest.empty()) return newest.string();
   return absl::NotFoundError("no session under " + temp_root + " records the cluster at " + gcs_address);
+}
+
+absl::StatusOr<std::string> FindSessionToken(const std::string& temp_root, const std::string& gcs_address) {
+  auto dir = FindSessionDir(temp_root, gcs_address);
+  if (!dir.ok()) return dir.status();
+  return ReadTokenFile((fs::path(*dir) / kClusterTokenFileName).string());
+}
+
+absl::StatusOr<std::string> FindClusterSession(const std::string& gcs_address, const std::string& temp_root) {
+  auto found = FindSessionDir(temp_root, gcs_address);
+  if (found.ok() || !absl::IsNotFound(found.status())) return found;
+  std::error_code ec;
+  for (const auto& root : fs::directory_iterator(fs::path(temp_root) / "private", ec)) {
+    auto dir = FindSessionDir(root.path().string(), gcs_address);
+    if (dir.ok() || !absl::IsNotFound(dir.status())) return dir;
+  }
+  return found;
 }
 
 absl::StatusOr<std::string> FindClusterToken(const std::string& gcs_address, const std::string& token_file,
@@ -197,13 +226,9 @@ absl::StatusOr<std::string> FindClusterToken(const std::string& gcs_address, con
     }
     return token;
   }
-  auto found = FindSessionToken(temp_root, gcs_address);
-  if (found.ok() || !absl::IsNotFound(found.status())) return found;
-  std::error_code ec;
-  for (const auto& root : fs::directory_iterator(fs::path(temp_root) / "private", ec)) {
-    auto token = FindSessionToken(root.path().string(), gcs_address);
-    if (token.ok() || !absl::IsNotFound(token.status())) return token;
-  }
+  auto session = FindClusterSession(gcs_address, temp_root);
+  if (session.ok()) return ReadTokenFile((fs::path(*session) / kClusterTokenFileName).string());
+  if (!absl::IsNotFound(session.status())) return session.status();
   return absl::NotFoundError("no cluster token for the cluster at " + gcs_address + ": no session under " +
                              temp_root + " records it. Copy the head's <session>/" + kClusterTokenFileName +
                              " here (mode 0600) and give its path with --token-file or " + kClusterTokenFileEnv +

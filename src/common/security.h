@@ -42,7 +42,10 @@ absl::Status CheckTokenFormat(std::string_view token);
 // Compares in time that depends only on the lengths, not on where they differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // HMAC-SHA256 of `message` under `key`: 32 bytes.
+// Aborts if OpenSSL fails (never returns a MAC both sides could agree on by failing).
 std::string HmacSha256(std::string_view key, std::string_view message);
+// SHA-256 of `data`: 32 bytes. Aborts if OpenSSL fails.
+std::string Sha256(std::string_view data);
 
 // Reads a secret from a file of this user that no one else may read (the trailing
 // newline removed). PermissionDenied, saying how to fix it, for a file of another
@@ -73,6 +76,11 @@ absl::StatusOr<std::string> FindClusterToken(const std::string& gcs_address, con
 // The token recorded by the session under `temp_root`/sessions whose gcs_address is
 // `gcs_address`; NotFound when there is none.
 absl::StatusOr<std::string> FindSessionToken(const std::string& temp_root, const std::string& gcs_address);
+// The directory of that session (the newest, when several record the address).
+absl::StatusOr<std::string> FindSessionDir(const std::string& temp_root, const std::string& gcs_address);
+// The session of the cluster at `gcs_address` on this machine: under `temp_root`,
+// else under one of its private/ roots (clusters started by ray::Init).
+absl::StatusOr<std::string> FindClusterSession(const std::string& gcs_address, const std::string& temp_root);
 
 // Reads the token a daemon was started with: `token_file` when not empty, else
 // $MANTA_CLUSTER_TOKEN. The variable is removed from the environment either way, so

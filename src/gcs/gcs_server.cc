@@ -169,6 +169,7 @@ absl::Status GcsServer::StartRpc() {
   server_->RegisterService(&services_->pubsub);
   server_->RegisterService(&services_->task);
   server_->RegisterService(&services_->state);
+  if (options_.plain_connection_handler) server_->SetPlainConnectionHandler(options_.plain_connection_handler);
   MANTA_RETURN_IF_ERROR(server_->Start());
   health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,
                                  [this] { health_checker_->Tick(); });

@@ -51,6 +51,9 @@ struct GcsServerOptions {
   // channels to actor workers (creation tasks). Its RPC server checks the process's
   // token (src/common/rpc/auth.h).
   core::TaskChannelSecurity task_channel_security;
+  // With TLS: where connections go that do not start a TLS handshake (certificate
+  // enrollment, src/common/enrollment.h); none: they are refused as bad TLS.
+  std::function<void(int fd)> plain_connection_handler;
 };
 
 class GcsGrpcServices;

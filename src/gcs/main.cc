@@ -6,6 +6,7 @@
 
 #include "src/common/config.h"
 #include "src/common/daemon.h"
+#include "src/common/enrollment.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/gcs_server.h"
@@ -23,6 +24,7 @@ struct GcsFlags {
   std::string cluster_name = "default";
   std::string ready_file;
   bool in_memory = false;
+  std::string tls_ca_key;
   manta::DaemonFlags daemon;
 };
 
@@ -37,6 +39,8 @@ void AddGcsFlags(CLI::App& app, GcsFlags* f) {
   app.add_option("--cluster-name", f->cluster_name, "names the Redis keys: manta:<name>:<table>");
   app.add_option("--ready-file", f->ready_file, "written with the bound port and the metrics port once serving");
   app.add_flag("--in-memory-store", f->in_memory, "keep tables in memory only (no Redis; for testing)");
+  app.add_option("--tls-ca-key", f->tls_ca_key,
+                 "the key of the CA in --tls-ca (mode 0600): members that prove the token get certificates");
   manta::AddDaemonFlags(app, &f->daemon);
 }
 
@@ -81,6 +85,40 @@ absl::StatusOr<std::unique_ptr<manta::gcs::StoreClientInterface>> ConnectRedis(
   return std::unique_ptr<manta::gcs::StoreClientInterface>(std::move(*redis));
 }
 
+// The CA that --tls-ca and --tls-ca-key name, enrolling members that prove the
+// token; null without --tls-ca-key.
+absl::StatusOr<std::unique_ptr<manta::EnrollmentServer>> MakeEnrollmentServer(const GcsFlags& f,
+                                                                              const manta::rpc::Credentials& credentials,
+                                                                              const manta::Config& config) {
+  if (f.tls_ca_key.empty()) return nullptr;
+  if (!credentials.tls()) return absl::InvalidArgumentError("--tls-ca-key needs --tls-cert, --tls-key and --tls-ca");
+  auto key = manta::ReadSecretFile(f.tls_ca_key);
+  if (!key.ok()) return absl::InvalidArgumentError("--tls-ca-key: " + std::string(key.status().message()));
+  auto ca = manta::ClusterCa::Load(credentials.tls_ca, *key);
+  if (!ca.ok()) return absl::InvalidArgumentError("--tls-ca-key: " + std::string(ca.status().message()));
+  manta::EnrollmentServer::Options options;
+  options.certificate_lifetime_s = config.tls_certificate_lifetime_s;
+  options.timeout_ms = config.enrollment_timeout_ms;
+  return std::make_unique<manta::EnrollmentServer>(std::move(*ca), credentials.token, options);
+}
+
+// The server's options from the flags and the daemon's setup; an error names a bad
+// task channel protection.
+absl::StatusOr<manta::gcs::GcsServerOptions> ServerOptions(const GcsFlags& f, const manta::DaemonSetup& daemon) {
+  manta::gcs::GcsServerOptions options;
+  options.bind_address = f.bind_address;
+  options.port = f.port;
+  options.metrics_export_port = f.metrics_export_port;
+  options.config = daemon.config;
+  options.system_config = f.daemon.system_config;
+  options.faults = daemon.faults;
+  auto protection =
+      manta::core::ParseChannelProtection(daemon.config.task_channel_protection, daemon.credentials.tls());
+  if (!protection.ok()) return protection.status();
+  options.task_channel_security = {daemon.credentials.token, *protection};
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,19 +152,18 @@ int main(int argc, char** argv) {
     store = std::move(*redis);
   }
 
-  manta::gcs::GcsServerOptions options;
-  options.bind_address = bind_address;
-  options.port = gcs_flags.port;
-  options.metrics_export_port = gcs_flags.metrics_export_port;
-  options.config = *config;
-  options.system_config = flags.system_config;
-  options.faults = daemon->faults;
-  auto protection = manta::core::ParseChannelProtection(config->task_channel_protection, credentials->tls());
-  if (!protection.ok()) {
-    std::cerr << "manta_gcs: " << protection.status().message() << std::endl;
+  auto server_options = ServerOptions(gcs_flags, *daemon);
+  if (!server_options.ok()) {
+    std::cerr << "manta_gcs: " << server_options.status().message() << std::endl;
     return 1;
   }
-  options.task_channel_security = {credentials->token, *protection};
+  manta::gcs::GcsServerOptions& options = *server_options;
+  auto enrollment = MakeEnrollmentServer(gcs_flags, *credentials, *config);
+  if (!enrollment.ok()) {
+    std::cerr << "manta_gcs: " << enrollment.status().message() << std::endl;
+    return 2;
+  }
+  if (*enrollment) options.plain_connection_handler = [enroll = enrollment->get()](int fd) { enroll->Serve(fd); };
   manta::gcs::GcsServer server(loop, options, std::move(store));
   int exit_code = 0;
   server.Start([&](absl::Status s) {

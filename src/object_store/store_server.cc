@@ -211,6 +211,9 @@ void Connection::Close(const std::string& why) {
   closed = true;
   if (!why.empty()) LOG(WARNING) << "closing object store client " << id << ": " << why;
   boost::system::error_code ignored;
+  // Shut down, not only closed: a copy of the socket held elsewhere (a child that
+  // inherited it) would keep it open, and the client would not see it dropped.
+  socket.shutdown(asio::local::stream_protocol::socket::shutdown_both, ignored);
   socket.close(ignored);
   server->store.DisconnectClient(id);
   const bool was_connected = connected;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "src/common/blocking_socket.h"
 #include "src/common/logging.h"
 #include "src/common/network.h"
 #include "src/common/security.h"
@@ -42,90 +43,6 @@ std::string Nonce() {
   return nonce;
 }
 
-// Blocking socket whose every read and write gives up after `timeout_ms`.
-void Tune(int fd, int64_t timeout_ms) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  timeval tv{static_cast<time_t>(timeout_ms / 1000), static_cast<suseconds_t>((timeout_ms % 1000) * 1000)};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-absl::Status IoError(const char* what, ssize_t n) {
-  if (n == 0) return absl::UnavailableError(std::string(what) + ": the connection was closed");
-  if (errno == EAGAIN || errno == EWOULDBLOCK) return absl::UnavailableError(std::string(what) + ": timed out");
-  return absl::UnavailableError(std::string(what) + ": " + std::strerror(errno));
-}
-
-absl::Status ReadExact(int fd, void* buf, size_t n) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t got = recv(fd, p, n, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return IoError("read", got);
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WriteAll(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t sent = send(fd, p, n, MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent <= 0) return IoError("write", sent);
-    p += sent;
-    n -= static_cast<size_t>(sent);
-  }
-  return absl::OkStatus();
-}
-
-void PutLe64(uint64_t v, char* out) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-uint64_t LoadLe64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
-absl::StatusOr<sockaddr_in> ParseAddress(const std::string& address) {
-  size_t colon = address.rfind(':');
-  sockaddr_in out{};
-  out.sin_family = AF_INET;
-  int port = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
-  if (port <= 0 || port > 65535 || inet_pton(AF_INET, address.substr(0, colon).c_str(), &out.sin_addr) != 1) {
-    return absl::InvalidArgumentError("malformed object channel address '" + address + "'");
-  }
-  out.sin_port = htons(static_cast<uint16_t>(port));
-  return out;
-}
-
-// Connects within `timeout_ms`.
-absl::StatusOr<int> ConnectWithin(const sockaddr_in& addr, const std::string& address, int64_t timeout_ms) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return absl::UnavailableError(std::string("socket: ") + std::strerror(errno));
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 && errno != EINPROGRESS) {
-    int err = errno;
-    close(fd);
-    return absl::UnavailableError("cannot connect to " + address + ": " + std::strerror(err));
-  }
-  pollfd p{fd, POLLOUT, 0};
-  int ready = poll(&p, 1, static_cast<int>(timeout_ms));
-  int err = 0;
-  socklen_t len = sizeof(err);
-  if (ready <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-    close(fd);
-    return absl::UnavailableError("cannot connect to " + address + ": " +
-                                  (ready <= 0 ? "timed out" : std::strerror(err)));
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- server
@@ -133,7 +50,7 @@ absl::StatusOr<int> ConnectWithin(const sockaddr_in& addr, const std::string& ad
 absl::StatusOr<std::unique_ptr<ObjectDataServer>> ObjectDataServer::Listen(const std::string& ip,
                                                                            const std::string& token, int arena_fd,
                                                                            const uint8_t* base, Source source,
-                                                                           int64_t io_timeout_ms) {
+                                                                           const ObjectDataLimits& limits) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   if (inet_pton(AF_INET, ip == "localhost" ? "127.0.0.1" : ip.c_str(), &addr.sin_addr) != 1) {
@@ -148,15 +65,15 @@ absl::StatusOr<std::unique_ptr<ObjectDataServer>> ObjectDataServer::Listen(const
     return absl::UnavailableError("object channel: cannot listen on " + ip + ": " + std::strerror(err));
   }
   std::unique_ptr<ObjectDataServer> server(
-      new ObjectDataServer(fd, ntohs(addr.sin_port), token, arena_fd, base, std::move(source), io_timeout_ms));
+      new ObjectDataServer(fd, ntohs(addr.sin_port), token, arena_fd, base, std::move(source), limits));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 ObjectDataServer::ObjectDataServer(int listen_fd, int port, std::string token, int arena_fd, const uint8_t* base,
-                                   Source source, int64_t io_timeout_ms)
+                                   Source source, const ObjectDataLimits& limits)
     : listen_fd_(listen_fd), port_(port), token_(std::move(token)), arena_fd_(arena_fd), base_(base),
-      source_(std::move(source)), io_timeout_ms_(io_timeout_ms) {}
+      source_(std::move(source)), limits_(limits) {}
 
 ObjectDataServer::~ObjectDataServer() { Stop(); }
 
@@ -185,8 +102,32 @@ void ObjectDataServer::ReapLocked() {
   finished_.clear();
 }
 
+bool ObjectDataServer::AdmitLocked(int fd, std::string* why) {
+  Peer peer{PeerHostForLimit(fd, limit_loopback_), PeerHostForLimit(fd, /*count_loopback=*/true), false};
+  int64_t from_host = 0;
+  int64_t unproven = 0;
+  int64_t unproven_from_ip = 0;
+  for (const auto& [open_fd, open] : open_fds_) {
+    from_host += !peer.host.empty() && open.host == peer.host ? 1 : 0;
+    unproven += open.proven ? 0 : 1;
+    unproven_from_ip += !open.proven && open.ip == peer.ip ? 1 : 0;
+  }
+  if (open_fds_.size() >= kMaxConnections) {
+    *why = std::to_string(kMaxConnections) + " connections are open";
+  } else if (from_host >= kMaxConnectionsPerHost) {
+    *why = std::to_string(from_host) + " connections from that host are open";
+  } else if (unproven_from_ip >= limits_.max_unproven_per_host) {
+    *why = std::to_string(unproven_from_ip) + " connections from that host are still in their handshake";
+  } else if (unproven >= limits_.max_unproven) {
+    *why = std::to_string(unproven) + " connections are still in their handshake";
+  } else {
+    open_fds_[fd] = std::move(peer);
+    return true;
+  }
+  return false;
+}
+
 void ObjectDataServer::AcceptLoop() {
-  LogRateLimiter refusals;
   while (!stopping_) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
@@ -198,23 +139,18 @@ void ObjectDataServer::AcceptLoop() {
       poll(&p, 1, 100);
       continue;
     }
-    std::string host = PeerHostForLimit(fd, limit_loopback_);
     std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
-    int from_host = 0;
-    for (const auto& [open_fd, open_host] : open_fds_) from_host += !host.empty() && open_host == host ? 1 : 0;
-    if (open_fds_.size() >= kMaxConnections || from_host >= kMaxConnectionsPerHost) {
+    std::string why;
+    if (!AdmitLocked(fd, &why)) {
       int64_t others = 0;
-      if (refusals.Allow(&others)) {
-        LOG(WARNING) << "object channel: refused " << SocketPeerName(fd) << ": "
-                     << (from_host >= kMaxConnectionsPerHost ? std::to_string(from_host) + " connections from that host"
-                                                             : std::to_string(kMaxConnections) + " connections")
-                     << " are open" << LogRateLimiter::LeftOut(others);
+      if (refusals_.Allow(&others)) {
+        LOG(WARNING) << "object channel: refused " << SocketPeerName(fd) << ": " << why
+                     << LogRateLimiter::LeftOut(others);
       }
       close(fd);
       continue;
     }
-    open_fds_[fd] = host;
     const int64_t id = next_connection_++;
     threads_.emplace(id, std::thread([this, fd, id] {
       Serve(fd);
@@ -224,6 +160,23 @@ void ObjectDataServer::AcceptLoop() {
   }
 }
 
+absl::Status ObjectDataServer::Handshake(int fd) {
+  const int64_t deadline = MonotonicMs() + limits_.handshake_timeout_ms;
+  const std::string server_nonce = Nonce();
+  char proof[kNonceBytes + kMacBytes];
+  absl::Status s = WriteAllBefore(fd, server_nonce.data(), server_nonce.size(), deadline);
+  if (s.ok()) s = ReadExactBefore(fd, proof, sizeof(proof), deadline);
+  if (!s.ok()) return s;
+  std::string client_nonce(proof, kNonceBytes);
+  std::string_view mac(proof + kNonceBytes, kMacBytes);
+  if (!ConstantTimeEquals(mac, Mac(token_, "client", server_nonce, client_nonce))) {
+    metrics::CountAuthFailure("object");
+    return absl::UnauthenticatedError("it does not hold the cluster token");
+  }
+  std::string ours = Mac(token_, "server", server_nonce, client_nonce);
+  return WriteAllBefore(fd, ours.data(), ours.size(), deadline);
+}
+
 void ObjectDataServer::Serve(int fd) {
   // sendfile() has no MSG_NOSIGNAL: a peer that went away must give this thread
   // EPIPE, not kill the process with SIGPIPE.
@@ -231,24 +184,19 @@ void ObjectDataServer::Serve(int fd) {
   sigemptyset(&pipe);
   sigaddset(&pipe, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
-  Tune(fd, io_timeout_ms_);
-  const std::string peer = SocketPeerName(fd);
-  const std::string server_nonce = Nonce();
-  char proof[kNonceBytes + kMacBytes];
-  absl::Status s = WriteAll(fd, server_nonce.data(), server_nonce.size());
-  if (s.ok()) s = ReadExact(fd, proof, sizeof(proof));
-  if (s.ok()) {
-    std::string client_nonce(proof, kNonceBytes);
-    std::string_view mac(proof + kNonceBytes, kMacBytes);
-    if (!ConstantTimeEquals(mac, Mac(token_, "client", server_nonce, client_nonce))) {
-      s = absl::UnauthenticatedError("it does not hold the cluster token");
-      metrics::CountAuthFailure("object");
-    } else {
-      std::string ours = Mac(token_, "server", server_nonce, client_nonce);
-      s = WriteAll(fd, ours.data(), ours.size());
+  SetBlockingTimeouts(fd, limits_.io_timeout_ms);
+  absl::Status s = Handshake(fd);
+  if (!s.ok()) {
+    int64_t others = 0;
+    if (refusals_.Allow(&others)) {
+      LOG(WARNING) << "object channel: refused " << SocketPeerName(fd) << ": " << s.message()
+                   << LogRateLimiter::LeftOut(others);
     }
+  } else {
+    SetBlockingTimeouts(fd, limits_.io_timeout_ms);
+    std::lock_guard<std::mutex> lock(mu_);
+    open_fds_[fd].proven = true;
   }
-  if (!s.ok()) LOG(WARNING) << "object channel: refused " << peer << ": " << s.message();
   while (s.ok() && !stopping_) {
     char id[ObjectID::kSize];
     if (!ReadExact(fd, id, sizeof(id)).ok()) break;  // the client is done with it
@@ -272,14 +220,19 @@ bool ObjectDataServer::SendObject(int fd, const ObjectID& id) {
   absl::Status s = WriteAll(fd, header, sizeof(header));
   off_t offset = static_cast<off_t>(object->offset);
   int64_t left = object->data_size + object->metadata_size;
+  const int64_t deadline = TransferDeadline(limits_.io_timeout_ms, static_cast<uint64_t>(left), limits_.min_bytes_per_s);
   while (s.ok() && left > 0 && !stopping_) {
+    if (!SetTimeoutsWithin(fd, limits_.io_timeout_ms, deadline)) {
+      s = absl::UnavailableError("send: slower than the transfer's deadline");
+      break;
+    }
     // The pages go from the store to the socket without a copy through user space.
     ssize_t n = arena_fd_ >= 0 ? sendfile(fd, arena_fd_, &offset, static_cast<size_t>(std::min<int64_t>(left, 1 << 30)))
                                : send(fd, base_ + offset, static_cast<size_t>(std::min<int64_t>(left, 1 << 30)),
                                       MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      s = IoError("send", n);
+      s = SocketIoError("send", n);
       break;
     }
     if (arena_fd_ < 0) offset += n;
@@ -293,6 +246,7 @@ bool ObjectDataServer::SendObject(int fd, const ObjectID& id) {
   // pressure). The receiver says when it has them.
   char ack = 0;
   if (s.ok() && left == 0) s = ReadExact(fd, &ack, 1);
+  SetBlockingTimeouts(fd, limits_.io_timeout_ms);
   object->release();
   return s.ok() && left == 0 && ack == 1;
 }
@@ -305,8 +259,8 @@ void ObjectDataClient::Fetch::Cancel() {
   if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
 }
 
-ObjectDataClient::ObjectDataClient(std::string token, int64_t connect_timeout_ms)
-    : token_(std::move(token)), connect_timeout_ms_(connect_timeout_ms) {}
+ObjectDataClient::ObjectDataClient(std::string token, const ObjectDataLimits& limits)
+    : token_(std::move(token)), limits_(limits) {}
 
 ObjectDataClient::~ObjectDataClient() {
   for (auto& [address, fds] : idle_) {
@@ -321,32 +275,52 @@ absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address, int64_
     if (it != idle_.end() && !it->second.empty()) {
       int fd = it->second.back();
       it->second.pop_back();
-      Tune(fd, io_timeout_ms);
+      SetBlockingTimeouts(fd, io_timeout_ms);
       *reused = true;
       return fd;
     }
   }
-  auto addr = ParseAddress(address);
-  if (!addr.ok()) return addr.status();
-  auto fd = ConnectWithin(*addr, address, std::min(connect_timeout_ms_, io_timeout_ms));
+  auto fd = ConnectWithin(address, std::min(limits_.connect_timeout_ms, io_timeout_ms));
   if (!fd.ok()) return fd.status();
-  Tune(*fd, io_timeout_ms);
+  SetBlockingTimeouts(*fd, io_timeout_ms);
+  const int64_t deadline = MonotonicMs() + std::min(limits_.handshake_timeout_ms, io_timeout_ms);
   char server_nonce[kNonceBytes];
-  absl::Status s = ReadExact(*fd, server_nonce, sizeof(server_nonce));
+  absl::Status s = ReadExactBefore(*fd, server_nonce, sizeof(server_nonce), deadline);
   std::string client_nonce = Nonce();
   std::string proof = client_nonce + Mac(token_, "client", std::string_view(server_nonce, kNonceBytes), client_nonce);
-  if (s.ok()) s = WriteAll(*fd, proof.data(), proof.size());
+  if (s.ok()) s = WriteAllBefore(*fd, proof.data(), proof.size(), deadline);
   char mac[kMacBytes];
-  if (s.ok()) s = ReadExact(*fd, mac, sizeof(mac));
+  if (s.ok()) s = ReadExactBefore(*fd, mac, sizeof(mac), deadline);
   if (s.ok() && !ConstantTimeEquals(std::string_view(mac, kMacBytes),
                                     Mac(token_, "server", std::string_view(server_nonce, kNonceBytes), client_nonce))) {
     s = absl::UnauthenticatedError("the server at " + address + " does not hold the cluster token");
   }
   if (!s.ok()) {
     close(*fd);
-    return absl::Status(s.code(), "object channel to " + address + ": handshake failed: " + std::string(s.message()));
+    // The host answered: the channel refused us (a cap full, a stranger on the port).
+    return absl::FailedPreconditionError("object channel to " + address + ": handshake failed: " +
+                                         std::string(s.message()));
   }
   return *fd;
+}
+
+absl::Status ObjectDataClient::Receive(int fd, uint8_t* p, uint64_t n, int64_t io_timeout_ms, int64_t deadline_ms) {
+  while (n > 0) {
+    if (!SetTimeoutsWithin(fd, io_timeout_ms, deadline_ms)) {
+      return absl::UnavailableError("read: slower than the transfer's deadline");
+    }
+    // Straight from the socket into the object's allocation.
+    ssize_t got = recv(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 1 << 30)), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && MonotonicMs() >= deadline_ms) {
+      return absl::UnavailableError("read: slower than the transfer's deadline");
+    }
+    if (got <= 0) return SocketIoError("read", got);
+    p += got;
+    n -= static_cast<uint64_t>(got);
+  }
+  SetBlockingTimeouts(fd, io_timeout_ms);
+  return absl::OkStatus();
 }
 
 void ObjectDataClient::ReturnIdle(const std::string& address, int fd) {
@@ -387,6 +361,10 @@ absl::Status ObjectDataClient::ConnectAndAsk(const std::string& address, const O
   for (int attempt = 0; attempt < 64; ++attempt) {
     bool reused = false;
     auto connected = Connect(address, io_timeout_ms, &reused);
+    if (absl::IsFailedPrecondition(connected.status())) {
+      fetch->channel_refused_ = true;
+      return absl::UnavailableError(connected.status().message());
+    }
     if (!connected.ok()) return connected.status();
     {
       std::lock_guard<std::mutex> lock(fetch->mu_);
@@ -443,19 +421,10 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
   }
   auto dest = allocate(static_cast<int64_t>(data_size), static_cast<int64_t>(metadata_size));
   if (!dest.ok()) return finish(dest.status(), false);  // the bytes are still coming: drop the connection
-  uint8_t* p = *dest;
-  uint64_t left = data_size + metadata_size;
-  while (left > 0) {
-    // Straight from the socket into the object's allocation.
-    ssize_t got = recv(fd, p, static_cast<size_t>(std::min<uint64_t>(left, 1 << 30)), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      return finish(absl::UnavailableError("object channel to " + address + ": " +
-                                           std::string(IoError("read", got).message())),
-                    false);
-    }
-    p += got;
-    left -= static_cast<uint64_t>(got);
+  const uint64_t total = data_size + metadata_size;
+  const int64_t deadline = TransferDeadline(io_timeout_ms, total, limits_.min_bytes_per_s);
+  if (absl::Status got = Receive(fd, *dest, total, io_timeout_ms, deadline); !got.ok()) {
+    return finish(absl::UnavailableError("object channel to " + address + ": " + std::string(got.message())), false);
   }
   // Every byte is here: the sender may let the object go (see SendObject).
   const char ack = 1;

@@ -23,7 +23,13 @@
 //                        until then: sendfile() sends the pages as they are when
 //                        the bytes leave, not as they were when it was called)
 // A peer that fails the handshake, sends anything else, or stalls past the deadline
-// is disconnected (and named in the log); the server never crashes on its input.
+// is disconnected (and named in the log, at most once a second); the server never
+// crashes on its input. Strangers are kept small: a connection still in its
+// handshake counts against caps of its own (per host, loopback included, and in
+// all) and must finish it by an absolute deadline however it trickles its bytes, so
+// a peer without the token delays nobody who has it. A transfer must finish within
+// the I/O timeout plus its size at min_bytes_per_s, so a slow peer cannot hold a
+// transfer thread for ever.
 //
 // Threading: ObjectDataServer runs an accept thread and one thread per connection,
 // all joined by Stop(). ObjectDataClient::Fetch blocks its calling thread; Cancel()
@@ -47,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/common/id.h"
+#include "src/common/logging.h"
 
 namespace manta::raylet {
 
@@ -62,6 +69,17 @@ struct ServedObject {
   bool busy = false;
 };
 
+// How long the channel waits, and how many strangers it admits (config_def.h's
+// object_manager_* and object_data_channel_* entries).
+struct ObjectDataLimits {
+  int64_t io_timeout_ms = 30000;        // one read or write that moves nothing
+  int64_t connect_timeout_ms = 3000;    // the client's connect
+  int64_t handshake_timeout_ms = 5000;  // the whole handshake, either side
+  int64_t max_unproven_per_host = 8;    // connections in their handshake from one host
+  int64_t max_unproven = 32;            // ... from all hosts
+  int64_t min_bytes_per_s = 16 << 20;   // a transfer's deadline: io timeout + size at this rate
+};
+
 class ObjectDataServer {
  public:
   // Finds a sealed local object and holds it (blocking: the raylet posts to its
@@ -73,7 +91,7 @@ class ObjectDataServer {
   // cannot be).
   static absl::StatusOr<std::unique_ptr<ObjectDataServer>> Listen(const std::string& ip, const std::string& token,
                                                                   int arena_fd, const uint8_t* base, Source source,
-                                                                  int64_t io_timeout_ms);
+                                                                  const ObjectDataLimits& limits);
   ~ObjectDataServer();
   int port() const { return port_; }
   // Bytes of objects sent so far. Any thread.
@@ -89,7 +107,8 @@ class ObjectDataServer {
   // Connections open at once, in all and from one other host (loopback peers count
   // only towards the total: every local process shares that address), so that one
   // host cannot keep every other raylet out. A raylet opens at most
-  // object_transfer_threads (4) to a peer.
+  // object_transfer_threads (4) to a peer. Connections still in their handshake
+  // count against ObjectDataLimits' smaller caps as well.
   static constexpr int kMaxConnections = 128;
   static constexpr int kMaxConnectionsPerHost = 16;
   // Tests: count loopback peers per host like remote ones.
@@ -97,8 +116,13 @@ class ObjectDataServer {
 
  private:
   ObjectDataServer(int listen_fd, int port, std::string token, int arena_fd, const uint8_t* base, Source source,
-                   int64_t io_timeout_ms);
+                   const ObjectDataLimits& limits);
   void AcceptLoop();
+  // Whether a connection from `fd`'s peer fits the caps; why not in *why.
+  // REQUIRES: mu_ held.
+  bool AdmitLocked(int fd, std::string* why);
+  // Both ends prove the token, by the handshake deadline.
+  absl::Status Handshake(int fd);
   void Serve(int fd);
   // Joins the threads of finished connections. REQUIRES: mu_ held.
   void ReapLocked();
@@ -111,7 +135,8 @@ class ObjectDataServer {
   const int arena_fd_;
   const uint8_t* const base_;
   const Source source_;
-  const int64_t io_timeout_ms_;
+  const ObjectDataLimits limits_;
+  LogRateLimiter refusals_;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> bytes_served_{0};
   std::thread accept_thread_;
@@ -120,8 +145,13 @@ class ObjectDataServer {
   // the accept loop (or Stop).
   absl::flat_hash_map<int64_t, std::thread> threads_;
   std::vector<int64_t> finished_;
-  // Connections being served: the peer's host ("" for an unlimited loopback peer).
-  absl::flat_hash_map<int, std::string> open_fds_;
+  // Connections being served.
+  struct Peer {
+    std::string host;  // for the caps on all connections: "" for a loopback peer
+    std::string ip;    // for the caps on unproven ones (loopback included)
+    bool proven = false;
+  };
+  absl::flat_hash_map<int, Peer> open_fds_;
   std::atomic<bool> limit_loopback_{false};
   int64_t next_connection_ = 0;
 };
@@ -132,9 +162,9 @@ class ObjectDataClient {
   // why not (e.g. ALREADY_EXISTS). Blocking: the raylet posts to its loop and waits.
   using Allocate = std::function<absl::StatusOr<uint8_t*>(int64_t data_size, int64_t metadata_size)>;
 
-  // Connecting to a server gives up after `connect_timeout_ms` (a host cut off
-  // answers nothing at all).
-  ObjectDataClient(std::string token, int64_t connect_timeout_ms);
+  // Connecting to a server gives up after limits.connect_timeout_ms (a host cut off
+  // answers nothing at all), its handshake after limits.handshake_timeout_ms.
+  ObjectDataClient(std::string token, const ObjectDataLimits& limits);
   ~ObjectDataClient();
 
   // One fetch: cancellable from any thread while it runs.
@@ -142,16 +172,22 @@ class ObjectDataClient {
    public:
     void Cancel();
     bool cancelled() const { return cancelled_.load(); }
+    // After Run failed: the channel itself could not be used (the server refused
+    // the connection, closed it or failed the handshake before anything was asked),
+    // though its host answered. Pulling over gRPC may still work.
+    bool channel_refused() const { return channel_refused_.load(); }
 
    private:
     friend class ObjectDataClient;
     std::mutex mu_;
     int fd_ = -1;
     std::atomic<bool> cancelled_{false};
+    std::atomic<bool> channel_refused_{false};
   };
 
   // Reads `id` from the server at `address` ("ip:port") into the place `allocate`
-  // gives, on the calling thread; every read and write waits at most `io_timeout_ms`.
+  // gives, on the calling thread; every read and write waits at most `io_timeout_ms`,
+  // and the whole transfer at most that plus its size at limits.min_bytes_per_s.
   // NOT_FOUND when the server does not hold it; UNAVAILABLE when it cannot be
   // reached, the connection breaks or a deadline passes; CANCELLED after
   // fetch->Cancel(). On success every byte was written.
@@ -171,8 +207,11 @@ class ObjectDataClient {
   // another error (it is not).
   static absl::Status Ask(int fd, const ObjectID& id, uint64_t* data_size, uint64_t* metadata_size);
 
+  // Reads `n` bytes into `p` by `deadline_ms`, no read waiting over `io_timeout_ms`.
+  static absl::Status Receive(int fd, uint8_t* p, uint64_t n, int64_t io_timeout_ms, int64_t deadline_ms);
+
   const std::string token_;
-  const int64_t connect_timeout_ms_;
+  const ObjectDataLimits limits_;
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::vector<int>> idle_;
 };

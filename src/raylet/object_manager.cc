@@ -487,8 +487,15 @@ void ObjectManager::StartNextLocation(const std::shared_ptr<PullState>& pull) {
     return StartNextLocation(pull);
   }
   if (auto data = data_addresses_.find(address); data != data_addresses_.end() && data_client_ != nullptr) {
-    return StartDataPull(pull, address, data->second);
+    auto refused = data_refused_until_.find(address);
+    if (refused == data_refused_until_.end() || refused->second <= MonotonicMs()) {
+      return StartDataPull(pull, address, data->second);
+    }
   }
+  StartGrpcPull(pull, address);
+}
+
+void ObjectManager::StartGrpcPull(const std::shared_ptr<PullState>& pull, const std::string& address) {
   ClientId client = next_client_id_--;
   const int64_t stream_id = next_stream_id_++;
   auto* reactor = new PullReactor(

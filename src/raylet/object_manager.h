@@ -12,7 +12,9 @@
 // (object_data_channel.h; its port is the node's object_manager_port) go over it
 // instead: one copy end to end instead of gRPC's three. Those transfers run on
 // `transfer_threads` threads of their own, which reach the store through the loop
-// (object_manager_raw.cc).
+// (object_manager_raw.cc). A node whose data channel refuses this one (its caps
+// for strangers full, a handshake that fails) is pulled from over gRPC instead, and
+// its data channel left alone for kDataRefusedMs.
 //
 // Public methods: loop thread; callbacks on the loop.
 #pragma once
@@ -34,12 +36,9 @@
 #include "src/common/event_loop.h"
 #include "src/common/id.h"
 #include "src/object_store/object_store.h"
+#include "src/raylet/object_data_channel.h"
 
 namespace manta::raylet {
-
-class ObjectDataServer;
-class ObjectDataClient;
-class TransferThreads;
 
 struct ObjectManagerOptions {
   int64_t chunk_bytes = 4 << 20;
@@ -49,8 +48,8 @@ struct ObjectManagerOptions {
   // The object data channel: off (gRPC only) when false, and always with TLS.
   bool data_channel = true;
   int transfer_threads = 4;
-  // Connecting to another node's data channel gives up after this.
-  int64_t connect_timeout_ms = 3000;
+  // The data channel's waits and caps (its io_timeout_ms is the pull timeout).
+  ObjectDataLimits data_limits;
   // The arena's memfd, sent from with sendfile (-1: from memory).
   int arena_fd = -1;
   // Pulls are recorded here (the timeline's raylet tracks); may be null.
@@ -109,11 +108,14 @@ class ObjectManager {
  private:
   void Admit();
   void StartNextLocation(const std::shared_ptr<PullState>& pull);
+  // A pull from `address` over gRPC streaming.
+  void StartGrpcPull(const std::shared_ptr<PullState>& pull, const std::string& address);
   // object_manager_raw.cc: a pull over the object data channel at `data_address`.
   void StartDataPull(const std::shared_ptr<PullState>& pull, const std::string& address,
                      const std::string& data_address);
+  // `refused`: the data channel refused this node (ObjectDataClient::Fetch).
   void OnDataPullDone(const std::shared_ptr<PullState>& pull, const std::string& address, int64_t stream_id,
-                      object_store::ClientId client, int64_t total, const absl::Status& status);
+                      object_store::ClientId client, int64_t total, const absl::Status& status, bool refused);
   // Runs `fn(done)` on the loop and waits (from another thread) for the value it
   // hands `done`; nullopt when the data channel stops or `timeout_ms` passes first.
   template <typename T>
@@ -135,6 +137,9 @@ class ObjectManager {
   absl::flat_hash_set<std::string> dead_locations_;
   // The object data channel: raylet address -> "ip:data port" of those serving it.
   absl::flat_hash_map<std::string, std::string> data_addresses_;
+  // Raylets whose data channel refused this node, until when (MonotonicMs).
+  static constexpr int64_t kDataRefusedMs = 10000;
+  absl::flat_hash_map<std::string, int64_t> data_refused_until_;
   std::unique_ptr<ObjectDataServer> data_server_;
   std::unique_ptr<ObjectDataClient> data_client_;
   std::unique_ptr<TransferThreads> transfer_threads_;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "src/common/util.h"
 #include "src/raylet/object_data_channel.h"
 #include "src/raylet/object_manager.h"
 
@@ -73,11 +74,12 @@ absl::StatusOr<int> ObjectManager::StartDataChannel(const std::string& ip) {
     };
     return served;
   };
-  auto server = ObjectDataServer::Listen(ip, options_.token, options_.arena_fd, store_.base(), std::move(source),
-                                         pull_timeout_ms_.load());
+  ObjectDataLimits limits = options_.data_limits;
+  limits.io_timeout_ms = pull_timeout_ms_.load();
+  auto server = ObjectDataServer::Listen(ip, options_.token, options_.arena_fd, store_.base(), std::move(source), limits);
   if (!server.ok()) return server.status();
   data_server_ = std::move(*server);
-  data_client_ = std::make_unique<ObjectDataClient>(options_.token, options_.connect_timeout_ms);
+  data_client_ = std::make_unique<ObjectDataClient>(options_.token, limits);
   transfer_threads_ = std::make_unique<TransferThreads>(options_.transfer_threads);
   return data_server_->port();
 }
@@ -114,14 +116,16 @@ void ObjectManager::StartDataPull(const std::shared_ptr<PullState>& pull, const 
     };
     absl::Status status = data_client_->Run(data_address, id, pull_timeout_ms_.load(), allocate, fetch);
     if (*data_stopping_) return;
-    loop_.Post("ObjectManager.DataPullDone", [this, pull, address, stream_id, client, total, status] {
-      OnDataPullDone(pull, address, stream_id, client, total, status);
-    });
+    loop_.Post("ObjectManager.DataPullDone",
+               [this, pull, address, stream_id, client, total, status, refused = fetch->channel_refused()] {
+                 OnDataPullDone(pull, address, stream_id, client, total, status, refused);
+               });
   });
 }
 
 void ObjectManager::OnDataPullDone(const std::shared_ptr<PullState>& pull, const std::string& address,
-                                   int64_t stream_id, ClientId client, int64_t total, const absl::Status& status) {
+                                   int64_t stream_id, ClientId client, int64_t total, const absl::Status& status,
+                                   bool refused) {
   streams_.erase(stream_id);
   if (status.ok()) {
     absl::Status sealed = store_.Seal(client, pull->id, /*release=*/true);
@@ -141,7 +145,15 @@ void ObjectManager::OnDataPullDone(const std::shared_ptr<PullState>& pull, const
     return;
   }
   std::string why(status.message());
-  if (dead_locations_.contains(address)) why = "the node was declared dead";
+  if (dead_locations_.contains(address)) {
+    why = "the node was declared dead";
+  } else if (refused) {
+    // Its host answers: the same node over gRPC, and its data channel left alone a while.
+    data_refused_until_[address] = MonotonicMs() + kDataRefusedMs;
+    LOG_EVERY_N(WARNING, 20) << "the object data channel of " << address << " refused this node (" << why
+                             << "); pulling over gRPC";
+    return StartGrpcPull(pull, address);
+  }
   pull->last_error = absl::Status(status.code(), address + ": " + why);
   VLOG(1) << "data channel pull of " << pull->id.Hex() << " failed: " << pull->last_error;
   StartNextLocation(pull);

@@ -105,7 +105,11 @@ void Raylet::BuildObjectManager() {
   om_options.arena_fd = arena_->fd();
   om_options.events = &node_events_;
   om_options.token = options_.credentials.token;
-  om_options.connect_timeout_ms = config.object_manager_connect_timeout_ms;
+  om_options.data_limits.connect_timeout_ms = config.object_manager_connect_timeout_ms;
+  om_options.data_limits.handshake_timeout_ms = config.object_data_channel_handshake_timeout_ms;
+  om_options.data_limits.max_unproven_per_host = config.object_data_channel_max_unproven_per_host;
+  om_options.data_limits.max_unproven = config.object_data_channel_max_unproven;
+  om_options.data_limits.min_bytes_per_s = config.object_transfer_min_bytes_per_s;
   data_channel_ = om_options.data_channel;
   object_manager_ = std::make_unique<ObjectManager>(loop_, *store_, om_options);
 }

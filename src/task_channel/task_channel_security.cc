@@ -215,11 +215,13 @@ void FrameSealer::Append(uint8_t kind, std::string_view body, std::string* out) 
   char* frame = out->data() + start;
   char* payload = frame + kHeaderBytes;
   char* tag = payload + body.size();
-  if (protection_ == ChannelProtection::kEncrypt) {
-    aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes), payload, body.size(), payload, tag);
-  } else {
-    aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes + body.size()), nullptr, 0, nullptr, tag);
-  }
+  // A frame that failed to seal would go out in the clear or with a tag of zeros:
+  // OpenSSL failing here cannot protect anything, so stop.
+  const bool sealed =
+      protection_ == ChannelProtection::kEncrypt
+          ? aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes), payload, body.size(), payload, tag)
+          : aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes + body.size()), nullptr, 0, nullptr, tag);
+  CHECK(sealed) << "sealing a task channel frame failed in OpenSSL";
 }
 
 void FrameSealer::SealFrames(std::string_view frames, std::string* out) {

@@ -205,6 +205,31 @@ TEST(ProcessTest, TakeInheritedSecretsRefusesMalformedInput) {
   EXPECT_FALSE(TakeInheritedSecrets().ok());
 }
 
+TEST(ProcessTest, TakeInheritedSecretsReadsOnlyAPipeAndOnlyUntilItsDeadline) {
+  // A regular file where the pipe should be: refused unread.
+  TempDir dir;
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/secrets", std::string("A\0one\0", 6)).ok());
+  int file = open((dir.path() + "/secrets").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(file, 0);
+  setenv(kSecretsFdEnv, std::to_string(file).c_str(), 1);
+  absl::StatusOr<std::map<std::string, std::string>> secrets = TakeInheritedSecrets();
+  EXPECT_FALSE(secrets.ok());
+  EXPECT_THAT(std::string(secrets.status().message()), HasSubstr("not a pipe"));
+  close(file);
+  // A pipe whose writer never finishes: given up at the deadline, not waited on for ever.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(write(fds[1], "A", 1), 1);
+  setenv(kSecretsFdEnv, std::to_string(fds[0]).c_str(), 1);
+  const int64_t start = MonotonicMs();
+  secrets = TakeInheritedSecrets(/*timeout_ms=*/300);
+  EXPECT_FALSE(secrets.ok());
+  EXPECT_THAT(std::string(secrets.status().message()), HasSubstr("timed out"));
+  EXPECT_LT(MonotonicMs() - start, 3000);
+  EXPECT_EQ(fcntl(fds[0], F_GETFD), -1) << "the pipe was left open";
+  close(fds[1]);
+}
+
 TEST(ProcessTest, OutputFileIsAppended) {
   TempDir dir;
   std::string out = dir.path() + "/out.log";

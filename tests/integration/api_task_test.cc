@@ -159,9 +159,42 @@ std::vector<int64_t> FaultsOfBuffers(int seed) {
   return {getpid(), after.ru_minflt - before.ru_minflt, sum};
 }
 
+// What this process's own static initializers saw of the secrets pipe its raylet
+// gave it (a worker runs this binary): it must be gone before any of them runs.
+const std::string kSecretsPipeAtStaticInit = [] {
+  const char* fd = std::getenv("MANTA_SECRETS_FD");
+  return fd == nullptr ? std::string("gone") : "MANTA_SECRETS_FD=" + std::string(fd);
+}();
+std::string SecretsPipeAtStaticInit() { return kSecretsPipeAtStaticInit; }
+
+// The targets ("socket:[123]", "pipe:[45]") of this process's descriptors.
+std::set<std::string> SocketsAndPipes(pid_t pid) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:", 0) == 0 || target.rfind("pipe:", 0) == 0) out.insert(target);
+  }
+  return out;
+}
+// Its parent's name (the raylet), then the sockets and pipes this worker shares with
+// it, which it could only have inherited: none, or it could accept the raylet's
+// store clients.
+std::vector<std::string> SharedWithTheRaylet() {
+  std::ifstream comm("/proc/" + std::to_string(getppid()) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  std::set<std::string> parent = SocketsAndPipes(getppid());
+  std::vector<std::string> shared = {name};
+  for (const std::string& target : SocketsAndPipes(getpid())) {
+    if (parent.count(target) > 0) shared.push_back(target);
+  }
+  return shared;
+}
+
 RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
            CrashAlways, Multiples, BigsAndSmalls, PutEach, ThrowsMany, Pattern, SumViewed, Failing, Ramp, SumViewedDoubles, SumInts,
-           FaultsOfBuffers);
+           FaultsOfBuffers, SecretsPipeAtStaticInit, SharedWithTheRaylet);
 
 int NotRegistered(int x) { return x; }
 
@@ -451,6 +484,16 @@ TEST_F(ApiTaskTest, AWorkerReusesTheHeapItsLastTaskFreed) {
     EXPECT_LT(run[1], kPages / 4) << "task " << i << " on worker " << run[0] << " faulted in " << run[1] << " pages";
   }
   EXPECT_EQ(repeated, 3);
+}
+
+TEST_F(ApiTaskTest, AWorkerTakesItsSecretsBeforeTheProgramRunsAndInheritsNothing) {
+  EXPECT_EQ(*ray::Task(SecretsPipeAtStaticInit).Remote().Get(), "gone");
+  // Its descriptors share no socket or pipe with the raylet that started it (it held
+  // the store's listening socket once); the raylet is its parent.
+  std::vector<std::string> shared = *ray::Task(SharedWithTheRaylet).Remote().Get();
+  ASSERT_FALSE(shared.empty());
+  ASSERT_EQ(shared[0], "manta_raylet");
+  EXPECT_EQ(shared.size(), 1u) << "a worker holds its raylet's " << shared.back();
 }
 
 TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {

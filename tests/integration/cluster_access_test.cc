@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "cluster_harness.h"
 #include "gtest/gtest.h"
 #include "src/api/native_runtime.h"
+#include "src/common/cluster_ca.h"
 #include "src/common/process.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
@@ -310,6 +312,70 @@ TEST(ClusterAccessTest, ATlsClusterSpeaksOnlyTls) {
 
   EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
   for (const auto& [name, value] : certs.Environment()) unsetenv(name.c_str());
+}
+
+// Whether `path` exists with exactly `mode` permission bits.
+bool HasMode(const std::string& path, mode_t mode) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && (st.st_mode & 07777) == mode;
+}
+
+TEST(ClusterAccessTest, WithTlsDueTheHeadMakesACaAndMembersGetCertificatesByProvingTheToken) {
+  // cluster_tls=on makes a loopback cluster do what one bound to another address
+  // does by default ('auto').
+  const Env tls_on = {{"MANTA_cluster_tls", "on"}};
+  ClusterHarness cluster;
+  std::string gcs = cluster.StartHead({"--num-cpus=1"}, tls_on);
+  const std::string tls = cluster.HeadSessionDir() + "/tls/";
+  EXPECT_TRUE(HasMode(tls + "ca.key", 0600));
+  EXPECT_TRUE(HasMode(tls + "node.key", 0600));
+  const std::string ca = manta::ReadFile(tls + "ca.crt").value_or("");
+  EXPECT_TRUE(manta::VerifyCertificate(manta::ReadFile(tls + "node.crt").value_or(""), ca).ok());
+
+  // Another machine, as far as Manta can tell: no session of this cluster, no token.
+  ClusterHarness elsewhere;
+  const std::string token_file = SessionTokenFile(cluster);
+  // In plaintext, nothing: the GCS speaks TLS only (and the token is not sent).
+  CommandResult r = elsewhere.Manta({"status", "--address", gcs, "--token-file", token_file},
+                                    {{"MANTA_cluster_tls", "off"}, {"MANTA_CLUSTER_TOKEN", ""}});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  // A wrong token gets no certificate, and is told why.
+  r = elsewhere.Manta({"status", "--address", gcs},
+                      {{"MANTA_cluster_tls", "on"}, {"MANTA_CLUSTER_TOKEN", manta::NewClusterToken()}});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("does not prove the token this process holds"), std::string::npos) << r.output;
+
+  // With the token file, a node joins: it proves the token, gets a certificate of the
+  // head's CA for a key of its own, and keeps it in its session.
+  r = elsewhere.Manta({"start", "--address", gcs, "--num-cpus=1", "--resources", R"({"second": 1})", "--token-file",
+                       token_file, "--object-store-memory", std::to_string(64 << 20)},
+                      {{"MANTA_cluster_tls", "on"}, {"MANTA_CLUSTER_TOKEN", ""}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("TLS:              on, certificates of the cluster's own CA"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(cluster.CountNodes("ALIVE"), 2);
+  auto joined = manta::FindClusterSession(gcs, elsewhere.temp_root());
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  const std::string joined_cert = manta::ReadFile(*joined + "/tls/node.crt").value_or("");
+  EXPECT_TRUE(manta::VerifyCertificate(joined_cert, ca).ok());
+  EXPECT_NE(manta::ReadFile(*joined + "/tls/node.key").value_or(""), manta::ReadFile(tls + "node.key").value_or(""));
+
+  // A driver on a third machine enrolls too: tasks on both nodes, an object moved
+  // between them, over task channels its workers encrypt unasked.
+  TempDir third;
+  r = Driver(gcs, true,
+             {{"MANTA_CLUSTER_TOKEN", ""}, {"MANTA_CLUSTER_TOKEN_FILE", token_file}, {"MANTA_TEMP_DIR", third.path()},
+              {"MANTA_cluster_tls", "on"}, {"MANTA_task_channel_protection", "encrypt"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(" 5242880"), std::string::npos) << r.output;
+  // The GCS issued a certificate to the node and one to the driver.
+  std::string logs = RunCommand({"/bin/sh", "-c", "cat " + cluster.HeadSessionDir() + "/logs/*gcs*"}, {}, 10000).output;
+  size_t issued = 0;
+  for (size_t at = logs.find("issued a certificate"); at != std::string::npos;
+       at = logs.find("issued a certificate", at + 1)) {
+    ++issued;
+  }
+  EXPECT_GE(issued, 2u) << logs;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "src/common/process.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/cluster_tls.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 
@@ -72,7 +73,10 @@ std::string ClusterHarness::StartHead(const std::vector<std::string>& extra_args
   EXPECT_TRUE(token.ok()) << token.status();
   if (token.ok()) {
     token_ = *token;
-    rpc::SetProcessCredentials(rpc::TokenCredentials(token_));
+    // With TLS (cluster_tls=on), the head's certificate from its session.
+    rpc::Credentials credentials = rpc::TokenCredentials(token_);
+    EXPECT_TRUE(AddSessionTls(HeadSessionDir(), &credentials).ok());
+    rpc::SetProcessCredentials(credentials);
     setenv(kClusterTokenEnv, token_.c_str(), 1);
   }
   // Stops this harness's clusters if the test binary dies before its destructor.

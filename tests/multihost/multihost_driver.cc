@@ -160,8 +160,22 @@ class Counter {
   int value_ = 0;
 };
 
+// For the capture test: strings made of a marker, and tasks that pass them on.
+std::string Marked(std::string marker, int64_t bytes) {
+  std::string out;
+  out.reserve(static_cast<size_t>(bytes));
+  while (static_cast<int64_t>(out.size()) + static_cast<int64_t>(marker.size()) <= bytes) out += marker;
+  return out;
+}
+std::string Echo(std::string text) { return text; }
+int64_t CountMarks(std::string text, std::string marker) {
+  int64_t n = 0;
+  for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + marker.size())) ++n;
+  return n;
+}
+
 RAY_REMOTE(Where, SlowWhere, Produce, ReadBlob, LongTask, ReadRemote, Registry::Create, &Registry::Record, &Registry::Log,
-           Counter::Create, &Counter::Incr, &Counter::Where);
+           Counter::Create, &Counter::Incr, &Counter::Where, Marked, Echo, CountMarks);
 
 namespace {
 
@@ -446,11 +460,30 @@ int Sort(int64_t bytes, int maps, int reduces, int runs) {
   return right ? 0 : 1;
 }
 
+// Task arguments and results carrying `arg_marker` to and from hosts 0 and 1, an
+// object of `obj_marker`s put here and read on host 1, and one made on host 0 and
+// read here: what a capture of the network must not show.
+int Markers(const std::string& arg_marker, const std::string& obj_marker) {
+  const std::string argument = Marked(arg_marker + " ", 512);
+  bool right = true;
+  for (int host : {0, 1}) {
+    right &= *ray::Task(Echo).SetResource("host" + std::to_string(host), 1).Remote(argument).Get() == argument;
+  }
+  const int64_t bytes = 4 << 20;
+  auto here = ray::Put(Marked(obj_marker, bytes));
+  const int64_t marks = bytes / static_cast<int64_t>(obj_marker.size());
+  right &= *ray::Task(CountMarks).SetResource("host1", 1).Remote(here, obj_marker).Get() == marks;
+  auto there = ray::Task(Marked).SetResource("host0", 1).Remote(obj_marker, bytes);
+  right &= CountMarks(*there.Get(), obj_marker) == marks;
+  Result({{"driver_host", WhereAmI()}, {"marks", marks}, {"right", right}});
+  return right ? 0 : 1;
+}
+
 int Usage() {
   std::cerr << "usage: multihost_driver spread N | transfer BYTES TO_HOST | actors H... | named-create HOST | "
                "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS | "
                "pull-failover MAKER READER BYTES | keep-working SECONDS | slow-link FROM TO BYTES | "
-               "sort BYTES MAPS REDUCES RUNS"
+               "sort BYTES MAPS REDUCES RUNS | markers ARG_MARKER OBJECT_MARKER"
             << std::endl;
   return 2;
 }
@@ -493,6 +526,8 @@ int main(int argc, char** argv) {
       code = SlowLink(static_cast<int>(arg(0)), static_cast<int>(arg(1)), arg(2));
     } else if (cmd == "loop") {
       code = Loop(static_cast<int>(arg(0)), static_cast<int>(arg(1)));
+    } else if (cmd == "markers") {
+      code = args.size() == 2 ? Markers(args[0], args[1]) : Usage();
     } else if (cmd == "sort") {
       code = Sort(arg(0), static_cast<int>(arg(1)), static_cast<int>(arg(2)), static_cast<int>(arg(3)));
     } else {

@@ -5,6 +5,7 @@
 
 #include <regex>
 
+#include "src/common/security.h"
 #include "src/common/util.h"
 #include "tests/multihost/multihost_cluster.h"
 
@@ -127,6 +128,78 @@ TEST(MultiHostSecurityTest, ATlsClusterAcrossHostsWorksWithEachHostsOwnCertifica
   CommandResult plain = (*cluster)->bed().Exec(
       2, {MantaCli(), "status", "--address", (*cluster)->gcs_address(), "--token-file", MultiHostCluster::kTokenPath});
   EXPECT_NE(plain.exit_code, 0) << plain.output;
+}
+
+// How many times `needle` appears in `haystack`.
+size_t Occurrences(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+struct Captured {
+  std::string packets;  // the pcap file
+  std::string token;
+  bool driver_right = false;
+};
+
+// A cluster on three hosts, started with `env` as a user on each machine would (the
+// head on host 0; hosts 1 and 2 join with the token file), and a driver on host 2
+// passing markers across hosts (multihost_driver markers), while every packet on
+// the bridge is captured, from before the head starts to after the driver ends.
+Captured CaptureRun(const TestBed::Env& env, const std::string& arg_marker, const std::string& obj_marker) {
+  Captured out;
+  auto bed = TestBed::Up(3);
+  EXPECT_TRUE(bed.ok()) << bed.status();
+  if (!bed.ok()) return out;
+  TempDir dir;
+  auto capture = (*bed)->StartCapture(dir.path() + "/bridge.pcap");
+  EXPECT_TRUE(capture.ok()) << capture.status();
+  if (!capture.ok()) return out;
+  MultiHostOptions options;
+  options.num_hosts = 3;
+  options.env = env;
+  auto cluster = MultiHostCluster::StartOn(std::move(*bed), options);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return out;
+  TestBed& hosts = (*cluster)->bed();
+  CommandResult r = (*cluster)->Driver(2, {"markers", arg_marker, obj_marker});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json result = DriverResult(r.output);
+  out.driver_right = result.is_object() && result.value("right", false);
+  // The CLI as from a machine without a node: only the token file (it enrolls).
+  TestBed::Env elsewhere = env;
+  elsewhere["MANTA_TEMP_DIR"] = "/tmp/no-session-here";
+  CommandResult status = hosts.Exec(1, {MantaCli(), "status", "--address", (*cluster)->gcs_address(), "--token-file",
+                                        MultiHostCluster::kTokenPath},
+                                    elsewhere);
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_TRUE(hosts.StopCapture(*capture).ok());
+  out.packets = ReadFile(dir.path() + "/bridge.pcap").value_or("");
+  out.token = (*cluster)->token();
+  while (!out.token.empty() && out.token.back() == '\n') out.token.pop_back();
+  return out;
+}
+
+TEST(MultiHostSecurityTest, ACaptureOfTheNetworkShowsNoTokenNoTaskArgumentAndNoObject) {
+  const std::string arg_marker = "argmark" + SecureRandomHex(8);
+  const std::string obj_marker = "objmark" + SecureRandomHex(8);
+  // As a user starts a cluster across machines: nothing about TLS asked or given.
+  Captured tls = CaptureRun({}, arg_marker, obj_marker);
+  ASSERT_TRUE(tls.driver_right);
+  ASSERT_EQ(tls.token.size(), 64u);
+  // Both objects crossed the bridge (4 MiB each), encrypted.
+  EXPECT_GT(tls.packets.size(), size_t{8} << 20);
+  EXPECT_EQ(Occurrences(tls.packets, tls.token), 0u) << "the token crossed the network readable";
+  EXPECT_EQ(Occurrences(tls.packets, arg_marker), 0u) << "a task argument crossed the network readable";
+  EXPECT_EQ(Occurrences(tls.packets, obj_marker), 0u) << "an object crossed the network readable";
+
+  // The same run with TLS turned off shows all three: the capture sees what crosses.
+  Captured plain = CaptureRun({{"MANTA_cluster_tls", "off"}}, arg_marker, obj_marker);
+  ASSERT_TRUE(plain.driver_right);
+  EXPECT_GT(Occurrences(plain.packets, plain.token), 0u);
+  EXPECT_GT(Occurrences(plain.packets, arg_marker), 0u);
+  EXPECT_GT(Occurrences(plain.packets, obj_marker), 1000u);
 }
 
 }  // namespace

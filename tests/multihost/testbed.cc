@@ -166,4 +166,25 @@ absl::Status TestBed::Heal(int host) { return Run({"heal", id_, std::to_string(h
 
 absl::Status TestBed::Shape(int host, const std::string& rate) { return Run({"shape", id_, std::to_string(host), rate}); }
 
+absl::StatusOr<TestBed::Process> TestBed::StartCapture(const std::string& pcap_file) {
+  Process capture;
+  capture.output_file = outputs_.path() + "/capture" + std::to_string(next_output_++);
+  auto pid = SpawnWithFiles({script_, "capture", id_, pcap_file}, "", capture.output_file);
+  if (!pid.ok()) return pid.status();
+  capture.pid = *pid;
+  // tcpdump says so on stderr once it captures.
+  if (!WaitFor([&] { return Slurp(capture.output_file).find("listening on") != std::string::npos; }, 10000)) {
+    WaitExit(capture.pid, 0);
+    return absl::InternalError("tcpdump did not start: " + Slurp(capture.output_file));
+  }
+  return capture;
+}
+
+absl::Status TestBed::StopCapture(const Process& capture) {
+  kill(capture.pid, SIGINT);  // tcpdump writes what it holds and exits
+  int code = WaitExit(capture.pid, 10000);
+  if (code != 0) return absl::InternalError("tcpdump exited with " + std::to_string(code) + ": " + Slurp(capture.output_file));
+  return absl::OkStatus();
+}
+
 }  // namespace manta::testing

@@ -66,6 +66,11 @@ class TestBed {
   absl::Status Heal(int host);
   // Limits the host's link to `rate` (tc syntax, e.g. "100mbit"); "off" lifts it.
   absl::Status Shape(int host, const std::string& rate);
+  // Captures every packet crossing the bridge into `pcap_file` (tcpdump) from when
+  // this returns until StopCapture.
+  absl::StatusOr<Process> StartCapture(const std::string& pcap_file);
+  // Stops it; the file then holds every packet captured.
+  absl::Status StopCapture(const Process& capture);
 
  private:
   TestBed() = default;

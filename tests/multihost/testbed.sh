@@ -33,6 +33,8 @@
 #   testbed.sh heal ID HOST               removes HOST's partition rules
 #   testbed.sh shape ID HOST RATE         limits HOST's link to RATE (tc tbf, e.g.
 #                                         100mbit) in both directions; "off" removes it
+#   testbed.sh capture ID FILE            writes every packet crossing the bridge to
+#                                         FILE (tcpdump; stops on SIGINT)
 #   testbed.sh down ID                    tears the test bed down (idempotent)
 #   testbed.sh gc                         tears down test beds whose owner has exited
 #
@@ -274,6 +276,15 @@ heal() {
   ip netns exec "$(host_ns "$id" "$i")" nft delete table inet testbed 2>/dev/null || true
 }
 
+# Every packet crossing the bridge, written to FILE (pcap) until tcpdump is
+# interrupted (SIGINT: it writes what it holds first).
+capture() {
+  local id=$1 file=$2
+  require_bed "$id"
+  command -v tcpdump >/dev/null || die "capture needs tcpdump (scripts/install-deps installs it)"
+  exec ip netns exec "$(switch_ns "$id")" tcpdump -Z root -i br0 -U -s 0 -w "$file"
+}
+
 shape() {
   local id=$1 i=$2 rate=$3
   require_bed "$id"
@@ -341,6 +352,7 @@ case "$cmd" in
   partition) [ $# -ge 2 ] || die "usage: partition ID HOST [PEER...]"; partition "$@" ;;
   heal) [ $# -eq 2 ] || die "usage: heal ID HOST"; heal "$@" ;;
   shape) [ $# -eq 3 ] || die "usage: shape ID HOST RATE|off"; shape "$@" ;;
+  capture) [ $# -eq 2 ] || die "usage: capture ID FILE"; capture "$@" ;;
   down) [ $# -eq 1 ] || die "usage: down ID"; down "$@" ;;
   watch) watch "$@" ;;
   gc) gc ;;

@@ -578,6 +578,25 @@ TEST_P(GarbageTest, ClosesOnlyThatConnection) {
   EXPECT_TRUE(good->TakeAsyncError().ok());
 }
 
+TEST_F(StoreServerTest, ADroppedClientSeesItClosedThoughAChildHoldsACopyOfTheSocket) {
+  RawConnection idle(socket_path());
+  EXPECT_TRUE(WaitFor([&] { return NumClients() == 1; }, kTimeoutMs));
+  // A child started now holds a copy of every descriptor of this process, the
+  // server's end of `idle` among them (as a worker once held its raylet's).
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  // The server drops the client that never sent Connect: shut down, the socket
+  // closes for the client though the child's copy stays open.
+  EXPECT_TRUE(idle.WaitClosed()) << "the drop did not reach the client";
+  EXPECT_EQ(NumClients(), 0u);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
 TEST_F(StoreServerTest, SocketIsPrivateToThisUser) {
   struct stat st {};
   ASSERT_EQ(stat(socket_path().c_str(), &st), 0);

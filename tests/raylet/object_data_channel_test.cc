@@ -14,12 +14,20 @@
 #include <thread>
 
 #include "src/common/security.h"
+#include "src/common/util.h"
 #include "test_util/test_util.h"
 
 namespace manta::raylet {
 namespace {
 
 constexpr int64_t kArenaBytes = 8 << 20;
+
+ObjectDataLimits Limits(int64_t io_timeout_ms) {
+  ObjectDataLimits limits;
+  limits.io_timeout_ms = io_timeout_ms;
+  limits.connect_timeout_ms = 5000;
+  return limits;
+}
 
 class ObjectDataChannelTest : public ::testing::Test {
  protected:
@@ -43,7 +51,7 @@ class ObjectDataChannelTest : public ::testing::Test {
           if (id == small_) return ServedObject{0, 1000, 0, [this] { --held_; }};
           return ServedObject{1000, 5 << 20, 100, [this] { --held_; }};
         },
-        /*io_timeout_ms=*/500);
+        Limits(500));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     address_ = "127.0.0.1:" + std::to_string(server_->port());
@@ -87,7 +95,7 @@ class ObjectDataChannelTest : public ::testing::Test {
 };
 
 TEST_F(ObjectDataChannelTest, AnObjectArrivesByteForByteAndItsReferenceIsGivenBack) {
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   std::vector<uint8_t> got;
   ASSERT_TRUE(Pull(client, known_, &got).ok());
   ASSERT_EQ(got.size(), static_cast<size_t>((5 << 20) + 100));
@@ -102,7 +110,7 @@ TEST_F(ObjectDataChannelTest, AnObjectArrivesByteForByteAndItsReferenceIsGivenBa
 TEST_F(ObjectDataChannelTest, TheServerHoldsAnObjectUntilTheClientHasEveryByte) {
   // sendfile() returns once the kernel has the pages, before the client reads them:
   // the object must stay held (its pages unchanged) until the client says so.
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   std::atomic<bool> allocating{false}, go_on{false};
   std::vector<uint8_t> got;
   std::thread puller([&] {
@@ -125,7 +133,7 @@ TEST_F(ObjectDataChannelTest, TheServerHoldsAnObjectUntilTheClientHasEveryByte) 
 }
 
 TEST_F(ObjectDataChannelTest, ABusyObjectIsResourceExhaustedAndTheConnectionGoesOn) {
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   std::vector<uint8_t> got;
   absl::Status s = Pull(client, busy_, &got);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
@@ -134,7 +142,7 @@ TEST_F(ObjectDataChannelTest, ABusyObjectIsResourceExhaustedAndTheConnectionGoes
 }
 
 TEST_F(ObjectDataChannelTest, AnIdleConnectionTheServerClosedIsReplaced) {
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   std::vector<uint8_t> got;
   ASSERT_TRUE(Pull(client, known_, &got).ok());  // its connection stays open, idle, in the client
   // The server closes it after io_timeout_ms (500 here) of silence; the client's next
@@ -146,7 +154,7 @@ TEST_F(ObjectDataChannelTest, AnIdleConnectionTheServerClosedIsReplaced) {
 }
 
 TEST_F(ObjectDataChannelTest, AClientWithoutTheTokenIsRefused) {
-  ObjectDataClient stranger(NewClusterToken(), 5000);
+  ObjectDataClient stranger(NewClusterToken(), Limits(5000));
   std::vector<uint8_t> got;
   absl::Status s = Pull(stranger, known_, &got);
   EXPECT_FALSE(s.ok());
@@ -157,10 +165,10 @@ TEST_F(ObjectDataChannelTest, AClientWithoutTheTokenIsRefused) {
 TEST_F(ObjectDataChannelTest, AServerWithoutTheTokenIsNotBelieved) {
   // A client of another cluster talks to this server: it cannot prove itself, and
   // nothing it did made the server serve anything.
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   auto other = ObjectDataServer::Listen("127.0.0.1", NewClusterToken(), fd_, base_,
                                         [](const ObjectID&) -> std::optional<ServedObject> { return std::nullopt; },
-                                        5000);
+                                        Limits(5000));
   ASSERT_TRUE(other.ok());
   std::vector<uint8_t> got;
   absl::Status s = client.Run("127.0.0.1:" + std::to_string((*other)->port()), known_, 5000,
@@ -182,28 +190,187 @@ int ConnectFrom(const std::string& source, int port) {
   return fd;
 }
 
-TEST_F(ObjectDataChannelTest, OneHostCannotHoldEveryConnection) {
+// The channel's handshake MAC, as both ends compute it.
+std::string HandshakeMac(const std::string& token, const std::string& role, const std::string& server_nonce,
+                         const std::string& client_nonce) {
+  return HmacSha256(token, "manta object channel v1 " + role + server_nonce + client_nonce);
+}
+
+// A server that answers nothing about objects (for the tests of its caps).
+std::unique_ptr<ObjectDataServer> EmptyServer(const std::string& token, int fd, uint8_t* base,
+                                              const ObjectDataLimits& limits) {
   auto server = ObjectDataServer::Listen(
-      "127.0.0.1", token_, fd_, base_, [](const ObjectID&) -> std::optional<ServedObject> { return std::nullopt; },
-      /*io_timeout_ms=*/20000);
-  ASSERT_TRUE(server.ok()) << server.status();
-  (*server)->LimitLoopbackPeersForTesting();
-  // Connections from one host that never answer: each is served its nonce.
+      "127.0.0.1", token, fd, base, [](const ObjectID&) -> std::optional<ServedObject> { return std::nullopt; },
+      limits);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// A connection from `source` that got its nonce (and proves the token when `prove`);
+// -1 when the server closed it unanswered.
+int HoldFrom(const std::string& source, int port, const std::string& token, bool prove) {
+  int fd = ConnectFrom(source, port);
+  char nonce[32];
+  if (recv(fd, nonce, sizeof(nonce), MSG_WAITALL) != static_cast<ssize_t>(sizeof(nonce))) {
+    close(fd);
+    return -1;
+  }
+  if (prove) {
+    const std::string client_nonce(32, 'c');
+    const std::string proof = client_nonce + HandshakeMac(token, "client", std::string(nonce, 32), client_nonce);
+    char mac[32];
+    if (send(fd, proof.data(), proof.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(proof.size()) ||
+        recv(fd, mac, sizeof(mac), MSG_WAITALL) != static_cast<ssize_t>(sizeof(mac))) {
+      close(fd);
+      return -1;
+    }
+  }
+  return fd;
+}
+
+TEST_F(ObjectDataChannelTest, StrangersInTheirHandshakeAreCappedAndDelayNobodyWithTheToken) {
+  ObjectDataLimits limits = Limits(20000);
+  limits.handshake_timeout_ms = 20000;
+  limits.max_unproven_per_host = 8;
+  limits.max_unproven = 10;
+  auto server = EmptyServer(token_, fd_, base_, limits);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  // One host fills its share of connections that never prove anything.
   std::vector<int> held;
-  char nonce[8];
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(HoldFrom("127.0.0.2", port, token_, false));
+    ASSERT_GE(held.back(), 0) << i;
+  }
+  EXPECT_EQ(HoldFrom("127.0.0.2", port, token_, false), -1) << "a ninth from the same host was let in";
+  // Another host with the token is served meanwhile.
+  int proven = HoldFrom("127.0.0.3", port, token_, true);
+  EXPECT_GE(proven, 0);
+  // Strangers from more hosts meet the cap on all of them together.
+  held.push_back(HoldFrom("127.0.0.4", port, token_, false));
+  held.push_back(HoldFrom("127.0.0.5", port, token_, false));
+  EXPECT_GE(held.back(), 0);
+  EXPECT_EQ(HoldFrom("127.0.0.6", port, token_, false), -1) << "past the cap on all hosts";
+  for (int fd : held) close(fd);
+  close(proven);
+  // Once they are gone, strangers' slots are free again.
+  EXPECT_TRUE(testing::WaitFor([&] { return server->num_connections() == 0; }, 5000));
+  int again = HoldFrom("127.0.0.6", port, token_, false);
+  EXPECT_GE(again, 0);
+  close(again);
+  server->Stop();
+}
+
+TEST_F(ObjectDataChannelTest, OneHostCannotHoldEveryProvenConnection) {
+  auto server = EmptyServer(token_, fd_, base_, Limits(20000));
+  ASSERT_NE(server, nullptr);
+  server->LimitLoopbackPeersForTesting();
+  std::vector<int> held;
   for (int i = 0; i < ObjectDataServer::kMaxConnectionsPerHost; ++i) {
-    held.push_back(ConnectFrom("127.0.0.2", (*server)->port()));
-    ASSERT_EQ(recv(held.back(), nonce, sizeof(nonce), MSG_WAITALL), static_cast<ssize_t>(sizeof(nonce))) << i;
+    held.push_back(HoldFrom("127.0.0.2", server->port(), token_, true));
+    ASSERT_GE(held.back(), 0) << i;
   }
   // One more from that host is closed unanswered; another host is still served.
-  int refused = ConnectFrom("127.0.0.2", (*server)->port());
-  EXPECT_EQ(recv(refused, nonce, sizeof(nonce), 0), 0);
-  int other = ConnectFrom("127.0.0.3", (*server)->port());
-  EXPECT_EQ(recv(other, nonce, sizeof(nonce), MSG_WAITALL), static_cast<ssize_t>(sizeof(nonce)));
+  EXPECT_EQ(HoldFrom("127.0.0.2", server->port(), token_, true), -1);
+  int other = HoldFrom("127.0.0.3", server->port(), token_, true);
+  EXPECT_GE(other, 0);
   for (int fd : held) close(fd);
-  close(refused);
   close(other);
-  (*server)->Stop();
+  server->Stop();
+}
+
+TEST_F(ObjectDataChannelTest, TrickledBytesMeetTheHandshakeDeadline) {
+  ObjectDataLimits limits = Limits(20000);
+  limits.handshake_timeout_ms = 600;
+  auto server = EmptyServer(token_, fd_, base_, limits);
+  ASSERT_NE(server, nullptr);
+  int fd = HoldFrom("127.0.0.2", server->port(), token_, false);
+  ASSERT_GE(fd, 0);
+  // One byte every 100 ms: each read would wait less than any per-read timeout.
+  const int64_t start = MonotonicMs();
+  bool closed = false;
+  for (int i = 0; i < 64 && !closed && MonotonicMs() - start < 5000; ++i) {
+    const char byte = 'x';
+    if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1) closed = true;
+    char c;
+    if (recv(fd, &c, 1, MSG_DONTWAIT) == 0) closed = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_LT(MonotonicMs() - start, 2500);
+  close(fd);
+  server->Stop();
+}
+
+TEST_F(ObjectDataChannelTest, ARefusingChannelIsReportedAsRefused) {
+  // Strangers from this host hold every handshake slot it has: this node's own
+  // pull is refused, and the fetch says so (the object manager then uses gRPC).
+  std::vector<int> held;
+  for (int i = 0; i < ObjectDataLimits().max_unproven_per_host; ++i) {
+    held.push_back(HoldFrom("127.0.0.1", server_->port(), token_, false));
+    ASSERT_GE(held.back(), 0) << i;
+  }
+  ObjectDataClient client(token_, Limits(5000));
+  auto fetch = std::make_shared<ObjectDataClient::Fetch>();
+  std::vector<uint8_t> got;
+  absl::Status s = Pull(client, known_, &got, fetch);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_TRUE(fetch->channel_refused());
+  for (int fd : held) close(fd);
+  // A pull that fails for another reason is not a refusal.
+  auto missing = std::make_shared<ObjectDataClient::Fetch>();
+  EXPECT_TRUE(testing::WaitFor([&] { return Pull(client, ObjectID::FromRandom(), &got, missing).code() ==
+                                            absl::StatusCode::kNotFound; },
+                               5000));
+  EXPECT_FALSE(missing->channel_refused());
+}
+
+// A server that proves the token, announces `bytes` and sends one byte every 20 ms.
+void TrickleServer(int listen_fd, const std::string& token, uint64_t bytes, std::atomic<bool>* stop) {
+  int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  const std::string nonce(32, 's');
+  char proof[64];
+  char id[ObjectID::kSize];
+  if (send(fd, nonce.data(), nonce.size(), MSG_NOSIGNAL) == 32 &&
+      recv(fd, proof, sizeof(proof), MSG_WAITALL) == sizeof(proof)) {
+    const std::string mac = HandshakeMac(token, "server", nonce, std::string(proof, 32));
+    (void)send(fd, mac.data(), mac.size(), MSG_NOSIGNAL);
+    if (recv(fd, id, sizeof(id), MSG_WAITALL) == sizeof(id)) {
+      char header[17] = {1};
+      for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
+      (void)send(fd, header, sizeof(header), MSG_NOSIGNAL);
+      while (!*stop && send(fd, "x", 1, MSG_NOSIGNAL) == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  close(fd);
+}
+
+TEST_F(ObjectDataChannelTest, ASlowServerCannotHoldATransferForEver) {
+  int port = 0;
+  int listen_fd = testing::ListenOnLoopback(&port);
+  ASSERT_GE(listen_fd, 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle(TrickleServer, listen_fd, token_, uint64_t{1} << 20, &stop);
+  ObjectDataLimits limits = Limits(500);
+  limits.min_bytes_per_s = 1 << 20;  // 1 MiB: a deadline of 0.5 s + 1 s
+  ObjectDataClient client(token_, limits);
+  std::vector<uint8_t> got;
+  const int64_t start = MonotonicMs();
+  absl::Status s = client.Run("127.0.0.1:" + std::to_string(port), known_, 500,
+                              [&got](int64_t d, int64_t m) -> absl::StatusOr<uint8_t*> {
+                                got.resize(d + m);
+                                return got.data();
+                              },
+                              std::make_shared<ObjectDataClient::Fetch>());
+  const int64_t took = MonotonicMs() - start;
+  stop = true;
+  trickle.join();
+  close(listen_fd);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_NE(std::string(s.message()).find("deadline"), std::string::npos) << s;
+  EXPECT_GE(took, 1400);
+  EXPECT_LT(took, 4000);
 }
 
 TEST_F(ObjectDataChannelTest, GarbageAndSilenceCloseTheConnectionAndTheServerGoesOn) {
@@ -217,13 +384,13 @@ TEST_F(ObjectDataChannelTest, GarbageAndSilenceCloseTheConnectionAndTheServerGoe
   EXPECT_TRUE(testing::WaitFor([&] { return recv(silent, buf, sizeof(buf), MSG_DONTWAIT) == 0; }, 10000));
   close(garbage);
   close(silent);
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   std::vector<uint8_t> got;
   EXPECT_TRUE(Pull(client, known_, &got).ok());
 }
 
 TEST_F(ObjectDataChannelTest, AnAllocationThatFailsFailsThePull) {
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   absl::Status s = client.Run(address_, known_, 5000,
                               [](int64_t, int64_t) -> absl::StatusOr<uint8_t*> {
                                 return absl::AlreadyExistsError("already here");
@@ -236,7 +403,7 @@ TEST_F(ObjectDataChannelTest, AnAllocationThatFailsFailsThePull) {
 
 TEST_F(ObjectDataChannelTest, CancelEndsAPullInProgress) {
   // The client blocks in the allocation; a cancel from another thread ends it.
-  ObjectDataClient client(token_, 5000);
+  ObjectDataClient client(token_, Limits(5000));
   auto fetch = std::make_shared<ObjectDataClient::Fetch>();
   std::atomic<bool> allocating{false};
   std::vector<uint8_t> got;

@@ -42,6 +42,7 @@ absl::Status GrpcServer::Start() {
     auto relay = TlsRelay::Create(credentials.tls_cert, credentials.tls_key, credentials.tls_ca);
     if (!relay.ok()) return relay.status();
     relay_ = std::move(*relay);
+    if (plain_handler_) relay_->SetPlainHandler(plain_handler_);
   }
   auto acceptor = TcpAcceptor::Listen(bind_address_, requested_port_);
   if (!acceptor.ok()) return acceptor.status();

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <string>
@@ -43,6 +44,10 @@ class GrpcServer {
 
   // REQUIRES: called before Start(); `service` outlives the server.
   void RegisterService(grpc::Service* service);
+  // With TLS: connections that do not start a TLS handshake go to `handler`
+  // (TlsRelay::SetPlainHandler); without TLS, gRPC gets every connection. REQUIRES:
+  // before Start().
+  void SetPlainConnectionHandler(std::function<void(int fd)> handler) { plain_handler_ = std::move(handler); }
   // Binds and starts serving. Errors: the port is in use or the address is invalid.
   absl::Status Start();
   int port() const { return port_; }
@@ -67,6 +72,7 @@ class GrpcServer {
   int port_ = 0;
   int64_t max_message_bytes_;
   std::vector<grpc::Service*> services_;
+  std::function<void(int fd)> plain_handler_;
   std::unique_ptr<TcpAcceptor> acceptor_;
   std::unique_ptr<TlsRelay> relay_;  // with TLS
   std::unique_ptr<grpc::Server> server_;

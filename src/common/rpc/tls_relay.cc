@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -109,6 +110,7 @@ struct TlsRelay::Connection {
   int app = -1;   // our end of the socketpair; gRPC holds the other
   SSL* ssl = nullptr;
   std::string peer;  // "ipv4:10.0.0.5:41234", for log lines
+  bool sniffed = false;  // its first byte was looked at (with a plain handler)
   bool handshake_done = false;
   bool tcp_eof = false;  // the peer will send nothing more
   bool app_eof = false;  // gRPC will send nothing more
@@ -286,7 +288,31 @@ void TlsRelay::Run() {
   }
 }
 
+TlsRelay::Sniffed TlsRelay::Sniff(Connection& c) {
+  if (c.sniffed || !plain_handler_) return Sniffed::kTls;
+  unsigned char first = 0;
+  ssize_t n = recv(c.tcp, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Sniffed::kWait;
+  c.sniffed = true;
+  constexpr unsigned char kTlsHandshakeRecord = 0x16;
+  if (n <= 0 || first == kTlsHandshakeRecord) return Sniffed::kTls;  // the handshake reports errors
+  if (c.tcp_events != 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.tcp, nullptr);
+  c.tcp_events = 0;
+  SSL_free(c.ssl);
+  c.ssl = nullptr;
+  const int fd = c.tcp;
+  c.tcp = -1;
+  c.closed = true;
+  --num_connections_;
+  closed_.push_back(&c);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  plain_handler_(fd);
+  return Sniffed::kHandedOff;
+}
+
 bool TlsRelay::Handshake(Connection& c) {
+  // A connection handed to the plain handler is closed here: nothing more to do.
+  if (Sniff(c) != Sniffed::kTls) return false;
   ERR_clear_error();
   int r = SSL_do_handshake(c.ssl);
   if (r != 1) {

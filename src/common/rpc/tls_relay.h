@@ -47,6 +47,11 @@ class TlsRelay {
   TlsRelay(const TlsRelay&) = delete;
   TlsRelay& operator=(const TlsRelay&) = delete;
 
+  // Connections whose first byte is not a TLS handshake record (0x16) go to
+  // `handler` instead, blocking, owned by it (the GCS serves certificate enrollment
+  // on its port so). Runs on the relay's thread: it must not block. REQUIRES: before
+  // Start().
+  void SetPlainHandler(std::function<void(int fd)> handler) { plain_handler_ = std::move(handler); }
   void Start(OnReady on_ready);
   // Takes `fd`, an accepted non-blocking TCP connection, and starts its handshake.
   void Add(int fd);
@@ -68,6 +73,10 @@ class TlsRelay {
   void TakeNewConnections();
   // Moves bytes until nothing more can move; returns whether anything did.
   bool Pump(Connection& c);
+  // Before the handshake: whether the connection is TLS, its first byte is still to
+  // come, or it went to the plain handler (and is no longer the relay's).
+  enum class Sniffed { kTls, kWait, kHandedOff };
+  Sniffed Sniff(Connection& c);
   bool Handshake(Connection& c);
   // What an SSL_read or SSL_write result means: bytes moved, wait for the socket
   // (noting when it must become writable), or the TLS connection is over.
@@ -80,6 +89,7 @@ class TlsRelay {
   const int epoll_fd_;
   const int wake_fd_;
   OnReady on_ready_;
+  std::function<void(int fd)> plain_handler_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> num_connections_{0};
