@@ -105,6 +105,35 @@ TEST_F(ObjectTransferTest, PulledObjectIsIdenticalByteForByte) {
   EXPECT_GE(StoreStats(nodes_[0]).served_bytes_total(), static_cast<int64_t>(bytes.size()));
 }
 
+TEST_F(ObjectTransferTest, ANodeWhoseDataChannelRefusesThisOneIsPulledFromOverGrpc) {
+  // Strangers on this machine hold every handshake slot node 0's object data channel
+  // gives one host: node 1 (on the same host) is refused there.
+  const int data_port = nodes_[0].object_manager_port();
+  ASSERT_NE(data_port, nodes_[0].node_manager_port()) << "node 0 serves no data channel";
+  std::vector<int> strangers;
+  for (int i = 0; i < 8; ++i) {
+    int fd = ConnectTcp("127.0.0.1", data_port);
+    ASSERT_GE(fd, 0);
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char nonce[32];
+    ASSERT_EQ(recv(fd, nonce, sizeof(nonce), MSG_WAITALL), static_cast<ssize_t>(sizeof(nonce))) << i;
+    strangers.push_back(fd);
+  }
+  auto bytes = Pattern(6 << 20, 9);
+  ObjectID id = PutPinned(*clients_[0], bytes);
+  // The pull goes over gRPC instead, well before the strangers' handshakes expire.
+  const int64_t start = MonotonicMs();
+  grpc::Status fetched = Fetch(nodes_[1], id, {AddressOf(nodes_[0])});
+  EXPECT_TRUE(fetched.ok()) << fetched.error_message();
+  EXPECT_LT(MonotonicMs() - start, 4000);
+  auto got = clients_[1]->Get({id}, 1000);
+  ASSERT_TRUE(got.ok() && (*got)[0].has_value());
+  EXPECT_EQ(std::memcmp((*got)[0]->data, bytes.data(), bytes.size()), 0);
+  ASSERT_TRUE(clients_[1]->Release(id, true).ok());
+  for (int fd : strangers) close(fd);
+}
+
 TEST_F(ObjectTransferTest, ConcurrentPullsOfOneObjectAreMerged) {
   auto bytes = Pattern(24 << 20, 9);
   ObjectID id = PutPinned(*clients_[0], bytes);
