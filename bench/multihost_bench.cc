@@ -7,7 +7,10 @@
 //   transfer: an object of --bytes pulled by host 1's raylet from host 0's
 //             (FetchObjects, as a reader does), timed at the raylet; best and median
 //             of --rounds, contents checked; over the object data channel, or gRPC
-//             streaming with --grpc
+//             streaming with --grpc (both without TLS: the paths against raw TCP)
+//   --tls-cost: small tasks and actor calls from a driver on host 1 to host 0, and
+//             the transfer, on a cluster with the default (TLS across hosts) beside
+//             one with cluster_tls=off, --rounds times; the TLS / plaintext ratios
 //
 // The same binary also runs inside the hosts (the subcommands below), started by
 // the orchestrating process through the test bed.
@@ -23,6 +26,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <regex>
 #include <vector>
 
@@ -257,6 +261,8 @@ int Orchestrate(int64_t bytes, int rounds, int mtu, bool grpc) {
   options.num_hosts = 2;
   options.object_store_bytes = bytes + (int64_t{512} << 20);
   if (grpc) options.env["MANTA_object_data_channel"] = "false";
+  // The paths against raw TCP, unencrypted (--tls-cost measures what TLS adds).
+  options.env["MANTA_cluster_tls"] = "off";
   auto cluster = testing::MultiHostCluster::StartOn(std::move(*bed), options);
   if (!cluster.ok()) Die(std::string(cluster.status().message()));
   nlohmann::json out;
@@ -275,6 +281,45 @@ int Orchestrate(int64_t bytes, int rounds, int mtu, bool grpc) {
   return out["transfer"]["contents_intact"].get<bool>() ? 0 : 1;
 }
 
+// What TLS costs between hosts: small tasks and actor calls from a driver on host 1
+// to host 0, and host-to-host transfer, on a cluster with the default (TLS across
+// hosts) beside one with cluster_tls=off, one after the other on the same machine,
+// `rounds` times (the transfer: the median of three after one to warm up); medians,
+// and the TLS / plaintext ratios.
+int TlsCost(int64_t bytes, int rounds, int mtu) {
+  std::map<std::string, std::map<std::string, std::vector<double>>> runs;
+  for (int r = 0; r < rounds; ++r) {
+    for (const char* mode : {"tls", "plaintext"}) {
+      auto bed = testing::TestBed::Up(2, mtu);
+      if (!bed.ok()) Die(std::string(bed.status().message()));
+      testing::MultiHostOptions options;
+      options.num_hosts = 2;
+      options.object_store_bytes = bytes + (int64_t{512} << 20);
+      if (std::string(mode) == "plaintext") options.env["MANTA_cluster_tls"] = "off";
+      auto cluster = testing::MultiHostCluster::StartOn(std::move(*bed), options);
+      if (!cluster.ok()) Die(std::string(cluster.status().message()));
+      Transfer(**cluster, bytes, 1);  // warm up: the stores' pages, the connections
+      runs[mode]["transfer_gbps"].push_back(Transfer(**cluster, bytes, 3)["median_gbps"].get<double>());
+      testing::CommandResult rates = (*cluster)->Driver(1, {"rates", "0", "2"}, 300000);
+      nlohmann::json result = testing::DriverResult(rates.output);
+      if (rates.exit_code != 0 || !result.is_object()) Die("rates: " + rates.output);
+      for (const char* key : {"tasks_per_s", "task_round_trips_per_s", "actor_calls_per_s", "actor_round_trips_per_s"}) {
+        runs[mode][key].push_back(result[key].get<double>());
+      }
+    }
+  }
+  nlohmann::json out = {{"path", "TLS default beside cluster_tls=off"}, {"mtu", mtu}, {"bytes", bytes},
+                        {"rounds", rounds}};
+  for (const auto& [mode, metrics] : runs) {
+    for (const auto& [key, values] : metrics) out[mode][key] = {{"median", Median(values)}, {"rounds", values}};
+  }
+  for (const auto& [key, values] : runs["tls"]) {
+    out["tls_over_plaintext"][key] = Median(values) / Median(runs["plaintext"][key]);
+  }
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}
+
 }  // namespace
 }  // namespace manta::bench
 
@@ -289,6 +334,9 @@ int main(int argc, char** argv) {
   app.add_option("--mtu", mtu, "MTU of the test bed's links");
   bool grpc = false;
   app.add_flag("--grpc", grpc, "move objects over gRPC streaming (as with TLS), not the object data channel");
+  bool tls_cost = false;
+  app.add_flag("--tls-cost", tls_cost,
+               "tasks, actor calls and transfer between hosts with the TLS default beside cluster_tls=off");
   std::string gcs, hex, ip, from;
   int port = 0;
   int64_t n = 0;
@@ -319,5 +367,6 @@ int main(int argc, char** argv) {
   if (put->parsed()) return PutObject(gcs, hex, n);
   if (fetch->parsed()) return FetchObject(gcs, hex, n, from);
   if (del->parsed()) return DeleteObject(gcs, hex);
+  if (tls_cost) return TlsCost(bytes, rounds, mtu);
   return Orchestrate(bytes, rounds, mtu, grpc);
 }

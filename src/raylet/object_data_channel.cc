@@ -25,25 +25,88 @@
 namespace manta::raylet {
 namespace {
 
-constexpr size_t kNonceBytes = 32;
-constexpr size_t kMacBytes = 32;
 // Bigger sizes than any store holds mean a confused or hostile peer.
 constexpr uint64_t kMaxObjectBytes = uint64_t{1} << 44;
+// What the task channel's handshake is for here (task_channel_security.h).
+constexpr char kPurpose[] = "object channel";
+constexpr size_t kMaxHandshakeBytes = 255;
+// The kinds of sealed frames.
+constexpr uint8_t kRequestFrame = 1;
+constexpr uint8_t kAnswerFrame = 2;
+constexpr uint8_t kSizesFrame = 3;
+constexpr uint8_t kDataFrame = 4;
+constexpr uint8_t kAckFrame = 5;
+constexpr size_t kFrameHeaderBytes = 5;  // u32le length (kind, body and tag), u8 kind
 
-std::string Mac(const std::string& token, std::string_view role, std::string_view server_nonce,
-                std::string_view client_nonce) {
-  std::string message = "manta object channel v1 ";
-  message.append(role).append(server_nonce).append(client_nonce);
-  return HmacSha256(token, message);
+core::ChannelProtection Protection(bool encrypt) {
+  return encrypt ? core::ChannelProtection::kEncrypt : core::ChannelProtection::kNone;
 }
 
-std::string Nonce() {
-  std::string nonce(kNonceBytes, '\0');
-  FillSecureRandom(reinterpret_cast<uint8_t*>(nonce.data()), nonce.size());
-  return nonce;
+// A handshake message: a length byte, then the body.
+absl::Status SendHandshake(int fd, std::string_view body, int64_t deadline) {
+  std::string message(1, static_cast<char>(body.size()));
+  message.append(body);
+  return WriteAllBefore(fd, message.data(), message.size(), deadline);
+}
+
+absl::Status ReadHandshake(int fd, int64_t deadline, std::string* body) {
+  unsigned char n = 0;
+  if (auto s = ReadExactBefore(fd, &n, 1, deadline); !s.ok()) return s;
+  body->resize(n);
+  return ReadExactBefore(fd, body->data(), n, deadline);
+}
+
+// The keys of a finished handshake seal `c`'s directions (nothing without encryption).
+void SetSealing(DataConnection& c, const core::ChannelKeys& keys, bool server) {
+  if (keys.protection == core::ChannelProtection::kNone) return;
+  c.sealer = std::make_unique<core::FrameSealer>(keys.protection, server ? keys.worker_to_owner : keys.owner_to_worker);
+  c.opener = std::make_unique<core::FrameOpener>(keys.protection, server ? keys.owner_to_worker : keys.worker_to_owner);
+}
+
+uint32_t LoadLe32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+// Checks a sealed frame's header: `n` bytes of body, of `kind`.
+absl::Status CheckFrameHeader(const char* header, uint8_t kind, size_t n) {
+  if (LoadLe32(header) != 1 + n + core::kFrameTagBytes || static_cast<uint8_t>(header[4]) != kind) {
+    return absl::DataLossError("a message of another size or kind than the protocol's");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- connections
+
+DataConnection::DataConnection(int fd) : fd(fd) {}
+
+DataConnection::~DataConnection() { close(fd); }
+
+absl::Status DataConnection::Send(uint8_t kind, std::string_view body) {
+  if (!sealed()) return WriteAll(fd, body.data(), body.size());
+  buffer.clear();
+  sealer->Append(kind, body, &buffer);
+  return WriteAll(fd, buffer.data(), buffer.size());
+}
+
+absl::Status DataConnection::Read(uint8_t kind, size_t n, std::string* body) {
+  if (!sealed()) {
+    body->resize(n);
+    return ReadExact(fd, body->data(), n);
+  }
+  const size_t frame = kFrameHeaderBytes + n + core::kFrameTagBytes;
+  buffer.resize(frame);
+  if (auto s = ReadExact(fd, buffer.data(), kFrameHeaderBytes); !s.ok()) return s;
+  if (auto s = CheckFrameHeader(buffer.data(), kind, n); !s.ok()) return s;
+  if (auto s = ReadExact(fd, buffer.data() + kFrameHeaderBytes, frame - kFrameHeaderBytes); !s.ok()) return s;
+  std::string_view plain;
+  if (!opener->Open(buffer.data(), frame, &plain)) return absl::DataLossError("a message that does not open");
+  body->assign(plain);
+  return absl::OkStatus();
+}
 
 // ---------------------------------------------------------------- server
 
@@ -160,21 +223,22 @@ void ObjectDataServer::AcceptLoop() {
   }
 }
 
-absl::Status ObjectDataServer::Handshake(int fd) {
+absl::Status ObjectDataServer::Handshake(DataConnection& c) {
   const int64_t deadline = MonotonicMs() + limits_.handshake_timeout_ms;
-  const std::string server_nonce = Nonce();
-  char proof[kNonceBytes + kMacBytes];
-  absl::Status s = WriteAllBefore(fd, server_nonce.data(), server_nonce.size(), deadline);
-  if (s.ok()) s = ReadExactBefore(fd, proof, sizeof(proof), deadline);
+  core::WorkerHandshake handshake({token_, Protection(limits_.encrypt), kPurpose});
+  std::string proof;
+  absl::Status s = SendHandshake(c.fd, handshake.challenge(), deadline);
+  if (s.ok()) s = ReadHandshake(c.fd, deadline, &proof);
   if (!s.ok()) return s;
-  std::string client_nonce(proof, kNonceBytes);
-  std::string_view mac(proof + kNonceBytes, kMacBytes);
-  if (!ConstantTimeEquals(mac, Mac(token_, "client", server_nonce, client_nonce))) {
+  core::ChannelKeys keys;
+  absl::StatusOr<std::string> answer = handshake.Answer(proof, &keys);
+  if (!answer.ok()) {
     metrics::CountAuthFailure("object");
     return absl::UnauthenticatedError("it does not hold the cluster token");
   }
-  std::string ours = Mac(token_, "server", server_nonce, client_nonce);
-  return WriteAllBefore(fd, ours.data(), ours.size(), deadline);
+  if (s = SendHandshake(c.fd, *answer, deadline); !s.ok()) return s;
+  SetSealing(c, keys, /*server=*/true);
+  return absl::OkStatus();
 }
 
 void ObjectDataServer::Serve(int fd) {
@@ -184,8 +248,9 @@ void ObjectDataServer::Serve(int fd) {
   sigemptyset(&pipe);
   sigaddset(&pipe, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  DataConnection c(fd);  // closes fd at the end, after it left open_fds_
   SetBlockingTimeouts(fd, limits_.io_timeout_ms);
-  absl::Status s = Handshake(fd);
+  absl::Status s = Handshake(c);
   if (!s.ok()) {
     int64_t others = 0;
     if (refusals_.Allow(&others)) {
@@ -197,58 +262,64 @@ void ObjectDataServer::Serve(int fd) {
     std::lock_guard<std::mutex> lock(mu_);
     open_fds_[fd].proven = true;
   }
+  std::string id;
   while (s.ok() && !stopping_) {
-    char id[ObjectID::kSize];
-    if (!ReadExact(fd, id, sizeof(id)).ok()) break;  // the client is done with it
-    if (!SendObject(fd, ObjectID::FromBinary(std::string(id, sizeof(id))))) break;
+    if (!c.Read(kRequestFrame, ObjectID::kSize, &id).ok()) break;  // the client is done with it
+    if (!SendObject(c, ObjectID::FromBinary(id))) break;
   }
   std::lock_guard<std::mutex> lock(mu_);
   open_fds_.erase(fd);
-  close(fd);
 }
 
-bool ObjectDataServer::SendObject(int fd, const ObjectID& id) {
+bool ObjectDataServer::SendObject(DataConnection& c, const ObjectID& id) {
   std::optional<ServedObject> object = source_(id);
-  if (!object || object->busy) {
-    const char answer = object ? 2 : 0;
-    return WriteAll(fd, &answer, 1).ok();
-  }
-  char header[17];
-  header[0] = 1;
-  PutLe64(static_cast<uint64_t>(object->data_size), header + 1);
-  PutLe64(static_cast<uint64_t>(object->metadata_size), header + 9);
-  absl::Status s = WriteAll(fd, header, sizeof(header));
-  off_t offset = static_cast<off_t>(object->offset);
-  int64_t left = object->data_size + object->metadata_size;
-  const int64_t deadline = TransferDeadline(limits_.io_timeout_ms, static_cast<uint64_t>(left), limits_.min_bytes_per_s);
-  while (s.ok() && left > 0 && !stopping_) {
-    if (!SetTimeoutsWithin(fd, limits_.io_timeout_ms, deadline)) {
-      s = absl::UnavailableError("send: slower than the transfer's deadline");
-      break;
-    }
-    // The pages go from the store to the socket without a copy through user space.
-    ssize_t n = arena_fd_ >= 0 ? sendfile(fd, arena_fd_, &offset, static_cast<size_t>(std::min<int64_t>(left, 1 << 30)))
-                               : send(fd, base_ + offset, static_cast<size_t>(std::min<int64_t>(left, 1 << 30)),
-                                      MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      s = SocketIoError("send", n);
-      break;
-    }
-    if (arena_fd_ < 0) offset += n;
-    left -= n;
-    bytes_served_ += n;
-  }
+  if (!object || object->busy) return c.Send(kAnswerFrame, std::string(1, object ? 2 : 0)).ok();
+  char sizes[16];
+  PutLe64(static_cast<uint64_t>(object->data_size), sizes);
+  PutLe64(static_cast<uint64_t>(object->metadata_size), sizes + 8);
+  absl::Status s = c.Send(kAnswerFrame, std::string(1, 1));
+  if (s.ok()) s = c.Send(kSizesFrame, std::string_view(sizes, sizeof(sizes)));
+  const uint64_t total = static_cast<uint64_t>(object->data_size + object->metadata_size);
+  if (s.ok()) s = SendBytes(c, *object, TransferDeadline(limits_.io_timeout_ms, total, limits_.min_bytes_per_s));
   // sendfile() hands the kernel the store's pages, not their bytes, which are read
   // when sent, or (between local namespaces) when the receiver reads them: let go
   // before the receiver has them all, a page reused by a new object would send that
   // object's bytes (seen as a corrupt bucket in the 4-host sort under memory
   // pressure). The receiver says when it has them.
-  char ack = 0;
-  if (s.ok() && left == 0) s = ReadExact(fd, &ack, 1);
-  SetBlockingTimeouts(fd, limits_.io_timeout_ms);
+  std::string ack;
+  if (s.ok()) s = c.Read(kAckFrame, 1, &ack);
+  SetBlockingTimeouts(c.fd, limits_.io_timeout_ms);
   object->release();
-  return s.ok() && left == 0 && ack == 1;
+  return s.ok() && ack == std::string(1, 1);
+}
+
+absl::Status ObjectDataServer::SendBytes(DataConnection& c, const ServedObject& object, int64_t deadline_ms) {
+  off_t offset = static_cast<off_t>(object.offset);
+  int64_t left = object.data_size + object.metadata_size;
+  while (left > 0 && !stopping_) {
+    if (!SetTimeoutsWithin(c.fd, limits_.io_timeout_ms, deadline_ms)) {
+      return absl::UnavailableError("send: slower than the transfer's deadline");
+    }
+    ssize_t n = 0;
+    if (c.sealed()) {
+      // Sealed from the store's memory into the connection's buffer, a chunk at a time.
+      n = static_cast<ssize_t>(std::min<int64_t>(left, kSealedChunkBytes));
+      c.buffer.clear();
+      c.sealer->Append(kDataFrame, std::string_view(reinterpret_cast<const char*>(base_ + offset), n), &c.buffer);
+      if (absl::Status s = WriteAll(c.fd, c.buffer.data(), c.buffer.size()); !s.ok()) return s;
+      offset += n;
+    } else {
+      // The pages go from the store to the socket without a copy through user space.
+      const size_t want = static_cast<size_t>(std::min<int64_t>(left, 1 << 30));
+      n = arena_fd_ >= 0 ? sendfile(c.fd, arena_fd_, &offset, want) : send(c.fd, base_ + offset, want, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return SocketIoError("send", n);
+      if (arena_fd_ < 0) offset += n;
+    }
+    left -= n;
+    bytes_served_ += n;
+  }
+  return left == 0 ? absl::OkStatus() : absl::UnavailableError("the server is stopping");
 }
 
 // ---------------------------------------------------------------- client
@@ -262,90 +333,96 @@ void ObjectDataClient::Fetch::Cancel() {
 ObjectDataClient::ObjectDataClient(std::string token, const ObjectDataLimits& limits)
     : token_(std::move(token)), limits_(limits) {}
 
-ObjectDataClient::~ObjectDataClient() {
-  for (auto& [address, fds] : idle_) {
-    for (int fd : fds) close(fd);
-  }
-}
+ObjectDataClient::~ObjectDataClient() = default;
 
-absl::StatusOr<int> ObjectDataClient::Connect(const std::string& address, int64_t io_timeout_ms, bool* reused) {
+absl::StatusOr<ObjectDataClient::Connection> ObjectDataClient::Connect(const std::string& address,
+                                                                       int64_t io_timeout_ms, bool* reused) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = idle_.find(address);
     if (it != idle_.end() && !it->second.empty()) {
-      int fd = it->second.back();
+      Connection c = std::move(it->second.back());
       it->second.pop_back();
-      SetBlockingTimeouts(fd, io_timeout_ms);
+      SetBlockingTimeouts(c->fd, io_timeout_ms);
       *reused = true;
-      return fd;
+      return c;
     }
   }
   auto fd = ConnectWithin(address, std::min(limits_.connect_timeout_ms, io_timeout_ms));
   if (!fd.ok()) return fd.status();
-  SetBlockingTimeouts(*fd, io_timeout_ms);
+  auto c = std::make_unique<DataConnection>(*fd);
+  SetBlockingTimeouts(c->fd, io_timeout_ms);
   const int64_t deadline = MonotonicMs() + std::min(limits_.handshake_timeout_ms, io_timeout_ms);
-  char server_nonce[kNonceBytes];
-  absl::Status s = ReadExactBefore(*fd, server_nonce, sizeof(server_nonce), deadline);
-  std::string client_nonce = Nonce();
-  std::string proof = client_nonce + Mac(token_, "client", std::string_view(server_nonce, kNonceBytes), client_nonce);
-  if (s.ok()) s = WriteAllBefore(*fd, proof.data(), proof.size(), deadline);
-  char mac[kMacBytes];
-  if (s.ok()) s = ReadExactBefore(*fd, mac, sizeof(mac), deadline);
-  if (s.ok() && !ConstantTimeEquals(std::string_view(mac, kMacBytes),
-                                    Mac(token_, "server", std::string_view(server_nonce, kNonceBytes), client_nonce))) {
-    s = absl::UnauthenticatedError("the server at " + address + " does not hold the cluster token");
+  core::OwnerHandshake handshake({token_, Protection(limits_.encrypt), kPurpose});
+  std::string challenge, answer;
+  core::ChannelKeys keys;
+  absl::Status s = ReadHandshake(c->fd, deadline, &challenge);
+  if (s.ok()) {
+    absl::StatusOr<std::string> proof = handshake.Prove(challenge);
+    s = proof.ok() ? SendHandshake(c->fd, *proof, deadline) : proof.status();
   }
+  if (s.ok()) s = ReadHandshake(c->fd, deadline, &answer);
+  if (s.ok()) s = handshake.Check(answer, &keys);
   if (!s.ok()) {
-    close(*fd);
-    // The host answered: the channel refused us (a cap full, a stranger on the port).
+    // The host answered: the channel refused us (a cap full, a stranger on the port,
+    // another protection).
     return absl::FailedPreconditionError("object channel to " + address + ": handshake failed: " +
                                          std::string(s.message()));
   }
-  return *fd;
+  SetSealing(*c, keys, /*server=*/false);
+  return c;
 }
 
-absl::Status ObjectDataClient::Receive(int fd, uint8_t* p, uint64_t n, int64_t io_timeout_ms, int64_t deadline_ms) {
+absl::Status ObjectDataClient::Receive(DataConnection& c, uint8_t* p, uint64_t n, int64_t io_timeout_ms,
+                                       int64_t deadline_ms) {
+  const absl::Status late = absl::UnavailableError("read: slower than the transfer's deadline");
+  while (n > 0 && c.sealed()) {
+    // A frame at a time into the connection's buffer (it stays in cache), opened
+    // there, copied into the allocation.
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, kSealedChunkBytes));
+    const size_t frame = kFrameHeaderBytes + chunk + core::kFrameTagBytes;
+    c.buffer.resize(frame);
+    absl::Status s = ReadExactBefore(c.fd, c.buffer.data(), frame, deadline_ms);
+    if (!s.ok()) return MonotonicMs() >= deadline_ms ? late : s;
+    if (s = CheckFrameHeader(c.buffer.data(), kDataFrame, chunk); !s.ok()) return s;
+    std::string_view plain;
+    if (!c.opener->Open(c.buffer.data(), frame, &plain)) return absl::DataLossError("object bytes that do not open");
+    std::memcpy(p, plain.data(), chunk);
+    p += chunk;
+    n -= chunk;
+  }
   while (n > 0) {
-    if (!SetTimeoutsWithin(fd, io_timeout_ms, deadline_ms)) {
-      return absl::UnavailableError("read: slower than the transfer's deadline");
-    }
+    if (!SetTimeoutsWithin(c.fd, io_timeout_ms, deadline_ms)) return late;
     // Straight from the socket into the object's allocation.
-    ssize_t got = recv(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 1 << 30)), 0);
+    ssize_t got = recv(c.fd, p, static_cast<size_t>(std::min<uint64_t>(n, 1 << 30)), 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && MonotonicMs() >= deadline_ms) {
-      return absl::UnavailableError("read: slower than the transfer's deadline");
-    }
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && MonotonicMs() >= deadline_ms) return late;
     if (got <= 0) return SocketIoError("read", got);
     p += got;
     n -= static_cast<uint64_t>(got);
   }
-  SetBlockingTimeouts(fd, io_timeout_ms);
+  SetBlockingTimeouts(c.fd, io_timeout_ms);
   return absl::OkStatus();
 }
 
-void ObjectDataClient::ReturnIdle(const std::string& address, int fd) {
+void ObjectDataClient::ReturnIdle(const std::string& address, Connection c) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& fds = idle_[address];
-  if (fds.size() >= 4) {
-    close(fd);
-    return;
-  }
-  fds.push_back(fd);
+  auto& idle = idle_[address];
+  if (idle.size() < 4) idle.push_back(std::move(c));
 }
 
-absl::Status ObjectDataClient::Ask(int fd, const ObjectID& id, uint64_t* data_size, uint64_t* metadata_size) {
-  std::string request = id.Binary();
-  char found = 0;
-  absl::Status s = WriteAll(fd, request.data(), request.size());
-  if (s.ok()) s = ReadExact(fd, &found, 1);
+absl::Status ObjectDataClient::Ask(DataConnection& c, const ObjectID& id, uint64_t* data_size,
+                                   uint64_t* metadata_size) {
+  std::string found, sizes;
+  absl::Status s = c.Send(kRequestFrame, id.Binary());
+  if (s.ok()) s = c.Read(kAnswerFrame, 1, &found);
   if (!s.ok()) return s;
-  if (found == 0) return absl::NotFoundError("not there");
-  if (found == 2) return absl::ResourceExhaustedError("it is there, spilled, with no room yet to restore it");
-  if (found != 1) return absl::DataLossError("the server's answer is malformed");
-  char sizes[16];
-  if (s = ReadExact(fd, sizes, sizeof(sizes)); !s.ok()) return s;
-  *data_size = LoadLe64(sizes);
-  *metadata_size = LoadLe64(sizes + 8);
+  if (found[0] == 0) return absl::NotFoundError("not there");
+  if (found[0] == 2) return absl::ResourceExhaustedError("it is there, spilled, with no room yet to restore it");
+  if (found[0] != 1) return absl::DataLossError("the server's answer is malformed");
+  if (s = c.Read(kSizesFrame, 16, &sizes); !s.ok()) return s;
+  *data_size = LoadLe64(sizes.data());
+  *metadata_size = LoadLe64(sizes.data() + 8);
   if (*data_size > kMaxObjectBytes || *metadata_size > kMaxObjectBytes) {
     return absl::DataLossError("the server sent impossible sizes");
   }
@@ -353,7 +430,7 @@ absl::Status ObjectDataClient::Ask(int fd, const ObjectID& id, uint64_t* data_si
 }
 
 absl::Status ObjectDataClient::ConnectAndAsk(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
-                                             const std::shared_ptr<Fetch>& fetch, int* fd, uint64_t* data_size,
+                                             const std::shared_ptr<Fetch>& fetch, Connection* c, uint64_t* data_size,
                                              uint64_t* metadata_size) {
   // Idle connections the server has closed are dropped one by one; a new
   // connection always ends the loop.
@@ -368,35 +445,29 @@ absl::Status ObjectDataClient::ConnectAndAsk(const std::string& address, const O
     if (!connected.ok()) return connected.status();
     {
       std::lock_guard<std::mutex> lock(fetch->mu_);
-      if (fetch->cancelled_) {
-        close(*connected);
-        return absl::CancelledError("the pull was cancelled");
-      }
-      fetch->fd_ = *connected;
+      if (fetch->cancelled_) return absl::CancelledError("the pull was cancelled");
+      fetch->fd_ = (*connected)->fd;
     }
-    s = Ask(*connected, id, data_size, metadata_size);
+    s = Ask(**connected, id, data_size, metadata_size);
     // A connection kept idle may have been closed by the server meanwhile (its idle
     // timeout, its cap on connections): asked again on another.
     if (!reused || s.ok() || absl::IsNotFound(s) || absl::IsResourceExhausted(s) || absl::IsDataLoss(s)) {
-      *fd = *connected;
+      *c = std::move(*connected);
       return s;
     }
-    {
-      std::lock_guard<std::mutex> lock(fetch->mu_);
-      fetch->fd_ = -1;
-    }
-    close(*connected);
+    std::lock_guard<std::mutex> lock(fetch->mu_);
+    fetch->fd_ = -1;
   }
   return s;
 }
 
 absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
                                    const Allocate& allocate, const std::shared_ptr<Fetch>& fetch) {
-  int fd = -1;
+  Connection c;
   uint64_t data_size = 0;
   uint64_t metadata_size = 0;
-  absl::Status s = ConnectAndAsk(address, id, io_timeout_ms, fetch, &fd, &data_size, &metadata_size);
-  if (fd < 0) return s;
+  absl::Status s = ConnectAndAsk(address, id, io_timeout_ms, fetch, &c, &data_size, &metadata_size);
+  if (c == nullptr) return s;
   auto finish = [&](absl::Status s, bool reusable) {
     {
       std::lock_guard<std::mutex> lock(fetch->mu_);
@@ -404,11 +475,7 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
       if (fetch->cancelled_ && s.ok()) reusable = false;
       if (fetch->cancelled_ && !s.ok()) s = absl::CancelledError("the pull was cancelled");
     }
-    if (reusable) {
-      ReturnIdle(address, fd);
-    } else {
-      close(fd);
-    }
+    if (reusable) ReturnIdle(address, std::move(c));
     return s;
   };
   if (!s.ok()) {
@@ -423,12 +490,11 @@ absl::Status ObjectDataClient::Run(const std::string& address, const ObjectID& i
   if (!dest.ok()) return finish(dest.status(), false);  // the bytes are still coming: drop the connection
   const uint64_t total = data_size + metadata_size;
   const int64_t deadline = TransferDeadline(io_timeout_ms, total, limits_.min_bytes_per_s);
-  if (absl::Status got = Receive(fd, *dest, total, io_timeout_ms, deadline); !got.ok()) {
+  if (absl::Status got = Receive(*c, *dest, total, io_timeout_ms, deadline); !got.ok()) {
     return finish(absl::UnavailableError("object channel to " + address + ": " + std::string(got.message())), false);
   }
   // Every byte is here: the sender may let the object go (see SendObject).
-  const char ack = 1;
-  if (absl::Status acked = WriteAll(fd, &ack, 1); !acked.ok()) return finish(absl::OkStatus(), false);
+  if (absl::Status acked = c->Send(kAckFrame, std::string(1, 1)); !acked.ok()) return finish(absl::OkStatus(), false);
   return finish(absl::OkStatus(), true);
 }
 

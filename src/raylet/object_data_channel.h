@@ -1,19 +1,23 @@
-// The object data channel: node-to-node object transfer over plain TCP, the fast path
-// of ARCHITECTURE §9 when the cluster runs without TLS.
+// The object data channel: node-to-node object transfer over TCP, the fast path of
+// ARCHITECTURE §9.
 //
 // gRPC streaming costs the receiver a second copy of every byte (kernel to gRPC's
-// buffers, then into the store) and the sender one more (into the kernel). Here the
-// sender hands the store's pages to the kernel with sendfile() from the arena's memfd,
-// and the receiver reads from the socket straight into the new object's allocation:
-// one copy in all, which on the test bed's bridge is what raw TCP does.
+// buffers, then into the store) and the sender one more (into the kernel). Here,
+// without encryption, the sender hands the store's pages to the kernel with
+// sendfile() from the arena's memfd, and the receiver reads from the socket straight
+// into the new object's allocation: one copy in all, which on the test bed's bridge
+// is what raw TCP does. With TLS (the cluster's default across hosts) every message
+// and byte is sealed with AES-256-GCM under keys of the connection: the sender seals
+// from the store's memory into a buffer, the receiver opens in a buffer that stays
+// in cache and copies into the allocation.
 //
 // Wire format, on blocking sockets whose every read and write is bounded by a
 // deadline:
-//   handshake, as the task channel's: both ends prove they hold the cluster token
-//   without sending it (HMAC-SHA256 under the token of the role and both nonces):
-//     server -> client   nonce_s (32 bytes)
-//     client -> server   nonce_c (32) + mac("client") (32)
-//     server -> client   mac("server") (32)
+//   handshake: the task channel's (task_channel_security.h) with the purpose "object
+//   channel", each message a length byte and its body; the server takes the
+//   worker's part and announces its protection ('encrypt' with TLS, else 'none'),
+//   the client refuses one weaker than its own. Both prove the token without sending
+//   it and agree on keys (X25519), all bound together by the MACs.
 //   then, any number of times (the client reuses an idle connection):
 //     client -> server   object id (28 bytes)
 //     server -> client   u8 found (1/0, or 2: here but not readable now, ask
@@ -22,6 +26,8 @@
 //     client -> server   u8 1 once it has them all (the server holds the object
 //                        until then: sendfile() sends the pages as they are when
 //                        the bytes leave, not as they were when it was called)
+//   Encrypting, each of these is one sealed frame (the task channel's frame format),
+//   and the object's bytes are frames of up to kSealedChunkBytes.
 // A peer that fails the handshake, sends anything else, or stalls past the deadline
 // is disconnected (and named in the log, at most once a second); the server never
 // crashes on its input. Strangers are kept small: a connection still in its
@@ -54,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "src/common/id.h"
 #include "src/common/logging.h"
+#include "src/task_channel/task_channel_security.h"
 
 namespace manta::raylet {
 
@@ -72,6 +79,7 @@ struct ServedObject {
 // How long the channel waits, and how many strangers it admits (config_def.h's
 // object_manager_* and object_data_channel_* entries).
 struct ObjectDataLimits {
+  bool encrypt = false;                 // seal everything (the cluster runs TLS)
   int64_t io_timeout_ms = 30000;        // one read or write that moves nothing
   int64_t connect_timeout_ms = 3000;    // the client's connect
   int64_t handshake_timeout_ms = 5000;  // the whole handshake, either side
@@ -79,6 +87,28 @@ struct ObjectDataLimits {
   int64_t max_unproven = 32;            // ... from all hosts
   int64_t min_bytes_per_s = 16 << 20;   // a transfer's deadline: io timeout + size at this rate
 };
+
+// One end of a connection: its socket (closed with it), and when the channel
+// encrypts, the sealing of each direction.
+struct DataConnection {
+  explicit DataConnection(int fd);
+  ~DataConnection();
+  DataConnection(const DataConnection&) = delete;
+  DataConnection& operator=(const DataConnection&) = delete;
+  bool sealed() const { return sealer != nullptr; }
+  // Sends `body` as one message (a sealed frame of `kind` when encrypting).
+  absl::Status Send(uint8_t kind, std::string_view body);
+  // Reads one message of `n` bytes (of `kind`, when encrypting).
+  absl::Status Read(uint8_t kind, size_t n, std::string* body);
+
+  const int fd;
+  std::unique_ptr<core::FrameSealer> sealer;
+  std::unique_ptr<core::FrameOpener> opener;
+  std::string buffer;  // a sealed frame, going out or coming in
+};
+
+// Plain bytes of an object per sealed frame.
+inline constexpr size_t kSealedChunkBytes = 256 << 10;
 
 class ObjectDataServer {
  public:
@@ -121,13 +151,15 @@ class ObjectDataServer {
   // Whether a connection from `fd`'s peer fits the caps; why not in *why.
   // REQUIRES: mu_ held.
   bool AdmitLocked(int fd, std::string* why);
-  // Both ends prove the token, by the handshake deadline.
-  absl::Status Handshake(int fd);
+  // Both ends prove the token, by the handshake deadline; sets up `c`'s sealing.
+  absl::Status Handshake(DataConnection& c);
   void Serve(int fd);
   // Joins the threads of finished connections. REQUIRES: mu_ held.
   void ReapLocked();
   // Sends one object; false when the connection is no good any more.
-  bool SendObject(int fd, const ObjectID& id);
+  bool SendObject(DataConnection& c, const ObjectID& id);
+  // Its bytes: by sendfile, or sealed in chunks, by `deadline_ms`.
+  absl::Status SendBytes(DataConnection& c, const ServedObject& object, int64_t deadline_ms);
 
   const int listen_fd_;
   const int port_;
@@ -195,25 +227,26 @@ class ObjectDataClient {
                    const std::shared_ptr<Fetch>& fetch);
 
  private:
+  using Connection = std::unique_ptr<DataConnection>;
   // An authenticated connection to `address`: an idle one (*reused set), or a new one.
-  absl::StatusOr<int> Connect(const std::string& address, int64_t io_timeout_ms, bool* reused);
-  // Connects and asks for `id`: *fd is the connection (registered in `fetch`) once
-  // there is an answer, -1 (and the error) when there is none.
+  absl::StatusOr<Connection> Connect(const std::string& address, int64_t io_timeout_ms, bool* reused);
+  // Connects and asks for `id`: *c is the connection (registered in `fetch`) once
+  // there is an answer, null (and the error) when there is none.
   absl::Status ConnectAndAsk(const std::string& address, const ObjectID& id, int64_t io_timeout_ms,
-                             const std::shared_ptr<Fetch>& fetch, int* fd, uint64_t* data_size,
+                             const std::shared_ptr<Fetch>& fetch, Connection* c, uint64_t* data_size,
                              uint64_t* metadata_size);
-  void ReturnIdle(const std::string& address, int fd);
-  // Asks for `id` on `fd`: its sizes, NOT_FOUND (the connection is still good), or
+  void ReturnIdle(const std::string& address, Connection c);
+  // Asks for `id` on `c`: its sizes, NOT_FOUND (the connection is still good), or
   // another error (it is not).
-  static absl::Status Ask(int fd, const ObjectID& id, uint64_t* data_size, uint64_t* metadata_size);
+  static absl::Status Ask(DataConnection& c, const ObjectID& id, uint64_t* data_size, uint64_t* metadata_size);
 
   // Reads `n` bytes into `p` by `deadline_ms`, no read waiting over `io_timeout_ms`.
-  static absl::Status Receive(int fd, uint8_t* p, uint64_t n, int64_t io_timeout_ms, int64_t deadline_ms);
+  static absl::Status Receive(DataConnection& c, uint8_t* p, uint64_t n, int64_t io_timeout_ms, int64_t deadline_ms);
 
   const std::string token_;
   const ObjectDataLimits limits_;
   std::mutex mu_;
-  absl::flat_hash_map<std::string, std::vector<int>> idle_;
+  absl::flat_hash_map<std::string, std::vector<Connection>> idle_;
 };
 
 // A few threads that run blocking jobs (the data channel's pulls) in order of

@@ -150,15 +150,17 @@ class EphemeralKey {
 
 namespace {
 
-std::string Mac(const std::string& token, std::string_view role, std::string_view transcript) {
-  std::string message = "manta task channel v2 ";
-  message.append(role).append(transcript);
+std::string Mac(const std::string& token, std::string_view purpose, std::string_view role,
+                std::string_view transcript) {
+  std::string message = "manta ";
+  message.append(purpose).append(" v2 ").append(role).append(transcript);
   return HmacSha256(token, message);
 }
 
-void DeriveKeys(const std::string& token, ChannelProtection protection, std::string_view transcript,
-                std::string_view shared_secret, ChannelKeys* keys) {
-  std::string material = "manta task channel v2 keys";
+void DeriveKeys(const std::string& token, std::string_view purpose, ChannelProtection protection,
+                std::string_view transcript, std::string_view shared_secret, ChannelKeys* keys) {
+  std::string material = "manta ";
+  material.append(purpose).append(" v2 keys");
   material.append(transcript).append(shared_secret);
   std::string prk = HmacSha256(token, material);
   keys->protection = protection;
@@ -272,7 +274,7 @@ bool FrameOpener::Open(char* frame, size_t frame_bytes, std::string_view* body) 
 // The handshake
 
 WorkerHandshake::WorkerHandshake(const TaskChannelSecurity& security)
-    : token_(security.token), protection_(security.protection) {
+    : token_(security.token), protection_(security.protection), purpose_(security.purpose) {
   challenge_.push_back(static_cast<char>(protection_));
   challenge_.append(task_channel_internal::NewNonce());
 }
@@ -284,7 +286,7 @@ absl::StatusOr<std::string> WorkerHandshake::Answer(std::string_view proof, Chan
   if (proof.size() != kProofBytes) return absl::PermissionDeniedError("a malformed handshake proof");
   std::string transcript = challenge_;
   transcript.append(proof.substr(0, kProofBytes - kMacBytes));
-  if (!ConstantTimeEquals(proof.substr(kProofBytes - kMacBytes), Mac(token_, "owner", transcript))) {
+  if (!ConstantTimeEquals(proof.substr(kProofBytes - kMacBytes), Mac(token_, purpose_, "owner", transcript))) {
     return absl::PermissionDeniedError("failed handshake (wrong cluster token)");
   }
   EphemeralKey key;
@@ -292,13 +294,16 @@ absl::StatusOr<std::string> WorkerHandshake::Answer(std::string_view proof, Chan
   if (shared.empty()) return absl::PermissionDeniedError("the owner's handshake key is not usable");
   std::string answer = key.Public();
   transcript.append(answer);
-  answer.append(Mac(token_, "worker", transcript));
-  DeriveKeys(token_, protection_, transcript, shared, keys);
+  answer.append(Mac(token_, purpose_, "worker", transcript));
+  DeriveKeys(token_, purpose_, protection_, transcript, shared, keys);
   return answer;
 }
 
 OwnerHandshake::OwnerHandshake(const TaskChannelSecurity& security)
-    : token_(security.token), minimum_(security.protection), key_(std::make_unique<EphemeralKey>()) {}
+    : token_(security.token),
+      minimum_(security.protection),
+      purpose_(security.purpose),
+      key_(std::make_unique<EphemeralKey>()) {}
 
 OwnerHandshake::~OwnerHandshake() = default;
 
@@ -317,7 +322,7 @@ absl::StatusOr<std::string> OwnerHandshake::Prove(std::string_view challenge) {
   }
   std::string proof = NewNonce() + key_->Public();
   transcript_ = std::string(challenge) + proof;
-  proof.append(Mac(token_, "owner", transcript_));
+  proof.append(Mac(token_, purpose_, "owner", transcript_));
   return proof;
 }
 
@@ -328,10 +333,10 @@ absl::Status OwnerHandshake::Check(std::string_view server_proof, ChannelKeys* k
   std::string_view worker_public = server_proof.substr(0, kKeyBytes);
   std::string transcript = transcript_;
   transcript.append(worker_public);
-  if (!ConstantTimeEquals(server_proof.substr(kKeyBytes), Mac(token_, "worker", transcript))) return refused;
+  if (!ConstantTimeEquals(server_proof.substr(kKeyBytes), Mac(token_, purpose_, "worker", transcript))) return refused;
   std::string shared = key_->Agree(worker_public);
   if (shared.empty()) return absl::PermissionDeniedError("the worker's handshake key is not usable");
-  DeriveKeys(token_, protection_, transcript, shared, keys);
+  DeriveKeys(token_, purpose_, protection_, transcript, shared, keys);
   return absl::OkStatus();
 }
 

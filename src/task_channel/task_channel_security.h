@@ -54,6 +54,9 @@ const char* ChannelProtectionName(ChannelProtection protection);
 struct TaskChannelSecurity {
   std::string token;
   ChannelProtection protection = ChannelProtection::kMac;
+  // What the handshake is for, in every MAC and key it makes: a handshake of one
+  // channel (the object data channel uses "object channel") proves nothing to another.
+  std::string purpose = "task channel";
 };
 
 inline constexpr size_t kFrameTagBytes = 16;
@@ -121,6 +124,7 @@ class WorkerHandshake {
  private:
   const std::string token_;
   const ChannelProtection protection_;
+  const std::string purpose_;
   std::string challenge_;
 };
 
@@ -139,6 +143,7 @@ class OwnerHandshake {
  private:
   const std::string token_;
   const ChannelProtection minimum_;
+  const std::string purpose_;
   std::unique_ptr<task_channel_internal::EphemeralKey> key_;
   // Set by Prove: the transcript so far, and the protection the worker chose.
   std::string transcript_;

@@ -479,11 +479,50 @@ int Markers(const std::string& arg_marker, const std::string& obj_marker) {
   return right ? 0 : 1;
 }
 
+// Small tasks and actor calls from here to `host` for about `seconds` each: the rate
+// of batches in flight together and of one round trip at a time.
+int Rates(int host, double seconds) {
+  const std::string where = "host" + std::to_string(host);
+  auto task = [&] { return ray::Task(Echo).SetResource(where, 0.001).Remote(std::string("x")); };
+  auto actor = ray::Actor(Counter::Create).SetResource(where, 1).Remote();
+  auto rate = [seconds](const std::function<int()>& round) {
+    round();  // warm up: leases, workers, connections
+    auto start = std::chrono::steady_clock::now();
+    int64_t n = 0;
+    while (Seconds(start) < seconds) n += round();
+    return static_cast<double>(n) / Seconds(start);
+  };
+  nlohmann::json out = {{"driver_host", WhereAmI()}};
+  out["tasks_per_s"] = rate([&] {
+    std::vector<ray::ObjectRef<std::string>> refs;
+    for (int i = 0; i < 1000; ++i) refs.push_back(task());
+    ray::Get(refs);
+    return 1000;
+  });
+  out["task_round_trips_per_s"] = rate([&] {
+    task().Get();
+    return 1;
+  });
+  out["actor_calls_per_s"] = rate([&] {
+    std::vector<ray::ObjectRef<int>> refs;
+    for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Counter::Incr).Remote());
+    ray::Get(refs);
+    return 1000;
+  });
+  out["actor_round_trips_per_s"] = rate([&] {
+    actor.Task(&Counter::Incr).Remote().Get();
+    return 1;
+  });
+  actor.Kill();
+  Result(out);
+  return 0;
+}
+
 int Usage() {
   std::cerr << "usage: multihost_driver spread N | transfer BYTES TO_HOST | actors H... | named-create HOST | "
                "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS | "
                "pull-failover MAKER READER BYTES | keep-working SECONDS | slow-link FROM TO BYTES | "
-               "sort BYTES MAPS REDUCES RUNS | markers ARG_MARKER OBJECT_MARKER"
+               "sort BYTES MAPS REDUCES RUNS | markers ARG_MARKER OBJECT_MARKER | rates HOST SECONDS"
             << std::endl;
   return 2;
 }
@@ -526,6 +565,8 @@ int main(int argc, char** argv) {
       code = SlowLink(static_cast<int>(arg(0)), static_cast<int>(arg(1)), arg(2));
     } else if (cmd == "loop") {
       code = Loop(static_cast<int>(arg(0)), static_cast<int>(arg(1)));
+    } else if (cmd == "rates") {
+      code = Rates(static_cast<int>(arg(0)), static_cast<double>(arg(1)));
     } else if (cmd == "markers") {
       code = args.size() == 2 ? Markers(args[0], args[1]) : Usage();
     } else if (cmd == "sort") {

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "src/common/security.h"
+#include "src/task_channel/task_channel_security.h"
 #include "src/common/util.h"
 #include "test_util/test_util.h"
 
@@ -190,10 +192,20 @@ int ConnectFrom(const std::string& source, int port) {
   return fd;
 }
 
-// The channel's handshake MAC, as both ends compute it.
-std::string HandshakeMac(const std::string& token, const std::string& role, const std::string& server_nonce,
-                         const std::string& client_nonce) {
-  return HmacSha256(token, "manta object channel v1 " + role + server_nonce + client_nonce);
+// The channel's handshake messages: a length byte and the body.
+bool SendHandshake(int fd, const std::string& body) {
+  std::string message(1, static_cast<char>(body.size()));
+  message += body;
+  return send(fd, message.data(), message.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(message.size());
+}
+bool ReadHandshake(int fd, std::string* body) {
+  unsigned char n = 0;
+  if (recv(fd, &n, 1, MSG_WAITALL) != 1) return false;
+  body->resize(n);
+  return n == 0 || recv(fd, body->data(), n, MSG_WAITALL) == n;
+}
+core::TaskChannelSecurity Plain(const std::string& token) {
+  return {token, core::ChannelProtection::kNone, "object channel"};
 }
 
 // A server that answers nothing about objects (for the tests of its caps).
@@ -206,24 +218,21 @@ std::unique_ptr<ObjectDataServer> EmptyServer(const std::string& token, int fd, 
   return server.ok() ? std::move(*server) : nullptr;
 }
 
-// A connection from `source` that got its nonce (and proves the token when `prove`);
-// -1 when the server closed it unanswered.
+// A connection from `source` that got the server's challenge (and proves the token
+// when `prove`); -1 when the server closed it unanswered.
 int HoldFrom(const std::string& source, int port, const std::string& token, bool prove) {
   int fd = ConnectFrom(source, port);
-  char nonce[32];
-  if (recv(fd, nonce, sizeof(nonce), MSG_WAITALL) != static_cast<ssize_t>(sizeof(nonce))) {
+  std::string challenge, answer;
+  core::OwnerHandshake handshake(Plain(token));
+  core::ChannelKeys keys;
+  bool held = ReadHandshake(fd, &challenge);
+  if (held && prove) {
+    auto proof = handshake.Prove(challenge);
+    held = proof.ok() && SendHandshake(fd, *proof) && ReadHandshake(fd, &answer) && handshake.Check(answer, &keys).ok();
+  }
+  if (!held) {
     close(fd);
     return -1;
-  }
-  if (prove) {
-    const std::string client_nonce(32, 'c');
-    const std::string proof = client_nonce + HandshakeMac(token, "client", std::string(nonce, 32), client_nonce);
-    char mac[32];
-    if (send(fd, proof.data(), proof.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(proof.size()) ||
-        recv(fd, mac, sizeof(mac), MSG_WAITALL) != static_cast<ssize_t>(sizeof(mac))) {
-      close(fd);
-      return -1;
-    }
   }
   return fd;
 }
@@ -329,14 +338,13 @@ TEST_F(ObjectDataChannelTest, ARefusingChannelIsReportedAsRefused) {
 void TrickleServer(int listen_fd, const std::string& token, uint64_t bytes, std::atomic<bool>* stop) {
   int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  const std::string nonce(32, 's');
-  char proof[64];
+  core::WorkerHandshake handshake(Plain(token));
+  core::ChannelKeys keys;
+  std::string proof;
   char id[ObjectID::kSize];
-  if (send(fd, nonce.data(), nonce.size(), MSG_NOSIGNAL) == 32 &&
-      recv(fd, proof, sizeof(proof), MSG_WAITALL) == sizeof(proof)) {
-    const std::string mac = HandshakeMac(token, "server", nonce, std::string(proof, 32));
-    (void)send(fd, mac.data(), mac.size(), MSG_NOSIGNAL);
-    if (recv(fd, id, sizeof(id), MSG_WAITALL) == sizeof(id)) {
+  if (SendHandshake(fd, handshake.challenge()) && ReadHandshake(fd, &proof)) {
+    auto answer = handshake.Answer(proof, &keys);
+    if (answer.ok() && SendHandshake(fd, *answer) && recv(fd, id, sizeof(id), MSG_WAITALL) == sizeof(id)) {
       char header[17] = {1};
       for (int i = 0; i < 8; ++i) header[1 + i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
       (void)send(fd, header, sizeof(header), MSG_NOSIGNAL);
@@ -421,6 +429,95 @@ TEST_F(ObjectDataChannelTest, CancelEndsAPullInProgress) {
   ASSERT_TRUE(testing::WaitFor([&] { return allocating.load(); }, 5000));
   fetch->Cancel();
   puller.join();
+}
+
+TEST_F(ObjectDataChannelTest, WithEncryptionEveryByteArrivesSealedAndOpened) {
+  ObjectDataLimits limits = Limits(5000);
+  limits.encrypt = true;
+  auto server = ObjectDataServer::Listen(
+      "127.0.0.1", token_, fd_, base_,
+      [this](const ObjectID& id) -> std::optional<ServedObject> {
+        if (id != known_) return std::nullopt;
+        return ServedObject{1000, 5 << 20, 100, [] {}};
+      },
+      limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = "127.0.0.1:" + std::to_string((*server)->port());
+  ObjectDataClient client(token_, limits);
+  std::vector<uint8_t> got;
+  for (int round = 0; round < 2; ++round) {  // the second on the idle connection
+    absl::Status s = client.Run(address, known_, 5000,
+                                [&got](int64_t d, int64_t m) -> absl::StatusOr<uint8_t*> {
+                                  got.assign(static_cast<size_t>(d + m), 0);
+                                  return got.data();
+                                },
+                                std::make_shared<ObjectDataClient::Fetch>());
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(got.size(), size_t{(5 << 20) + 100});
+    EXPECT_EQ(std::memcmp(got.data(), base_ + 1000, got.size()), 0);
+  }
+  EXPECT_EQ((*server)->num_connections(), 1u);
+  // A client that requires encryption refuses a server that does not encrypt (the
+  // object manager then pulls over gRPC, with TLS).
+  auto fetch = std::make_shared<ObjectDataClient::Fetch>();
+  absl::Status refused = Pull(client, known_, &got, fetch);
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_TRUE(fetch->channel_refused());
+  (*server)->Stop();
+}
+
+TEST_F(ObjectDataChannelTest, WithEncryptionNothingOfTheObjectCrossesReadable) {
+  // The bytes on the wire, as a relay sees them: a pattern of the object's must not
+  // appear in them.
+  ObjectDataLimits limits = Limits(5000);
+  limits.encrypt = true;
+  std::memset(base_ + 1000, 'Q', 1 << 20);
+  auto server = ObjectDataServer::Listen(
+      "127.0.0.1", token_, fd_, base_,
+      [this](const ObjectID& id) -> std::optional<ServedObject> {
+        if (id != known_) return std::nullopt;
+        return ServedObject{1000, 1 << 20, 0, [] {}};
+      },
+      limits);
+  ASSERT_TRUE(server.ok());
+  int port = 0;
+  int relay_fd = testing::ListenOnLoopback(&port);
+  std::string seen;
+  std::thread relay([&] {
+    int in = accept4(relay_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    int out = testing::ConnectTcp("127.0.0.1", (*server)->port());
+    if (in < 0 || out < 0) return;
+    pollfd fds[2] = {{in, POLLIN, 0}, {out, POLLIN, 0}};
+    char buf[65536];
+    for (bool open = true; open && poll(fds, 2, 5000) > 0;) {
+      for (int i = 0; i < 2 && open; ++i) {
+        if ((fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+        ssize_t n = recv(fds[i].fd, buf, sizeof(buf), 0);
+        if (n <= 0) open = false;
+        if (n > 0 && i == 1) seen.append(buf, static_cast<size_t>(n));
+        if (n > 0) (void)send(fds[1 - i].fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
+      }
+    }
+    close(in);
+    close(out);
+  });
+  {
+    ObjectDataClient client(token_, limits);
+    std::vector<uint8_t> got;
+    absl::Status s = client.Run("127.0.0.1:" + std::to_string(port), known_, 5000,
+                                [&got](int64_t d, int64_t m) -> absl::StatusOr<uint8_t*> {
+                                  got.assign(static_cast<size_t>(d + m), 0);
+                                  return got.data();
+                                },
+                                std::make_shared<ObjectDataClient::Fetch>());
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(got, std::vector<uint8_t>(1 << 20, 'Q'));
+  }  // the client closes its connection: the relay ends
+  relay.join();
+  close(relay_fd);
+  EXPECT_GT(seen.size(), size_t{1} << 20);
+  EXPECT_EQ(seen.find(std::string(64, 'Q')), std::string::npos) << "object bytes crossed in the clear";
+  (*server)->Stop();
 }
 
 }  // namespace
