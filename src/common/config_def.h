@@ -83,7 +83,7 @@ MANTA_CONFIG(int64_t, object_chunk_bytes, 4 * 1024 * 1024, "node-to-node transfe
 MANTA_CONFIG(int64_t, object_manager_max_bytes_in_flight, 256 * 1024 * 1024, "per-node cap on bytes being pulled")
 MANTA_CONFIG(int64_t, object_manager_pull_timeout_ms, 30000, "one pull attempt from one location")
 MANTA_CONFIG(bool, object_data_channel, true,
-             "without TLS, objects move between nodes over plain TCP with one copy (false: over gRPC streaming)")
+             "objects move between nodes over a TCP channel of their own: one copy without TLS, sealed (AES-256-GCM) with it (false: over gRPC streaming)")
 MANTA_CONFIG(int64_t, object_transfer_threads, 4, "threads per raylet pulling over the object data channel")
 MANTA_CONFIG(int64_t, object_manager_connect_timeout_ms, 3000, "connecting to another node's object data channel")
 MANTA_CONFIG(int64_t, object_data_channel_handshake_timeout_ms, 5000, "a connection to a node's object data channel must prove the token within this, however slowly its bytes come")
