@@ -302,11 +302,12 @@ absl::Status ObjectDataServer::SendBytes(DataConnection& c, const ServedObject& 
     }
     ssize_t n = 0;
     if (c.sealed()) {
-      // Sealed from the store's memory into the connection's buffer, a chunk at a time.
+      // Sealed from the store's memory into the connection's chunk (one pass), a
+      // chunk at a time.
       n = static_cast<ssize_t>(std::min<int64_t>(left, kSealedChunkBytes));
-      c.buffer.clear();
-      c.sealer->Append(kDataFrame, std::string_view(reinterpret_cast<const char*>(base_ + offset), n), &c.buffer);
-      if (absl::Status s = WriteAll(c.fd, c.buffer.data(), c.buffer.size()); !s.ok()) return s;
+      const size_t frame = c.sealer->SealInto(kDataFrame, reinterpret_cast<const char*>(base_ + offset),
+                                              static_cast<size_t>(n), c.Chunk());
+      if (absl::Status s = WriteAll(c.fd, c.Chunk(), frame); !s.ok()) return s;
       offset += n;
     } else {
       // The pages go from the store to the socket without a copy through user space.
@@ -377,17 +378,17 @@ absl::Status ObjectDataClient::Receive(DataConnection& c, uint8_t* p, uint64_t n
                                        int64_t deadline_ms) {
   const absl::Status late = absl::UnavailableError("read: slower than the transfer's deadline");
   while (n > 0 && c.sealed()) {
-    // A frame at a time into the connection's buffer (it stays in cache), opened
-    // there, copied into the allocation.
+    // A frame at a time into the connection's chunk (it stays in cache), opened
+    // from there into the allocation (one pass; bytes that do not open fail the
+    // pull, and the unsealed object is dropped).
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, kSealedChunkBytes));
-    const size_t frame = kFrameHeaderBytes + chunk + core::kFrameTagBytes;
-    c.buffer.resize(frame);
-    absl::Status s = ReadExactBefore(c.fd, c.buffer.data(), frame, deadline_ms);
+    const size_t frame = chunk + core::kSealedFrameOverheadBytes;
+    absl::Status s = ReadExactBefore(c.fd, c.Chunk(), frame, deadline_ms);
     if (!s.ok()) return MonotonicMs() >= deadline_ms ? late : s;
-    if (s = CheckFrameHeader(c.buffer.data(), kDataFrame, chunk); !s.ok()) return s;
-    std::string_view plain;
-    if (!c.opener->Open(c.buffer.data(), frame, &plain)) return absl::DataLossError("object bytes that do not open");
-    std::memcpy(p, plain.data(), chunk);
+    if (s = CheckFrameHeader(c.Chunk(), kDataFrame, chunk); !s.ok()) return s;
+    if (!c.opener->OpenInto(c.Chunk(), frame, reinterpret_cast<char*>(p))) {
+      return absl::DataLossError("object bytes that do not open");
+    }
     p += chunk;
     n -= chunk;
   }

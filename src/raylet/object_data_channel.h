@@ -88,6 +88,9 @@ struct ObjectDataLimits {
   int64_t min_bytes_per_s = 16 << 20;   // a transfer's deadline: io timeout + size at this rate
 };
 
+// Plain bytes of an object per sealed frame.
+inline constexpr size_t kSealedChunkBytes = 256 << 10;
+
 // One end of a connection: its socket (closed with it), and when the channel
 // encrypts, the sealing of each direction.
 struct DataConnection {
@@ -104,11 +107,14 @@ struct DataConnection {
   const int fd;
   std::unique_ptr<core::FrameSealer> sealer;
   std::unique_ptr<core::FrameOpener> opener;
-  std::string buffer;  // a sealed frame, going out or coming in
+  std::string buffer;  // a sealed message, going out or coming in
+  // A sealed frame of object bytes (kSealedChunkBytes at most), allocated at first use.
+  char* Chunk() {
+    if (chunk.empty()) chunk.resize(kSealedChunkBytes + core::kSealedFrameOverheadBytes);
+    return chunk.data();
+  }
+  std::vector<char> chunk;
 };
-
-// Plain bytes of an object per sealed frame.
-inline constexpr size_t kSealedChunkBytes = 256 << 10;
 
 class ObjectDataServer {
  public:

@@ -238,6 +238,19 @@ void FrameSealer::SealFrames(std::string_view frames, std::string* out) {
   CHECK_EQ(at, frames.size()) << "SealFrames: not a sequence of whole frames";
 }
 
+static_assert(kSealedFrameOverheadBytes == task_channel_internal::kHeaderBytes + kFrameTagBytes);
+
+size_t FrameSealer::SealInto(uint8_t kind, const char* body, size_t n, char* out) {
+  using task_channel_internal::kHeaderBytes;
+  CHECK(protection_ == ChannelProtection::kEncrypt) << "SealInto encrypts";
+  task_channel_internal::StoreLe32(static_cast<uint32_t>(1 + n + kFrameTagBytes), out);
+  out[4] = static_cast<char>(kind);
+  char* payload = out + kHeaderBytes;
+  CHECK(aead_->Run(next_frame_++, std::string_view(out, kHeaderBytes), body, n, payload, payload + n))
+      << "sealing a frame failed in OpenSSL";
+  return kHeaderBytes + n + kFrameTagBytes;
+}
+
 FrameOpener::FrameOpener(ChannelProtection protection, std::string_view key)
     : protection_(protection),
       aead_(std::make_unique<Aead>(key, /*seal=*/false, protection == ChannelProtection::kMac)) {
@@ -267,6 +280,25 @@ bool FrameOpener::Open(char* frame, size_t frame_bytes, std::string_view* body) 
   }
   ++next_frame_;
   *body = std::string_view(payload, n);
+  return true;
+}
+
+bool FrameOpener::OpenInto(const char* frame, size_t frame_bytes, char* body_out) {
+  using task_channel_internal::kHeaderBytes;
+  CHECK(protection_ == ChannelProtection::kEncrypt) << "OpenInto decrypts";
+  if (failed_ || frame_bytes < kSealedFrameOverheadBytes) {
+    failed_ = true;
+    return false;
+  }
+  const size_t n = frame_bytes - kSealedFrameOverheadBytes;
+  const char* payload = frame + kHeaderBytes;
+  // The tag is only read (GCM's EVP interface takes it without const).
+  if (!aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes), payload, n, body_out,
+                  const_cast<char*>(payload + n))) {
+    failed_ = true;
+    return false;
+  }
+  ++next_frame_;
   return true;
 }
 

@@ -60,6 +60,8 @@ struct TaskChannelSecurity {
 };
 
 inline constexpr size_t kFrameTagBytes = 16;
+// A sealed frame's bytes beyond its body: the header (length, kind) and the tag.
+inline constexpr size_t kSealedFrameOverheadBytes = 5 + kFrameTagBytes;
 
 // Seals the frames of one direction, in the order they are sent. Not thread-safe.
 class FrameSealer {
@@ -75,6 +77,10 @@ class FrameSealer {
   // Appends the sealed form of `frames`, plain frames one after the other (as
   // AppendFrame builds them).
   void SealFrames(std::string_view frames, std::string* out);
+  // Seals one frame of `kind` whose body is body[0..n) into `out`, which holds
+  // kSealedFrameOverheadBytes + n bytes: the body is encrypted on its way, in one
+  // pass. Returns the frame's size. REQUIRES: kEncrypt.
+  size_t SealInto(uint8_t kind, const char* body, size_t n, char* out);
 
  private:
   const ChannelProtection protection_;
@@ -95,6 +101,10 @@ class FrameOpener {
   // not open (altered, replayed, reordered, or under another key); then nothing
   // later opens either.
   bool Open(char* frame, size_t frame_bytes, std::string_view* body);
+  // The same, the body decrypted into `body_out` (frame_bytes -
+  // kSealedFrameOverheadBytes bytes) in one pass; `frame` is left as it was. On
+  // failure `body_out` holds bytes not to be used. REQUIRES: kEncrypt.
+  bool OpenInto(const char* frame, size_t frame_bytes, char* body_out);
 
  private:
   const ChannelProtection protection_;

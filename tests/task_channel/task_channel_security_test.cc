@@ -199,6 +199,35 @@ TEST_P(FrameSealingTest, EveryByteIsProtected) {
   }
 }
 
+TEST(FrameSealingIntoTest, SealIntoAndOpenIntoMakeAndReadTheFramesAppendAndOpenDo) {
+  // The object data channel's one-pass forms: the same bytes on the wire.
+  const std::string token = NewClusterToken();
+  ChannelKeys keys;
+  ASSERT_TRUE(ShakeHands({token, ChannelProtection::kEncrypt}, {token, ChannelProtection::kEncrypt}, &keys, &keys));
+  FrameSealer appending(ChannelProtection::kEncrypt, keys.owner_to_worker);
+  FrameSealer into(ChannelProtection::kEncrypt, keys.owner_to_worker);
+  FrameOpener opener(ChannelProtection::kEncrypt, keys.owner_to_worker);
+  for (const std::string& body : {std::string(1 << 18, 'o'), std::string("tail"), std::string()}) {
+    std::string appended;
+    appending.Append(4, body, &appended);
+    std::string sealed(body.size() + kSealedFrameOverheadBytes, '\0');
+    ASSERT_EQ(into.SealInto(4, body.data(), body.size(), sealed.data()), sealed.size());
+    EXPECT_EQ(sealed, appended);
+    std::string opened(body.size(), '\0');
+    ASSERT_TRUE(opener.OpenInto(sealed.data(), sealed.size(), opened.data()));
+    EXPECT_EQ(opened, body);
+  }
+  // An altered frame does not open, and nothing after it does.
+  std::string body(1000, 'b');
+  std::string sealed(body.size() + kSealedFrameOverheadBytes, '\0');
+  into.SealInto(4, body.data(), body.size(), sealed.data());
+  sealed[100] ^= 1;
+  std::string opened(body.size(), '\0');
+  EXPECT_FALSE(opener.OpenInto(sealed.data(), sealed.size(), opened.data()));
+  sealed[100] ^= 1;
+  EXPECT_FALSE(opener.OpenInto(sealed.data(), sealed.size(), opened.data()));
+}
+
 TEST_P(FrameSealingTest, ReplayedReorderedOrForeignFramesDoNotOpenAndFailureSticks) {
   std::vector<std::string> frames = Seal({"one", "two", "three"});
   {
