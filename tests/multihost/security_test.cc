@@ -3,6 +3,8 @@
 // TLS across hosts works with certificates whose subjectAltName is each host's IP.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <map>
 #include <regex>
 
 #include "src/common/security.h"
@@ -141,13 +143,81 @@ struct Captured {
   std::string packets;  // the pcap file
   std::string token;
   bool driver_right = false;
+  // Bytes the GCS answered a replay of a captured enrollment's proof with (-1: not
+  // replayed), and whether its log then named the replaying host.
+  int replay_reply_bytes = -1;
+  bool replay_logged = false;
 };
+
+// The payload bytes every TCP connection to `port` sent, in capture order, keyed by
+// the connection's source (ip:port): IPv4 over Ethernet, as the bridge carries them.
+std::map<std::string, std::string> PayloadsTo(const std::string& pcap, int port) {
+  std::map<std::string, std::string> streams;
+  auto u16 = [&](size_t at) { return (static_cast<unsigned>(static_cast<uint8_t>(pcap[at])) << 8) |
+                                     static_cast<uint8_t>(pcap[at + 1]); };
+  auto le32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(pcap[at + i])) << (8 * i);
+    return v;
+  };
+  for (size_t at = 24; at + 16 <= pcap.size();) {
+    const size_t length = le32(at + 8);
+    const size_t frame = at + 16;
+    at = frame + length;
+    if (at > pcap.size() || length < 14 + 20 + 20 || u16(frame + 12) != 0x0800) continue;
+    const size_t ip = frame + 14;
+    const size_t ip_header = (static_cast<uint8_t>(pcap[ip]) & 0x0f) * 4;
+    if (static_cast<uint8_t>(pcap[ip + 9]) != 6) continue;  // TCP
+    const size_t tcp = ip + ip_header;
+    const size_t tcp_header = (static_cast<uint8_t>(pcap[tcp + 12]) >> 4) * 4;
+    const size_t end = ip + u16(ip + 2);
+    if (static_cast<int>(u16(tcp + 2)) != port || tcp + tcp_header >= end || end > at) continue;
+    char source[32];
+    std::snprintf(source, sizeof(source), "%u.%u.%u.%u:%u", static_cast<uint8_t>(pcap[ip + 12]),
+                  static_cast<uint8_t>(pcap[ip + 13]), static_cast<uint8_t>(pcap[ip + 14]),
+                  static_cast<uint8_t>(pcap[ip + 15]), u16(tcp));
+    streams[source].append(pcap, tcp + tcp_header, end - tcp - tcp_header);
+  }
+  return streams;
+}
+
+// Replays, from host 1, the hello and proof of an enrollment found in `pcap` to the
+// GCS: the server's new nonce makes the old proof worthless. Fills the replay
+// fields of `out`.
+void ReplayAnEnrollment(MultiHostCluster& cluster, const std::string& pcap, Captured* out) {
+  const auto hp = ParseHostPort(cluster.gcs_address());
+  ASSERT_TRUE(hp.ok());
+  std::string hello, proof;
+  for (const auto& [source, bytes] : PayloadsTo(pcap, hp->port)) {
+    if (bytes.rfind("MNTENRL1", 0) != 0 || bytes.size() < 42) continue;
+    const size_t key = static_cast<uint8_t>(bytes[40]) | (static_cast<uint8_t>(bytes[41]) << 8);
+    if (bytes.size() < 44 + key) continue;
+    const size_t names = static_cast<uint8_t>(bytes[42 + key]) | (static_cast<uint8_t>(bytes[43 + key]) << 8);
+    if (bytes.size() < 44 + key + names + 32) continue;
+    hello = bytes.substr(0, 44 + key + names);
+    proof = bytes.substr(hello.size(), 32);
+    break;
+  }
+  ASSERT_FALSE(hello.empty()) << "no enrollment in the capture";
+  TestBed& hosts = cluster.bed();
+  ASSERT_EQ(hosts.Exec(1, {"sh", "-c", "cat > /tmp/hello"}, {}, 10000, hello).exit_code, 0);
+  ASSERT_EQ(hosts.Exec(1, {"sh", "-c", "cat > /tmp/proof"}, {}, 10000, proof).exit_code, 0);
+  CommandResult replay = hosts.Exec(
+      1, {"bash", "-c", "exec 3<>/dev/tcp/" + hp->host + "/" + std::to_string(hp->port) +
+                            " && cat /tmp/hello >&3 && head -c 64 <&3 >/dev/null && cat /tmp/proof >&3 && "
+                            "timeout 5 cat <&3 | wc -c"});
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  out->replay_reply_bytes = std::stoi(replay.output);
+  std::string logs = hosts.Exec(0, {"sh", "-c", "cat /tmp/manta-*/sessions/*/logs/*gcs* 2>/dev/null"}).output;
+  out->replay_logged = logs.find("refused enrollment from " + hosts.Ip(1)) != std::string::npos;
+}
 
 // A cluster on three hosts, started with `env` as a user on each machine would (the
 // head on host 0; hosts 1 and 2 join with the token file), and a driver on host 2
 // passing markers across hosts (multihost_driver markers), while every packet on
 // the bridge is captured, from before the head starts to after the driver ends.
-Captured CaptureRun(const TestBed::Env& env, const std::string& arg_marker, const std::string& obj_marker) {
+Captured CaptureRun(const TestBed::Env& env, const std::string& arg_marker, const std::string& obj_marker,
+                    bool replay) {
   Captured out;
   auto bed = TestBed::Up(3);
   EXPECT_TRUE(bed.ok()) << bed.status();
@@ -178,6 +248,7 @@ Captured CaptureRun(const TestBed::Env& env, const std::string& arg_marker, cons
   out.packets = ReadFile(dir.path() + "/bridge.pcap").value_or("");
   out.token = (*cluster)->token();
   while (!out.token.empty() && out.token.back() == '\n') out.token.pop_back();
+  if (replay) ReplayAnEnrollment(**cluster, out.packets, &out);
   return out;
 }
 
@@ -185,7 +256,7 @@ TEST(MultiHostSecurityTest, ACaptureOfTheNetworkShowsNoTokenNoTaskArgumentAndNoO
   const std::string arg_marker = "argmark" + SecureRandomHex(8);
   const std::string obj_marker = "objmark" + SecureRandomHex(8);
   // As a user starts a cluster across machines: nothing about TLS asked or given.
-  Captured tls = CaptureRun({}, arg_marker, obj_marker);
+  Captured tls = CaptureRun({}, arg_marker, obj_marker, /*replay=*/true);
   ASSERT_TRUE(tls.driver_right);
   ASSERT_EQ(tls.token.size(), 64u);
   // Both objects crossed the bridge (4 MiB each), encrypted.
@@ -193,9 +264,13 @@ TEST(MultiHostSecurityTest, ACaptureOfTheNetworkShowsNoTokenNoTaskArgumentAndNoO
   EXPECT_EQ(Occurrences(tls.packets, tls.token), 0u) << "the token crossed the network readable";
   EXPECT_EQ(Occurrences(tls.packets, arg_marker), 0u) << "a task argument crossed the network readable";
   EXPECT_EQ(Occurrences(tls.packets, obj_marker), 0u) << "an object crossed the network readable";
+  // A captured enrollment replayed to the GCS gets nothing (its proof was for another
+  // nonce), and the GCS names the host that tried.
+  EXPECT_EQ(tls.replay_reply_bytes, 0);
+  EXPECT_TRUE(tls.replay_logged);
 
   // The same run with TLS turned off shows all three: the capture sees what crosses.
-  Captured plain = CaptureRun({{"MANTA_cluster_tls", "off"}}, arg_marker, obj_marker);
+  Captured plain = CaptureRun({{"MANTA_cluster_tls", "off"}}, arg_marker, obj_marker, /*replay=*/false);
   ASSERT_TRUE(plain.driver_right);
   EXPECT_GT(Occurrences(plain.packets, plain.token), 0u);
   EXPECT_GT(Occurrences(plain.packets, arg_marker), 0u);

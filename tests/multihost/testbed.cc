@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "src/common/util.h"
@@ -183,7 +184,13 @@ absl::StatusOr<TestBed::Process> TestBed::StartCapture(const std::string& pcap_f
 absl::Status TestBed::StopCapture(const Process& capture) {
   kill(capture.pid, SIGINT);  // tcpdump writes what it holds and exits
   int code = WaitExit(capture.pid, 10000);
-  if (code != 0) return absl::InternalError("tcpdump exited with " + std::to_string(code) + ": " + Slurp(capture.output_file));
+  const std::string said = Slurp(capture.output_file);
+  if (code != 0) return absl::InternalError("tcpdump exited with " + std::to_string(code) + ": " + said);
+  // A capture that lost packets proves nothing about what crossed.
+  std::smatch dropped;
+  if (std::regex_search(said, dropped, std::regex("(\\d+) packets? dropped by kernel")) && dropped[1] != "0") {
+    return absl::DataLossError("tcpdump lost packets: " + said);
+  }
   return absl::OkStatus();
 }
 

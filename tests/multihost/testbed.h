@@ -69,7 +69,8 @@ class TestBed {
   // Captures every packet crossing the bridge into `pcap_file` (tcpdump) from when
   // this returns until StopCapture.
   absl::StatusOr<Process> StartCapture(const std::string& pcap_file);
-  // Stops it; the file then holds every packet captured.
+  // Stops it; the file then holds every packet captured. DataLoss when tcpdump
+  // says it lost packets.
   absl::Status StopCapture(const Process& capture);
 
  private:

@@ -282,7 +282,7 @@ capture() {
   local id=$1 file=$2
   require_bed "$id"
   command -v tcpdump >/dev/null || die "capture needs tcpdump (scripts/install-deps installs it)"
-  exec ip netns exec "$(switch_ns "$id")" tcpdump -Z root -i br0 -U -s 0 -w "$file"
+  exec ip netns exec "$(switch_ns "$id")" tcpdump -Z root -i br0 -U -s 0 -B 131072 -w "$file"
 }
 
 shape() {
