@@ -14,6 +14,7 @@
 
 #include "src/common/blocking_socket.h"
 #include "src/common/cluster_ca.h"
+#include "src/common/cluster_tls.h"
 #include "src/common/enrollment.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
@@ -74,6 +75,41 @@ TEST(ClusterCaTest, RefusesBadNamesAndKeys) {
       ca->Issue(*public_key, std::vector<std::string>(ClusterCa::kMaxNames + 1, "10.0.0.1"), 600).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ca->Issue("not a key", {"10.0.0.1"}, 600).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ca->Issue(*public_key + "x", {"10.0.0.1"}, 600).status()));
+}
+
+TEST(ClusterTlsTest, TlsIsDueAcrossHostsByDefaultAndWhenAskedFor) {
+  EXPECT_EQ(*ParseClusterTlsMode("auto"), ClusterTlsMode::kAuto);
+  EXPECT_EQ(*ParseClusterTlsMode("on"), ClusterTlsMode::kOn);
+  EXPECT_EQ(*ParseClusterTlsMode("off"), ClusterTlsMode::kOff);
+  auto bad = ParseClusterTlsMode("yes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("'auto', 'on' or 'off'"), std::string::npos);
+  EXPECT_FALSE(TlsDueFor(ClusterTlsMode::kAuto, "127.0.0.1"));
+  EXPECT_FALSE(TlsDueFor(ClusterTlsMode::kAuto, "localhost"));
+  EXPECT_TRUE(TlsDueFor(ClusterTlsMode::kAuto, "198.51.100.10"));
+  EXPECT_TRUE(TlsDueFor(ClusterTlsMode::kAuto, "0.0.0.0"));
+  EXPECT_TRUE(TlsDueFor(ClusterTlsMode::kOn, "127.0.0.1"));
+  EXPECT_FALSE(TlsDueFor(ClusterTlsMode::kOff, "198.51.100.10"));
+  // A member's certificate names the address it reaches the GCS from, those it
+  // gives, and loopback; once each, no wildcard.
+  std::vector<std::string> names = MemberAddresses("127.0.0.1", {"198.51.100.20", "0.0.0.0", "198.51.100.20"});
+  EXPECT_EQ(names, (std::vector<std::string>{"127.0.0.1", "198.51.100.20"}));
+}
+
+TEST(ClusterTlsTest, AHeadsSessionHoldsItsCaAndCertificatePrivately) {
+  testing::TempDir session;
+  ASSERT_TRUE(MakeHeadTls(session.path(), {"198.51.100.10", "127.0.0.1"}, 3600).ok());
+  const SessionTlsFiles files = SessionTlsPaths(session.path());
+  const std::string ca = *ReadFile(files.member.ca_file);
+  EXPECT_TRUE(VerifyCertificate(*ReadFile(files.member.cert_file), ca).ok());
+  EXPECT_TRUE(ReadSecretFile(files.ca_key).ok()) << "the CA key is not 0600";
+  EXPECT_TRUE(ReadSecretFile(files.member.key_file).ok()) << "the node key is not 0600";
+  EXPECT_TRUE(ClusterCa::Load(ca, *ReadSecretFile(files.ca_key)).ok());
+  // A process of that node takes them (no MANTA_TLS_* set here).
+  rpc::Credentials credentials = rpc::TokenCredentials(NewClusterToken());
+  ASSERT_TRUE(AddSessionTls(session.path(), &credentials).ok());
+  EXPECT_TRUE(credentials.tls());
+  EXPECT_EQ(credentials.tls_ca, ca);
 }
 
 // An EnrollmentServer behind a listening socket on 127.0.0.1.
