@@ -108,12 +108,13 @@ int TcpSource(const std::string& ip, int port, int64_t bytes) {
 
 // This host's node (its raylet address and store socket), from the GCS.
 rpc::NodeInfo LocalNode(const std::string& gcs) {
-  auto token = FindClusterToken(gcs, "", TempRoot());
+  std::string session;
+  auto token = FindClusterToken(gcs, "", TempRoot(), &session);
   if (!token.ok()) Die(std::string(token.status().message()));
   rpc::Credentials credentials;
   credentials.token = *token;
   // This host's node's certificate when the cluster runs TLS.
-  auto tls = AddMemberTls(gcs, TempRoot(), ClusterTlsMode::kAuto, {}, 5000, &credentials);
+  auto tls = AddMemberTls(gcs, session, ClusterTlsMode::kAuto, {}, 5000, &credentials);
   if (!tls.ok()) Die(std::string(tls.message()));
   rpc::SetProcessCredentials(credentials);
   auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(gcs, 64 << 20));

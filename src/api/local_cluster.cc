@@ -122,9 +122,12 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const std::vec
   while (!cluster->address_.empty() && (cluster->address_.back() == '\n' || cluster->address_.back() == ' ')) {
     cluster->address_.pop_back();
   }
-  auto token = manta::FindSessionToken(root, cluster->address_);
+  auto session = manta::FindSessionDir(root, cluster->address_);
+  auto token = session.ok() ? manta::ReadTokenFile(*session + "/" + manta::kClusterTokenFileName)
+                            : absl::StatusOr<std::string>(session.status());
   if (!token.ok()) return absl::InternalError("the local cluster's token: " + std::string(token.status().message()));
   cluster->token_ = std::move(*token);
+  cluster->session_dir_ = std::move(*session);
   return cluster;
 }
 

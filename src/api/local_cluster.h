@@ -42,6 +42,8 @@ class LocalCluster {
   const std::string& temp_root() const { return temp_root_; }
   // The cluster token `manta start` made for it.
   const std::string& token() const { return token_; }
+  // The head's session directory (its token, its TLS files when it runs TLS).
+  const std::string& session_dir() const { return session_dir_; }
 
   // Path of a Manta executable (`manta`, `manta_gcs`, ...), or empty.
   static std::string FindMantaExecutable(const std::string& name);
@@ -54,6 +56,7 @@ class LocalCluster {
   std::string temp_root_;
   std::string address_;
   std::string token_;
+  std::string session_dir_;
   pid_t watchdog_pid_ = 0;
 };
 

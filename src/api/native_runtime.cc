@@ -657,14 +657,16 @@ std::string GetClusterAddress() {
 }
 
 // The driver's TLS (src/common/cluster_tls.h): MANTA_TLS_* files, this machine's
-// session of the cluster, or a certificate from its GCS when TLS is due.
-void AddDriverTls(const std::string& address, manta::core::CoreWorkerOptions* options) {
+// session of the cluster (`session_dir`, "" when none), or a certificate from its GCS
+// when TLS is due.
+void AddDriverTls(const std::string& address, const std::string& session_dir,
+                  manta::core::CoreWorkerOptions* options) {
   auto mode = manta::ParseClusterTlsMode(options->config.cluster_tls);
   if (!mode.ok()) throw RayException("ray::Init: " + std::string(mode.status().message()));
   auto hp = manta::ParseHostPort(address);
   std::vector<std::string> names;
   if (!Env("MANTA_NODE_IP_ADDRESS").empty()) names.push_back(Env("MANTA_NODE_IP_ADDRESS"));
-  auto s = manta::AddMemberTls(address, manta::TempRoot(), *mode,
+  auto s = manta::AddMemberTls(address, session_dir, *mode,
                                manta::MemberAddresses(hp.ok() ? hp->host : "", names),
                                options->config.enrollment_timeout_ms, &options->credentials);
   if (!s.ok()) throw RayException("ray::Init: " + std::string(s.message()));
@@ -690,6 +692,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
   std::string job_runtime_env = JobRuntimeEnv(config);
   std::unique_ptr<LocalCluster> cluster;
   std::string address = config.address;
+  std::string session_dir;  // this machine's session of the cluster, when there is one
   if (address.empty()) {
     std::vector<std::string> head_args = config.head_args;
     if (config.num_cpus >= 0) head_args.push_back("--num-cpus=" + std::to_string(config.num_cpus));
@@ -709,12 +712,13 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
     cluster = std::move(*started);
     address = cluster->address();
     options.credentials.token = cluster->token();
+    session_dir = cluster->session_dir();
   } else {
-    auto token = manta::FindClusterToken(address, "", manta::TempRoot());
+    auto token = manta::FindClusterToken(address, "", manta::TempRoot(), &session_dir);
     if (!token.ok()) throw RayException("ray::Init: " + std::string(token.status().message()));
     options.credentials.token = std::move(*token);
   }
-  AddDriverTls(address, &options);
+  AddDriverTls(address, session_dir, &options);
   options.gcs_address = address;
   // The driver is reached at the address of the raylet it joins unless told otherwise.
   options.node_ip_address = Env("MANTA_NODE_IP_ADDRESS");

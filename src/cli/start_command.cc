@@ -422,7 +422,8 @@ absl::StatusOr<rpc::Credentials> ClusterCredentials(const StartOptions& o, const
   } else if (o.head) {
     credentials.token = NewClusterToken();
   } else {
-    auto token = FindClusterToken(o.address, o.token_file, TempRoot());
+    std::string session;
+    auto token = FindClusterToken(o.address, o.token_file, TempRoot(), &session);
     if (!token.ok()) return token.status();
     credentials.token = *token;
     if (!o.tls.enabled()) {
@@ -431,7 +432,7 @@ absl::StatusOr<rpc::Credentials> ClusterCredentials(const StartOptions& o, const
       std::vector<std::string> names = {o.node_ip_address};
       if (!IsWildcard(o.bind_address)) names.push_back(o.bind_address);
       const std::vector<std::string> addresses = MemberAddresses(ParseHostPort(o.address)->host, names);
-      if (auto s = AddMemberTls(o.address, TempRoot(), *mode, addresses, config.enrollment_timeout_ms, &credentials);
+      if (auto s = AddMemberTls(o.address, session, *mode, addresses, config.enrollment_timeout_ms, &credentials);
           !s.ok()) {
         return s;
       }

@@ -65,10 +65,11 @@ absl::StatusOr<std::string> JoinCluster(const ClusterFlags& flags) {
   auto mode = ParseClusterTlsMode(config->cluster_tls);
   if (!mode.ok()) return mode.status();
   rpc::Credentials credentials;
-  auto token = FindClusterToken(address, flags.token_file, TempRoot());
+  std::string session;
+  auto token = FindClusterToken(address, flags.token_file, TempRoot(), &session);
   if (!token.ok()) return token.status();
   credentials.token = std::move(*token);
-  if (auto s = AddMemberTls(address, TempRoot(), *mode, MemberAddresses(hp->host, {}), config->enrollment_timeout_ms,
+  if (auto s = AddMemberTls(address, session, *mode, MemberAddresses(hp->host, {}), config->enrollment_timeout_ms,
                             &credentials);
       !s.ok()) {
     return s;

@@ -38,13 +38,16 @@ absl::StatusOr<sockaddr_in> ParseIpv4SocketAddress(const std::string& address);
 // `timeout_ms`.
 absl::StatusOr<int> ConnectWithin(const std::string& address, int64_t timeout_ms);
 
-inline void PutLe64(uint64_t v, char* out) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+// Little-endian integers of `bytes` bytes (at most 8), as the channels' headers are.
+inline void PutLe(uint64_t v, size_t bytes, char* out) {
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
-inline uint64_t LoadLe64(const char* p) {
+inline uint64_t LoadLe(const char* p, size_t bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
+inline void PutLe64(uint64_t v, char* out) { PutLe(v, 8, out); }
+inline uint64_t LoadLe64(const char* p) { return LoadLe(p, 8); }
 
 }  // namespace manta

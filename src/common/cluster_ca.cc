@@ -136,9 +136,19 @@ struct ClusterCa::Keys {
 };
 
 absl::StatusOr<std::string> NewPrivateKeyPem() {
+  auto keys = NewKeyPair();
+  if (!keys.ok()) return keys.status();
+  return std::move(keys->private_key_pem);
+}
+
+absl::StatusOr<KeyPair> NewKeyPair() {
   Key key(EVP_EC_gen("P-256"));
   if (!key) return OpenSslFailure("cannot make an EC key");
-  return KeyToPem(key.get());
+  auto pem = KeyToPem(key.get());
+  if (!pem.ok()) return pem.status();
+  auto der = PublicDer(key.get());
+  if (!der.ok()) return der.status();
+  return KeyPair{std::move(*pem), std::move(*der)};
 }
 
 absl::StatusOr<std::string> PublicKeyDer(const std::string& private_key_pem) {

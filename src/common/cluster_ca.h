@@ -23,6 +23,12 @@ namespace manta {
 
 // A new ECDSA P-256 private key (PEM, PKCS#8).
 absl::StatusOr<std::string> NewPrivateKeyPem();
+// A new key pair: the private key as PEM, the public key as DER SubjectPublicKeyInfo.
+struct KeyPair {
+  std::string private_key_pem;
+  std::string public_key_der;
+};
+absl::StatusOr<KeyPair> NewKeyPair();
 // The public half of a PEM private key, as DER SubjectPublicKeyInfo.
 absl::StatusOr<std::string> PublicKeyDer(const std::string& private_key_pem);
 // The public key (DER SubjectPublicKeyInfo) a PEM certificate certifies.

@@ -43,14 +43,12 @@ absl::Status MakeHeadTls(const std::string& session_dir, const std::vector<std::
   constexpr int64_t kCaLifetimeS = int64_t{10} * 365 * 24 * 3600;
   auto ca = ClusterCa::Create(kCaLifetimeS);
   if (!ca.ok()) return ca.status();
-  MemberCertificate head;
-  auto key = NewPrivateKeyPem();
-  if (!key.ok()) return key.status();
-  head.key_pem = std::move(*key);
-  auto public_key = PublicKeyDer(head.key_pem);
-  if (!public_key.ok()) return public_key.status();
-  auto cert = ca->Issue(*public_key, ips, lifetime_s);
+  auto keys = NewKeyPair();
+  if (!keys.ok()) return keys.status();
+  auto cert = ca->Issue(keys->public_key_der, ips, lifetime_s);
   if (!cert.ok()) return cert.status();
+  MemberCertificate head;
+  head.key_pem = std::move(keys->private_key_pem);
   head.cert_pem = std::move(*cert);
   head.ca_pem = ca->cert_pem();
   if (auto s = WriteSessionTls(session_dir, head); !s.ok()) return s;
@@ -80,13 +78,11 @@ absl::Status AddSessionTls(const std::string& session_dir, rpc::Credentials* cre
   return rpc::LoadTls(files.member, credentials);
 }
 
-absl::Status AddMemberTls(const std::string& gcs_address, const std::string& temp_root, ClusterTlsMode mode,
+absl::Status AddMemberTls(const std::string& gcs_address, const std::string& session_dir, ClusterTlsMode mode,
                           const std::vector<std::string>& addresses, int64_t timeout_ms,
                           rpc::Credentials* credentials) {
+  if (!session_dir.empty()) return AddSessionTls(session_dir, credentials);
   if (rpc::TlsFiles files = rpc::TlsFilesFromEnvironment(); files.enabled()) return rpc::LoadTls(files, credentials);
-  if (auto session = FindClusterSession(gcs_address, temp_root); session.ok()) {
-    return AddSessionTls(*session, credentials);
-  }
   auto hp = ParseHostPort(gcs_address);
   if (!hp.ok()) return hp.status();
   const bool due = TlsDueFor(mode, hp->host);

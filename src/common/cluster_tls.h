@@ -50,8 +50,10 @@ absl::Status MakeHeadTls(const std::string& session_dir, const std::vector<std::
 std::vector<std::string> MemberAddresses(const std::string& gcs_host, const std::vector<std::string>& extra);
 
 // Adds TLS material to `credentials` (whose token is set) for a member of the cluster
-// at `gcs_address`, as the header says; a certificate from the GCS names `addresses`.
-absl::Status AddMemberTls(const std::string& gcs_address, const std::string& temp_root, ClusterTlsMode mode,
+// at `gcs_address`, as the header says: `session_dir` is this machine's session of
+// that cluster, "" when none (FindClusterToken finds it with the token); a
+// certificate from the GCS names `addresses`.
+absl::Status AddMemberTls(const std::string& gcs_address, const std::string& session_dir, ClusterTlsMode mode,
                           const std::vector<std::string>& addresses, int64_t timeout_ms,
                           rpc::Credentials* credentials);
 // The same for a process of the node whose session is `session_dir`: MANTA_TLS_*

@@ -31,14 +31,11 @@ std::string Mac(const std::string& token, std::string_view role, std::string_vie
   return HmacSha256(token, message);
 }
 
-void PutLe(uint64_t v, size_t bytes, std::string* out) {
-  for (size_t i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t LoadLe(const char* p, size_t bytes) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
+// Appends `v` as `bytes` little-endian bytes.
+void AppendLe(uint64_t v, size_t bytes, std::string* out) {
+  char le[8];
+  PutLe(v, bytes, le);
+  out->append(le, bytes);
 }
 
 // Reads a little-endian length of `width` bytes (at most `max`) and that many bytes.
@@ -54,7 +51,7 @@ absl::Status ReadSized(int fd, size_t width, size_t max, int64_t deadline, std::
 
 std::string Sized(std::string_view field) {
   std::string out;
-  PutLe(field.size(), 4, &out);
+  AppendLe(field.size(), 4, &out);
   out.append(field);
   return out;
 }
@@ -88,9 +85,9 @@ std::string IpOf(const std::string& host_port) {
 
 // Appends the hello's fields after magic and nonce: the key and the names, sized.
 void AppendHelloFields(const std::string& public_key, const std::string& names, std::string* hello) {
-  PutLe(public_key.size(), 2, hello);
+  AppendLe(public_key.size(), 2, hello);
   *hello += public_key;
-  PutLe(names.size(), 2, hello);
+  AppendLe(names.size(), 2, hello);
   *hello += names;
 }
 
@@ -130,13 +127,12 @@ absl::Status CheckReply(const std::string& token, std::string_view server_nonce,
 absl::StatusOr<MemberCertificate> Enroll(const std::string& gcs_address, const std::string& token,
                                          const std::vector<std::string>& ips, int64_t timeout_ms) {
   const int64_t deadline = MonotonicMs() + timeout_ms;
+  auto keys = NewKeyPair();
+  if (!keys.ok()) return keys.status();
   MemberCertificate out;
-  auto key = NewPrivateKeyPem();
-  if (!key.ok()) return key.status();
-  out.key_pem = std::move(*key);
-  auto public_key = PublicKeyDer(out.key_pem);
-  if (!public_key.ok()) return public_key.status();
-  const std::string hello = Hello(*public_key, ips);
+  out.key_pem = keys->private_key_pem;
+  const std::string& public_key = keys->public_key_der;
+  const std::string hello = Hello(public_key, ips);
   const std::string hello_hash = Sha256(hello);
   auto fd = ConnectWithin(gcs_address, timeout_ms);
   if (!fd.ok()) return fd.status();
@@ -167,7 +163,7 @@ absl::StatusOr<MemberCertificate> Enroll(const std::string& gcs_address, const s
   if (s.ok()) s = ReadExactBefore(*fd, mac, sizeof(mac), deadline);
   if (!s.ok()) return fail(absl::UnavailableError("the reply: " + std::string(s.message()) +
                                                   " (the GCS refused this token? see its log)"));
-  s = CheckReply(token, server_nonce, hello_hash, body, std::string_view(mac, kMacBytes), *public_key, &out);
+  s = CheckReply(token, server_nonce, hello_hash, body, std::string_view(mac, kMacBytes), public_key, &out);
   if (!s.ok()) return fail(s);
   close(*fd);
   return out;

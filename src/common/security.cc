@@ -212,7 +212,12 @@ absl::StatusOr<std::string> FindClusterSession(const std::string& gcs_address, c
 }
 
 absl::StatusOr<std::string> FindClusterToken(const std::string& gcs_address, const std::string& token_file,
-                                             const std::string& temp_root) {
+                                             const std::string& temp_root, std::string* session_dir) {
+  absl::StatusOr<std::string> session = absl::NotFoundError("not looked for");
+  if (session_dir != nullptr) {
+    session = FindClusterSession(gcs_address, temp_root);
+    *session_dir = session.ok() ? *session : "";
+  }
   if (!token_file.empty()) return ReadTokenFile(token_file);
   if (std::string file = Env(kClusterTokenFileEnv); !file.empty()) {
     auto token = ReadTokenFile(file);
@@ -226,7 +231,7 @@ absl::StatusOr<std::string> FindClusterToken(const std::string& gcs_address, con
     }
     return token;
   }
-  auto session = FindClusterSession(gcs_address, temp_root);
+  if (session_dir == nullptr) session = FindClusterSession(gcs_address, temp_root);
   if (session.ok()) return ReadTokenFile((fs::path(*session) / kClusterTokenFileName).string());
   if (!absl::IsNotFound(session.status())) return session.status();
   return absl::NotFoundError("no cluster token for the cluster at " + gcs_address + ": no session under " +

@@ -71,8 +71,10 @@ absl::Status EnsurePrivateDir(const std::string& dir);
 // session on this machine (under `temp_root`, and under its private/ roots of
 // clusters started by ray::Init) that records that GCS address. NotFound says where
 // it looked and how to give the token.
+// With `session_dir`, it is set to that session's directory ("" when this machine has
+// none), found by the same one look through the sessions.
 absl::StatusOr<std::string> FindClusterToken(const std::string& gcs_address, const std::string& token_file,
-                                             const std::string& temp_root);
+                                             const std::string& temp_root, std::string* session_dir = nullptr);
 // The token recorded by the session under `temp_root`/sessions whose gcs_address is
 // `gcs_address`; NotFound when there is none.
 absl::StatusOr<std::string> FindSessionToken(const std::string& temp_root, const std::string& gcs_address);

@@ -29,14 +29,12 @@ namespace {
 constexpr uint64_t kMaxObjectBytes = uint64_t{1} << 44;
 // What the task channel's handshake is for here (task_channel_security.h).
 constexpr char kPurpose[] = "object channel";
-constexpr size_t kMaxHandshakeBytes = 255;
 // The kinds of sealed frames.
 constexpr uint8_t kRequestFrame = 1;
 constexpr uint8_t kAnswerFrame = 2;
 constexpr uint8_t kSizesFrame = 3;
 constexpr uint8_t kDataFrame = 4;
 constexpr uint8_t kAckFrame = 5;
-constexpr size_t kFrameHeaderBytes = 5;  // u32le length (kind, body and tag), u8 kind
 
 core::ChannelProtection Protection(bool encrypt) {
   return encrypt ? core::ChannelProtection::kEncrypt : core::ChannelProtection::kNone;
@@ -63,15 +61,9 @@ void SetSealing(DataConnection& c, const core::ChannelKeys& keys, bool server) {
   c.opener = std::make_unique<core::FrameOpener>(keys.protection, server ? keys.owner_to_worker : keys.worker_to_owner);
 }
 
-uint32_t LoadLe32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
 // Checks a sealed frame's header: `n` bytes of body, of `kind`.
 absl::Status CheckFrameHeader(const char* header, uint8_t kind, size_t n) {
-  if (LoadLe32(header) != 1 + n + core::kFrameTagBytes || static_cast<uint8_t>(header[4]) != kind) {
+  if (LoadLe(header, 4) != 1 + n + core::kFrameTagBytes || static_cast<uint8_t>(header[4]) != kind) {
     return absl::DataLossError("a message of another size or kind than the protocol's");
   }
   return absl::OkStatus();
@@ -97,11 +89,11 @@ absl::Status DataConnection::Read(uint8_t kind, size_t n, std::string* body) {
     body->resize(n);
     return ReadExact(fd, body->data(), n);
   }
-  const size_t frame = kFrameHeaderBytes + n + core::kFrameTagBytes;
+  // The size is the protocol's: the whole frame is read at once, then checked.
+  const size_t frame = n + core::kSealedFrameOverheadBytes;
   buffer.resize(frame);
-  if (auto s = ReadExact(fd, buffer.data(), kFrameHeaderBytes); !s.ok()) return s;
+  if (auto s = ReadExact(fd, buffer.data(), frame); !s.ok()) return s;
   if (auto s = CheckFrameHeader(buffer.data(), kind, n); !s.ok()) return s;
-  if (auto s = ReadExact(fd, buffer.data() + kFrameHeaderBytes, frame - kFrameHeaderBytes); !s.ok()) return s;
   std::string_view plain;
   if (!opener->Open(buffer.data(), frame, &plain)) return absl::DataLossError("a message that does not open");
   body->assign(plain);

@@ -209,21 +209,21 @@ FrameSealer::~FrameSealer() = default;
 void FrameSealer::Append(uint8_t kind, std::string_view body, std::string* out) {
   using task_channel_internal::kHeaderBytes;
   const size_t start = out->size();
-  char header[kHeaderBytes];
-  task_channel_internal::StoreLe32(static_cast<uint32_t>(1 + body.size() + kFrameTagBytes), header);
-  header[4] = static_cast<char>(kind);
-  out->append(header, kHeaderBytes).append(body).append(kFrameTagBytes, '\0');
-  // Sealed in place.
+  out->resize(start + kSealedFrameOverheadBytes + body.size());
   char* frame = out->data() + start;
-  char* payload = frame + kHeaderBytes;
-  char* tag = payload + body.size();
-  // A frame that failed to seal would go out in the clear or with a tag of zeros:
-  // OpenSSL failing here cannot protect anything, so stop.
-  const bool sealed =
-      protection_ == ChannelProtection::kEncrypt
-          ? aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes), payload, body.size(), payload, tag)
-          : aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes + body.size()), nullptr, 0, nullptr, tag);
-  CHECK(sealed) << "sealing a task channel frame failed in OpenSSL";
+  if (protection_ == ChannelProtection::kEncrypt) {
+    SealInto(kind, body.data(), body.size(), frame);
+    return;
+  }
+  // Authenticated only: header and body in the clear, then the tag over both.
+  task_channel_internal::StoreLe32(static_cast<uint32_t>(1 + body.size() + kFrameTagBytes), frame);
+  frame[4] = static_cast<char>(kind);
+  std::memcpy(frame + kHeaderBytes, body.data(), body.size());
+  // A frame that failed to seal would go out with a tag of zeros: OpenSSL failing
+  // here cannot protect anything, so stop.
+  CHECK(aead_->Run(next_frame_++, std::string_view(frame, kHeaderBytes + body.size()), nullptr, 0, nullptr,
+                   frame + kHeaderBytes + body.size()))
+      << "sealing a task channel frame failed in OpenSSL";
 }
 
 void FrameSealer::SealFrames(std::string_view frames, std::string* out) {
@@ -261,40 +261,28 @@ FrameOpener::~FrameOpener() = default;
 
 bool FrameOpener::Open(char* frame, size_t frame_bytes, std::string_view* body) {
   using task_channel_internal::kHeaderBytes;
-  if (failed_ || frame_bytes < kHeaderBytes + kFrameTagBytes) {
-    failed_ = true;
-    return false;
-  }
-  const size_t n = frame_bytes - kHeaderBytes - kFrameTagBytes;
+  if (failed_ || frame_bytes < kSealedFrameOverheadBytes) return Opened(false);
+  const size_t n = frame_bytes - kSealedFrameOverheadBytes;
   char* payload = frame + kHeaderBytes;
-  char* tag = payload + n;
-  bool ok;
-  if (protection_ == ChannelProtection::kEncrypt) {
-    ok = aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes), payload, n, payload, tag);
-  } else {
-    ok = aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes + n), nullptr, 0, nullptr, tag);
-  }
-  if (!ok) {
-    failed_ = true;
-    return false;
-  }
-  ++next_frame_;
   *body = std::string_view(payload, n);
-  return true;
+  // Encrypted: decrypted in place.
+  if (protection_ == ChannelProtection::kEncrypt) return OpenInto(frame, frame_bytes, payload);
+  return Opened(aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes + n), nullptr, 0, nullptr, payload + n));
 }
 
 bool FrameOpener::OpenInto(const char* frame, size_t frame_bytes, char* body_out) {
   using task_channel_internal::kHeaderBytes;
   CHECK(protection_ == ChannelProtection::kEncrypt) << "OpenInto decrypts";
-  if (failed_ || frame_bytes < kSealedFrameOverheadBytes) {
-    failed_ = true;
-    return false;
-  }
+  if (failed_ || frame_bytes < kSealedFrameOverheadBytes) return Opened(false);
   const size_t n = frame_bytes - kSealedFrameOverheadBytes;
   const char* payload = frame + kHeaderBytes;
   // The tag is only read (GCM's EVP interface takes it without const).
-  if (!aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes), payload, n, body_out,
-                  const_cast<char*>(payload + n))) {
+  return Opened(aead_->Run(next_frame_, std::string_view(frame, kHeaderBytes), payload, n, body_out,
+                           const_cast<char*>(payload + n)));
+}
+
+bool FrameOpener::Opened(bool ok) {
+  if (!ok) {
     failed_ = true;
     return false;
   }

@@ -107,6 +107,8 @@ class FrameOpener {
   bool OpenInto(const char* frame, size_t frame_bytes, char* body_out);
 
  private:
+  // Counts a frame that opened; a failure sticks.
+  bool Opened(bool ok);
   const ChannelProtection protection_;
   std::unique_ptr<task_channel_internal::Aead> aead_;
   uint64_t next_frame_ = 0;

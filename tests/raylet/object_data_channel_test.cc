@@ -75,6 +75,22 @@ class ObjectDataChannelTest : public ::testing::Test {
                       fetch);
   }
 
+  static ObjectDataLimits SealingLimits() {
+    ObjectDataLimits limits = Limits(5000);
+    limits.encrypt = true;
+    return limits;
+  }
+  // A server that seals, serving known_ as the arena's bytes from 1000 on.
+  absl::StatusOr<std::unique_ptr<ObjectDataServer>> SealingServer(int64_t data_size, int64_t metadata_size) {
+    return ObjectDataServer::Listen(
+        "127.0.0.1", token_, fd_, base_,
+        [this, data_size, metadata_size](const ObjectID& id) -> std::optional<ServedObject> {
+          if (id != known_) return std::nullopt;
+          return ServedObject{1000, data_size, metadata_size, [] {}};
+        },
+        SealingLimits());
+  }
+
   int RawConnect() {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
@@ -432,15 +448,8 @@ TEST_F(ObjectDataChannelTest, CancelEndsAPullInProgress) {
 }
 
 TEST_F(ObjectDataChannelTest, WithEncryptionEveryByteArrivesSealedAndOpened) {
-  ObjectDataLimits limits = Limits(5000);
-  limits.encrypt = true;
-  auto server = ObjectDataServer::Listen(
-      "127.0.0.1", token_, fd_, base_,
-      [this](const ObjectID& id) -> std::optional<ServedObject> {
-        if (id != known_) return std::nullopt;
-        return ServedObject{1000, 5 << 20, 100, [] {}};
-      },
-      limits);
+  const ObjectDataLimits limits = SealingLimits();
+  auto server = SealingServer(5 << 20, 100);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = "127.0.0.1:" + std::to_string((*server)->port());
   ObjectDataClient client(token_, limits);
@@ -469,16 +478,9 @@ TEST_F(ObjectDataChannelTest, WithEncryptionEveryByteArrivesSealedAndOpened) {
 TEST_F(ObjectDataChannelTest, WithEncryptionNothingOfTheObjectCrossesReadable) {
   // The bytes on the wire, as a relay sees them: a pattern of the object's must not
   // appear in them.
-  ObjectDataLimits limits = Limits(5000);
-  limits.encrypt = true;
+  const ObjectDataLimits limits = SealingLimits();
   std::memset(base_ + 1000, 'Q', 1 << 20);
-  auto server = ObjectDataServer::Listen(
-      "127.0.0.1", token_, fd_, base_,
-      [this](const ObjectID& id) -> std::optional<ServedObject> {
-        if (id != known_) return std::nullopt;
-        return ServedObject{1000, 1 << 20, 0, [] {}};
-      },
-      limits);
+  auto server = SealingServer(1 << 20, 0);
   ASSERT_TRUE(server.ok());
   int port = 0;
   int relay_fd = testing::ListenOnLoopback(&port);
