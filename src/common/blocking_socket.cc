@@ -64,9 +64,15 @@ absl::Status MoveAll(int fd, char* p, size_t n, bool reading, int64_t deadline_m
 }  // namespace
 
 bool SetTimeoutsWithin(int fd, int64_t io_timeout_ms, int64_t deadline_ms) {
-  const int64_t left = std::min(io_timeout_ms, deadline_ms - MonotonicMs());
+  const int64_t left = deadline_ms - MonotonicMs();
   if (left <= 0) return false;
-  SetBlockingTimeouts(fd, left);
+  // Called before every read or write of a transfer: no system call until the
+  // deadline is nearer than the I/O timeout the socket already has.
+  if (left < io_timeout_ms) {
+    timeval tv{static_cast<time_t>(left / 1000), static_cast<suseconds_t>((left % 1000) * 1000)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
   return true;
 }
 

@@ -25,8 +25,9 @@ absl::Status WriteAll(int fd, const void* buf, size_t n);
 // the peer trickles its bytes.
 absl::Status ReadExactBefore(int fd, void* buf, size_t n, int64_t deadline_ms);
 absl::Status WriteAllBefore(int fd, const void* buf, size_t n, int64_t deadline_ms);
-// Sets `fd`'s read and write timeouts to the smaller of `io_timeout_ms` and what is
-// left before `deadline_ms`; false when the deadline has passed.
+// Lowers `fd`'s read and write timeouts to what is left before `deadline_ms` once
+// that is less than `io_timeout_ms` (which the socket must have already); false when
+// the deadline has passed.
 bool SetTimeoutsWithin(int fd, int64_t io_timeout_ms, int64_t deadline_ms);
 // A transfer's deadline: `io_timeout_ms` plus `bytes` at `min_bytes_per_s`, from now.
 int64_t TransferDeadline(int64_t io_timeout_ms, uint64_t bytes, int64_t min_bytes_per_s);

@@ -264,13 +264,15 @@ absl::Status EnrollmentServer::ServeOne(int fd, const std::string& peer_ip) {
   const std::string body =
       cert.ok() ? ReplyBody(kOk, ca_.cert_pem(), *cert) : ReplyBody(kRefused, std::string(cert.status().message()), "");
   const std::string reply = Sized(body) + Mac(token_, "reply", nonce, hello_hash, body);
+  if (cert.ok()) {
+    // Counted and logged before the member hears of it, which may come straight back.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++issued_;
+    LOG(INFO) << "issued a certificate for " << names << " (seen at " << peer_ip << "), valid "
+              << options_.certificate_lifetime_s << " s";
+  }
   if (s = WriteAllBefore(fd, reply.data(), reply.size(), deadline); !s.ok()) return s;
-  if (!cert.ok()) return cert.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  ++issued_;
-  LOG(INFO) << "issued a certificate for " << names << " (seen at " << peer_ip << "), valid "
-            << options_.certificate_lifetime_s << " s";
-  return absl::OkStatus();
+  return cert.status();
 }
 
 }  // namespace manta

@@ -363,6 +363,7 @@ absl::StatusOr<ObjectDataClient::Connection> ObjectDataClient::Connect(const std
                                          std::string(s.message()));
   }
   SetSealing(*c, keys, /*server=*/false);
+  SetBlockingTimeouts(c->fd, io_timeout_ms);  // the handshake's deadline lowered them
   return c;
 }
 
