@@ -126,4 +126,8 @@ std::string PlacementGroupStateName(rpc::PlacementGroupTableData::PlacementGroup
 // Lowercase hex of binary bytes (ids).
 std::string Hex(const std::string& binary);
 
+// The URL of a Prometheus endpoint at host:port, as this process would scrape it:
+// https when it has TLS and the host is not loopback (plain HTTP is loopback only).
+std::string MetricsUrl(const std::string& host, int port);
+
 }  // namespace manta::cli

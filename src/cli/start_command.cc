@@ -29,6 +29,12 @@
 #include "protos/gcs.grpc.pb.h"
 
 namespace manta::cli {
+
+std::string MetricsUrl(const std::string& host, int port) {
+  const bool https = rpc::ProcessCredentials().tls() && !IsLoopbackAddress(host);
+  return (https ? "https://" : "http://") + host + ":" + std::to_string(port) + "/metrics";
+}
+
 namespace {
 
 constexpr int64_t kReadyTimeoutMs = 20000;
@@ -265,7 +271,11 @@ std::string DashboardUrl(const StartOptions& o, const absl::StatusOr<std::string
               << std::endl;
     return "";
   }
-  return "http://" + o.dashboard_host + ":" + std::to_string(std::stoi(*port)) + "/";
+  // With TLS, other hosts must use HTTPS (plain HTTP is for loopback only).
+  const bool loopback = IsLoopbackAddress(o.dashboard_host);
+  const std::string host = o.dashboard_host == "0.0.0.0" ? o.node_ip_address : o.dashboard_host;
+  const bool https = rpc::ProcessCredentials().tls() && !loopback;
+  return (https ? "https://" : "http://") + host + ":" + std::to_string(std::stoi(*port)) + "/";
 }
 
 // The head's dashboard, started beside the raylet (it needs only the GCS): Launch
@@ -542,9 +552,9 @@ void PrintStarted(const StartOptions& o, const Session& session, const HeadAddre
   if (o.head) std::cout << "  Redis address:    " << head.redis << "\n";
   std::cout << "  Raylet port:      " << raylet.port << "\n";
   // The Prometheus endpoints, from the daemons' ready files.
-  std::cout << "  Metrics:          http://" << o.node_ip_address << ":" << raylet.metrics_port << "/metrics\n";
+  std::cout << "  Metrics:          " << MetricsUrl(o.node_ip_address, raylet.metrics_port) << "\n";
   if (o.head) {
-    std::cout << "  GCS metrics:      http://" << o.node_ip_address << ":" << head.gcs_metrics_port << "/metrics\n";
+    std::cout << "  GCS metrics:      " << MetricsUrl(o.node_ip_address, head.gcs_metrics_port) << "\n";
   }
   std::cout << "  Session dir:      " << session.dir() << "\n";
   std::cout << "  TLS:              " << TlsSummary(o, session) << "\n";

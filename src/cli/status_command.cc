@@ -294,8 +294,7 @@ void PrintNode(const ClusterSnapshot& snap, const rpc::NodeInfo& n, scheduling::
     std::cout << "      total:     " << scheduling::FormatResources(total) << "\n"
               << "      available: " << scheduling::FormatResources(avail) << "\n";
     if (n.metrics_export_port() > 0) {
-      std::cout << "      metrics:   http://" << n.node_manager_address() << ":" << n.metrics_export_port()
-                << "/metrics\n";
+      std::cout << "      metrics:   " << MetricsUrl(n.node_manager_address(), n.metrics_export_port()) << "\n";
     }
     if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
       for (const std::string& shape : inf->second) {
@@ -325,8 +324,9 @@ void PrintStatusTable(const ClusterSnapshot& snap) {
   std::cout << "======== Manta cluster status ========\n"
             << "GCS address: " << snap.address << "\n"
             << "Cluster id:  " << snap.cluster_hex << "\n"
-            << "GCS metrics: http://" << snap.address.substr(0, snap.address.rfind(':')) << ":"
-            << snap.nodes.gcs_metrics_export_port() << "/metrics\n"
+            << "GCS metrics: " << MetricsUrl(snap.address.substr(0, snap.address.rfind(':')),
+                                             snap.nodes.gcs_metrics_export_port())
+            << "\n"
             << "Nodes:       " << alive << " alive, " << dead << " dead\n\n";
   for (const auto& n : snap.nodes.node_info_list()) PrintNode(snap, n, &cluster_total, &cluster_available);
   std::cout << "\nCluster resources (alive nodes)\n"

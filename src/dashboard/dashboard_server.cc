@@ -32,6 +32,7 @@ http::HttpServer::Options HttpOptions(const DashboardOptions& o) {
   options.port = o.port;
   options.max_body_bytes = 64 * 1024;
   options.server_name = "manta-dashboard";
+  options.tls = o.tls;
   return options;
 }
 
@@ -101,8 +102,10 @@ bool DashboardServer::ValidSession(const std::string& value) const {
 
 http::Handler DashboardServer::Guarded(http::Response (DashboardServer::*route)(const http::Request&)) {
   return [this, route](const http::Request& request) {
-    if (!ValidSession(request.Cookie(kCookie))) {
-      return JsonError(401, "not logged in: give the cluster token (POST /api/login)");
+    if (!ValidSession(request.Cookie(kCookie)) && !request.client_certified &&
+        !http::HasBearerToken(request, options_.token)) {
+      return JsonError(401,
+                       "not logged in: give the cluster token (POST /api/login, or Authorization: Bearer <token>)");
     }
     return (this->*route)(request);
   };
@@ -337,7 +340,12 @@ void DashboardServer::ScrapeOnce() {
   }
   const int64_t now = NowMs();
   for (const auto& [host, port] : endpoints) {
-    auto text = http::HttpGet(host, port, "/metrics", 2000, kMaxScrapeBytes);
+    http::HttpGetOptions get;
+    get.timeout_ms = 2000;
+    get.max_bytes = kMaxScrapeBytes;
+    get.bearer_token = options_.token;
+    get.tls = options_.tls;
+    auto text = http::HttpGet(host, port, "/metrics", get);
     if (!text.ok()) {
       VLOG(1) << "dashboard: " << text.status().message();
       continue;

@@ -6,7 +6,11 @@
 // Access: every /api route but /api/login needs the session cookie, which
 // /api/login sets (HttpOnly, SameSite=Strict) for the right cluster token: its value
 // is a random nonce and its HMAC under the token, so the server keeps no session
-// state and a forged or stale cookie is refused. Static assets need nothing.
+// state and a forged or stale cookie is refused. A program may instead send the
+// token (Authorization: Bearer) or, over HTTPS, a certificate of the cluster's CA.
+// Static assets need nothing. With TLS (`tls`), another host must use HTTPS (plain
+// HTTP is for loopback only, see http_server.h), so a token sent to /api/login never
+// crosses the network in clear; the scraper uses HTTPS and the token too.
 //
 // Metrics: a thread of its own scrapes every daemon's endpoint each scrape_period_ms
 // and keeps the last history_points values of at most max_series series (histogram
@@ -40,6 +44,7 @@ struct DashboardOptions {
   int port = 8265;
   std::string gcs_address;
   std::string token;  // the cluster token
+  http::HttpTls tls;  // the process's TLS material: HTTPS for other hosts, and for scrapes
   int64_t scrape_period_ms = 2000;
   size_t history_points = 300;
   size_t max_series = 2000;

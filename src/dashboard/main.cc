@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "src/common/daemon.h"
 #include "src/common/event_loop.h"
+#include "src/common/metrics/metrics_endpoint.h"
 #include "src/common/util.h"
 #include "src/dashboard/dashboard_server.h"
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.token = daemon->credentials.token;
+  options.tls = manta::metrics::HttpTlsOf(daemon->credentials);
   auto server = std::make_unique<manta::dashboard::DashboardServer>(options);
   absl::Status started = server->Start();
   if (!started.ok()) {
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  LOG(INFO) << "manta_dashboard serving http://" << options.host << ":" << server->port() << "/";
+  LOG(INFO) << "manta_dashboard serving " << (options.tls.enabled() ? "https://" : "http://") << options.host << ":" << server->port() << "/";
   manta::EventLoop loop;
   loop.OnTerminationSignal([&](int) { loop.Stop(); });
   loop.Run();

@@ -180,7 +180,8 @@ absl::Status GcsServer::StartRpc() {
 }
 
 absl::Status GcsServer::StartMetrics() {
-  metrics_ = std::make_unique<metrics::MetricsEndpoint>(options_.bind_address, options_.metrics_export_port);
+  metrics_ = std::make_unique<metrics::MetricsEndpoint>(options_.bind_address, options_.metrics_export_port,
+                                                        rpc::ProcessCredentials());
   if (absl::Status s = metrics_->Start(); !s.ok()) {
     return absl::Status(s.code(), "the metrics endpoint (--metrics-export-port): " + std::string(s.message()));
   }

@@ -14,7 +14,7 @@ constexpr int kMaxReportedFamilies = 10000;
 }  // namespace
 
 MetricsAgent::MetricsAgent(EventLoop& loop, const std::string& host, int port, size_t max_series_per_metric)
-    : loop_(loop), workers_(4096, max_series_per_metric), endpoint_(host, port) {
+    : loop_(loop), workers_(4096, max_series_per_metric), endpoint_(host, port, rpc::ProcessCredentials()) {
   endpoint_.AddSource([this] { return workers_.Combined(); });
 }
 

@@ -1,5 +1,6 @@
 #include "tests/multihost/multihost_cluster.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -53,6 +54,9 @@ absl::StatusOr<std::unique_ptr<MultiHostCluster>> MultiHostCluster::StartOn(std:
   CommandResult token = cluster->bed_->Exec(0, {"cat", t[1]});
   if (token.exit_code != 0) return absl::InternalError("cannot read the head's token: " + token.output);
   cluster->token_ = token.output;
+  while (!cluster->token_.empty() && std::isspace(static_cast<unsigned char>(cluster->token_.back()))) {
+    cluster->token_.pop_back();
+  }
   for (int host = 1; host < options.num_hosts; ++host) {
     if (absl::Status s = cluster->StartNode(host); !s.ok()) return s;
   }

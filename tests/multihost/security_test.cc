@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 
+#include "src/common/process.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "tests/multihost/multihost_cluster.h"
@@ -132,6 +133,122 @@ TEST(MultiHostSecurityTest, ATlsClusterAcrossHostsWorksWithEachHostsOwnCertifica
   EXPECT_NE(plain.exit_code, 0) << plain.output;
 }
 
+// What `curl <args> <url>` on `host` got: the HTTP status ("000" when there was
+// none, e.g. a refused handshake) and the body, with curl's own errors.
+struct CurlResult {
+  std::string code;
+  std::string body;
+};
+CurlResult Curl(TestBed& bed, int host, const std::string& url, const std::vector<std::string>& args = {}) {
+  std::vector<std::string> argv = {"curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back(url);
+  CommandResult r = bed.Exec(host, argv, {}, 20000);
+  const size_t last = r.output.rfind('\n');
+  if (last == std::string::npos) return {"", r.output};
+  return {r.output.substr(last + 1), r.output.substr(0, last)};
+}
+
+// Whether Prometheus on `host` (its API on 127.0.0.1:9090 there) has scraped every
+// one of `targets` successfully, per its `up` series.
+bool PrometheusSeesEveryTargetUp(TestBed& bed, int host, size_t targets) {
+  CurlResult r = Curl(bed, host, "http://127.0.0.1:9090/api/v1/query?query=sum(up)%20and%20count(up)%3D%3D" +
+                                     std::to_string(targets));
+  nlohmann::json answer = nlohmann::json::parse(r.body, nullptr, false);
+  if (answer.is_discarded() || answer["data"]["result"].empty()) return false;
+  return answer["data"]["result"][0]["value"][1] == std::to_string(targets);
+}
+
+// Prometheus endpoints and the dashboard across hosts: plain HTTP from another host
+// is refused (the cluster runs TLS), HTTPS needs the token or a certificate of the
+// cluster's CA; Debian's Prometheus on another host scrapes every daemon with the
+// README's configuration (the token as a credentials file, the cluster's CA); the
+// dashboard's own scraper reaches the other host's raylet over HTTPS.
+TEST(MultiHostSecurityTest, MetricsAndTheDashboardAcrossHostsNeedHttpsAndTheTokenOrACertificate) {
+  MultiHostOptions options;
+  options.extra_start_args = {"--dashboard-host", "0.0.0.0"};
+  auto cluster = TwoOfThree(options);
+  ASSERT_NE(cluster, nullptr);
+  TestBed& bed = cluster->bed();
+  nlohmann::json status = cluster->Status(0);
+  ASSERT_EQ(status["nodes"].size(), 2u) << status.dump();
+  const std::string head = bed.Ip(0);
+  const std::string gcs_metrics = head + ":" + std::to_string(status["gcs_metrics_export_port"].get<int>());
+  std::vector<std::string> targets = {gcs_metrics};
+  for (const auto& node : status["nodes"]) {
+    const std::string address = node["address"];
+    targets.push_back(address.substr(0, address.rfind(':')) + ":" + std::to_string(node["metrics_export_port"].get<int>()));
+  }
+  // Host 2 (no member) gets the cluster's CA certificate, the token and a wrong one.
+  const std::string ca = bed.Exec(0, {"sh", "-c", "cat /tmp/manta-*/sessions/*/tls/ca.crt"}).output;
+  ASSERT_NE(ca.find("BEGIN CERTIFICATE"), std::string::npos) << ca;
+  for (const auto& [file, content] : std::vector<std::pair<std::string, std::string>>{
+           {"ca.crt", ca},
+           {"token", cluster->token()},
+           {"auth", "Authorization: Bearer " + cluster->token()},
+           {"wrong", "Authorization: Bearer " + std::string(cluster->token().size(), '0')}}) {
+    ASSERT_EQ(bed.Exec(2, {"sh", "-c", "umask 077 && cat > /tmp/" + file}, {}, 10000, content).exit_code, 0);
+  }
+  const std::vector<std::string> https = {"--cacert", "/tmp/ca.crt"};
+  auto with = [&https](const std::string& header_file) {
+    std::vector<std::string> args = https;
+    args.insert(args.end(), {"-H", "@/tmp/" + header_file});
+    return args;
+  };
+  for (const std::string& target : targets) {
+    SCOPED_TRACE(target);
+    EXPECT_EQ(Curl(bed, 2, "http://" + target + "/metrics").code, "403");
+    EXPECT_EQ(Curl(bed, 2, "https://" + target + "/metrics", https).code, "401");
+    EXPECT_EQ(Curl(bed, 2, "https://" + target + "/metrics", with("wrong")).code, "401");
+    CurlResult scraped = Curl(bed, 2, "https://" + target + "/metrics", with("auth"));
+    EXPECT_EQ(scraped.code, "200") << scraped.body;
+    EXPECT_NE(scraped.body.find("# TYPE "), std::string::npos);
+  }
+  // Host 1 is a member: its node certificate (from enrollment) opens the endpoints.
+  CommandResult member = bed.Exec(
+      1, {"sh", "-c",
+          "cd /tmp/manta-*/sessions/*/tls && curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --cacert ca.crt "
+          "--cert node.crt --key node.key https://" + gcs_metrics + "/metrics"});
+  EXPECT_EQ(member.output, "200") << member.output;
+
+  // Prometheus on host 2, configured as the README says.
+  std::string config = "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: manta\n    scheme: https\n"
+                       "    authorization:\n      credentials_file: /tmp/token\n    tls_config:\n"
+                       "      ca_file: /tmp/ca.crt\n    static_configs:\n      - targets: [";
+  for (size_t i = 0; i < targets.size(); ++i) config += (i ? ", '" : "'") + targets[i] + "'";
+  config += "]\n";
+  ASSERT_EQ(bed.Exec(2, {"sh", "-c", "cat > /tmp/prometheus.yml"}, {}, 10000, config).exit_code, 0);
+  auto prometheus = bed.Spawn(2, {FindExecutable("prometheus"), "--config.file=/tmp/prometheus.yml",
+                                  "--storage.tsdb.path=/tmp/prometheus", "--web.listen-address=127.0.0.1:9090"});
+  ASSERT_TRUE(prometheus.ok()) << prometheus.status();
+  EXPECT_TRUE(WaitFor([&] { return PrometheusSeesEveryTargetUp(bed, 2, targets.size()); }, 60000))
+      << Curl(bed, 2, "http://127.0.0.1:9090/api/v1/targets").body << bed.OutputOf(*prometheus);
+
+  // The dashboard: HTTPS only, and the token (as a bearer or through the login's cookie).
+  const std::string dashboard = "https://" + head + ":8265";
+  EXPECT_EQ(Curl(bed, 2, "http://" + head + ":8265/api/summary?resource=tasks").code, "403");
+  EXPECT_EQ(Curl(bed, 2, dashboard + "/api/summary?resource=tasks", https).code, "401");
+  EXPECT_EQ(Curl(bed, 2, dashboard + "/api/summary?resource=tasks", with("auth")).code, "200");
+  std::vector<std::string> login = https;
+  login.insert(login.end(), {"-c", "/tmp/cookies", "-H", "Content-Type: application/json", "--data-binary",
+                             "@/tmp/login.json"});
+  ASSERT_EQ(bed.Exec(2, {"sh", "-c", "umask 077 && cat > /tmp/login.json"}, {}, 10000,
+                     nlohmann::json{{"token", cluster->token()}}.dump())
+                .exit_code,
+            0);
+  EXPECT_EQ(Curl(bed, 2, dashboard + "/api/login", login).code, "200");
+  std::vector<std::string> cookie = https;
+  cookie.insert(cookie.end(), {"-b", "/tmp/cookies"});
+  // Its scraper reached host 1's raylet over HTTPS.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        CurlResult m = Curl(bed, 2, dashboard + "/api/metrics", cookie);
+        return m.code == "200" && m.body.find(bed.Ip(1)) != std::string::npos;
+      },
+      30000))
+      << Curl(bed, 2, dashboard + "/api/metrics", cookie).body.substr(0, 2000);
+}
+
 // How many times `needle` appears in `haystack`.
 size_t Occurrences(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
@@ -247,7 +364,6 @@ Captured CaptureRun(const TestBed::Env& env, const std::string& arg_marker, cons
   EXPECT_TRUE(hosts.StopCapture(*capture).ok());
   out.packets = ReadFile(dir.path() + "/bridge.pcap").value_or("");
   out.token = (*cluster)->token();
-  while (!out.token.empty() && out.token.back() == '\n') out.token.pop_back();
   if (replay) ReplayAnEnrollment(**cluster, out.packets, &out);
   return out;
 }

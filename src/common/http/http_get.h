@@ -1,19 +1,36 @@
 // A small blocking HTTP/1.0 GET for loopback and cluster-internal endpoints (the
 // dashboard scraping the daemons' Prometheus endpoints): a deadline on the whole
-// exchange and a cap on the reply.
+// exchange and a cap on the reply; HTTPS with the cluster's TLS material.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/common/http/http_server.h"
 
 namespace manta::http {
 
+struct HttpGetOptions {
+  int64_t timeout_ms = 10000;  // for the whole exchange
+  size_t max_bytes = 16 << 20;
+  std::string bearer_token;    // sent as "Authorization: Bearer" when not empty
+  // With tls.ca_pem: HTTPS. The server's certificate must be signed by tls.ca_pem
+  // and name the address asked; tls.cert_pem (and key_pem), when given, is presented.
+  HttpTls tls;
+};
+
 // The body of GET `path` from `host` (numeric IPv4) : `port`. Errors name the
-// address: unreachable, a status other than 200, a reply over `max_bytes`, or no
-// complete reply within `timeout_ms`.
-absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path, int64_t timeout_ms,
-                                    size_t max_bytes);
+// address: unreachable, a failed TLS handshake, a status other than 200, a reply
+// over max_bytes, or no complete reply within the deadline.
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path,
+                                    const HttpGetOptions& options);
+inline absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path,
+                                           int64_t timeout_ms, size_t max_bytes) {
+  HttpGetOptions options;
+  options.timeout_ms = timeout_ms;
+  options.max_bytes = max_bytes;
+  return HttpGet(host, port, path, options);
+}
 
 }  // namespace manta::http

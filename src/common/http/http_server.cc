@@ -6,24 +6,31 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <exception>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/common/http/http_tls.h"
 #include "src/common/logging.h"
+#include "src/common/security.h"
 
 namespace manta::http {
 
@@ -31,6 +38,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using HttpTcp = asio::ip::tcp;
+using HttpTlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 namespace {
 
@@ -44,6 +52,10 @@ constexpr size_t kHttpLingerMaxBytes = 4 << 20;
 // How long accepting pauses after accept() fails (out of descriptors, say).
 constexpr int64_t kHttpAcceptRetryMs = 100;
 constexpr std::string_view kHttpContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr char kHttpsNeeded[] =
+    "this server speaks plain HTTP to loopback only: the cluster runs TLS, so use https:// "
+    "(the cluster's CA is <session>/tls/ca.crt on the head) with the cluster token "
+    "(Authorization: Bearer) or a certificate of the cluster's CA";
 
 // (Debian's Abseil has its own string_view, so these take std::string_view themselves.)
 bool HttpEqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -138,6 +150,11 @@ std::string HttpEndpointString(const HttpTcp::endpoint& endpoint) {
   return absl::StrCat(host, ":", endpoint.port());
 }
 
+bool HttpIsLoopback(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  return a.is_loopback();
+}
+
 Response HttpErrorResponse(int status, std::string body) {
   Response response;
   response.status = status;
@@ -180,6 +197,7 @@ struct HttpCore {
   // pending handlers can still remove themselves.
   std::unordered_map<uint64_t, std::weak_ptr<HttpConnection>> connections;
   LogRateLimiter warnings;
+  std::optional<asio::ssl::context> tls;  // with Options::tls
   asio::io_context io{1};
   HttpTcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
@@ -191,15 +209,25 @@ struct HttpCore {
 // (each holds a shared_ptr); gone when the last one completes.
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
-  HttpConnection(HttpCore* core, HttpTcp::socket socket, uint64_t id, std::string remote)
-      : core_(core), stream_(std::move(socket)), id_(id), remote_(std::move(remote)) {}
+  HttpConnection(HttpCore* core, HttpTcp::socket socket, uint64_t id, std::string remote, bool loopback)
+      : core_(core),
+        stream_(std::in_place_index<0>, std::move(socket)),
+        id_(id),
+        remote_(std::move(remote)),
+        loopback_(loopback) {}
   ~HttpConnection() { core_->connections.erase(id_); }
 
-  void Start() { ReadHeader(); }
+  void Start();
   // Closes the socket; pending operations complete with errors and end the connection.
   void Close();
 
  private:
+  // With TLS: after the first bytes told whether the peer starts a TLS handshake.
+  void OnDetected(const beast::error_code& ec, bool tls);
+  void OnHandshake(const beast::error_code& ec, size_t used);
+  beast::tcp_stream& Tcp() {
+    return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
+  }
   void ReadHeader();
   void OnHeader(const beast::error_code& ec);
   void ReadBody();
@@ -212,9 +240,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::chrono::milliseconds IdleTimeout() const { return std::chrono::milliseconds(core_->options.idle_timeout_ms); }
 
   HttpCore* const core_;
-  beast::tcp_stream stream_;
+  std::variant<beast::tcp_stream, HttpTlsStream> stream_;  // plain, or TLS once the handshake starts
   const uint64_t id_;
   const std::string remote_;
+  const bool loopback_;
+  bool certified_ = false;  // the TLS peer presented a certificate of the CA
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::response<bhttp::string_body>> response_;
@@ -224,12 +254,55 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   char discard_[4096];
 };
 
+void HttpConnection::Start() {
+  if (!core_->tls) return ReadHeader();
+  Tcp().expires_after(IdleTimeout());
+  beast::async_detect_ssl(std::get<0>(stream_), buffer_,
+                          [self = shared_from_this()](const beast::error_code& ec, bool tls) {
+                            self->OnDetected(ec, tls);
+                          });
+}
+
+void HttpConnection::OnDetected(const beast::error_code& ec, bool tls) {
+  if (closed_) return;
+  if (ec) return OnReadError(ec);
+  if (!tls) {
+    if (loopback_) return ReadHeader();
+    return SendError(403, kHttpsNeeded);
+  }
+  beast::tcp_stream tcp = std::move(std::get<0>(stream_));
+  auto& ssl = stream_.emplace<1>(std::move(tcp), *core_->tls);
+  Tcp().expires_after(IdleTimeout());
+  ssl.async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                      [self = shared_from_this()](const beast::error_code& handshake_ec, size_t used) {
+                        self->OnHandshake(handshake_ec, used);
+                      });
+}
+
+void HttpConnection::OnHandshake(const beast::error_code& ec, size_t used) {
+  if (closed_) return;
+  if (ec) {
+    int64_t left_out = 0;
+    if (core_->warnings.Allow(&left_out)) {
+      LOG(WARNING) << "https server on port " << core_->port << ": TLS handshake with " << remote_
+                   << " failed: " << ec.message() << LogRateLimiter::LeftOut(left_out);
+    }
+    return Close();
+  }
+  buffer_.consume(used);
+  SSL* ssl = std::get<1>(stream_).native_handle();
+  X509* peer = SSL_get1_peer_certificate(ssl);
+  certified_ = peer != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
+  X509_free(peer);
+  ReadHeader();
+}
+
 void HttpConnection::Close() {
   if (closed_) return;
   closed_ = true;
   beast::error_code ignored;
-  stream_.socket().shutdown(HttpTcp::socket::shutdown_both, ignored);
-  stream_.close();
+  Tcp().socket().shutdown(HttpTcp::socket::shutdown_both, ignored);
+  Tcp().close();
 }
 
 void HttpConnection::ReadHeader() {
@@ -237,9 +310,13 @@ void HttpConnection::ReadHeader() {
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(core_->options.max_header_bytes, UINT32_MAX)));
   parser_->body_limit(static_cast<uint64_t>(core_->options.max_body_bytes));
-  stream_.expires_after(IdleTimeout());
-  bhttp::async_read_header(stream_, buffer_, *parser_,
-                           [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnHeader(ec); });
+  Tcp().expires_after(IdleTimeout());
+  std::visit(
+      [this](auto& stream) {
+        bhttp::async_read_header(stream, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec,
+                                                                                        size_t) { self->OnHeader(ec); });
+      },
+      stream_);
 }
 
 void HttpConnection::OnHeader(const beast::error_code& ec) {
@@ -249,23 +326,31 @@ void HttpConnection::OnHeader(const beast::error_code& ec) {
   const auto& message = parser_->get();
   if (message.version() >= 11 && beast::iequals(message[bhttp::field::expect], "100-continue")) {
     // The client waits for this before it sends the body.
-    asio::async_write(stream_, asio::buffer(kHttpContinue.data(), kHttpContinue.size()),
-                      [self = shared_from_this()](const beast::error_code& write_ec, size_t) {
-                        if (write_ec || self->closed_) return self->Close();
-                        self->ReadBody();
-                      });
+    std::visit(
+        [this](auto& stream) {
+          asio::async_write(stream, asio::buffer(kHttpContinue.data(), kHttpContinue.size()),
+                            [self = shared_from_this()](const beast::error_code& write_ec, size_t) {
+                              if (write_ec || self->closed_) return self->Close();
+                              self->ReadBody();
+                            });
+        },
+        stream_);
     return;
   }
   ReadBody();
 }
 
 void HttpConnection::ReadBody() {
-  stream_.expires_after(IdleTimeout());
-  bhttp::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
-    if (self->closed_) return;
-    if (ec) return self->OnReadError(ec);
-    self->Dispatch();
-  });
+  Tcp().expires_after(IdleTimeout());
+  std::visit(
+      [this](auto& stream) {
+        bhttp::async_read(stream, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->OnReadError(ec);
+          self->Dispatch();
+        });
+      },
+      stream_);
 }
 
 void HttpConnection::OnReadError(const beast::error_code& ec) {
@@ -291,6 +376,9 @@ void HttpConnection::Dispatch() {
   Request request;
   request.method = HttpStr(message.method_string());
   request.remote_address = remote_;
+  request.loopback = loopback_;
+  request.secure = stream_.index() == 1;
+  request.client_certified = certified_;
   const unsigned version = message.version();
   const bool close = !message.keep_alive();
   if (!HttpParseTarget(std::string_view(message.target().data(), message.target().size()), &request)) {
@@ -339,24 +427,35 @@ void HttpConnection::Send(Response response, unsigned version, bool head, bool c
     if (!head) out.body() = std::move(response.body);
   }
   out.keep_alive(!close);
-  stream_.expires_after(IdleTimeout());
-  bhttp::async_write(stream_, out, [self = shared_from_this(), close](const beast::error_code& ec, size_t) {
-    self->response_.reset();
-    if (ec || self->closed_) return self->Close();
-    if (close) return self->Linger();
-    self->ReadHeader();
-  });
+  Tcp().expires_after(IdleTimeout());
+  std::visit(
+      [this, &out, close](auto& stream) {
+        bhttp::async_write(stream, out, [self = shared_from_this(), close](const beast::error_code& ec, size_t) {
+          self->response_.reset();
+          if (ec || self->closed_) return self->Close();
+          if (close) return self->Linger();
+          self->ReadHeader();
+        });
+      },
+      stream_);
 }
 
 void HttpConnection::Linger() {
   if (closed_) return;
+  if (stream_.index() == 1) {
+    // TLS: close_notify (a client reading to the end of the reply needs it), then
+    // whatever the peer answers, within the linger time.
+    Tcp().expires_after(std::min(IdleTimeout(), std::chrono::milliseconds(kHttpLingerMs)));
+    std::get<1>(stream_).async_shutdown([self = shared_from_this()](const beast::error_code&) { self->Close(); });
+    return;
+  }
   if (!lingering_) {
     lingering_ = true;
     beast::error_code ignored;
-    stream_.socket().shutdown(HttpTcp::socket::shutdown_send, ignored);
-    stream_.expires_after(std::min(IdleTimeout(), std::chrono::milliseconds(kHttpLingerMs)));
+    Tcp().socket().shutdown(HttpTcp::socket::shutdown_send, ignored);
+    Tcp().expires_after(std::min(IdleTimeout(), std::chrono::milliseconds(kHttpLingerMs)));
   }
-  stream_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](const beast::error_code& ec, size_t n) {
+  Tcp().async_read_some(asio::buffer(discard_), [self = shared_from_this()](const beast::error_code& ec, size_t n) {
     self->lingered_bytes_ += n;
     if (ec || self->closed_ || self->lingered_bytes_ > kHttpLingerMaxBytes) return self->Close();
     self->Linger();
@@ -391,7 +490,8 @@ void HttpCore::OnAccept(const beast::error_code& ec, HttpTcp::socket socket) {
     beast::error_code ignored;
     socket.set_option(HttpTcp::no_delay(true), ignored);
     const uint64_t id = next_connection_id++;
-    auto connection = std::make_shared<HttpConnection>(this, std::move(socket), id, HttpEndpointString(peer));
+    auto connection =
+        std::make_shared<HttpConnection>(this, std::move(socket), id, HttpEndpointString(peer), HttpIsLoopback(peer.address()));
     connections.emplace(id, connection);
     connection->Start();
   }
@@ -475,6 +575,29 @@ Response HttpCore::Route(const Request& request) {
 
 }  // namespace http_internal
 
+bool MemberRequest(const Request& request, std::string_view token) {
+  return request.loopback || request.client_certified || HasBearerToken(request, token);
+}
+
+bool HasBearerToken(const Request& request, std::string_view token) {
+  const std::string authorization = request.Header("Authorization");
+  constexpr std::string_view kBearer = "bearer ";
+  if (token.empty() || authorization.size() <= kBearer.size() ||
+      !HttpEqualsIgnoreCase(std::string_view(authorization).substr(0, kBearer.size()), kBearer)) {
+    return false;
+  }
+  return ConstantTimeEquals(HttpTrim(std::string_view(authorization).substr(kBearer.size())), token);
+}
+
+Response Unauthorized(std::string_view what) {
+  Response response = HttpErrorResponse(
+      401, absl::StrCat(std::string(what),
+                        " from another host needs the cluster token (Authorization: Bearer <token>) or, over"
+                        " HTTPS, a certificate of the cluster's CA"));
+  response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"manta\"");
+  return response;
+}
+
 std::string Request::Header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (HttpEqualsIgnoreCase(key, name)) return value;
@@ -543,6 +666,15 @@ absl::Status HttpServer::Start() {
     return fail(ec.message());
   }
   s.port = s.acceptor.local_endpoint().port();
+  if (s.options.tls.enabled()) {
+    auto ctx = MakeTlsContext(s.options.tls, /*server=*/true);
+    if (!ctx.ok()) {
+      beast::error_code ignored;
+      s.acceptor.close(ignored);
+      return absl::InvalidArgumentError(absl::StrCat("cannot serve HTTPS on ", where, ": ", ctx.status().message()));
+    }
+    s.tls.emplace(std::move(*ctx));
+  }
   s.started = true;
   s.Accept();
   s.thread = std::thread([&s] {

@@ -14,8 +14,15 @@
 // `idle_timeout_ms` is closed. A malformed request gets 400 and the connection is
 // closed. The server speaks HTTP/1.0 and 1.1 with keep-alive (requests may be
 // pipelined, bodies chunked, "Expect: 100-continue" is honoured); request targets
-// must be origin-form ("/path?query", else 400); no TLS, no HTTP/2, no chunked
-// responses.
+// must be origin-form ("/path?query", else 400); no HTTP/2, no chunked responses.
+//
+// TLS (Options::tls): the server then speaks HTTPS and plain HTTP on one port, told
+// apart by a connection's first byte. A TLS client may present a certificate; one
+// signed by `tls.ca_pem` marks its requests `client_certified` (one signed by
+// anyone else fails the handshake). Plain HTTP is served to loopback peers only:
+// another host gets a 403 naming HTTPS, so that nothing it would send (a token) or
+// be sent crosses the network in clear. A handshake must end within
+// `idle_timeout_ms`.
 //
 // Ownership: the server owns its thread, its sockets and the handlers. Handle(),
 // Start() and Stop() are called from one controlling thread (not from a handler);
@@ -44,6 +51,9 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;  // as received, in order
   std::string body;
   std::string remote_address;                  // "ip:port" of the peer ("[ip6]:port")
+  bool loopback = false;          // the peer is on this machine's loopback (127.0.0.0/8, ::1)
+  bool secure = false;            // it came over TLS
+  bool client_certified = false;  // over TLS, with a client certificate the server's CA signed
 
   // The first header named `name` (case-insensitive), or "" when there is none.
   std::string Header(std::string_view name) const;
@@ -68,6 +78,24 @@ struct Response {
 // the exception's what(); the server goes on serving.
 using Handler = std::function<Response(const Request&)>;
 
+// PEM contents; all empty: no TLS.
+struct HttpTls {
+  std::string cert_pem;  // the server's certificate (chain)
+  std::string key_pem;   // its private key
+  std::string ca_pem;    // the CA whose client certificates mark requests client_certified
+  bool enabled() const { return !cert_pem.empty(); }
+};
+
+// Whether `request` may see what a cluster's endpoints serve to members: it comes
+// from loopback, or over TLS with a certificate of the cluster's CA, or carries
+// "Authorization: Bearer <token>" (compared in constant time; never with an empty
+// `token`).
+bool MemberRequest(const Request& request, std::string_view token);
+// Whether it carries "Authorization: Bearer <token>" (false for an empty `token`).
+bool HasBearerToken(const Request& request, std::string_view token);
+// The 401 for a request that is not: what to send instead.
+Response Unauthorized(std::string_view what);
+
 class HttpServer {
  public:
   struct Options {
@@ -78,6 +106,7 @@ class HttpServer {
     int max_connections = 64;         // more are sent a 503 and closed at once
     int64_t idle_timeout_ms = 30000;  // a connection silent this long is closed
     std::string server_name = "manta";  // the Server header
+    HttpTls tls;                      // see the top of this file
   };
 
   explicit HttpServer(Options options);
@@ -97,7 +126,8 @@ class HttpServer {
 
   // Binds host:port and starts serving on the server's own thread. Errors name the
   // address and the reason ("cannot listen on 127.0.0.1:8080: Address already in
-  // use"); FailedPrecondition when already started.
+  // use"); InvalidArgument for TLS material that does not load; FailedPrecondition
+  // when already started.
   absl::Status Start();
 
   // The bound port (the kernel's pick when Options::port was 0). REQUIRES: Start()

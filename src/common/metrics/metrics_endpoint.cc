@@ -9,8 +9,9 @@ namespace manta::metrics {
 
 namespace {
 
-http::HttpServer::Options EndpointOptions(std::string host, int port) {
+http::HttpServer::Options EndpointOptions(std::string host, int port, const rpc::Credentials& access) {
   http::HttpServer::Options options;
+  options.tls = HttpTlsOf(access);
   options.host = std::move(host);
   options.port = port;
   options.max_body_bytes = 4096;  // scrapes have no body
@@ -21,14 +22,21 @@ http::HttpServer::Options EndpointOptions(std::string host, int port) {
 
 }  // namespace
 
-MetricsEndpoint::MetricsEndpoint(std::string host, int port) : server_(EndpointOptions(std::move(host), port)) {}
+http::HttpTls HttpTlsOf(const rpc::Credentials& credentials) {
+  if (!credentials.tls()) return {};
+  return {credentials.tls_cert, credentials.tls_key, credentials.tls_ca};
+}
+
+MetricsEndpoint::MetricsEndpoint(std::string host, int port, const rpc::Credentials& access)
+    : server_(EndpointOptions(std::move(host), port, access)), token_(access.token) {}
 
 MetricsEndpoint::~MetricsEndpoint() { server_.Stop(); }
 
 void MetricsEndpoint::AddSource(Source source) { sources_.push_back(std::move(source)); }
 
 absl::Status MetricsEndpoint::Start() {
-  server_.Handle("GET", "/metrics", [this](const http::Request&) {
+  server_.Handle("GET", "/metrics", [this](const http::Request& request) {
+    if (!http::MemberRequest(request, token_)) return http::Unauthorized("a scrape");
     http::Response response;
     response.content_type = std::string(kPrometheusContentType);
     response.body = Render();

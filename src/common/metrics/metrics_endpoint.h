@@ -4,6 +4,11 @@
 // its loop last snapshot it (SetSnapshot), and any further sources (a raylet's
 // workers' user metrics). Every scrape is answered on the endpoint's thread; nothing
 // it does waits for the daemon's loop.
+//
+// Who may scrape: loopback peers, as anyone; another host with the cluster token
+// (Authorization: Bearer) or a certificate of the cluster's CA, and over HTTPS when
+// the process has TLS (plain HTTP from another host is then refused; see
+// http_server.h).
 #pragma once
 
 #include <functional>
@@ -16,6 +21,7 @@
 #include "src/common/event_loop.h"
 #include "src/common/http/http_server.h"
 #include "src/common/metrics/metrics.h"
+#include "src/common/rpc/auth.h"
 
 namespace manta::metrics {
 
@@ -23,8 +29,9 @@ class MetricsEndpoint {
  public:
   using Source = std::function<std::vector<MetricFamily>()>;
 
-  // `port` 0: the kernel picks one (port() after Start()).
-  MetricsEndpoint(std::string host, int port);
+  // `port` 0: the kernel picks one (port() after Start()). `access`: the cluster
+  // token and TLS material (the process's, rpc::ProcessCredentials()).
+  MetricsEndpoint(std::string host, int port, const rpc::Credentials& access);
   ~MetricsEndpoint();
 
   // REQUIRES: before Start(). `source` runs on the endpoint's thread.
@@ -41,10 +48,14 @@ class MetricsEndpoint {
 
  private:
   http::HttpServer server_;
+  const std::string token_;
   std::vector<Source> sources_;
   absl::Mutex mu_;
   std::vector<MetricFamily> snapshot_ ABSL_GUARDED_BY(mu_);
 };
+
+// The TLS material of `credentials` for an HTTP server or client (none without TLS).
+http::HttpTls HttpTlsOf(const rpc::Credentials& credentials);
 
 // One series of a snapshot family.
 struct Sample {
