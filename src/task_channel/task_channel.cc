@@ -315,7 +315,13 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   // Arms the socket in its epoll set (one-shot) for what is wanted now: its connect
   // finishing; else replies (unless a thread spins on the channel) and room to write
   // (while bytes wait). Any thread.
+  //
+  // What is wanted is read under arm_mu_: two threads re-arming at once (the loop
+  // after an event, a spinning thread's EndSpin) then apply their views in the order
+  // they read them, so the last arming sees the last state. (Read before the lock,
+  // an older view could land last: a reply left unread with nobody spinning.)
   void Rearm() {
+    absl::MutexLock lock(&arm_mu_);
     uint32_t events = 0;
     if (!connected_flag_.load(std::memory_order_acquire)) {
       events = EPOLLOUT;
@@ -323,7 +329,6 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
       if (spinners_.load(std::memory_order_acquire) == 0) events |= EPOLLIN | EPOLLRDHUP;
       if (want_write_.load(std::memory_order_acquire)) events |= EPOLLOUT;
     }
-    absl::MutexLock lock(&arm_mu_);
     if (epfd_ < 0 || closed_.load(std::memory_order_acquire)) return;
     epoll_event ev{};
     ev.events = events | EPOLLONESHOT;

@@ -164,6 +164,55 @@ TEST_F(TaskChannelTest, RepliesPolledByManyThreadsAreDispatchedOnce) {
   EXPECT_TRUE(manta::testing::WaitFor([&] { return channel_->InFlight() == 0; }, 5000));
 }
 
+TEST_F(TaskChannelTest, SpinsBeginningAndEndingWhileTheLoopReadsLoseNoReply) {
+  // A thread that spins (BeginSpin/EndSpin, as a Get does) re-arms the socket while
+  // the loop re-arms it after each event: whichever arming lands last must reflect
+  // the last state, else the socket stays unwatched with nobody spinning and a reply
+  // sits unread (a driver's Get hung so on a TLS cluster). Each round the spinner
+  // spins while replies stream in through the loop, then stops at a random moment;
+  // one more reply must then reach the loop.
+  std::atomic<bool> stop{false};
+  enum { kSpin, kPauseAsked, kPaused };
+  std::atomic<int> state{kSpin};
+  std::thread spinner([&] {
+    while (!stop) {
+      int expected = kPauseAsked;
+      if (state.compare_exchange_strong(expected, kPaused) || expected == kPaused) {
+        std::this_thread::yield();
+        continue;
+      }
+      channel_->BeginSpin();
+      channel_->EndSpin();
+    }
+  });
+  auto answer = [&](Recorder& r) {
+    channel_->Push(MakePush(1), r.Callback());
+    TaskChannelServer::Push push = NextPush();
+    return server_->Send(push.connection, ReplyFrames(push.request->push_id(), {"t"}, true));
+  };
+  const auto until = std::chrono::steady_clock::now() + milliseconds(2000);
+  int rounds = 0;
+  bool lost = false;
+  while (!lost && std::chrono::steady_clock::now() < until && rounds < 100000) {
+    ++rounds;
+    for (int i = 0; i < 3; ++i) {
+      Recorder streamed;
+      ASSERT_TRUE(answer(streamed));
+      ASSERT_TRUE(streamed.WaitFor(1));
+    }
+    state = kPauseAsked;
+    while (state.load() != kPaused) std::this_thread::yield();
+    Recorder after;
+    ASSERT_TRUE(answer(after));
+    lost = !after.WaitFor(1, 2000);
+    state = kSpin;
+  }
+  stop = true;
+  spinner.join();
+  EXPECT_FALSE(lost) << "a reply was never read, after " << rounds << " rounds";
+  EXPECT_GT(rounds, 10);
+}
+
 TEST_F(TaskChannelTest, LargeFramesCrossIntactBothWays) {
   // 40 tasks of 256 KiB each: a 10 MiB push, more than the socket buffers take at
   // once, so the owner finishes writing from the loop.
