@@ -339,12 +339,12 @@ void DashboardServer::ScrapeOnce() {
     }
   }
   const int64_t now = NowMs();
+  http::HttpGetOptions get;
+  get.timeout_ms = 2000;
+  get.max_bytes = kMaxScrapeBytes;
+  get.bearer_token = options_.token;
+  get.tls = options_.tls;
   for (const auto& [host, port] : endpoints) {
-    http::HttpGetOptions get;
-    get.timeout_ms = 2000;
-    get.max_bytes = kMaxScrapeBytes;
-    get.bearer_token = options_.token;
-    get.tls = options_.tls;
     auto text = http::HttpGet(host, port, "/metrics", get);
     if (!text.ok()) {
       VLOG(1) << "dashboard: " << text.status().message();
