@@ -200,6 +200,33 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& objects, int num_objects, in
   return result;
 }
 
+namespace internal {
+void CancelById(const std::string& object_id, bool force, bool recursive);
+}  // namespace internal
+
+// Cancels the task (or actor call) whose result `object` is, as Ray's ray.cancel:
+// - queued, or waiting for its arguments, a worker or its actor: it never runs, and
+//   every Get of its results throws RayTaskCancelledException at once;
+// - running: it is asked to stop. It sees ray::IsCancelled() return true and may
+//   return early; whatever it returns, its results are the cancelled error. With
+//   `force` (normal tasks only, not actor calls) its worker process is killed at
+//   once; the task is not retried;
+// - `recursive`: the tasks it submitted (and theirs) are cancelled too;
+// - finished: nothing happens (its result stays).
+// Any process holding the ref may cancel (a borrower asks the owner). Returns once
+// the cancel is under way, not when the task has stopped. Throws RayException for a
+// nil ref, a ref made by ray::Put, an actor's creation (kill the actor instead) and
+// force on an actor call.
+template <typename T>
+void Cancel(const ObjectRef<T>& object, bool force = false, bool recursive = true) {
+  internal::CancelById(object.ID(), force, recursive);
+}
+
+// In a task or actor call: whether it was cancelled (ray::Cancel), so that it can
+// stop early (Ray's is_canceled). False on threads running no task (a driver, or a
+// thread the task started itself).
+bool IsCancelled();
+
 // A caller for the remote function `func` (registered with RAY_REMOTE); see
 // ray/api/task_caller.h for the options and the argument rules of Remote.
 template <typename F>

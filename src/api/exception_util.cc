@@ -57,6 +57,8 @@ void ThrowError(ErrorKind kind, const std::string& message) {
       throw RayTimeoutException(message);
     case ErrorKind::kOwnerDied:
       throw OwnerDiedException(message);
+    case ErrorKind::kCancelled:
+      throw RayTaskCancelledException(message);
     case ErrorKind::kOther:
       break;
   }

@@ -37,6 +37,7 @@ enum class ErrorKind {
   kRuntimeEnv,         // RayRuntimeEnvException
   kTimeout,            // RayTimeoutException
   kOwnerDied,          // OwnerDiedException
+  kCancelled,          // RayTaskCancelledException
   kOther,              // RayException
 };
 

@@ -261,6 +261,7 @@ void LocalModeRuntime::PumpActorLocked(Actor& actor) {
     if (actor.state == Actor::State::kDead) {
       actor.calls.pop_front();
       FailReturnsLocked(*front, ErrorKind::kActor, actor.death_message);
+      UntrackLocked(*front);
       RemoveReferencesLocked(std::move(front->held_ids));
       continue;
     }
@@ -447,7 +448,8 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& tas
   return error;
 }
 
-void LocalModeRuntime::FailReturnsLocked(const Task& task, ErrorKind kind, const std::string& message) {
+void LocalModeRuntime::FailReturnsLocked(Task& task, ErrorKind kind, const std::string& message) {
+  if (std::exchange(task.ended, true)) return;  // a cancel failed them first
   for (const std::string& id : task.return_ids) CompleteLocked(id, nullptr, {}, kind, message);
 }
 
@@ -459,6 +461,15 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::PlacementErrorLocke
 }
 
 void LocalModeRuntime::Execute(Task& task) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (task.cancelled) {  // cancelled before it started: its returns failed then
+      RemoveReferencesLocked(std::move(task.held_ids));
+      if (task.actor) FinishActorTaskLocked(task, std::nullopt, false, nullptr);
+      return;
+    }
+    task.started = true;
+  }
   std::vector<ObjectData> args(task.args.size());
   std::optional<TaskError> error = ResolveArguments(task, &args);
   // Outlives the lock below: the ObjectRefs inside the result must stay alive until
@@ -475,9 +486,19 @@ void LocalModeRuntime::Execute(Task& task) {
     absl::MutexLock lock(&mu_);
     error = PlacementErrorLocked(task.function_name, task.placement);
   }
-  if (!error) error = Run(task, args, &result, &bytes, &instance, &exit_actor);
+  if (!error) {
+    Task* previous = std::exchange(tls_task_, &task);
+    const LocalModeRuntime* previous_runtime = std::exchange(tls_task_runtime_, this);
+    error = Run(task, args, &result, &bytes, &instance, &exit_actor);
+    tls_task_ = previous;
+    tls_task_runtime_ = previous_runtime;
+  }
   absl::MutexLock lock(&mu_);
-  if (error) {
+  if (task.ended) {
+    // A forced cancel failed its returns already.
+  } else if (task.cancelled) {
+    FailReturnsLocked(task, ErrorKind::kCancelled, "task " + task.function_name + " was cancelled");
+  } else if (error) {
     FailReturnsLocked(task, error->kind, error->message);
   } else {
     for (size_t i = 0; i < task.return_ids.size(); ++i) {
@@ -485,7 +506,9 @@ void LocalModeRuntime::Execute(Task& task) {
       CompleteLocked(task.return_ids[i], bytes[i], AddKnownReferencesLocked(value.contained_ids), ErrorKind::kOther,
                      "");
     }
+    task.ended = true;
   }
+  UntrackLocked(task);
   RemoveReferencesLocked(std::move(task.held_ids));
   if (task.actor) FinishActorTaskLocked(task, error, exit_actor, std::move(instance));
 }
@@ -604,7 +627,9 @@ std::vector<std::string> LocalModeRuntime::SubmitTask(const std::string& functio
     FailReturnsLocked(*task, error->kind, error->message);
     return return_ids;
   }
-  if (PrepareArgumentsLocked(task) && task->unresolved == 0) ReadyLocked(std::move(task));
+  if (!PrepareArgumentsLocked(task)) return return_ids;
+  TrackLocked(task);
+  if (task->unresolved == 0) ReadyLocked(std::move(task));
   return return_ids;
 }
 
@@ -679,6 +704,7 @@ std::string LocalModeRuntime::SubmitActorTask(const std::string& actor_id, const
     std::vector<std::string> handle = AddKnownReferencesLocked({handle_object_id});
     task->held_ids.insert(task->held_ids.end(), handle.begin(), handle.end());
   }
+  TrackLocked(task);
   task->actor->calls.push_back(task);
   PumpActorLocked(*task->actor);
   return return_id;

@@ -31,6 +31,11 @@
 // ray::ExitActor(), WasCurrentActorRestarted and handles going out of scope behave as
 // on a cluster; resources and lifetimes are accepted and have no effect here.
 //
+// ray::Cancel and ray::IsCancelled work as on a cluster (a task not started never
+// runs; a running one sees IsCancelled and its result is the cancelled error;
+// recursive reaches the tasks it submitted), but for force, which cannot kill a
+// thread: the results fail at once and the task, left to run, is ignored.
+//
 // Placement groups (LocalPlacementGroups) are checked as on a cluster and CREATED at
 // once; they reserve nothing. A task or actor placed in a group that is removed or
 // unknown fails as on a cluster: the task's result is a RayException naming the
@@ -43,6 +48,7 @@
 // running tasks finish.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -101,6 +107,10 @@ class LocalModeRuntime : public RayRuntime {
   void RegisterBorrowedRef(const std::string& id, const std::string& owner_address,
                            const std::string& outer_id) override;
   bool IsLocalMode() const override { return true; }
+  // As on a cluster, but force cannot kill the thread: a forced cancel of a running
+  // task fails its results at once and the task's result, when it returns, is dropped.
+  void Cancel(const std::string& object_id, bool force, bool recursive) override;
+  bool IsCancelled() override;
 
   // Objects in the table (pending, ready or failed). For tests.
   size_t NumObjects() const;
@@ -135,6 +145,11 @@ class LocalModeRuntime : public RayRuntime {
     std::vector<std::string> held_ids;  // references held until the task is done
     std::shared_ptr<Actor> actor;         // for actor creations and calls
     PlacementOptions placement;           // of a function task
+    // ray::Cancel: set under mu_, read by the running task without it (IsCancelled).
+    std::atomic<bool> cancelled{false};
+    bool started = false;  // a pool thread took it up
+    bool ended = false;    // its returns are complete (a cancel may end it first)
+    std::vector<std::weak_ptr<Task>> children;  // the tasks it submitted (recursive cancels)
   };
   struct Actor {
     enum class State { kCreating, kAlive, kDead };
@@ -210,6 +225,16 @@ class LocalModeRuntime : public RayRuntime {
 
   void ThreadMain();
   void Execute(Task& task);
+  // Cancels (local_mode_cancel.cc): the task is marked, and unless it runs (and
+  // `force` is not set) its returns fail now; with `recursive` its children too.
+  void CancelLocked(const std::shared_ptr<Task>& task, bool force, bool recursive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task is submitted: findable by its returns, and a child of the task this thread runs.
+  void TrackLocked(const std::shared_ptr<Task>& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Its returns are complete: no longer findable.
+  void UntrackLocked(Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The task this pool thread runs (null: none), and whose it is.
+  static thread_local Task* tls_task_;
+  static thread_local const LocalModeRuntime* tls_task_runtime_;
   // The error of a function task whose placement group cannot hold it (any more).
   std::optional<TaskError> PlacementErrorLocked(const std::string& function_name, const PlacementOptions& placement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -217,7 +242,8 @@ class LocalModeRuntime : public RayRuntime {
   std::optional<TaskError> ResolveArguments(const Task& task, std::vector<ObjectData>* args);
   // Materializes the by-value arguments and runs the function (no lock held).
   // Fails every return of `task` with `kind` and `message`.
-  void FailReturnsLocked(const Task& task, ErrorKind kind, const std::string& message)
+  // Does nothing when they are complete already (ended).
+  void FailReturnsLocked(Task& task, ErrorKind kind, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the task; `bytes` gets one value per return (`result`'s parts for ray::Returns).
   std::optional<TaskError> Run(const Task& task, std::vector<ObjectData>& args, SerializedValue* result,
@@ -256,6 +282,8 @@ class LocalModeRuntime : public RayRuntime {
   // Tasks waiting for an argument, by the argument's id.
   std::unordered_map<std::string, std::vector<std::shared_ptr<Task>>> waiting_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Task>> queue_ ABSL_GUARDED_BY(mu_);
+  // Function tasks and actor calls whose returns are not complete, by return id.
+  std::unordered_map<std::string, std::weak_ptr<Task>> tasks_by_return_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   size_t idle_threads_ ABSL_GUARDED_BY(mu_) = 0;
   size_t blocked_threads_ ABSL_GUARDED_BY(mu_) = 0;

@@ -62,6 +62,8 @@ ErrorKind KindOf(int error_type) {
       return ErrorKind::kActor;
     case manta::rpc::RUNTIME_ENV_SETUP_FAILED:
       return ErrorKind::kRuntimeEnv;
+    case manta::rpc::TASK_CANCELLED:
+      return ErrorKind::kCancelled;
     case manta::rpc::PLACEMENT_GROUP_REMOVED:  // as Ray: a plain RayException naming the group
     case manta::rpc::TASK_CHANNEL_REFUSED:     // a configuration error: a RayException with the reason
     default:
@@ -310,6 +312,11 @@ class NativeRuntime final : public RayRuntime {
   }
 
   bool WasCurrentActorRestarted() override { return core_->WasCurrentActorRestarted(); }
+  void Cancel(const std::string& object_id, bool force, bool recursive) override {
+    absl::Status s = core_->CancelTask(ParseId(object_id), force, recursive);
+    if (!s.ok()) ThrowStatus("ray::Cancel", s);
+  }
+  bool IsCancelled() override { return core_->IsCancelled(); }
 
   void AddLocalReference(const std::string& id) override {
     auto parsed = ObjectID::FromBinaryChecked(id);

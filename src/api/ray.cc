@@ -208,7 +208,18 @@ bool WasCurrentActorRestarted() {
   return runtime != nullptr && runtime->WasCurrentActorRestarted();
 }
 
+bool IsCancelled() {
+  internal::RayRuntime* runtime = internal::GetRayRuntime();
+  return runtime != nullptr && runtime->IsCancelled();
+}
+
 namespace internal {
+void CancelById(const std::string& object_id, bool force, bool recursive) {
+  RayRuntime* runtime = RequireRuntime("ray::Cancel");
+  if (object_id.empty()) throw RayException("ray::Cancel: the ObjectRef is nil (default-constructed or moved from)");
+  runtime->Cancel(object_id, force, recursive);
+}
+
 std::string GetNamedActorId(const std::string& name, const std::string& ray_namespace) {
   RayRuntime* runtime = RequireRuntime("ray::GetActor");
   if (name.empty()) throw RayException("ray::GetActor: the actor name is empty");

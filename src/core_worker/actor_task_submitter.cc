@@ -114,6 +114,25 @@ void ActorTaskSubmitter::Drop(const ActorID& actor_id, uint64_t sequence_number)
   Run(later);
 }
 
+ActorTaskSubmitter::CancelResult ActorTaskSubmitter::Cancel(const ActorID& actor_id, uint64_t sequence_number,
+                                                            rpc::Address* worker) {
+  Deferred later;
+  CancelResult result = CancelResult::kNotFound;
+  {
+    absl::MutexLock lock(&mu_);
+    Actor& actor = GetActor(actor_id);
+    if (actor.queue.erase(sequence_number) > 0) {
+      result = CancelResult::kDequeued;
+      Pump(actor_id, actor, &later);
+    } else if (actor.known && actor.state == rpc::ActorTableData::ALIVE && !actor.broken && actor.channel) {
+      *worker = actor.address;
+      result = CancelResult::kSent;
+    }
+  }
+  Run(later);
+  return result;
+}
+
 void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us) {
   if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
   const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);

@@ -69,6 +69,13 @@ class ActorTaskSubmitter {
   void Resolved(rpc::TaskSpec spec, PackedTaskPtr packed = nullptr, int64_t now_us = 0);
   // The call will not be sent (it failed before, e.g. an argument failed).
   void Drop(const ActorID& actor_id, uint64_t sequence_number);
+  // ray::Cancel of call `sequence_number`: kDequeued when it was waiting here (in
+  // its place or for its arguments) and is not any more (the caller fails it);
+  // kSent when it may be at the actor's worker now, `*worker` (the caller tells it);
+  // kNotFound otherwise (the actor is not alive: the call waits to be retried or
+  // failed). Any thread.
+  enum class CancelResult { kNotFound, kDequeued, kSent };
+  CancelResult Cancel(const ActorID& actor_id, uint64_t sequence_number, rpc::Address* worker);
   // The actor's state as the GCS reports it; older versions are ignored. Any thread.
   void OnActorState(const rpc::ActorTableData& actor);
   // Fails every call not yet sent (shutdown); later calls fail at once.

@@ -168,6 +168,7 @@ void CoreWorker::MakeSubmitters() {
   actor_options.max_push_bytes = config.grpc_max_message_bytes / 2;
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, channels_, *task_manager_,
                                                           [this](const ActorID& id) { actors_->Refresh(id); });
+  canceller_ = std::make_unique<TaskCanceller>(loop_, *task_manager_, *submitter_, *actor_submitter_, workers_);
 }
 
 void CoreWorker::StartFollowingTheGcs() {
@@ -385,7 +386,19 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int6
       // waits: a tree of pending tasks holds no decoded specs).
       RecordSubmitted(task_events_, spec, *packed, &submitted_us);
       memory_store_.GetAsync(id, [this, packed](StoredObjectPtr) {
-        loop_.Post("CoreWorker.DependencyReady", [this, packed] { ResolveAndSubmit(packed->Unpack(), packed); });
+        loop_.Post("CoreWorker.DependencyReady", [this, packed] {
+          rpc::TaskSpec spec = packed->Unpack();
+          // Cancelled (or failed) meanwhile: it does not run. (An actor's creation is
+          // not a pending task.)
+          if (spec.type() != rpc::ACTOR_CREATION_TASK && !task_manager_->ShouldRun(packed->task_id())) {
+            if (spec.type() == rpc::ACTOR_TASK) {
+              actor_submitter_->Drop(ActorID::FromBinary(spec.actor_task().actor_id()),
+                                     spec.actor_task().sequence_number());
+            }
+            return;
+          }
+          ResolveAndSubmit(std::move(spec), packed);
+        });
       });
       return;
     }
@@ -514,9 +527,18 @@ void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& re
   }, contained_in, owner);
 }
 
-void CoreWorker::SetExecuting(bool* flag, bool value) {
+void CoreWorker::SetCurrentPush(const rpc::PushTaskRequest* request) {
   absl::MutexLock lock(&exec_mu_);
-  *flag = value;
+  running_push_ = request != nullptr;
+  current_push_ = request;
+  current_index_ = -1;
+}
+
+void CoreWorker::SetRunningTask(TaskContext* context, int index) {
+  absl::MutexLock lock(&exec_mu_);
+  executing_ = context != nullptr;
+  running_context_ = context;
+  if (context != nullptr) current_index_ = index;
 }
 
 bool CoreWorker::RunsTasksLocked() {

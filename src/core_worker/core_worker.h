@@ -64,6 +64,8 @@
 #include "src/core_worker/object_reader.h"
 #include "src/core_worker/rpc_clients.h"
 #include "src/task_channel/task_channel.h"
+#include "src/core_worker/task_cancels.h"
+#include "src/core_worker/task_canceller.h"
 #include "src/core_worker/task_context.h"
 #include "src/core_worker/task_manager.h"
 
@@ -141,6 +143,11 @@ class CoreWorker {
   absl::StatusOr<ObjectID> SubmitActorTask(const ActorID& actor_id, const std::string& method_name,
                                            std::vector<TaskArgInput> args, const std::string& name, int max_retries,
                                            const std::optional<ObjectID>& handle_object);
+  // ray::Cancel of the task that returns `id` (semantics: ray/api.h, task_canceller.h).
+  // INVALID_ARGUMENT for a Put object, an actor creation, or force on an actor call;
+  // NOT_FOUND for an object unknown here. IsCancelled: ray::IsCancelled.
+  absl::Status CancelTask(const ObjectID& id, bool force, bool recursive);
+  bool IsCancelled() const;
   // Kills the actor (ray::ActorHandle::Kill). NOT_FOUND for an unknown actor.
   absl::Status KillActor(const ActorID& actor_id, bool no_restart);
   // A live actor by name in `ray_namespace` (empty: the job's); nullopt when none.
@@ -215,6 +222,9 @@ class CoreWorker {
   void HandleAddObjectLocation(const rpc::AddObjectLocationRequest& q, rpc::AddObjectLocationReply* r, SendReplyFn s);
   void HandleExit(const rpc::ExitRequest& request, rpc::ExitReply* reply, SendReplyFn send_reply);
   void HandleListObjects(const rpc::ListObjectsRequest& request, rpc::ListObjectsReply* reply, SendReplyFn send_reply);
+  void HandleCancelTask(const rpc::CancelTaskRequest& request, rpc::CancelTaskReply* reply, SendReplyFn send_reply);
+  void HandleRemoteCancelTask(const rpc::RemoteCancelTaskRequest& request, rpc::RemoteCancelTaskReply* reply,
+                              SendReplyFn send_reply);
 
  private:
   class BorrowerClient;
@@ -299,8 +309,18 @@ class CoreWorker {
   // once if the object is already freed). Borrower side: tells the owner.
   void RecordCopy(const ObjectID& id, const NodeID& node_id, const std::string& raylet_address);
 
+  // Worker side of a cancel (core_worker_cancel.cc): the task runs here (its flag
+  // set), came and has not started (it never will), or neither (kept: it never starts).
+  enum class CancelHere { kRunning, kNotStarted, kNotSeen };
+  CancelHere CancelLocally(const TaskID& task_id) ABSL_LOCKS_EXCLUDED(exec_mu_);
+  // The result of a task cancelled before it started.
+  static rpc::TaskResult CancelledResult(const rpc::TaskSpec& spec);
+
   // Worker-mode execution.
   void RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor);
+  // Runs task `index` of `push` on this (the execution) thread.
+  rpc::TaskResult RunHere(const rpc::TaskSpec& spec, int index, const TaskChannelServer::Push& push,
+                          const TaskExecutor& executor);
   rpc::TaskResult ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
                               const std::shared_ptr<const rpc::PushTaskRequest>& holder);
   // ExecuteTask, timed (run_us, start_unix_us) and shown RUNNING in the task events meanwhile.
@@ -340,6 +360,7 @@ class CoreWorker {
   std::unique_ptr<TaskManager> task_manager_;
   std::unique_ptr<NormalTaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
+  std::unique_ptr<TaskCanceller> canceller_;
   // Follows the actors this process calls (GCS_ACTOR_CHANNEL, one key per actor),
   // and node deaths (GCS_NODE_INFO_CHANNEL).
   std::unique_ptr<gcs::GcsSubscriber> subscriber_;
@@ -390,8 +411,14 @@ class CoreWorker {
   bool running_push_ ABSL_GUARDED_BY(exec_mu_) = false;
   // A task runs on the execution thread (user code, or resolving its arguments).
   bool executing_ ABSL_GUARDED_BY(exec_mu_) = false;
-  // Sets what the execution thread is doing.
-  void SetExecuting(bool* flag, bool value) ABSL_LOCKS_EXCLUDED(exec_mu_);
+  // The push the execution thread works on and its task running now (cancels look).
+  const rpc::PushTaskRequest* current_push_ ABSL_GUARDED_BY(exec_mu_) = nullptr;
+  int current_index_ ABSL_GUARDED_BY(exec_mu_) = -1;
+  TaskContext* running_context_ ABSL_GUARDED_BY(exec_mu_) = nullptr;
+  void SetCurrentPush(const rpc::PushTaskRequest* request) ABSL_LOCKS_EXCLUDED(exec_mu_);
+  void SetRunningTask(TaskContext* context, int index) ABSL_LOCKS_EXCLUDED(exec_mu_);
+  // Cancels owners sent for tasks not running on the execution thread.
+  TaskCancels cancels_;
   // Whether a task or an actor call runs now.
   bool RunsTasksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(exec_mu_);
   bool RunsTasks() ABSL_LOCKS_EXCLUDED(exec_mu_);

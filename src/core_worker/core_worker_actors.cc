@@ -234,7 +234,11 @@ void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServ
     const rpc::TaskSpec& spec = *spec_ptr;
     TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
     ScopedTaskContext in_task(&context);
-    rpc::TaskResult result = ExecuteTimed(spec, executor, request);
+    cancels_.Begin(&context);
+    if (cancels_.TakeEarly(context.task_id)) context.cancelled.store(true, std::memory_order_relaxed);
+    rpc::TaskResult result = context.cancelled.load(std::memory_order_relaxed) ? CancelledResult(spec)
+                                                                               : ExecuteTimed(spec, executor, request);
+    cancels_.End(&context);
     replies_->Add(connection, request->push_id(), [&](rpc::PushTaskReply& reply) {
       *reply.add_results() = std::move(result);
       if (--*remaining == 0) reply.set_done(true);

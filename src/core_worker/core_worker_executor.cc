@@ -22,9 +22,9 @@ bool CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
     }
     std::optional<TaskChannelServer::Push> push = channel_server_->Next(spin ? spin_us : 0);
     if (!push) continue;  // woken: look at exit_requested_ again
-    SetExecuting(&running_push_, true);
+    SetCurrentPush(push->request.get());
     RunPush(*push, executor);
-    SetExecuting(&running_push_, false);
+    SetCurrentPush(nullptr);
     memory_releaser_.NoteWorkDone();
     // A lone task is what a synchronous caller sends: its next one comes within a
     // round trip, so wait for it awake. After a batch the owner is busy submitting,
@@ -80,7 +80,26 @@ std::string MalformedSpec(const rpc::TaskSpec& spec) {
   return "";
 }
 
+// What a cancelled task's returns say.
+std::string CancelledMessage(const rpc::TaskSpec& spec) {
+  return "task " + BinaryHex(spec.task_id()) + " (" + spec.function_name() + ") was cancelled";
+}
+
+// The output of a cancelled task (`exit_actor`: it called ray::ExitActor()).
+TaskOutput CancelledOutput(const rpc::TaskSpec& spec, bool exit_actor) {
+  TaskOutput output;
+  output.exit_actor = exit_actor;
+  output.failed = true;
+  output.error.set_type(rpc::TASK_CANCELLED);
+  output.error.set_message(CancelledMessage(spec));
+  return output;
+}
+
 }  // namespace
+
+rpc::TaskResult CoreWorker::CancelledResult(const rpc::TaskSpec& spec) {
+  return RefusedResult(spec, rpc::TASK_CANCELLED, CancelledMessage(spec));
+}
 
 void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor) {
   const rpc::PushTaskRequest& request = *push.request;
@@ -111,15 +130,7 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
       RunOnActorPool(spec, push, executor, remaining);
       continue;
     }
-    TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
-    ScopedTaskContext in_task(&context);
-    if (spec.type() == rpc::ACTOR_CREATION_TASK) BeginActorCreation(spec);
-    SetExecuting(&executing_, true);
-    rpc::TaskResult result = ExecuteTimed(spec, executor, push.request);
-    SetExecuting(&executing_, false);
-    if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
-      OnActorCreated(spec);
-    }
+    rpc::TaskResult result = RunHere(spec, i, push, executor);
     const bool exiting = exit_actor_requested_.load();
     bool last = false;
     replies_->Add(push.connection, request.push_id(), [&](rpc::PushTaskReply& reply) {
@@ -146,6 +157,24 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
   } else {
     replies_->FlushSoon();
   }
+}
+
+rpc::TaskResult CoreWorker::RunHere(const rpc::TaskSpec& spec, int index, const TaskChannelServer::Push& push,
+                                    const TaskExecutor& executor) {
+  TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
+  ScopedTaskContext in_task(&context);
+  if (spec.type() == rpc::ACTOR_CREATION_TASK) BeginActorCreation(spec);
+  // Registered before looking for an early cancel: a cancel finds it one way or the other.
+  SetRunningTask(&context, index);
+  if (cancels_.TakeEarly(context.task_id)) context.cancelled.store(true, std::memory_order_relaxed);
+  rpc::TaskResult result = context.cancelled.load(std::memory_order_relaxed)
+                               ? CancelledResult(spec)
+                               : ExecuteTimed(spec, executor, push.request);
+  SetRunningTask(nullptr, index);
+  if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
+    OnActorCreated(spec);
+  }
+  return result;
 }
 
 rpc::TaskResult CoreWorker::ExecuteTimed(const rpc::TaskSpec& spec, const TaskExecutor& executor,
@@ -231,9 +260,11 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
   } else if (arg_error.type() != rpc::ERROR_TYPE_UNSPECIFIED) {
     output.failed = true;
     output.error = arg_error;
-  } else {
+  } else if (!IsCancelled()) {
     output = executor(spec, args);
   }
+  // Whatever it returned: a cancelled task's result is the cancelled error.
+  if (IsCancelled()) output = CancelledOutput(spec, output.exit_actor);
   if (output.exit_actor) {
     exit_actor_requested_.store(true);
     output.failed = true;

@@ -57,6 +57,14 @@ class CoreWorkerProcess::Service final : public rpc::CoreWorkerService::Callback
                                         rpc::ListObjectsReply* r) override {
     return Handle("CoreWorker.ListObjects", c, q, r, &CoreWorker::HandleListObjects);
   }
+  grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* c, const rpc::CancelTaskRequest* q,
+                                       rpc::CancelTaskReply* r) override {
+    return Handle("CoreWorker.CancelTask", c, q, r, &CoreWorker::HandleCancelTask);
+  }
+  grpc::ServerUnaryReactor* RemoteCancelTask(grpc::CallbackServerContext* c, const rpc::RemoteCancelTaskRequest* q,
+                                             rpc::RemoteCancelTaskReply* r) override {
+    return Handle("CoreWorker.RemoteCancelTask", c, q, r, &CoreWorker::HandleRemoteCancelTask);
+  }
 
  private:
   template <typename Request, typename Reply>

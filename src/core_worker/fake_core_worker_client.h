@@ -28,7 +28,8 @@ class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
  public:
   // `address` is the peer's "ip:port"; callbacks run on `loop`.
   FakeCoreWorkerClient(std::string address, EventLoop& loop)
-      : get_object_status(loop), wait_for_ref_removed(loop), add_object_location(loop), exits(loop),
+      : get_object_status(loop), wait_for_ref_removed(loop), add_object_location(loop), exits(loop), cancels(loop),
+        remote_cancels(loop),
         address_(std::move(address)) {}
 
   const std::string& address() const override { return address_; }
@@ -47,22 +48,34 @@ class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
   void Exit(const rpc::ExitRequest& request, RpcCallback<rpc::ExitReply> cb) override {
     exits.Add(request, std::move(cb));
   }
+  void CancelTask(const rpc::CancelTaskRequest& request, RpcCallback<rpc::CancelTaskReply> cb) override {
+    cancels.Add(request, std::move(cb));
+  }
+  void RemoteCancelTask(const rpc::RemoteCancelTaskRequest& request,
+                        RpcCallback<rpc::RemoteCancelTaskReply> cb) override {
+    remote_cancels.Add(request, std::move(cb));
+  }
   void CancelAll() override {
     const absl::Status cancelled = absl::CancelledError("cancelled");
     get_object_status.ReplyAll(cancelled);
     wait_for_ref_removed.ReplyAll(cancelled);
     add_object_location.ReplyAll(cancelled);
     exits.ReplyAll(cancelled);
+    cancels.ReplyAll(cancelled);
+    remote_cancels.ReplyAll(cancelled);
   }
   int64_t InFlight() const override {
     return static_cast<int64_t>(get_object_status.pending() + wait_for_ref_removed.pending() +
-                                add_object_location.pending() + exits.pending());
+                                add_object_location.pending() + exits.pending() + cancels.pending() +
+                                remote_cancels.pending());
   }
 
   FakeCallQueue<rpc::GetObjectStatusRequest, rpc::GetObjectStatusReply> get_object_status;
   FakeCallQueue<rpc::WaitForRefRemovedRequest, rpc::WaitForRefRemovedReply> wait_for_ref_removed;
   FakeCallQueue<rpc::AddObjectLocationRequest, rpc::AddObjectLocationReply> add_object_location;
   FakeCallQueue<rpc::ExitRequest, rpc::ExitReply> exits;
+  FakeCallQueue<rpc::CancelTaskRequest, rpc::CancelTaskReply> cancels;
+  FakeCallQueue<rpc::RemoteCancelTaskRequest, rpc::RemoteCancelTaskReply> remote_cancels;
 
  private:
   std::string address_;

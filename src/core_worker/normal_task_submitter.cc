@@ -286,9 +286,11 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   }
   if (batch.empty()) return;
   stamps.Finish(later);
-  auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress(), {}});
+  auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress(), {}, lease.killed_by_cancel});
   if (events != nullptr) push->executor = lease.executor;
   lease.in_flight += batch.size();
+  std::erase_if(lease.pushes, [](const std::shared_ptr<PushProgress>& p) { return p->unanswered() == 0; });
+  lease.pushes.push_back(push->progress);
   std::weak_ptr<bool> alive = alive_;
   lease.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
                                                                          rpc::PushTaskReply&& reply) {
@@ -367,13 +369,16 @@ void NormalTaskSubmitter::OnPushFailed(const PushState& push, Lease* lease, cons
   std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
   // Why the worker died, if its raylet killed it (the memory monitor): the tasks
   // fail or are retried for that. Waited for briefly: a dead raylet may not answer.
-  auto retry_all = [this, alive = std::weak_ptr<bool>(alive_), lost, message](const rpc::ErrorInfo* failure) {
+  // A worker ended by a forced cancel: the other tasks lost with it retry for free.
+  const bool charge = !push.killed_by_cancel || !*push.killed_by_cancel;
+  auto retry_all = [this, alive = std::weak_ptr<bool>(alive_), lost, message,
+                    charge](const rpc::ErrorInfo* failure) {
     if (alive.expired()) return;
     for (const PushProgress::Task& task : lost) {
       if (failure != nullptr) {
-        task_manager_.RetryOrFailTask(task.task_id, task.attempt, failure->type(), failure->message());
+        task_manager_.RetryOrFailTask(task.task_id, task.attempt, failure->type(), failure->message(), charge);
       } else {
-        task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message);
+        task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::WORKER_DIED, message, charge);
       }
     }
   };
@@ -528,6 +533,28 @@ void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, 
     TaskID task_id = task->task_id();
     later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
   }
+}
+
+NormalTaskSubmitter::CancelResult NormalTaskSubmitter::Cancel(const TaskID& task_id, bool force,
+                                                              rpc::Address* worker) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, state] : keys_) {
+    auto it = std::find_if(state.queue.begin(), state.queue.end(),
+                           [&](const PackedTaskPtr& task) { return task->task_id() == task_id; });
+    if (it != state.queue.end()) {
+      state.queue.erase(it);
+      return CancelResult::kDequeued;
+    }
+  }
+  for (auto& [id, lease] : leases_) {
+    for (const std::shared_ptr<PushProgress>& push : lease.pushes) {
+      if (!push->Unanswered(task_id)) continue;
+      *worker = lease.worker;
+      *lease.killed_by_cancel |= force;
+      return CancelResult::kInFlight;
+    }
+  }
+  return CancelResult::kNotFound;
 }
 
 void NormalTaskSubmitter::Shutdown() {

@@ -81,6 +81,14 @@ class NormalTaskSubmitter {
   // Returns every lease; later submissions fail as cancelled (shutdown). Any thread.
   void Shutdown();
 
+  // ray::Cancel: where the task is. kDequeued: it was queued and is not any more
+  // (the caller fails it). kInFlight: pushed to `*worker`, which the caller tells;
+  // with `force` the worker may leave, and the other tasks lost with it are retried
+  // without counting against their retries. kNotFound: neither (not resolved yet, or
+  // answered). Any thread.
+  enum class CancelResult { kNotFound, kDequeued, kInFlight };
+  CancelResult Cancel(const TaskID& task_id, bool force, rpc::Address* worker);
+
   size_t NumLeases() const;
   size_t NumQueued() const;
   // The scheduling key of a resource shape: "CPU:1,GPU:1" (sorted; empty → CPU:1).
@@ -96,6 +104,11 @@ class NormalTaskSubmitter {
     std::shared_ptr<TaskChannelInterface> channel;
     int64_t in_flight = 0;
     int64_t idle_since_ms = 0;  // meaningful while in_flight == 0
+    // The pushes sent to it that may still be unanswered (Cancel looks in them).
+    std::vector<std::shared_ptr<PushProgress>> pushes;
+    // A forced cancel may end its worker: the other tasks lost with it are not to
+    // blame (shared with its pushes, which may fail after the lease is gone).
+    std::shared_ptr<bool> killed_by_cancel = std::make_shared<bool>(false);
   };
   struct KeyState {
     std::deque<PackedTaskPtr> queue;
@@ -116,6 +129,7 @@ class NormalTaskSubmitter {
     std::string lease_id;
     std::shared_ptr<PushProgress> progress;
     TaskExecutorInfo executor;  // the leased worker (task events)
+    std::shared_ptr<bool> killed_by_cancel;  // its lease's
   };
   // Task-manager calls decided under mu_, made after it is released.
   using Deferred = std::vector<std::function<void()>>;

@@ -57,6 +57,13 @@ class PushProgress {
     }
     return n;
   }
+  // Whether `task_id` is in the push without a result yet.
+  bool Unanswered(const TaskID& task_id) const {
+    for (size_t i = first_unanswered_; i < tasks_.size(); ++i) {
+      if (!answered_flags_[i] && tasks_[i].task_id == task_id) return true;
+    }
+    return false;
+  }
   // The push failed: the tasks that had no result yet (afterwards none is left).
   std::vector<Task> TakeUnanswered() {
     std::vector<Task> out;

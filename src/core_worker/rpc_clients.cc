@@ -33,6 +33,12 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
   void Exit(const rpc::ExitRequest& q, RpcCallback<rpc::ExitReply> cb) override {
     client_.Call(&CoreStub::async::Exit, "Exit", q, std::move(cb), {0, false});
   }
+  void CancelTask(const rpc::CancelTaskRequest& q, RpcCallback<rpc::CancelTaskReply> cb) override {
+    client_.Call(&CoreStub::async::CancelTask, "CancelTask", q, std::move(cb), {0, false});
+  }
+  void RemoteCancelTask(const rpc::RemoteCancelTaskRequest& q, RpcCallback<rpc::RemoteCancelTaskReply> cb) override {
+    client_.Call(&CoreStub::async::RemoteCancelTask, "RemoteCancelTask", q, std::move(cb), {0, false});
+  }
 
  private:
   std::string address_;

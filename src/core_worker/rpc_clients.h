@@ -47,6 +47,9 @@ class CoreWorkerClientInterface {
   virtual void AddObjectLocation(const rpc::AddObjectLocationRequest& request,
                                  RpcCallback<rpc::AddObjectLocationReply> cb) = 0;
   virtual void Exit(const rpc::ExitRequest& request, RpcCallback<rpc::ExitReply> cb) = 0;
+  virtual void CancelTask(const rpc::CancelTaskRequest& request, RpcCallback<rpc::CancelTaskReply> cb) = 0;
+  virtual void RemoteCancelTask(const rpc::RemoteCancelTaskRequest& request,
+                                RpcCallback<rpc::RemoteCancelTaskReply> cb) = 0;
   // Shutdown: cancel every call in flight (callbacks still run), and count them.
   virtual void CancelAll() = 0;
   virtual int64_t InFlight() const = 0;

@@ -7,10 +7,12 @@
 // task; a thread without one (a driver's threads, threads a task started itself)
 // counts under the process's root task instead.
 //
-// Threading: a context belongs to the thread that installed it; ScopedTaskContext
-// nests (the previous context comes back when it ends).
+// Threading: a context belongs to the thread that installed it, but for `cancelled`,
+// which another thread sets (task_cancels.h); ScopedTaskContext nests (the previous
+// context comes back when it ends).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "src/common/id.h"
@@ -23,6 +25,8 @@ struct TaskContext {
   uint64_t next_put_index = 0;
   // The core worker the task belongs to (a process may hold several in tests).
   const void* owner = nullptr;
+  // Its owner cancelled it (ray::IsCancelled); set by the thread handling the cancel.
+  std::atomic<bool> cancelled{false};
 };
 
 class ScopedTaskContext {

@@ -62,6 +62,12 @@ bool TaskManager::IsPending(const TaskID& task_id) const {
   return pending_.contains(task_id);
 }
 
+bool TaskManager::ShouldRun(const TaskID& task_id) const {
+  TablesLock lock(this);
+  auto it = pending_.find(task_id);
+  return it != pending_.end() && !it->second.cancelled;
+}
+
 size_t TaskManager::NumPending() const {
   TablesLock lock(this);
   return pending_.size();
@@ -119,11 +125,49 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
     it->second = Entry();
     it->second.completing = true;
   }
+  if (entry.cancelled) {
+    // ray::Cancel came first: whatever the task returned, its result is the error.
+    const rpc::TaskResult instead = CancelledInstead(*entry.spec, result);
+    return CompleteTaken(*task_id, std::move(entry), instead, by, now_us);
+  }
+  CompleteTaken(*task_id, std::move(entry), result, by, now_us);
+}
+
+rpc::TaskResult TaskManager::CancelledInstead(const PackedTask& spec, const rpc::TaskResult& result) {
+  for (const rpc::ReturnObject& r : result.returns()) {
+    if (r.has_error() && r.error().type() != rpc::ERROR_TYPE_UNSPECIFIED) return result;  // failed anyway
+  }
+  rpc::TaskResult instead;
+  instead.set_task_id(result.task_id());
+  instead.set_attempt_number(result.attempt_number());
+  instead.set_run_us(result.run_us());
+  instead.set_start_unix_us(result.start_unix_us());
+  *instead.mutable_borrowed_refs() = result.borrowed_refs();
+  const rpc::ErrorInfo error = CancelledError(spec);
+  for (const rpc::ReturnObject& r : result.returns()) {
+    rpc::ReturnObject* out = instead.add_returns();
+    out->set_object_id(r.object_id());
+    *out->mutable_error() = error;
+    auto id = ObjectID::FromBinaryChecked(r.object_id());
+    if (!r.in_plasma() || !id.ok() || !on_unreferenced_) continue;
+    // Its copy in the worker's node store goes: nobody will read it.
+    auto stored = std::make_shared<StoredObject>();
+    stored->in_plasma = true;
+    stored->owner_copy = true;
+    auto node = NodeID::FromBinaryChecked(r.node_id());
+    stored->SetPlasmaLocation(node.ok() ? *node : NodeID::Nil(), r.raylet_address());
+    on_unreferenced_(*id, stored);
+  }
+  return instead;
+}
+
+void TaskManager::CompleteTaken(const TaskID& task_id, Entry entry, const rpc::TaskResult& result,
+                                const TaskExecutorInfo* by, int64_t* now_us) {
   bool failed = false;
   bool in_store = false;  // a return is in the object store, where it can be lost
   const rpc::ErrorInfo* error = nullptr;
   for (const rpc::ReturnObject& r : result.returns()) {
-    const ReturnKind kind = StoreReturn(*task_id, r);
+    const ReturnKind kind = StoreReturn(task_id, r);
     if (kind == ReturnKind::kError && !failed) error = &r.error();
     failed |= kind == ReturnKind::kError;
     in_store |= kind == ReturnKind::kInStore;
@@ -131,7 +175,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
   if (failed && result.returns_size() < entry.spec->num_returns()) {
     // A refusal may name the first return only: the others fail the same way.
     for (int i = result.returns_size() + 1; i <= entry.spec->num_returns(); ++i) {
-      const ObjectID id = ObjectID::FromIndex(*task_id, i);
+      const ObjectID id = ObjectID::FromIndex(task_id, i);
       reference_counter_.UpdateObjectFailed(id);
       PutIfReferenced(id, MakeErrorObject(*error));
     }
@@ -144,7 +188,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
   }
   // Actor calls are not run again to rebuild their returns (the actor's state moved on).
   const bool keep_lineage = !failed && in_store && entry.spec->type() == rpc::NORMAL_TASK;
-  FinishCompletion(*task_id, std::move(entry), result, keep_lineage);
+  FinishCompletion(task_id, std::move(entry), result, keep_lineage);
 }
 
 TaskManager::ReturnKind TaskManager::StoreReturn(const TaskID& task_id, const rpc::ReturnObject& r) {
@@ -373,7 +417,7 @@ size_t TaskManager::TableCapacity() const {
 }
 
 bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type,
-                                  const std::string& message) {
+                                  const std::string& message, bool charge) {
   PackedTaskPtr resubmit;
   Entry failed;
   {
@@ -381,8 +425,12 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
     auto it = pending_.find(task_id);
     if (it == pending_.end() || it->second.completing || it->second.spec->attempt_number() != attempt) return false;
     Entry& e = it->second;
-    if (e.retries_left != 0) {  // negative = retry forever
-      if (e.retries_left > 0) --e.retries_left;
+    if (e.cancelled) {
+      failed = std::move(e);
+      pending_.erase(it);
+      ShrinkIfMostlyEmpty(pending_);
+    } else if (e.retries_left != 0 || !charge) {  // negative = retry forever
+      if (e.retries_left > 0 && charge) --e.retries_left;
       if (events_ != nullptr) {
         rpc::ErrorInfo attempt_error;
         attempt_error.set_type(type);
@@ -397,6 +445,12 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
       pending_.erase(it);
       ShrinkIfMostlyEmpty(pending_);
     }
+  }
+  if (failed.cancelled) {
+    rpc::ErrorInfo error = CancelledError(*failed.spec, "its worker went away: " + message);
+    if (events_ != nullptr) events_->Failed(*failed.spec, error);
+    StoreErrorAndRelease(std::move(failed), error);
+    return false;
   }
   if (resubmit) {
     LOG(INFO) << "retrying task " << task_id.Hex() << " (" << resubmit->function_name() << "), attempt "
@@ -425,6 +479,41 @@ void TaskManager::FailTask(const TaskID& task_id, const rpc::ErrorInfo& error) {
   }
   if (events_ != nullptr) events_->Failed(*failed.spec, error);
   StoreErrorAndRelease(std::move(failed), error);
+}
+
+absl::StatusOr<PackedTaskPtr> TaskManager::MarkCancelled(const TaskID& task_id, bool force) {
+  TablesLock lock(this);
+  auto it = pending_.find(task_id);
+  if (it == pending_.end() || it->second.completing) return PackedTaskPtr();
+  Entry& e = it->second;
+  if (e.spec->type() == rpc::ACTOR_CREATION_TASK) {
+    return absl::InvalidArgumentError("task " + task_id.Hex() + " creates an actor (" + e.spec->function_name() +
+                                      "): kill the actor (ray::ActorHandle::Kill) instead of cancelling it");
+  }
+  if (force && e.spec->type() == rpc::ACTOR_TASK) {
+    return absl::InvalidArgumentError("task " + task_id.Hex() + " is a call of an actor (" + e.spec->function_name() +
+                                      "): force is for normal tasks only; cancel it without force, or kill the actor");
+  }
+  e.cancelled = true;
+  return e.spec;
+}
+
+rpc::ErrorInfo TaskManager::CancelledError(const PackedTask& spec, const std::string& how) {
+  rpc::ErrorInfo error;
+  error.set_type(rpc::TASK_CANCELLED);
+  error.set_message("task " + spec.task_id().Hex() + " (" + spec.function_name() + ") was cancelled" +
+                    (how.empty() ? "" : " (" + how + ")"));
+  return error;
+}
+
+std::vector<TaskID> TaskManager::PendingChildren(const TaskID& parent) const {
+  const std::string_view parent_bytes(reinterpret_cast<const char*>(parent.Data()), TaskID::kSize);
+  std::vector<TaskID> children;
+  TablesLock lock(this);
+  for (const auto& [id, entry] : pending_) {
+    if (entry.spec && entry.spec->parent_task_id() == parent_bytes) children.push_back(id);
+  }
+  return children;
 }
 
 void TaskManager::PutIfReferenced(const ObjectID& id, StoredObjectPtr value) {

@@ -44,6 +44,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "protos/core_worker.pb.h"
 #include "src/common/id.h"
@@ -78,6 +79,8 @@ class TaskManager {
   // and it takes the task events' stamps of the spec it replaces.
   void ArgumentsInlined(PackedTaskPtr resolved);
   bool IsPending(const TaskID& task_id) const;
+  // Pending and not cancelled: a task waiting for its arguments goes on.
+  bool ShouldRun(const TaskID& task_id) const;
   size_t NumPending() const;
   // The tasks pending now (to fail them all when this process's node is lost).
   std::vector<TaskID> PendingTaskIds() const;
@@ -99,10 +102,25 @@ class TaskManager {
   // failed): resubmits while retries remain and returns true; otherwise stores
   // `type`/`message` as the error of every return and returns false. Nothing
   // happens (false) when the task is not pending or at another attempt.
-  bool RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type, const std::string& message);
+  // A cancelled task is never retried: it fails with its cancelled error. With
+  // `charge` false a retry does not count against max_retries (its worker was killed
+  // for another task's forced cancel).
+  bool RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type, const std::string& message,
+                       bool charge = true);
 
   // Fails the task for good with `error` (no retry): every return gets the error.
   void FailTask(const TaskID& task_id, const rpc::ErrorInfo& error);
+
+  // ray::Cancel of a task this process submitted. A pending task is marked: it is
+  // never retried, and a failure of its attempt fails it as cancelled. Returns its
+  // spec, or null when it is not pending (finished, failed, or never submitted here).
+  // An actor creation task, and `force` for an actor call, are refused
+  // (InvalidArgument) and left unmarked.
+  absl::StatusOr<PackedTaskPtr> MarkCancelled(const TaskID& task_id, bool force);
+  // The error of a cancelled task (TASK_CANCELLED naming it); `how` is added.
+  static rpc::ErrorInfo CancelledError(const PackedTask& spec, const std::string& how = "");
+  // The pending tasks that `parent` submitted (recursive cancels).
+  std::vector<TaskID> PendingChildren(const TaskID& parent) const;
 
   enum class Recovery { kResubmitted, kAlreadyPending, kNotNeeded, kImpossible };
   // `id`, a return of a task we submitted, has no readable value any more: its
@@ -141,6 +159,8 @@ class TaskManager {
     // A result is being stored: the task is still pending (readers wait, recovery
     // does nothing) but no retry or failure may touch it. The spec was moved out.
     bool completing = false;
+    // ray::Cancel: never retried.
+    bool cancelled = false;
     // Task events: ReportInFlight calls that saw this attempt pending (2: reported).
     uint8_t seen = 0;
     // Retries: the spec of the next attempt (a copy of `spec`, one attempt on).
@@ -157,6 +177,12 @@ class TaskManager {
     uint64_t seq = 0;  // its place in lineage_order_
   };
   void StoreErrorAndRelease(Entry entry, const rpc::ErrorInfo& error);
+  // CompletePendingTask, once the entry is taken (`completing`).
+  void CompleteTaken(const TaskID& task_id, Entry entry, const rpc::TaskResult& result, const TaskExecutorInfo* by,
+                     int64_t* now_us);
+  // The result of a task cancelled before it finished: its returns are the
+  // cancelled error (copies it stored are deleted), unless it failed anyway.
+  rpc::TaskResult CancelledInstead(const PackedTask& spec, const rpc::TaskResult& result);
   // What a finished task's return turned out to be.
   enum class ReturnKind { kError, kInStore, kInline, kForeign };
   // Stores one return of a finished task: its value or error, where its copy is,

@@ -337,6 +337,12 @@ rpc::TaskStatus GcsTaskManager::StateOf(const Attempt& a) {
   return rpc::TASK_STATUS_NIL;
 }
 
+std::string GcsTaskManager::StateName(const Attempt& a) {
+  const rpc::TaskStatus state = StateOf(a);
+  if (state == rpc::FAILED && a.error && a.error->type() == rpc::TASK_CANCELLED) return "CANCELLED";
+  return rpc::TaskStatus_Name(state);
+}
+
 void GcsTaskManager::CountState(int32_t kind, rpc::TaskStatus state, int64_t delta) {
   if (state == rpc::TASK_STATUS_NIL) return;
   // (kind + 1, state - 1): kind -1 is "(unknown)".
@@ -382,7 +388,7 @@ std::string GcsTaskManager::FieldOf(const Key& key, const Attempt& a, const std:
   const rpc::TaskExecutor* executor = a.executor >= 0 ? &executors_[a.executor] : nullptr;
   if (field == "task_id") return key.task_id.Hex();
   if (field == "attempt_number") return std::to_string(key.attempt);
-  if (field == "state") return rpc::TaskStatus_Name(StateOf(a));
+  if (field == "state") return StateName(a);
   if (field == "name") return kind == nullptr ? "" : kind->name().empty() ? kind->function_name() : kind->name();
   if (field == "func_or_class_name") return kind == nullptr ? "" : kind->function_name();
   if (field == "job_id") return a.job >= 0 ? jobs_[a.job].Hex() : "";
@@ -443,23 +449,27 @@ bool GcsTaskManager::Matches(const Key& key, const Attempt& a, const std::vector
 absl::StatusOr<nlohmann::ordered_json> GcsTaskManager::Summarize(const std::vector<rpc::StateFilter>& filters) const {
   MANTA_RETURN_IF_ERROR(CheckFilters(filters));
   // Counted per kind first (few), named after.
-  absl::flat_hash_map<int32_t, std::array<int64_t, kNumStates + 1>> per_kind;
+  // Per state, and CANCELLED (a kind of FAILED) last.
+  constexpr int kCancelledSlot = kNumStates + 1;
+  absl::flat_hash_map<int32_t, std::array<int64_t, kNumStates + 2>> per_kind;
   int64_t total = 0;
   for (const Slot& slot : slots_) {
     if (slot.list == ListId::kFree) continue;
     const Attempt& a = slot.attempt;
     if (!filters.empty() && !Matches(slot.key, a, filters)) continue;
     ++total;
-    ++per_kind[a.kind][StateOf(a)];
+    const bool cancelled = a.error && a.error->type() == rpc::TASK_CANCELLED && StateOf(a) == rpc::FAILED;
+    ++per_kind[a.kind][cancelled ? kCancelledSlot : StateOf(a)];
   }
   nlohmann::ordered_json by_name = nlohmann::ordered_json::object();
   for (const auto& [kind, counts] : per_kind) {
     const std::string name = kind >= 0 ? kinds_[kind].function_name() : "(unknown)";
     nlohmann::ordered_json& entry = by_name[name];
     entry["type"] = kind >= 0 ? TaskTypeName(kinds_[kind].type()) : "";
-    for (int s = 0; s <= kNumStates; ++s) {
+    for (int s = 0; s <= kCancelledSlot; ++s) {
       if (counts[s] == 0) continue;
-      const std::string state = rpc::TaskStatus_Name(static_cast<rpc::TaskStatus>(s));
+      const std::string state =
+          s == kCancelledSlot ? std::string("CANCELLED") : rpc::TaskStatus_Name(static_cast<rpc::TaskStatus>(s));
       nlohmann::ordered_json& state_counts = entry["state_counts"];
       if (!state_counts.is_object()) state_counts = nlohmann::ordered_json::object();
       state_counts[state] = state_counts.value(state, int64_t{0}) + counts[s];

@@ -156,6 +156,9 @@ class GcsTaskManager {
   void Erase(uint32_t slot);
   // The latest state the attempt reached.
   static rpc::TaskStatus StateOf(const Attempt& a);
+  // StateOf's name, but CANCELLED for a failure that is a cancel (TASK_CANCELLED),
+  // as listings and summaries show it.
+  static std::string StateName(const Attempt& a);
   // When it was first seen (its earliest state): lists go oldest first.
   static int64_t FirstSeen(const Attempt& a);
   std::string FieldOf(const Key& key, const Attempt& a, const std::string& field) const;

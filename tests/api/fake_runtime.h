@@ -5,6 +5,7 @@
 // on exit).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -132,6 +133,21 @@ class FakeRuntime : public ray::internal::RayRuntime {
     borrowed_.emplace_back(id, owner, outer);
   }
   bool IsLocalMode() const override { return false; }
+  void Cancel(const std::string& object_id, bool force, bool recursive) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancels_.push_back({object_id, force, recursive});
+  }
+  bool IsCancelled() override { return cancelled_; }
+  struct CancelCall {
+    std::string object_id;
+    bool force;
+    bool recursive;
+  };
+  std::vector<CancelCall> Cancels() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancels_;
+  }
+  void set_cancelled(bool cancelled) { cancelled_ = cancelled; }
 
   int Refs(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -154,6 +170,8 @@ class FakeRuntime : public ray::internal::RayRuntime {
   std::vector<std::pair<std::string, int64_t>>& group_waits() { return group_waits_; }
 
  private:
+  std::vector<CancelCall> cancels_;
+  std::atomic<bool> cancelled_{false};
   std::string NextId() {
     std::string id = "object-" + std::to_string(++next_);
     id.resize(28, '\0');  // binary ids: 28 bytes, trailing NULs

@@ -12,6 +12,7 @@
 // over the fake runtime, which shows what each option handed the runtime.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -185,7 +187,19 @@ class Cache {
   bool reloaded_ = false;
 };
 
-RAY_REMOTE(Train, Flaky, Touch, Fail, Blocked, f, Cache::Create, &Cache::Open, &Cache::Close);
+// The ray::IsCancelled row's task: steps until cancelled (a minute at most).
+std::atomic<int> g_steps{0};
+void Step() {
+  if (++g_steps > 60000) throw std::runtime_error("never cancelled");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+int Crawl() {
+  // Row: `ray::IsCancelled()` (in a task)
+  while (!ray::IsCancelled()) Step();
+  return g_steps.load();
+}
+
+RAY_REMOTE(Train, Flaky, Touch, Fail, Blocked, f, Cache::Create, &Cache::Open, &Cache::Close, Crawl);
 
 // What the PlacementGroup::SetWaitCallbak row's callback calls: records its
 // arguments and answers false ("not placed").
@@ -605,6 +619,19 @@ TEST_F(ReadmeApiTest, WasRestartedAndExitActorRow) {
   EXPECT_THROW(cache.Task(&Cache::Close).Remote().Get(), RayActorException);
   EXPECT_THROW(cache.Task(&Cache::Open).Remote().Get(), RayActorException);
   EXPECT_THROW(ray::ExitActor(), RayException);  // not in an actor
+}
+
+TEST_F(ReadmeApiTest, CancelAndIsCancelledRows) {
+  ray::ObjectRef<int> slow = ray::Task(Crawl).Remote();
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (g_steps.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(g_steps.load(), 0);  // it runs
+  // Row: `ray::Cancel(ref[, force[, recursive]])`
+  ray::Cancel(slow);  // slow.Get() throws RayTaskCancelledException
+  EXPECT_THROW(slow.Get(), ray::internal::RayTaskCancelledException);
+  EXPECT_LT(g_steps.load(), 60000);  // it stopped when it saw the cancel
 }
 
 TEST_F(ReadmeApiTest, GetNamespaceRow) {

@@ -342,6 +342,55 @@ TEST_F(SubmitterTest, BatchesAndPipelinesUpToTheLimits) {
   EXPECT_EQ(tasks_.NumPending(), 0u);
 }
 
+// ray::Cancel: a queued task is taken out; a pushed one is found with its worker;
+// when a forced cancel ends the worker, the other tasks lost with it are retried
+// without counting against their retries, and the cancelled one is not retried.
+TEST_F(SubmitterTest, CancelTakesAQueuedTaskOutAndFindsAPushedOne) {
+  ObjectID first = Submit();
+  ObjectID second = Submit();  // durations unknown: one task per worker, the second waits
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  rpc::Address worker;
+  EXPECT_EQ(submitter_->Cancel(second.Task(), false, &worker), NormalTaskSubmitter::CancelResult::kDequeued);
+  EXPECT_EQ(submitter_->NumQueued(), 0u);
+  EXPECT_EQ(submitter_->Cancel(first.Task(), false, &worker), NormalTaskSubmitter::CancelResult::kInFlight);
+  EXPECT_FALSE(worker.worker_id().empty());
+  Worker(3000).ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(submitter_->Cancel(first.Task(), false, &worker), NormalTaskSubmitter::CancelResult::kNotFound);
+  EXPECT_EQ(store_.GetIfExists(first)->data, "ok");
+}
+
+TEST_F(SubmitterTest, TasksLostWithAWorkerEndedByAForcedCancelRetryForFree) {
+  Submit();  // durations unknown: it goes alone, the next two wait
+  ObjectID cancelled = Submit(/*max_retries=*/3);
+  ObjectID sibling = Submit(/*max_retries=*/0);
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();  // durations known: the two go in one push
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  ASSERT_EQ(Worker(3000).pushes[0].request.tasks_size(), 2);
+  ASSERT_TRUE(*tasks_.MarkCancelled(cancelled.Task(), /*force=*/true));
+  rpc::Address worker;
+  ASSERT_EQ(submitter_->Cancel(cancelled.Task(), /*force=*/true, &worker),
+            NormalTaskSubmitter::CancelResult::kInFlight);
+  Worker(3000).Fail();  // the worker left
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(DriveUntil(loop_, [&] { return store_.GetIfExists(cancelled) != nullptr; }));
+  EXPECT_EQ(store_.GetIfExists(cancelled)->error_type, rpc::TASK_CANCELLED);
+  // The sibling, out of retries, is tried again on a new worker.
+  ASSERT_TRUE(DriveUntil(loop_, [&] { return !LocalRaylet().leases.empty(); }));
+  LocalRaylet().Grant(3002);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3002).pushes.size(), 1u);
+  EXPECT_EQ(Worker(3002).pushes[0].request.tasks(0).task_id(), sibling.Task().Binary());
+  Worker(3002).ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(store_.GetIfExists(sibling)->data, "ok");
+}
+
 TEST_F(SubmitterTest, APipelineRefilledPerReplyDoesNotSplitIntoSmallPushes) {
   // A worker answers a long push in interim replies (every millisecond); refilling
   // the lease after each would cut the queue into ever smaller pushes.

@@ -1,7 +1,10 @@
 // ScopedTaskContext: per-thread, per-owner, nesting.
 #include "src/core_worker/task_context.h"
 
+#include "src/core_worker/task_cancels.h"
+
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -33,6 +36,43 @@ TEST(TaskContextTest, NestedContextsRestoreTheOuterOne) {
     EXPECT_EQ(ScopedTaskContext::Current(&owner), &inner);
   }
   EXPECT_EQ(ScopedTaskContext::Current(&owner), &outer);
+}
+
+// TaskCancels: a cancel for a task not running is kept until the task starts (and
+// used up then); one for a task running on a pool thread sets its flag; the kept
+// ones are bounded.
+TEST(TaskCancelsTest, ACancelBeforeTheTaskStartsIsKeptUntilItStarts) {
+  TaskCancels cancels;
+  const TaskID task = TaskID::FromRandom();
+  EXPECT_FALSE(cancels.TakeEarly(task));
+  EXPECT_FALSE(cancels.Cancel(task));  // not running: kept
+  EXPECT_EQ(cancels.NumKept(), 1u);
+  EXPECT_TRUE(cancels.TakeEarly(task));
+  EXPECT_FALSE(cancels.TakeEarly(task));  // used up
+  EXPECT_EQ(cancels.NumKept(), 0u);
+}
+
+TEST(TaskCancelsTest, ACancelOfATaskOnThePoolSetsItsFlag) {
+  TaskCancels cancels;
+  int owner = 0;
+  TaskContext context{TaskID::FromRandom(), 0, 0, &owner};
+  cancels.Begin(&context);
+  EXPECT_TRUE(cancels.Cancel(context.task_id));
+  EXPECT_TRUE(context.cancelled.load());
+  cancels.End(&context);
+  EXPECT_FALSE(cancels.Cancel(context.task_id));  // ended: kept, as for a task not started
+}
+
+TEST(TaskCancelsTest, CancelsOfTasksThatNeverComeAreBounded) {
+  TaskCancels cancels;
+  std::vector<TaskID> ids;
+  for (size_t i = 0; i < TaskCancels::kMaxKept + 100; ++i) {
+    ids.push_back(TaskID::FromRandom());
+    cancels.Cancel(ids.back());
+  }
+  EXPECT_EQ(cancels.NumKept(), TaskCancels::kMaxKept);
+  EXPECT_FALSE(cancels.TakeEarly(ids.front()));  // the oldest went
+  EXPECT_TRUE(cancels.TakeEarly(ids.back()));
 }
 
 }  // namespace

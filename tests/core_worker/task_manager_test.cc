@@ -5,6 +5,7 @@
 // dropping the stale value; Puts and evicted records cannot be rebuilt.
 #include "src/core_worker/task_manager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -292,6 +293,81 @@ TEST_F(TaskManagerTest, ARetryLeavesTheSharedSpecAsItWas) {
   ASSERT_EQ(tasks_.ResubmitForRecovery(x, store_.GetIfExists(x), &why), TaskManager::Recovery::kResubmitted);
   EXPECT_EQ(resubmitted_.back().attempt_number(), 2);
   EXPECT_EQ(shared->attempt_number(), 0);
+}
+
+// ray::Cancel: a marked task is never retried (its attempt's failure fails it as
+// cancelled); a retry that is not charged leaves max_retries as it was; children are
+// found by their parent; actor creations and forced actor calls are refused.
+TEST_F(TaskManagerTest, ACancelledTaskIsNeverRetried) {
+  ObjectID x = Submit({}, /*max_retries=*/3);
+  auto marked = tasks_.MarkCancelled(x.Task(), /*force=*/false);
+  ASSERT_TRUE(marked.ok());
+  ASSERT_TRUE(*marked);
+  EXPECT_FALSE(tasks_.ShouldRun(x.Task()));
+  EXPECT_TRUE(tasks_.IsPending(x.Task()));
+  EXPECT_FALSE(tasks_.RetryOrFailTask(x.Task(), 0, rpc::WORKER_DIED, "worker died"));
+  EXPECT_TRUE(resubmitted_.empty());
+  StoredObjectPtr value = store_.GetIfExists(x);
+  ASSERT_TRUE(value);
+  EXPECT_EQ(value->error_type, rpc::TASK_CANCELLED);
+  EXPECT_NE(value->error.message().find("was cancelled"), std::string::npos) << value->error.message();
+  // Not pending any more: nothing to mark.
+  marked = tasks_.MarkCancelled(x.Task(), false);
+  ASSERT_TRUE(marked.ok());
+  EXPECT_FALSE(*marked);
+}
+
+TEST_F(TaskManagerTest, ACancelledTasksResultIsTheCancelledErrorAndItsStoredCopyGoes) {
+  std::vector<ObjectID> deleted;
+  tasks_.SetOnUnreferencedResult([&](const ObjectID& id, const StoredObjectPtr& value) {
+    EXPECT_EQ(value->plasma_raylet_address(), "127.0.0.1:9999");
+    deleted.push_back(id);
+  });
+  ObjectID x = Submit();
+  ASSERT_TRUE(*tasks_.MarkCancelled(x.Task(), /*force=*/false));
+  Finish(x);  // it finished anyway, its value in a node's store
+  StoredObjectPtr value = store_.GetIfExists(x);
+  ASSERT_TRUE(value);
+  EXPECT_EQ(value->error_type, rpc::TASK_CANCELLED);
+  EXPECT_EQ(deleted, std::vector<ObjectID>{x});
+  EXPECT_EQ(tasks_.NumPending(), 0u);
+  EXPECT_EQ(tasks_.NumLineage(), 0u);
+}
+
+TEST_F(TaskManagerTest, AnUnchargedRetryKeepsTheRetriesLeft) {
+  ObjectID x = Submit({}, /*max_retries=*/0);
+  EXPECT_TRUE(tasks_.RetryOrFailTask(x.Task(), 0, rpc::WORKER_DIED, "killed for another task", /*charge=*/false));
+  ASSERT_EQ(resubmitted_.size(), 1u);
+  EXPECT_FALSE(tasks_.RetryOrFailTask(x.Task(), 1, rpc::WORKER_DIED, "worker died"));
+  EXPECT_EQ(store_.GetIfExists(x)->error_type, rpc::WORKER_DIED);
+}
+
+TEST_F(TaskManagerTest, ChildrenAreFoundByTheirParent) {
+  const TaskID parent = TaskID::ForNormalTask(JobID::FromInt(1), root_, 999);
+  std::vector<TaskID> children;
+  for (uint64_t i = 0; i < 3; ++i) {
+    TaskID child = TaskID::ForNormalTask(JobID::FromInt(1), parent, i);
+    rpc::TaskSpec spec = MakeSpec(child, self_);
+    spec.set_parent_task_id(parent.Binary());
+    tasks_.AddPendingTask(PackedTask::Pack(spec), {});
+    children.push_back(child);
+  }
+  Submit();  // a child of root_, not of `parent`
+  std::vector<TaskID> found = tasks_.PendingChildren(parent);
+  std::sort(found.begin(), found.end());
+  std::sort(children.begin(), children.end());
+  EXPECT_EQ(found, children);
+}
+
+TEST_F(TaskManagerTest, ActorCreationsAndForcedActorCallsAreNotCancelled) {
+  for (rpc::TaskType type : {rpc::ACTOR_CREATION_TASK, rpc::ACTOR_TASK}) {
+    TaskID task_id = TaskID::ForNormalTask(JobID::FromInt(1), root_, counter_++);
+    rpc::TaskSpec spec = MakeSpec(task_id, self_);
+    spec.set_type(type);
+    tasks_.AddPendingTask(PackedTask::Pack(spec), {});
+    EXPECT_EQ(tasks_.MarkCancelled(task_id, /*force=*/true).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(tasks_.ShouldRun(task_id));  // left unmarked
+  }
 }
 
 // Task events: an attempt still pending at a second ReportInFlight (so for a report

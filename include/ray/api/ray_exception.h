@@ -13,6 +13,8 @@
 //   RayFunctionNotFound        the function was not registered with RAY_REMOTE
 //   RayRuntimeEnvException     the task's runtime environment could not be set up
 //   RayTimeoutException        a Get/Wait deadline passed first
+//   RayTaskCancelledException  the task was cancelled (ray::Cancel) before it
+//                              finished, or its submitter shut down first
 //   OwnerDiedException         (Manta addition) the process that owns the object died,
 //                              so its value can no longer be obtained; an
 //                              UnreconstructableException, as Ray throws there
@@ -68,6 +70,13 @@ class RayRuntimeEnvException : public RayException {
 };
 
 class RayTimeoutException : public RayException {
+ public:
+  using RayException::RayException;
+};
+
+// The task was cancelled (ray::Cancel): it never ran, or it stopped (see
+// ray::IsCancelled), or its worker was killed (force). Ray's TaskCancelledError.
+class RayTaskCancelledException : public RayException {
  public:
   using RayException::RayException;
 };

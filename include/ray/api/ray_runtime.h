@@ -199,6 +199,13 @@ class RayRuntime {
   virtual std::string CurrentActorId() = 0;
   virtual bool WasCurrentActorRestarted() = 0;
 
+  // ray::Cancel of the task returning `object_id` (ray/api.h has the semantics).
+  // Throws RayException for a Put object, an actor's creation, force on an actor
+  // call, or an object unknown here.
+  virtual void Cancel(const std::string& object_id, bool force, bool recursive) = 0;
+  // Whether the task the calling thread runs was cancelled; false elsewhere.
+  virtual bool IsCancelled() = 0;
+
   // ObjectRef copies: one local reference per live ObjectRef in this process.
   // Must not throw (they run in destructors); unknown ids are ignored.
   virtual void AddLocalReference(const std::string& id) = 0;
