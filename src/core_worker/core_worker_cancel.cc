@@ -87,7 +87,9 @@ void CoreWorker::HandleCancelTask(const rpc::CancelTaskRequest& request, rpc::Ca
       std::_Exit(1);
     };
   }
-  if (request.recursive() && here != CancelHere::kNotStarted) return canceller_->CancelChildren(*task_id, request.force(), after);
+  if (request.recursive() && here != CancelHere::kNotStarted) {
+    return canceller_->CancelChildren(*task_id, request.force(), after);
+  }
   after();
 }
 

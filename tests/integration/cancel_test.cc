@@ -38,7 +38,9 @@ bool WaitForFile(const std::string& path, int timeout_ms) {
   return true;
 }
 
-std::string Path(const std::string& dir, const char* what, int id) { return dir + "/" + what + "-" + std::to_string(id); }
+std::string Path(const std::string& dir, const char* what, int id) {
+  return dir + "/" + what + "-" + std::to_string(id);
+}
 
 // ---- Remote functions -------------------------------------------------------
 

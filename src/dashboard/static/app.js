@@ -15,8 +15,9 @@ const REFRESH_MS = 2000;
 const LOG_TAIL_LINES = 1000;
 const MAX_SLICES = 20000;  // an SVG with more gets slow; the download has them all
 const STANDARD_METRICS = ['ray_tasks', 'ray_actors', 'ray_resources', 'ray_object_store_memory', 'ray_scheduler_tasks'];
-const TASK_STATES = ['PENDING_ARGS_AVAIL', 'PENDING_NODE_ASSIGNMENT', 'SUBMITTED_TO_WORKER', 'RUNNING', 'FINISHED', 'FAILED',
-  'CANCELLED'];
+const TASK_STATES = [
+  'PENDING_ARGS_AVAIL', 'PENDING_NODE_ASSIGNMENT', 'SUBMITTED_TO_WORKER', 'RUNNING', 'FINISHED', 'FAILED', 'CANCELLED',
+];
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
