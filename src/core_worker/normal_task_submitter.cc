@@ -362,15 +362,18 @@ void NormalTaskSubmitter::OnPushFailed(const PushState& push, Lease* lease, cons
                                        const absl::Status& status, Deferred* later) {
   std::vector<PushProgress::Task> lost = push.progress->TakeUnanswered();
   std::string where = lease ? HostPort(lease->worker) : "a leased worker";
-  LOG(WARNING) << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
+  // A worker ended by a forced cancel (ray::Cancel) was expected to go.
+  const bool charge = !push.killed_by_cancel || !*push.killed_by_cancel;
+  LOG_IF(WARNING, charge) << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
+  LOG_IF(INFO, !charge) << "the worker at " << where << " left after a forced cancel; " << lost.size()
+                        << " task(s) without a result";
   // FailedPrecondition: this owner refuses the workers' protection (task_channel.h);
   // no worker will do, now or later, and this one is not to blame.
   const bool refused = absl::IsFailedPrecondition(status);
   std::string message = "the worker running the task died (" + std::string(status.message()) + ")";
   // Why the worker died, if its raylet killed it (the memory monitor): the tasks
   // fail or are retried for that. Waited for briefly: a dead raylet may not answer.
-  // A worker ended by a forced cancel: the other tasks lost with it retry for free.
-  const bool charge = !push.killed_by_cancel || !*push.killed_by_cancel;
+  // Then the other tasks lost with it retry for free.
   auto retry_all = [this, alive = std::weak_ptr<bool>(alive_), lost, message,
                     charge](const rpc::ErrorInfo* failure) {
     if (alive.expired()) return;
