@@ -736,42 +736,6 @@ std::string LocalModeRuntime::GetNamedActor(const std::string& name, const std::
   return it == named_actors_.end() ? std::string() : it->second;
 }
 
-PlacementGroupInfo LocalModeRuntime::CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
-  absl::MutexLock lock(&mu_);
-  return placement_groups_.Create(options, namespace_);
-}
-
-void LocalModeRuntime::RemovePlacementGroup(const std::string& group_id) {
-  absl::MutexLock lock(&mu_);
-  placement_groups_.Remove(group_id);
-  // As on a cluster, the group's actors die with it; its tasks fail when they would
-  // start (PlacementError).
-  const std::string why = "its placement group " + HexId(group_id) + " was removed";
-  for (auto& [id, actor] : actors_) {
-    if (actor->placement_group_id == group_id) KillActorLocked(*actor, why);
-  }
-}
-
-bool LocalModeRuntime::WaitPlacementGroupReady(const std::string& group_id, int64_t /*timeout_ms*/) {
-  absl::MutexLock lock(&mu_);
-  return placement_groups_.Wait(group_id);
-}
-
-std::optional<PlacementGroupInfo> LocalModeRuntime::GetPlacementGroupById(const std::string& group_id) {
-  absl::MutexLock lock(&mu_);
-  return placement_groups_.Get(group_id);
-}
-
-std::optional<PlacementGroupInfo> LocalModeRuntime::GetPlacementGroupByName(const std::string& name) {
-  absl::MutexLock lock(&mu_);
-  return placement_groups_.GetByName(name, namespace_);
-}
-
-std::vector<PlacementGroupInfo> LocalModeRuntime::GetAllPlacementGroups() {
-  absl::MutexLock lock(&mu_);
-  return placement_groups_.GetAll();
-}
-
 std::string LocalModeRuntime::CurrentActorId() { return tls_actor_id != nullptr ? *tls_actor_id : std::string(); }
 
 bool LocalModeRuntime::WasCurrentActorRestarted() { return tls_actor_id != nullptr && tls_actor_restarted; }

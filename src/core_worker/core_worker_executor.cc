@@ -85,7 +85,8 @@ std::string CancelledMessage(const rpc::TaskSpec& spec) {
   return "task " + BinaryHex(spec.task_id()) + " (" + spec.function_name() + ") was cancelled";
 }
 
-// The output of a cancelled task (`exit_actor`: it called ray::ExitActor()).
+// The output of a cancelled task, whatever it returned (`exit_actor`: it called
+// ray::ExitActor()).
 TaskOutput CancelledOutput(const rpc::TaskSpec& spec, bool exit_actor) {
   TaskOutput output;
   output.exit_actor = exit_actor;
@@ -263,8 +264,7 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
   } else if (!IsCancelled()) {
     output = executor(spec, args);
   }
-  // Whatever it returned: a cancelled task's result is the cancelled error.
-  if (IsCancelled()) output = CancelledOutput(spec, output.exit_actor);
+  if (IsCancelled()) output = CancelledOutput(spec, output.exit_actor);  // whatever it returned
   if (output.exit_actor) {
     exit_actor_requested_.store(true);
     output.failed = true;

@@ -137,9 +137,19 @@ class CancelTestBase : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
+  // Tasks still waiting (a forced cancel in local mode leaves its thread running)
+  // see `go`; the directories go once the runtime is shut down.
   void TearDown() override {
     Go();
-    fs::remove_all(dir_);
+    Dirs().push_back(dir_);
+  }
+  static std::vector<std::string>& Dirs() {
+    static std::vector<std::string> dirs;
+    return dirs;
+  }
+  static void RemoveDirs() {
+    for (const std::string& dir : Dirs()) fs::remove_all(dir);
+    Dirs().clear();
   }
   void Go() { Touch(dir_ + "/go"); }
   bool Exists(const char* what, int id) const { return fs::exists(Path(dir_, what, id)); }
@@ -241,6 +251,7 @@ class CancelTest : public CancelTestBase {
     ray::Shutdown();
     delete harness_;
     harness_ = nullptr;
+    RemoveDirs();
   }
   // The task's attempts as `manta list tasks --detail` shows them, once one is in `state`.
   static nlohmann::json TaskRowsOnce(const ray::ObjectRef<int>& ref, const std::string& state) {
@@ -370,7 +381,10 @@ class LocalModeCancelTest : public CancelTestBase {
     config.num_cpus = 2;
     ray::Init(config);
   }
-  static void TearDownTestSuite() { ray::Shutdown(); }
+  static void TearDownTestSuite() {
+    ray::Shutdown();
+    RemoveDirs();
+  }
 };
 
 TEST_F(LocalModeCancelTest, AQueuedTaskNeverRuns) { QueuedTaskNeverRuns(); }
