@@ -174,8 +174,24 @@ int64_t CountMarks(std::string text, std::string marker) {
   return n;
 }
 
+// For the cancel scenario: runs until cancelled (a minute at most), or ignores
+// cancels for a minute; each registers itself first.
+std::string UntilCancelledAt(std::string what) {
+  Register(what);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < end && !ray::IsCancelled()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return (ray::IsCancelled() ? "saw the cancel at " : "no cancel at ") + WhereAmI();
+}
+std::string StubbornAt(std::string what) {
+  Register(what);
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  return WhereAmI();
+}
+
 RAY_REMOTE(Where, SlowWhere, Produce, ReadBlob, LongTask, ReadRemote, Registry::Create, &Registry::Record, &Registry::Log,
-           Counter::Create, &Counter::Incr, &Counter::Where, Marked, Echo, CountMarks);
+           Counter::Create, &Counter::Incr, &Counter::Where, Marked, Echo, CountMarks, UntilCancelledAt, StubbornAt);
 
 namespace {
 
@@ -518,11 +534,52 @@ int Rates(int host, double seconds) {
   return 0;
 }
 
+// A task on `host` cancelled from this host: once cooperatively (it sees
+// ray::IsCancelled), once with force (its worker is killed). Reports how each Get
+// ended and how long after the cancel.
+int Cancel(int host) {
+  auto registry = ray::Actor(Registry::Create).SetName("registry").Remote();
+  registry.Task(&Registry::Log).Remote().Get();  // it is up
+  auto started = [&](const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (registry.Task(&Registry::Log).Remote().Get()->count(what) > 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  nlohmann::json result;
+  for (bool force : {false, true}) {
+    const std::string what = force ? "forced" : "cooperative";
+    const std::string resource = "host" + std::to_string(host);
+    ray::ObjectRef<std::string> ref = force ? ray::Task(StubbornAt).SetResource(resource, 1).Remote(what)
+                                            : ray::Task(UntilCancelledAt).SetResource(resource, 1).Remote(what);
+    if (!started(what)) {
+      result[what] = "never started";
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ray::Cancel(ref, force);
+    try {
+      result[what] = "returned " + *ref.Get(30000);
+    } catch (const ray::internal::RayTaskCancelledException& e) {
+      result[what] = "cancelled";
+    } catch (const std::exception& e) {
+      result[what] = std::string("threw ") + e.what();
+    }
+    result[what + "_ms"] = Seconds(t0) * 1000;
+    result[what + "_ran_at"] = (*registry.Task(&Registry::Log).Remote().Get())[what][0].first;
+  }
+  registry.Kill();
+  Result(result);
+  return 0;
+}
+
 int Usage() {
   std::cerr << "usage: multihost_driver spread N | transfer BYTES TO_HOST | actors H... | named-create HOST | "
                "named-get | strict-spread N | survive BLOBS BYTES LONG MS | loop HOST SECONDS | "
                "pull-failover MAKER READER BYTES | keep-working SECONDS | slow-link FROM TO BYTES | "
-               "sort BYTES MAPS REDUCES RUNS | markers ARG_MARKER OBJECT_MARKER | rates HOST SECONDS"
+               "sort BYTES MAPS REDUCES RUNS | markers ARG_MARKER OBJECT_MARKER | rates HOST SECONDS | cancel HOST"
             << std::endl;
   return 2;
 }
@@ -567,6 +624,8 @@ int main(int argc, char** argv) {
       code = Loop(static_cast<int>(arg(0)), static_cast<int>(arg(1)));
     } else if (cmd == "rates") {
       code = Rates(static_cast<int>(arg(0)), static_cast<double>(arg(1)));
+    } else if (cmd == "cancel") {
+      code = Cancel(static_cast<int>(arg(0)));
     } else if (cmd == "markers") {
       code = args.size() == 2 ? Markers(args[0], args[1]) : Usage();
     } else if (cmd == "sort") {

@@ -89,6 +89,19 @@ TEST_F(MultiHostClusterTest, AGibibyteObjectMovesHostToHostIntact) {
   std::cout << "1 GiB host to host: " << result.dump() << std::endl;
 }
 
+TEST_F(MultiHostClusterTest, ATaskOnAnotherHostIsCancelledCooperativelyOrWithForce) {
+  CommandResult r = cluster_->Driver(1, {"cancel", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json result = DriverResult(r.output);
+  ASSERT_TRUE(result.is_object()) << r.output;
+  for (const char* how : {"cooperative", "forced"}) {
+    EXPECT_EQ(result[how], "cancelled") << result.dump();
+    EXPECT_EQ(result[std::string(how) + "_ran_at"], cluster_->bed().Ip(0)) << result.dump();
+  }
+  // The figures are for the closing note; never asserted.
+  std::cout << "cancel across hosts: " << result.dump() << std::endl;
+}
+
 TEST_F(MultiHostClusterTest, ActorsRunOnRemoteHosts) {
   CommandResult r = cluster_->Driver(3, {"actors", "0", "1", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
