@@ -529,20 +529,18 @@ void CoreWorker::HandleWaitForRefRemoved(const rpc::WaitForRefRemovedRequest& re
 
 void CoreWorker::SetCurrentPush(const rpc::PushTaskRequest* request) {
   absl::MutexLock lock(&exec_mu_);
-  running_push_ = request != nullptr;
   current_push_ = request;
   current_index_ = -1;
 }
 
 void CoreWorker::SetRunningTask(TaskContext* context, int index) {
   absl::MutexLock lock(&exec_mu_);
-  executing_ = context != nullptr;
   running_context_ = context;
   if (context != nullptr) current_index_ = index;
 }
 
 bool CoreWorker::RunsTasksLocked() {
-  return executing_ || running_push_ || (actor_pool_ && actor_pool_->NumBusy() > 0);
+  return running_context_ != nullptr || current_push_ != nullptr || (actor_pool_ && actor_pool_->NumBusy() > 0);
 }
 
 bool CoreWorker::RunsTasks() {

@@ -50,6 +50,7 @@
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/actor_call_order.h"
 #include "src/core_worker/actor_follower.h"
+#include "src/core_worker/core_worker_parts.h"
 #include "src/core_worker/core_worker_types.h"
 #include "src/core_worker/driver_output.h"
 #include "src/core_worker/memory_releaser.h"
@@ -69,30 +70,12 @@
 #include "src/core_worker/task_context.h"
 #include "src/core_worker/task_manager.h"
 
-namespace manta::object_store {
-class ObjectStoreClientInterface;
-}
 namespace manta::gcs {
-class GcsServicesInterface;
 class GcsSubscriber;
 class PlacementGroupInfoClientInterface;
 }
 
 namespace manta::core {
-
-// What a CoreWorker is handed: its loop (run by someone else), its peers' clients,
-// its node's object store and who it is. CoreWorkerProcess (core_worker_process.h)
-// builds the real ones; unit tests hand fakes.
-struct CoreWorkerParts {
-  EventLoop& loop;
-  gcs::GcsServicesInterface& gcs;
-  RayletClientPool& raylets;
-  CoreWorkerClientPool& workers;
-  TaskChannelPool& channels;
-  TaskChannelServer* channel_server;  // a worker's (null for a driver)
-  object_store::ObjectStoreClientInterface& store;
-  Address self;  // its node, and where its CoreWorkerService is served
-};
 
 class CoreWorker {
  public:
@@ -182,7 +165,7 @@ class CoreWorker {
   // it is a restart.
   ActorID CurrentActorId() const;
   bool WasCurrentActorRestarted() const;
-  // The state of an actor as last reported to this process (tests).
+  // An actor's state as last reported here (tests).
   std::optional<rpc::ActorTableData::ActorState> ActorState(const ActorID& actor_id) const;
 
   // --- References (any thread) ----------------------------------------------
@@ -370,36 +353,30 @@ class CoreWorker {
   absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(nodes_mu_);
   std::string local_node_lost_ ABSL_GUARDED_BY(nodes_mu_);  // why, once lost
   std::atomic<bool> node_lost_{false};
-  // Watches the store connection: it closes when the node's raylet is gone.
-  std::unique_ptr<Timer> raylet_watch_timer_;
+  std::unique_ptr<Timer> raylet_watch_timer_;  // the store connection closes with the raylet
   mutable absl::Mutex actors_mu_;
   // Owner: the handle object of each actor it created, and the factory arguments
   // it keeps alive (for restarts) until the actor is DEAD.
   absl::flat_hash_map<ObjectID, ActorID> handle_objects_ ABSL_GUARDED_BY(actors_mu_);
   absl::flat_hash_map<ActorID, std::vector<ObjectID>> creation_args_ ABSL_GUARDED_BY(actors_mu_);
 
-  // Children and puts of threads without a TaskContext (task_context.h).
-  std::atomic<uint64_t> task_counter_{0};
+  std::atomic<uint64_t> task_counter_{0};  // children and puts of threads without a TaskContext
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
-  // Deletes the plasma copies of freed objects; knows where the copies are.
-  ObjectFreer freer_;
-  // Get and Wait.
-  std::unique_ptr<ObjectReader> reader_;
+  ObjectFreer freer_;  // deletes the plasma copies of freed objects
+  std::unique_ptr<ObjectReader> reader_;  // Get and Wait
   // Gives the heap back to the OS once a burst of freed objects is over (a loop
   // timer checks; the timer goes before the releaser).
   MemoryReleaser memory_releaser_;
   std::unique_ptr<Timer> release_timer_;
 
-  // Worker mode: the replies to pushed tasks, batched.
-  std::unique_ptr<ReplyBatcher> replies_;
+  std::unique_ptr<ReplyBatcher> replies_;  // worker mode: the replies to pushed tasks
 
   // Worker mode, actors: the actor this worker runs, its calls' order per caller, and
   // the pool of a threaded actor (max_concurrency > 1).
   ActorID actor_id_ ABSL_GUARDED_BY(actors_mu_);  // set by the creation task
   bool actor_restarted_ ABSL_GUARDED_BY(actors_mu_) = false;
-  // A call ran ray::ExitActor(): the worker leaves once the call is answered.
-  std::atomic<bool> exit_actor_requested_{false};
+  std::atomic<bool> exit_actor_requested_{false};  // ray::ExitActor(): leave once answered
   ActorCallOrder call_order_;  // execution thread
   // Set (under exec_mu_) by the execution thread, which alone reads it unlocked;
   // stopped, never destroyed, when the execution loop ends.
@@ -408,10 +385,8 @@ class CoreWorker {
   // Worker mode: exit requests and what the execution thread is doing.
   absl::Mutex exec_mu_;
   bool exit_requested_ ABSL_GUARDED_BY(exec_mu_) = false;
-  bool running_push_ ABSL_GUARDED_BY(exec_mu_) = false;
-  // A task runs on the execution thread (user code, or resolving its arguments).
-  bool executing_ ABSL_GUARDED_BY(exec_mu_) = false;
-  // The push the execution thread works on and its task running now (cancels look).
+  // The push the execution thread works on, and its task running now (user code, or
+  // resolving its arguments); null when none. Cancels look there.
   const rpc::PushTaskRequest* current_push_ ABSL_GUARDED_BY(exec_mu_) = nullptr;
   int current_index_ ABSL_GUARDED_BY(exec_mu_) = -1;
   TaskContext* running_context_ ABSL_GUARDED_BY(exec_mu_) = nullptr;
@@ -419,9 +394,8 @@ class CoreWorker {
   void SetRunningTask(TaskContext* context, int index) ABSL_LOCKS_EXCLUDED(exec_mu_);
   // Cancels owners sent for tasks not running on the execution thread.
   TaskCancels cancels_;
-  // Whether a task or an actor call runs now.
   bool RunsTasksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(exec_mu_);
-  bool RunsTasks() ABSL_LOCKS_EXCLUDED(exec_mu_);
+  bool RunsTasks() ABSL_LOCKS_EXCLUDED(exec_mu_);  // a task or an actor call runs now
 };
 
 }  // namespace manta::core
