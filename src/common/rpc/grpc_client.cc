@@ -1,5 +1,7 @@
 #include "src/common/rpc/grpc_client.h"
 
+#include <grpc/grpc.h>
+
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/network_limits.h"
 
@@ -10,7 +12,13 @@ void AttachClusterToken(grpc::ClientContext* context) {
   if (!token.empty()) context->AddMetadata(kClusterTokenMetadataKey, token);
 }
 
+void KeepGrpcInitialized() {
+  // Never undone: gRPC's idle threads stay until exit.
+  [[maybe_unused]] static const bool initialized = (grpc_init(), true);
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes) {
+  KeepGrpcInitialized();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));

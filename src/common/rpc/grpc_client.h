@@ -46,6 +46,13 @@ struct CallOptions {
   bool idempotent = false;
 };
 
+// Initializes gRPC for the rest of the process on first call (later calls do nothing).
+// Without it gRPC shuts down whenever its last channel and server go (every
+// ray::Shutdown) and starts again at the next ray::Init; gRPC 1.51 does not survive
+// that cycle reliably (a shutdown finishing on its own thread while the next start
+// runs aborted a driver: "ref_counted.h: assertion failed: prior > 0").
+void KeepGrpcInitialized();
+
 // Creates a channel with fast reconnects, keepalive pings and our message-size
 // limits, using TLS when this process's credentials (src/common/rpc/auth.h) turn it on.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t max_message_bytes);

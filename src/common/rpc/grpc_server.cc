@@ -33,6 +33,7 @@ GrpcServer::~GrpcServer() {
 void GrpcServer::RegisterService(grpc::Service* service) { services_.push_back(service); }
 
 absl::Status GrpcServer::Start() {
+  KeepGrpcInitialized();
   grpc::ServerBuilder builder;
   std::string address = bind_address_ + ":" + std::to_string(requested_port_);
   int selected_port = 0;
