@@ -35,6 +35,10 @@
 // working_dir for the workers of the job (RayConfig::runtime_env), of a task
 // (ray::Task(f).SetRuntimeEnv(env)) or of an actor (ray::Actor(f).SetRuntimeEnv(env)).
 //
+// Coroutines (Manta): `co_await ref` inside a ray::Coroutine<T> waits without a
+// thread; ray::RunAsync / ray::Spawn run coroutines, ray::WhenAll / WhenAny /
+// WaitAsync combine awaits (ray/api/coroutine.h).
+//
 // Worker processes: the cluster runs tasks by starting this same program again as a
 // worker; its call to ray::Init() then serves tasks and never returns. Keep work
 // that must happen only once (reading input, printing results) after ray::Init().
@@ -50,6 +54,7 @@
 #include "ray/api/actor_creator.h"
 #include "ray/api/actor_handle.h"
 #include "ray/api/actor_task_caller.h"
+#include "ray/api/coroutine.h"
 #include "ray/api/function_manager.h"
 #include "ray/api/logging.h"
 #include "ray/api/object_ref.h"

@@ -110,7 +110,8 @@ std::string FunctionManager::GetFunctionName(FunctionKey key) const {
   return it == name_by_key_.end() ? std::string() : it->second;
 }
 
-void FunctionManager::RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory) {
+void FunctionManager::RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory,
+                                           std::type_index actor_class) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = factories_.find(name);
   if (it != factories_.end()) {
@@ -119,7 +120,7 @@ void FunctionManager::RegisterActorFactory(const std::string& name, FunctionKey 
                                               "\" is registered for two different actor factories; overloads need "
                                               "RAY_FUNC(f, parameter types...)");
   }
-  factories_.emplace(name, std::make_unique<FactoryEntry>(FactoryEntry{key, std::move(factory)}));
+  factories_.emplace(name, std::make_unique<FactoryEntry>(FactoryEntry{key, std::move(factory), actor_class}));
   name_by_key_.emplace(key, name);
 }
 
@@ -129,7 +130,8 @@ const ActorFactory* FunctionManager::GetActorFactory(const std::string& name) co
   return it == factories_.end() ? nullptr : &it->second->factory;
 }
 
-void FunctionManager::RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method) {
+void FunctionManager::RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method,
+                                          std::type_index actor_class, ActorCoroutineMethod coroutine) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = methods_.find(name);
   if (it != methods_.end()) {
@@ -138,7 +140,8 @@ void FunctionManager::RegisterActorMethod(const std::string& name, const std::st
                                               "\" is registered for two different member functions (overloaded "
                                               "methods cannot be actor methods)");
   }
-  methods_.emplace(name, std::make_unique<MethodEntry>(MethodEntry{key, std::move(method)}));
+  if (coroutine) async_classes_.insert(actor_class);
+  methods_.emplace(name, std::make_unique<MethodEntry>(MethodEntry{key, std::move(method), std::move(coroutine)}));
   method_name_by_key_.emplace(key, name);
 }
 
@@ -146,6 +149,23 @@ const ActorMethod* FunctionManager::GetActorMethod(const std::string& name) cons
   std::lock_guard<std::mutex> lock(mu_);
   auto it = methods_.find(name);
   return it == methods_.end() ? nullptr : &it->second->method;
+}
+
+const ActorCoroutineMethod* FunctionManager::GetActorCoroutineMethod(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = methods_.find(name);
+  return it == methods_.end() || !it->second->coroutine ? nullptr : &it->second->coroutine;
+}
+
+bool FunctionManager::IsAsyncActorClass(std::type_index actor_class) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return async_classes_.contains(actor_class);
+}
+
+bool FunctionManager::IsAsyncActorFactory(const std::string& factory_name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = factories_.find(factory_name);
+  return it != factories_.end() && async_classes_.contains(it->second->actor_class);
 }
 
 std::string FunctionManager::GetActorMethodName(const std::string& key) const {

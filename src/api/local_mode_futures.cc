@@ -1,4 +1,6 @@
-// LocalModeRuntime: ray::Cancel and ray::IsCancelled (local_mode_runtime.h).
+// LocalModeRuntime: futures beyond Ray's API: ray::Cancel, ray::IsCancelled, and the
+// readiness callbacks co_await uses (local_mode_runtime.h).
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +36,18 @@ void LocalModeRuntime::Cancel(const std::string& object_id, bool force, bool rec
                        ": force is for normal tasks only; cancel it without force, or kill the actor");
   }
   CancelLocked(task, force, recursive);
+}
+
+void LocalModeRuntime::NotifyWhenReady(const std::string& object_id, std::function<void()> ready) {
+  {
+    absl::MutexLock lock(&mu_);
+    Object* object = FindLocked(object_id);
+    if (object != nullptr && object->state == Object::State::kPending && !shutting_down_) {
+      ready_callbacks_[object_id].push_back(std::move(ready));
+      return;
+    }
+  }
+  ready();  // ready, failed, or unknown (Get says why)
 }
 
 bool LocalModeRuntime::IsCancelled() {

@@ -145,6 +145,11 @@ LocalModeRuntime::~LocalModeRuntime() {
     shutting_down_ = true;
     queue_.clear();
     waiting_.clear();
+    // Awaits resume; their Gets throw (the runtime is going).
+    for (auto& [id, callbacks] : ready_callbacks_) {
+      for (std::function<void()>& callback : callbacks) callback();
+    }
+    ready_callbacks_.clear();
     changed_.SignalAll();
     work_.SignalAll();
     // Callers woken from Get/Wait leave with a RayException; they still hold mu_.
@@ -237,6 +242,11 @@ void LocalModeRuntime::CompleteLocked(const std::string& id, std::shared_ptr<con
     object->error_message = message;
   }
   changed_.SignalAll();
+  if (auto ready = ready_callbacks_.find(id); ready != ready_callbacks_.end()) {
+    std::vector<std::function<void()>> callbacks = std::move(ready->second);
+    ready_callbacks_.erase(ready);
+    for (std::function<void()>& callback : callbacks) callback();
+  }
   auto it = waiting_.find(id);
   if (it == waiting_.end()) return;
   std::vector<std::shared_ptr<Task>> tasks = std::move(it->second);
@@ -642,7 +652,9 @@ CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std:
   actor->class_name = options.class_name;
   actor->factory_name = factory_name;
   actor->max_restarts = options.max_restarts;
-  actor->max_concurrency = std::max(1, options.max_concurrency);
+  // An async actor's calls run one after another here (each coroutine to its end).
+  actor->max_concurrency =
+      FunctionManager::Instance().IsAsyncActorFactory(factory_name) ? 1 : std::max(1, options.max_concurrency);
   actor->placement_group_id = options.placement.group_id;
   absl::MutexLock lock(&mu_);
   actor->id = id_prefix_.substr(0, 8) + std::string(8, '\0');

@@ -111,6 +111,7 @@ class LocalModeRuntime : public RayRuntime {
   // task fails its results at once and the task's result, when it returns, is dropped.
   void Cancel(const std::string& object_id, bool force, bool recursive) override;
   bool IsCancelled() override;
+  void NotifyWhenReady(const std::string& object_id, std::function<void()> ready) override;
 
   // Objects in the table (pending, ready or failed). For tests.
   size_t NumObjects() const;
@@ -225,7 +226,7 @@ class LocalModeRuntime : public RayRuntime {
 
   void ThreadMain();
   void Execute(Task& task);
-  // Cancels (local_mode_cancel.cc): the task is marked, and unless it runs (and
+  // Cancels (local_mode_futures.cc): the task is marked, and unless it runs (and
   // `force` is not set) its returns fail now; with `recursive` its children too.
   void CancelLocked(const std::shared_ptr<Task>& task, bool force, bool recursive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task is submitted: findable by its returns, and a child of the task this thread runs.
@@ -282,6 +283,8 @@ class LocalModeRuntime : public RayRuntime {
   // Tasks waiting for an argument, by the argument's id.
   std::unordered_map<std::string, std::vector<std::shared_ptr<Task>>> waiting_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Task>> queue_ ABSL_GUARDED_BY(mu_);
+  // NotifyWhenReady's callbacks, by pending object (run, under mu_, when it completes).
+  std::unordered_map<std::string, std::vector<std::function<void()>>> ready_callbacks_ ABSL_GUARDED_BY(mu_);
   // Function tasks and actor calls whose returns are not complete, by return id.
   std::unordered_map<std::string, std::weak_ptr<Task>> tasks_by_return_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);

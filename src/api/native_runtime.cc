@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <string_view>
 
@@ -20,12 +21,14 @@
 #include <mutex>
 #include <sstream>
 
+#include "ray/api/coroutine.h"
 #include "ray/api/function_manager.h"
 #include "ray/api/ray_exception.h"
 #include "src/api/exception_util.h"
 #include "src/api/local_cluster.h"
 #include "src/api/native_runtime.h"
 #include "src/api/runtime_factory.h"
+#include "src/api/task_executor.h"
 #include "src/api/task_runtime_env.h"
 #include "src/common/cluster_tls.h"
 #include "src/common/config.h"
@@ -317,6 +320,11 @@ class NativeRuntime final : public RayRuntime {
     if (!s.ok()) ThrowStatus("ray::Cancel", s);
   }
   bool IsCancelled() override { return core_->IsCancelled(); }
+  void NotifyWhenReady(const std::string& object_id, std::function<void()> ready) override {
+    auto id = ObjectID::FromBinaryChecked(object_id);
+    if (!id.ok()) return ready();  // Get says why
+    core_->NotifyWhenReady(*id, std::move(ready));
+  }
 
   void AddLocalReference(const std::string& id) override {
     auto parsed = ObjectID::FromBinaryChecked(id);
@@ -385,104 +393,6 @@ class NativeRuntime final : public RayRuntime {
   int64_t max_inline_arg_bytes_;
   const std::string runtime_env_;
 };
-
-// The actor this worker runs (one per process), created by its creation task.
-std::mutex g_actor_mu;
-std::shared_ptr<void> g_actor_instance;  // guarded by g_actor_mu
-
-std::shared_ptr<void> CurrentActorInstance() {
-  std::lock_guard<std::mutex> lock(g_actor_mu);
-  return g_actor_instance;
-}
-
-manta::core::ReturnValue ToReturnValue(SerializedValue value) {
-  manta::core::ReturnValue out;
-  out.size = value.size;
-  out.write = std::move(value.write);
-  for (const std::string& id : value.contained_ids) {
-    if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
-  }
-  return out;
-}
-
-// The task's values: one, or each part of a ray::Returns<T>.
-void SetReturnValues(SerializedValue result, manta::core::TaskOutput* out) {
-  out->multiple = result.multiple;
-  if (!result.multiple) {
-    out->values.push_back(ToReturnValue(std::move(result)));
-    return;
-  }
-  out->values.reserve(result.parts.size());
-  for (SerializedValue& part : result.parts) out->values.push_back(ToReturnValue(std::move(part)));
-}
-
-// Runs one task in a worker: finds the function (a remote function, an actor
-// factory or an actor method), calls it, and turns whatever it throws into the
-// task's error.
-manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
-                                    const std::vector<manta::core::ObjectValue>& args) {
-  manta::core::TaskOutput out;
-  const std::string& name = spec.function_name();
-  const RemoteFunction* function = nullptr;
-  const ActorFactory* factory = nullptr;
-  const ActorMethod* method = nullptr;
-  std::shared_ptr<void> instance;
-  switch (spec.type()) {
-    case manta::rpc::ACTOR_CREATION_TASK:
-      factory = FunctionManager::Instance().GetActorFactory(name);
-      break;
-    case manta::rpc::ACTOR_TASK:
-      method = FunctionManager::Instance().GetActorMethod(name);
-      instance = CurrentActorInstance();
-      break;
-    default:
-      function = FunctionManager::Instance().GetFunction(name);
-  }
-  if (function == nullptr && factory == nullptr && method == nullptr) {
-    out.failed = true;
-    out.error.set_type(manta::rpc::FUNCTION_NOT_FOUND);
-    const char* kind = spec.type() == manta::rpc::ACTOR_CREATION_TASK ? "actor factory"
-                       : spec.type() == manta::rpc::ACTOR_TASK        ? "actor method"
-                                                                      : "function";
-    out.error.set_message(std::string(kind) + " '" + name + "' is not registered in worker " +
-                          manta::SelfExecutablePath() + " (pid " + std::to_string(getpid()) +
-                          "); register it with RAY_REMOTE");
-    return out;
-  }
-  std::vector<ObjectData> data(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    data[i].data = args[i].data;
-    data[i].size = args[i].size;
-    data[i].holder = args[i].holder;
-    const auto& arg = spec.args(static_cast<int>(i));
-    if (arg.is_ref()) data[i].object_id = arg.ref().object_id();
-  }
-  try {
-    SerializedValue result;
-    if (factory != nullptr) {
-      std::shared_ptr<void> created = (*factory)(data);
-      {
-        std::lock_guard<std::mutex> lock(g_actor_mu);
-        g_actor_instance = std::move(created);
-      }
-      result = SerializeNil();
-    } else if (method != nullptr) {
-      if (instance == nullptr) throw RayException("this worker runs no actor instance (its creation failed)");
-      result = (*method)(instance.get(), data);
-    } else {
-      result = (*function)(data);
-    }
-    SetReturnValues(std::move(result), &out);
-  } catch (const RayIntentionalSystemExitException&) {
-    out.exit_actor = true;
-  } catch (...) {
-    out.failed = true;
-    out.error.set_type(manta::rpc::TASK_EXECUTION_EXCEPTION);
-    out.error.set_message(TaskExceptionMessage(name));
-    out.error.set_exception_type(CurrentExceptionTypeName());
-  }
-  return out;
-}
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);

@@ -540,7 +540,8 @@ void CoreWorker::SetRunningTask(TaskContext* context, int index) {
 }
 
 bool CoreWorker::RunsTasksLocked() {
-  return running_context_ != nullptr || current_push_ != nullptr || (actor_pool_ && actor_pool_->NumBusy() > 0);
+  return running_context_ != nullptr || current_push_ != nullptr || (actor_pool_ && actor_pool_->NumBusy() > 0) ||
+         (async_loop_ && async_loop_->NumBusy() > 0);
 }
 
 bool CoreWorker::RunsTasks() {

@@ -57,6 +57,7 @@
 #include "src/core_worker/metrics_reporter.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/actor_thread_pool.h"
+#include "src/core_worker/async_actor_loop.h"
 #include "src/core_worker/normal_task_submitter.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/reply_batcher.h"
@@ -99,6 +100,10 @@ class CoreWorker {
   // Waits for every object (timeout -1 = forever). DeadlineExceeded on timeout.
   absl::StatusOr<std::vector<ObjectValue>> Get(const std::vector<ObjectID>& ids, int64_t timeout_ms) {
     return reader_->Get(ids, timeout_ms);
+  }
+  // Calls `ready` once Get of `id` would not wait (ObjectReader::NotifyWhenReady).
+  void NotifyWhenReady(const ObjectID& id, std::function<void()> ready) {
+    reader_->NotifyWhenReady(id, std::move(ready));
   }
   // Ready flags once `num_objects` are ready or the timeout passes.
   std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms,
@@ -269,6 +274,13 @@ class CoreWorker {
   // Runs one call of a threaded actor on its pool, replying when it finishes.
   void RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,
                       const TaskExecutor& executor, const std::shared_ptr<int>& remaining);
+  // Runs one call of an async actor on its loop, replying when it finishes; a
+  // coroutine call is started (StartAsyncCall) and finishes when its coroutine does.
+  void RunOnAsyncLoop(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,
+                      const TaskExecutor& executor, const std::shared_ptr<int>& remaining);
+  void StartAsyncCall(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                      const std::shared_ptr<const rpc::PushTaskRequest>& holder, TaskOutput::Post post,
+                      std::function<void(rpc::TaskResult)> reply);
   // The actor called ray::ExitActor(): tell the GCS, then leave the execution loop.
   void ExitCurrentActor(const std::string& method);
   // The next child / put index of that task (per task with a context, else per process).
@@ -306,6 +318,14 @@ class CoreWorker {
                           const TaskExecutor& executor);
   rpc::TaskResult ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
                               const std::shared_ptr<const rpc::PushTaskRequest>& holder);
+  // ExecuteTask's parts: the refs the task receives are held while it runs; the
+  // executor runs on its resolved arguments (released when RunExecutor returns);
+  // FinishTask stores the returns and reports the refs still held as borrowed.
+  using HeldRefs = std::vector<std::pair<ObjectID, Address>>;
+  HeldRefs HoldReceivedRefs(const rpc::TaskSpec& spec);
+  TaskOutput RunExecutor(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                         const std::shared_ptr<const rpc::PushTaskRequest>& holder);
+  rpc::TaskResult FinishTask(const rpc::TaskSpec& spec, TaskOutput output, const HeldRefs& held);
   // ExecuteTask, timed (run_us, start_unix_us) and shown RUNNING in the task events meanwhile.
   rpc::TaskResult ExecuteTimed(const rpc::TaskSpec& spec, const TaskExecutor& executor,
                                const std::shared_ptr<const rpc::PushTaskRequest>& holder);
@@ -381,6 +401,9 @@ class CoreWorker {
   // Set (under exec_mu_) by the execution thread, which alone reads it unlocked;
   // stopped, never destroyed, when the execution loop ends.
   std::unique_ptr<ActorThreadPool> actor_pool_;
+  // An async actor's loop instead (its creation task said so: created_async_actor_).
+  std::unique_ptr<AsyncActorLoop> async_loop_;
+  bool created_async_actor_ = false;  // execution thread
 
   // Worker mode: exit requests and what the execution thread is doing.
   absl::Mutex exec_mu_;

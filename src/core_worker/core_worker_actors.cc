@@ -208,13 +208,20 @@ void CoreWorker::BeginActorCreation(const rpc::TaskSpec& spec) {
 void CoreWorker::OnActorCreated(const rpc::TaskSpec& spec) {
   const rpc::ActorCreationSpec& creation = spec.actor_creation();
   call_order_.Reset();
-  if (creation.max_concurrency() > 1) {
+  if (created_async_actor_) {
+    // Its calls resume on the execution thread, woken from waiting for pushes.
+    auto loop = std::make_unique<AsyncActorLoop>(creation.max_concurrency(), [this] { channel_server_->Wake(); });
+    absl::MutexLock lock(&exec_mu_);
+    async_loop_ = std::move(loop);
+  } else if (creation.max_concurrency() > 1) {
     auto pool = std::make_unique<ActorThreadPool>(creation.max_concurrency());
     absl::MutexLock lock(&exec_mu_);
     actor_pool_ = std::move(pool);
   }
   VLOG(1) << "worker " << options_.worker_id.Hex() << " runs actor " << CurrentActorId().Hex()
-          << (creation.max_concurrency() > 1 ? " on " + std::to_string(creation.max_concurrency()) + " threads" : "");
+          << (created_async_actor_ ? " (async: up to " + std::to_string(creation.max_concurrency()) + " calls at once)"
+              : creation.max_concurrency() > 1 ? " on " + std::to_string(creation.max_concurrency()) + " threads"
+                                               : "");
 }
 
 bool CoreWorker::AcceptActorCall(const rpc::TaskSpec& spec, std::string* why) {
@@ -246,6 +253,60 @@ void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServ
     replies_->Flush();
     if (exit_actor_requested_.load()) ExitCurrentActor(spec.function_name());
   });
+}
+
+void CoreWorker::RunOnAsyncLoop(const rpc::TaskSpec& spec, const TaskChannelServer::Push& push,
+                                const TaskExecutor& executor, const std::shared_ptr<int>& remaining) {
+  const rpc::TaskSpec* spec_ptr = &spec;  // lives in push.request, which the closures hold
+  AsyncActorLoop* loop = async_loop_.get();
+  // Started now, on this (the execution) thread, unless max_concurrency calls run.
+  loop->Submit([this, loop, spec_ptr, request = push.request, connection = push.connection, executor,
+                remaining](std::function<void()> finished) {
+    auto context = std::make_shared<TaskContext>(TaskID::FromBinary(spec_ptr->task_id()), 0, 0, this);
+    auto reply = [this, spec_ptr, request, connection, remaining, context, finished](rpc::TaskResult result) {
+      cancels_.End(context.get());
+      replies_->Add(connection, request->push_id(), [&](rpc::PushTaskReply& reply) {
+        *reply.add_results() = std::move(result);
+        if (--*remaining == 0) reply.set_done(true);
+      });
+      finished();  // (the execution loop sends the replies gathered)
+      if (exit_actor_requested_.load()) ExitCurrentActor(spec_ptr->function_name());
+    };
+    ScopedTaskContext in_task(context.get());
+    cancels_.Begin(context.get());
+    if (cancels_.TakeEarly(context->task_id)) context->cancelled.store(true, std::memory_order_relaxed);
+    if (context->cancelled.load(std::memory_order_relaxed)) return reply(CancelledResult(*spec_ptr));
+    // The call's coroutine resumes on the loop as this call (its TaskContext).
+    auto post = [loop, context](std::function<void()> fn) {
+      loop->Post([context, fn = std::move(fn)] {
+        ScopedTaskContext in_task(context.get());
+        fn();
+      });
+    };
+    StartAsyncCall(*spec_ptr, executor, request, std::move(post), std::move(reply));
+  });
+}
+
+void CoreWorker::StartAsyncCall(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                                const std::shared_ptr<const rpc::PushTaskRequest>& holder, TaskOutput::Post post,
+                                std::function<void(rpc::TaskResult)> reply) {
+  const int64_t start_unix_us = UnixMicros();
+  if (task_events_ != nullptr) task_events_->BeginRunning(spec, start_unix_us);
+  const auto started = std::chrono::steady_clock::now();
+  auto held = std::make_shared<HeldRefs>(HoldReceivedRefs(spec));
+  TaskOutput output = RunExecutor(spec, executor, holder);
+  // `spec` lives in the push, which `reply` holds.
+  auto finish = [this, &spec, held, started, start_unix_us, reply = std::move(reply)](TaskOutput done) {
+    rpc::TaskResult result = FinishTask(spec, std::move(done), *held);
+    result.set_run_us(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
+    result.set_start_unix_us(start_unix_us);
+    if (task_events_ != nullptr) task_events_->EndRunning(spec);
+    reply(std::move(result));
+  };
+  if (!output.start) return finish(std::move(output));  // not a coroutine: done
+  auto start = std::move(output.start);
+  start(std::move(post), std::move(finish));
 }
 
 void CoreWorker::ExitCurrentActor(const std::string& method) {

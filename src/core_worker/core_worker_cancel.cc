@@ -56,7 +56,7 @@ CoreWorker::CancelHere CoreWorker::CancelLocally(const TaskID& task_id) {
   // Under exec_mu_ still: the execution thread registers a task before it looks for
   // an early cancel, so this one is seen either way.
   if (cancels_.Cancel(task_id)) return CancelHere::kRunning;  // on the actor's pool
-  if (current_push_ != nullptr && !actor_pool_) {
+  if (current_push_ != nullptr && !actor_pool_ && !async_loop_) {
     const std::string binary = task_id.Binary();
     for (int i = current_index_ + 1; i < current_push_->tasks_size(); ++i) {
       if (current_push_->tasks(i).task_id() == binary) return CancelHere::kNotStarted;

@@ -20,8 +20,10 @@ bool CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
       absl::MutexLock lock(&exec_mu_);
       if (exit_requested_) break;
     }
+    // An async actor's calls whose awaits are ready go on (and answer) first.
+    if (async_loop_ != nullptr && async_loop_->RunQueued()) replies_->Flush();
     std::optional<TaskChannelServer::Push> push = channel_server_->Next(spin ? spin_us : 0);
-    if (!push) continue;  // woken: look at exit_requested_ again
+    if (!push) continue;  // woken: look at exit_requested_ (and the async calls) again
     SetCurrentPush(push->request.get());
     RunPush(*push, executor);
     SetCurrentPush(nullptr);
@@ -39,6 +41,7 @@ bool CoreWorker::RunTaskExecutionLoop(TaskExecutor executor) {
                    << " calls of its actor still running after " << options_.config.actor_exit_timeout_ms << " ms";
     }
   }
+  if (async_loop_) async_loop_->Stop();  // calls still awaiting are left unanswered
   replies_->Flush();
   channel_server_->FlushAll(/*timeout_ms=*/1000);
   VLOG(1) << "worker " << options_.worker_id.Hex() << " leaves its execution loop";
@@ -126,9 +129,10 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
       });
       continue;
     }
-    if (spec.type() == rpc::ACTOR_TASK && actor_pool_) {
+    if (spec.type() == rpc::ACTOR_TASK && (actor_pool_ || async_loop_)) {
       on_pool = true;
-      RunOnActorPool(spec, push, executor, remaining);
+      (this->*(async_loop_ ? &CoreWorker::RunOnAsyncLoop : &CoreWorker::RunOnActorPool))(spec, push, executor,
+                                                                                        remaining);
       continue;
     }
     rpc::TaskResult result = RunHere(spec, i, push, executor);
@@ -227,13 +231,22 @@ absl::Status CoreWorker::ResolveArgs(const rpc::TaskSpec& spec,
 
 rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExecutor& executor,
                                         const std::shared_ptr<const rpc::PushTaskRequest>& holder) {
-  rpc::TaskResult result;
-  result.set_task_id(spec.task_id());
-  result.set_attempt_number(spec.attempt_number());
-  // Hold every ref the task receives (by reference, or nested inside a value) for
+  const HeldRefs held = HoldReceivedRefs(spec);
+  TaskOutput output = RunExecutor(spec, executor, holder);
+  if (output.start) {  // a coroutine call outside an async actor's loop: cannot happen
+    output = TaskOutput();
+    output.failed = true;
+    output.error.set_type(rpc::TASK_EXECUTION_EXCEPTION);
+    output.error.set_message(spec.function_name() + " is a coroutine, and this actor's worker has no loop to run it");
+  }
+  return FinishTask(spec, std::move(output), held);
+}
+
+CoreWorker::HeldRefs CoreWorker::HoldReceivedRefs(const rpc::TaskSpec& spec) {
+  // Every ref the task receives (by reference, or nested inside a value) is held for
   // the duration of the task; whatever is still held afterwards is reported to the
   // owner as borrowed.
-  std::vector<std::pair<ObjectID, Address>> held;
+  HeldRefs held;
   for (const rpc::TaskArg& arg : spec.args()) {
     if (arg.is_ref() && !arg.ref().object_id().empty()) {
       auto id = ObjectID::FromBinaryChecked(arg.ref().object_id());
@@ -248,8 +261,12 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
     reference_counter_->AddBorrowedObject(id, owner);
     reference_counter_->AddLocalReference(id);
   }
+  return held;
+}
 
-  std::vector<ObjectValue> args;
+TaskOutput CoreWorker::RunExecutor(const rpc::TaskSpec& spec, const TaskExecutor& executor,
+                                   const std::shared_ptr<const rpc::PushTaskRequest>& holder) {
+  std::vector<ObjectValue> args;  // released on return, before the refs go
   rpc::ErrorInfo arg_error;
   absl::Status resolved = ResolveArgs(spec, holder, &args, &arg_error);
   TaskOutput output;
@@ -264,6 +281,14 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
   } else if (!IsCancelled()) {
     output = executor(spec, args);
   }
+  if (output.async_actor) created_async_actor_ = true;
+  return output;
+}
+
+rpc::TaskResult CoreWorker::FinishTask(const rpc::TaskSpec& spec, TaskOutput output, const HeldRefs& held) {
+  rpc::TaskResult result;
+  result.set_task_id(spec.task_id());
+  result.set_attempt_number(spec.attempt_number());
   if (IsCancelled()) output = CancelledOutput(spec, output.exit_actor);  // whatever it returned
   if (output.exit_actor) {
     exit_actor_requested_.store(true);
@@ -272,9 +297,7 @@ rpc::TaskResult CoreWorker::ExecuteTask(const rpc::TaskSpec& spec, const TaskExe
     output.error.set_message("actor " + CurrentActorId().Hex() + " exited: its method " + spec.function_name() +
                              " called ray::ExitActor()");
   }
-  args.clear();  // releases argument buffers before the refs go
   StoreReturns(spec, std::move(output), &result);
-
   for (const auto& [id, owner] : held) reference_counter_->RemoveLocalReference(id);
   for (const auto& [id, owner] : held) {
     if (!reference_counter_->HasReference(id) || reference_counter_->IsOwnedByUs(id)) continue;

@@ -84,6 +84,15 @@ struct TaskOutput {
   rpc::ErrorInfo error;
   // An actor's method called ray::ExitActor(): the actor ends after this call.
   bool exit_actor = false;
+  // A creation task: the actor is async (its class has coroutine methods): its calls
+  // run concurrently on one thread (AsyncActorLoop).
+  bool async_actor = false;
+  // An async actor's coroutine call, set instead of the fields above: the core worker
+  // calls it on the actor's loop thread with `post` (runs a function later on that
+  // thread; the call's coroutine resumes through it) and `done` (called once, on that
+  // thread, with the call's output when the coroutine finished).
+  using Post = std::function<void(std::function<void()>)>;
+  std::function<void(Post post, std::function<void(TaskOutput)> done)> start;
 };
 
 // Where a task or actor runs (TaskSpec.placement): in bundle `bundle_index` of

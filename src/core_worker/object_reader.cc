@@ -53,6 +53,32 @@ void ObjectReader::NotifyBlocked(bool blocked) {
       });
 }
 
+void ObjectReader::NotifyWhenReady(const ObjectID& id, std::function<void()> ready) {
+  if (!refs_.HasReference(id)) return ready();  // Get says why
+  if (!refs_.IsOwnedByUs(id) && !memory_store_.Contains(id)) {
+    loop_.Post("CoreWorker.RequestFromOwners", [this, id] { RequestFromOwners({id}); });
+  }
+  memory_store_.GetAsync(id, [this, id, ready = std::move(ready)](StoredObjectPtr value) mutable {
+    if (!value->in_plasma || !value->error.ok() || value->plasma_node().IsNil() || value->plasma_node() == node_id_) {
+      return ready();
+    }
+    loop_.Post("CoreWorker.PullForAwait", [this, id, value = std::move(value), ready = std::move(ready)]() mutable {
+      PullThenNotify(id, value, std::move(ready));
+    });
+  });
+}
+
+void ObjectReader::PullThenNotify(const ObjectID& id, const StoredObjectPtr& marker, std::function<void()> ready) {
+  rpc::FetchObjectsRequest request;
+  AddFetched(id, *marker, &request);
+  raylets_.Get(local_raylet_)
+      ->FetchObjects(request, config_.object_manager_pull_timeout_ms,
+                     [this, id, ready = std::move(ready)](const absl::Status& s, rpc::FetchObjectsReply&& reply) {
+                       if (s.ok() && reply.failures_size() == 0) hooks_.record_copy(id, node_id_, local_raylet_);
+                       ready();
+                     });
+}
+
 void ObjectReader::RequestFromOwners(const std::vector<ObjectID>& ids,
                                    const absl::flat_hash_map<ObjectID, std::string>& lost_at) {
   for (const ObjectID& id : ids) {

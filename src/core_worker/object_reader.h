@@ -72,6 +72,11 @@ class ObjectReader {
   // `fetch_local`, an object whose copy is on another node counts once a copy has
   // been pulled here (Ray's fetch_local).
   std::vector<bool> Wait(const std::vector<ObjectID>& ids, int num_objects, int64_t timeout_ms, bool fetch_local);
+  // Calls `ready` once Get of `id` would not wait: its value or error is here (an
+  // object in another node's store pulled to this one first; a failed pull is left
+  // to Get). Any thread; `ready` runs on this one, the loop, or the thread that
+  // stored the value. An id unknown here is ready at once.
+  void NotifyWhenReady(const ObjectID& id, std::function<void()> ready);
   // Borrowed objects absent here: ask their owners (loop thread). `lost_at` names,
   // per object, the raylet where its copy could not be fetched.
   void RequestFromOwners(const std::vector<ObjectID>& ids,
@@ -89,6 +94,8 @@ class ObjectReader {
   // borrowed ones reported to their owners; the caller reads them again.
   void RecoverLost(const std::vector<ObjectID>& ids, const std::vector<StoredObjectPtr>& values,
                    const std::vector<ObjectValue>& out, const std::vector<size_t>& lost);
+  // NotifyWhenReady's pull of an object stored on another node (loop thread).
+  void PullThenNotify(const ObjectID& id, const StoredObjectPtr& marker, std::function<void()> ready);
   // Reads the replies of this process's task channels (non-blocking). Returns true
   // when anything was read; *in_flight tells whether any push awaits replies.
   bool PollTaskChannels(bool* in_flight);

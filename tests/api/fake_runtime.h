@@ -138,6 +138,8 @@ class FakeRuntime : public ray::internal::RayRuntime {
     cancels_.push_back({object_id, force, recursive});
   }
   bool IsCancelled() override { return cancelled_; }
+  // Every object of the fake is ready at once.
+  void NotifyWhenReady(const std::string&, std::function<void()> ready) override { ready(); }
   struct CancelCall {
     std::string object_id;
     bool force;

@@ -16,6 +16,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -632,6 +634,52 @@ TEST_F(ReadmeApiTest, CancelAndIsCancelledRows) {
   ray::Cancel(slow);  // slow.Get() throws RayTaskCancelledException
   EXPECT_THROW(slow.Get(), ray::internal::RayTaskCancelledException);
   EXPECT_LT(g_steps.load(), 60000);  // it stopped when it saw the cancel
+}
+
+// Row: `co_await ref` (in a `ray::Coroutine<T>`)
+ray::Coroutine<int> Plus1(ray::ObjectRef<int> r) { co_return *co_await r + 1; }
+
+// The combinators' row, in a coroutine: the sum of all, the index WhenAny gave, how
+// many WaitAsync found ready.
+ray::Coroutine<std::vector<int>> Combine(std::vector<ray::ObjectRef<int>> refs) {
+  // Row: `ray::WhenAll(refs)` / `ray::WhenAny(refs)` / `ray::WaitAsync(refs, n)` (awaited)
+  std::vector<std::shared_ptr<int>> all = co_await ray::WhenAll(refs);
+  size_t first = co_await ray::WhenAny(refs);
+  ray::WaitResult<int> two = co_await ray::WaitAsync(refs, 2);
+  co_return std::vector<int>{*all[0] + *all[1] + *all[2], static_cast<int>(first), static_cast<int>(two.ready.size())};
+}
+
+TEST_F(ReadmeApiTest, CoroutineRows) {
+  // Row: `ray::RunAsync(coroutine)` / `ray::Spawn(executor, coroutine)`
+  int two = ray::RunAsync(Plus1(ray::Put(1)));
+  EXPECT_EQ(two, 2);
+  EXPECT_EQ(ray::RunAsync(Plus1(ray::Task(Add).Remote(1, 2))), 4);
+  std::vector<ray::ObjectRef<int>> refs = {ray::Put(1), ray::Task(Add).Remote(1, 1), ray::Put(3)};
+  std::vector<int> combined = ray::RunAsync(Combine(refs));
+  EXPECT_EQ(combined[0], 6);
+  EXPECT_LT(combined[1], 3);
+  EXPECT_GE(combined[2], 2);  // as ray::Wait: at least the 2 asked for
+  // Spawn on an executor this thread drains.
+  std::mutex mu;
+  std::vector<std::function<void()>> posted;
+  ray::Executor executor([&](std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    posted.push_back(std::move(fn));
+  });
+  std::future<int> three = ray::Spawn(executor, Plus1(ray::Put(2)));
+  // Run what was posted until the future is ready (this thread is the executor).
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (three.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::function<void()>> batch;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      batch.swap(posted);
+    }
+    for (auto& fn : batch) fn();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(three.get(), 3);
 }
 
 TEST_F(ReadmeApiTest, GetNamespaceRow) {

@@ -1,17 +1,20 @@
-// The actor worker's side: each caller's order (ActorCallOrder) and the pool of a
-// threaded actor (ActorThreadPool).
+// The actor worker's side: each caller's order (ActorCallOrder), the pool of a
+// threaded actor (ActorThreadPool) and the loop of an async actor (AsyncActorLoop).
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "src/core_worker/actor_call_order.h"
 #include "src/core_worker/actor_thread_pool.h"
+#include "src/core_worker/async_actor_loop.h"
 
 namespace manta::core {
 namespace {
@@ -102,6 +105,62 @@ TEST(ActorThreadPoolTest, DestructionWaitsForTheRunningCall) {
     ASSERT_TRUE(running.load());
   }
   EXPECT_TRUE(done.load());
+}
+
+TEST(AsyncActorLoopTest, StartsCallsInOrderUpToItsBound) {
+  int wakes = 0;
+  AsyncActorLoop loop(3, [&] { ++wakes; });
+  std::vector<int> started;
+  std::vector<std::function<void()>> unfinished;  // each call's `finished`
+  for (int i = 0; i < 5; ++i) {
+    loop.Submit([&, i](std::function<void()> finished) {
+      started.push_back(i);
+      unfinished.push_back(std::move(finished));
+    });
+  }
+  EXPECT_EQ(started, (std::vector<int>{0, 1, 2}));  // the others wait for room
+  EXPECT_EQ(loop.NumBusy(), 5);
+  // A call ends later (its coroutine resumed): the next one starts from the queue.
+  unfinished[1]();
+  EXPECT_EQ(started.size(), 3u);
+  EXPECT_EQ(wakes, 1);  // the execution thread is told to look at the queue
+  EXPECT_TRUE(loop.RunQueued());
+  EXPECT_EQ(started, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(loop.NumBusy(), 4);
+  EXPECT_FALSE(loop.RunQueued());
+}
+
+TEST(AsyncActorLoopTest, PostsFromOtherThreadsRunOnTheLoopAndStopDropsThem) {
+  std::atomic<int> wakes{0};
+  AsyncActorLoop loop(10, [&] { wakes.fetch_add(1); });
+  int ran = 0;  // the loop's thread (this one) only
+  std::thread poster([&] {
+    for (int i = 0; i < 1000; ++i) loop.Post([&] { ++ran; });
+  });
+  poster.join();
+  EXPECT_GE(wakes.load(), 1);
+  while (loop.RunQueued()) {
+  }
+  EXPECT_EQ(ran, 1000);
+  loop.Stop();
+  loop.Post([&] { ++ran; });
+  EXPECT_FALSE(loop.RunQueued());
+  EXPECT_EQ(ran, 1000);
+}
+
+TEST(AsyncActorLoopTest, CallsThatEndAtOnceDoNotNest) {
+  AsyncActorLoop loop(1, nullptr);
+  const int n = 100000;
+  int ran = 0;
+  for (int i = 0; i < n; ++i) {
+    loop.Submit([&](std::function<void()> finished) {
+      ++ran;
+      finished();
+    });
+  }
+  EXPECT_EQ(ran, n);
+  EXPECT_EQ(loop.NumBusy(), 0);
+  EXPECT_FALSE(loop.RunQueued());  // nothing left to start
 }
 
 }  // namespace

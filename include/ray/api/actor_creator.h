@@ -18,7 +18,10 @@
 //   SetResources / SetResource    what the actor holds while it lives (default: one CPU
 //                                 to place it, none held)
 //   SetMaxRestarts(n)             restarts after its process or node died; -1 = always
-//   SetMaxConcurrency(n)          calls run at once on n threads (no order among them)
+//   SetMaxConcurrency(n)          calls run at once on n threads (no order among them);
+//                                 for an async actor (a class with ray::Coroutine
+//                                 methods) up to n calls at once on its one thread,
+//                                 started in each caller's order (default 1000)
 //   SetRuntimeEnv(env)            the runtime environment of the actor's process, merged
 //                                 over the job's (ray/api/runtime_env.h), kept across
 //                                 restarts; an env that cannot be applied makes the
@@ -38,6 +41,8 @@
 
 #include <string>
 #include <tuple>
+#include <typeindex>
+#include <typeinfo>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -95,6 +100,7 @@ class ActorCreator {
   }
   ActorCreator& SetMaxConcurrency(int max_concurrency) {
     options_.max_concurrency = max_concurrency;
+    max_concurrency_set_ = true;
     return *this;
   }
   ActorCreator& SetRuntimeEnv(const ray::RuntimeEnv& runtime_env) {
@@ -126,6 +132,9 @@ class ActorCreator {
         name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
     ActorCreationOptions options = options_;
     options.class_name = TypeName<ActorType>();
+    if (!max_concurrency_set_ && FunctionManager::Instance().IsAsyncActorClass(std::type_index(typeid(ActorType)))) {
+      options.max_concurrency = kAsyncActorDefaultMaxConcurrency;
+    }
     CreatedActor created = runtime->CreateActor(name_, std::move(task_args), options);
     return ActorHandle<ActorType>(std::move(created.actor_id),
                                   ObjectRef<void>(std::move(created.handle_object_id), AdoptReference{}));
@@ -134,6 +143,7 @@ class ActorCreator {
   F factory_;
   std::string name_;  // as registered
   ActorCreationOptions options_;
+  bool max_concurrency_set_ = false;
   PlacementRequest placement_;
 };
 

@@ -35,10 +35,13 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <typeindex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "ray/api/coroutine.h"
 #include "ray/api/function_traits.h"
 #include "ray/api/object_ref.h"
 #include "ray/api/ray_exception.h"
@@ -54,6 +57,13 @@ namespace internal {
 using ActorFactory = std::function<std::shared_ptr<void>(const std::vector<ObjectData>& args)>;
 // An actor method: runs the member function on `instance` (as RemoteFunction does).
 using ActorMethod = std::function<SerializedValue(void* instance, const std::vector<ObjectData>& args)>;
+// An actor method that is a coroutine (ray::Coroutine<T>), started rather than run:
+// decodes the arguments at once (throwing as ActorMethod would), and returns the
+// coroutine that calls the method, awaits it and serializes its value (async actors).
+using ActorCoroutineMethod =
+    std::function<Coroutine<SerializedValue>(void* instance, const std::vector<ObjectData>& args)>;
+// What ray::Actor gives an async actor that did not SetMaxConcurrency: as Ray does.
+constexpr int kAsyncActorDefaultMaxConcurrency = 1000;
 
 // Thread-safe: registration usually happens during static initialization, but
 // libraries loaded later may register while other threads look functions up.
@@ -79,10 +89,21 @@ class FunctionManager {
 
   // Actor factories and methods: registered and looked up like functions. The
   // pointers stay valid for the life of the process.
-  void RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory);
+  // `actor_class`: the class the factory creates, or the method is a member of.
+  void RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory,
+                            std::type_index actor_class);
   const ActorFactory* GetActorFactory(const std::string& name) const;
-  void RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method);
+  // `coroutine`: set for a method that is a coroutine.
+  void RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method,
+                           std::type_index actor_class, ActorCoroutineMethod coroutine = nullptr);
   const ActorMethod* GetActorMethod(const std::string& name) const;
+  // The coroutine form of a method registered as a coroutine; null for another.
+  const ActorCoroutineMethod* GetActorCoroutineMethod(const std::string& name) const;
+  // Async actors: those whose class has a coroutine among its registered methods.
+  // Their calls run concurrently on one thread (ray/api/coroutine.h).
+  bool IsAsyncActorClass(std::type_index actor_class) const;
+  // Whether the factory registered as `factory_name` creates an async actor.
+  bool IsAsyncActorFactory(const std::string& factory_name) const;
   // The name a member function pointer (KeyOfMemberFunction) was registered under.
   std::string GetActorMethodName(const std::string& key) const;
 
@@ -107,11 +128,14 @@ class FunctionManager {
   struct FactoryEntry {
     FunctionKey key;
     ActorFactory factory;
+    std::type_index actor_class;
   };
   struct MethodEntry {
     std::string key;
     ActorMethod method;
+    ActorCoroutineMethod coroutine;
   };
+  std::unordered_set<std::type_index> async_classes_;
   std::unordered_map<std::string, std::unique_ptr<FactoryEntry>> factories_;
   std::unordered_map<std::string, std::unique_ptr<MethodEntry>> methods_;
   std::unordered_map<std::string, std::string> method_name_by_key_;
@@ -137,13 +161,34 @@ template <typename T>
 T DecodeArgumentValue(const ObjectData& arg, const std::string& function_name, size_t index) {
   return DecodeValue<T>(arg.data, arg.size, arg.object_id, [&] { return ArgumentContext(function_name, index); });
 }
-// Decodes `args` as the parameters P... and calls `call(P&&...)`; serializes what it
-// returns (msgpack nil for void).
-template <typename R, typename... P, typename Call, size_t... I>
-SerializedValue DecodeAndCall(const Call& call, const std::string& name, const std::vector<ObjectData>& args,
-                              std::index_sequence<I...>) {
+
+// Serializes what `produce()` returns, an R (msgpack nil for void). A coroutine is
+// run here, on this thread, until it finishes; its value is serialized.
+template <typename R, typename Produce>
+SerializedValue SerializeResultOf(const Produce& produce) {
+  using Result = std::remove_cvref_t<R>;
+  if constexpr (IsCoroutine<Result>::value) {
+    using Value = typename IsCoroutine<Result>::ValueType;
+    return SerializeResultOf<Value>([&]() -> Value { return RunAsync(produce()); });
+  } else if constexpr (std::is_void_v<R>) {
+    produce();
+    return SerializeNil();
+  } else {
+    auto result = std::make_shared<const Result>(produce());
+    if constexpr (IsReturns<Result>::value) {
+      return SerializeParts(std::move(result));
+    } else {
+      return SerializeShared<Result>(std::move(result));
+    }
+  }
+}
+
+// Decodes `args` as the parameters P... (on the heap: they may be large, std::array).
+template <typename... P, size_t... I>
+std::unique_ptr<std::tuple<std::decay_t<P>...>> DecodeArguments(const std::string& name,
+                                                                const std::vector<ObjectData>& args,
+                                                                std::index_sequence<I...>) {
   if (args.size() != sizeof...(P)) ThrowArgumentCount(name, sizeof...(P), args.size());
-  // The decoded arguments live on the heap: they may be large (std::array).
   using Values = std::tuple<std::decay_t<P>...>;
   std::unique_ptr<Values> values;
   if constexpr ((std::is_default_constructible_v<std::decay_t<P>> && ...)) {
@@ -153,17 +198,32 @@ SerializedValue DecodeAndCall(const Call& call, const std::string& name, const s
     // Braced initialization decodes the arguments left to right.
     values.reset(new Values{DecodeArgumentValue<std::decay_t<P>>(args[I], name, I)...});
   }
-  if constexpr (std::is_void_v<R>) {
-    call(std::forward<P>(std::get<I>(*values))...);
-    return SerializeNil();
+  return values;
+}
+
+// Decodes `args` as the parameters P... and calls `call(P&&...)`; serializes what it
+// returns (SerializeResultOf).
+template <typename R, typename... P, typename Call, size_t... I>
+SerializedValue DecodeAndCall(const Call& call, const std::string& name, const std::vector<ObjectData>& args,
+                              std::index_sequence<I...> seq) {
+  auto values = DecodeArguments<P...>(name, args, seq);
+  return SerializeResultOf<R>([&]() -> R { return call(std::forward<P>(std::get<I>(*values))...); });
+}
+
+// An async actor's call: awaits `method` on `instance` with the decoded `values`
+// (which this coroutine owns, so the method may take them by reference), then
+// serializes its value.
+template <typename R, typename... P, typename Class, typename Method, size_t... I>
+Coroutine<SerializedValue> AwaitActorMethod(Class* instance, Method method,
+                                            std::unique_ptr<std::tuple<std::decay_t<P>...>> values,
+                                            std::index_sequence<I...>) {
+  using Value = typename IsCoroutine<std::remove_cvref_t<R>>::ValueType;
+  if constexpr (std::is_void_v<Value>) {
+    co_await (instance->*method)(std::forward<P>(std::get<I>(*values))...);
+    co_return SerializeNil();
   } else {
-    using Result = std::remove_cvref_t<R>;
-    auto result = std::make_shared<const Result>(call(std::forward<P>(std::get<I>(*values))...));
-    if constexpr (IsReturns<Result>::value) {
-      return SerializeParts(std::move(result));
-    } else {
-      return SerializeShared<Result>(std::move(result));
-    }
+    auto result = std::make_shared<const Value>(co_await (instance->*method)(std::forward<P>(std::get<I>(*values))...));
+    co_return SerializeShared<Value>(std::move(result));
   }
 }
 
@@ -205,7 +265,8 @@ void RegisterActorFactoryPointer(const std::string& name, T* (*factory)(P...)) {
         name, args, std::index_sequence_for<P...>{});
     return instance;
   };
-  FunctionManager::Instance().RegisterActorFactory(name, KeyOfFunction(factory), std::move(invoker));
+  FunctionManager::Instance().RegisterActorFactory(name, KeyOfFunction(factory), std::move(invoker),
+                                                   std::type_index(typeid(T)));
 }
 
 template <typename F>
@@ -223,7 +284,18 @@ void RegisterActorMethodPointer(const std::string& name, F method) {
           name, args, std::index_sequence_for<P...>{});
     }(static_cast<typename Traits::Params*>(nullptr));
   };
-  FunctionManager::Instance().RegisterActorMethod(name, KeyOfMemberFunction(method), std::move(call));
+  ActorCoroutineMethod coroutine;
+  if constexpr (IsCoroutine<std::remove_cvref_t<R>>::value) {
+    coroutine = [method, name](void* instance, const std::vector<ObjectData>& args) {
+      return [&]<typename... P>(std::tuple<P...>*) {
+        auto values = DecodeArguments<P...>(name, args, std::index_sequence_for<P...>{});
+        return AwaitActorMethod<R, P...>(static_cast<Class*>(instance), method, std::move(values),
+                                         std::index_sequence_for<P...>{});
+      }(static_cast<typename Traits::Params*>(nullptr));
+    };
+  }
+  FunctionManager::Instance().RegisterActorMethod(name, KeyOfMemberFunction(method), std::move(call),
+                                                  std::type_index(typeid(Class)), std::move(coroutine));
 }
 
 template <typename F>

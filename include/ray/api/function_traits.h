@@ -15,8 +15,20 @@
 namespace ray {
 template <typename T>
 class ObjectRef;
+template <typename T>
+class Coroutine;
 
 namespace internal {
+
+// The type a remote function's result is stored as: a coroutine's value type.
+template <typename R>
+struct StoredResult {
+  using Type = R;
+};
+template <typename T>
+struct StoredResult<Coroutine<T>> {
+  using Type = T;
+};
 
 template <typename F>
 struct FunctionTraits {
@@ -31,8 +43,9 @@ template <typename R, typename... P>
 struct FunctionTraits<R (*)(P...)> {
   static constexpr bool kIsFunctionPointer = true;
   static constexpr size_t kArity = sizeof...(P);
-  // The type of the ObjectRef Remote returns: the return type without cv/ref.
-  using ReturnType = std::remove_cvref_t<R>;
+  // The type of the ObjectRef Remote returns: the return type without cv/ref (a
+  // coroutine's value type for a ray::Coroutine<T>).
+  using ReturnType = typename StoredResult<std::remove_cvref_t<R>>::Type;
   // The declared parameter types, references and all (a type list, never built).
   using Params = std::tuple<P...>;
   // The same function pointer type without noexcept.
@@ -57,7 +70,7 @@ struct MemberFunctionTraits<R (C::*)(P...)> {
   static constexpr bool kIsMemberFunction = true;
   static constexpr size_t kArity = sizeof...(P);
   using Class = C;
-  using ReturnType = std::remove_cvref_t<R>;
+  using ReturnType = typename StoredResult<std::remove_cvref_t<R>>::Type;
   using Params = std::tuple<P...>;
   using RawReturn = R;
 };

@@ -206,6 +206,15 @@ class RayRuntime {
   // Whether the task the calling thread runs was cancelled; false elsewhere.
   virtual bool IsCancelled() = 0;
 
+  // Calls `ready` once the object is ready here: Get would return its value (an
+  // object stored on another node has been pulled to this one) or throw its error
+  // without waiting. Returns at once; `ready` may run before it returns, on this
+  // thread, or later on a runtime thread, possibly while the runtime holds locks: it
+  // must only hand work to another thread, never call the runtime or block. An id
+  // unknown here is ready at once (Get says why). At Shutdown every pending `ready`
+  // runs. Must not throw. (For co_await, ray/api/coroutine.h.)
+  virtual void NotifyWhenReady(const std::string& object_id, std::function<void()> ready) = 0;
+
   // ObjectRef copies: one local reference per live ObjectRef in this process.
   // Must not throw (they run in destructors); unknown ids are ignored.
   virtual void AddLocalReference(const std::string& id) = 0;
