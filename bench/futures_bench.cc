@@ -29,11 +29,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
+#include <future>
 #include <fstream>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,49 +87,6 @@ RAY_REMOTE(AsyncEcho::Create, &AsyncEcho::Echo, &AsyncEcho::MakeGate, &AsyncEcho
 
 size_t HeapBytes() { return mallinfo2().uordblks; }
 
-// One thread running what is posted, as a user's executor would.
-class OneThread {
- public:
-  OneThread() : thread_([this] { Run(); }) {}
-  ~OneThread() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  ray::Executor executor() {
-    return ray::Executor([this](std::function<void()> fn) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        queue_.push_back(std::move(fn));
-      }
-      cv_.notify_one();
-    });
-  }
-
- private:
-  void Run() {
-    while (true) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
 ray::Coroutine<int> AwaitCounted(ray::ObjectRef<int> ref, std::atomic<int>* suspended) {
   suspended->fetch_add(1);
   co_return *co_await ref;
@@ -171,7 +126,7 @@ void AwaitsOutstanding(int n, std::vector<std::pair<std::string, double>>* resul
   std::vector<ray::Coroutine<int>> coroutines;
   coroutines.reserve(n);
   for (const auto& ref : refs) coroutines.push_back(AwaitCounted(ref, &suspended));
-  OneThread thread;
+  ray::ThreadPoolExecutor thread(1);
   std::future<long> sum = ray::Spawn(thread.executor(), SumAll(std::move(coroutines)));
   while (suspended.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // Every coroutine has registered its await once the executor is idle again.

@@ -152,8 +152,10 @@ manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
       result = SerializeNil();
     } else if (method != nullptr) {
       if (instance == nullptr) throw RayException("this worker runs no actor instance (its creation failed)");
-      const ActorCoroutineMethod* coroutine = FunctionManager::Instance().GetActorCoroutineMethod(name);
-      if (coroutine != nullptr && g_actor_async.load()) {
+      // (A plain actor's call costs no second lookup.)
+      const ActorCoroutineMethod* coroutine =
+          g_actor_async.load() ? FunctionManager::Instance().GetActorCoroutineMethod(name) : nullptr;
+      if (coroutine != nullptr) {
         StartCoroutineCall(name, *coroutine, std::move(instance), data, &out);
         return out;
       }

@@ -8,12 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
+#include <future>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -147,56 +146,10 @@ ray::Coroutine<int> Inner(int x) {
 ray::Coroutine<int> Outer(int x) { co_return 1 + co_await Inner(x); }
 
 ray::Coroutine<int> AwaitOne(ray::ObjectRef<int> ref) { co_return *co_await ref; }
-
-// An executor of two threads, as a user would write one.
-class TwoThreads {
- public:
-  TwoThreads() {
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { Run(); });
-  }
-  ~TwoThreads() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-  ray::Executor executor() {
-    return ray::Executor([this](std::function<void()> fn) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        queue_.push_back(std::move(fn));
-      }
-      cv_.notify_one();
-    });
-  }
-  std::set<std::thread::id> ids() const {
-    std::set<std::thread::id> out;
-    for (const std::thread& t : threads_) out.insert(t.get_id());
-    return out;
-  }
-
- private:
-  void Run() {
-    while (true) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
+ray::Coroutine<int> CountThenAwait(ray::ObjectRef<int> ref, std::atomic<int>* counted) {
+  counted->fetch_add(1);
+  co_return *co_await ref;
+}
 
 ray::Coroutine<std::thread::id> ThreadAfterAwait(ray::ObjectRef<int> ref) {
   co_await ref;
@@ -268,10 +221,15 @@ class AwaitTestBase : public ::testing::Test {
     const int n = 2000;
     std::vector<ray::ObjectRef<int>> refs;
     for (int i = 0; i < n; ++i) refs.push_back(ray::Task(AfterGo).Remote(dir_, i));
+    std::atomic<int> suspended{0};
     std::vector<ray::Coroutine<int>> coroutines;
-    for (const ray::ObjectRef<int>& ref : refs) coroutines.push_back(AwaitOne(ref));
-    std::thread go([this] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (const ray::ObjectRef<int>& ref : refs) coroutines.push_back(CountThenAwait(ref, &suspended));
+    // The tasks finish once every coroutine is about to await (at most 30 s).
+    std::thread go([this, &suspended, n] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (suspended.load() < n && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
       Go();
     });
     auto all = [](std::vector<ray::Coroutine<int>> cs) -> ray::Coroutine<std::vector<int>> {
@@ -283,10 +241,11 @@ class AwaitTestBase : public ::testing::Test {
     for (int i = 0; i < n; ++i) ASSERT_EQ(values[i], i);
   }
   void SpawnRunsOnTheGivenExecutor() {
-    TwoThreads pool;
+    ray::ThreadPoolExecutor pool(2);
     std::future<std::thread::id> where = ray::Spawn(pool.executor(), ThreadAfterAwait(ray::Task(Twice).Remote(1)));
     ASSERT_EQ(where.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-    EXPECT_TRUE(pool.ids().contains(where.get()));
+    std::vector<std::thread::id> ids = pool.thread_ids();
+    EXPECT_NE(std::find(ids.begin(), ids.end(), where.get()), ids.end());
     std::future<int> failed = ray::Spawn(pool.executor(), AwaitOne(ray::Task(Fail).Remote(std::string("y"))));
     EXPECT_THROW(failed.get(), ray::internal::RayTaskException);
   }
