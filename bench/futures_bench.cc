@@ -19,8 +19,20 @@
 //                                 actor each awaiting a task behind a gate, all at once
 //                                 on its one thread (--actor-awaits, 2,000 by default).
 //
-//   futures_bench [--seconds S] [--awaits N] [--actor-awaits N] [--only name,name]
-//   (names: awaits_outstanding, await_tasks_per_s, async_actor)
+//   stream_first_item_us_p50/_p99  a generator task's first item: from its co_yield (a
+//                                 steady-clock stamp in the item) to the caller's Next()
+//                                 returning its ref, over 200 streams, against a trivial
+//                                 task's submit + Get (blocking_round_trip_us_p50/_p99);
+//   stream_items_per_s            a generator of 200,000 ints consumed by Next + Get
+//                                 (stream_items_per_s_backpressure_1000: with
+//                                 SetGeneratorBackpressureNumObjects(1000)), against a
+//                                 task returning them all in one vector
+//                                 (blocking_vector_items_per_s, and its
+//                                 blocking_vector_first_item_ms beside
+//                                 stream_first_item_ms: when the caller can use the first).
+//
+//   futures_bench [--seconds S] [--awaits N] [--actor-awaits N] [--items N] [--only name,name]
+//   (names: awaits_outstanding, await_tasks_per_s, async_actor, stream)
 //
 // Prints one JSON object. Starts a private cluster (2 CPUs); also its own worker.
 #include <ray/api.h>
@@ -52,7 +64,21 @@ int WaitForFile(std::string path) {
   while (!std::filesystem::exists(path) && Since(t0) < 600) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return 0;
 }
-RAY_REMOTE(Small, Inc, WaitForFile);
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// `n` items, each the (system-wide monotonic) time it was yielded at.
+ray::Generator<int64_t> Stamps(int n) {
+  for (int i = 0; i < n; ++i) co_yield NowNs();
+}
+// The blocking equivalent: every item in one return.
+std::vector<int64_t> StampVector(int n) {
+  std::vector<int64_t> out(n);
+  for (int64_t& stamp : out) stamp = NowNs();
+  return out;
+}
+RAY_REMOTE(Small, Inc, WaitForFile, Stamps, StampVector);
 
 // An async actor (coroutine methods) and a plain one doing the same trivial call.
 class AsyncEcho {
@@ -214,6 +240,47 @@ void AsyncActorFigures(double seconds, int gated, std::vector<std::pair<std::str
   results->emplace_back("async_actor_calls_awaiting_at_once", *waiter.Task(&AsyncEcho::MaxWaiting).Remote().Get());
 }
 
+double Percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[static_cast<size_t>(p * static_cast<double>(values.size() - 1))];
+}
+
+void StreamFigures(int items, std::vector<std::pair<std::string, double>>* results) {
+  std::vector<double> first_us, round_trip_us;
+  for (int k = 0; k < 220; ++k) {  // the first 20 warm up
+    ray::ObjectRefGenerator<int64_t> stream = ray::Task(Stamps).Remote(1);
+    std::optional<ray::ObjectRef<int64_t>> ref = stream.Next();
+    const int64_t now = NowNs();
+    const auto t0 = Clock::now();
+    ray::Task(Small).Remote().Get();
+    if (k < 20) continue;
+    first_us.push_back(static_cast<double>(now - *ray::Get(*ref)) / 1e3);
+    round_trip_us.push_back(Since(t0) * 1e6);
+  }
+  results->emplace_back("stream_first_item_us_p50", Percentile(first_us, 0.5));
+  results->emplace_back("stream_first_item_us_p99", Percentile(first_us, 0.99));
+  results->emplace_back("blocking_round_trip_us_p50", Percentile(round_trip_us, 0.5));
+  results->emplace_back("blocking_round_trip_us_p99", Percentile(round_trip_us, 0.99));
+  for (int64_t backpressure : {int64_t{-1}, int64_t{1000}}) {
+    const auto t0 = Clock::now();
+    auto stream = ray::Task(Stamps).SetGeneratorBackpressureNumObjects(backpressure).Remote(items);
+    double first_ms = 0;
+    long taken = 0;
+    while (std::optional<ray::ObjectRef<int64_t>> ref = stream.Next()) {
+      ray::Get(*ref);
+      if (taken++ == 0) first_ms = Since(t0) * 1e3;
+    }
+    const double rate = static_cast<double>(taken) / Since(t0);
+    results->emplace_back(backpressure > 0 ? "stream_items_per_s_backpressure_1000" : "stream_items_per_s", rate);
+    if (backpressure <= 0) results->emplace_back("stream_first_item_ms", first_ms);
+  }
+  const auto t0 = Clock::now();
+  std::shared_ptr<std::vector<int64_t>> all = ray::Task(StampVector).Remote(items).Get();
+  const double all_s = Since(t0);
+  results->emplace_back("blocking_vector_items_per_s", static_cast<double>(all->size()) / all_s);
+  results->emplace_back("blocking_vector_first_item_ms", all_s * 1e3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +296,7 @@ int main(int argc, char** argv) {
   if (o.Want("awaits_outstanding")) AwaitsOutstanding(awaits, &results);
   if (o.Want("await_tasks_per_s")) AwaitTaskRate(o.seconds, &results);
   if (o.Want("async_actor")) AsyncActorFigures(o.seconds, std::stoi(o.Value("--actor-awaits", "2000")), &results);
+  if (o.Want("stream")) StreamFigures(std::stoi(o.Value("--items", "200000")), &results);
   ray::Shutdown();
   manta::bench::PrintJson(results);
   return 0;

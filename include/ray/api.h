@@ -226,6 +226,12 @@ template <typename T>
 void Cancel(const ObjectRef<T>& object, bool force = false, bool recursive = true) {
   internal::CancelById(object.ID(), force, recursive);
 }
+// Cancels a streaming task (ray/api/generator.h): its generator stops at its next
+// co_yield, which throws RayTaskCancelledException.
+template <typename T>
+void Cancel(const ObjectRefGenerator<T>& stream, bool force = false, bool recursive = true) {
+  internal::CancelById(stream.Completed().ID(), force, recursive);
+}
 
 // In a task or actor call: whether it was cancelled (ray::Cancel), so that it can
 // stop early (Ray's is_canceled). False on threads running no task (a driver, or a

@@ -131,7 +131,8 @@ const ActorFactory* FunctionManager::GetActorFactory(const std::string& name) co
 }
 
 void FunctionManager::RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method,
-                                          std::type_index actor_class, ActorCoroutineMethod coroutine) {
+                                          std::type_index actor_class, ActorCoroutineMethod coroutine,
+                                          bool makes_async) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = methods_.find(name);
   if (it != methods_.end()) {
@@ -140,7 +141,7 @@ void FunctionManager::RegisterActorMethod(const std::string& name, const std::st
                                               "\" is registered for two different member functions (overloaded "
                                               "methods cannot be actor methods)");
   }
-  if (coroutine) async_classes_.insert(actor_class);
+  if (coroutine && makes_async) async_classes_.insert(actor_class);
   methods_.emplace(name, std::make_unique<MethodEntry>(MethodEntry{key, std::move(method), std::move(coroutine)}));
   method_name_by_key_.emplace(key, name);
 }

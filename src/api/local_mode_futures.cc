@@ -57,6 +57,7 @@ bool LocalModeRuntime::IsCancelled() {
 void LocalModeRuntime::CancelLocked(const std::shared_ptr<Task>& task, bool force, bool recursive) {
   if (task->ended) return;
   task->cancelled.store(true, std::memory_order_relaxed);
+  UnpauseStreamLocked(*task);
   if (!task->started || force) {
     // It never runs (Execute skips it), or runs on unheard: its returns fail now.
     FailReturnsLocked(*task, ErrorKind::kCancelled,

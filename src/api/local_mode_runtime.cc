@@ -46,12 +46,6 @@ void AppendBigEndian(std::string* out, uint64_t value, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
-std::shared_ptr<const std::string> Materialize(const SerializedValue& value) {
-  auto bytes = std::make_shared<std::string>(value.size, '\0');
-  if (value.size > 0) value.write(bytes->data());
-  return bytes;
-}
-
 // The bytes of each of a task's returns; throws RayException when the function
 // returned another number of values than the caller asked for.
 void MaterializeReturns(const std::string& function_name, size_t wanted, const SerializedValue& result,
@@ -61,7 +55,7 @@ void MaterializeReturns(const std::string& function_name, size_t wanted, const S
       throw RayException(function_name + " returns one value, but the caller asked for " +
                          std::to_string(wanted));
     }
-    bytes->push_back(Materialize(result));
+    bytes->push_back(LocalModeRuntime::Materialize(result));
     return;
   }
   if (result.parts.size() != wanted) {
@@ -69,10 +63,16 @@ void MaterializeReturns(const std::string& function_name, size_t wanted, const S
                        " values in its ray::Returns, but the caller asked for " + std::to_string(wanted) +
                        " (SetNumReturns)");
   }
-  for (const SerializedValue& part : result.parts) bytes->push_back(Materialize(part));
+  for (const SerializedValue& part : result.parts) bytes->push_back(LocalModeRuntime::Materialize(part));
 }
 
 }  // namespace
+
+std::shared_ptr<const std::string> LocalModeRuntime::Materialize(const SerializedValue& value) {
+  auto bytes = std::make_shared<std::string>(value.size, '\0');
+  if (value.size > 0) value.write(bytes->data());
+  return bytes;
+}
 
 std::unique_ptr<RayRuntime> CreateLocalModeRuntime(const ray::RayConfig& config) {
   return std::make_unique<LocalModeRuntime>(config);
@@ -150,6 +150,12 @@ LocalModeRuntime::~LocalModeRuntime() {
       for (std::function<void()>& callback : callbacks) callback();
     }
     ready_callbacks_.clear();
+    // Paused generators go on (their next co_yield throws), consumers' awaits resume.
+    for (auto& [id, stream] : streams_) {
+      stream.unpaused = true;
+      if (stream.resume) std::exchange(stream.resume, {})();
+      for (std::function<void()>& callback : std::exchange(stream.ready, {})) callback();
+    }
     changed_.SignalAll();
     work_.SignalAll();
     // Callers woken from Get/Wait leave with a RayException; they still hold mu_.
@@ -213,6 +219,9 @@ void LocalModeRuntime::RemoveReferencesLocked(std::vector<std::string> ids) {
     if (it == objects_.end() || --it->second.references > 0) continue;
     for (std::string& contained : it->second.contained_ids) ids.push_back(std::move(contained));
     objects_.erase(it);
+    if (!streams_.empty()) {
+      for (std::string& item : ReleaseStreamLocked(id)) ids.push_back(std::move(item));
+    }
     auto handle = handle_objects_.find(id);
     if (handle != handle_objects_.end()) {
       // The last handle of an unnamed actor is gone.
@@ -242,6 +251,7 @@ void LocalModeRuntime::CompleteLocked(const std::string& id, std::shared_ptr<con
     object->error_message = message;
   }
   changed_.SignalAll();
+  if (!streams_.empty()) StreamEndedLocked(id);
   if (auto ready = ready_callbacks_.find(id); ready != ready_callbacks_.end()) {
     std::vector<std::function<void()>> callbacks = std::move(ready->second);
     ready_callbacks_.erase(ready);
@@ -632,6 +642,7 @@ std::vector<std::string> LocalModeRuntime::SubmitTask(const std::string& functio
     task->return_ids.push_back(NewObjectId(/*is_put=*/false));
     objects_[task->return_ids.back()].references = 1;
   }
+  AddStreamLocked(*task, options);
   std::vector<std::string> return_ids = task->return_ids;
   if (std::optional<TaskError> error = PlacementErrorLocked(function_name, options.placement)) {
     FailReturnsLocked(*task, error->kind, error->message);
@@ -698,7 +709,7 @@ CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std:
 
 std::string LocalModeRuntime::SubmitActorTask(const std::string& actor_id, const std::string& handle_object_id,
                                               const std::string& method_name, std::vector<TaskArgument> args,
-                                              const TaskOptions& /*options*/) {
+                                              const TaskOptions& options) {
   auto task = std::make_shared<Task>();
   task->kind = Task::Kind::kActorCall;
   task->function_name = method_name;
@@ -709,6 +720,7 @@ std::string LocalModeRuntime::SubmitActorTask(const std::string& actor_id, const
   task->actor = it->second;
   task->return_ids.push_back(NewObjectId(/*is_put=*/false));
   objects_[task->return_ids[0]].references = 1;
+  AddStreamLocked(*task, options);
   std::string return_id = task->return_ids[0];
   if (!PrepareArgumentsLocked(task)) return return_id;
   // The caller's handle stays counted while the call is pending.

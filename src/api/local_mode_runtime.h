@@ -112,6 +112,14 @@ class LocalModeRuntime : public RayRuntime {
   void Cancel(const std::string& object_id, bool force, bool recursive) override;
   bool IsCancelled() override;
   void NotifyWhenReady(const std::string& object_id, std::function<void()> ready) override;
+  // Streams as on a cluster (local_mode_streams.cc); a generator paused by
+  // back-pressure keeps its pool thread meanwhile.
+  bool StreamYield(SerializedValue item, std::function<void()> resume) override;
+  StreamNextResult StreamNext(const std::string& end_id, int64_t timeout_ms) override;
+  void NotifyStreamNext(const std::string& end_id, std::function<void()> ready) override;
+
+  // The bytes of a serialized value.
+  static std::shared_ptr<const std::string> Materialize(const SerializedValue& value);
 
   // Objects in the table (pending, ready or failed). For tests.
   size_t NumObjects() const;
@@ -148,6 +156,7 @@ class LocalModeRuntime : public RayRuntime {
     PlacementOptions placement;           // of a function task
     // ray::Cancel: set under mu_, read by the running task without it (IsCancelled).
     std::atomic<bool> cancelled{false};
+    bool streaming = false;  // a generator: its items go to streams_[return_ids[0]]
     bool started = false;  // a pool thread took it up
     bool ended = false;    // its returns are complete (a cancel may end it first)
     std::vector<std::weak_ptr<Task>> children;  // the tasks it submitted (recursive cancels)
@@ -177,6 +186,17 @@ class LocalModeRuntime : public RayRuntime {
   struct TaskError {
     ErrorKind kind;
     std::string message;
+  };
+  // A streaming task's items not yet handed out, by its end id (return_ids[0]).
+  struct Stream {
+    std::deque<std::string> items;  // each holds one reference until handed out
+    int64_t consumed = 0;
+    int64_t produced = 0;
+    int64_t backpressure = 0;
+    bool error_given = false;
+    bool unpaused = false;         // cancelled, or the consumer left: never pauses again
+    std::function<void()> resume;  // the paused generator
+    std::vector<std::function<void()>> ready;  // NotifyStreamNext
   };
 
   std::string NewObjectId(bool is_put) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -229,6 +249,15 @@ class LocalModeRuntime : public RayRuntime {
   // Cancels (local_mode_futures.cc): the task is marked, and unless it runs (and
   // `force` is not set) its returns fail now; with `recursive` its children too.
   void CancelLocked(const std::shared_ptr<Task>& task, bool force, bool recursive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Streams (local_mode_streams.cc): a streaming task was submitted; its end object
+  // completed (its waiters go on) or was freed (its items are released); its task
+  // was cancelled (a paused generator goes on).
+  void AddStreamLocked(Task& task, const TaskOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StreamEndedLocked(const std::string& end_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the items never handed out, whose references the caller releases.
+  std::vector<std::string> ReleaseStreamLocked(const std::string& end_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnpauseStreamLocked(const Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool StreamHasNextLocked(const std::string& end_id, const Stream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task is submitted: findable by its returns, and a child of the task this thread runs.
   void TrackLocked(const std::shared_ptr<Task>& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Its returns are complete: no longer findable.
@@ -287,6 +316,7 @@ class LocalModeRuntime : public RayRuntime {
   std::unordered_map<std::string, std::vector<std::function<void()>>> ready_callbacks_ ABSL_GUARDED_BY(mu_);
   // Function tasks and actor calls whose returns are not complete, by return id.
   std::unordered_map<std::string, std::weak_ptr<Task>> tasks_by_return_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   size_t idle_threads_ ABSL_GUARDED_BY(mu_) = 0;
   size_t blocked_threads_ ABSL_GUARDED_BY(mu_) = 0;

@@ -189,6 +189,7 @@ class NativeRuntime final : public RayRuntime {
     core_options.runtime_env = std::move(env);
     core_options.placement = ToCorePlacement(options.placement);
     core_options.num_returns = options.num_returns;
+    core_options.stream = {options.streaming, options.backpressure_num_objects};
     Arguments converted = ConvertArguments(function_name, args);
     auto ids = core_->SubmitTask(function_name, std::move(converted.inputs), core_options);
     converted.ReleaseTemporaries(*core_);  // the submitted task holds its arguments now
@@ -233,7 +234,8 @@ class NativeRuntime final : public RayRuntime {
     if (auto h = ObjectID::FromBinaryChecked(handle_object_id); h.ok()) handle = *h;
     Arguments converted = ConvertArguments(method_name, args);
     auto id = core_->SubmitActorTask(actor, method_name, std::move(converted.inputs), options.name,
-                                     options.max_retries < 0 ? 0 : options.max_retries, handle);
+                                     options.max_retries < 0 ? 0 : options.max_retries, handle,
+                                     {options.streaming, options.backpressure_num_objects});
     converted.ReleaseTemporaries(*core_);
     if (!id.ok()) ThrowStatus("calling " + method_name + " of actor " + actor.Hex() + " failed", id.status());
     return id->Binary();
@@ -324,6 +326,26 @@ class NativeRuntime final : public RayRuntime {
     auto id = ObjectID::FromBinaryChecked(object_id);
     if (!id.ok()) return ready();  // Get says why
     core_->NotifyWhenReady(*id, std::move(ready));
+  }
+
+  bool StreamYield(SerializedValue item, std::function<void()> resume) override {
+    auto go_on = core_->StreamYield(ToReturnValue(std::move(item)), std::move(resume));
+    if (!go_on.ok()) ThrowStatus("co_yield", go_on.status());
+    return *go_on;
+  }
+  StreamNextResult StreamNext(const std::string& end_id, int64_t timeout_ms) override {
+    auto next = core_->StreamNext(ParseId(end_id), timeout_ms);
+    if (!next.ok()) ThrowStatus("ObjectRefGenerator::Next", next.status());
+    StreamNextResult out;
+    if (next->kind == manta::core::StreamTable::Next::Kind::kEnd) return out;
+    out.kind = StreamNextResult::Kind::kItem;
+    out.id = next->id.Binary();
+    return out;
+  }
+  void NotifyStreamNext(const std::string& end_id, std::function<void()> ready) override {
+    auto id = ObjectID::FromBinaryChecked(end_id);
+    if (!id.ok()) return ready();  // StreamNext says why
+    core_->NotifyStreamNext(*id, std::move(ready));
   }
 
   void AddLocalReference(const std::string& id) override {

@@ -31,16 +31,6 @@ std::shared_ptr<void> CurrentActorInstance() {
   return g_actor_instance;
 }
 
-manta::core::ReturnValue ToReturnValue(SerializedValue value) {
-  manta::core::ReturnValue out;
-  out.size = value.size;
-  out.write = std::move(value.write);
-  for (const std::string& id : value.contained_ids) {
-    if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
-  }
-  return out;
-}
-
 // The task's values: one, or each part of a ray::Returns<T>.
 void SetReturnValues(SerializedValue result, manta::core::TaskOutput* out) {
   out->multiple = result.multiple;
@@ -107,6 +97,16 @@ void StartCoroutineCall(const std::string& name, const ActorCoroutineMethod& cor
 }
 
 }  // namespace
+
+manta::core::ReturnValue ToReturnValue(SerializedValue value) {
+  manta::core::ReturnValue out;
+  out.size = value.size;
+  out.write = std::move(value.write);
+  for (const std::string& id : value.contained_ids) {
+    if (auto parsed = ObjectID::FromBinaryChecked(id); parsed.ok()) out.contained_ids.push_back(*parsed);
+  }
+  return out;
+}
 
 manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
                                     const std::vector<manta::core::ObjectValue>& args) {

@@ -14,6 +14,10 @@ namespace internal {
 // Finds the function, calls it and turns whatever it throws into the task's error.
 // An actor's creation keeps the instance for the calls (one actor per process); an
 // async actor's coroutine method is started by the core worker (TaskOutput::start).
+// A value the API serialized, as the core worker stores it.
+struct SerializedValue;
+manta::core::ReturnValue ToReturnValue(SerializedValue value);
+
 manta::core::TaskOutput ExecuteTask(const manta::rpc::TaskSpec& spec,
                                     const std::vector<manta::core::ObjectValue>& args);
 

@@ -117,6 +117,9 @@ MANTA_CONFIG(int64_t, max_consecutive_lease_failures, 10,
              "lease requests of one scheduling key that fail in a row before its queued tasks fail")
 MANTA_CONFIG(int64_t, task_pipeline_target_us, 10000,
              "work an owner keeps queued at each leased worker, in the tasks' measured run time (µs)")
+MANTA_CONFIG(int64_t, task_steal_after_ms, 50,
+             "an owner takes back the tasks queued at a worker that has answered nothing for this long, to run "
+             "them elsewhere (0 = never)")
 MANTA_CONFIG(int64_t, placement_group_wait_slice_ms, 60000,
              "a placement group wait asks the GCS for at most this long at a time (a silent GCS is asked again)")
 MANTA_CONFIG(int64_t, placement_group_wait_retry_ms, 200,

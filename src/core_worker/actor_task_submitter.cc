@@ -171,6 +171,7 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
       if (alive.expired()) return;
       if (status.ok()) {
         push->executor.pid = reply.worker_pid();
+        if (reply.stream_items_size() > 0) task_manager_.HandleStreamItems(reply.stream_items());
         task_manager_.CompletePendingTasks(reply.results(), &push->executor);
       }
       OnPushProgress(push, status, reply);

@@ -83,6 +83,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options, CoreWorkerParts parts)
   MakeOwnership();
   MakeReader();
   MakeSubmitters();
+  MakeStreams();
   StartFollowingTheGcs();
 }
 
@@ -161,7 +162,20 @@ void CoreWorker::MakeSubmitters() {
   submitter_options.lease_retry_delay_ms = config.lease_retry_delay_ms;
   submitter_options.max_consecutive_lease_failures = config.max_consecutive_lease_failures;
   submitter_options.pipeline_target_us = config.task_pipeline_target_us;
+  submitter_options.steal_after_ms = config.task_steal_after_ms;
   submitter_ = std::make_unique<NormalTaskSubmitter>(loop_, submitter_options, raylets_, channels_, *task_manager_);
+  submitter_->SetStealer([this](const rpc::Address& worker, const TaskID& task, int attempt,
+                                std::function<void(bool taken)> done) {
+    rpc::CancelTaskRequest request;
+    request.set_intended_worker_id(worker.worker_id());
+    request.set_task_id(task.Binary());
+    request.set_steal(true);
+    request.set_attempt_number(attempt);
+    workers_.Get(HostPort(worker), worker.node_id())
+        ->CancelTask(request, [done = std::move(done)](const absl::Status& s, rpc::CancelTaskReply&& reply) {
+          done(s.ok() && !reply.running());
+        });
+  });
   ActorSubmitterOptions actor_options;
   actor_options.self = rpc_address_;
   actor_options.max_tasks_per_push = config.max_tasks_per_push;
@@ -242,6 +256,7 @@ void CoreWorker::Shutdown(const std::function<void()>& drain_rpcs) {
   // Calls held by our server (owners waiting for us to drop borrowed refs, borrowers
   // waiting for values) are answered now: the server cannot stop before they are.
   reference_counter_->AnswerWaitersAtShutdown();
+  streams_->Shutdown();
   memory_store_.ResolveAllAsyncWaiters([](const ObjectID& id) {
     return MakeErrorObject(rpc::OWNER_DIED, "the owner of object " + id.Hex() + " is shutting down");
   });
@@ -334,6 +349,7 @@ ObjectID CoreWorker::SubmitOwnedTask(rpc::TaskSpec spec, std::vector<ObjectID> a
   // Packed once, while hot; shared by the task manager and the submitter.
   const int64_t submitted_us = SubmitTime(task_events_);
   PackedTaskPtr packed = PackedTask::Pack(spec);
+  if (spec.streaming()) AddStream(spec);
   task_manager_->AddPendingTask(packed, std::move(arg_ids));
   // On this thread: when a worker (or the actor) has room the task goes to its socket now.
   ResolveAndSubmit(std::move(spec), std::move(packed), submitted_us);
@@ -359,6 +375,8 @@ absl::StatusOr<std::vector<ObjectID>> CoreWorker::SubmitTask(const std::string& 
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
   spec.set_num_returns(options.num_returns);
+  spec.set_streaming(options.stream.streaming);
+  spec.set_backpressure_num_objects(options.stream.backpressure_num_objects);
   std::vector<ObjectID> returns{SubmitOwnedTask(std::move(spec), std::move(arg_ids))};
   for (int i = 2; i <= options.num_returns; ++i) returns.push_back(ObjectID::FromIndex(task_id, i));
   return returns;

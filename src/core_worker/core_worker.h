@@ -69,6 +69,8 @@
 #include "src/core_worker/task_cancels.h"
 #include "src/core_worker/task_canceller.h"
 #include "src/core_worker/task_context.h"
+#include "src/core_worker/stream_producers.h"
+#include "src/core_worker/stream_table.h"
 #include "src/core_worker/task_manager.h"
 
 namespace manta::gcs {
@@ -130,12 +132,23 @@ class CoreWorker {
   // alive until the call is done.
   absl::StatusOr<ObjectID> SubmitActorTask(const ActorID& actor_id, const std::string& method_name,
                                            std::vector<TaskArgInput> args, const std::string& name, int max_retries,
-                                           const std::optional<ObjectID>& handle_object);
+                                           const std::optional<ObjectID>& handle_object,
+                                           const StreamOptions& stream = {});
   // ray::Cancel of the task that returns `id` (semantics: ray/api.h, task_canceller.h).
   // INVALID_ARGUMENT for a Put object, an actor creation, or force on an actor call;
   // NOT_FOUND for an object unknown here. IsCancelled: ray::IsCancelled.
   absl::Status CancelTask(const ObjectID& id, bool force, bool recursive);
   bool IsCancelled() const;
+  // Streams (core_worker_streams.cc, stream_table.h). Worker side, in a streaming
+  // task: sends `item` to the caller as the next item; true when the generator may go
+  // on, false when back-pressure pauses it (`resume` then runs once it may).
+  // FAILED_PRECONDITION outside a streaming task.
+  absl::StatusOr<bool> StreamYield(ReturnValue item, std::function<void()> resume);
+  // Caller side, for the stream whose task returns `end_id`: the next item (its id
+  // carries a local reference for the caller), waiting at most `timeout_ms`
+  // (StreamTable::WaitNext); NotifyStreamNext runs `ready` once that would not wait.
+  absl::StatusOr<StreamTable::Next> StreamNext(const ObjectID& end_id, int64_t timeout_ms);
+  void NotifyStreamNext(const ObjectID& end_id, std::function<void()> ready);
   // Kills the actor (ray::ActorHandle::Kill). NOT_FOUND for an unknown actor.
   absl::Status KillActor(const ActorID& actor_id, bool no_restart);
   // A live actor by name in `ray_namespace` (empty: the job's); nullopt when none.
@@ -213,6 +226,8 @@ class CoreWorker {
   void HandleCancelTask(const rpc::CancelTaskRequest& request, rpc::CancelTaskReply* reply, SendReplyFn send_reply);
   void HandleRemoteCancelTask(const rpc::RemoteCancelTaskRequest& request, rpc::RemoteCancelTaskReply* reply,
                               SendReplyFn send_reply);
+  void HandleStreamConsumed(const rpc::StreamConsumedRequest& request, rpc::StreamConsumedReply* reply,
+                            SendReplyFn send_reply);
 
  private:
   class BorrowerClient;
@@ -225,6 +240,10 @@ class CoreWorker {
   // Get and Wait (object_reader.h).
   void MakeReader();
   void MakeSubmitters();
+  // The streams this process consumes (owner side of streaming tasks).
+  void MakeStreams();
+  // A streaming task was submitted: its stream is consumed here.
+  void AddStream(const rpc::TaskSpec& spec);
   // Follows the node table and the actors this process calls (GCS pubsub).
   void StartFollowingTheGcs();
   // A placement group call to the GCS: `request(gcs, callback)` runs on the loop.
@@ -308,6 +327,9 @@ class CoreWorker {
   // set), came and has not started (it never will), or neither (kept: it never starts).
   enum class CancelHere { kRunning, kNotStarted, kNotSeen };
   CancelHere CancelLocally(const TaskID& task_id) ABSL_LOCKS_EXCLUDED(exec_mu_);
+  // The owner takes back attempt `attempt` of a normal task it queued here: false
+  // when it runs now (left alone), else it never starts here.
+  bool StealLocally(const TaskID& task_id, int attempt) ABSL_LOCKS_EXCLUDED(exec_mu_);
   // The result of a task cancelled before it started.
   static rpc::TaskResult CancelledResult(const rpc::TaskSpec& spec);
 
@@ -364,6 +386,9 @@ class CoreWorker {
   std::unique_ptr<NormalTaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
   std::unique_ptr<TaskCanceller> canceller_;
+  std::unique_ptr<StreamTable> streams_;  // owner: the streams of the tasks it submitted
+  std::atomic<bool> any_stream_{false};   // streams_ was ever used (freed objects skip it)
+  StreamProducers producers_;             // worker: the generators it runs
   // Follows the actors this process calls (GCS_ACTOR_CHANNEL, one key per actor),
   // and node deaths (GCS_NODE_INFO_CHANNEL).
   std::unique_ptr<gcs::GcsSubscriber> subscriber_;

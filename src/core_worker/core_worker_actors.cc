@@ -128,7 +128,8 @@ void CoreWorker::OnActorState(const rpc::ActorTableData& actor) {
 
 absl::StatusOr<ObjectID> CoreWorker::SubmitActorTask(const ActorID& actor_id, const std::string& method_name,
                                                      std::vector<TaskArgInput> args, const std::string& name,
-                                                     int max_retries, const std::optional<ObjectID>& handle_object) {
+                                                     int max_retries, const std::optional<ObjectID>& handle_object,
+                                                     const StreamOptions& stream) {
   actors_->Follow(actor_id);
   TaskID parent = CurrentTaskId();
   TaskID task_id = TaskID::ForActorTask(actor_id, parent, NextTaskIndex());
@@ -137,6 +138,8 @@ absl::StatusOr<ObjectID> CoreWorker::SubmitActorTask(const ActorID& actor_id, co
   spec.set_name(name);
   spec.mutable_actor_task()->set_actor_id(actor_id.Binary());
   spec.mutable_actor_task()->set_caller_worker_id(options_.worker_id.Binary());
+  spec.set_streaming(stream.streaming);
+  spec.set_backpressure_num_objects(stream.backpressure_num_objects);
   std::vector<ObjectID> arg_ids;
   MANTA_RETURN_IF_ERROR(AddArgs(&spec, args, &arg_ids));
   // The caller's handle stays counted while the call is pending: the actor is not
@@ -240,6 +243,9 @@ void CoreWorker::RunOnActorPool(const rpc::TaskSpec& spec, const TaskChannelServ
   actor_pool_->Post([this, spec_ptr, request = push.request, connection = push.connection, executor, remaining] {
     const rpc::TaskSpec& spec = *spec_ptr;
     TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
+    context.spec = spec_ptr;
+    context.connection = connection;
+    context.push_id = request->push_id();
     ScopedTaskContext in_task(&context);
     cancels_.Begin(&context);
     if (cancels_.TakeEarly(context.task_id)) context.cancelled.store(true, std::memory_order_relaxed);
@@ -263,6 +269,9 @@ void CoreWorker::RunOnAsyncLoop(const rpc::TaskSpec& spec, const TaskChannelServ
   loop->Submit([this, loop, spec_ptr, request = push.request, connection = push.connection, executor,
                 remaining](std::function<void()> finished) {
     auto context = std::make_shared<TaskContext>(TaskID::FromBinary(spec_ptr->task_id()), 0, 0, this);
+    context->spec = spec_ptr;
+    context->connection = connection;
+    context->push_id = request->push_id();
     auto reply = [this, spec_ptr, request, connection, remaining, context, finished](rpc::TaskResult result) {
       cancels_.End(context.get());
       replies_->Add(connection, request->push_id(), [&](rpc::PushTaskReply& reply) {

@@ -47,6 +47,14 @@ bool CoreWorker::IsCancelled() const {
   return context != nullptr && context->cancelled.load(std::memory_order_relaxed);
 }
 
+bool CoreWorker::StealLocally(const TaskID& task_id, int attempt) {
+  absl::MutexLock lock(&exec_mu_);
+  // Under exec_mu_, as for cancels: a task starting registers before it looks.
+  if (running_context_ != nullptr && running_context_->task_id == task_id) return false;
+  cancels_.Steal(task_id, attempt);
+  return true;
+}
+
 CoreWorker::CancelHere CoreWorker::CancelLocally(const TaskID& task_id) {
   absl::MutexLock lock(&exec_mu_);
   if (running_context_ != nullptr && running_context_->task_id == task_id) {
@@ -72,7 +80,13 @@ void CoreWorker::HandleCancelTask(const rpc::CancelTaskRequest& request, rpc::Ca
   }
   auto task_id = TaskID::FromBinaryChecked(request.task_id());
   if (!task_id.ok()) return send_reply(absl::InvalidArgumentError("malformed task id"));
+  if (request.steal()) {
+    reply->set_running(!StealLocally(*task_id, request.attempt_number()));
+    reply->set_not_started(!reply->running());
+    return send_reply(absl::OkStatus());
+  }
   const CancelHere here = CancelLocally(*task_id);
+  if (here == CancelHere::kRunning) producers_.Wake(*task_id);  // a paused generator sees it
   reply->set_running(here == CancelHere::kRunning);
   reply->set_not_started(here == CancelHere::kNotStarted);
   // Force ends the worker, for a normal task only (an actor's calls are never forced).

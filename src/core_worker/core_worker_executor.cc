@@ -167,12 +167,18 @@ void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor
 rpc::TaskResult CoreWorker::RunHere(const rpc::TaskSpec& spec, int index, const TaskChannelServer::Push& push,
                                     const TaskExecutor& executor) {
   TaskContext context{TaskID::FromBinary(spec.task_id()), 0, 0, this};
+  context.spec = &spec;
+  context.connection = push.connection;
+  context.push_id = push.request->push_id();
   ScopedTaskContext in_task(&context);
   if (spec.type() == rpc::ACTOR_CREATION_TASK) BeginActorCreation(spec);
   // Registered before looking for an early cancel: a cancel finds it one way or the other.
   SetRunningTask(&context, index);
   if (cancels_.TakeEarly(context.task_id)) context.cancelled.store(true, std::memory_order_relaxed);
-  rpc::TaskResult result = context.cancelled.load(std::memory_order_relaxed)
+  // Taken back by its owner (it runs elsewhere): answered as cancelled, a result of
+  // an attempt its owner no longer waits for.
+  const bool stolen = cancels_.TakeStolen(context.task_id, spec.attempt_number());
+  rpc::TaskResult result = stolen || context.cancelled.load(std::memory_order_relaxed)
                                ? CancelledResult(spec)
                                : ExecuteTimed(spec, executor, push.request);
   SetRunningTask(nullptr, index);
@@ -298,6 +304,7 @@ rpc::TaskResult CoreWorker::FinishTask(const rpc::TaskSpec& spec, TaskOutput out
                              " called ray::ExitActor()");
   }
   StoreReturns(spec, std::move(output), &result);
+  if (spec.streaming()) producers_.Finished(TaskID::FromBinary(spec.task_id()));
   for (const auto& [id, owner] : held) reference_counter_->RemoveLocalReference(id);
   for (const auto& [id, owner] : held) {
     if (!reference_counter_->HasReference(id) || reference_counter_->IsOwnedByUs(id)) continue;

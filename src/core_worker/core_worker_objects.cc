@@ -50,6 +50,9 @@ absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(c
 
 void CoreWorker::OnObjectFreed(const ObjectID& id) {
   memory_releaser_.NoteFreed();
+  // The end of a stream: its consumer is gone (before FreeValue tells the end's
+  // waiters, so the stream does not take that for the task's end).
+  if (id.Index() == 1 && any_stream_.load(std::memory_order_relaxed)) streams_->Release(id.Task());
   FreeValue(id);
   std::optional<ActorID> out_of_scope;
   {

@@ -65,6 +65,10 @@ class CoreWorkerProcess::Service final : public rpc::CoreWorkerService::Callback
                                              rpc::RemoteCancelTaskReply* r) override {
     return Handle("CoreWorker.RemoteCancelTask", c, q, r, &CoreWorker::HandleRemoteCancelTask);
   }
+  grpc::ServerUnaryReactor* StreamConsumed(grpc::CallbackServerContext* c, const rpc::StreamConsumedRequest* q,
+                                           rpc::StreamConsumedReply* r) override {
+    return Handle("CoreWorker.StreamConsumed", c, q, r, &CoreWorker::HandleStreamConsumed);
+  }
 
  private:
   template <typename Request, typename Reply>

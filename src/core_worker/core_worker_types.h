@@ -102,6 +102,13 @@ struct Placement {
   int bundle_index = -1;
 };
 
+// A streaming task (ray::Generator, stream_table.h): its items' back-pressure (<= 0:
+// none).
+struct StreamOptions {
+  bool streaming = false;
+  int64_t backpressure_num_objects = 0;
+};
+
 // What ray::Task(f) asks for (ARCHITECTURE.md §5).
 struct TaskOptions {
   std::string name;  // empty: none
@@ -113,6 +120,7 @@ struct TaskOptions {
   std::string runtime_env;
   Placement placement;
   int num_returns = 1;  // ray::Returns<T>: the objects the task returns
+  StreamOptions stream;
 };
 
 // What ray::Actor(factory) asks for (ARCHITECTURE.md §6).

@@ -29,7 +29,7 @@ class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
   // `address` is the peer's "ip:port"; callbacks run on `loop`.
   FakeCoreWorkerClient(std::string address, EventLoop& loop)
       : get_object_status(loop), wait_for_ref_removed(loop), add_object_location(loop), exits(loop), cancels(loop),
-        remote_cancels(loop),
+        remote_cancels(loop), stream_consumed(loop),
         address_(std::move(address)) {}
 
   const std::string& address() const override { return address_; }
@@ -55,6 +55,9 @@ class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
                         RpcCallback<rpc::RemoteCancelTaskReply> cb) override {
     remote_cancels.Add(request, std::move(cb));
   }
+  void StreamConsumed(const rpc::StreamConsumedRequest& request, RpcCallback<rpc::StreamConsumedReply> cb) override {
+    stream_consumed.Add(request, std::move(cb));
+  }
   void CancelAll() override {
     const absl::Status cancelled = absl::CancelledError("cancelled");
     get_object_status.ReplyAll(cancelled);
@@ -63,11 +66,12 @@ class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
     exits.ReplyAll(cancelled);
     cancels.ReplyAll(cancelled);
     remote_cancels.ReplyAll(cancelled);
+    stream_consumed.ReplyAll(cancelled);
   }
   int64_t InFlight() const override {
     return static_cast<int64_t>(get_object_status.pending() + wait_for_ref_removed.pending() +
                                 add_object_location.pending() + exits.pending() + cancels.pending() +
-                                remote_cancels.pending());
+                                remote_cancels.pending() + stream_consumed.pending());
   }
 
   FakeCallQueue<rpc::GetObjectStatusRequest, rpc::GetObjectStatusReply> get_object_status;
@@ -76,6 +80,7 @@ class FakeCoreWorkerClient final : public CoreWorkerClientInterface {
   FakeCallQueue<rpc::ExitRequest, rpc::ExitReply> exits;
   FakeCallQueue<rpc::CancelTaskRequest, rpc::CancelTaskReply> cancels;
   FakeCallQueue<rpc::RemoteCancelTaskRequest, rpc::RemoteCancelTaskReply> remote_cancels;
+  FakeCallQueue<rpc::StreamConsumedRequest, rpc::StreamConsumedReply> stream_consumed;
 
  private:
   std::string address_;

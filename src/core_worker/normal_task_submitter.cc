@@ -134,7 +134,7 @@ void NormalTaskSubmitter::Pump(const std::string& key, Deferred* later, bool idl
       Lease& lease = leases_.at(lease_id);
       // A busy lease is refilled once half its pipeline has drained, so pushes stay
       // large: refilling per reply would split them smaller with every partial reply.
-      if (lease.in_flight > depth / 2 || (idle_only && lease.in_flight > 0)) continue;
+      if (lease.in_flight > depth / 2 || (idle_only && lease.in_flight > 0) || lease.stealing) continue;
       if (!best || lease.in_flight < best->in_flight) best = &lease;
     }
     if (!best) {
@@ -288,6 +288,7 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   stamps.Finish(later);
   auto push = std::make_shared<PushState>(PushState{lease.lease_id, batch.progress(), {}, lease.killed_by_cancel});
   if (events != nullptr) push->executor = lease.executor;
+  if (lease.in_flight == 0) lease.busy_since_ms = MonotonicMs();
   lease.in_flight += batch.size();
   std::erase_if(lease.pushes, [](const std::shared_ptr<PushProgress>& p) { return p->unanswered() == 0; });
   lease.pushes.push_back(push->progress);
@@ -298,6 +299,7 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
     if (alive.expired()) return;
     if (status.ok()) {
       push->executor.pid = reply.worker_pid();
+      if (reply.stream_items_size() > 0) task_manager_.HandleStreamItems(reply.stream_items());
       task_manager_.CompletePendingTasks(reply.results(), &push->executor);
     }
     OnPushProgress(push, status, reply);
@@ -329,7 +331,11 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
     if (status.ok()) {
       std::vector<PushProgress::Task> without_result;
       const int64_t n = push->progress->OnReply(reply, &without_result);
-      if (lease) lease->in_flight -= n + static_cast<int64_t>(without_result.size());
+      if (lease) {
+        lease->in_flight -= n + static_cast<int64_t>(without_result.size());
+        lease->busy_since_ms = MonotonicMs();
+        lease->stealing = false;
+      }
       if (state) {
         for (const rpc::TaskResult& result : reply.results()) {
           double run_us = static_cast<double>(std::max<int64_t>(result.run_us(), 0)) + kTaskOverheadUs;
@@ -364,7 +370,10 @@ void NormalTaskSubmitter::OnPushFailed(const PushState& push, Lease* lease, cons
   std::string where = lease ? HostPort(lease->worker) : "a leased worker";
   // A worker ended by a forced cancel (ray::Cancel) was expected to go.
   const bool charge = !push.killed_by_cancel || !*push.killed_by_cancel;
-  LOG_IF(WARNING, charge) << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
+  // At shutdown the channels close under the pushes (their tasks were moved elsewhere, or nobody waits).
+  LOG_IF(WARNING, charge && !absl::IsCancelled(status))
+      << "pushing " << lost.size() << " task(s) to " << where << " failed: " << status;
+  VLOG_IF(1, absl::IsCancelled(status)) << lost.size() << " task(s) pushed to " << where << " unanswered: " << status;
   LOG_IF(INFO, !charge) << "the worker at " << where << " left after a forced cancel; " << lost.size()
                         << " task(s) without a result";
   // FailedPrecondition: this owner refuses the workers' protection (task_channel.h);
@@ -480,7 +489,48 @@ void NormalTaskSubmitter::EnsureSweeping() {
 }
 
 void NormalTaskSubmitter::SweepIdleLeases() {
-  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<rpc::Address, PushProgress::Task>> stuck;
+  {
+    absl::MutexLock lock(&mu_);
+    SweepIdleLeasesLocked();
+    stuck = StuckTasksLocked(MonotonicMs());
+  }
+  for (const auto& [worker, task] : stuck) Steal(worker, task);
+}
+
+std::vector<std::pair<rpc::Address, PushProgress::Task>> NormalTaskSubmitter::StuckTasksLocked(int64_t now_ms) {
+  std::vector<std::pair<rpc::Address, PushProgress::Task>> stuck;
+  if (!stealer_ || options_.steal_after_ms <= 0) return stuck;
+  for (auto& [id, lease] : leases_) {
+    if (lease.stealing || lease.in_flight < 2 || now_ms - lease.busy_since_ms < options_.steal_after_ms) continue;
+    std::vector<PushProgress::Task> unanswered;
+    for (const std::shared_ptr<PushProgress>& push : lease.pushes) {
+      std::vector<PushProgress::Task> tasks = push->UnansweredTasks();
+      unanswered.insert(unanswered.end(), tasks.begin(), tasks.end());
+    }
+    if (unanswered.size() < 2) continue;
+    lease.stealing = true;
+    // The first is the one running (the worker runs its tasks in order).
+    for (size_t i = 1; i < unanswered.size(); ++i) stuck.emplace_back(lease.worker, unanswered[i]);
+    VLOG(1) << "worker " << BinaryHex(lease.worker.worker_id()) << " answered nothing for "
+            << now_ms - lease.busy_since_ms << " ms: taking back the " << unanswered.size() - 1
+            << " task(s) queued behind its running one";
+  }
+  return stuck;
+}
+
+void NormalTaskSubmitter::Steal(const rpc::Address& worker, const PushProgress::Task& task) {
+  std::weak_ptr<bool> alive = alive_;
+  stealer_(worker, task.task_id, task.attempt, [this, alive, worker, task](bool taken) {
+    if (!taken || alive.expired()) return;  // it runs there after all (or we are gone)
+    task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::ERROR_TYPE_UNSPECIFIED,
+                                  "moved off worker " + BinaryHex(worker.worker_id()) +
+                                      ", busy with a long task, to run elsewhere",
+                                  /*charge=*/false);
+  });
+}
+
+void NormalTaskSubmitter::SweepIdleLeasesLocked() {
   const int64_t now = MonotonicMs();
   std::vector<std::string> idle;
   for (const auto& [id, lease] : leases_) {
@@ -538,7 +588,7 @@ void NormalTaskSubmitter::FailQueuedTasks(KeyState& state, rpc::ErrorType type, 
   }
 }
 
-NormalTaskSubmitter::CancelResult NormalTaskSubmitter::Cancel(const TaskID& task_id, bool force,
+NormalTaskSubmitter::CancelResult NormalTaskSubmitter::Cancel(const TaskID& task_id, int attempt, bool force,
                                                               rpc::Address* worker) {
   absl::MutexLock lock(&mu_);
   for (auto& [key, state] : keys_) {
@@ -551,7 +601,7 @@ NormalTaskSubmitter::CancelResult NormalTaskSubmitter::Cancel(const TaskID& task
   }
   for (auto& [id, lease] : leases_) {
     for (const std::shared_ptr<PushProgress>& push : lease.pushes) {
-      if (!push->Unanswered(task_id)) continue;
+      if (!push->Unanswered(task_id, attempt)) continue;  // (an older attempt may linger where it was stolen)
       *worker = lease.worker;
       *lease.killed_by_cancel |= force;
       return CancelResult::kInFlight;

@@ -23,6 +23,13 @@
 // returned and granted again. A failed push means the worker (or its node) died: its tasks go back to the
 // task manager for retry.
 //
+// Pipelining must not leave tasks stuck behind a long one while other workers could
+// run them: a worker that has answered nothing for steal_after_ms with tasks queued
+// behind the one it runs stops getting more, and its owner takes those back (a
+// CancelTask with `steal`, through the stealer the core worker sets): each one the
+// worker has not started runs again elsewhere as a new attempt, not charged to its
+// retries (the old attempt is answered as cancelled, a result nobody waits for).
+//
 // Threading: thread-safe. Submit runs on the submitting thread and pushes from
 // there when a leased worker has room (the synchronous task path has no thread hop
 // before the socket); push replies are handled on the thread that read them; lease
@@ -63,6 +70,9 @@ struct SubmitterOptions {
   int64_t lease_retry_delay_ms = 100;
   int64_t max_consecutive_lease_failures = 10;
   int64_t pipeline_target_us = 10000;  // work kept in flight per worker, in reported task time
+  // A worker that has answered nothing for this long while tasks wait behind the one
+  // it runs has them taken back (stolen) to run elsewhere; 0: never.
+  int64_t steal_after_ms = 50;
 };
 
 class NormalTaskSubmitter {
@@ -81,13 +91,20 @@ class NormalTaskSubmitter {
   // Returns every lease; later submissions fail as cancelled (shutdown). Any thread.
   void Shutdown();
 
-  // ray::Cancel: where the task is. kDequeued: it was queued and is not any more
+  // ray::Cancel: where attempt `attempt` of the task is. kDequeued: it was queued and is not any more
   // (the caller fails it). kInFlight: pushed to `*worker`, which the caller tells;
   // with `force` the worker may leave, and the other tasks lost with it are retried
   // without counting against their retries. kNotFound: neither (not resolved yet, or
   // answered). Any thread.
   enum class CancelResult { kNotFound, kDequeued, kInFlight };
-  CancelResult Cancel(const TaskID& task_id, bool force, rpc::Address* worker);
+  CancelResult Cancel(const TaskID& task_id, int attempt, bool force, rpc::Address* worker);
+
+  // Takes attempt `attempt` of `task` back from `worker`; `done(true)` when the worker
+  // will not run it. Set by the core worker before the first task; without one,
+  // nothing is stolen.
+  using Stealer = std::function<void(const rpc::Address& worker, const TaskID& task, int attempt,
+                                     std::function<void(bool taken)> done)>;
+  void SetStealer(Stealer stealer) { stealer_ = std::move(stealer); }
 
   size_t NumLeases() const;
   size_t NumQueued() const;
@@ -104,6 +121,9 @@ class NormalTaskSubmitter {
     std::shared_ptr<TaskChannelInterface> channel;
     int64_t in_flight = 0;
     int64_t idle_since_ms = 0;  // meaningful while in_flight == 0
+    // While in_flight > 0: when it last answered, or got work while idle.
+    int64_t busy_since_ms = 0;
+    bool stealing = false;  // its queued tasks are being taken back: push nothing more
     // The pushes sent to it that may still be unanswered (Cancel looks in them).
     std::vector<std::shared_ptr<PushProgress>> pushes;
     // A forced cancel may end its worker: the other tasks lost with it are not to
@@ -166,6 +186,12 @@ class NormalTaskSubmitter {
   void MoveLease(Lease& lease, const std::string& to_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Loop thread: returns leases idle for lease_idle_ms; stops when none are left.
   void SweepIdleLeases();
+  void SweepIdleLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The tasks queued behind the running one at leases silent for steal_after_ms
+  // (those leases stop getting work until they answer).
+  std::vector<std::pair<rpc::Address, PushProgress::Task>> StuckTasksLocked(int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Steal(const rpc::Address& worker, const PushProgress::Task& task);
   void EnsureSweeping() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `on_reply`, if set, runs on the loop with the raylet's reply: why it ended the
   // lease itself (its memory monitor killed the worker), else nullptr.
@@ -196,6 +222,7 @@ class NormalTaskSubmitter {
   bool sweeping_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<Timer> sweep_timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  Stealer stealer_;
 };
 
 }  // namespace manta::core

@@ -57,12 +57,20 @@ class PushProgress {
     }
     return n;
   }
-  // Whether `task_id` is in the push without a result yet.
-  bool Unanswered(const TaskID& task_id) const {
+  // Whether attempt `attempt` of `task_id` is in the push without a result yet.
+  bool Unanswered(const TaskID& task_id, int attempt) const {
     for (size_t i = first_unanswered_; i < tasks_.size(); ++i) {
-      if (!answered_flags_[i] && tasks_[i].task_id == task_id) return true;
+      if (!answered_flags_[i] && tasks_[i].task_id == task_id && tasks_[i].attempt == attempt) return true;
     }
     return false;
+  }
+  // The tasks without a result yet, in push order.
+  std::vector<Task> UnansweredTasks() const {
+    std::vector<Task> out;
+    for (size_t i = first_unanswered_; i < tasks_.size(); ++i) {
+      if (!answered_flags_[i]) out.push_back(tasks_[i]);
+    }
+    return out;
   }
   // The push failed: the tasks that had no result yet (afterwards none is left).
   std::vector<Task> TakeUnanswered() {

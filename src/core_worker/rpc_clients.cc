@@ -39,6 +39,9 @@ class GrpcCoreWorkerClient final : public CoreWorkerClientInterface {
   void RemoteCancelTask(const rpc::RemoteCancelTaskRequest& q, RpcCallback<rpc::RemoteCancelTaskReply> cb) override {
     client_.Call(&CoreStub::async::RemoteCancelTask, "RemoteCancelTask", q, std::move(cb), {0, false});
   }
+  void StreamConsumed(const rpc::StreamConsumedRequest& q, RpcCallback<rpc::StreamConsumedReply> cb) override {
+    client_.Call(&CoreStub::async::StreamConsumed, "StreamConsumed", q, std::move(cb), {0, false});
+  }
 
  private:
   std::string address_;

@@ -50,6 +50,8 @@ class CoreWorkerClientInterface {
   virtual void CancelTask(const rpc::CancelTaskRequest& request, RpcCallback<rpc::CancelTaskReply> cb) = 0;
   virtual void RemoteCancelTask(const rpc::RemoteCancelTaskRequest& request,
                                 RpcCallback<rpc::RemoteCancelTaskReply> cb) = 0;
+  virtual void StreamConsumed(const rpc::StreamConsumedRequest& request,
+                              RpcCallback<rpc::StreamConsumedReply> cb) = 0;
   // Shutdown: cancel every call in flight (callbacks still run), and count them.
   virtual void CancelAll() = 0;
   virtual int64_t InFlight() const = 0;

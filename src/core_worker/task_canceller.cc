@@ -22,7 +22,8 @@ absl::Status TaskCanceller::Cancel(const TaskID& task_id, bool force, bool recur
     sent = actor_submitter_.Cancel(actor_id, unpacked.actor_task().sequence_number(), &worker) ==
            ActorTaskSubmitter::CancelResult::kSent;
   } else if (spec) {
-    sent = submitter_.Cancel(task_id, force, &worker) == NormalTaskSubmitter::CancelResult::kInFlight;
+    sent = submitter_.Cancel(task_id, spec->attempt_number(), force, &worker) ==
+           NormalTaskSubmitter::CancelResult::kInFlight;
   }
   if (spec && !sent) {
     // Queued or waiting for its arguments (the wait finds it gone), or lost with

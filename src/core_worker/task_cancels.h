@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <deque>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -37,7 +38,7 @@ class TaskCancels {
     if (num_kept_.load(std::memory_order_acquire) == 0) return false;
     absl::MutexLock lock(&mu_);
     if (kept_.erase(task_id) == 0) return false;
-    num_kept_.store(kept_.size(), std::memory_order_release);
+    num_kept_.store(kept_.size() + stolen_.size(), std::memory_order_release);
     return true;
   }
   // A pool thread runs `context`'s task from Begin to End.
@@ -65,34 +66,70 @@ class TaskCancels {
     return false;
   }
 
+  // Steals (CancelTaskRequest.steal): attempt `attempt` of `task_id` must not start
+  // here. Kept like cancels, but by attempt: the owner runs a later attempt elsewhere,
+  // and possibly here again.
+  void Steal(const TaskID& task_id, int attempt) {
+    absl::MutexLock lock(&mu_);
+    KeepLocked(task_id, attempt);
+  }
+  // Whether attempt `attempt` of `task_id`, about to start, was stolen.
+  bool TakeStolen(const TaskID& task_id, int attempt) {
+    if (num_kept_.load(std::memory_order_acquire) == 0) return false;
+    absl::MutexLock lock(&mu_);
+    if (stolen_.erase({task_id, attempt}) == 0) return false;
+    num_kept_.store(kept_.size() + stolen_.size(), std::memory_order_release);
+    return true;
+  }
+
   size_t NumKept() const {
     absl::MutexLock lock(&mu_);
     return kept_.size();
   }
 
  private:
-  void KeepLocked(const TaskID& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!kept_.insert(task_id).second) return;
-    order_.push_back(task_id);
+  // A cancel (attempt kAnyAttempt) or a steal (of one attempt), kept until used or
+  // pushed out by kMaxKept newer ones.
+  static constexpr int kAnyAttempt = -1;
+  using Item = std::pair<TaskID, int>;
+  bool IsKeptLocked(const Item& item) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return item.second == kAnyAttempt ? kept_.contains(item.first) : stolen_.contains(item);
+  }
+  void EraseLocked(const Item& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (item.second == kAnyAttempt) {
+      kept_.erase(item.first);
+    } else {
+      stolen_.erase(item);
+    }
+  }
+  void KeepLocked(const TaskID& task_id, int attempt = kAnyAttempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool added = attempt == kAnyAttempt ? kept_.insert(task_id).second : stolen_.insert({task_id, attempt}).second;
+    if (!added) return;
+    order_.emplace_back(task_id, attempt);
     while (order_.size() > kMaxKept) {
-      kept_.erase(order_.front());
+      EraseLocked(order_.front());
       order_.pop_front();
     }
-    // Drop the items of cancels used up, once they are most of the order.
-    if (order_.size() > 2 * kept_.size() + 64) {
-      std::deque<TaskID> live;
-      for (const TaskID& id : order_) {
-        if (kept_.contains(id)) live.push_back(id);
+    // Drop the items used up, once they are most of the order.
+    if (order_.size() > 2 * (kept_.size() + stolen_.size()) + 64) {
+      std::deque<Item> live;
+      for (const Item& item : order_) {
+        if (IsKeptLocked(item)) live.push_back(item);
       }
       order_.swap(live);
     }
-    num_kept_.store(kept_.size(), std::memory_order_release);
+    num_kept_.store(kept_.size() + stolen_.size(), std::memory_order_release);
   }
 
   mutable absl::Mutex mu_;
   std::atomic<size_t> num_kept_{0};
   absl::flat_hash_set<TaskID, IdHash> kept_ ABSL_GUARDED_BY(mu_);
-  std::deque<TaskID> order_ ABSL_GUARDED_BY(mu_);  // kept_'s cancels, oldest first (and used-up ones)
+  // Steals kept, by (task, attempt).
+  struct ItemHash {
+    size_t operator()(const Item& item) const { return IdHash()(item.first) ^ static_cast<size_t>(item.second); }
+  };
+  absl::flat_hash_set<Item, ItemHash> stolen_ ABSL_GUARDED_BY(mu_);
+  std::deque<Item> order_ ABSL_GUARDED_BY(mu_);  // what is kept, oldest first (and used-up items)
   absl::flat_hash_map<TaskID, TaskContext*, IdHash> on_pool_ ABSL_GUARDED_BY(mu_);
 };
 

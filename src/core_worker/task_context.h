@@ -17,6 +17,10 @@
 
 #include "src/common/id.h"
 
+namespace manta::rpc {
+class TaskSpec;
+}
+
 namespace manta::core {
 
 struct TaskContext {
@@ -27,6 +31,11 @@ struct TaskContext {
   const void* owner = nullptr;
   // Its owner cancelled it (ray::IsCancelled); set by the thread handling the cancel.
   std::atomic<bool> cancelled{false};
+  // Worker side: the task's spec and the push it came in (a streaming task's items
+  // go back as replies to it); null / 0 elsewhere.
+  const rpc::TaskSpec* spec = nullptr;
+  int64_t connection = 0;
+  uint64_t push_id = 0;
 };
 
 class ScopedTaskContext {

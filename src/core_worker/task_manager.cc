@@ -149,16 +149,27 @@ rpc::TaskResult TaskManager::CancelledInstead(const PackedTask& spec, const rpc:
     out->set_object_id(r.object_id());
     *out->mutable_error() = error;
     auto id = ObjectID::FromBinaryChecked(r.object_id());
-    if (!r.in_plasma() || !id.ok() || !on_unreferenced_) continue;
-    // Its copy in the worker's node store goes: nobody will read it.
-    auto stored = std::make_shared<StoredObject>();
-    stored->in_plasma = true;
-    stored->owner_copy = true;
-    auto node = NodeID::FromBinaryChecked(r.node_id());
-    stored->SetPlasmaLocation(node.ok() ? *node : NodeID::Nil(), r.raylet_address());
-    on_unreferenced_(*id, stored);
+    if (id.ok()) DiscardStoredCopy(*id, r);  // nobody will read it
   }
   return instead;
+}
+
+void TaskManager::DiscardStoredCopy(const ObjectID& id, const rpc::ReturnObject& r) {
+  if (!r.in_plasma() || !on_unreferenced_) return;
+  auto stored = std::make_shared<StoredObject>();
+  stored->in_plasma = true;
+  stored->owner_copy = true;
+  auto node = NodeID::FromBinaryChecked(r.node_id());
+  stored->SetPlasmaLocation(node.ok() ? *node : NodeID::Nil(), r.raylet_address());
+  on_unreferenced_(id, stored);
+}
+
+void TaskManager::StoreStreamItem(const ObjectID& id, const rpc::ReturnObject& item) {
+  reference_counter_.AddOwnedObject(id, reference_counter_.self(), {});
+  reference_counter_.AddLocalReference(id);
+  rpc::ReturnObject named = item;
+  named.set_object_id(id.Binary());
+  StoreReturn(id.Task(), named);
 }
 
 void TaskManager::CompleteTaken(const TaskID& task_id, Entry entry, const rpc::TaskResult& result,

@@ -71,6 +71,22 @@ class TaskManager {
     on_unreferenced_ = std::move(on_unreferenced);
   }
   TaskEventBuffer* task_events() const { return events_; }
+  // Where the items of streaming tasks go (the owner's StreamTable). Set before the
+  // first task.
+  using StreamItems = google::protobuf::RepeatedPtrField<rpc::StreamItem>;
+  void SetStreamItemsHandler(std::function<void(const StreamItems&)> handler) {
+    stream_items_ = std::move(handler);
+  }
+  // The items of a push reply (before its results).
+  void HandleStreamItems(const StreamItems& items) {
+    if (stream_items_) stream_items_(items);
+  }
+  // A streaming task's item (stream_table.h): recorded as an owned object holding
+  // one local reference (the stream's), then stored as a return is.
+  void StoreStreamItem(const ObjectID& id, const rpc::ReturnObject& item);
+  // A task's result not taken (a duplicate stream item): its copy in a node's store,
+  // if any, goes.
+  void DiscardStoredCopy(const ObjectID& id, const rpc::ReturnObject& r);
 
   // Records a submitted task. `argument_ids` already carry submitted-task refs.
   void AddPendingTask(PackedTaskPtr spec, std::vector<ObjectID> argument_ids);
@@ -216,6 +232,7 @@ class TaskManager {
   const int64_t max_lineage_bytes_;
   TaskEventBuffer* events_ = nullptr;
   std::function<void(const ObjectID&, const StoredObjectPtr&)> on_unreferenced_;
+  std::function<void(const StreamItems&)> stream_items_;
   mutable absl::Mutex mu_;
   // Tasks added and not yet in pending_ (table_inbox.h): every section under mu_
   // takes them in first (TablesLock), so no reader ever misses one.

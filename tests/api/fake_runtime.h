@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -140,6 +141,32 @@ class FakeRuntime : public ray::internal::RayRuntime {
   bool IsCancelled() override { return cancelled_; }
   // Every object of the fake is ready at once.
   void NotifyWhenReady(const std::string&, std::function<void()> ready) override { ready(); }
+  // Streams: a yielded item's size is recorded (the generator never pauses); Next
+  // hands out the ids a test queued with QueueStreamItem, then the end.
+  bool StreamYield(ray::internal::SerializedValue item, std::function<void()>) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    yielded_sizes_.push_back(item.size);
+    return true;
+  }
+  ray::internal::StreamNextResult StreamNext(const std::string& end_id, int64_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ray::internal::StreamNextResult out;
+    std::deque<std::string>& items = stream_items_[end_id];
+    if (items.empty()) return out;
+    out.kind = ray::internal::StreamNextResult::Kind::kItem;
+    out.id = std::move(items.front());
+    items.pop_front();
+    return out;
+  }
+  void NotifyStreamNext(const std::string&, std::function<void()> ready) override { ready(); }
+  void QueueStreamItem(const std::string& end_id, std::string item_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_items_[end_id].push_back(std::move(item_id));
+  }
+  std::vector<size_t> YieldedSizes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return yielded_sizes_;
+  }
   struct CancelCall {
     std::string object_id;
     bool force;
@@ -193,6 +220,8 @@ class FakeRuntime : public ray::internal::RayRuntime {
   std::vector<ray::PlacementGroupCreationOptions> created_groups_;
   std::vector<std::string> removed_groups_;
   std::vector<std::pair<std::string, int64_t>> group_waits_;
+  std::vector<size_t> yielded_sizes_;
+  std::map<std::string, std::deque<std::string>> stream_items_;
 };
 
 // Installs a FakeRuntime as the process's runtime for the scope's lifetime.

@@ -682,6 +682,34 @@ TEST_F(ReadmeApiTest, CoroutineRows) {
   EXPECT_EQ(three.get(), 3);
 }
 
+// Row: `ray::Generator<T>` (a streaming task) / `co_yield`
+ray::Generator<int> Count(int n) { for (int i = 0; i < n; ++i) co_yield i; }
+RAY_REMOTE(Count);
+
+TEST_F(ReadmeApiTest, StreamRows) {
+  std::vector<int> seen;
+  auto Use = [&seen](int value) { seen.push_back(value); };
+  // Row: `ray::ObjectRefGenerator<T>`: range-for / `Next([timeout_ms])` / `co_await NextAsync()`
+  for (ray::ObjectRef<int> ref : ray::Task(Count).Remote(3)) Use(*ref.Get());
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+  ray::ObjectRefGenerator<int> two = ray::Task(Count).Remote(2);
+  EXPECT_EQ(*two.Next(10000)->Get(), 0);
+  auto next = [](ray::ObjectRefGenerator<int>& g) -> ray::Coroutine<int> { co_return *co_await *co_await g.NextAsync(); };
+  EXPECT_EQ(ray::RunAsync(next(two)), 1);
+  EXPECT_EQ(two.Next(), std::nullopt);
+
+  // Row: `SetGeneratorBackpressureNumObjects(n)` / `Completed()` / `ray::Cancel(stream)`
+  auto s = ray::Task(Count).SetGeneratorBackpressureNumObjects(8).Remote(1000);
+  int taken = 0;
+  while (s.Next()) ++taken;
+  EXPECT_EQ(taken, 1000);
+  EXPECT_EQ(*s.Completed().Get(), 1000);
+  auto stopped = ray::Task(Count).SetGeneratorBackpressureNumObjects(1).Remote(1000000);
+  EXPECT_EQ(*stopped.Next()->Get(), 0);
+  ray::Cancel(stopped);
+  EXPECT_THROW(stopped.Completed().Get(), ray::internal::RayTaskCancelledException);
+}
+
 TEST_F(ReadmeApiTest, GetNamespaceRow) {
   // Row: `ray::GetNamespace()`
   std::string ns = ray::GetNamespace();

@@ -352,13 +352,13 @@ TEST_F(SubmitterTest, CancelTakesAQueuedTaskOutAndFindsAPushedOne) {
   loop_.RunUntilIdle();
   ASSERT_EQ(Worker(3000).pushes.size(), 1u);
   rpc::Address worker;
-  EXPECT_EQ(submitter_->Cancel(second.Task(), false, &worker), NormalTaskSubmitter::CancelResult::kDequeued);
+  EXPECT_EQ(submitter_->Cancel(second.Task(), 0, false, &worker), NormalTaskSubmitter::CancelResult::kDequeued);
   EXPECT_EQ(submitter_->NumQueued(), 0u);
-  EXPECT_EQ(submitter_->Cancel(first.Task(), false, &worker), NormalTaskSubmitter::CancelResult::kInFlight);
+  EXPECT_EQ(submitter_->Cancel(first.Task(), 0, false, &worker), NormalTaskSubmitter::CancelResult::kInFlight);
   EXPECT_FALSE(worker.worker_id().empty());
   Worker(3000).ReplyOk();
   loop_.RunUntilIdle();
-  EXPECT_EQ(submitter_->Cancel(first.Task(), false, &worker), NormalTaskSubmitter::CancelResult::kNotFound);
+  EXPECT_EQ(submitter_->Cancel(first.Task(), 0, false, &worker), NormalTaskSubmitter::CancelResult::kNotFound);
   EXPECT_EQ(store_.GetIfExists(first)->data, "ok");
 }
 
@@ -374,7 +374,7 @@ TEST_F(SubmitterTest, TasksLostWithAWorkerEndedByAForcedCancelRetryForFree) {
   ASSERT_EQ(Worker(3000).pushes[0].request.tasks_size(), 2);
   ASSERT_TRUE(*tasks_.MarkCancelled(cancelled.Task(), /*force=*/true));
   rpc::Address worker;
-  ASSERT_EQ(submitter_->Cancel(cancelled.Task(), /*force=*/true, &worker),
+  ASSERT_EQ(submitter_->Cancel(cancelled.Task(), 0, /*force=*/true, &worker),
             NormalTaskSubmitter::CancelResult::kInFlight);
   Worker(3000).Fail();  // the worker left
   loop_.RunUntilIdle();

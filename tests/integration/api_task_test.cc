@@ -88,6 +88,15 @@ int CrashOnce(std::string marker) {
   }
   return 42;
 }
+// Sleeps a millisecond; with a `path`, returns once it exists instead (at most a minute).
+int ShortOrWait(std::string path) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  if (path.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!path.empty() && !std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return 1;
+}
 int CrashAlways(int) {
   raise(SIGKILL);
   return 0;
@@ -192,6 +201,7 @@ std::vector<std::string> SharedWithTheRaylet() {
   return shared;
 }
 
+RAY_REMOTE(ShortOrWait);
 RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
            CrashAlways, Multiples, BigsAndSmalls, PutEach, ThrowsMany, Pattern, SumViewed, Failing, Ramp, SumViewedDoubles, SumInts,
            FaultsOfBuffers, SecretsPipeAtStaticInit, SharedWithTheRaylet);
@@ -276,6 +286,27 @@ TEST_F(ApiTaskTest, LongTasksSubmittedTogetherRunInParallel) {
   auto a = ray::Task(SleepThenPid).Remote(400);
   auto b = ray::Task(SleepThenPid).Remote(400);
   EXPECT_NE(*a.Get(), *b.Get());
+}
+
+// Short tasks are pipelined, many per worker; those that went to a worker behind one
+// that turns out long are taken back and run elsewhere: they finish while it runs.
+TEST_F(ApiTaskTest, TasksQueuedBehindALongOneRunElsewhere) {
+  manta::testing::TempDir dir;
+  const std::string go = dir.path() + "/go";
+  std::vector<ray::ObjectRef<int>> warm;  // the owner learns they take a millisecond
+  for (int i = 0; i < 50; ++i) warm.push_back(ray::Task(ShortOrWait).Remote(""));
+  ray::Get(warm);
+  // One function, so one queue: pipelined ~10 per worker, some short ones go to the
+  // worker running the long one (it looks the least busy).
+  ray::ObjectRef<int> long_one = ray::Task(ShortOrWait).Remote(go);
+  std::vector<ray::ObjectRef<int>> shorts;
+  for (int i = 0; i < 300; ++i) shorts.push_back(ray::Task(ShortOrWait).Remote(""));
+  ray::WaitResult<int> done = ray::Wait(shorts, static_cast<int>(shorts.size()), 30000);
+  EXPECT_EQ(done.ready.size(), shorts.size());
+  EXPECT_FALSE(std::filesystem::exists(go));  // it still runs
+  std::ofstream(go) << "go\n";
+  EXPECT_EQ(*long_one.Get(), 1);
+  ray::Get(shorts);
 }
 
 TEST_F(ApiTaskTest, LargeArgumentsAndResults) {

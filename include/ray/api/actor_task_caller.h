@@ -80,25 +80,38 @@ class ActorTaskCaller {
     return *this;
   }
 
+  // For a method returning ray::Generator<T>: as TaskCaller's.
+  ActorTaskCaller& SetGeneratorBackpressureNumObjects(int64_t n)
+    requires IsGenerator<ReturnType>::value
+  {
+    options_.backpressure_num_objects = n;
+    return *this;
+  }
+
+  // ObjectRef<R>, or for a method returning ray::Generator<T> an ObjectRefGenerator<T>.
+  using Result = std::conditional_t<IsGenerator<ReturnType>::value, typename RemoteResult<ReturnType>::Type,
+                                    ObjectRef<ReturnType>>;
+
   template <typename... Args>
-  ObjectRef<ReturnType> Remote(Args&&... args) {
+  Result Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "handle.Task(&Class::Method).Remote(args...): wrong number of arguments: pass exactly one "
                   "argument per parameter of the method");
-    return SubmitIfArgumentsFit<ObjectRef<ReturnType>, typename Traits::Params, Traits::kArity>(
+    return SubmitIfArgumentsFit<Result, typename Traits::Params, Traits::kArity>(
         [this](auto indexes, auto&&... a) { return Submit(indexes, std::forward<decltype(a)>(a)...); },
         std::forward<Args>(args)...);
   }
 
  private:
   template <size_t... I, typename... Args>
-  ObjectRef<ReturnType> Submit(std::index_sequence<I...>, Args&&... args) {
+  Result Submit(std::index_sequence<I...>, Args&&... args) {
     RayRuntime* runtime = RequireRuntime("ActorHandle::Task(...).Remote()");
     if (actor_id_.empty()) ThrowNilActorHandle("ActorHandle::Task(...).Remote()");
     std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
         name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
+    options_.streaming = IsGenerator<ReturnType>::value;
     std::string id = runtime->SubmitActorTask(actor_id_, handle_object_id_, name_, std::move(task_args), options_);
-    return ObjectRef<ReturnType>(std::move(id), AdoptReference{});
+    return Result(std::move(id), AdoptReference{});
   }
 
   std::string actor_id_;

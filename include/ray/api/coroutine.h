@@ -246,6 +246,27 @@ class ThreadLoop {
   bool stopped_ = false;
 };
 
+// co_await on a lazy coroutine (a ray::Coroutine or ray::Generator, whose promise is
+// Promise): runs it; the awaiter resumes when it finishes, with its value (T) or
+// its exception. A coroutine runs once: await it (or run it) once.
+template <typename Promise, typename T>
+class HandleAwaiter {
+ public:
+  explicit HandleAwaiter(std::coroutine_handle<Promise> handle) : handle_(handle) {}
+  bool await_ready() const {
+    if (!handle_) throw RayException("co_await on an empty ray::Coroutine or ray::Generator (moved from)");
+    return handle_.done();
+  }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+    handle_.promise().continuation = awaiting;
+    return handle_;
+  }
+  T await_resume() { return handle_.promise().outcome.Take(); }
+
+ private:
+  std::coroutine_handle<Promise> handle_;
+};
+
 template <typename T>
 struct IsCoroutine : std::false_type {};
 template <typename T>
@@ -279,22 +300,7 @@ class [[nodiscard]] Coroutine {
 
   // Awaiting a coroutine runs it; the awaiter resumes when it finishes, with its
   // value or its exception. A coroutine runs once: await it (or run it) once.
-  class Awaiter {
-   public:
-    explicit Awaiter(Handle handle) : handle_(handle) {}
-    bool await_ready() const {
-      if (!handle_) throw internal::RayException("co_await on an empty ray::Coroutine (moved from)");
-      return handle_.done();
-    }
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
-      handle_.promise().continuation = awaiting;
-      return handle_;
-    }
-    T await_resume() { return handle_.promise().outcome.Take(); }
-
-   private:
-    Handle handle_;
-  };
+  using Awaiter = internal::HandleAwaiter<promise_type, T>;
   Awaiter operator co_await() && { return Awaiter(handle_); }
 
  private:
@@ -368,4 +374,5 @@ internal::ObjectRefAwaiter<T> operator co_await(const ObjectRef<T>& ref) {
 
 }  // namespace ray
 
-#include "ray/api/when.h"  // WhenAll, WhenAny, WaitAsync
+#include "ray/api/when.h"       // WhenAll, WhenAny, WaitAsync
+#include "ray/api/generator.h"  // Generator, ObjectRefGenerator

@@ -93,9 +93,11 @@ class FunctionManager {
   void RegisterActorFactory(const std::string& name, FunctionKey key, ActorFactory factory,
                             std::type_index actor_class);
   const ActorFactory* GetActorFactory(const std::string& name) const;
-  // `coroutine`: set for a method that is a coroutine.
+  // `coroutine`: set for a method that is a coroutine (or a generator, which runs as
+  // one on an async actor but does not make its class async: `makes_async` false).
   void RegisterActorMethod(const std::string& name, const std::string& key, ActorMethod method,
-                           std::type_index actor_class, ActorCoroutineMethod coroutine = nullptr);
+                           std::type_index actor_class, ActorCoroutineMethod coroutine = nullptr,
+                           bool makes_async = true);
   const ActorMethod* GetActorMethod(const std::string& name) const;
   // The coroutine form of a method registered as a coroutine; null for another.
   const ActorCoroutineMethod* GetActorCoroutineMethod(const std::string& name) const;
@@ -163,11 +165,14 @@ T DecodeArgumentValue(const ObjectData& arg, const std::string& function_name, s
 }
 
 // Serializes what `produce()` returns, an R (msgpack nil for void). A coroutine is
-// run here, on this thread, until it finishes; its value is serialized.
+// run here, on this thread, until it finishes; its value is serialized. So is a
+// generator, whose items go to its task's stream; its value is their number.
 template <typename R, typename Produce>
 SerializedValue SerializeResultOf(const Produce& produce) {
   using Result = std::remove_cvref_t<R>;
-  if constexpr (IsCoroutine<Result>::value) {
+  if constexpr (IsGenerator<Result>::value) {
+    return SerializeResultOf<int64_t>([&]() -> int64_t { return RunAsync(DriveGenerator(produce())); });
+  } else if constexpr (IsCoroutine<Result>::value) {
     using Value = typename IsCoroutine<Result>::ValueType;
     return SerializeResultOf<Value>([&]() -> Value { return RunAsync(produce()); });
   } else if constexpr (std::is_void_v<R>) {
@@ -217,11 +222,14 @@ template <typename R, typename... P, typename Class, typename Method, size_t... 
 Coroutine<SerializedValue> AwaitActorMethod(Class* instance, Method method,
                                             std::unique_ptr<std::tuple<std::decay_t<P>...>> values,
                                             std::index_sequence<I...>) {
-  using Value = typename IsCoroutine<std::remove_cvref_t<R>>::ValueType;
-  if constexpr (std::is_void_v<Value>) {
+  if constexpr (IsGenerator<std::remove_cvref_t<R>>::value) {
+    co_return SerializeShared<int64_t>(std::make_shared<const int64_t>(
+        co_await DriveGenerator((instance->*method)(std::forward<P>(std::get<I>(*values))...))));
+  } else if constexpr (std::is_void_v<typename IsCoroutine<std::remove_cvref_t<R>>::ValueType>) {
     co_await (instance->*method)(std::forward<P>(std::get<I>(*values))...);
     co_return SerializeNil();
   } else {
+    using Value = typename IsCoroutine<std::remove_cvref_t<R>>::ValueType;
     auto result = std::make_shared<const Value>(co_await (instance->*method)(std::forward<P>(std::get<I>(*values))...));
     co_return SerializeShared<Value>(std::move(result));
   }
@@ -285,7 +293,8 @@ void RegisterActorMethodPointer(const std::string& name, F method) {
     }(static_cast<typename Traits::Params*>(nullptr));
   };
   ActorCoroutineMethod coroutine;
-  if constexpr (IsCoroutine<std::remove_cvref_t<R>>::value) {
+  constexpr bool kGenerator = IsGenerator<std::remove_cvref_t<R>>::value;
+  if constexpr (IsCoroutine<std::remove_cvref_t<R>>::value || kGenerator) {
     coroutine = [method, name](void* instance, const std::vector<ObjectData>& args) {
       return [&]<typename... P>(std::tuple<P...>*) {
         auto values = DecodeArguments<P...>(name, args, std::index_sequence_for<P...>{});
@@ -295,7 +304,7 @@ void RegisterActorMethodPointer(const std::string& name, F method) {
     };
   }
   FunctionManager::Instance().RegisterActorMethod(name, KeyOfMemberFunction(method), std::move(call),
-                                                  std::type_index(typeid(Class)), std::move(coroutine));
+                                                  std::type_index(typeid(Class)), std::move(coroutine), !kGenerator);
 }
 
 template <typename F>

@@ -82,6 +82,21 @@ struct TaskOptions {
   PlacementOptions placement;
   // How many objects the task returns (SetNumReturns, for ray::Returns<T>).
   int num_returns = 1;
+  // The function returns ray::Generator<T>: the task streams its items
+  // (ray/api/generator.h); its one return is the stream's end.
+  bool streaming = false;
+  // With streaming, > 0: the task pauses while this many of its items are
+  // unconsumed (Ray's _generator_backpressure_num_objects); <= 0: never.
+  int64_t backpressure_num_objects = -1;
+};
+
+// What StreamNext found.
+struct StreamNextResult {
+  enum class Kind { kItem, kEnd };
+  Kind kind = Kind::kEnd;
+  // kItem: the item's id, carrying one local reference (adopted by the ObjectRef),
+  // or, once, after the items of a stream that failed, the end's id (its Get throws).
+  std::string id;
 };
 
 // What ray::Actor(factory) was told (ray/api/actor_creator.h).
@@ -214,6 +229,20 @@ class RayRuntime {
   // unknown here is ready at once (Get says why). At Shutdown every pending `ready`
   // runs. Must not throw. (For co_await, ray/api/coroutine.h.)
   virtual void NotifyWhenReady(const std::string& object_id, std::function<void()> ready) = 0;
+
+  // Streams (ray/api/generator.h). In a task or actor method returning
+  // ray::Generator<T>: sends `item` to the caller as the stream's next item. True
+  // when the generator may go on now; false when back-pressure pauses it: `resume`
+  // then runs (under the same rules as NotifyWhenReady's `ready`) once it may go on,
+  // or its task is cancelled. Throws RayException elsewhere.
+  virtual bool StreamYield(SerializedValue item, std::function<void()> resume) = 0;
+  // The caller of a streaming task whose end object is `end_id`: its next item,
+  // waiting for it at most `timeout_ms` (-1: for ever; RayTimeoutException after it).
+  // kEnd once every item (and a failure's error) was handed out. Copies of one
+  // generator share the stream: each item goes to one of them.
+  virtual StreamNextResult StreamNext(const std::string& end_id, int64_t timeout_ms) = 0;
+  // Runs `ready` once StreamNext of `end_id` would not wait (as NotifyWhenReady).
+  virtual void NotifyStreamNext(const std::string& end_id, std::function<void()> ready) = 0;
 
   // ObjectRef copies: one local reference per live ObjectRef in this process.
   // Must not throw (they run in destructors); unknown ids are ignored.

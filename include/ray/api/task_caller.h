@@ -176,8 +176,19 @@ class TaskCaller {
     return *this;
   }
 
-  // Submits the task; see the top of this file. Returns ObjectRef<R>, or for a
-  // function returning ray::Returns<T> a std::vector<ObjectRef<T>>.
+  // For a function returning ray::Generator<T> (ray/api/generator.h): the task pauses
+  // while `n` of its items are unconsumed (Ray's _generator_backpressure_num_objects);
+  // n <= 0 (the default): it never waits for the consumer.
+  TaskCaller& SetGeneratorBackpressureNumObjects(int64_t n)
+    requires IsGenerator<ReturnType>::value
+  {
+    options_.backpressure_num_objects = n;
+    return *this;
+  }
+
+  // Submits the task; see the top of this file. Returns ObjectRef<R>, for a
+  // function returning ray::Returns<T> a std::vector<ObjectRef<T>>, and for one
+  // returning ray::Generator<T> a ray::ObjectRefGenerator<T>.
   template <typename... Args>
   typename RemoteResult<ReturnType>::Type Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
@@ -197,8 +208,11 @@ class TaskCaller {
     placement_.Apply(&options_.placement, "ray::Task(...).SetPlacementGroup(group, bundle_index).Remote()");
     std::vector<TaskArgument> task_args = MakeTaskArguments<typename Traits::Params>(
         name_, std::index_sequence<I...>{}, std::forward<Args>(args)...);
+    options_.streaming = IsGenerator<ReturnType>::value;
     std::vector<std::string> ids = runtime->SubmitTask(name_, std::move(task_args), options_);
-    if constexpr (IsReturns<ReturnType>::value) {
+    if constexpr (IsGenerator<ReturnType>::value) {
+      return typename RemoteResult<ReturnType>::Type(std::move(ids.at(0)), AdoptReference{});
+    } else if constexpr (IsReturns<ReturnType>::value) {
       std::vector<ObjectRef<typename IsReturns<ReturnType>::ValueType>> refs;
       refs.reserve(ids.size());
       for (std::string& id : ids) refs.emplace_back(std::move(id), AdoptReference{});
