@@ -68,12 +68,6 @@ void MaterializeReturns(const std::string& function_name, size_t wanted, const S
 
 }  // namespace
 
-std::shared_ptr<const std::string> LocalModeRuntime::Materialize(const SerializedValue& value) {
-  auto bytes = std::make_shared<std::string>(value.size, '\0');
-  if (value.size > 0) value.write(bytes->data());
-  return bytes;
-}
-
 std::unique_ptr<RayRuntime> CreateLocalModeRuntime(const ray::RayConfig& config) {
   return std::make_unique<LocalModeRuntime>(config);
 }

@@ -11,6 +11,12 @@
 namespace ray {
 namespace internal {
 
+std::shared_ptr<const std::string> LocalModeRuntime::Materialize(const SerializedValue& value) {
+  auto bytes = std::make_shared<std::string>(value.size, '\0');
+  if (value.size > 0) value.write(bytes->data());
+  return bytes;
+}
+
 void LocalModeRuntime::AddStreamLocked(Task& task, const TaskOptions& options) {
   if (!options.streaming) return;
   task.streaming = true;

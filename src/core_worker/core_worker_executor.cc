@@ -175,12 +175,16 @@ rpc::TaskResult CoreWorker::RunHere(const rpc::TaskSpec& spec, int index, const 
   // Registered before looking for an early cancel: a cancel finds it one way or the other.
   SetRunningTask(&context, index);
   if (cancels_.TakeEarly(context.task_id)) context.cancelled.store(true, std::memory_order_relaxed);
-  // Taken back by its owner (it runs elsewhere): answered as cancelled, a result of
-  // an attempt its owner no longer waits for.
-  const bool stolen = cancels_.TakeStolen(context.task_id, spec.attempt_number());
-  rpc::TaskResult result = stolen || context.cancelled.load(std::memory_order_relaxed)
-                               ? CancelledResult(spec)
-                               : ExecuteTimed(spec, executor, push.request);
+  // Taken back by its owner (it runs elsewhere): answered as such, without running.
+  rpc::TaskResult result;
+  if (cancels_.TakeStolen(context.task_id, spec.attempt_number())) {
+    result.set_task_id(spec.task_id());
+    result.set_attempt_number(spec.attempt_number());
+    result.set_stolen(true);
+  } else {
+    result = context.cancelled.load(std::memory_order_relaxed) ? CancelledResult(spec)
+                                                               : ExecuteTimed(spec, executor, push.request);
+  }
   SetRunningTask(nullptr, index);
   if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
     OnActorCreated(spec);

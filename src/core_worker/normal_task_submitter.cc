@@ -338,6 +338,7 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
       }
       if (state) {
         for (const rpc::TaskResult& result : reply.results()) {
+          if (result.stolen()) continue;  // did not run
           double run_us = static_cast<double>(std::max<int64_t>(result.run_us(), 0)) + kTaskOverheadUs;
           double& avg = state->avg_task_us;
           avg = avg <= 0 ? run_us : 0.8 * avg + 0.2 * run_us;
@@ -484,7 +485,9 @@ void NormalTaskSubmitter::MoveLease(Lease& lease, const std::string& to_key) {
 void NormalTaskSubmitter::EnsureSweeping() {
   if (sweeping_) return;
   sweeping_ = true;
-  int64_t period = std::max<int64_t>(1, options_.lease_idle_ms / 2);
+  int64_t every = options_.lease_idle_ms;
+  if (options_.steal_after_ms > 0) every = std::min(every, options_.steal_after_ms);  // silent workers too
+  int64_t period = std::max<int64_t>(1, every / 2);
   sweep_timer_ = loop_.RunEvery("Submitter.SweepIdleLeases", period, [this] { SweepIdleLeases(); });
 }
 

@@ -28,7 +28,7 @@
 // behind the one it runs stops getting more, and its owner takes those back (a
 // CancelTask with `steal`, through the stealer the core worker sets): each one the
 // worker has not started runs again elsewhere as a new attempt, not charged to its
-// retries (the old attempt is answered as cancelled, a result nobody waits for).
+// retries (the worker answers the old attempt as `stolen` when it gets to it).
 //
 // Threading: thread-safe. Submit runs on the submitting thread and pushes from
 // there when a leased worker has room (the synchronous task path has no thread hop

@@ -110,6 +110,11 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
     LOG(WARNING) << "task result with a malformed task id: " << task_id.status();
     return;
   }
+  if (result.stolen()) {  // not run: this attempt was taken back (unless that happened already)
+    RetryOrFailTask(*task_id, result.attempt_number(), rpc::ERROR_TYPE_UNSPECIFIED,
+                    "taken back from a worker busy with a long task, to run elsewhere", /*charge=*/false);
+    return;
+  }
   Entry entry;
   {
     TablesLock lock(this);

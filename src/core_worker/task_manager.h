@@ -102,7 +102,8 @@ class TaskManager {
   std::vector<TaskID> PendingTaskIds() const;
 
   // The worker reported the task's result. Results for unknown tasks or for an
-  // older attempt are ignored (a late reply after a retry).
+  // older attempt are ignored (a late reply after a retry). A `stolen` one (the
+  // attempt did not run: its owner took it back) runs the task again.
   // `by`: the worker that ran it (task events), if known; `*now_us`: the time its
   // task event gets (0 or none: the clock is read once its returns are stored, into
   // `*now_us` if given).

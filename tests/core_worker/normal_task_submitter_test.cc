@@ -58,8 +58,9 @@ class SubmitterTest : public ::testing::Test {
   // lease_idle_ms = 0 returns a lease at the first sweep after it goes idle (a real
   // 1 ms timer). A test that hands an idle lease to a later task keeps leases for a
   // minute instead, so that a slow step cannot let the sweep return it first.
-  void MakeSubmitter(int64_t lease_idle_ms) {
+  void MakeSubmitter(int64_t lease_idle_ms, int64_t steal_after_ms = 0) {
     SubmitterOptions options;
+    options.steal_after_ms = steal_after_ms;
     options.job_id = JobID::FromInt(1);
     options.self = ToRpc(self_);
     options.local_raylet_address = "127.0.0.1:2000";
@@ -389,6 +390,62 @@ TEST_F(SubmitterTest, TasksLostWithAWorkerEndedByAForcedCancelRetryForFree) {
   Worker(3002).ReplyOk();
   loop_.RunUntilIdle();
   EXPECT_EQ(store_.GetIfExists(sibling)->data, "ok");
+}
+
+// A worker silent for steal_after_ms with tasks queued behind its running one: they
+// are taken back (those the worker agrees not to run) and run elsewhere as a new
+// attempt, without a retry charged; the silent worker gets nothing more meanwhile.
+TEST_F(SubmitterTest, TasksQueuedBehindALongOneAreStolen) {
+  MakeSubmitter(/*lease_idle_ms=*/60'000, /*steal_after_ms=*/20);
+  struct Asked {
+    TaskID task;
+    int attempt;
+  };
+  std::vector<Asked> asked;
+  submitter_->SetStealer([&](const rpc::Address& worker, const TaskID& task, int attempt,
+                             std::function<void(bool)> done) {
+    EXPECT_FALSE(worker.worker_id().empty());
+    asked.push_back({task, attempt});
+    done(asked.size() == 1);  // the worker gives the first back; it started the other
+  });
+  Submit();  // durations unknown: it goes alone
+  LocalRaylet().Grant(3000);
+  loop_.RunUntilIdle();
+  Worker(3000).ReplyOk();  // now known to be short
+  loop_.RunUntilIdle();
+  Submit();  // to the idle worker at once; the next three wait for its reply
+  ObjectID running = Submit();
+  ObjectID stolen = Submit(/*max_retries=*/0);
+  ObjectID started = Submit();
+  Worker(3000).ReplyOk();  // the three go in one push; the first turns out long
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3000).pushes.size(), 1u);
+  ASSERT_EQ(Worker(3000).pushes[0].request.tasks_size(), 3);
+  EXPECT_EQ(Worker(3000).pushes[0].request.tasks(0).task_id(), running.Task().Binary());
+  const size_t pushes = Worker(3000).pushes.size();
+  ASSERT_TRUE(DriveUntil(loop_, [&] { return asked.size() == 2; }));
+  EXPECT_EQ(asked[0].task, stolen.Task());
+  EXPECT_EQ(asked[1].task, started.Task());
+  // The stolen task (no retries left: a steal is not charged) runs on a new worker.
+  ASSERT_TRUE(DriveUntil(loop_, [&] { return !LocalRaylet().leases.empty(); }));
+  LocalRaylet().Grant(3002);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3002).pushes.size(), 1u);
+  ASSERT_EQ(Worker(3002).pushes[0].request.tasks_size(), 1);
+  EXPECT_EQ(Worker(3002).pushes[0].request.tasks(0).task_id(), stolen.Task().Binary());
+  EXPECT_EQ(Worker(3002).pushes[0].request.tasks(0).attempt_number(), 1);
+  Worker(3002).ReplyOk();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(store_.GetIfExists(stolen)->data, "ok");
+  EXPECT_EQ(Worker(3000).pushes.size(), pushes);  // nothing more went to the silent worker
+  // The long one ends (the old attempt's result of the stolen one is ignored).
+  while (!Worker(3000).pushes.empty()) {
+    Worker(3000).ReplyOk();
+    loop_.RunUntilIdle();
+  }
+  EXPECT_EQ(store_.GetIfExists(running)->data, "ok");
+  EXPECT_EQ(store_.GetIfExists(started)->data, "ok");
+  EXPECT_EQ(tasks_.NumPending(), 0u);
 }
 
 TEST_F(SubmitterTest, APipelineRefilledPerReplyDoesNotSplitIntoSmallPushes) {

@@ -52,6 +52,21 @@ TEST(TaskCancelsTest, ACancelBeforeTheTaskStartsIsKeptUntilItStarts) {
   EXPECT_EQ(cancels.NumKept(), 0u);
 }
 
+// A steal is of one attempt: a later attempt of the task (run here after all) starts.
+TEST(TaskCancelsTest, AStealSkipsOnlyTheAttemptTaken) {
+  TaskCancels cancels;
+  const TaskID task = TaskID::FromRandom();
+  EXPECT_FALSE(cancels.TakeStolen(task, 0));
+  cancels.Steal(task, 0);
+  EXPECT_FALSE(cancels.TakeEarly(task));  // not a cancel
+  EXPECT_FALSE(cancels.TakeStolen(task, 1));
+  EXPECT_TRUE(cancels.TakeStolen(task, 0));
+  EXPECT_FALSE(cancels.TakeStolen(task, 0));  // used up
+  for (int i = 0; i < static_cast<int>(TaskCancels::kMaxKept) + 10; ++i) cancels.Steal(TaskID::FromRandom(), 0);
+  cancels.Cancel(task);
+  EXPECT_TRUE(cancels.TakeEarly(task));  // the oldest steals went, the new cancel stayed
+}
+
 TEST(TaskCancelsTest, ACancelOfATaskOnThePoolSetsItsFlag) {
   TaskCancels cancels;
   int owner = 0;

@@ -212,6 +212,26 @@ TEST_F(TaskManagerTest, RecoveryRunsTheTaskAgainWithTheNextAttempt) {
   EXPECT_EQ(refs_.NumObjects(), 0u);
 }
 
+// A worker answers an attempt its owner took back as `stolen`: the task runs again
+// (not charged: it had no retry left), once, whichever of the steal's reply and the
+// result comes first; a streaming task's items are no business of this table.
+TEST_F(TaskManagerTest, AStolenAttemptRunsAgainOnceWithoutACharge) {
+  ObjectID x = Submit({}, /*max_retries=*/0);
+  rpc::TaskResult stolen;
+  stolen.set_task_id(x.Task().Binary());
+  stolen.set_attempt_number(0);
+  stolen.set_stolen(true);
+  tasks_.CompletePendingTask(stolen);
+  ASSERT_EQ(resubmitted_.size(), 1u);
+  EXPECT_EQ(resubmitted_[0].attempt_number(), 1);
+  EXPECT_EQ(store_.GetIfExists(x), nullptr);  // still pending
+  EXPECT_FALSE(tasks_.RetryOrFailTask(x.Task(), 0, rpc::ERROR_TYPE_UNSPECIFIED, "the steal's reply", false));
+  tasks_.CompletePendingTask(stolen);  // a duplicate: another attempt now
+  EXPECT_EQ(resubmitted_.size(), 1u);
+  Finish(x, /*attempt=*/1);
+  EXPECT_NE(store_.GetIfExists(x), nullptr);
+}
+
 TEST_F(TaskManagerTest, ARecoveryBasedOnAStaleValueIsNotNeeded) {
   ObjectID x = Submit();
   Finish(x);

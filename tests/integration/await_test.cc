@@ -235,7 +235,12 @@ class AwaitTestBase : public ::testing::Test {
     auto all = [](std::vector<ray::Coroutine<int>> cs) -> ray::Coroutine<std::vector<int>> {
       co_return co_await ray::WhenAll(std::move(cs));
     };
-    std::vector<int> values = ray::RunAsync(all(std::move(coroutines)));
+    std::vector<int> values;
+    try {
+      values = ray::RunAsync(all(std::move(coroutines)));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "an await threw: " << e.what();
+    }
     go.join();
     ASSERT_EQ(values.size(), static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) ASSERT_EQ(values[i], i);
