@@ -332,6 +332,8 @@ class CoreWorker {
   bool StealLocally(const TaskID& task_id, int attempt) ABSL_LOCKS_EXCLUDED(exec_mu_);
   // The result of a task cancelled before it started.
   static rpc::TaskResult CancelledResult(const rpc::TaskSpec& spec);
+  // The result of an attempt taken back by its owner (not run).
+  static rpc::TaskResult StolenResult(const rpc::TaskSpec& spec);
 
   // Worker-mode execution.
   void RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor);

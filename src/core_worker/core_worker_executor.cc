@@ -105,6 +105,14 @@ rpc::TaskResult CoreWorker::CancelledResult(const rpc::TaskSpec& spec) {
   return RefusedResult(spec, rpc::TASK_CANCELLED, CancelledMessage(spec));
 }
 
+rpc::TaskResult CoreWorker::StolenResult(const rpc::TaskSpec& spec) {
+  rpc::TaskResult result;
+  result.set_task_id(spec.task_id());
+  result.set_attempt_number(spec.attempt_number());
+  result.set_stolen(true);
+  return result;
+}
+
 void CoreWorker::RunPush(const TaskChannelServer::Push& push, const TaskExecutor& executor) {
   const rpc::PushTaskRequest& request = *push.request;
   const bool for_me = request.intended_worker_id() == options_.worker_id.Binary();
@@ -176,15 +184,11 @@ rpc::TaskResult CoreWorker::RunHere(const rpc::TaskSpec& spec, int index, const 
   SetRunningTask(&context, index);
   if (cancels_.TakeEarly(context.task_id)) context.cancelled.store(true, std::memory_order_relaxed);
   // Taken back by its owner (it runs elsewhere): answered as such, without running.
-  rpc::TaskResult result;
-  if (cancels_.TakeStolen(context.task_id, spec.attempt_number())) {
-    result.set_task_id(spec.task_id());
-    result.set_attempt_number(spec.attempt_number());
-    result.set_stolen(true);
-  } else {
-    result = context.cancelled.load(std::memory_order_relaxed) ? CancelledResult(spec)
-                                                               : ExecuteTimed(spec, executor, push.request);
-  }
+  const bool stolen = cancels_.TakeStolen(context.task_id, spec.attempt_number());
+  const bool cancelled = context.cancelled.load(std::memory_order_relaxed);
+  rpc::TaskResult result = stolen      ? StolenResult(spec)
+                           : cancelled ? CancelledResult(spec)
+                                       : ExecuteTimed(spec, executor, push.request);
   SetRunningTask(nullptr, index);
   if (spec.type() == rpc::ACTOR_CREATION_TASK && !result.returns().empty() && !result.returns(0).has_error()) {
     OnActorCreated(spec);

@@ -25,7 +25,10 @@ void StreamTable::Add(const TaskID& task, int64_t backpressure) {
 
 bool StreamTable::NeedsAck(Stream& s, const TaskID& task, Ack* ack) {
   if (s.backpressure <= 0 || s.ended || s.worker.worker_id().empty()) return false;
-  if (s.consumed <= s.told || s.attempt_reported - s.told < s.backpressure) return false;
+  // Only while the worker may be paused, and in steps of half its window: one
+  // message per window rather than one per item consumed at the limit.
+  if (s.attempt_reported - s.told < s.backpressure) return false;
+  if (s.consumed - s.told < std::max<int64_t>(1, s.backpressure / 2)) return false;
   s.told = s.consumed;
   *ack = Ack{s.worker, task, s.attempt, s.consumed};
   return true;

@@ -17,8 +17,9 @@
 //     throws the error), then "no more";
 //   - back-pressure: with a limit n > 0 the worker pauses while n of its attempt's
 //     items are unconsumed. The table tells the worker what was consumed only when
-//     it may be paused (its attempt reported n items beyond the last count sent), so
-//     a consumer that keeps up costs no message.
+//     it may be paused (its attempt reported n items beyond the last count sent) and
+//     at least n/2 more were consumed since that count, so a consumer that keeps up
+//     costs no message, and one at the limit about two per window.
 // The consumer is gone when the end object is freed (its ObjectRefGenerator
 // dropped): unconsumed items are released and a paused worker is let go for good.
 //

@@ -103,7 +103,8 @@ class TaskCancels {
     }
   }
   void KeepLocked(const TaskID& task_id, int attempt = kAnyAttempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const bool added = attempt == kAnyAttempt ? kept_.insert(task_id).second : stolen_.insert({task_id, attempt}).second;
+    const bool added =
+        attempt == kAnyAttempt ? kept_.insert(task_id).second : stolen_.insert({task_id, attempt}).second;
     if (!added) return;
     order_.emplace_back(task_id, attempt);
     while (order_.size() > kMaxKept) {

@@ -694,7 +694,9 @@ TEST_F(ReadmeApiTest, StreamRows) {
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
   ray::ObjectRefGenerator<int> two = ray::Task(Count).Remote(2);
   EXPECT_EQ(*two.Next(10000)->Get(), 0);
-  auto next = [](ray::ObjectRefGenerator<int>& g) -> ray::Coroutine<int> { co_return *co_await *co_await g.NextAsync(); };
+  auto next = [](ray::ObjectRefGenerator<int>& g) -> ray::Coroutine<int> {
+    co_return *co_await *co_await g.NextAsync();
+  };
   EXPECT_EQ(ray::RunAsync(next(two)), 1);
   EXPECT_EQ(two.Next(), std::nullopt);
 
