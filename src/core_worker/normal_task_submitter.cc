@@ -331,7 +331,7 @@ void NormalTaskSubmitter::OnPushProgress(const std::shared_ptr<PushState>& push,
     if (status.ok()) {
       std::vector<PushProgress::Task> without_result;
       const int64_t n = push->progress->OnReply(reply, &without_result);
-      if (lease) {
+      if (lease && (n > 0 || !without_result.empty())) {  // (a streaming task's items are no answer)
         lease->in_flight -= n + static_cast<int64_t>(without_result.size());
         lease->busy_since_ms = MonotonicMs();
         lease->stealing = false;
