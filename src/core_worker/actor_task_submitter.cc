@@ -28,6 +28,7 @@ struct ActorTaskSubmitter::Actor {
   // This caller's calls not sent yet, by sequence number; empty until resolved.
   std::map<uint64_t, QueuedCall> queue;
   int64_t in_flight = 0;  // calls sent to the current incarnation, unanswered
+  bool flush_posted = false;  // a concurrent actor's calls wait for the loop's Flush
   struct Lost {
     TaskID task_id;
     int attempt;
@@ -97,7 +98,15 @@ void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed, int6
       Pump(actor_id, actor, &later);
     } else {
       actor.queue[sequence] = QueuedCall{std::move(spec), std::move(packed)};
-      Pump(actor_id, actor, &later, now_us);
+      if (actor.max_concurrency > 1 && actor.in_flight > 0) {
+        // Calls of a concurrent actor come in bursts: those made while others are in
+        // flight go together from the loop's next turn (or with the next reply), one
+        // frame for many rather than one each. Never held longer than that turn, so
+        // a call another one awaits is not kept back.
+        PostFlush(actor_id, actor);
+      } else {
+        Pump(actor_id, actor, &later, now_us);
+      }
     }
   }
   Run(later);
@@ -131,6 +140,23 @@ ActorTaskSubmitter::CancelResult ActorTaskSubmitter::Cancel(const ActorID& actor
   }
   Run(later);
   return result;
+}
+
+void ActorTaskSubmitter::PostFlush(const ActorID& actor_id, Actor& actor) {
+  if (actor.flush_posted) return;
+  actor.flush_posted = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_.Post("ActorTaskSubmitter.Flush", [this, alive, actor_id] {
+    if (alive.expired()) return;
+    Deferred later;
+    {
+      absl::MutexLock lock(&mu_);
+      Actor& actor = GetActor(actor_id);
+      actor.flush_posted = false;
+      Pump(actor_id, actor, &later);
+    }
+    Run(later);
+  });
 }
 
 void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us) {

@@ -10,7 +10,9 @@
 // when it is DEAD every waiting and later call fails with its death cause
 // (ACTOR_DIED). With max_concurrency 1 a new push goes only when the previous one
 // answered (the calls queued meanwhile travel together); with n > 1 up to n calls are
-// kept in flight so the actor's pool has them all.
+// kept in flight so the actor's pool (or its async loop) has them all: a call made
+// while none is in flight goes at once, those made while some are go together at the
+// loop's next turn or with the next reply.
 //
 // A failed push means the worker died (or the connection broke): its unanswered
 // calls are retried while their max_retries allow (they wait for the restarted
@@ -97,6 +99,8 @@ class ActorTaskSubmitter {
   using Deferred = std::vector<std::function<void()>>;
 
   Actor& GetActor(const ActorID& actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Has the loop Pump the actor's queue at its next turn (once until then).
+  void PostFlush(const ActorID& actor_id, Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the resolved calls at the front of the queue while the actor takes them;
   // `now_us`, when not 0, stamps their task events (as NormalTaskSubmitter::Submit).
   void Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us = 0)
