@@ -65,7 +65,11 @@ StreamNextResult LocalModeRuntime::StreamNext(const std::string& end_id, int64_t
     if (it == streams_.end()) throw RayException("ObjectRefGenerator::Next: no stream of " + HexId(end_id) + " here");
     return it->second;
   };
-  if (!AwaitLocked([&] { return StreamHasNextLocked(end_id, find()); }, timeout_ms, "ObjectRefGenerator::Next")) {
+  auto has_next = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = streams_.find(end_id);
+    return it == streams_.end() || StreamHasNextLocked(end_id, it->second);  // (find() says why)
+  };
+  if (!AwaitLocked(has_next, timeout_ms, "ObjectRefGenerator::Next")) {
     throw RayTimeoutException("ObjectRefGenerator::Next: no item within " + std::to_string(timeout_ms) + " ms");
   }
   Stream& stream = find();

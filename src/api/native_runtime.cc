@@ -258,7 +258,7 @@ class NativeRuntime final : public RayRuntime {
   PlacementGroupInfo CreatePlacementGroup(const PlacementGroupCreationOptions& options) override {
     std::vector<std::map<std::string, double>> bundles;
     for (const auto& bundle : options.bundles) bundles.emplace_back(bundle.begin(), bundle.end());
-    auto id = core_->CreatePlacementGroup(options.name, bundles,
+    auto id = core_->placement_groups().Create(options.name, bundles,
                                           static_cast<manta::rpc::PlacementStrategy>(options.strategy));
     if (!id.ok()) ThrowStatus("ray::CreatePlacementGroup", id.status());
     return PlacementGroupInfo{id->Binary(), options, PlacementGroupState::PENDING};
@@ -266,7 +266,7 @@ class NativeRuntime final : public RayRuntime {
 
   void RemovePlacementGroup(const std::string& group_id) override {
     manta::PlacementGroupID id = ParsePlacementGroupId(group_id);
-    absl::Status s = core_->RemovePlacementGroup(id);
+    absl::Status s = core_->placement_groups().Remove(id);
     if (absl::IsNotFound(s)) {
       throw RayException("ray::RemovePlacementGroup: placement group " + id.Hex() + " was never created (" +
                          std::string(s.message()) + ")");
@@ -276,7 +276,7 @@ class NativeRuntime final : public RayRuntime {
 
   bool WaitPlacementGroupReady(const std::string& group_id, int64_t timeout_ms) override {
     manta::PlacementGroupID id = ParsePlacementGroupId(group_id);
-    auto ready = core_->WaitPlacementGroupReady(id, timeout_ms);
+    auto ready = core_->placement_groups().WaitReady(id, timeout_ms);
     if (!ready.ok()) {
       if (absl::IsNotFound(ready.status())) {
         throw RayException("PlacementGroup::Wait: placement group " + id.Hex() + " was removed or never created (" +
@@ -289,21 +289,21 @@ class NativeRuntime final : public RayRuntime {
 
   std::optional<PlacementGroupInfo> GetPlacementGroupById(const std::string& group_id) override {
     manta::PlacementGroupID id = ParsePlacementGroupId(group_id);
-    auto found = core_->GetPlacementGroup(id);
+    auto found = core_->placement_groups().Get(id);
     if (!found.ok()) ThrowStatus("ray::GetPlacementGroupById", found.status());
     if (!found->has_value()) return std::nullopt;
     return ToPlacementGroupInfo(**found);
   }
 
   std::optional<PlacementGroupInfo> GetPlacementGroupByName(const std::string& name) override {
-    auto found = core_->GetNamedPlacementGroup(name, "");
+    auto found = core_->placement_groups().GetNamed(name, "");
     if (!found.ok()) ThrowStatus("ray::GetPlacementGroup", found.status());
     if (!found->has_value()) return std::nullopt;
     return ToPlacementGroupInfo(**found);
   }
 
   std::vector<PlacementGroupInfo> GetAllPlacementGroups() override {
-    auto all = core_->GetAllPlacementGroups();
+    auto all = core_->placement_groups().GetAll();
     if (!all.ok()) ThrowStatus("ray::GetAllPlacementGroups", all.status());
     std::vector<PlacementGroupInfo> out;
     out.reserve(all->size());

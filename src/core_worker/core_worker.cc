@@ -183,6 +183,8 @@ void CoreWorker::MakeSubmitters() {
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(loop_, actor_options, channels_, *task_manager_,
                                                           [this](const ActorID& id) { actors_->Refresh(id); });
   canceller_ = std::make_unique<TaskCanceller>(loop_, *task_manager_, *submitter_, *actor_submitter_, workers_);
+  placement_groups_ = std::make_unique<PlacementGroupCalls>(loop_, gcs_, options_.config, options_.job_id,
+                                                            options_.job_config.ray_namespace());
 }
 
 void CoreWorker::StartFollowingTheGcs() {

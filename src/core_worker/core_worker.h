@@ -59,6 +59,7 @@
 #include "src/core_worker/actor_thread_pool.h"
 #include "src/core_worker/async_actor_loop.h"
 #include "src/core_worker/normal_task_submitter.h"
+#include "src/core_worker/placement_group_calls.h"
 #include "src/core_worker/reference_counter.h"
 #include "src/core_worker/reply_batcher.h"
 #include "src/core_worker/task_event_reporter.h"
@@ -75,7 +76,6 @@
 
 namespace manta::gcs {
 class GcsSubscriber;
-class PlacementGroupInfoClientInterface;
 }
 
 namespace manta::core {
@@ -156,25 +156,7 @@ class CoreWorker {
                                                                    const std::string& ray_namespace);
 
   // --- Placement groups (any thread; each waits for the GCS, ARCHITECTURE.md §7) ---
-  // Registers a group in the job's namespace (bundles and strategy are validated by
-  // the GCS: INVALID_ARGUMENT) and returns its id at once; the GCS places it later.
-  // ALREADY_EXISTS when `name` (not empty) is taken in the namespace.
-  absl::StatusOr<PlacementGroupID> CreatePlacementGroup(const std::string& name,
-                                                        const std::vector<std::map<std::string, double>>& bundles,
-                                                        rpc::PlacementStrategy strategy);
-  // Removes a group (its actors are killed, its tasks fail). OK for a removed group;
-  // NOT_FOUND for one never created.
-  absl::Status RemovePlacementGroup(const PlacementGroupID& group_id);
-  // True once the group is CREATED, false when `timeout_ms` (>= 0) passes first.
-  // NOT_FOUND when it is removed or unknown.
-  absl::StatusOr<bool> WaitPlacementGroupReady(const PlacementGroupID& group_id, int64_t timeout_ms);
-  // A group as the GCS has it; nullopt when unknown. By name: a group of
-  // `ray_namespace` (empty: the job's) that is not REMOVED.
-  absl::StatusOr<std::optional<rpc::PlacementGroupTableData>> GetPlacementGroup(const PlacementGroupID& group_id);
-  absl::StatusOr<std::optional<rpc::PlacementGroupTableData>> GetNamedPlacementGroup(
-      const std::string& name, const std::string& ray_namespace);
-  // Every group of the cluster, removed ones included.
-  absl::StatusOr<std::vector<rpc::PlacementGroupTableData>> GetAllPlacementGroups();
+  PlacementGroupCalls& placement_groups() { return *placement_groups_; }
 
   // The job's namespace (a fresh anonymous one unless RayConfig::ray_namespace).
   const std::string& ray_namespace() const { return options_.job_config.ray_namespace(); }
@@ -246,14 +228,6 @@ class CoreWorker {
   void AddStream(const rpc::TaskSpec& spec);
   // Follows the node table and the actors this process calls (GCS pubsub).
   void StartFollowingTheGcs();
-  // A placement group call to the GCS: `request(gcs, callback)` runs on the loop.
-  template <typename Reply>
-  using PlacementGroupRequest = std::function<void(gcs::PlacementGroupInfoClientInterface&,
-                                                   std::function<void(const absl::Status&, Reply&&)>)>;
-  // Runs `request` and waits (at most timeout_ms) for its reply.
-  template <typename Reply>
-  absl::StatusOr<Reply> AskPlacementGroups(const PlacementGroupRequest<Reply>& request, int64_t timeout_ms);
-
   // The task the calling thread runs (its TaskContext), or the process's root task.
   TaskID CurrentTaskId() const;
   // Adds the arguments to `spec`, collecting the ids whose submitted-task references
@@ -388,6 +362,7 @@ class CoreWorker {
   std::unique_ptr<NormalTaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
   std::unique_ptr<TaskCanceller> canceller_;
+  std::unique_ptr<PlacementGroupCalls> placement_groups_;
   std::unique_ptr<StreamTable> streams_;  // owner: the streams of the tasks it submitted
   std::atomic<bool> any_stream_{false};   // streams_ was ever used (freed objects skip it)
   StreamProducers producers_;             // worker: the generators it runs

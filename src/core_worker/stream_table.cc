@@ -69,6 +69,11 @@ void StreamTable::OnItems(const google::protobuf::RepeatedPtrField<rpc::StreamIt
       continue;
     }
     const ObjectID id = ObjectID::FromIndex(*task, static_cast<uint32_t>(item.index() + 2));
+    if (item.object().object_id() != id.Binary()) {
+      LOG(WARNING) << "ignoring stream item " << item.index() << " of task " << task->Hex()
+                   << ": it names object " << BinaryHex(item.object().object_id()) << ", not " << id.Hex();
+      continue;
+    }
     std::vector<Ack> acks;
     bool accept;
     {

@@ -172,9 +172,7 @@ void TaskManager::DiscardStoredCopy(const ObjectID& id, const rpc::ReturnObject&
 void TaskManager::StoreStreamItem(const ObjectID& id, const rpc::ReturnObject& item) {
   reference_counter_.AddOwnedObject(id, reference_counter_.self(), {});
   reference_counter_.AddLocalReference(id);
-  rpc::ReturnObject named = item;
-  named.set_object_id(id.Binary());
-  StoreReturn(id.Task(), named);
+  StoreReturn(id.Task(), item);
 }
 
 void TaskManager::CompleteTaken(const TaskID& task_id, Entry entry, const rpc::TaskResult& result,

@@ -81,8 +81,8 @@ class TaskManager {
   void HandleStreamItems(const StreamItems& items) {
     if (stream_items_) stream_items_(items);
   }
-  // A streaming task's item (stream_table.h): recorded as an owned object holding
-  // one local reference (the stream's), then stored as a return is.
+  // A streaming task's item `id` (stream_table.h; `item` names it): recorded as an
+  // owned object holding one local reference (the stream's), then stored as a return is.
   void StoreStreamItem(const ObjectID& id, const rpc::ReturnObject& item);
   // A task's result not taken (a duplicate stream item): its copy in a node's store,
   // if any, goes.

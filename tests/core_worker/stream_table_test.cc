@@ -39,6 +39,7 @@ class StreamTableTest : public ::testing::Test {
       item->set_task_id(task.Binary());
       item->set_attempt_number(attempt);
       item->set_index(i);
+      item->mutable_object()->set_object_id(Item(i).Binary());
       item->mutable_worker()->set_worker_id(std::string(WorkerID::kSize, static_cast<char>('w' + attempt)));
     }
     table->OnItems(items);
@@ -55,6 +56,11 @@ class StreamTableTest : public ::testing::Test {
 TEST_F(StreamTableTest, ItemsInOrderThenTheEnd) {
   table->Add(task, 0);
   EXPECT_EQ(Take().kind, StreamTable::Next::Kind::kWait);
+  google::protobuf::RepeatedPtrField<rpc::StreamItem> wrong;  // item 0 naming another object
+  wrong.Add()->set_task_id(task.Binary());
+  wrong[0].mutable_object()->set_object_id(Item(5).Binary());
+  table->OnItems(wrong);
+  EXPECT_TRUE(stored.empty());
   Items(0, 3);
   ASSERT_EQ(stored.size(), 3u);
   for (int i = 0; i < 3; ++i) {

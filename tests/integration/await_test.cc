@@ -26,14 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool WaitForFile(const std::string& path, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!fs::exists(path)) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
+using manta::testing::WaitForFile;
 
 // ---- Remote functions -------------------------------------------------------
 

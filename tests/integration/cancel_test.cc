@@ -28,15 +28,7 @@ namespace fs = std::filesystem;
 
 void Touch(const std::string& path) { std::ofstream(path) << getpid() << "\n"; }
 
-// Waits until `path` exists (at most `timeout_ms`); whether it does.
-bool WaitForFile(const std::string& path, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!fs::exists(path)) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
+using manta::testing::WaitForFile;
 
 std::string Path(const std::string& dir, const char* what, int id) {
   return dir + "/" + what + "-" + std::to_string(id);

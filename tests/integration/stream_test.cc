@@ -26,9 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool WaitForFile(const std::string& path, int timeout_ms) {
-  return manta::testing::WaitFor([&] { return fs::exists(path); }, timeout_ms);
-}
+using manta::testing::WaitForFile;
 void Touch(const std::string& path) { std::ofstream(path) << "\n"; }
 
 // ---- Remote generators --------------------------------------------------------

@@ -34,6 +34,10 @@ bool WaitFor(const std::function<bool()>& condition, int64_t timeout_ms) {
   }
 }
 
+bool WaitForFile(const std::string& path, int64_t timeout_ms) {
+  return WaitFor([&path] { return std::filesystem::exists(path); }, timeout_ms);
+}
+
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base != nullptr && *base ? base : "/tmp") + "/manta_test_XXXXXX";

@@ -15,6 +15,8 @@ namespace manta::testing {
 // Polls `condition` (with short, growing pauses) until it holds or `timeout_ms`
 // passes. Returns whether it held. Never a fixed sleep.
 bool WaitFor(const std::function<bool()>& condition, int64_t timeout_ms);
+// WaitFor until `path` exists.
+bool WaitForFile(const std::string& path, int64_t timeout_ms);
 
 // A fresh directory under $TMPDIR (or /tmp), removed on destruction.
 class TempDir {
