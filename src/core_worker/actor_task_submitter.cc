@@ -76,7 +76,8 @@ void ActorTaskSubmitter::Enqueue(rpc::TaskSpec* spec) {
   actor.queue.emplace(sequence, QueuedCall());
 }
 
-void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed, int64_t now_us) {
+void ActorTaskSubmitter::Resolved(const rpc::TaskSpec& spec, PackedTaskPtr packed, int64_t now_us) {
+  if (!packed) packed = PackedTask::Pack(spec);
   ActorID actor_id = ActorID::FromBinary(spec.actor_task().actor_id());
   const uint64_t sequence = spec.actor_task().sequence_number();
   Deferred later;
@@ -97,7 +98,7 @@ void ActorTaskSubmitter::Resolved(rpc::TaskSpec spec, PackedTaskPtr packed, int6
       later.push_back([this, task_id, error = *error] { task_manager_.FailTask(task_id, error); });
       Pump(actor_id, actor, &later);
     } else {
-      actor.queue[sequence] = QueuedCall{std::move(spec), std::move(packed)};
+      actor.queue[sequence] = QueuedCall{std::move(packed)};
       if (actor.max_concurrency > 1 && actor.in_flight > 0) {
         // Calls of a concurrent actor come in bursts: those made while others are in
         // flight go together from the loop's next turn (or with the next reply), one
@@ -162,27 +163,23 @@ void ActorTaskSubmitter::PostFlush(const ActorID& actor_id, Actor& actor) {
 void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us) {
   if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
   const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);
-  while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
+  while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.packed) {
     PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
     TaskEventBuffer* events = task_manager_.task_events();
     SentStamps stamps(events, now_us);
-    while (!actor.queue.empty() && actor.queue.begin()->second.spec.has_value()) {
-      const rpc::TaskSpec& spec = *actor.queue.begin()->second.spec;
-      PushBatch::Added added = batch.TryAdd(spec);
+    while (!actor.queue.empty() && actor.queue.begin()->second.packed) {
+      const PackedTaskPtr& packed = actor.queue.begin()->second.packed;
+      // An actor call's spec names its caller already.
+      PushBatch::Added added = batch.TryAddPacked(*packed, /*caller_field=*/{});
       if (added == PushBatch::Added::kFull) break;
-      if (added == PushBatch::Added::kAdded && events != nullptr) {
-        if (actor.queue.begin()->second.packed) {
-          stamps.Add(actor.queue.begin()->second.packed);
-        } else {
-          events->Reached(TaskID::FromBinary(spec.task_id()), spec.attempt_number(), rpc::SUBMITTED_TO_WORKER);
-        }
-      }
+      if (added == PushBatch::Added::kAdded) stamps.Add(packed);
       if (added == PushBatch::Added::kTooBig) {
-        rpc::ErrorInfo error = TooBigForAPush(static_cast<int64_t>(spec.ByteSizeLong()),
-                                              "call " + spec.function_name() + " of " + actor.describe,
-                                              options_.max_push_bytes);
-        TaskID task_id = TaskID::FromBinary(spec.task_id());
-        later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
+        later->push_back([this, packed, describe = actor.describe] {
+          task_manager_.FailTask(packed->task_id(),
+                                 TooBigForAPush(static_cast<int64_t>(packed->bytes().size()),
+                                                "call " + packed->function_name() + " of " + describe,
+                                                options_.max_push_bytes));
+        });
       }
       actor.queue.erase(actor.queue.begin());
     }
@@ -282,11 +279,11 @@ void ActorTaskSubmitter::FailLost(const ActorID& actor_id, Actor& actor, Deferre
 
 void ActorTaskSubmitter::FailQueued(Actor& actor, const rpc::ErrorInfo& error, Deferred* later) {
   for (auto it = actor.queue.begin(); it != actor.queue.end();) {
-    if (!it->second.spec.has_value()) {  // failed when it is resolved
+    if (!it->second.packed) {  // failed when it is resolved
       ++it;
       continue;
     }
-    TaskID task_id = TaskID::FromBinary(it->second.spec->task_id());
+    TaskID task_id = it->second.packed->task_id();
     later->push_back([this, task_id, error] { task_manager_.FailTask(task_id, error); });
     it = actor.queue.erase(it);
   }

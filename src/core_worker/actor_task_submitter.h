@@ -67,8 +67,9 @@ class ActorTaskSubmitter {
   void Enqueue(rpc::TaskSpec* spec);
   // The call's arguments are resolved: it is sent in its turn (at once when the
   // actor can take it). Also for a call resubmitted for a retry. Any thread.
-  // `packed`, when given, is the call's packed spec: its task events go to its row.
-  void Resolved(rpc::TaskSpec spec, PackedTaskPtr packed = nullptr, int64_t now_us = 0);
+  // `packed`, when given, is the call's packed spec, the same as `spec` (packed here
+  // otherwise): the call is sent as those bytes, and its task events go to its row.
+  void Resolved(const rpc::TaskSpec& spec, PackedTaskPtr packed = nullptr, int64_t now_us = 0);
   // The call will not be sent (it failed before, e.g. an argument failed).
   void Drop(const ActorID& actor_id, uint64_t sequence_number);
   // ray::Cancel of call `sequence_number`: kDequeued when it was waiting here (in
@@ -91,9 +92,9 @@ class ActorTaskSubmitter {
  private:
   struct Actor;
   struct Push;
-  // A call in its actor's queue: its spec once resolved (and its packed spec).
+  // A call in its actor's queue: once resolved, its packed spec, which is what is
+  // sent (a push copies its bytes: no spec is serialized under the lock).
   struct QueuedCall {
-    std::optional<rpc::TaskSpec> spec;
     PackedTaskPtr packed;
   };
   using Deferred = std::vector<std::function<void()>>;

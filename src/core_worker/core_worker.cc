@@ -435,7 +435,8 @@ void CoreWorker::ResolveAndSubmit(rpc::TaskSpec spec, PackedTaskPtr packed, int6
       inlined = true;
     }
   }
-  if (inlined && spec.type() == rpc::NORMAL_TASK) {
+  // (An actor call too: its submitter sends the packed bytes.)
+  if (inlined) {
     packed = PackedTask::Pack(spec);
     task_manager_->ArgumentsInlined(packed);  // (its task events' stamps too)
   }
