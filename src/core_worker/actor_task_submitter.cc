@@ -163,6 +163,7 @@ void ActorTaskSubmitter::PostFlush(const ActorID& actor_id, Actor& actor) {
 void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* later, int64_t now_us) {
   if (!actor.known || actor.state != rpc::ActorTableData::ALIVE || actor.broken || !actor.channel) return;
   const int64_t limit = std::max<int32_t>(1, actor.max_concurrency);
+  bool queued = false;
   while (actor.in_flight < limit && !actor.queue.empty() && actor.queue.begin()->second.packed) {
     PushBatch batch(actor.worker_id, options_.max_tasks_per_push, options_.max_push_bytes);
     TaskEventBuffer* events = task_manager_.task_events();
@@ -189,8 +190,10 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
     if (events != nullptr) push->executor = actor.executor;
     actor.in_flight += batch.size();
     std::weak_ptr<bool> alive = alive_;
-    actor.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
-                                                                           rpc::PushTaskReply&& reply) {
+    // Queued in order here, written once the lock is let go (the Flush below).
+    queued = true;
+    actor.channel->QueuePush(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
+                                                                      rpc::PushTaskReply&& reply) {
       if (alive.expired()) return;
       if (status.ok()) {
         push->executor.pid = reply.worker_pid();
@@ -200,6 +203,7 @@ void ActorTaskSubmitter::Pump(const ActorID& actor_id, Actor& actor, Deferred* l
       OnPushProgress(push, status, reply);
     });
   }
+  if (queued) later->push_back([channel = actor.channel] { channel->Flush(); });
 }
 
 void ActorTaskSubmitter::OnPushProgress(const std::shared_ptr<Push>& push, const absl::Status& status,

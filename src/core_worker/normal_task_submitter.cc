@@ -293,8 +293,10 @@ void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* lat
   std::erase_if(lease.pushes, [](const std::shared_ptr<PushProgress>& p) { return p->unanswered() == 0; });
   lease.pushes.push_back(push->progress);
   std::weak_ptr<bool> alive = alive_;
-  lease.channel->PushSerialized(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
-                                                                         rpc::PushTaskReply&& reply) {
+  // Queued in order under the lock, written once it is let go.
+  later->push_back([channel = lease.channel] { channel->Flush(); });
+  lease.channel->QueuePush(batch.TakeRequest(), [this, alive, push](const absl::Status& status,
+                                                                    rpc::PushTaskReply&& reply) {
     // On the thread that read the reply: results go to their waiters right away.
     if (alive.expired()) return;
     if (status.ok()) {

@@ -184,6 +184,19 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
   const std::string& address() const override { return address_; }
 
   void PushSerialized(std::string request, PushCallback callback) override {
+    Enqueue(std::move(request), std::move(callback), /*write=*/true);
+  }
+
+  void QueuePush(std::string request, PushCallback callback) override {
+    Enqueue(std::move(request), std::move(callback), /*write=*/false);
+  }
+
+  void Flush() override {
+    absl::MutexLock lock(&mu_);
+    WriteNowLocked();
+  }
+
+  void Enqueue(std::string request, PushCallback callback, bool write) {
     absl::Status failed;
     {
       absl::MutexLock lock(&mu_);
@@ -203,10 +216,7 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
         } else {
           AppendRawFrame(FrameKind::kPush, request, &out_);
         }
-        if (authenticated_ && !want_write_.load(std::memory_order_relaxed) && WriteSome()) {
-          want_write_.store(true, std::memory_order_release);
-          Rearm();
-        }
+        if (write) WriteNowLocked();
         return;
       } else {
         failed = status_;
@@ -337,6 +347,14 @@ class TcpTaskChannel final : public TaskChannelInterface, public std::enable_sha
 
   // Writes what the socket takes. Returns true when bytes remain (EAGAIN).
   // REQUIRES: mu_ held, authenticated_.
+  // Writes what the socket takes now, unless the loop waits to write the rest.
+  void WriteNowLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (status_.ok() && fd_ >= 0 && authenticated_ && !want_write_.load(std::memory_order_relaxed) && WriteSome()) {
+      want_write_.store(true, std::memory_order_release);
+      Rearm();
+    }
+  }
+
   bool WriteSome() {
     switch (SendSome(fd_, &out_, &out_offset_)) {
       case SendResult::kAllSent:

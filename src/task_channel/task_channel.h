@@ -125,6 +125,14 @@ class TaskChannelInterface {
   // appended here). Never blocks on the peer: what the socket cannot take now is
   // written from the loop when it can.
   virtual void PushSerialized(std::string request, PushCallback callback) = 0;
+  // The same, but the bytes wait for Flush() (or for the loop, when the socket was
+  // full already): a caller that must push in order under its own lock queues the
+  // push there and writes after letting go. REQUIRES: Flush() follows.
+  virtual void QueuePush(std::string request, PushCallback callback) {
+    PushSerialized(std::move(request), std::move(callback));
+  }
+  // Writes what QueuePush left, as far as the socket takes it now. Any thread.
+  virtual void Flush() {}
   void Push(const rpc::PushTaskRequest& request, PushCallback callback) {
     PushSerialized(request.SerializeAsString(), std::move(callback));
   }

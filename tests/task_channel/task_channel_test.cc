@@ -95,6 +95,29 @@ TEST_F(TaskChannelTest, ASerializedPushGetsItsPushIdAppendedAndArrivesWhole) {
   EXPECT_EQ(rec.Calls()[0].reply.results_size(), 2);
 }
 
+TEST_F(TaskChannelTest, QueuedPushesAreWrittenInOrderByFlush) {
+  // What a submitter does under its lock: queue, then Flush once it has let go.
+  Recorder first, a, b;
+  channel_->Push(MakePush(1), first.Callback());  // connected and shaken hands
+  TaskChannelServer::Push opening = NextPush();
+  ASSERT_TRUE(server_->Send(opening.connection, ReplyFrames(opening.request->push_id(), {"task-0"}, true)));
+  ASSERT_TRUE(first.WaitFor(1));
+  channel_->QueuePush(MakePush(1).SerializeAsString(), a.Callback());
+  channel_->QueuePush(MakePush(2).SerializeAsString(), b.Callback());
+  EXPECT_EQ(channel_->InFlight(), 2);
+  channel_->Flush();
+  TaskChannelServer::Push pa = NextPush();
+  TaskChannelServer::Push pb = NextPush();
+  ASSERT_EQ(pa.request->tasks_size(), 1);
+  ASSERT_EQ(pb.request->tasks_size(), 2);
+  EXPECT_LT(pa.request->push_id(), pb.request->push_id());
+  ASSERT_TRUE(server_->Send(pb.connection, ReplyFrames(pb.request->push_id(), {"task-0", "task-1"}, true) +
+                                               ReplyFrames(pa.request->push_id(), {"task-0"}, true)));
+  ASSERT_TRUE(a.WaitFor(1));
+  ASSERT_TRUE(b.WaitFor(1));
+  EXPECT_EQ(b.Calls()[0].reply.results_size(), 2);
+}
+
 TEST_F(TaskChannelTest, APushOverTheFrameLimitFailsAloneAndTheChannelGoesOn) {
   auto small = MakeTcpTaskChannel(loop_, Address(), /*max_frame_bytes=*/4096, security_);
   Recorder big, next;
