@@ -25,10 +25,6 @@ namespace {
 
 // The runtime whose pool runs the current thread, if any.
 thread_local const LocalModeRuntime* tls_pool_owner = nullptr;
-// The actor whose call (or factory) the current thread runs: its id and whether its
-// instance came from a restart.
-thread_local const std::string* tls_actor_id = nullptr;
-thread_local bool tls_actor_restarted = false;
 
 size_t PoolSize(const ray::RayConfig& config) {
   if (config.num_cpus > 0) return static_cast<size_t>(config.num_cpus);
@@ -44,26 +40,6 @@ std::string RandomPrefix() {
 
 void AppendBigEndian(std::string* out, uint64_t value, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-// The bytes of each of a task's returns; throws RayException when the function
-// returned another number of values than the caller asked for.
-void MaterializeReturns(const std::string& function_name, size_t wanted, const SerializedValue& result,
-                        std::vector<std::shared_ptr<const std::string>>* bytes) {
-  if (!result.multiple) {
-    if (wanted != 1) {
-      throw RayException(function_name + " returns one value, but the caller asked for " +
-                         std::to_string(wanted));
-    }
-    bytes->push_back(LocalModeRuntime::Materialize(result));
-    return;
-  }
-  if (result.parts.size() != wanted) {
-    throw RayException(function_name + " returned " + std::to_string(result.parts.size()) +
-                       " values in its ray::Returns, but the caller asked for " + std::to_string(wanted) +
-                       " (SetNumReturns)");
-  }
-  for (const SerializedValue& part : result.parts) bytes->push_back(LocalModeRuntime::Materialize(part));
 }
 
 }  // namespace
@@ -166,6 +142,14 @@ LocalModeRuntime::~LocalModeRuntime() {
     if (threads.empty()) break;
     for (std::thread& thread : threads) thread.join();
   }
+  // Async actors' loops run what was posted to them (awaits resumed above, whose Gets
+  // throw now), then end.
+  std::vector<std::unique_ptr<ActorLoop>> loops;
+  {
+    absl::MutexLock lock(&mu_);
+    loops.swap(actor_loops_);
+  }
+  loops.clear();
   RestoreProcessEnv();
 }
 
@@ -284,11 +268,18 @@ void LocalModeRuntime::PumpActorLocked(Actor& actor) {
     if (actor.running >= (creation ? 1 : std::max(1, actor.max_concurrency))) return;
     actor.calls.pop_front();
     ++actor.running;
+    if (actor.loop != nullptr && !creation) {
+      // An async actor's call starts on its loop, in order.
+      if (!shutting_down_) actor.loop->Post([this, task = std::move(front)] { RunOnActorLoop(task); });
+      continue;
+    }
     EnqueueLocked(std::move(front));
     if (creation) return;  // calls wait until the factory returned
     // A threaded actor's calls may wait for each other: each gets a thread.
     if (actor.max_concurrency > 1 && queue_.size() > idle_threads_) StartThreadLocked();
   }
+  // A dead async actor's loop ends with its last call.
+  if (actor.loop != nullptr && actor.state == Actor::State::kDead && actor.running == 0) actor.loop->Stop();
 }
 
 void LocalModeRuntime::KillActorLocked(Actor& actor, const std::string& why) {
@@ -383,85 +374,6 @@ void LocalModeRuntime::ThreadMain() {
   }
 }
 
-std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::ResolveArguments(const Task& task,
-                                                                                std::vector<ObjectData>* args) {
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < task.args.size(); ++i) {
-    const TaskArgument& arg = task.args[i];
-    if (!arg.by_ref) continue;
-    Object* object = FindLocked(arg.object_id);  // held by the task: present and complete
-    if (object == nullptr || object->state == Object::State::kPending) {
-      return TaskError{ErrorKind::kOther, task.function_name + ": argument #" + std::to_string(i + 1) +
-                                              " (object " + HexId(arg.object_id) + ") vanished before the task ran"};
-    }
-    if (object->state == Object::State::kFailed) {
-      return TaskError{object->error_kind, object->error_message};  // fails the way its argument did
-    }
-    (*args)[i] = ObjectData{object->bytes->data(), object->bytes->size(), object->bytes, arg.object_id};
-  }
-  return std::nullopt;
-}
-
-std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::Run(const Task& task, std::vector<ObjectData>& args,
-                                                                 SerializedValue* result,
-                                                                 std::vector<std::shared_ptr<const std::string>>* bytes,
-                                                                 std::shared_ptr<void>* instance, bool* exit_actor) {
-  const FunctionManager& registry = FunctionManager::Instance();
-  const RemoteFunction* function = nullptr;
-  const ActorFactory* factory = nullptr;
-  const ActorMethod* method = nullptr;
-  switch (task.kind) {
-    case Task::Kind::kFunction:
-      function = registry.GetFunction(task.function_name);
-      break;
-    case Task::Kind::kActorCreation:
-      factory = registry.GetActorFactory(task.function_name);
-      break;
-    case Task::Kind::kActorCall:
-      method = registry.GetActorMethod(task.function_name);
-      break;
-  }
-  if (function == nullptr && factory == nullptr && method == nullptr) {
-    return TaskError{ErrorKind::kFunctionNotFound,
-                     "local mode: nothing is registered as \"" + task.function_name + "\" (use RAY_REMOTE)"};
-  }
-  // Calls of an actor know which actor they run in (ray::ExitActor, restarts).
-  const std::string* previous_actor = tls_actor_id;
-  const bool previous_restarted = tls_actor_restarted;
-  if (task.actor) {
-    tls_actor_id = &task.actor->id;
-    tls_actor_restarted = factory != nullptr ? task.actor->restarts > 0 : task.actor->restarted;
-  }
-  std::optional<TaskError> error;
-  try {
-    for (size_t i = 0; i < task.args.size(); ++i) {
-      if (task.args[i].by_ref) continue;
-      std::shared_ptr<const std::string> value = Materialize(task.args[i].value);
-      args[i] = ObjectData{value->data(), value->size(), value, ""};
-    }
-    if (factory != nullptr) {
-      *instance = (*factory)(args);
-      *result = SerializeNil();
-    } else if (method != nullptr) {
-      if (*instance == nullptr) throw RayException(task.actor->Describe() + " has no instance");
-      *result = (*method)(instance->get(), args);
-    } else {
-      *result = (*function)(args);
-    }
-    MaterializeReturns(task.function_name, std::max<size_t>(1, task.return_ids.size()), *result, bytes);
-  } catch (const RayIntentionalSystemExitException&) {
-    *exit_actor = true;
-    error = TaskError{ErrorKind::kActor, task.actor ? task.actor->Describe() + " exited: its method " +
-                                                          task.function_name + " called ray::ExitActor()"
-                                                    : std::string("ray::ExitActor() outside an actor")};
-  } catch (...) {
-    error = TaskError{ErrorKind::kTask, TaskExceptionMessage(task.function_name)};
-  }
-  tls_actor_id = previous_actor;
-  tls_actor_restarted = previous_restarted;
-  return error;
-}
-
 void LocalModeRuntime::FailReturnsLocked(Task& task, ErrorKind kind, const std::string& message) {
   if (std::exchange(task.ended, true)) return;  // a cancel failed them first
   for (const std::string& id : task.return_ids) CompleteLocked(id, nullptr, {}, kind, message);
@@ -472,59 +384,6 @@ std::optional<LocalModeRuntime::TaskError> LocalModeRuntime::PlacementErrorLocke
   std::optional<std::string> why = placement_groups_.Unusable(placement);
   if (!why) return std::nullopt;
   return TaskError{ErrorKind::kOther, "task " + function_name + " cannot run: " + *why};
-}
-
-void LocalModeRuntime::Execute(Task& task) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (task.cancelled) {  // cancelled before it started: its returns failed then
-      RemoveReferencesLocked(std::move(task.held_ids));
-      if (task.actor) FinishActorTaskLocked(task, std::nullopt, false, nullptr);
-      return;
-    }
-    task.started = true;
-  }
-  std::vector<ObjectData> args(task.args.size());
-  std::optional<TaskError> error = ResolveArguments(task, &args);
-  // Outlives the lock below: the ObjectRefs inside the result must stay alive until
-  // the result object holds references on them, and their destructors take mu_.
-  SerializedValue result;
-  std::vector<std::shared_ptr<const std::string>> bytes;
-  std::shared_ptr<void> instance;
-  bool exit_actor = false;
-  if (task.kind == Task::Kind::kActorCall) {
-    absl::MutexLock lock(&mu_);
-    instance = task.actor->instance;
-  }
-  if (!error && !task.placement.group_id.empty()) {
-    absl::MutexLock lock(&mu_);
-    error = PlacementErrorLocked(task.function_name, task.placement);
-  }
-  if (!error) {
-    Task* previous = std::exchange(tls_task_, &task);
-    const LocalModeRuntime* previous_runtime = std::exchange(tls_task_runtime_, this);
-    error = Run(task, args, &result, &bytes, &instance, &exit_actor);
-    tls_task_ = previous;
-    tls_task_runtime_ = previous_runtime;
-  }
-  absl::MutexLock lock(&mu_);
-  if (task.ended) {
-    // A forced cancel failed its returns already.
-  } else if (task.cancelled) {
-    FailReturnsLocked(task, ErrorKind::kCancelled, "task " + task.function_name + " was cancelled");
-  } else if (error) {
-    FailReturnsLocked(task, error->kind, error->message);
-  } else {
-    for (size_t i = 0; i < task.return_ids.size(); ++i) {
-      const SerializedValue& value = result.multiple ? result.parts[i] : result;
-      CompleteLocked(task.return_ids[i], bytes[i], AddKnownReferencesLocked(value.contained_ids), ErrorKind::kOther,
-                     "");
-    }
-    task.ended = true;
-  }
-  UntrackLocked(task);
-  RemoveReferencesLocked(std::move(task.held_ids));
-  if (task.actor) FinishActorTaskLocked(task, error, exit_actor, std::move(instance));
 }
 
 std::string LocalModeRuntime::Put(SerializedValue value) {
@@ -657,11 +516,15 @@ CreatedActor LocalModeRuntime::CreateActor(const std::string& factory_name, std:
   actor->class_name = options.class_name;
   actor->factory_name = factory_name;
   actor->max_restarts = options.max_restarts;
-  // An async actor's calls run one after another here (each coroutine to its end).
-  actor->max_concurrency =
-      FunctionManager::Instance().IsAsyncActorFactory(factory_name) ? 1 : std::max(1, options.max_concurrency);
+  actor->max_concurrency = std::max(1, options.max_concurrency);
   actor->placement_group_id = options.placement.group_id;
   absl::MutexLock lock(&mu_);
+  if (FunctionManager::Instance().IsAsyncActorFactory(factory_name)) {
+    // (Dead actors' loops that have ended go now.)
+    std::erase_if(actor_loops_, [](const std::unique_ptr<ActorLoop>& loop) { return loop->Finished(); });
+    actor_loops_.push_back(std::make_unique<ActorLoop>());
+    actor->loop = actor_loops_.back().get();
+  }
   actor->id = id_prefix_.substr(0, 8) + std::string(8, '\0');
   for (int i = 0; i < 8; ++i) actor->id[8 + i] = static_cast<char>((next_actor_ >> (8 * (7 - i))) & 0xff);
   ++next_actor_;
@@ -753,10 +616,6 @@ std::string LocalModeRuntime::GetNamedActor(const std::string& name, const std::
   auto it = named_actors_.find(NamedKey(ray_namespace.empty() ? namespace_ : ray_namespace, name));
   return it == named_actors_.end() ? std::string() : it->second;
 }
-
-std::string LocalModeRuntime::CurrentActorId() { return tls_actor_id != nullptr ? *tls_actor_id : std::string(); }
-
-bool LocalModeRuntime::WasCurrentActorRestarted() { return tls_actor_id != nullptr && tls_actor_restarted; }
 
 void LocalModeRuntime::AddLocalReference(const std::string& id) {
   absl::MutexLock lock(&mu_);

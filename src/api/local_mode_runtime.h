@@ -26,7 +26,10 @@
 // Actors live in this process too: an instance made by the registered factory, with
 // a queue of calls run in submission order on the pool, one at a time (or up to
 // max_concurrency at once, the pool growing so that each has a thread), never
-// before the factory returned. Names are unique per
+// before the factory returned. An async actor (coroutine methods) has a thread of its
+// own instead, its loop (ActorLoop): its calls start there in order, up to
+// max_concurrency at once (1,000 by default), and a coroutine call that awaits lets
+// the others run meanwhile, as on a cluster. Names are unique per
 // namespace; Kill, Kill(false) with restarts (the factory runs again),
 // ray::ExitActor(), WasCurrentActorRestarted and handles going out of scope behave as
 // on a cluster; resources and lifetimes are accepted and have no effect here.
@@ -62,8 +65,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "ray/api/function_manager.h"
 #include "ray/api/ray_config.h"
 #include "ray/api/ray_runtime.h"
+#include "src/api/actor_loop.h"
 #include "src/api/exception_util.h"
 #include "src/api/local_placement_groups.h"
 
@@ -180,6 +185,7 @@ class LocalModeRuntime : public RayRuntime {
     std::string death_message;
     std::deque<std::shared_ptr<Task>> calls;  // in order; a creation first while kCreating
     int running = 0;
+    ActorLoop* loop = nullptr;  // an async actor's (in actor_loops_); its calls run there
     std::string Describe() const;
   };
 
@@ -245,7 +251,36 @@ class LocalModeRuntime : public RayRuntime {
 
 
   void ThreadMain();
+  // Running a task (local_mode_execution.cc). Execute runs it to its end on this
+  // thread; RunOnActorLoop, on an async actor's loop, starts a coroutine call there
+  // (its end comes when the coroutine's does) or runs any other call as Execute.
   void Execute(Task& task);
+  void RunOnActorLoop(const std::shared_ptr<Task>& task);
+  // Before a task runs: false when it was cancelled first (then it is done with).
+  bool BeginLocked(Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Its by-ref arguments into `args`, its actor's instance, and the error that keeps
+  // it from running, if any.
+  std::optional<TaskError> Prepare(const Task& task, std::vector<ObjectData>* args, std::shared_ptr<void>* instance);
+  // After it ran: its returns (`bytes`, from `result`) or its error, the references
+  // it held, its actor's next calls. `result` must outlive this (its refs).
+  void Finish(Task& task, const std::optional<TaskError>& error,
+              const std::vector<std::shared_ptr<const std::string>>& bytes, const SerializedValue& result,
+              bool exit_actor, std::shared_ptr<void> instance);
+  // Marks the calling thread as running `task` while alive (IsCancelled, co_yield,
+  // the tasks it submits, CurrentActorId).
+  class TaskScope {
+   public:
+    TaskScope(const LocalModeRuntime* runtime, Task* task);
+    ~TaskScope();
+    TaskScope(const TaskScope&) = delete;
+    TaskScope& operator=(const TaskScope&) = delete;
+
+   private:
+    Task* previous_task_;
+    const LocalModeRuntime* previous_runtime_;
+    const std::string* previous_actor_;
+    bool previous_restarted_;
+  };
   // Cancels (local_mode_futures.cc): the task is marked, and unless it runs (and
   // `force` is not set) its returns fail now; with `recursive` its children too.
   void CancelLocked(const std::shared_ptr<Task>& task, bool force, bool recursive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -262,23 +297,34 @@ class LocalModeRuntime : public RayRuntime {
   void TrackLocked(const std::shared_ptr<Task>& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Its returns are complete: no longer findable.
   void UntrackLocked(Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The task this pool thread runs (null: none), and whose it is.
+  // The task this thread runs (null: none), and whose it is; the actor whose call (or
+  // factory) it is: its id, and whether its instance came from a restart.
   static thread_local Task* tls_task_;
   static thread_local const LocalModeRuntime* tls_task_runtime_;
+  static thread_local const std::string* tls_actor_id_;
+  static thread_local bool tls_actor_restarted_;
   // The error of a function task whose placement group cannot hold it (any more).
   std::optional<TaskError> PlacementErrorLocked(const std::string& function_name, const PlacementOptions& placement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills the by-ref entries of `args`; the error of a failed argument, if any.
-  std::optional<TaskError> ResolveArguments(const Task& task, std::vector<ObjectData>* args);
-  // Materializes the by-value arguments and runs the function (no lock held).
+  std::optional<TaskError> ResolveArgumentsLocked(const Task& task, std::vector<ObjectData>* args)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails every return of `task` with `kind` and `message`.
   // Does nothing when they are complete already (ended).
   void FailReturnsLocked(Task& task, ErrorKind kind, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs the task; `bytes` gets one value per return (`result`'s parts for ray::Returns).
+  // Runs the task (no lock held); `bytes` gets one value per return (`result`'s parts
+  // for ray::Returns).
   std::optional<TaskError> Run(const Task& task, std::vector<ObjectData>& args, SerializedValue* result,
                                std::vector<std::shared_ptr<const std::string>>* bytes,
                                std::shared_ptr<void>* instance, bool* exit_actor);
+  // Inside catch (...): the task's error for the exception in flight (or the actor's
+  // exit, for ray::ExitActor); `actor` describes the actor, if any.
+  static TaskError ErrorOfCurrentException(const std::string& function_name, const std::string* actor,
+                                           bool* exit_actor);
+  // Starts a coroutine call of an async actor on its loop (RunOnActorLoop).
+  void StartCoroutineCall(const std::shared_ptr<Task>& task, const ActorCoroutineMethod& method,
+                          std::vector<ObjectData> args, std::shared_ptr<void> instance);
 
   // Applies runtime_env_ to this process, remembering what it replaces (constructor).
   void ApplyRuntimeEnvToProcess();
@@ -318,6 +364,9 @@ class LocalModeRuntime : public RayRuntime {
   std::unordered_map<std::string, std::weak_ptr<Task>> tasks_by_return_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::string, Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  // Async actors' loops; a dead actor's ends once its calls did, and goes at the next
+  // CreateActor (or in the destructor).
+  std::vector<std::unique_ptr<ActorLoop>> actor_loops_ ABSL_GUARDED_BY(mu_);
   size_t idle_threads_ ABSL_GUARDED_BY(mu_) = 0;
   size_t blocked_threads_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,7 +1,13 @@
 // Actors in local mode (everything in this process): creation, ordered calls with
 // values and refs, handles passed to tasks, names and namespaces, kill, restart,
-// ExitActor, factories that throw, threaded actors, out of scope.
+// ExitActor, factories that throw, threaded actors, out of scope; async actors' loops
+// (their calls at once on one thread of their own, a killed actor's loop ended, a
+// shutdown while calls await).
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
 
 #include <chrono>
 #include <condition_variable>
@@ -63,11 +69,51 @@ class Latch {
   int left_;
 };
 
+// An async actor: its calls await; `Threads` says on how many threads they ran.
+class Gatherer {
+ public:
+  static Gatherer* Create() { return new Gatherer(); }
+  ray::Coroutine<int> Await(ray::ObjectRef<int> ref) {
+    threads_.insert(std::this_thread::get_id());
+    ++waiting_;
+    int x = *co_await ref;
+    threads_.insert(std::this_thread::get_id());
+    --waiting_;
+    co_return x;
+  }
+  int Waiting() { return waiting_; }
+  int Threads() { return static_cast<int>(threads_.size()); }
+  bool OnCallersThread(std::string caller) {
+    std::ostringstream id;
+    id << std::this_thread::get_id();
+    return id.str() == caller;
+  }
+
+ private:
+  int waiting_ = 0;  // no lock: one thread runs every call
+  std::set<std::thread::id> threads_;
+};
+
+std::atomic<bool> g_gate_open{false};
+// Waits (at most 30 s) until the test opens the gate or shuts the runtime down.
+int Gate() {
+  for (int i = 0; i < 30000 && !g_gate_open.load() && ray::IsInitialized(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return 7;
+}
+
+size_t ProcessThreads() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                           std::filesystem::directory_iterator()));
+}
+
 int Ten() { return 10; }
 int AddThrough(ray::ActorHandle<Counter> counter, int x) { return *counter.Task(&Counter::Add).Remote(x).Get(); }
 
 RAY_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Record, &Counter::RestartedAtCreation,
-           &Counter::Exit, &Counter::Namespace, Latch::Create, &Latch::Arrive, Ten, AddThrough);
+           &Counter::Exit, &Counter::Namespace, Latch::Create, &Latch::Arrive, Ten, AddThrough, Gatherer::Create,
+           &Gatherer::Await, &Gatherer::Waiting, &Gatherer::Threads, &Gatherer::OnCallersThread, Gate);
 
 class LocalModeActorTest : public manta::testing::LocalModeFixture {
  protected:
@@ -132,6 +178,53 @@ TEST_F(LocalModeActorTest, AnUnnamedActorGoesWithItsLastHandle) {
   }
   EXPECT_TRUE(manta::testing::WaitFor([] { return g_live_counters.load() == 0; }, 5000));
   EXPECT_EQ(Runtime().NumObjects(), 0u);
+}
+
+TEST_F(LocalModeActorTest, AnAsyncActorRunsItsCallsAtOnceOnAThreadOfItsOwn) {
+  g_gate_open = false;
+  auto gatherer = ray::Actor(Gatherer::Create).Remote();
+  ray::ObjectRef<int> gate = ray::Task(Gate).Remote();
+  std::vector<ray::ObjectRef<int>> calls;
+  for (int i = 0; i < 300; ++i) calls.push_back(gatherer.Task(&Gatherer::Await).Remote(gate));
+  // All 300 wait at once (more than the pool's threads), and a plain method runs
+  // between them.
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return *gatherer.Task(&Gatherer::Waiting).Remote().Get() == 300; },
+                                      30000));
+  g_gate_open = true;
+  for (auto& call : calls) EXPECT_EQ(*call.Get(), 7);
+  EXPECT_EQ(*gatherer.Task(&Gatherer::Threads).Remote().Get(), 1);
+  std::ostringstream me;
+  me << std::this_thread::get_id();
+  EXPECT_FALSE(*gatherer.Task(&Gatherer::OnCallersThread).Remote(me.str()).Get());
+}
+
+TEST_F(LocalModeActorTest, ADeadAsyncActorsLoopEnds) {
+  const size_t before = ProcessThreads();
+  for (int i = 0; i < 40; ++i) {
+    auto gatherer = ray::Actor(Gatherer::Create).Remote();
+    EXPECT_EQ(*gatherer.Task(&Gatherer::Await).Remote(ray::Put(i)).Get(), i);
+    if (i % 2 == 0) gatherer.Kill();  // the others go with their last handle
+  }
+  // Each loop ended with its actor (and went at the next creation): not 40 threads more.
+  EXPECT_LE(ProcessThreads(), before + 4);
+}
+
+TEST(LocalModeAsyncActorShutdownTest, ShutdownWhileCallsAwaitEndsThem) {
+  ray::RayConfig config;
+  config.local_mode = true;
+  ray::Init(config);
+  g_gate_open = false;
+  auto gatherer = ray::Actor(Gatherer::Create).Remote();
+  ray::ObjectRef<int> gate = ray::Task(Gate).Remote();
+  std::vector<ray::ObjectRef<int>> calls;
+  for (int i = 0; i < 20; ++i) calls.push_back(gatherer.Task(&Gatherer::Await).Remote(gate));
+  ASSERT_TRUE(manta::testing::WaitFor([&] { return *gatherer.Task(&Gatherer::Waiting).Remote().Get() == 20; },
+                                      30000));
+  // The awaits resume (their Gets throw, or the gate ends first as Shutdown begins)
+  // and the actor's loop ends: Shutdown returns.
+  ray::Shutdown();
+  calls.clear();
+  gate = ray::ObjectRef<int>();
 }
 
 TEST(LocalModeActorLifecycleTest, HandlesUsedAfterShutdownThrowAndAreInert) {

@@ -381,6 +381,9 @@ class LocalModeAwaitTest : public AwaitTestBase {
   static void SetUpTestSuite() {
     ray::RayConfig config;
     config.local_mode = true;
+    // Tasks waiting for `go` hold a pool thread each: AsyncActorKeepsItsMaxConcurrency
+    // has three wait at once (on a cluster, in three workers).
+    config.num_cpus = 4;
     ray::Init(config);
   }
   static void TearDownTestSuite() { ray::Shutdown(); }
@@ -396,6 +399,8 @@ TEST_F(LocalModeAwaitTest, SpawnRunsOnTheGivenExecutor) { SpawnRunsOnTheGivenExe
 TEST_F(LocalModeAwaitTest, CoroutineTasksAndBorrowedRefs) { CoroutineTasksAndBorrowedRefs(); }
 TEST_F(LocalModeAwaitTest, AwaitOutsideAnExecutorIsRefused) { AwaitOutsideAnExecutorIsRefused(); }
 TEST_F(LocalModeAwaitTest, TheReadmeExample) { TheReadmeExample(); }
+TEST_F(LocalModeAwaitTest, AsyncActorRunsCallsAtOnceOnOneThread) { AsyncActorRunsCallsAtOnceOnOneThread(); }
+TEST_F(LocalModeAwaitTest, AsyncActorKeepsItsMaxConcurrency) { AsyncActorKeepsItsMaxConcurrency(); }
 TEST_F(LocalModeAwaitTest, AsyncActorStartsCallsInTheCallersOrder) { AsyncActorStartsCallsInTheCallersOrder(); }
 TEST_F(LocalModeAwaitTest, AsyncActorPassesAnExceptionOn) { AsyncActorPassesAnExceptionOn(); }
 

@@ -333,6 +333,7 @@ TEST_F(LocalModeStreamTest, AnItemComesBeforeTheTaskEnds) { AnItemComesBeforeThe
 TEST_F(LocalModeStreamTest, BackPressurePausesTheProducer) { BackPressurePausesTheProducer(); }
 TEST_F(LocalModeStreamTest, AFailureGivesTheItemsThenTheError) { AFailureGivesTheItemsThenTheError(); }
 TEST_F(LocalModeStreamTest, ActorMethodsStream) { ActorMethodsStream(); }
+TEST_F(LocalModeStreamTest, AsyncActorGeneratorsRunOnItsLoop) { AsyncActorGeneratorsRunOnItsLoop(); }
 TEST_F(LocalModeStreamTest, ACoroutineAwaitsTheItems) { ACoroutineAwaitsTheItems(); }
 TEST_F(LocalModeStreamTest, CancelStopsAPausedGenerator) { CancelStopsAPausedGenerator(); }
 TEST_F(LocalModeStreamTest, TheProducerGoesOnWhenTheConsumerLeaves) { TheProducerGoesOnWhenTheConsumerLeaves(); }
