@@ -21,7 +21,7 @@ class ActorLoop {
   // Stops and joins. REQUIRES: not called on the loop's own thread.
   ~ActorLoop() {
     Stop();
-    thread_.join();
+    Join();
   }
   ActorLoop(const ActorLoop&) = delete;
   ActorLoop& operator=(const ActorLoop&) = delete;
@@ -42,6 +42,10 @@ class ActorLoop {
       stopped_ = true;
     }
     cv_.notify_one();
+  }
+  // Waits for the thread to end (after Stop). REQUIRES: not on the loop's thread.
+  void Join() {
+    if (thread_.joinable()) thread_.join();
   }
   // The thread has ended (joining it does not wait).
   bool Finished() const { return finished_.load(std::memory_order_acquire); }

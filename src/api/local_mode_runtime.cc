@@ -143,12 +143,15 @@ LocalModeRuntime::~LocalModeRuntime() {
     for (std::thread& thread : threads) thread.join();
   }
   // Async actors' loops run what was posted to them (awaits resumed above, whose Gets
-  // throw now), then end.
+  // throw now), then end. Each is freed once all have ended: what runs on one may
+  // still stop another (an actor's last handle dropped there).
   std::vector<std::unique_ptr<ActorLoop>> loops;
   {
     absl::MutexLock lock(&mu_);
     loops.swap(actor_loops_);
   }
+  for (const std::unique_ptr<ActorLoop>& loop : loops) loop->Stop();
+  for (const std::unique_ptr<ActorLoop>& loop : loops) loop->Join();
   loops.clear();
   RestoreProcessEnv();
 }
@@ -278,8 +281,11 @@ void LocalModeRuntime::PumpActorLocked(Actor& actor) {
     // A threaded actor's calls may wait for each other: each gets a thread.
     if (actor.max_concurrency > 1 && queue_.size() > idle_threads_) StartThreadLocked();
   }
-  // A dead async actor's loop ends with its last call.
-  if (actor.loop != nullptr && actor.state == Actor::State::kDead && actor.running == 0) actor.loop->Stop();
+  // A dead async actor's loop ends with its last call (and is freed at the next
+  // CreateActor: nothing of the actor refers to it any more).
+  if (actor.loop != nullptr && actor.state == Actor::State::kDead && actor.running == 0) {
+    std::exchange(actor.loop, nullptr)->Stop();
+  }
 }
 
 void LocalModeRuntime::KillActorLocked(Actor& actor, const std::string& why) {
