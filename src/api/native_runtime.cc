@@ -618,7 +618,7 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
   // task rate. It is switched off here, in ray::Init, unless the program asks to
   // keep it (MANTA_KEEP_MUTEX_DEADLOCK_DETECTION=1); a program may also set its own
   // mode after ray::Init returns.
-  if (Env("MANTA_KEEP_MUTEX_DEADLOCK_DETECTION") != "1") manta::DisableMutexDeadlockDetection();
+  manta::DisableMutexDeadlockDetection();
   // A driver's own logging is the program's business: unless it set glog up, Manta
   // prints warnings and errors only (GLOG_minloglevel / GLOG_v still apply).
   if (!google::IsGoogleLoggingInitialized() && std::getenv("GLOG_minloglevel") == nullptr) {

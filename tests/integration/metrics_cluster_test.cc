@@ -272,7 +272,8 @@ class PrometheusServer {
 };
 
 TEST_F(MetricsTest, APrometheusServerScrapesTheCluster) {
-  ASSERT_FALSE(manta::FindExecutable("prometheus").empty()) << "prometheus is not installed (scripts/install-deps)";
+  ASSERT_FALSE(manta::FindExecutable("prometheus").empty())
+      << "prometheus is not installed (scripts/install-deps --test)";
   constexpr int kTasks = 300;
   std::vector<ray::ObjectRef<int>> refs;
   for (int i = 0; i < kTasks; ++i) refs.push_back(ray::Task(Square).Remote(i));

@@ -52,7 +52,8 @@ check() {
   local missing=()
   [ "$(id -u)" -eq 0 ] || missing+=("root (uid 0; this runs as uid $(id -u)): network, mount and pid namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN")
   for tool in ip nft unshare nsenter tc; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("the '$tool' command (scripts/install-deps installs iproute2, nftables and util-linux)")
+    command -v "$tool" >/dev/null 2>&1 ||
+      missing+=("the '$tool' command (scripts/install-deps --test installs iproute2, nftables and util-linux)")
   done
   if [ ${#missing[@]} -eq 0 ]; then
     # Privileges can be missing even for root (a container without CAP_SYS_ADMIN).
@@ -281,7 +282,7 @@ heal() {
 capture() {
   local id=$1 file=$2
   require_bed "$id"
-  command -v tcpdump >/dev/null || die "capture needs tcpdump (scripts/install-deps installs it)"
+  command -v tcpdump >/dev/null || die "capture needs tcpdump (scripts/install-deps --test installs it)"
   exec ip netns exec "$(switch_ns "$id")" tcpdump -Z root -i br0 -U -s 0 -B 131072 -w "$file"
 }
 

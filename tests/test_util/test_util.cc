@@ -75,7 +75,7 @@ std::string BinaryPath(const std::string& name) {
 RedisServer::RedisServer() {
   std::string exe = FindExecutable("redis-server");
   if (exe.empty()) {
-    ADD_FAILURE() << "redis-server is not installed (run scripts/install-deps)";
+    ADD_FAILURE() << "redis-server is not installed (run scripts/install-deps --test)";
     return;
   }
   for (int attempt = 0; attempt < 5 && pid_ == 0; ++attempt) {
