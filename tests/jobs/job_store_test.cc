@@ -1,0 +1,71 @@
+// JobStore (src/jobs/job_record.h) on a real cluster's GCS and Redis: a record made,
+// refused again under the same id, updated, listed, and still there after the GCS
+// was killed and started again against the same Redis.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "src/common/rpc/grpc_client.h"
+#include "src/jobs/job_record.h"
+#include "tests/integration/cluster_harness.h"
+#include "tests/test_util/test_util.h"
+
+namespace manta::jobs {
+namespace {
+
+JobRecord NewRecord(const std::string& id) {
+  JobRecord r;
+  r.submission_id = id;
+  r.entrypoint = "echo hello";
+  r.metadata = {{"team", "data"}};
+  r.start_time_ms = 1700000000000;
+  return r;
+}
+
+TEST(JobStoreTest, RecordsAreKeptInTheGcsAndOutliveItsRestart) {
+  manta::testing::ClusterHarness harness;
+  harness.StartHead({"--dashboard-port", "0"});
+  JobStore store(rpc::MakeChannel(harness.gcs_address(), 64 << 20));
+
+  ASSERT_TRUE(store.Create(NewRecord("etl-1")).ok());
+  absl::Status again = store.Create(NewRecord("etl-1"));
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+  EXPECT_NE(again.message().find("'etl-1'"), std::string::npos) << again;
+
+  JobRecord running = NewRecord("etl-1");
+  running.status = JobStatus::kRunning;
+  running.supervisor_pid = 1234;
+  ASSERT_TRUE(store.Update(running).ok());
+  ASSERT_TRUE(store.Create(NewRecord("etl-2")).ok());
+
+  absl::StatusOr<JobRecord> got = store.Get("etl-1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, JobStatus::kRunning);
+  EXPECT_EQ(got->supervisor_pid, 1234);
+  EXPECT_EQ(got->metadata.at("team"), "data");
+  EXPECT_EQ(store.Get("nope").status().code(), absl::StatusCode::kNotFound);
+
+  absl::StatusOr<std::vector<JobRecord>> all = store.List();
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> ids;
+  for (const JobRecord& r : *all) ids.push_back(r.submission_id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"etl-1", "etl-2"}));
+
+  // Redis keeps them: a new GCS serves the same records.
+  ASSERT_TRUE(harness.RestartGcs().ok());
+  JobStore after(rpc::MakeChannel(harness.gcs_address(), 64 << 20));
+  absl::StatusOr<JobRecord> kept = after.Get("etl-1");
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        kept = after.Get("etl-1");
+        return kept.ok();
+      },
+      30000))
+      << kept.status();
+  EXPECT_EQ(kept->status, JobStatus::kRunning);
+  EXPECT_EQ(kept->entrypoint, "echo hello");
+}
+
+}  // namespace
+}  // namespace manta::jobs
