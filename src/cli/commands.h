@@ -94,6 +94,20 @@ int RunTimeline(const ClusterFlags& flags, const std::string& job_hex, const std
 // answers within `timeout_ms`, else 1 (health_check_command.cc).
 int RunHealthCheck(const ClusterFlags& flags, bool node, int64_t timeout_ms);
 
+// `manta job` (job_command.cc): the head dashboard's Jobs API. Submit prints the
+// submission id (and with `wait` follows the job's output to its end, exiting 0 only
+// when it succeeded); `command` is status, logs (`follow`: until the job ends), stop
+// or list.
+struct JobSubmission {
+  std::string entrypoint;
+  std::string submission_id;
+  std::string runtime_env_json;
+  std::string metadata_json;
+  bool wait = false;
+};
+int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission);
+int RunJobCommand(const ClusterFlags& flags, const std::string& command, const std::string& id, bool follow);
+
 // Shared by the commands that ask the GCS (status_command.cc): the GCS address is the
 // --address flag, else RAY_ADDRESS, else the head started on this machine; its token
 // is found as FindClusterToken (src/common/security.h) says, and installed with the

@@ -189,6 +189,54 @@ std::optional<int> InspectCommands::Run() {
   return std::nullopt;
 }
 
+// `manta job submit|status|logs|stop|list` (job_command.cc).
+class JobCommands {
+ public:
+  void Add(CLI::App& app) {
+    CLI::App* job = app.add_subcommand("job", "submit jobs to a cluster's head and follow, stop and list them");
+    job->require_subcommand(1);
+    submit_ = job->add_subcommand("submit", "run a command on the head under a supervisor; prints its submission id");
+    AddClusterFlags(submit_, &flags_);
+    submit_->add_option("--submission-id", submission_.submission_id, "its id (default: a new one)");
+    submit_->add_option("--runtime-env-json", submission_.runtime_env_json,
+                        "{\"env_vars\": {...}, \"working_dir\": \"<a directory on the head>\"}");
+    submit_->add_option("--metadata-json", submission_.metadata_json, "string fields kept with the job");
+    submit_->add_flag("--wait", submission_.wait, "print its output until it ends; exit 0 only if it succeeded");
+    submit_->add_option("entrypoint", entrypoint_, "the command (after --)")->required();
+    for (const char* name : {"status", "logs", "stop"}) {
+      CLI::App* cmd = job->add_subcommand(name, std::string(name) + " of one job");
+      AddClusterFlags(cmd, &flags_);
+      cmd->add_option("submission_id", id_, "its submission id")->required();
+      if (std::string(name) == "logs") cmd->add_flag("--follow,-f", follow_, "until the job ends");
+      cmds_.emplace_back(cmd, name);
+    }
+    CLI::App* list = job->add_subcommand("list", "every job submitted to the cluster");
+    AddClusterFlags(list, &flags_);
+    cmds_.emplace_back(list, "list");
+  }
+  std::optional<int> Run() {
+    if (submit_->parsed()) {
+      for (const std::string& word : entrypoint_) {
+        submission_.entrypoint += (submission_.entrypoint.empty() ? "" : " ") + word;
+      }
+      return manta::cli::RunJobSubmit(flags_, submission_);
+    }
+    for (const auto& [cmd, name] : cmds_) {
+      if (cmd->parsed()) return manta::cli::RunJobCommand(flags_, name, id_, follow_);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  manta::cli::ClusterFlags flags_;
+  manta::cli::JobSubmission submission_;
+  std::vector<std::string> entrypoint_;
+  std::string id_;
+  bool follow_ = false;
+  CLI::App* submit_ = nullptr;
+  std::vector<std::pair<CLI::App*, std::string>> cmds_;
+};
+
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
@@ -251,6 +299,8 @@ int main(int argc, char** argv) {
 
   InspectCommands inspect;
   inspect.Add(app);
+  JobCommands jobs;
+  jobs.Add(app);
 
   manta::cli::ClusterFlags health_flags;
   bool health_node = false;
@@ -283,6 +333,7 @@ int main(int argc, char** argv) {
   if (stop_cmd->parsed()) return manta::cli::RunStop(force, after_pid);
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
   if (std::optional<int> code = inspect.Run()) return *code;
+  if (std::optional<int> code = jobs.Run()) return *code;
   if (health_cmd->parsed()) return manta::cli::RunHealthCheck(health_flags, health_node, health_timeout_ms);
   return 2;
 }

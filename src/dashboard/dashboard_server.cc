@@ -101,13 +101,17 @@ bool DashboardServer::ValidSession(const std::string& value) const {
 }
 
 http::Handler DashboardServer::Guarded(http::Response (DashboardServer::*route)(const http::Request&)) {
-  return [this, route](const http::Request& request) {
+  return Guarded([this, route](const http::Request& request) { return (this->*route)(request); });
+}
+
+http::Handler DashboardServer::Guarded(http::Handler handler) {
+  return [this, handler = std::move(handler)](const http::Request& request) {
     if (!ValidSession(request.Cookie(kCookie)) && !request.client_certified &&
         !http::HasBearerToken(request, options_.token)) {
       return JsonError(401,
                        "not logged in: give the cluster token (POST /api/login, or Authorization: Bearer <token>)");
     }
-    return (this->*route)(request);
+    return handler(request);
   };
 }
 
@@ -135,12 +139,20 @@ absl::Status DashboardServer::Start() {
   http_.Handle("GET", "/api/logs", Guarded(&DashboardServer::Logs));
   http_.Handle("GET", "/api/log", Guarded(&DashboardServer::Log));
   http_.Handle("GET", "/api/timeline", Guarded(&DashboardServer::Timeline));
+  if (!options_.log_dir.empty()) {
+    JobManagerOptions jobs;
+    jobs.gcs_address = options_.gcs_address;
+    jobs.token = options_.token;
+    jobs.log_dir = options_.log_dir;
+    jobs_ = std::make_unique<JobManager>(jobs, gcs_channel_);
+    jobs_->Register(http_, [this](http::Handler h) { return Guarded(std::move(h)); });
+  }
   // Any other /api/ path (a prefix route, longer than the page's "/"): an error, not the page.
   for (const char* method : {"GET", "POST"}) {
     http_.Handle(method, "/api/", [](const http::Request& r) {
       return JsonError(404, "no such route: " + r.method + " " + r.path +
                                 " (GET /api/list, /api/summary, /api/metrics, /api/logs, /api/log, /api/timeline;"
-                                " POST /api/login, /api/logout)");
+                                " GET and POST /api/jobs/; POST /api/login, /api/logout)");
     });
   }
   if (absl::Status s = http_.Start(); !s.ok()) return s;
@@ -156,6 +168,7 @@ void DashboardServer::Stop() {
   stop_cv_.notify_all();
   if (scraper_.joinable()) scraper_.join();
   http_.Stop();
+  if (jobs_) jobs_->Stop();
 }
 
 http::Response DashboardServer::Login(const http::Request& request) {

@@ -36,6 +36,7 @@
 #include "grpcpp/channel.h"
 #include "nlohmann/json.hpp"
 #include "src/common/http/http_server.h"
+#include "src/dashboard/job_manager.h"
 
 namespace manta::dashboard {
 
@@ -48,6 +49,8 @@ struct DashboardOptions {
   int64_t scrape_period_ms = 2000;
   size_t history_points = 300;
   size_t max_series = 2000;
+  // The Jobs API (job_manager.h): where entrypoints' logs go ("": the Jobs API is off).
+  std::string log_dir;
 };
 
 class DashboardServer {
@@ -77,6 +80,7 @@ class DashboardServer {
   http::Response Timeline(const http::Request& request);
   // Wraps a data route: 401 without a valid session.
   http::Handler Guarded(http::Response (DashboardServer::*route)(const http::Request&));
+  http::Handler Guarded(http::Handler handler);
 
   // The scraper thread: every endpoint of the cluster, every scrape_period_ms.
   void ScrapeLoop();
@@ -100,6 +104,7 @@ class DashboardServer {
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by mu_
   std::thread scraper_;
+  std::unique_ptr<JobManager> jobs_;  // with a log_dir
 };
 
 // JSON error bodies: {"error": message}.

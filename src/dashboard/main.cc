@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.token = daemon->credentials.token;
+  options.log_dir = flags.log_dir;  // the Jobs API's entrypoint logs
   options.tls = manta::metrics::HttpTlsOf(daemon->credentials);
   auto server = std::make_unique<manta::dashboard::DashboardServer>(options);
   absl::Status started = server->Start();

@@ -10,6 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <utility>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -155,8 +158,9 @@ int HttpGetConnect(const sockaddr_in& addr, int64_t deadline, std::string* error
 
 }  // namespace
 
-absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path,
-                                    const HttpGetOptions& options) {
+absl::StatusOr<HttpReply> HttpRequest(const std::string& host, int port, const std::string& method,
+                                      const std::string& path, const std::string& body,
+                                      const HttpGetOptions& options) {
   const bool https = !options.tls.ca_pem.empty();
   const std::string where =
       (https ? "https://" : "http://") + host + ":" + std::to_string(port) + path;
@@ -173,9 +177,12 @@ absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std
   HttpGetConnection connection(fd, deadline);
   auto fail = [&] { return absl::UnavailableError(where + ": " + connection.error()); };
   if (https && !connection.StartTls(options.tls, host)) return fail();
-  std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\nConnection: close\r\n";
+  std::string request = method + " " + path + " HTTP/1.0\r\nHost: " + host + "\r\nConnection: close\r\n";
   if (!options.bearer_token.empty()) request += "Authorization: Bearer " + options.bearer_token + "\r\n";
-  if (!connection.SendAll(request + "\r\n")) return fail();
+  if (method != "GET") {
+    request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  if (!connection.SendAll(request + "\r\n" + body)) return fail();
   std::string reply;
   char buf[16384];
   for (;;) {
@@ -187,14 +194,27 @@ absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std
       return absl::UnavailableError(where + ": the reply is over " + std::to_string(options.max_bytes) + " bytes");
     }
   }
-  const size_t body = reply.find("\r\n\r\n");
-  if (reply.rfind("HTTP/1.", 0) != 0 || reply.size() < 12 || body == std::string::npos) {
+  const size_t end_of_header = reply.find("\r\n\r\n");
+  if (reply.rfind("HTTP/1.", 0) != 0 || reply.size() < 12 || end_of_header == std::string::npos) {
     return absl::UnavailableError(where + ": not an HTTP reply");
   }
-  if (reply.compare(8, 5, " 200 ") != 0) {
-    return absl::UnavailableError(where + ": " + reply.substr(9, reply.find("\r\n") - 9));
+  HttpReply out;
+  out.status = std::atoi(reply.substr(9, 3).c_str());
+  out.status_line = reply.substr(9, reply.find("\r\n") - 9);
+  out.body = reply.substr(end_of_header + 4);
+  return out;
+}
+
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path,
+                                    const HttpGetOptions& options) {
+  absl::StatusOr<HttpReply> reply = HttpRequest(host, port, "GET", path, "", options);
+  if (!reply.ok()) return reply.status();
+  if (reply->status != 200) {
+    const bool https = !options.tls.ca_pem.empty();
+    return absl::UnavailableError((https ? "https://" : "http://") + host + ":" + std::to_string(port) + path +
+                                  ": " + reply->status_line);
   }
-  return reply.substr(body + 4);
+  return std::move(reply->body);
 }
 
 }  // namespace manta::http

@@ -25,6 +25,16 @@ struct HttpGetOptions {
 // over max_bytes, or no complete reply within the deadline.
 absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path,
                                     const HttpGetOptions& options);
+struct HttpReply {
+  int status = 0;           // 200, 404, ...
+  std::string status_line;  // "404 Not Found"
+  std::string body;
+};
+// Any method (a body, when not GET, is sent as application/json): the reply whatever
+// its status. Errors as HttpGet's, but for the status.
+absl::StatusOr<HttpReply> HttpRequest(const std::string& host, int port, const std::string& method,
+                                      const std::string& path, const std::string& body,
+                                      const HttpGetOptions& options);
 inline absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path,
                                            int64_t timeout_ms, size_t max_bytes) {
   HttpGetOptions options;

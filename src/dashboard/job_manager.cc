@@ -1,0 +1,219 @@
+#include "src/dashboard/job_manager.h"
+
+#include <glog/logging.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <utility>
+#include <vector>
+
+#include "src/common/process.h"
+#include "src/common/security.h"
+#include "src/common/util.h"
+#include "src/dashboard/dashboard_server.h"
+
+namespace manta::dashboard {
+
+namespace {
+
+constexpr char kPrefix[] = "/api/jobs/";
+
+int HttpStatusOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kAlreadyExists:
+      return 400;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    default:
+      return 502;
+  }
+}
+
+http::Response Error(const absl::Status& s) { return JsonError(HttpStatusOf(s), std::string(s.message())); }
+
+// The last `max_bytes` of `path` ("" when it does not exist yet).
+std::string Tail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const auto limit = static_cast<std::streamoff>(max_bytes);
+  const std::streamoff start = size > limit ? size - limit : 0;
+  in.seekg(start);
+  std::string out(static_cast<size_t>(size - start), '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
+}
+
+// The submission's fields, checked: InvalidArgument naming what is wrong.
+absl::StatusOr<jobs::JobRecord> ParseSubmission(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return absl::InvalidArgumentError("the request body is not a JSON object");
+  jobs::JobRecord r;
+  if (!j.contains("entrypoint") || !j["entrypoint"].is_string() || j["entrypoint"].get<std::string>().empty()) {
+    return absl::InvalidArgumentError("'entrypoint' (the command to run, a string) is missing");
+  }
+  r.entrypoint = j["entrypoint"].get<std::string>();
+  if (j.contains("submission_id") && !j["submission_id"].is_null()) {
+    if (!j["submission_id"].is_string()) return absl::InvalidArgumentError("'submission_id' is not a string");
+    r.submission_id = j["submission_id"].get<std::string>();
+    if (absl::Status s = jobs::CheckSubmissionId(r.submission_id); !s.ok()) return s;
+  } else {
+    r.submission_id = jobs::NewSubmissionId();
+  }
+  if (j.contains("runtime_env") && !j["runtime_env"].is_null()) {
+    const nlohmann::json& env = j["runtime_env"];
+    if (!env.is_object()) return absl::InvalidArgumentError("'runtime_env' is not an object");
+    for (const auto& [key, value] : env.items()) {
+      if (key == "env_vars") {
+        if (!value.is_object()) return absl::InvalidArgumentError("'runtime_env.env_vars' is not an object");
+        for (const auto& [name, v] : value.items()) {
+          if (!v.is_string()) return absl::InvalidArgumentError("runtime_env.env_vars." + name + " is not a string");
+        }
+      } else if (key == "working_dir") {
+        if (!value.is_string() || value.get<std::string>().empty() || value.get<std::string>()[0] != '/') {
+          return absl::InvalidArgumentError("'runtime_env.working_dir' must be an absolute path on the head");
+        }
+      } else {
+        return absl::InvalidArgumentError("runtime_env field '" + key +
+                                          "' is not supported (env_vars and working_dir are)");
+      }
+    }
+    r.runtime_env = env;
+  }
+  if (j.contains("metadata") && !j["metadata"].is_null()) {
+    if (!j["metadata"].is_object()) return absl::InvalidArgumentError("'metadata' is not an object");
+    for (const auto& [key, value] : j["metadata"].items()) {
+      if (!value.is_string()) return absl::InvalidArgumentError("metadata." + key + " is not a string");
+      r.metadata[key] = value.get<std::string>();
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+JobManager::JobManager(JobManagerOptions options, std::shared_ptr<grpc::Channel> gcs)
+    : options_(std::move(options)), store_(std::move(gcs)), watcher_([this] { Watch(); }) {}
+
+JobManager::~JobManager() { Stop(); }
+
+void JobManager::Stop() {
+  std::map<pid_t, std::string> running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    running = supervisors_;
+  }
+  cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  // The cluster is going (`manta stop`): its jobs stop too, and say so.
+  for (const auto& [pid, id] : running) (void)SignalProcess(pid, SIGTERM);
+  const int64_t deadline = NowMs() + 10000;
+  for (const auto& [pid, id] : running) WaitForExit(pid, std::max<int64_t>(0, deadline - NowMs()));
+}
+
+void JobManager::Register(http::HttpServer& server, const std::function<http::Handler(http::Handler)>& guard) {
+  server.Handle("POST", kPrefix, guard([this](const http::Request& r) {
+                  return r.path == kPrefix ? Submit(r) : Route(r);
+                }));
+  server.Handle("GET", kPrefix, guard([this](const http::Request& r) { return Route(r); }));
+}
+
+http::Response JobManager::Submit(const http::Request& request) {
+  absl::StatusOr<jobs::JobRecord> record = ParseSubmission(request.body);
+  if (!record.ok()) return Error(record.status());
+  record->log_path = options_.log_dir + "/job-driver-" + record->submission_id + ".log";
+  record->start_time_ms = NowMs();
+  record->message = "waiting for its supervisor to start";
+  if (absl::Status s = store_.Create(*record); !s.ok()) return Error(s);
+  const std::string supervisor =
+      options_.supervisor_path.empty() ? FindExecutable("manta_job_supervisor") : options_.supervisor_path;
+  ProcessOptions process;
+  process.argv = {supervisor.empty() ? "manta_job_supervisor" : supervisor, "--gcs-address", options_.gcs_address,
+                  "--submission-id", record->submission_id, "--log-dir", options_.log_dir};
+  process.env[kClusterTokenEnv] = options_.token;
+  absl::StatusOr<pid_t> pid = StartProcess(process);
+  if (!pid.ok()) {
+    record->status = jobs::JobStatus::kFailed;
+    record->message = "its supervisor did not start: " + std::string(pid.status().message());
+    record->end_time_ms = NowMs();
+    if (absl::Status s = store_.Update(*record); !s.ok()) LOG(WARNING) << s;
+    return JsonError(500, record->message);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    supervisors_[*pid] = record->submission_id;
+  }
+  return JsonResponse({{"submission_id", record->submission_id}, {"job_id", nullptr}});
+}
+
+http::Response JobManager::Route(const http::Request& request) {
+  const std::string rest = request.path.substr(sizeof(kPrefix) - 1);
+  if (rest.empty()) {  // GET /api/jobs/
+    absl::StatusOr<std::vector<jobs::JobRecord>> all = store_.List();
+    if (!all.ok()) return Error(all.status());
+    nlohmann::json list = nlohmann::json::array();
+    for (const jobs::JobRecord& r : *all) list.push_back(r.ToJson());
+    return JsonResponse(list);
+  }
+  const size_t slash = rest.find('/');
+  const std::string id = rest.substr(0, slash);
+  const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  absl::StatusOr<jobs::JobRecord> record = store_.Get(id);
+  if (!record.ok()) return Error(record.status());
+  if (request.method == "GET" && action.empty()) return JsonResponse(record->ToJson());
+  if (request.method == "GET" && action == "logs") return Logs(*record);
+  if (request.method == "POST" && action == "stop") return StopJob(*record);
+  return JsonError(404, "no route " + request.method + " " + request.path);
+}
+
+http::Response JobManager::Logs(const jobs::JobRecord& record) {
+  return JsonResponse({{"logs", Tail(record.log_path, options_.max_log_bytes)}});
+}
+
+http::Response JobManager::StopJob(const jobs::JobRecord& record) {
+  if (jobs::IsTerminal(record.status) || record.supervisor_pid <= 0) return JsonResponse({{"stopped", false}});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only a supervisor this dashboard started (a pid may have been reused since).
+    auto it = supervisors_.find(static_cast<pid_t>(record.supervisor_pid));
+    if (it == supervisors_.end() || it->second != record.submission_id) return JsonResponse({{"stopped", false}});
+  }
+  if (absl::Status s = SignalProcess(static_cast<pid_t>(record.supervisor_pid), SIGTERM); !s.ok()) {
+    return JsonError(500, std::string(s.message()));
+  }
+  return JsonResponse({{"stopped", true}});
+}
+
+void JobManager::Watch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.watch_period_ms));
+    std::vector<std::pair<pid_t, std::string>> gone;
+    for (auto it = supervisors_.begin(); it != supervisors_.end();) {
+      if (ReapIfExited(it->first)) {
+        gone.emplace_back(it->first, it->second);
+        it = supervisors_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    for (const auto& [pid, id] : gone) {
+      absl::StatusOr<jobs::JobRecord> record = store_.Get(id);
+      if (!record.ok() || jobs::IsTerminal(record->status)) continue;
+      record->status = jobs::JobStatus::kFailed;
+      record->message = "its supervisor (pid " + std::to_string(pid) + ") exited before the job ended";
+      record->end_time_ms = NowMs();
+      if (absl::Status s = store_.Update(*record); !s.ok()) LOG(WARNING) << s;
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace manta::dashboard
