@@ -1,10 +1,11 @@
 // `manta job submit|status|logs|stop|list`: the head dashboard's Jobs API
 // (src/dashboard/job_manager.h) over HTTP with the cluster token.
 //
-// The dashboard is --address when that is a URL (http://host:port), else RAY_ADDRESS
-// when that is one, else the dashboard of the cluster's head session on this machine
-// (the cluster found as the other commands find it). The token: --token-file,
-// $MANTA_CLUSTER_TOKEN_FILE, $MANTA_CLUSTER_TOKEN, or that session's.
+// The dashboard is --address when that is a URL (http[s]://host:port), else
+// RAY_ADDRESS when that is one, else the one the cluster's head published in its GCS
+// (`manta start --head`), the cluster (--address host:port, RAY_ADDRESS, or the head
+// started here) joined as the other commands join it: its token and TLS material
+// serve for HTTPS too, so any host of the cluster can submit.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +16,10 @@
 
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
+#include "src/cli/session.h"
 #include "src/common/http/http_get.h"
+#include "src/common/metrics/metrics_endpoint.h"
+#include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/jobs/job_record.h"
@@ -28,13 +32,15 @@ struct Dashboard {
   std::string host;
   int port = 0;
   std::string token;
+  http::HttpTls tls;  // with https: the cluster's CA (and this member's certificate)
 };
 
-// host and port of "http://host:port[/]"; false when `url` is not one.
-bool ParseUrl(const std::string& url, std::string* host, int* port) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) return false;
-  std::string rest = url.substr(scheme.size());
+// host, port and whether it is HTTPS, of "http[s]://host:port[/]"; false when `url`
+// is not one.
+bool ParseUrl(const std::string& url, std::string* host, int* port, bool* https) {
+  *https = url.rfind("https://", 0) == 0;
+  if (!*https && url.rfind("http://", 0) != 0) return false;
+  std::string rest = url.substr(*https ? 8 : 7);
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   const size_t colon = rest.rfind(':');
   if (colon == std::string::npos) return false;
@@ -43,36 +49,43 @@ bool ParseUrl(const std::string& url, std::string* host, int* port) {
   return *port > 0 && *port < 65536;
 }
 
+// The dashboard: --address (or RAY_ADDRESS) when it is a URL; else the one the
+// cluster's head published in the GCS (the cluster found as the other commands find
+// it, whose token and TLS material then serve here too).
 absl::StatusOr<Dashboard> FindDashboard(const ClusterFlags& flags) {
-  Dashboard d;
-  std::string url = flags.address;
-  if (url.empty()) {
+  std::string address = flags.address;
+  if (address.empty()) {
     const char* env = std::getenv("RAY_ADDRESS");
-    if (env != nullptr && std::string(env).rfind("http://", 0) == 0) url = env;
+    if (env != nullptr && std::string(env).rfind("http", 0) == 0) address = env;
   }
-  if (!url.empty() && url.rfind("http", 0) == 0) {
-    if (!ParseUrl(url, &d.host, &d.port)) {
-      return absl::InvalidArgumentError("'" + url + "' is not a dashboard address (http://host:port)");
-    }
-    absl::StatusOr<std::string> token = FindClusterToken("", flags.token_file, TempRoot());
+  const bool given_url = address.rfind("http", 0) == 0;
+  std::string url = given_url ? address : "";
+  Dashboard d;
+  if (given_url) {
+    // (Found in the session of the head started here when nothing names it.)
+    absl::StatusOr<std::string> head = LatestHeadAddress();
+    absl::StatusOr<std::string> token = FindClusterToken(head.ok() ? *head : "", flags.token_file, TempRoot());
     if (!token.ok()) return token.status();
     d.token = *token;
-    return d;
+  } else {
+    absl::StatusOr<std::string> gcs = JoinCluster(flags);
+    if (!gcs.ok()) return gcs.status();
+    absl::StatusOr<std::string> published = jobs::FindDashboardUrl(rpc::MakeChannel(*gcs, 1 << 20));
+    if (!published.ok()) return published.status();
+    url = *published;
+    d.token = rpc::ProcessCredentials().token;
+    d.tls = metrics::HttpTlsOf(rpc::ProcessCredentials());
   }
-  absl::StatusOr<std::string> gcs = JoinCluster(flags);
-  if (!gcs.ok()) return gcs.status();
-  std::string session_dir;
-  absl::StatusOr<std::string> token = FindClusterToken(*gcs, flags.token_file, TempRoot(), &session_dir);
-  if (!token.ok()) return token.status();
-  d.token = *token;
-  absl::StatusOr<std::string> port = ReadFile(session_dir + "/dashboard.ready");
-  if (session_dir.empty() || !port.ok()) {
-    return absl::NotFoundError("the cluster at " + *gcs +
-                               " has no dashboard on this machine (started with --dashboard-port 0?); give "
-                               "--address http://<head>:<dashboard port>");
+  bool https = false;
+  if (!ParseUrl(url, &d.host, &d.port, &https)) {
+    return absl::InvalidArgumentError("'" + url + "' is not a dashboard address (http[s]://host:port)");
   }
-  d.host = "127.0.0.1";
-  d.port = std::atoi(port->c_str());
+  if (!https) d.tls = http::HttpTls();
+  if (https && d.tls.ca_pem.empty()) {
+    return absl::FailedPreconditionError("the dashboard at " + url +
+                                         " wants HTTPS: give the cluster's CA (MANTA_TLS_CA), or its GCS address as "
+                                         "--address");
+  }
   return d;
 }
 
@@ -81,6 +94,7 @@ absl::StatusOr<nlohmann::json> Call(const Dashboard& d, const std::string& metho
                                     const std::string& body = "") {
   http::HttpGetOptions options;
   options.bearer_token = d.token;
+  options.tls = d.tls;
   options.timeout_ms = 30000;
   absl::StatusOr<http::HttpReply> reply = http::HttpRequest(d.host, d.port, method, path, body, options);
   if (!reply.ok()) return reply.status();

@@ -25,6 +25,7 @@
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/gcs/redis_store_client.h"
+#include "src/jobs/job_record.h"
 #include "src/scheduling/resources.h"
 #include "protos/gcs.grpc.pb.h"
 
@@ -663,6 +664,10 @@ int RunStart(const StartOptions& options) {
 
   PrintStarted(o, *session, head, raylet);
   if (!dashboard_url.empty()) {
+    // Where `manta job` (on any host) finds the Jobs API.
+    if (absl::Status s = jobs::PublishDashboardUrl(rpc::MakeChannel(gcs_address, 1 << 20), dashboard_url); !s.ok()) {
+      std::cerr << "manta start: " << s.message() << std::endl;
+    }
     std::cout << "Dashboard: " << dashboard_url << " (it asks for the cluster token once)" << std::endl;
   }
   if (o.block) return Block(launcher);

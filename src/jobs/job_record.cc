@@ -157,4 +157,30 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List() {
   return records;
 }
 
+absl::Status PublishDashboardUrl(const std::shared_ptr<grpc::Channel>& gcs, const std::string& url) {
+  auto stub = rpc::InternalKVGcsService::NewStub(gcs);
+  rpc::InternalKVPutRequest request;
+  request.set_namespace_("dashboard");
+  request.set_key("url");
+  request.set_value(url);
+  request.set_overwrite(true);
+  rpc::InternalKVPutReply reply;
+  return FromGrpc(rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVPut, request, &reply, 10),
+                  "publishing the dashboard's address");
+}
+
+absl::StatusOr<std::string> FindDashboardUrl(const std::shared_ptr<grpc::Channel>& gcs) {
+  auto stub = rpc::InternalKVGcsService::NewStub(gcs);
+  rpc::InternalKVGetRequest request;
+  request.set_namespace_("dashboard");
+  request.set_key("url");
+  rpc::InternalKVGetReply reply;
+  grpc::Status s = rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVGet, request, &reply, 10);
+  if (!s.ok()) return FromGrpc(s, "finding the dashboard");
+  if (!reply.found() || reply.value().empty()) {
+    return absl::NotFoundError("the cluster's head runs no dashboard (it was started with --dashboard-port 0?)");
+  }
+  return reply.value();
+}
+
 }  // namespace manta::jobs

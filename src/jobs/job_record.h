@@ -81,4 +81,10 @@ class JobStore {
   int64_t deadline_s_;
 };
 
+// Where the cluster's dashboard (and its Jobs API) is, as `manta start --head`
+// publishes it in the GCS's internal KV ("dashboard"/"url"): a URL such as
+// https://10.0.0.5:8265/ . Publish: at start; Find: NotFound when the head runs none.
+absl::Status PublishDashboardUrl(const std::shared_ptr<grpc::Channel>& gcs, const std::string& url);
+absl::StatusOr<std::string> FindDashboardUrl(const std::shared_ptr<grpc::Channel>& gcs);
+
 }  // namespace manta::jobs

@@ -135,6 +135,10 @@ TEST_F(JobCliTest, TheRestPathsWantTheToken) {
   EXPECT_EQ(missing->status, 400);
   EXPECT_NE(missing->body.find("entrypoint"), std::string::npos) << missing->body;
   ASSERT_TRUE(WaitForStatus("rest-1", "SUCCEEDED"));
+  // The dashboard named by its URL instead of found through the GCS.
+  CommandResult by_url = Job({"list", "--address", "http://127.0.0.1:" + std::to_string(DashboardPort())});
+  EXPECT_EQ(by_url.exit_code, 0) << by_url.output;
+  EXPECT_NE(by_url.output.find("rest-1"), std::string::npos) << by_url.output;
 }
 
 }  // namespace
