@@ -144,6 +144,7 @@ absl::Status DashboardServer::Start() {
     jobs.gcs_address = options_.gcs_address;
     jobs.token = options_.token;
     jobs.log_dir = options_.log_dir;
+    jobs.supervisor_flags = options_.supervisor_flags;
     jobs_ = std::make_unique<JobManager>(jobs, gcs_channel_);
     jobs_->Register(http_, [this](http::Handler h) { return Guarded(std::move(h)); });
   }

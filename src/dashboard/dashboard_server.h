@@ -51,6 +51,7 @@ struct DashboardOptions {
   size_t max_series = 2000;
   // The Jobs API (job_manager.h): where entrypoints' logs go ("": the Jobs API is off).
   std::string log_dir;
+  std::vector<std::string> supervisor_flags;  // the daemon's --tls-* files, for the job supervisors
 };
 
 class DashboardServer {

@@ -136,7 +136,10 @@ http::Response JobManager::Submit(const http::Request& request) {
   ProcessOptions process;
   process.argv = {supervisor.empty() ? "manta_job_supervisor" : supervisor, "--gcs-address", options_.gcs_address,
                   "--submission-id", record->submission_id, "--log-dir", options_.log_dir};
+  process.argv.insert(process.argv.end(), options_.supervisor_flags.begin(), options_.supervisor_flags.end());
   process.env[kClusterTokenEnv] = options_.token;
+  // What it says before it has a log of its own (a flag it refuses, say).
+  process.output_file = options_.log_dir + "/job-supervisor-" + record->submission_id + ".out";
   absl::StatusOr<pid_t> pid = StartProcess(process);
   if (!pid.ok()) {
     record->status = jobs::JobStatus::kFailed;

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "src/common/http/http_server.h"
 #include "src/jobs/job_record.h"
@@ -39,6 +40,7 @@ struct JobManagerOptions {
   std::string token;    // passed to supervisors
   std::string log_dir;  // the entrypoints' logs go here (job-driver-<id>.log)
   std::string supervisor_path;  // empty: manta_job_supervisor next to this executable
+  std::vector<std::string> supervisor_flags;  // more flags for it (the daemon's --tls-* files)
   int64_t watch_period_ms = 500;
   size_t max_log_bytes = 8 << 20;  // the last this many bytes of a log are served
 };

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   }
   options.token = daemon->credentials.token;
   options.log_dir = flags.log_dir;  // the Jobs API's entrypoint logs
+  if (!flags.tls.cert_file.empty()) {
+    options.supervisor_flags = {"--tls-cert", flags.tls.cert_file, "--tls-key", flags.tls.key_file, "--tls-ca",
+                                flags.tls.ca_file};
+  }
   options.tls = manta::metrics::HttpTlsOf(daemon->credentials);
   auto server = std::make_unique<manta::dashboard::DashboardServer>(options);
   absl::Status started = server->Start();

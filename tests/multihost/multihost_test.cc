@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tests/multihost/multihost_cluster.h"
+#include "tests/test_util/test_util.h"
 
 namespace manta::testing {
 namespace {
@@ -16,6 +17,8 @@ class MultiHostClusterTest : public ::testing::Test {
   static void SetUpTestSuite() {
     MultiHostOptions options;
     options.object_store_bytes = int64_t{1536} << 20;  // a 1 GiB object and room to spare
+    // The head's dashboard (and its Jobs API) reachable from the other hosts.
+    options.extra_start_args = {"--dashboard-host", "0.0.0.0"};
     auto started = MultiHostCluster::Start(options);
     if (!started.ok()) {
       setup_error_ = new std::string(started.status().message());
@@ -76,6 +79,39 @@ TEST_F(MultiHostClusterTest, DriverOnAnotherHostRunsTasksThatSpillBackAcrossHost
   int total = 0;
   for (const auto& [host, n] : result["hosts"].items()) total += n.get<int>();
   EXPECT_EQ(total, 24);
+}
+
+// `manta job` from hosts other than the head: the Jobs API is found through the GCS
+// and reached over HTTPS with the cluster's CA and token; the entrypoint (a driver)
+// runs on the head and its tasks across the cluster.
+TEST_F(MultiHostClusterTest, JobsAreSubmittedFollowedAndStoppedFromAnotherHost) {
+  CommandResult r = cluster_->Manta(
+      2, {"job", "submit", "--submission-id", "spread-job", "--wait", "--", MultiHostDriver() + " spread 12"}, 120000);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json result = DriverResult(r.output);  // its output, followed from host 2
+  ASSERT_TRUE(result.is_object()) << r.output;
+  EXPECT_EQ(result["driver_host"], cluster_->bed().Ip(0));  // the entrypoint ran on the head
+  int total = 0;
+  for (const auto& [host, n] : result["hosts"].items()) total += n.get<int>();
+  EXPECT_EQ(total, 12);
+  CommandResult status = cluster_->Manta(3, {"job", "status", "spread-job"});
+  ASSERT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_EQ(nlohmann::json::parse(status.output, nullptr, false).value("status", ""), "SUCCEEDED") << status.output;
+  CommandResult logs = cluster_->Manta(3, {"job", "logs", "spread-job"});
+  EXPECT_NE(logs.output.find("RESULT"), std::string::npos) << logs.output;
+
+  ASSERT_EQ(cluster_->Manta(1, {"job", "submit", "--submission-id", "sleeper", "--", "sleep 300"}).exit_code, 0);
+  auto state = [&] {
+    CommandResult s = cluster_->Manta(1, {"job", "status", "sleeper"});
+    return nlohmann::json::parse(s.output, nullptr, false).value("status", "");
+  };
+  ASSERT_TRUE(WaitFor([&] { return state() == "RUNNING"; }, 30000));
+  CommandResult stop = cluster_->Manta(3, {"job", "stop", "sleeper"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+  EXPECT_TRUE(WaitFor([&] { return state() == "STOPPED"; }, 30000)) << state();
+  CommandResult list = cluster_->Manta(2, {"job", "list"});
+  EXPECT_NE(list.output.find("spread-job"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("sleeper"), std::string::npos) << list.output;
 }
 
 TEST_F(MultiHostClusterTest, AGibibyteObjectMovesHostToHostIntact) {
