@@ -1,6 +1,7 @@
 // `manta job` on a real cluster (its head's dashboard runs the Jobs API): a job that
 // runs a Ray-style driver (python_free_examples/hello) to success, one that fails
-// with its exit code and output, one stopped while it runs, the REST paths with and
+// with its exit code and output, one stopped while it runs, a driver stopped with
+// the workers of its tasks, the REST paths with and
 // without the token, bad input (a malformed or taken submission id, an unsupported
 // runtime_env field, an unknown id), and a supervisor killed under its job.
 #include <gtest/gtest.h>
@@ -19,7 +20,7 @@ class JobCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     harness_ = new ClusterHarness();
-    harness_->StartHead();
+    harness_->StartHead({"--resources", R"({"host0": 100})"});  // for multihost_driver's loop
   }
   static void TearDownTestSuite() {
     delete harness_;
@@ -88,6 +89,24 @@ TEST_F(JobCliTest, StopEndsARunningJob) {
   CommandResult list = Job({"list"});
   EXPECT_NE(list.output.find("long-1"), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("STOPPED"), std::string::npos) << list.output;
+}
+
+// A driver whose tasks run in workers: stopping its job ends it and every worker of it.
+TEST_F(JobCliTest, StopEndsTheDriverAndEveryWorkerOfIt) {
+  const std::string driver = std::string(MANTA_BUILD_DIR) + "/tests/multihost/multihost_driver";
+  ASSERT_EQ(Job({"submit", "--submission-id", "loop-1", "--", driver + " loop 0 120"}).exit_code, 0);
+  auto alive_workers = [&] {
+    CommandResult r = harness_->Manta({"list", "workers", "--format", "json", "--filter", "is_alive=true",
+                                       "--filter", "worker_type=WORKER"});
+    nlohmann::json rows = nlohmann::json::parse(r.output, nullptr, false);
+    return rows.is_array() ? static_cast<int>(rows.size()) : -1;
+  };
+  ASSERT_TRUE(WaitFor([&] { return Job({"logs", "loop-1"}).output.find("LOOP 10") != std::string::npos; }, 60000))
+      << Job({"logs", "loop-1"}).output;
+  EXPECT_GE(alive_workers(), 1);
+  ASSERT_EQ(Job({"stop", "loop-1"}).exit_code, 0);
+  ASSERT_TRUE(WaitForStatus("loop-1", "STOPPED"));
+  EXPECT_TRUE(WaitFor([&] { return alive_workers() == 0; }, 30000)) << alive_workers() << " workers left";
 }
 
 TEST_F(JobCliTest, ASupervisorKilledUnderItsJobFailsIt) {
