@@ -35,7 +35,8 @@ endmacro()
 # 1. Install. A prefix chosen only now, unlike the CMAKE_INSTALL_PREFIX compiled in.
 step("cmake --install ${BUILD_DIR} --prefix ${prefix}"
   COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(file bin/manta bin/manta_gcs bin/manta_raylet bin/manta_worker include/ray/api.h)
+foreach(file bin/manta bin/manta_gcs bin/manta_raylet bin/manta_worker bin/manta_dashboard bin/manta_job_supervisor
+             include/ray/api.h)
   if(NOT EXISTS ${prefix}/${file})
     message(FATAL_ERROR "packaging test: the install lacks ${prefix}/${file}")
   endif()
