@@ -103,6 +103,7 @@ struct JobSubmission {
   std::string submission_id;
   std::string runtime_env_json;
   std::string metadata_json;
+  std::string working_dir;  // a local directory, uploaded to the head
   bool wait = false;
 };
 int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission);

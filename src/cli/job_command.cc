@@ -22,7 +22,9 @@
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
+#include "src/common/config.h"
 #include "src/jobs/job_record.h"
+#include "src/jobs/package.h"
 
 namespace manta::cli {
 
@@ -143,6 +145,27 @@ int WaitForEnd(const Dashboard& d, const std::string& id, bool follow) {
   }
 }
 
+// Uploads `dir` (packed) to the head in chunks; its path there.
+absl::StatusOr<std::string> UploadWorkingDir(const Dashboard& d, const std::string& dir) {
+  absl::StatusOr<Config> config = Config::FromEnvironment();
+  if (!config.ok()) return config.status();
+  jobs::PackageLimits limits;
+  limits.max_bytes = config->job_working_dir_max_bytes;
+  limits.max_files = config->job_working_dir_max_files;
+  absl::StatusOr<std::string> archive = jobs::PackDirectory(dir, limits);
+  if (!archive.ok()) return archive.status();
+  const std::string id = jobs::PackageId(*archive);
+  constexpr size_t kChunk = 512 * 1024;
+  for (size_t offset = 0; offset < archive->size(); offset += kChunk) {
+    absl::StatusOr<nlohmann::json> sent =
+        Call(d, "POST", "/api/packages/" + id + "?offset=" + std::to_string(offset), archive->substr(offset, kChunk));
+    if (!sent.ok()) return sent.status();
+  }
+  absl::StatusOr<nlohmann::json> done = Call(d, "POST", "/api/packages/" + id + "/done");
+  if (!done.ok()) return done.status();
+  return (*done)["working_dir"].get<std::string>();
+}
+
 }  // namespace
 
 int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission) {
@@ -158,6 +181,12 @@ int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission) {
       return JobFail("submit", absl::InvalidArgumentError(std::string(field) + " is not a JSON object"));
     }
     body[field] = j;
+  }
+  if (!submission.working_dir.empty()) {
+    absl::StatusOr<std::string> uploaded = UploadWorkingDir(*d, submission.working_dir);
+    if (!uploaded.ok()) return JobFail("submit", uploaded.status());
+    if (!body.contains("runtime_env")) body["runtime_env"] = nlohmann::json::object();
+    body["runtime_env"]["working_dir"] = *uploaded;
   }
   absl::StatusOr<nlohmann::json> reply = Call(*d, "POST", "/api/jobs/", body.dump());
   if (!reply.ok()) return JobFail("submit", reply.status());

@@ -201,6 +201,8 @@ class JobCommands {
     submit_->add_option("--runtime-env-json", submission_.runtime_env_json,
                         "{\"env_vars\": {...}, \"working_dir\": \"<a directory on the head>\"}");
     submit_->add_option("--metadata-json", submission_.metadata_json, "string fields kept with the job");
+    submit_->add_option("--working-dir", submission_.working_dir,
+                        "a local directory, uploaded to the head; the entrypoint starts in it");
     submit_->add_flag("--wait", submission_.wait, "print its output until it ends; exit 0 only if it succeeded");
     submit_->add_option("entrypoint", entrypoint_, "the command (after --)")->required();
     for (const char* name : {"status", "logs", "stop"}) {

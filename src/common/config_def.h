@@ -101,6 +101,11 @@ MANTA_CONFIG(int64_t, num_workers_soft_limit, -1, "idle workers kept per node (-
 MANTA_CONFIG(int64_t, driver_liveness_check_ms, 1000, "raylet checks that local drivers and lease owners are alive this often")
 MANTA_CONFIG(int64_t, worker_exit_grace_ms, 5000, "a worker asked to exit (idle, or its job ended) that is still alive after this is killed with SIGKILL")
 
+// ---- jobs (`manta job`, the dashboard's Jobs API)
+MANTA_CONFIG(int64_t, job_working_dir_max_bytes, int64_t{100} << 20,
+             "a job's uploaded working directory holds at most this many bytes of files")
+MANTA_CONFIG(int64_t, job_working_dir_max_files, 10000, "and at most this many files")
+
 // ---- core worker (drivers and workers)
 MANTA_CONFIG(int64_t, free_memory_check_ms, 250,
              "how often a core worker looks whether a burst of freed objects is over (to give the heap back)")

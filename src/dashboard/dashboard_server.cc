@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "protos/gcs.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
@@ -30,7 +31,7 @@ http::HttpServer::Options HttpOptions(const DashboardOptions& o) {
   http::HttpServer::Options options;
   options.host = o.host;
   options.port = o.port;
-  options.max_body_bytes = 64 * 1024;
+  options.max_body_bytes = 1 << 20;  // a chunk of an upload (JobManager), at most
   options.server_name = "manta-dashboard";
   options.tls = o.tls;
   return options;
@@ -145,6 +146,8 @@ absl::Status DashboardServer::Start() {
     jobs.token = options_.token;
     jobs.log_dir = options_.log_dir;
     jobs.supervisor_flags = options_.supervisor_flags;
+    jobs.package_dir = (std::filesystem::path(options_.log_dir).parent_path() / "job_packages").string();
+    jobs.package_limits = options_.package_limits;
     jobs_ = std::make_unique<JobManager>(jobs, gcs_channel_);
     jobs_->Register(http_, [this](http::Handler h) { return Guarded(std::move(h)); });
   }

@@ -52,6 +52,7 @@ struct DashboardOptions {
   // The Jobs API (job_manager.h): where entrypoints' logs go ("": the Jobs API is off).
   std::string log_dir;
   std::vector<std::string> supervisor_flags;  // the daemon's --tls-* files, for the job supervisors
+  jobs::PackageLimits package_limits;  // of uploaded working directories
 };
 
 class DashboardServer {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 #include <vector>
@@ -122,6 +123,58 @@ void JobManager::Register(http::HttpServer& server, const std::function<http::Ha
                   return r.path == kPrefix ? Submit(r) : Route(r);
                 }));
   server.Handle("GET", kPrefix, guard([this](const http::Request& r) { return Route(r); }));
+  server.Handle("POST", "/api/packages/", guard([this](const http::Request& r) { return Package(r); }));
+}
+
+http::Response JobManager::Package(const http::Request& request) {
+  if (options_.package_dir.empty()) return JsonError(404, "this dashboard takes no uploads");
+  const std::string rest = request.path.substr(std::string("/api/packages/").size());
+  const size_t slash = rest.find('/');
+  const std::string id = rest.substr(0, slash);
+  if (!jobs::IsPackageId(id)) return JsonError(400, "'" + id + "' is not a package id (a SHA-256 in hex)");
+  if (slash != std::string::npos) {
+    if (rest.substr(slash) != "/done") return JsonError(404, "no route POST " + request.path);
+    return FinishPackage(id);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.package_dir, ec);
+  const std::string part = options_.package_dir + "/" + id + ".part";
+  const auto size = static_cast<int64_t>(std::filesystem::exists(part) ? std::filesystem::file_size(part) : 0);
+  auto offset = request.query.find("offset");
+  if (offset == request.query.end() || std::to_string(size) != offset->second) {
+    return JsonError(400, "upload of " + id + ": the next chunk starts at offset " + std::to_string(size));
+  }
+  // The archive: the files' bytes and, per file, its path and sizes.
+  const jobs::PackageLimits& limits = options_.package_limits;
+  if (size + static_cast<int64_t>(request.body.size()) > limits.max_bytes + limits.max_files * 4200) {
+    std::filesystem::remove(part, ec);
+    return JsonError(400, "the working directory is over job_working_dir_max_bytes (" +
+                              std::to_string(limits.max_bytes) + " bytes)");
+  }
+  std::ofstream(part, std::ios::binary | std::ios::app) << request.body;
+  return JsonResponse({{"received", size + static_cast<int64_t>(request.body.size())}});
+}
+
+http::Response JobManager::FinishPackage(const std::string& id) {
+  const std::string dir = options_.package_dir + "/" + id;
+  const std::string part = dir + ".part";
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir)) {  // the same files were sent before
+    std::filesystem::remove(part, ec);
+    return JsonResponse({{"working_dir", dir}});
+  }
+  absl::StatusOr<std::string> archive = ReadFile(part);
+  std::filesystem::remove(part, ec);
+  if (!archive.ok()) return JsonError(400, "no upload of " + id + " to finish");
+  if (jobs::PackageId(*archive) != id) return JsonError(400, "the upload of " + id + " arrived altered");
+  const std::string staging = dir + ".unpacking";
+  std::filesystem::remove_all(staging, ec);
+  if (absl::Status s = jobs::UnpackArchive(*archive, staging, options_.package_limits); !s.ok()) {
+    return JsonError(400, std::string(s.message()));
+  }
+  std::filesystem::rename(staging, dir, ec);
+  if (ec) return JsonError(500, "cannot keep the working directory " + dir + ": " + ec.message());
+  return JsonResponse({{"working_dir", dir}});
 }
 
 http::Response JobManager::Submit(const http::Request& request) {

@@ -6,6 +6,8 @@
 //   GET  /api/jobs/<id>              one record; 404 for an unknown id
 //   GET  /api/jobs/<id>/logs         {"logs": the entrypoint's output so far}
 //   POST /api/jobs/<id>/stop         {"stopped": whether it was running}
+//   POST /api/packages/<sha256>?offset=N   a chunk of a working-dir archive (package.h)
+//   POST /api/packages/<sha256>/done  checks and unpacks it -> {"working_dir": its path}
 //
 // A submission is recorded (PENDING) in the GCS (JobStore), then a
 // manta_job_supervisor is started for it (found next to the dashboard), with the
@@ -32,6 +34,7 @@
 
 #include "src/common/http/http_server.h"
 #include "src/jobs/job_record.h"
+#include "src/jobs/package.h"
 
 namespace manta::dashboard {
 
@@ -42,6 +45,9 @@ struct JobManagerOptions {
   std::string supervisor_path;  // empty: manta_job_supervisor next to this executable
   std::vector<std::string> supervisor_flags;  // more flags for it (the daemon's --tls-* files)
   int64_t watch_period_ms = 500;
+  // Uploaded working directories (POST /api/packages/<id>): kept under package_dir.
+  std::string package_dir;
+  jobs::PackageLimits package_limits;
   size_t max_log_bytes = 8 << 20;  // the last this many bytes of a log are served
 };
 
@@ -60,6 +66,8 @@ class JobManager {
   http::Response Route(const http::Request& request);  // GET and POST under /api/jobs/<id>
   http::Response Logs(const jobs::JobRecord& record);
   http::Response StopJob(const jobs::JobRecord& record);
+  http::Response Package(const http::Request& request);
+  http::Response FinishPackage(const std::string& id);
   void Watch();
 
   const JobManagerOptions options_;

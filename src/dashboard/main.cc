@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   }
   options.token = daemon->credentials.token;
   options.log_dir = flags.log_dir;  // the Jobs API's entrypoint logs
+  options.package_limits.max_bytes = daemon->config.job_working_dir_max_bytes;
+  options.package_limits.max_files = daemon->config.job_working_dir_max_files;
   if (!flags.tls.cert_file.empty()) {
     options.supervisor_flags = {"--tls-cert", flags.tls.cert_file, "--tls-key", flags.tls.key_file, "--tls-ca",
                                 flags.tls.ca_file};

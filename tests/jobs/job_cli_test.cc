@@ -1,11 +1,14 @@
 // `manta job` on a real cluster (its head's dashboard runs the Jobs API): a job that
 // runs a Ray-style driver (python_free_examples/hello) to success, one that fails
 // with its exit code and output, one stopped while it runs, a driver stopped with
-// the workers of its tasks, the REST paths with and
+// the workers of its tasks, a working directory uploaded with the submission, the REST paths with and
 // without the token, bad input (a malformed or taken submission id, an unsupported
 // runtime_env field, an unknown id), and a supervisor killed under its job.
 #include <gtest/gtest.h>
 #include <signal.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "nlohmann/json.hpp"
 #include "src/common/http/http_get.h"
@@ -119,6 +122,36 @@ TEST_F(JobCliTest, ASupervisorKilledUnderItsJobFailsIt) {
   kill(-job["entrypoint_pid"].get<int>(), SIGKILL);  // its entrypoint, left by the killed supervisor
 }
 
+TEST_F(JobCliTest, AWorkingDirectoryIsUploadedAndTheEntrypointStartsInIt) {
+  TempDir local;
+  const std::filesystem::path dir = std::filesystem::path(local.path()) / "app";
+  std::filesystem::create_directories(dir / "data");
+  std::ofstream(dir / "run.sh") << "#!/bin/sh\necho \"rows: $(cat data/rows.txt)\"\n";
+  std::filesystem::permissions(dir / "run.sh", std::filesystem::perms::owner_all);
+  std::ofstream(dir / "data/rows.txt") << "42";
+  CommandResult r = Job({"submit", "--wait", "--submission-id", "wd-1", "--working-dir", dir.string(), "--", "./run.sh"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rows: 42"), std::string::npos) << r.output;
+  // The same files again: the upload is found, not unpacked twice.
+  CommandResult again =
+      Job({"submit", "--wait", "--submission-id", "wd-2", "--working-dir", dir.string(), "--", "./run.sh"});
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(Status("wd-1")["runtime_env"]["working_dir"], Status("wd-2")["runtime_env"]["working_dir"]);
+
+  // A link out of it is refused before anything is sent.
+  std::filesystem::create_symlink("/etc/hostname", dir / "leak");
+  CommandResult leak = Job({"submit", "--submission-id", "wd-3", "--working-dir", dir.string(), "--", "true"});
+  EXPECT_NE(leak.exit_code, 0);
+  EXPECT_NE(leak.output.find("leak is a link to"), std::string::npos) << leak.output;
+  EXPECT_NE(Job({"status", "wd-3"}).exit_code, 0);
+  // Over the limit (the CLI's config, as the head's): refused, naming the limit.
+  std::filesystem::remove(dir / "leak");
+  CommandResult big = harness_->Manta({"job", "submit", "--working-dir", dir.string(), "--", "true"},
+                                      {{"MANTA_job_working_dir_max_bytes", "10"}});
+  EXPECT_NE(big.exit_code, 0);
+  EXPECT_NE(big.output.find("more than 10 bytes"), std::string::npos) << big.output;
+}
+
 TEST_F(JobCliTest, BadInputIsRefusedByName) {
   ASSERT_EQ(Job({"submit", "--submission-id", "dup-1", "--", "true"}).exit_code, 0);
   CommandResult dup = Job({"submit", "--submission-id", "dup-1", "--", "true"});
@@ -154,6 +187,22 @@ TEST_F(JobCliTest, TheRestPathsWantTheToken) {
   EXPECT_EQ(missing->status, 400);
   EXPECT_NE(missing->body.find("entrypoint"), std::string::npos) << missing->body;
   ASSERT_TRUE(WaitForStatus("rest-1", "SUCCEEDED"));
+  // Uploads: a chunk out of place, an archive altered on the way, a malformed id.
+  const std::string zeros(64, '0');
+  auto post = [&](const std::string& path, const std::string& body) {
+    absl::StatusOr<http::HttpReply> r = http::HttpRequest("127.0.0.1", DashboardPort(), "POST", path, body, options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : http::HttpReply();
+  };
+  http::HttpReply misplaced = post("/api/packages/" + zeros + "?offset=5", "x");
+  EXPECT_EQ(misplaced.status, 400);
+  EXPECT_NE(misplaced.body.find("starts at offset 0"), std::string::npos) << misplaced.body;
+  EXPECT_EQ(post("/api/packages/" + zeros + "?offset=0", "x").status, 200);
+  http::HttpReply altered = post("/api/packages/" + zeros + "/done", "");
+  EXPECT_EQ(altered.status, 400);
+  EXPECT_NE(altered.body.find("arrived altered"), std::string::npos) << altered.body;
+  EXPECT_EQ(post("/api/packages/../../etc?offset=0", "x").status, 400);
+
   // The dashboard named by its URL instead of found through the GCS.
   CommandResult by_url = Job({"list", "--address", "http://127.0.0.1:" + std::to_string(DashboardPort())});
   EXPECT_EQ(by_url.exit_code, 0) << by_url.output;
