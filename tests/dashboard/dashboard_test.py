@@ -5,8 +5,8 @@ Starts a cluster with `manta start --head`, runs a driver with finished and fail
 tasks, an actor and a metric, and opens the dashboard in headless Chromium driven
 over the DevTools protocol: it logs in with the cluster token, and checks the nodes,
 the actor, the finished and failed tasks with the error, a plot with points, the
-logs and the timeline, saving a screenshot of each tab. Then it checks what the
-routes refuse (no cookie, a forged cookie, a wrong token, bad queries), and that the
+logs, the timeline and a job submitted with `manta job` (and its output), saving a
+screenshot of each tab. Then it checks what the routes refuse (no cookie, a forged cookie, a wrong token, bad queries), and that the
 dashboard's memory stays flat while the cluster runs 1,000,000 tasks.
 
 Every process it starts is stopped by pid; every wait has a deadline.
@@ -277,6 +277,16 @@ def check_pages(browser, url, token, artifacts):
     check(slices >= 1, "the timeline draws task slices (%s)" % slices)
     check(browser.eval("!!document.querySelector('[data-testid=\"timeline-download\"]')"), "a timeline download")
     browser.screenshot(os.path.join(artifacts, "timeline.png"))
+    # Jobs: one submitted with `manta job`, its output shown when picked.
+    browser.navigate(url + "#jobs")
+    wait_loaded(browser, "jobs")
+    jobs = wait_for(lambda: "SUCCEEDED" in text_of(browser, "submitted-jobs-table")
+                    and text_of(browser, "submitted-jobs-table"), 30, "the submitted job")
+    check("page-job" in jobs, "the jobs tab lists the submitted job")
+    browser.eval("document.querySelector('[data-job=\"page-job\"]').click()")
+    shown = wait_for(lambda: "hello from a job" in text_of(browser, "job-log-view"), 30, "the job's output")
+    check(shown, "the jobs tab shows the job's output")
+    browser.screenshot(os.path.join(artifacts, "jobs.png"))
     browser.navigate(url + "#overview")
     wait_loaded(browser, "overview")
 
@@ -319,6 +329,9 @@ def main():
         wait_for(lambda: os.path.exists(marker) or driver.poll() is not None, 120, "the driver")
         check(driver.poll() is None, "the driver runs")
         check_routes(port, token)
+        job = subprocess.run([args.manta, "job", "submit", "--wait", "--submission-id", "page-job", "--",
+                              "echo hello from a job"], env=env, capture_output=True, text=True, timeout=120)
+        check(job.returncode == 0, "manta job submit --wait: " + job.stdout + job.stderr)
         browser = Browser(os.path.join(temp, "chromium"))
         check_pages(browser, url, token, args.artifacts)
         check_memory_flat(browser, url, args.driver, env, port, args.tasks)

@@ -1,5 +1,5 @@
 // The Manta dashboard page: tabs over the dashboard server's JSON routes (/api/list,
-// /api/summary, /api/metrics, /api/logs, /api/log, /api/timeline).
+// /api/summary, /api/metrics, /api/logs, /api/log, /api/timeline, /api/jobs/).
 //
 // One timer refreshes the visible tab every 2 s, skipping a tab whose load is still in
 // flight; a 401 from any route stops the timer and shows the login form (the session
@@ -724,6 +724,52 @@ async function loadTimeline() {
   drawTimeline();
 }
 
+// ---------- Jobs (manta job submit) ----------
+
+let jobShown = null;  // the submission id whose output is shown
+
+const SUBMISSION_COLS = [
+  { h: 'Submission ID', f: (j) => el('a', { href: '#jobs', 'data-job': j.submission_id }, j.submission_id) },
+  { h: 'Status', f: (j) => stateBadge(j.status) },
+  { h: 'Entrypoint', f: (j) => j.entrypoint, c: 'wrap' },
+  { h: 'Message', f: (j) => j.message, c: 'wrap' },
+  { h: 'Started', f: (j) => fmtTime(j.start_time), c: 'small' },
+  { h: 'Ended', f: (j) => fmtTime(j.end_time), c: 'small' },
+  { h: 'Exit code', f: (j) => (j.driver_exit_code == null ? '' : String(j.driver_exit_code)), c: 'num' },
+  { h: '', f: (j) => (j.status === 'RUNNING' || j.status === 'PENDING'
+    ? el('button', { type: 'button', 'data-stop': j.submission_id }, 'Stop') : '') },
+];
+
+async function loadSubmittedJobs() {
+  const jobs = await api('/api/jobs/');
+  jobs.sort((a, b) => (b.start_time || 0) - (a.start_time || 0));
+  fillTable(table('submitted-jobs-table'), SUBMISSION_COLS, jobs, (j) => j.submission_id);
+  if (jobShown) {
+    const logs = await api(`/api/jobs/${encodeURIComponent(jobShown)}/logs`);
+    $('#job-log-title').textContent = `output of ${jobShown}`;
+    table('job-log-view').textContent = logs.logs;
+  }
+}
+
+table('submitted-jobs-table').addEventListener('click', async (e) => {
+  const pick = e.target.closest('[data-job]');
+  const stop = e.target.closest('[data-stop]');
+  if (pick) {
+    e.preventDefault();
+    jobShown = pick.dataset.job;
+  } else if (stop) {
+    try {
+      await api(`/api/jobs/${encodeURIComponent(stop.dataset.stop)}/stop`, { method: 'POST', body: {} });
+    } catch (err) {
+      report(err, 'click');
+      return;
+    }
+  } else {
+    return;
+  }
+  refresh('jobs', false);
+});
+
 // ---------- tabs, timer, login ----------
 
 // live: refreshed by the timer; load(first) fetches and draws the tab.
@@ -736,6 +782,7 @@ const tabs = {
   metrics: { live: true, load: loadMetrics },
   logs: { live: true, load: loadLogs },
   timeline: { live: false, load: loadTimeline },
+  jobs: { live: true, load: loadSubmittedJobs },
 };
 let current = null;
 let timer = null;
