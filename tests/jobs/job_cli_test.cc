@@ -41,7 +41,12 @@ class JobCliTest : public ::testing::Test {
     return nlohmann::json::parse(r.output, nullptr, false);
   }
   bool WaitForStatus(const std::string& id, const std::string& status) {
-    return WaitFor([&] { return Status(id).value("status", "") == status; }, 30000);
+    return WaitFor(
+        [&] {
+          nlohmann::json job = Status(id);
+          return job.is_object() && job.value("status", "") == status;
+        },
+        30000);
   }
   static int DashboardPort() {
     absl::StatusOr<std::string> port = ReadFile(harness_->HeadSessionDir() + "/dashboard.ready");

@@ -1,6 +1,6 @@
 // JobStore (src/jobs/job_record.h) on a real cluster's GCS and Redis: a record made,
 // refused again under the same id, updated, listed, and still there after the GCS
-// was killed and started again against the same Redis.
+// was killed and started again against the same Redis; a job running meanwhile.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +65,30 @@ TEST(JobStoreTest, RecordsAreKeptInTheGcsAndOutliveItsRestart) {
       << kept.status();
   EXPECT_EQ(kept->status, JobStatus::kRunning);
   EXPECT_EQ(kept->entrypoint, "echo hello");
+}
+
+// A job that runs while the GCS is killed and started again: its supervisor records
+// how it ended once the GCS is back, and `manta job` finds it.
+TEST(JobStoreTest, AJobRunningAcrossAGcsRestartHasItsEndRecorded) {
+  manta::testing::ClusterHarness harness;
+  harness.StartHead();
+  const std::string marker = harness.temp_root() + "/job-started";
+  manta::testing::CommandResult submitted = harness.Manta(
+      {"job", "submit", "--submission-id", "across", "--", "touch " + marker + "; sleep 3; echo done"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(manta::testing::WaitForFile(marker, 30000));
+  ASSERT_TRUE(harness.RestartGcs().ok());
+  std::string status;
+  EXPECT_TRUE(manta::testing::WaitFor(
+      [&] {
+        manta::testing::CommandResult r = harness.Manta({"job", "status", "across"});
+        nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+        status = j.is_object() ? j.value("status", "") : r.output;  // the GCS may not answer yet
+        return status == "SUCCEEDED";
+      },
+      60000))
+      << status;
+  EXPECT_EQ(harness.Manta({"job", "logs", "across"}).output, "done\n");
 }
 
 }  // namespace
