@@ -276,6 +276,16 @@ std::string CheckCommandWords(CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
+CLI::App* AddStopCommand(CLI::App& app, bool* force, int* after_pid) {
+  CLI::App* stop_cmd = app.add_subcommand("stop", "stop every Manta process started on this machine");
+  stop_cmd->add_flag("--force,-f", *force, "SIGKILL instead of SIGTERM");
+  stop_cmd->add_option("--after-pid", *after_pid,
+                       "first wait until process PID exits (ray::Init's private clusters stop with their driver); "
+                       "returns early when nothing is left to stop")
+      ->check(CLI::PositiveNumber);
+  return stop_cmd;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"manta: start, stop and inspect Manta clusters"};
   app.require_subcommand(1);
@@ -284,13 +294,8 @@ int main(int argc, char** argv) {
   CLI::App* start_cmd = AddStartCommand(app, &start);
 
   bool force = false;
-  CLI::App* stop_cmd = app.add_subcommand("stop", "stop every Manta process started on this machine");
-  stop_cmd->add_flag("--force,-f", force, "SIGKILL instead of SIGTERM");
   int after_pid = 0;
-  stop_cmd->add_option("--after-pid", after_pid,
-                       "first wait until process PID exits (ray::Init's private clusters stop with their driver); "
-                       "returns early when nothing is left to stop")
-      ->check(CLI::PositiveNumber);
+  CLI::App* stop_cmd = AddStopCommand(app, &force, &after_pid);
 
   manta::cli::ClusterFlags status_flags;
   bool status_json = false;

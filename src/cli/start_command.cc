@@ -279,6 +279,16 @@ std::string DashboardUrl(const StartOptions& o, const absl::StatusOr<std::string
   return (https ? "https://" : "http://") + host + ":" + std::to_string(std::stoi(*port)) + "/";
 }
 
+// Publishes the dashboard's URL in the GCS (where `manta job`, on any host, finds the
+// Jobs API) and prints it.
+void AnnounceDashboard(const std::string& url, const std::string& gcs_address) {
+  if (url.empty()) return;
+  if (absl::Status s = jobs::PublishDashboardUrl(rpc::MakeChannel(gcs_address, 1 << 20), url); !s.ok()) {
+    std::cerr << "manta start: " << s.message() << std::endl;
+  }
+  std::cout << "Dashboard: " << url << " (it asks for the cluster token once)" << std::endl;
+}
+
 // The head's dashboard, started beside the raylet (it needs only the GCS): Launch
 // starts it, Url waits for it and returns its URL ("" when it did not start: the
 // cluster runs without it, and the reason is printed).
@@ -663,13 +673,7 @@ int RunStart(const StartOptions& options) {
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
   PrintStarted(o, *session, head, raylet);
-  if (!dashboard_url.empty()) {
-    // Where `manta job` (on any host) finds the Jobs API.
-    if (absl::Status s = jobs::PublishDashboardUrl(rpc::MakeChannel(gcs_address, 1 << 20), dashboard_url); !s.ok()) {
-      std::cerr << "manta start: " << s.message() << std::endl;
-    }
-    std::cout << "Dashboard: " << dashboard_url << " (it asks for the cluster token once)" << std::endl;
-  }
+  AnnounceDashboard(dashboard_url, gcs_address);
   if (o.block) return Block(launcher);
   return 0;
 }
