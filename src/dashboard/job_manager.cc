@@ -246,10 +246,32 @@ http::Response JobManager::StopJob(const jobs::JobRecord& record) {
   return JsonResponse({{"stopped", true}});
 }
 
+namespace {
+// Uploads left unfinished (their client went away) go after an hour.
+void RemoveStaleUploads(const std::string& package_dir) {
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (auto it = std::filesystem::directory_iterator(package_dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const bool partial = name.ends_with(".part") || name.ends_with(".unpacking");
+    std::error_code age_ec;
+    if (partial && now - it->last_write_time(age_ec) > std::chrono::hours(1) && !age_ec) {
+      std::filesystem::remove_all(it->path(), age_ec);
+    }
+  }
+}
+}  // namespace
+
 void JobManager::Watch() {
   std::unique_lock<std::mutex> lock(mu_);
+  int64_t next_sweep_ms = 0;
   while (!stopping_) {
     cv_.wait_for(lock, std::chrono::milliseconds(options_.watch_period_ms));
+    if (!options_.package_dir.empty() && NowMs() >= next_sweep_ms) {
+      RemoveStaleUploads(options_.package_dir);
+      next_sweep_ms = NowMs() + 60000;
+    }
     std::vector<std::pair<pid_t, std::string>> gone;
     for (auto it = supervisors_.begin(); it != supervisors_.end();) {
       if (ReapIfExited(it->first)) {

@@ -13,7 +13,8 @@
 // manta_job_supervisor is started for it (found next to the dashboard), with the
 // cluster token; it runs the entrypoint and records how it ends. A supervisor that
 // exits without having recorded an end marks its job FAILED (checked every
-// watch_period_ms on a thread of its own). Stop sends the supervisor SIGTERM; so does
+// watch_period_ms on a thread of its own, which also removes uploads left unfinished
+// for an hour). Stop sends the supervisor SIGTERM; so does
 // the dashboard's own Stop (`manta stop`) to every job still running.
 //
 // Bad input gets 400 naming the problem: no entrypoint, a malformed submission id or
