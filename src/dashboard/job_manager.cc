@@ -118,6 +118,26 @@ void JobManager::Stop() {
   for (const auto& [pid, id] : running) WaitForExit(pid, std::max<int64_t>(0, deadline - NowMs()));
 }
 
+bool JobManager::SupervisorRuns(const jobs::JobRecord& record) {
+  if (record.supervisor_pid <= 0) return false;
+  const std::string command = ProcessCommandLine(static_cast<pid_t>(record.supervisor_pid)) + " ";
+  return command.find("manta_job_supervisor") != std::string::npos &&
+         command.find("--submission-id " + record.submission_id + " ") != std::string::npos;
+}
+
+void JobManager::FailOrphans() {
+  absl::StatusOr<std::vector<jobs::JobRecord>> all = store_.List();
+  if (!all.ok()) return;
+  for (jobs::JobRecord& record : *all) {
+    if (jobs::IsTerminal(record.status) || SupervisorRuns(record)) continue;
+    if (record.status == jobs::JobStatus::kPending && NowMs() - record.start_time_ms < 60000) continue;
+    record.status = jobs::JobStatus::kFailed;
+    record.message = "its supervisor is gone (the head's dashboard or machine restarted while it ran)";
+    record.end_time_ms = NowMs();
+    if (absl::Status s = store_.Update(record); !s.ok()) LOG(WARNING) << s;
+  }
+}
+
 void JobManager::Register(http::HttpServer& server, const std::function<http::Handler(http::Handler)>& guard) {
   server.Handle("POST", kPrefix, guard([this](const http::Request& r) {
                   return r.path == kPrefix ? Submit(r) : Route(r);
@@ -233,13 +253,9 @@ http::Response JobManager::Logs(const jobs::JobRecord& record) {
 }
 
 http::Response JobManager::StopJob(const jobs::JobRecord& record) {
-  if (jobs::IsTerminal(record.status) || record.supervisor_pid <= 0) return JsonResponse({{"stopped", false}});
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Only a supervisor this dashboard started (a pid may have been reused since).
-    auto it = supervisors_.find(static_cast<pid_t>(record.supervisor_pid));
-    if (it == supervisors_.end() || it->second != record.submission_id) return JsonResponse({{"stopped", false}});
-  }
+  // Only the job's own supervisor (a pid may have been reused since): one this
+  // dashboard started, or one an earlier dashboard of this head did.
+  if (jobs::IsTerminal(record.status) || !SupervisorRuns(record)) return JsonResponse({{"stopped", false}});
   if (absl::Status s = SignalProcess(static_cast<pid_t>(record.supervisor_pid), SIGTERM); !s.ok()) {
     return JsonError(500, std::string(s.message()));
   }
@@ -264,6 +280,7 @@ void RemoveStaleUploads(const std::string& package_dir) {
 }  // namespace
 
 void JobManager::Watch() {
+  FailOrphans();
   std::unique_lock<std::mutex> lock(mu_);
   int64_t next_sweep_ms = 0;
   while (!stopping_) {

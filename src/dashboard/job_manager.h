@@ -70,6 +70,11 @@ class JobManager {
   http::Response Package(const http::Request& request);
   http::Response FinishPackage(const std::string& id);
   void Watch();
+  // Whether the record's supervisor (by pid and command line) still runs.
+  static bool SupervisorRuns(const jobs::JobRecord& record);
+  // Jobs left unended by a supervisor that is gone (the dashboard or the head
+  // restarted): FAILED. Once, when the watcher starts.
+  void FailOrphans();
 
   const JobManagerOptions options_;
   jobs::JobStore store_;

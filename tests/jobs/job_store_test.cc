@@ -1,11 +1,17 @@
 // JobStore (src/jobs/job_record.h) on a real cluster's GCS and Redis: a record made,
 // refused again under the same id, updated, listed, and still there after the GCS
-// was killed and started again against the same Redis; a job running meanwhile.
+// was killed and started again against the same Redis; a job running meanwhile; a
+// restarted dashboard with jobs of its predecessor.
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <signal.h>
 
+#include <algorithm>
+#include <fstream>
+
+#include "src/common/process.h"
 #include "src/common/rpc/grpc_client.h"
+#include "src/common/util.h"
 #include "src/jobs/job_record.h"
 #include "tests/integration/cluster_harness.h"
 #include "tests/test_util/test_util.h"
@@ -89,6 +95,58 @@ TEST(JobStoreTest, AJobRunningAcrossAGcsRestartHasItsEndRecorded) {
       60000))
       << status;
   EXPECT_EQ(harness.Manta({"job", "logs", "across"}).output, "done\n");
+}
+
+std::string JobStatusOf(manta::testing::ClusterHarness& harness, const std::string& id) {
+  manta::testing::CommandResult r = harness.Manta({"job", "status", id});
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  return j.is_object() ? j.value("status", "") + ": " + j.value("message", "") : r.output;
+}
+
+std::vector<std::string> CommandLineOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+  return argv;
+}
+
+// The head's dashboard dies and a new one starts: it fails the job whose supervisor
+// died meanwhile, and can stop the one whose supervisor still runs.
+TEST(JobStoreTest, ARestartedDashboardFailsOrphansAndStopsItsPredecessorsJobs) {
+  manta::testing::ClusterHarness harness;
+  harness.StartHead();
+  for (const char* id : {"kept", "orphan"}) {
+    ASSERT_EQ(harness.Manta({"job", "submit", "--submission-id", id, "--", "sleep 300"}).exit_code, 0);
+    ASSERT_TRUE(manta::testing::WaitFor([&] { return JobStatusOf(harness, id).rfind("RUNNING", 0) == 0; }, 30000));
+  }
+  JobStore store(rpc::MakeChannel(harness.gcs_address(), 64 << 20));
+  absl::StatusOr<JobRecord> orphan = store.Get("orphan");
+  ASSERT_TRUE(orphan.ok());
+  std::vector<pid_t> dashboards = harness.Pids("dashboard");
+  ASSERT_EQ(dashboards.size(), 1u);
+  std::vector<std::string> argv = CommandLineOf(dashboards[0]);
+  const std::string port = *ReadFile(harness.HeadSessionDir() + "/dashboard.ready");
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--port") argv[i + 1] = std::to_string(std::atoi(port.c_str()));  // the port it was on
+  }
+  kill(dashboards[0], SIGKILL);
+  ASSERT_TRUE(WaitForExit(dashboards[0], 10000));
+  kill(static_cast<pid_t>(orphan->supervisor_pid), SIGKILL);
+  kill(-static_cast<pid_t>(orphan->entrypoint_pid), SIGKILL);
+
+  ProcessOptions again;
+  again.argv = argv;
+  absl::StatusOr<pid_t> dashboard = StartProcess(again);
+  ASSERT_TRUE(dashboard.ok()) << dashboard.status();
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return JobStatusOf(harness, "orphan").rfind("FAILED", 0) == 0; }, 30000))
+      << JobStatusOf(harness, "orphan");
+  EXPECT_NE(JobStatusOf(harness, "orphan").find("supervisor is gone"), std::string::npos);
+  manta::testing::CommandResult stop = harness.Manta({"job", "stop", "kept"});
+  EXPECT_NE(stop.output.find("stopping kept"), std::string::npos) << stop.output;
+  EXPECT_TRUE(manta::testing::WaitFor([&] { return JobStatusOf(harness, "kept").rfind("STOPPED", 0) == 0; }, 30000))
+      << JobStatusOf(harness, "kept");
+  kill(*dashboard, SIGTERM);
+  EXPECT_TRUE(WaitForExit(*dashboard, 30000));
 }
 
 }  // namespace
