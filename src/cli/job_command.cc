@@ -115,28 +115,29 @@ int JobFail(const std::string& what, const absl::Status& s) {
   return 1;
 }
 
-// Polls the job until it ends (printing its new log lines with `follow`); its exit code.
-int WaitForEnd(const Dashboard& d, const std::string& id, bool follow) {
-  size_t printed = 0;
+// Prints the job's output from *offset on (all of what is there), moving *offset.
+void PrintNewOutput(const Dashboard& d, const std::string& id, int64_t* offset) {
   while (true) {
-    if (follow) {
-      absl::StatusOr<nlohmann::json> logs = Call(d, "GET", "/api/jobs/" + id + "/logs");
-      if (logs.ok()) {
-        const std::string text = (*logs)["logs"].get<std::string>();
-        if (text.size() > printed) std::cout << text.substr(printed) << std::flush;
-        printed = std::max(printed, text.size());
-      }
-    }
+    absl::StatusOr<nlohmann::json> logs =
+        Call(d, "GET", "/api/jobs/" + id + "/logs?offset=" + std::to_string(*offset));
+    if (!logs.ok()) return;
+    const std::string text = (*logs)["logs"].get<std::string>();
+    std::cout << text << std::flush;
+    *offset = (*logs)["next_offset"].get<int64_t>();
+    if (text.empty()) return;
+  }
+}
+
+// Polls the job until it ends (printing its new output with `follow`); its exit code.
+int WaitForEnd(const Dashboard& d, const std::string& id, bool follow) {
+  int64_t offset = 0;
+  while (true) {
+    if (follow) PrintNewOutput(d, id, &offset);
     absl::StatusOr<nlohmann::json> job = Call(d, "GET", "/api/jobs/" + id);
     if (!job.ok()) return JobFail("status", job.status());
     std::optional<jobs::JobStatus> status = jobs::ParseStatus((*job)["status"].get<std::string>());
     if (status && jobs::IsTerminal(*status)) {
-      if (follow) {
-        absl::StatusOr<nlohmann::json> logs = Call(d, "GET", "/api/jobs/" + id + "/logs");
-        if (logs.ok() && (*logs)["logs"].get<std::string>().size() > printed) {
-          std::cout << (*logs)["logs"].get<std::string>().substr(printed) << std::flush;
-        }
-      }
+      if (follow) PrintNewOutput(d, id, &offset);
       std::cout << "job " << id << " " << jobs::StatusName(*status) << ": " << (*job)["message"].get<std::string>()
                 << std::endl;
       return *status == jobs::JobStatus::kSucceeded ? 0 : 1;

@@ -36,14 +36,19 @@ int HttpStatusOf(const absl::Status& s) {
 http::Response Error(const absl::Status& s) { return JsonError(HttpStatusOf(s), std::string(s.message())); }
 
 // The last `max_bytes` of `path` ("" when it does not exist yet).
-std::string Tail(const std::string& path, size_t max_bytes) {
+// With `from` < 0: the last `max_bytes` of `path`; else at most `max_bytes` from
+// offset `from`. Sets *start to where the bytes returned begin ("" when the file does
+// not exist yet).
+std::string ReadLog(const std::string& path, int64_t from, size_t max_bytes, int64_t* start) {
+  *start = std::max<int64_t>(from, 0);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
   const std::streamoff size = in.tellg();
   const auto limit = static_cast<std::streamoff>(max_bytes);
-  const std::streamoff start = size > limit ? size - limit : 0;
-  in.seekg(start);
-  std::string out(static_cast<size_t>(size - start), '\0');
+  if (from < 0) *start = size > limit ? size - limit : 0;
+  if (*start >= size) return "";
+  in.seekg(*start);
+  std::string out(static_cast<size_t>(std::min<std::streamoff>(size - *start, limit)), '\0');
   in.read(out.data(), static_cast<std::streamsize>(out.size()));
   out.resize(static_cast<size_t>(in.gcount()));
   return out;
@@ -243,13 +248,19 @@ http::Response JobManager::Route(const http::Request& request) {
   absl::StatusOr<jobs::JobRecord> record = store_.Get(id);
   if (!record.ok()) return Error(record.status());
   if (request.method == "GET" && action.empty()) return JsonResponse(record->ToJson());
-  if (request.method == "GET" && action == "logs") return Logs(*record);
+  if (request.method == "GET" && action == "logs") {
+    auto offset = request.query.find("offset");
+    return Logs(*record, offset == request.query.end() ? -1 : std::atoll(offset->second.c_str()));
+  }
   if (request.method == "POST" && action == "stop") return StopJob(*record);
   return JsonError(404, "no route " + request.method + " " + request.path);
 }
 
-http::Response JobManager::Logs(const jobs::JobRecord& record) {
-  return JsonResponse({{"logs", Tail(record.log_path, options_.max_log_bytes)}});
+http::Response JobManager::Logs(const jobs::JobRecord& record, int64_t offset) {
+  int64_t start = 0;
+  std::string logs = ReadLog(record.log_path, offset, options_.max_log_bytes, &start);
+  const int64_t end = start + static_cast<int64_t>(logs.size());
+  return JsonResponse({{"logs", std::move(logs)}, {"offset", start}, {"next_offset", end}});
 }
 
 http::Response JobManager::StopJob(const jobs::JobRecord& record) {

@@ -4,7 +4,9 @@
 //                                    "metadata"?} -> {"submission_id", "job_id": null}
 //   GET  /api/jobs/                  every job's record (JobDetails)
 //   GET  /api/jobs/<id>              one record; 404 for an unknown id
-//   GET  /api/jobs/<id>/logs         {"logs": the entrypoint's output so far}
+//   GET  /api/jobs/<id>/logs[?offset=N]  {"logs": the entrypoint's output so far (its
+//                                    last 8 MiB, or what follows byte N), "offset",
+//                                    "next_offset": where that starts and ends}
 //   POST /api/jobs/<id>/stop         {"stopped": whether it was running}
 //   POST /api/packages/<sha256>?offset=N   a chunk of a working-dir archive (package.h)
 //   POST /api/packages/<sha256>/done  checks and unpacks it -> {"working_dir": its path}
@@ -65,7 +67,8 @@ class JobManager {
  private:
   http::Response Submit(const http::Request& request);
   http::Response Route(const http::Request& request);  // GET and POST under /api/jobs/<id>
-  http::Response Logs(const jobs::JobRecord& record);
+  // The output's last max_log_bytes, or (offset >= 0) what follows `offset`.
+  http::Response Logs(const jobs::JobRecord& record, int64_t offset);
   http::Response StopJob(const jobs::JobRecord& record);
   http::Response Package(const http::Request& request);
   http::Response FinishPackage(const std::string& id);

@@ -83,6 +83,17 @@ TEST_F(JobCliTest, AFailedEntrypointGivesItsCodeAndOutput) {
   EXPECT_NE(job["message"].get<std::string>().find("code 3"), std::string::npos) << job;
   CommandResult logs = Job({"logs", "fails-1"});
   EXPECT_EQ(logs.output, "from the job\n");
+  // What follows an offset (how `logs -f` and `submit --wait` follow it).
+  http::HttpGetOptions options;
+  options.bearer_token = harness_->token();
+  absl::StatusOr<http::HttpReply> part =
+      http::HttpRequest("127.0.0.1", DashboardPort(), "GET", "/api/jobs/fails-1/logs?offset=5", "", options);
+  ASSERT_TRUE(part.ok()) << part.status();
+  nlohmann::json j = nlohmann::json::parse(part->body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << part->body;
+  EXPECT_EQ(j["logs"], "the job\n");
+  EXPECT_EQ(j["offset"], 5);
+  EXPECT_EQ(j["next_offset"], 13);
 }
 
 TEST_F(JobCliTest, StopEndsARunningJob) {
