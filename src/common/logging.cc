@@ -38,7 +38,7 @@ void InitWorkerLogging(const std::string& log_dir, const std::string& name) {
 void DisableMutexDeadlockDetection() {
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles, which
   // costs a graph update per Lock on hot paths; our lock order is static. Kept where
-  // asked (the sanitizer phase of CI: it reports an inversion and aborts).
+  // asked (the test suite: an inversion aborts the process that made it).
   const char* keep = std::getenv("MANTA_KEEP_MUTEX_DEADLOCK_DETECTION");
   if (keep != nullptr && std::string(keep) == "1") return;
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -18,8 +18,8 @@ void InitLogging(const char* program, const std::string& log_dir);
 void InitWorkerLogging(const std::string& log_dir, const std::string& name);
 // Turns off Abseil's per-Lock deadlock detection (Debian's Abseil has it on: a
 // global lock and a graph update on every Mutex::Lock), unless the environment
-// keeps it (MANTA_KEEP_MUTEX_DEADLOCK_DETECTION=1: scripts/test-sanitized sets it
-// for every process of its tests). Done by InitLogging in the daemons and workers,
+// keeps it (MANTA_KEEP_MUTEX_DEADLOCK_DETECTION=1: scripts/test sets it for every
+// process of the suite). Done by InitLogging in the daemons and workers,
 // and by ray::Init in a driver, not by the core worker.
 void DisableMutexDeadlockDetection();
 
