@@ -3,6 +3,7 @@
 // coroutine does, with the loop running the actor's other calls meanwhile
 // (local_mode_runtime.h).
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -257,7 +258,9 @@ void LocalModeRuntime::StartCoroutineCall(const std::shared_ptr<Task>& task, con
     TaskError error = ErrorOfCurrentException(task->function_name, &describe, &exit_actor);
     return Finish(*task, error, {}, SerializedValue(), exit_actor, std::move(instance));
   }
-  StartDetached(std::move(*call), [this, task, describe, instance](Outcome<SerializedValue> outcome) mutable {
+  // (A std::function, not the lambda's own type: the coroutine frame holds it.)
+  std::function<void(Outcome<SerializedValue>)> done = [this, task, describe,
+                                                         instance](Outcome<SerializedValue> outcome) mutable {
     SerializedValue result;
     std::vector<std::shared_ptr<const std::string>> bytes;
     bool exit_actor = false;
@@ -269,7 +272,8 @@ void LocalModeRuntime::StartCoroutineCall(const std::shared_ptr<Task>& task, con
       error = ErrorOfCurrentException(task->function_name, &describe, &exit_actor);
     }
     Finish(*task, error, bytes, result, exit_actor, std::move(instance));
-  });
+  };
+  StartDetached(std::move(*call), std::move(done));
 }
 
 }  // namespace internal

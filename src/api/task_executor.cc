@@ -84,7 +84,9 @@ void StartCoroutineCall(const std::string& name, const ActorCoroutineMethod& cor
                                                             std::function<void(manta::core::TaskOutput)> done) {
     auto executor = std::make_shared<const ray::Executor>(std::move(post));
     ScopedExecutor scope(executor);
-    StartDetached(std::move(*call), [name, instance, done = std::move(done)](Outcome<SerializedValue> outcome) {
+    // (A std::function, not the lambda's own type: the coroutine frame holds it.)
+    std::function<void(Outcome<SerializedValue>)> end = [name, instance,
+                                                         done = std::move(done)](Outcome<SerializedValue> outcome) {
       manta::core::TaskOutput out;
       try {
         SetReturnValues(outcome.Take(), &out);
@@ -92,7 +94,8 @@ void StartCoroutineCall(const std::string& name, const ActorCoroutineMethod& cor
         FailWithCurrentException(name, &out);
       }
       done(std::move(out));
-    });
+    };
+    StartDetached(std::move(*call), std::move(end));
   };
 }
 
