@@ -6,8 +6,9 @@ tasks, an actor and a metric, and opens the dashboard in headless Chromium drive
 over the DevTools protocol: it logs in with the cluster token, and checks the nodes,
 the actor, the finished and failed tasks with the error, a plot with points, the
 logs, the timeline and a job submitted with `manta job` (and its output), saving a
-screenshot of each tab. Then it checks what the routes refuse (no cookie, a forged cookie, a wrong token, bad queries), and that the
-dashboard's memory stays flat while the cluster runs 1,000,000 tasks.
+screenshot of each tab. Then it checks what the routes refuse (no cookie, a forged
+cookie, a wrong token, bad queries), and that the dashboard's memory stays flat while
+the cluster runs 1,000,000 tasks.
 
 Every process it starts is stopped by pid; every wait has a deadline.
 """

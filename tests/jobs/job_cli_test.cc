@@ -145,7 +145,8 @@ TEST_F(JobCliTest, AWorkingDirectoryIsUploadedAndTheEntrypointStartsInIt) {
   std::ofstream(dir / "run.sh") << "#!/bin/sh\necho \"rows: $(cat data/rows.txt)\"\n";
   std::filesystem::permissions(dir / "run.sh", std::filesystem::perms::owner_all);
   std::ofstream(dir / "data/rows.txt") << "42";
-  CommandResult r = Job({"submit", "--wait", "--submission-id", "wd-1", "--working-dir", dir.string(), "--", "./run.sh"});
+  CommandResult r =
+      Job({"submit", "--wait", "--submission-id", "wd-1", "--working-dir", dir.string(), "--", "./run.sh"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rows: 42"), std::string::npos) << r.output;
   // The same files again: the upload is found, not unpacked twice.
