@@ -20,6 +20,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "src/common/crash_stack.h"
+
 namespace manta::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -123,6 +125,8 @@ struct BenchFlags {
   std::vector<std::pair<std::string, std::string>> others;
 
   static BenchFlags Parse(int argc, char** argv) {
+    // A benchmark that crashes before its ray::Init says where, too.
+    InstallCrashStackTraces();
     BenchFlags flags;
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];

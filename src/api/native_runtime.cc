@@ -30,6 +30,7 @@
 #include "src/api/runtime_factory.h"
 #include "src/api/task_executor.h"
 #include "src/api/task_runtime_env.h"
+#include "src/common/crash_stack.h"
 #include "src/common/cluster_tls.h"
 #include "src/common/config.h"
 #include "src/common/util.h"
@@ -619,6 +620,9 @@ std::unique_ptr<RayRuntime> CreateNativeRuntime(const ray::RayConfig& config, in
   // keep it (MANTA_KEEP_MUTEX_DEADLOCK_DETECTION=1); a program may also set its own
   // mode after ray::Init returns.
   manta::DisableMutexDeadlockDetection();
+  // A driver that crashes says where (as Ray's drivers do), unless it handles the
+  // signal itself.
+  manta::InstallCrashStackTraces();
   // A driver's own logging is the program's business: unless it set glog up, Manta
   // prints warnings and errors only (GLOG_minloglevel / GLOG_v still apply).
   if (!google::IsGoogleLoggingInitialized() && std::getenv("GLOG_minloglevel") == nullptr) {
