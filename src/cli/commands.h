@@ -32,6 +32,12 @@ struct StartOptions {
   std::string bind_address;
   std::string node_ip_address;
   std::string node_name;
+  // A node the autoscaler launched (its provider's command passes both): the node
+  // type of the autoscaler's config and the provider's id of the machine.
+  std::string node_type;
+  std::string instance_id;
+  // Head: the autoscaler's config file (JSON); empty = no autoscaler.
+  std::string autoscaler_config;
   std::string system_config;
   bool block = false;
   // Joining: the cluster token's file (else $MANTA_CLUSTER_TOKEN_FILE,

@@ -44,6 +44,15 @@ CLI::App* AddStartCommand(CLI::App& app, manta::cli::StartOptions* start) {
                         "address this node is reached at (default: the bind address, or this machine's first "
                         "non-loopback address when binding 0.0.0.0)");
   start_cmd->add_option("--node-name", start->node_name, "human-readable node name");
+  start_cmd->add_option("--node-type", start->node_type,
+                        "node type of the autoscaler's config this node is (set by a provider's launch command; "
+                        "default $MANTA_NODE_TYPE)");
+  start_cmd->add_option("--instance-id", start->instance_id,
+                        "the provider's id of this machine (set by a provider's launch command; default "
+                        "$MANTA_INSTANCE_ID)");
+  start_cmd->add_option("--autoscaler", start->autoscaler_config,
+                        "head: the autoscaler's config (JSON: node types, provider, idle timeout); see README")
+      ->check(CLI::ExistingFile);
   start_cmd->add_option("--system-config", start->system_config, "JSON object of config overrides (head)");
   start_cmd->add_flag("--block", start->block, "stay in the foreground; Ctrl-C stops what was started");
   start_cmd->add_option("--token-file", start->token_file,

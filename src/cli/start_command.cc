@@ -16,6 +16,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
+#include "src/autoscaler/autoscaler_config.h"
 #include "src/common/config.h"
 #include "src/common/network.h"
 #include "src/common/process.h"
@@ -253,6 +254,8 @@ std::vector<std::string> RayletArgs(const StartOptions& o, const Session& sessio
   }
   if (!o.resources.empty()) args.insert(args.end(), {"--resources", o.resources});
   if (!o.node_name.empty()) args.insert(args.end(), {"--node-name", o.node_name});
+  if (!o.node_type.empty()) args.insert(args.end(), {"--node-type", o.node_type});
+  if (!o.instance_id.empty()) args.insert(args.end(), {"--instance-id", o.instance_id});
   if (!o.system_config.empty()) args.insert(args.end(), {"--system-config", o.system_config});
   return args;
 }
@@ -386,11 +389,34 @@ absl::StatusOr<std::string> TakeRedisPassword() {
 }  // namespace
 
 // Checks the flags and resolves the addresses they name; an error names the flag.
+// --autoscaler (head only, a valid config, made absolute for the daemon), and the
+// node type and instance id a provider's launch command gives (flags, else
+// $MANTA_NODE_TYPE and $MANTA_INSTANCE_ID).
+absl::Status CheckAutoscalerOptions(StartOptions& o) {
+  if (!o.autoscaler_config.empty()) {
+    if (!o.head) return absl::InvalidArgumentError("--autoscaler runs on the head: give it with --head");
+    auto config = autoscaler::AutoscalerConfig::Load(o.autoscaler_config);
+    if (!config.ok()) return absl::InvalidArgumentError("--autoscaler: " + std::string(config.status().message()));
+    std::error_code ec;
+    o.autoscaler_config = std::filesystem::absolute(o.autoscaler_config, ec).string();
+  }
+  if (o.node_type.empty() && std::getenv("MANTA_NODE_TYPE") != nullptr) o.node_type = std::getenv("MANTA_NODE_TYPE");
+  if (o.instance_id.empty() && std::getenv("MANTA_INSTANCE_ID") != nullptr) {
+    o.instance_id = std::getenv("MANTA_INSTANCE_ID");
+  }
+  if (o.head && !o.node_type.empty()) return absl::InvalidArgumentError("--node-type is for nodes that join, not the head");
+  if (!o.node_type.empty() && o.instance_id.empty()) {
+    return absl::InvalidArgumentError("--node-type needs --instance-id (the provider's name of the machine)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckStartOptions(StartOptions& o) {
   if (o.head == !o.address.empty()) {
     return absl::InvalidArgumentError(o.head ? "--head and --address are exclusive"
                                               : "give --head to start a new cluster, or --address H:P to join one");
   }
+  if (auto s = CheckAutoscalerOptions(o); !s.ok()) return s;
   if (auto r = scheduling::ParseCustomResources(o.resources); !r.ok()) {
     return absl::InvalidArgumentError(std::string(r.status().message()));
   }
@@ -672,6 +698,16 @@ int RunStart(const StartOptions& options) {
                         0600);
   if (o.head) (void)WriteHeadAddress(gcs_address);
 
+  if (!o.autoscaler_config.empty()) {
+    std::vector<std::string> args = {"--gcs-address", gcs_address, "--config", o.autoscaler_config,
+                                     "--log-dir", session->LogDir(), "--ready-file", session->Path("autoscaler.ready")};
+    for (std::string& arg : SecurityArgs(o, *session)) args.push_back(std::move(arg));
+    auto started = launcher.Start("manta_autoscaler", args, Role::kAutoscaler, session->Path("autoscaler.ready"));
+    if (!started.ok()) {
+      launcher.Abort();
+      return Error(std::string(started.status().message()));
+    }
+  }
   PrintStarted(o, *session, head, raylet);
   AnnounceDashboard(dashboard_url, gcs_address);
   if (o.block) return Block(launcher);

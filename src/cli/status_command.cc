@@ -11,6 +11,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
 #include "src/common/id.h"
+#include "src/common/rpc/call_with_token.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/cluster_tls.h"
@@ -166,7 +167,56 @@ struct ClusterSnapshot {
   std::map<std::string, int> actor_states;  // actors per state
   std::map<std::string, int> group_states;  // placement groups per state
   std::vector<rpc::PlacementGroupTableData> waiting_groups;  // those waiting to be placed
+  // Requests waiting at each node (resource_demands of its report), by node id.
+  std::map<std::string, std::vector<rpc::ResourceDemand>> demands;
+  // What the autoscaler published (null without one).
+  nlohmann::json autoscaler;
 };
+
+// The autoscaler's state in the GCS KV (autoscaler/main.cc), or null.
+nlohmann::json FetchAutoscalerState(const std::string& address) {
+  auto stub = rpc::InternalKVGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
+  rpc::InternalKVGetRequest request;
+  request.set_namespace_("autoscaler");
+  request.set_key("state");
+  rpc::InternalKVGetReply reply;
+  grpc::Status s = rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVGet, request, &reply, 5);
+  if (!s.ok() || !reply.found()) return nullptr;
+  nlohmann::json state = nlohmann::json::parse(reply.value(), nullptr, /*allow_exceptions=*/false);
+  return state.is_discarded() ? nlohmann::json(nullptr) : state;
+}
+
+std::string DemandLine(const rpc::ResourceDemand& d) {
+  std::string line = "{" + scheduling::FormatResources(ToMap(d.shape())) + "}:";
+  if (d.num_queued() > 0) line += " " + std::to_string(d.num_queued()) + " waiting for resources";
+  if (d.num_infeasible() > 0) line += " " + std::to_string(d.num_infeasible()) + " infeasible";
+  return line;
+}
+
+// The autoscaler's lines: its nodes by state, the demand not met, what it did last.
+void PrintAutoscaler(const nlohmann::json& state) {
+  if (!state.is_object()) return;
+  const nlohmann::json instances = state.value("instances", nlohmann::json::array());
+  const nlohmann::json types = state.value("node_types", nlohmann::json::object());
+  const nlohmann::json unmet = state.value("unmet_demand", nlohmann::json::array());
+  std::map<std::string, int> by_state;
+  for (const auto& i : instances) ++by_state[i.value("state", "?")];
+  std::cout << "\nAutoscaler:  " << (by_state.empty() ? "no nodes launched" : CountsLine(by_state)) << "\n";
+  for (const auto& [name, t] : types.items()) {
+    std::cout << "      type " << name << ": " << t.value("count", 0) << " (min " << t.value("min_workers", 0) << ", max "
+              << t.value("max_workers", 0) << ")\n";
+  }
+  for (const auto& i : instances) {
+    std::cout << "      " << i.value("state", "?") << " " << i.value("instance_id", "") << " ("
+              << i.value("node_type", "") << ")" << "\n";
+  }
+  for (const auto& d : unmet) {
+    scheduling::ResourceMap shape = d.value("shape", scheduling::ResourceMap());
+    std::cout << "      demand {" << scheduling::FormatResources(shape) << "} x " << d.value("count", 0) << ": "
+              << d.value("status", "") << "\n";
+  }
+  for (const auto& e : state.value("events", std::vector<std::string>())) std::cout << "      event: " << e << "\n";
+}
 
 // What `manta status` shows, read from the GCS at `address`.
 absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
@@ -200,7 +250,11 @@ absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
       infeasible[u.node_id()] = std::vector<std::string>(u.infeasible_shapes().begin(), u.infeasible_shapes().end());
     }
     if (u.has_object_store()) stores[u.node_id()] = u.object_store();
+    if (u.resource_demands_size() > 0) {
+      snap.demands[u.node_id()].assign(u.resource_demands().begin(), u.resource_demands().end());
+    }
   }
+  snap.autoscaler = FetchAutoscalerState(address);
 
   snap.cluster_hex =
       BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()), cluster.cluster_id().size());
@@ -246,6 +300,19 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
     }
     auto inf = infeasible.find(n.node_id());
     j["infeasible_shapes"] = inf != infeasible.end() ? inf->second : std::vector<std::string>();
+    if (!n.node_type().empty()) {
+      j["node_type"] = n.node_type();
+      j["instance_id"] = n.instance_id();
+    }
+    j["draining"] = n.draining();
+    j["pending_demand"] = nlohmann::json::array();
+    if (auto d = snap.demands.find(n.node_id()); d != snap.demands.end()) {
+      for (const rpc::ResourceDemand& demand : d->second) {
+        j["pending_demand"].push_back({{"shape", ToMap(demand.shape())},
+                                       {"queued", demand.num_queued()},
+                                       {"infeasible", demand.num_infeasible()}});
+      }
+    }
     if (auto st = stores.find(n.node_id()); st != stores.end()) {
       const rpc::ObjectStoreStats& o = st->second;
       j["object_store"] = {{"capacity_bytes", o.capacity_bytes()},
@@ -263,6 +330,7 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
     }
     out["nodes"].push_back(j);
   }
+  out["autoscaler"] = snap.autoscaler;
   out["actors"] = snap.actor_states;
   out["placement_groups"] = snap.group_states;
   out["waiting_placement_groups"] = nlohmann::json::array();
@@ -295,6 +363,12 @@ void PrintNode(const ClusterSnapshot& snap, const rpc::NodeInfo& n, scheduling::
               << "      available: " << scheduling::FormatResources(avail) << "\n";
     if (n.metrics_export_port() > 0) {
       std::cout << "      metrics:   " << MetricsUrl(n.node_manager_address(), n.metrics_export_port()) << "\n";
+    }
+    if (!n.node_type().empty()) {
+      std::cout << "      type:      " << n.node_type() << " (instance " << n.instance_id() << ")\n";
+    }
+    if (auto d = snap.demands.find(n.node_id()); d != snap.demands.end()) {
+      for (const rpc::ResourceDemand& demand : d->second) std::cout << "      pending:   " << DemandLine(demand) << "\n";
     }
     if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
       for (const std::string& shape : inf->second) {
@@ -341,6 +415,7 @@ void PrintStatusTable(const ClusterSnapshot& snap) {
               << (group.infeasible() ? ": infeasible: " : (group.pending_reason().empty() ? "" : ": "))
               << group.pending_reason() << "\n";
   }
+  PrintAutoscaler(snap.autoscaler);
   std::cout << std::flush;
 }
 

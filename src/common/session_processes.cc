@@ -22,6 +22,8 @@ std::string RoleName(Role role) {
       return "redis";
     case Role::kDashboard:
       return "dashboard";
+    case Role::kAutoscaler:
+      return "autoscaler";
   }
   return "unknown";
 }
@@ -69,7 +71,10 @@ bool AnyRecordedProcessRunning(const std::string& temp_root) {
 StopResult StopRecordedProcesses(const std::string& temp_root, bool force) {
   StopResult result;
   std::vector<ProcessRecord> records = ListRecords(temp_root);
-  const std::vector<std::vector<Role>> batches = {{Role::kDashboard, Role::kRaylet}, {Role::kGcs}, {Role::kRedis}};
+  // The autoscaler first, alone: it terminates the nodes it launched (its provider's
+  // commands) before anything else goes.
+  const std::vector<std::vector<Role>> batches = {
+      {Role::kAutoscaler}, {Role::kDashboard, Role::kRaylet}, {Role::kGcs}, {Role::kRedis}};
   for (const std::vector<Role>& roles : batches) {
     // Signal all of the batch, then wait: a big cluster stops quickly.
     std::vector<ProcessRecord*> batch;
@@ -86,10 +91,11 @@ StopResult StopRecordedProcesses(const std::string& temp_root, bool force) {
       batch.push_back(&r);
     }
     for (ProcessRecord* r : batch) {
-      bool gone = WaitForExit(r->pid, force ? 2000 : 5000);
+      const int64_t grace_ms = force ? 2000 : r->role == Role::kAutoscaler ? kAutoscalerStopGraceMs : 5000;
+      bool gone = WaitForExit(r->pid, grace_ms);
       if (!gone) {
-        result.messages.push_back(RoleName(r->role) + " (pid " + std::to_string(r->pid) +
-                                  ") ignored SIGTERM for 5 s; killing it");
+        result.messages.push_back(RoleName(r->role) + " (pid " + std::to_string(r->pid) + ") ignored SIGTERM for " +
+                                  std::to_string(grace_ms / 1000) + " s; killing it");
         (void)SignalProcess(r->pid, SIGKILL);
         gone = WaitForExit(r->pid, 2000);
       }

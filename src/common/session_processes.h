@@ -10,13 +10,16 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace manta {
 
 // The rank in a record's file name.
-enum class Role { kRaylet = 0, kGcs = 1, kRedis = 2, kDashboard = 3 };
+enum class Role { kRaylet = 0, kGcs = 1, kRedis = 2, kDashboard = 3, kAutoscaler = 4 };
+// How long `manta stop` lets the autoscaler terminate the nodes it launched.
+inline constexpr int64_t kAutoscalerStopGraceMs = 60000;
 std::string RoleName(Role role);
 
 struct ProcessRecord {
@@ -37,8 +40,8 @@ struct StopResult {
   int failed = 0;
   std::vector<std::string> messages;  // one line each, for stderr
 };
-// Stops every recorded process under `temp_root`, in batches: the raylets and the
-// dashboard (while the GCS still answers their goodbyes), then the GCS, then its
+// Stops every recorded process under `temp_root`, in batches: the autoscaler (up to
+// kAutoscalerStopGraceMs: it terminates its nodes), the raylets and the dashboard (while the GCS still answers their goodbyes), then the GCS, then its
 // Redis (SIGKILL: it keeps nothing on disk). SIGTERM (SIGKILL with `force`), and
 // SIGKILL for one that ignores it for 5 s. Removes the records of the processes
 // stopped, and <temp_root>/head_address.

@@ -34,6 +34,8 @@ struct LeaseManager::Request {
   bool is_actor = false;
   // Its tasks may be retried (the memory monitor kills such workers first).
   bool retriable = false;
+  // Tasks of this shape queued at the owner when it asked (a hint for the autoscaler).
+  int64_t backlog = 0;
   rpc::RequestWorkerLeaseReply* reply = nullptr;
   rpc::SendReply send_reply;
   Stage stage = Stage::kQueued;
@@ -119,6 +121,38 @@ std::vector<std::string> LeaseManager::InfeasibleShapes() const {
   return out;
 }
 
+std::vector<LeaseManager::Demand> LeaseManager::Demands() const {
+  // An owner keeps a few lease requests in flight per shape and says how many tasks
+  // wait behind them (backlog): its demand is the larger of the two.
+  struct OwnerDemand {
+    int64_t requests = 0;
+    int64_t backlog = 0;
+  };
+  std::map<scheduling::ResourceMap, std::pair<std::map<std::string, OwnerDemand>, std::map<std::string, OwnerDemand>>>
+      by_shape;
+  auto count = [&by_shape](const std::map<scheduling::ResourceMap, std::deque<RequestPtr>>& waiting, bool queued) {
+    for (const auto& [shape, queue] : waiting) {
+      for (const RequestPtr& r : queue) {
+        if (!r->placement_group.IsNil()) continue;
+        auto& owners = queued ? by_shape[shape].first : by_shape[shape].second;
+        OwnerDemand& d = owners[r->owner_worker_id.IsNil() ? r->id : r->owner_worker_id.Binary()];
+        ++d.requests;
+        d.backlog = std::max(d.backlog, r->backlog);
+      }
+    }
+  };
+  count(queued_, true);
+  count(infeasible_, false);
+  auto total = [](const std::map<std::string, OwnerDemand>& owners) {
+    int64_t n = 0;
+    for (const auto& [owner, d] : owners) n += std::max(d.requests, d.backlog);
+    return n;
+  };
+  std::vector<Demand> out;
+  for (const auto& [shape, owners] : by_shape) out.push_back({shape, total(owners.first), total(owners.second)});
+  return out;
+}
+
 bool LeaseManager::LocalDraining() const {
   const scheduling::ClusterResourceView::NodeResources* self = view_.Get(options_.node_id);
   return self != nullptr && self->draining;
@@ -152,6 +186,7 @@ void LeaseManager::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest
   r.owner_worker_id = ParseIdOrNil<WorkerID>(request.owner_address().worker_id());
   r.owner_node_id = ParseIdOrNil<NodeID>(request.owner_address().node_id());
   r.grant_or_reject = request.grant_or_reject();
+  r.backlog = std::max<int64_t>(0, request.backlog_size());
   r.detached = request.actor().detached();
   r.placement_only = request.actor().placement_only();
   r.is_actor = !request.actor().actor_id().empty();
@@ -748,7 +783,10 @@ void LeaseManager::PlaceInfeasible() {
       RequestPtr request = std::move(queue.front());
       queue.pop_front();
       LOG_IF(INFO, queue.empty()) << "requests for {" << scheduling::FormatResources(it->first) << "} are feasible again";
-      if (d.kind == scheduling::SchedulingDecision::Kind::kLocal) {
+      if (d.kind == scheduling::SchedulingDecision::Kind::kLocal || !d.available_now) {
+        // Feasible, but no node can run it now: it waits here, and SpillQueuedElsewhere
+        // sends it to the first node with room (not all of them to the one node
+        // that just joined, where they would queue behind each other).
         Enqueue(request);
       } else {
         Spill(request, d.node_id);

@@ -148,6 +148,14 @@ class LeaseManager {
   const scheduling::ResourceMap& available() const { return available_; }
   // Shapes of the infeasible requests waiting here, as FormatResources renders them.
   std::vector<std::string> InfeasibleShapes() const;
+  // Requests waiting here, by shape: what the autoscaler adds nodes for. Requests
+  // for a placement group's bundle are left out (the GCS counts pending groups).
+  struct Demand {
+    scheduling::ResourceMap shape;
+    int64_t queued = 0;
+    int64_t infeasible = 0;
+  };
+  std::vector<Demand> Demands() const;
   size_t num_leases() const { return leases_.size(); }
   // Requests waiting here for resources (not infeasible ones).
   size_t num_queued() const;

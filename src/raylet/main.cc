@@ -36,6 +36,8 @@ struct RayletFlags {
   std::string session_dir;
   std::string ready_file;
   std::string node_name;
+  std::string node_type;
+  std::string instance_id;
   std::string node_id_hex;
   std::string store_socket;
   bool head = false;
@@ -60,6 +62,8 @@ void AddRayletFlags(CLI::App& app, RayletFlags* f) {
   app.add_option("--session-dir", f->session_dir, "session directory of this node");
   app.add_option("--ready-file", f->ready_file, "written with the bound port and the metrics port once registered");
   app.add_option("--node-name", f->node_name, "human-readable node name");
+  app.add_option("--node-type", f->node_type, "the autoscaler's node type of this node");
+  app.add_option("--instance-id", f->instance_id, "the autoscaler provider's id of this machine");
   app.add_option("--node-id", f->node_id_hex, "node id as hex (default: random)");
   app.add_option("--store-socket", f->store_socket, "object store socket (default: <session dir>/store.sock)");
   app.add_flag("--head", f->head, "this is the head node");
@@ -90,6 +94,8 @@ absl::StatusOr<manta::raylet::NodeManagerOptions> NodeOptions(const RayletFlags&
       static_cast<double>(f.object_store_memory >= 0 ? f.object_store_memory : ram * 3 / 10);
   options.node_ip_address = f.node_ip_address;
   options.node_name = f.node_name.empty() ? f.node_ip_address : f.node_name;
+  options.node_type = f.node_type;
+  options.instance_id = f.instance_id;
   options.session_dir = f.session_dir;
   options.is_head = f.head;
   return options;

@@ -93,6 +93,8 @@ rpc::NodeInfo NodeManager::MakeNodeInfo() const {
   info.set_state(rpc::NodeInfo::ALIVE);
   for (const auto& [name, value] : options_.resources) (*info.mutable_resources_total())[name] = value;
   info.set_node_name(options_.node_name);
+  info.set_node_type(options_.node_type);
+  info.set_instance_id(options_.instance_id);
   info.set_start_time_ms(start_time_ms_);
   info.set_session_dir(options_.session_dir);
   info.set_is_head_node(options_.is_head);
@@ -305,6 +307,13 @@ rpc::ResourceUsage NodeManager::MakeUsage(bool fresh) {
     (*usage.mutable_resources_available())[k] = std::max(0.0, v);
   }
   for (const std::string& shape : lease_manager_.InfeasibleShapes()) usage.add_infeasible_shapes(shape);
+  for (const LeaseManager::Demand& d : lease_manager_.Demands()) {
+    rpc::ResourceDemand* demand = usage.add_resource_demands();
+    demand->mutable_shape()->insert(d.shape.begin(), d.shape.end());
+    demand->set_num_queued(d.queued);
+    demand->set_num_infeasible(d.infeasible);
+  }
+  usage.set_num_leases(static_cast<int32_t>(lease_manager_.num_leases()));
   // Committed bundles are resources of this node too.
   for (const auto& [k, v] : lease_manager_.total()) (*usage.mutable_resources_total())[k] = v;
   {

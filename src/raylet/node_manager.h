@@ -45,6 +45,9 @@ struct NodeManagerOptions {
   int object_data_port = 0;
   int metrics_export_port = 0;
   std::string node_name;
+  // Set for a node the autoscaler launched.
+  std::string node_type;
+  std::string instance_id;
   scheduling::ResourceMap resources;
   std::string session_dir;
   bool is_head = false;

@@ -180,7 +180,7 @@ absl::StatusOr<HttpReply> HttpRequest(const std::string& host, int port, const s
   std::string request = method + " " + path + " HTTP/1.0\r\nHost: " + host + "\r\nConnection: close\r\n";
   if (!options.bearer_token.empty()) request += "Authorization: Bearer " + options.bearer_token + "\r\n";
   if (method != "GET") {
-    request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    request += "Content-Type: " + options.content_type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   if (!connection.SendAll(request + "\r\n" + body)) return fail();
   std::string reply;

@@ -15,6 +15,7 @@ struct HttpGetOptions {
   int64_t timeout_ms = 10000;  // for the whole exchange
   size_t max_bytes = 16 << 20;
   std::string bearer_token;    // sent as "Authorization: Bearer" when not empty
+  std::string content_type = "application/json";  // of a request's body
   // With tls.ca_pem: HTTPS. The server's certificate must be signed by tls.ca_pem
   // and name the address asked; tls.cert_pem (and key_pem), when given, is presented.
   HttpTls tls;
@@ -30,7 +31,7 @@ struct HttpReply {
   std::string status_line;  // "404 Not Found"
   std::string body;
 };
-// Any method (a body, when not GET, is sent as application/json): the reply whatever
+// Any method (a body, when not GET, is sent as options.content_type): the reply whatever
 // its status. Errors as HttpGet's, but for the status.
 absl::StatusOr<HttpReply> HttpRequest(const std::string& host, int port, const std::string& method,
                                       const std::string& path, const std::string& body,

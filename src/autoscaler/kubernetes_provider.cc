@@ -1,0 +1,161 @@
+// The "kubernetes" provider: each node type is a Deployment of worker pods (see
+// deploy/kubernetes/), scaled through the API server with the pod's service account.
+//
+//   Launch:    GET  /apis/apps/v1/namespaces/NS/deployments/D/scale, then
+//              PATCH the same path {"spec":{"replicas":N+1}} (merge patch).
+//   Terminate: PATCH /api/v1/namespaces/NS/pods/POD with the annotation
+//              controller.kubernetes.io/pod-deletion-cost = "-1000", so that the
+//              ReplicaSet removes that pod first, then scales the Deployment to N-1.
+//              An instance that never became a pod (its launch timed out) scales
+//              down by one: the ReplicaSet removes pods not ready first.
+//
+// A pod names itself: its container runs `manta start --address ... --node-type T
+// --instance-id $(POD_NAME)` (the downward API), so the autoscaler adopts it by type.
+// Calls are serialized (a read-modify-write of replicas must not interleave).
+#include <mutex>
+
+#include "nlohmann/json.hpp"
+#include "src/autoscaler/node_provider.h"
+#include "src/common/http/http_get.h"
+#include "src/common/network.h"
+#include "src/common/util.h"
+
+namespace manta::autoscaler {
+
+namespace {
+
+constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/serviceaccount";
+constexpr int64_t kRequestTimeoutMs = 10000;
+
+struct ApiServer {
+  std::string host;  // numeric IPv4
+  int port = 443;
+  bool https = true;
+};
+
+absl::StatusOr<ApiServer> ParseApiServer(const std::string& url) {
+  ApiServer out;
+  std::string rest = url;
+  if (rest.rfind("https://", 0) == 0) {
+    rest = rest.substr(8);
+  } else if (rest.rfind("http://", 0) == 0) {
+    rest = rest.substr(7);
+    out.https = false;
+    out.port = 80;
+  } else {
+    return absl::InvalidArgumentError("kubernetes provider: api_server must start with https:// or http://");
+  }
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    out.port = std::atoi(rest.c_str() + colon + 1);
+    rest = rest.substr(0, colon);
+  }
+  auto ip = ResolveIpv4(rest);
+  if (!ip.ok()) return absl::InvalidArgumentError("kubernetes provider: api_server: " + std::string(ip.status().message()));
+  out.host = *ip;
+  if (out.port <= 0 || out.port > 65535) return absl::InvalidArgumentError("kubernetes provider: bad api_server port");
+  return out;
+}
+
+class KubernetesProvider final : public NodeProvider {
+ public:
+  KubernetesProvider(ProviderConfig config, ApiServer server, std::string token, std::string ca_pem)
+      : config_(std::move(config)), server_(std::move(server)) {
+    options_.timeout_ms = kRequestTimeoutMs;
+    options_.max_bytes = 4 << 20;
+    options_.bearer_token = std::move(token);
+    if (server_.https) options_.tls.ca_pem = std::move(ca_pem);
+  }
+
+  absl::Status Launch(const NodeTypeConfig& type, const std::string& instance_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return AddReplicas(type.name, +1);
+  }
+
+  absl::Status Terminate(const std::string& node_type, const std::string& instance_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    nlohmann::json patch = {
+        {"metadata", {{"annotations", {{"controller.kubernetes.io/pod-deletion-cost", "-1000"}}}}}};
+    auto marked = Call("PATCH", "/api/v1/namespaces/" + config_.kube_namespace + "/pods/" + instance_id, patch.dump());
+    if (!marked.ok() && !absl::IsNotFound(marked.status())) return marked.status();
+    return AddReplicas(node_type, -1);
+  }
+
+ private:
+  std::string ScalePath(const std::string& node_type) const {
+    return "/apis/apps/v1/namespaces/" + config_.kube_namespace + "/deployments/" + config_.deployments.at(node_type) +
+           "/scale";
+  }
+
+  absl::Status AddReplicas(const std::string& node_type, int delta) {
+    if (config_.deployments.count(node_type) == 0) {
+      return absl::InvalidArgumentError("kubernetes provider: no Deployment for node type " + node_type);
+    }
+    auto scale = Call("GET", ScalePath(node_type), "");
+    if (!scale.ok()) return scale.status();
+    const int64_t replicas = scale->value("spec", nlohmann::json::object()).value("replicas", int64_t{0});
+    const int64_t want = std::max<int64_t>(0, replicas + delta);
+    nlohmann::json patch = {{"spec", {{"replicas", want}}}};
+    auto patched = Call("PATCH", ScalePath(node_type), patch.dump());
+    return patched.ok() ? absl::OkStatus() : patched.status();
+  }
+
+  // The reply's JSON; NotFound for a 404, Unavailable naming the call otherwise.
+  absl::StatusOr<nlohmann::json> Call(const std::string& method, const std::string& path, const std::string& body) {
+    http::HttpGetOptions options = options_;
+    if (method == "PATCH") options.content_type = "application/merge-patch+json";
+    auto reply = http::HttpRequest(server_.host, server_.port, method, path, body, options);
+    if (!reply.ok()) return reply.status();
+    if (reply->status == 404) return absl::NotFoundError(method + " " + path + ": 404");
+    if (reply->status < 200 || reply->status >= 300) {
+      return absl::UnavailableError("kubernetes API " + method + " " + path + ": " + reply->status_line + ": " +
+                                    reply->body.substr(0, 300));
+    }
+    nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return absl::UnavailableError("kubernetes API " + method + " " + path + ": not JSON");
+    return j;
+  }
+
+  ProviderConfig config_;
+  ApiServer server_;
+  http::HttpGetOptions options_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeProvider>> MakeKubernetesProvider(const ProviderConfig& config) {
+  std::string url = config.api_server;
+  if (url.empty()) {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+    if (host == nullptr) {
+      return absl::InvalidArgumentError(
+          "kubernetes provider: no api_server in the config and not in a pod (KUBERNETES_SERVICE_HOST unset)");
+    }
+    url = std::string("https://") + host + ":" + (port != nullptr ? port : "443");
+  }
+  auto server = ParseApiServer(url);
+  if (!server.ok()) return server.status();
+  const std::string token_file =
+      config.token_file.empty() ? std::string(kServiceAccountDir) + "/token" : config.token_file;
+  auto token = ReadFile(token_file);
+  if (!token.ok()) {
+    return absl::InvalidArgumentError("kubernetes provider: token " + token_file + ": " +
+                                      std::string(token.status().message()));
+  }
+  while (!token->empty() && (token->back() == '\n' || token->back() == '\r')) token->pop_back();
+  std::string ca_pem;
+  if (server->https) {
+    const std::string ca_file = config.ca_file.empty() ? std::string(kServiceAccountDir) + "/ca.crt" : config.ca_file;
+    auto ca = ReadFile(ca_file);
+    if (!ca.ok()) {
+      return absl::InvalidArgumentError("kubernetes provider: CA " + ca_file + ": " + std::string(ca.status().message()));
+    }
+    ca_pem = std::move(*ca);
+  }
+  return std::unique_ptr<NodeProvider>(
+      std::make_unique<KubernetesProvider>(config, std::move(*server), std::move(*token), std::move(ca_pem)));
+}
+
+}  // namespace manta::autoscaler
