@@ -373,7 +373,8 @@ void CoreWorker::StoreReturn(const rpc::TaskSpec& spec, const ObjectID& return_i
     return;
   }
   freer_.FlushLocal();
-  auto dst = store_.Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true);
+  auto dst = store_.Create(return_id, static_cast<int64_t>(output.size), 0, /*pin_on_seal=*/true,
+                           spec.caller_address().worker_id());
   if (dst.ok()) {
     output.write(reinterpret_cast<char*>(*dst));
     absl::Status sealed = store_.Seal(return_id);

@@ -30,7 +30,7 @@ absl::StatusOr<ObjectID> CoreWorker::Put(size_t size, const std::function<void(c
     if (size > 0) write(obj->data.data());
   } else {
     freer_.FlushLocal();
-    auto dst = store_.Create(id, static_cast<int64_t>(size), 0, /*pin_on_seal=*/true);
+    auto dst = store_.Create(id, static_cast<int64_t>(size), 0, /*pin_on_seal=*/true, options_.worker_id.Binary());
     if (!dst.ok()) return dst.status();
     write(reinterpret_cast<char*>(*dst));
     MANTA_RETURN_IF_ERROR(store_.Seal(id));

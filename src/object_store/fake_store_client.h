@@ -22,7 +22,7 @@ namespace manta::object_store {
 class FakeObjectStoreClient final : public ObjectStoreClientInterface {
  public:
   absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
-                                  bool /*pin_on_seal*/ = false) override {
+                                  bool /*pin_on_seal*/ = false, const std::string& /*owner*/ = {}) override {
     absl::MutexLock lock(&mu_);
     if (closed_) return Closed();
     if (objects_.contains(id)) return absl::AlreadyExistsError("object " + id.Hex() + " already exists");

@@ -615,6 +615,22 @@ absl::Status ObjectStore::Pin(const ObjectID& id) {
   return absl::OkStatus();
 }
 
+void ObjectStore::SetOwner(const ObjectID& id, const std::string& owner_worker_id) {
+  auto it = objects_.find(id);
+  if (it != objects_.end()) it->second.owner = owner_worker_id;
+}
+
+int64_t ObjectStore::DeleteOwnedBy(const std::string& owner_worker_id) {
+  if (owner_worker_id.empty()) return 0;
+  std::vector<ObjectID> owned;
+  for (const auto& [id, e] : objects_) {
+    if (e.owner == owner_worker_id && (e.pinned || e.pin_on_seal)) owned.push_back(id);
+  }
+  for (const ObjectID& id : owned) objects_[id].pinned = false;
+  Delete(owned);
+  return static_cast<int64_t>(owned.size());
+}
+
 void ObjectStore::Unpin(const ObjectID& id) {
   auto it = objects_.find(id);
   if (it == objects_.end()) return;

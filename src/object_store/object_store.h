@@ -113,6 +113,11 @@ class ObjectStore {
   // Deletes the objects: at once when unreferenced, else when the last reference is
   // released. Unknown ids are ignored. Spilled bytes are removed too.
   void Delete(const std::vector<ObjectID>& ids);
+  // Records the owner of a created object's primary copy (see DeleteOwnedBy).
+  void SetOwner(const ObjectID& id, const std::string& owner_worker_id);
+  // The owner (a worker or driver, binary id) died: deletes the primary copies it
+  // owned, which no one can free any more. Returns how many.
+  int64_t DeleteOwnedBy(const std::string& owner_worker_id);
   // Drops every reference and unsealed object of `client`.
   void DisconnectClient(ClientId client);
 
@@ -150,6 +155,7 @@ class ObjectStore {
     int64_t ref_count = 0;
     bool pinned = false;
     bool pin_on_seal = false;
+    std::string owner;  // worker id (binary) of a primary copy's owner, when known
     bool delete_pending = false;
     bool spilling = false;   // being written to disk
     bool restoring = false;  // being read back

@@ -229,7 +229,7 @@ void ObjectStoreClient::Break(const absl::Status& status) {
 }
 
 absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t data_size, int64_t metadata_size,
-                                                   bool pin_on_seal) {
+                                                   bool pin_on_seal, const std::string& owner_worker_id) {
   absl::ReleasableMutexLock lock(&mu_);
   rpc::StoreRequest request;
   auto* q = request.mutable_create();
@@ -237,6 +237,7 @@ absl::StatusOr<uint8_t*> ObjectStoreClient::Create(const ObjectID& id, int64_t d
   q->set_data_size(data_size);
   q->set_metadata_size(metadata_size);
   q->set_pin_on_seal(pin_on_seal);
+  if (!owner_worker_id.empty()) q->set_owner_worker_id(owner_worker_id);
   auto reply = Call(request, false);
   if (!reply.ok()) return reply.status();
   if (auto s = StatusOf(*reply); !s.ok()) return s;

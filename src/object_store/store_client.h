@@ -52,7 +52,7 @@ class ObjectStoreClientInterface {
  public:
   virtual ~ObjectStoreClientInterface() = default;
   virtual absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
-                                          bool pin_on_seal = false) = 0;
+                                          bool pin_on_seal = false, const std::string& owner_worker_id = {}) = 0;
   virtual absl::Status Seal(const ObjectID& id, bool release = true, bool wait = false) = 0;
   virtual absl::Status Abort(const ObjectID& id) = 0;
   virtual absl::StatusOr<std::vector<std::optional<ObjectBuffer>>> Get(const std::vector<ObjectID>& ids,
@@ -87,8 +87,10 @@ class ObjectStoreClient final : public ObjectStoreClientInterface {
   // Allocates a writable object: `data_size` bytes at the returned pointer, followed
   // by `metadata_size` metadata bytes. Waits while the store makes room; errors:
   // ALREADY_EXISTS, RESOURCE_EXHAUSTED (too big, or no memory in time).
+  // `pin_on_seal`: the primary copy, of the owner named by `owner_worker_id` (binary;
+  // the raylet deletes it when that process dies).
   absl::StatusOr<uint8_t*> Create(const ObjectID& id, int64_t data_size, int64_t metadata_size = 0,
-                                  bool pin_on_seal = false) override;
+                                  bool pin_on_seal = false, const std::string& owner_worker_id = {}) override;
   // Makes the object visible; with `release` (the usual case) also drops the
   // creator's reference. Asynchronous unless `wait`.
   absl::Status Seal(const ObjectID& id, bool release = true, bool wait = false) override;

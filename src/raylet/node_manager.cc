@@ -34,6 +34,7 @@ NodeManager::NodeManager(EventLoop& loop, NodeManagerOptions options, NodeManage
     if (alive.expired()) return;
     if (gone.is_driver) OnDriverGone(gone);
     ReportWorkerGone(gone);
+    DeleteObjectsOwnedBy(gone.worker_id.Binary());
   });
   // A group whose requests wait here is looked up; one that is removed or unknown
   // fails them.
@@ -64,6 +65,14 @@ void NodeManager::ReportWorkerGone(const WorkerGone& gone) {
                                                                    rpc::ReportWorkerFailureReply&&) {
     if (!s.ok()) LOG(WARNING) << "could not report the exit of " << worker.Hex() << " to the GCS: " << s;
   });
+}
+
+void NodeManager::DeleteObjectsOwnedBy(const std::string& worker_id) {
+  auto id = WorkerID::FromBinaryChecked(worker_id);
+  if (!id.ok()) return;
+  if (int64_t n = store_.DeleteOwnedBy(worker_id); n > 0) {
+    LOG(INFO) << "deleted " << n << " primary copies whose owner " << id->Hex() << " died";
+  }
 }
 
 void NodeManager::OnDriverGone(const WorkerGone& gone) {
@@ -224,6 +233,7 @@ void NodeManager::OnPubMessage(const rpc::PubMessage& message) {
     if (failure.node_id() == options_.node_id.Binary()) return;
     auto worker = WorkerID::FromBinaryChecked(failure.worker_id());
     if (worker.ok()) lease_manager_.OnRemoteOwnerGone(*worker, failure.exit_reason());
+    DeleteObjectsOwnedBy(failure.worker_id());
   } else if (message.has_placement_group_message()) {
     const rpc::PlacementGroupTableData& group = message.placement_group_message();
     auto id = PlacementGroupID::FromBinaryChecked(group.placement_group_id());

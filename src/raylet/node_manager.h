@@ -138,6 +138,9 @@ class NodeManager {
   void OnDriverGone(const WorkerGone& gone);
   // Tells the GCS, which tells every raylet (leases it owns elsewhere are released).
   void ReportWorkerGone(const WorkerGone& gone);
+  // A worker or driver (here or on another node; binary id) died: the primary copies
+  // it owned here are deleted, since no one can free them any more.
+  void DeleteObjectsOwnedBy(const std::string& worker_id);
   void CheckGcs();
   void ReportUsage(bool force);
   void MarkGcsReachable() { last_gcs_ok_ms_ = now_ms_(); }
