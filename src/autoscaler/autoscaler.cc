@@ -59,7 +59,7 @@ std::string InstanceStateName(Autoscaler::InstanceState state) {
 // A node, existing or to be launched, that demand is fitted into.
 struct Autoscaler::Bin {
   scheduling::ResourceMap available;
-  const NodeTypeConfig* new_type = nullptr;  // set for a node to launch
+  bool pending = false;  // a node being launched, or to be launched now
   std::set<std::string> groups;              // STRICT_SPREAD groups placed here
 };
 
@@ -150,12 +150,17 @@ void Autoscaler::TerminateOne(Instance& instance, int64_t now_ms, const std::str
   actions_.Terminate(instance.node_type, instance.id);
 }
 
-void Autoscaler::ScaleUp(const ClusterSnapshot& snapshot, int64_t now_ms) {
-  // The units of demand, each a shape and (for STRICT_SPREAD) its group.
-  struct Unit {
-    scheduling::ResourceMap shape;
-    std::string spread_group;
-  };
+namespace {
+
+// A unit of demand: a shape and (for STRICT_SPREAD) its group.
+struct Unit {
+  scheduling::ResourceMap shape;
+  std::string spread_group;
+};
+
+// Every unit of demand of the snapshot (at most kMaxUnitsPerUpdate of the raylets'),
+// largest first.
+std::vector<Unit> DemandUnits(const ClusterSnapshot& snapshot) {
   std::vector<Unit> units;
   for (const NodeSnapshot& n : snapshot.nodes) {
     for (const auto& [shape, count] : n.demands) {
@@ -175,16 +180,40 @@ void Autoscaler::ScaleUp(const ClusterSnapshot& snapshot, int64_t now_ms) {
   }
   std::stable_sort(units.begin(), units.end(),
                    [](const Unit& a, const Unit& b) { return Size(a.shape) > Size(b.shape); });
+  return units;
+}
 
+}  // namespace
+
+const NodeTypeConfig* Autoscaler::NewNodeType(const scheduling::ResourceMap& shape,
+                                              const std::map<std::string, int>& to_launch, bool* any_holds) const {
+  const NodeTypeConfig* best = nullptr;
+  int all = CountLaunched();
+  for (const auto& [name, n] : to_launch) all += n;
+  for (const NodeTypeConfig& t : config_.node_types) {
+    if (!Fits(shape, t.resources)) continue;
+    *any_holds = true;
+    auto planned = to_launch.find(t.name);
+    const int launching_now = planned == to_launch.end() ? 0 : planned->second;
+    const int of_type = CountOfType(t.name);
+    const int at_once = std::max(5, static_cast<int>(std::ceil(config_.upscaling_speed * std::max(1, of_type))));
+    if (of_type + launching_now >= t.max_workers || all >= config_.max_workers || launching_now >= at_once) continue;
+    if (best == nullptr || Size(t.resources) < Size(best->resources)) best = &t;
+  }
+  return best;
+}
+
+void Autoscaler::ScaleUp(const ClusterSnapshot& snapshot, int64_t now_ms) {
+  const std::vector<Unit> units = DemandUnits(snapshot);
   std::vector<Bin> bins;
   for (const NodeSnapshot& n : snapshot.nodes) {
-    if (!n.draining) bins.push_back({n.available, nullptr, {}});
+    if (!n.draining) bins.push_back({n.available, false, {}});
   }
   for (const auto& [id, i] : instances_) {
-    if (i.state == InstanceState::kLaunching) bins.push_back({config_.Type(i.node_type)->resources, nullptr, {}});
+    if (i.state == InstanceState::kLaunching) bins.push_back({config_.Type(i.node_type)->resources, true, {}});
   }
   std::map<std::string, int> to_launch;
-  std::map<scheduling::ResourceMap, UnmetDemand> unmet;
+  std::map<std::pair<scheduling::ResourceMap, std::string>, int64_t> unmet;  // (shape, status) -> count
   auto place = [](Bin& bin, const Unit& u) {
     scheduling::SubtractResources(bin.available, u.shape);
     if (!u.spread_group.empty()) bin.groups.insert(u.spread_group);
@@ -194,42 +223,23 @@ void Autoscaler::ScaleUp(const ClusterSnapshot& snapshot, int64_t now_ms) {
     auto bin = std::find_if(bins.begin(), bins.end(), fits);
     if (bin != bins.end()) {
       place(*bin, u);
-      if (bin->new_type != nullptr) {
-        auto& d = unmet[u.shape];
-        d.shape = u.shape;
-        ++d.count;
-        d.status = "launching";
-      }
+      if (bin->pending) ++unmet[{u.shape, "launching"}];
       continue;
     }
     // A new node: the smallest type that holds it, within the limits.
-    const NodeTypeConfig* best = nullptr;
     bool any_holds = false;
-    for (const NodeTypeConfig& t : config_.node_types) {
-      if (!Fits(u.shape, t.resources)) continue;
-      any_holds = true;
-      const int launching_now = to_launch[t.name];
-      const int of_type = CountOfType(t.name);
-      const int at_once = std::max(5, static_cast<int>(std::ceil(config_.upscaling_speed * std::max(1, of_type))));
-      int all = CountLaunched();
-      for (const auto& [name, n] : to_launch) all += n;
-      if (of_type + launching_now >= t.max_workers || all >= config_.max_workers || launching_now >= at_once) continue;
-      if (best == nullptr || Size(t.resources) < Size(best->resources)) best = &t;
-    }
-    auto& d = unmet[u.shape];
-    d.shape = u.shape;
-    ++d.count;
+    const NodeTypeConfig* best = NewNodeType(u.shape, to_launch, &any_holds);
     if (best == nullptr) {
-      d.status = any_holds ? "at max_workers" : "no node type holds it";
+      ++unmet[{u.shape, any_holds ? "at max_workers" : "no node type holds it"}];
       continue;
     }
-    d.status = "launching";
+    ++unmet[{u.shape, "launching"}];
     ++to_launch[best->name];
-    bins.push_back({best->resources, best, {}});
+    bins.push_back({best->resources, true, {}});
     place(bins.back(), u);
   }
   unmet_.clear();
-  for (auto& [shape, d] : unmet) unmet_.push_back(std::move(d));
+  for (const auto& [key, count] : unmet) unmet_.push_back({key.first, count, key.second});
   for (const NodeTypeConfig& t : config_.node_types) {
     int want = to_launch[t.name];
     const int below_min = t.min_workers - CountOfType(t.name) - want;

@@ -120,6 +120,10 @@ class Autoscaler {
   void Reconcile(const ClusterSnapshot& snapshot, int64_t now_ms);
   void ScaleUp(const ClusterSnapshot& snapshot, int64_t now_ms);
   void ScaleDown(const ClusterSnapshot& snapshot, int64_t now_ms);
+  // The smallest type that holds `shape` and may have one more node launched now,
+  // given the launches already planned; null if none (`any_holds`: some type holds it).
+  const NodeTypeConfig* NewNodeType(const scheduling::ResourceMap& shape, const std::map<std::string, int>& to_launch,
+                                    bool* any_holds) const;
   void LaunchOne(const NodeTypeConfig& type, int64_t now_ms);
   void TerminateOne(Instance& instance, int64_t now_ms, const std::string& why);
   int CountOfType(const std::string& type) const;  // instances not being terminated

@@ -97,11 +97,10 @@ absl::StatusOr<ProviderConfig> ParseProvider(const json& p, const std::vector<No
     return provider;
   }
   if (provider.type != "kubernetes") return Bad("unknown provider type \"" + provider.type + "\"");
-  if (auto s = OnlyKnownKeys(p, "provider", {"type", "api_server", "namespace", "token_file", "ca_file", "deployments"});
-      !s.ok()) {
-    return s;
-  }
-  for (auto [key, field] : {std::pair{"api_server", &provider.api_server}, std::pair{"namespace", &provider.kube_namespace},
+  const std::set<std::string> known = {"type", "api_server", "namespace", "token_file", "ca_file", "deployments"};
+  if (auto s = OnlyKnownKeys(p, "provider", known); !s.ok()) return s;
+  for (auto [key, field] : {std::pair{"api_server", &provider.api_server},
+                            std::pair{"namespace", &provider.kube_namespace},
                             std::pair{"token_file", &provider.token_file}, std::pair{"ca_file", &provider.ca_file}}) {
     auto v = Text(p, key, "provider");
     if (!v.ok()) return v.status();
@@ -170,7 +169,9 @@ absl::StatusOr<AutoscalerConfig> AutoscalerConfig::Parse(const std::string& json
 
 absl::StatusOr<AutoscalerConfig> AutoscalerConfig::Load(const std::string& path) {
   auto text = ReadFile(path);
-  if (!text.ok()) return absl::InvalidArgumentError("autoscaler config " + path + ": " + std::string(text.status().message()));
+  if (!text.ok()) {
+    return absl::InvalidArgumentError("autoscaler config " + path + ": " + std::string(text.status().message()));
+  }
   return Parse(*text);
 }
 

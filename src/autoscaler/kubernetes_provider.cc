@@ -12,7 +12,7 @@
 // A pod names itself: its container runs `manta start --address ... --node-type T
 // --instance-id $(POD_NAME)` (the downward API), so the autoscaler adopts it by type.
 // Calls are serialized (a read-modify-write of replicas must not interleave).
-#include <mutex>
+#include "absl/synchronization/mutex.h"
 
 #include "nlohmann/json.hpp"
 #include "src/autoscaler/node_provider.h"
@@ -51,7 +51,9 @@ absl::StatusOr<ApiServer> ParseApiServer(const std::string& url) {
     rest = rest.substr(0, colon);
   }
   auto ip = ResolveIpv4(rest);
-  if (!ip.ok()) return absl::InvalidArgumentError("kubernetes provider: api_server: " + std::string(ip.status().message()));
+  if (!ip.ok()) {
+    return absl::InvalidArgumentError("kubernetes provider: api_server: " + std::string(ip.status().message()));
+  }
   out.host = *ip;
   if (out.port <= 0 || out.port > 65535) return absl::InvalidArgumentError("kubernetes provider: bad api_server port");
   return out;
@@ -68,16 +70,24 @@ class KubernetesProvider final : public NodeProvider {
   }
 
   absl::Status Launch(const NodeTypeConfig& type, const std::string& instance_id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return AddReplicas(type.name, +1);
   }
 
   absl::Status Terminate(const std::string& node_type, const std::string& instance_id) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    nlohmann::json patch = {
-        {"metadata", {{"annotations", {{"controller.kubernetes.io/pod-deletion-cost", "-1000"}}}}}};
-    auto marked = Call("PATCH", "/api/v1/namespaces/" + config_.kube_namespace + "/pods/" + instance_id, patch.dump());
-    if (!marked.ok() && !absl::IsNotFound(marked.status())) return marked.status();
+    absl::MutexLock lock(&mu_);
+    if (config_.deployments.count(node_type) == 0) {
+      return absl::InvalidArgumentError("kubernetes provider: no Deployment for node type " + node_type);
+    }
+    // An id that is no pod name (a launch that never became a pod) is not sent in a
+    // path: it is taken as a pod that is not there.
+    if (IsPodName(instance_id)) {
+      nlohmann::json patch = {
+          {"metadata", {{"annotations", {{"controller.kubernetes.io/pod-deletion-cost", "-1000"}}}}}};
+      auto marked =
+          Call("PATCH", "/api/v1/namespaces/" + config_.kube_namespace + "/pods/" + instance_id, patch.dump());
+      if (!marked.ok() && !absl::IsNotFound(marked.status())) return marked.status();
+    }
     return AddReplicas(node_type, -1);
   }
 
@@ -87,13 +97,27 @@ class KubernetesProvider final : public NodeProvider {
            "/scale";
   }
 
-  absl::Status AddReplicas(const std::string& node_type, int delta) {
+  // A DNS-1123 label, as pod names are.
+  static bool IsPodName(const std::string& s) {
+    if (s.empty() || s.size() > 253 || s.front() == '-' || s.back() == '-') return false;
+    for (char c : s) {
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+    }
+    return true;
+  }
+
+  absl::Status AddReplicas(const std::string& node_type, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (config_.deployments.count(node_type) == 0) {
       return absl::InvalidArgumentError("kubernetes provider: no Deployment for node type " + node_type);
     }
     auto scale = Call("GET", ScalePath(node_type), "");
     if (!scale.ok()) return scale.status();
-    const int64_t replicas = scale->value("spec", nlohmann::json::object()).value("replicas", int64_t{0});
+    // A Scale: {"spec": {"replicas": N}}, the count left out when it is 0.
+    const nlohmann::json spec = scale->is_object() ? scale->value("spec", nlohmann::json::object()) : nlohmann::json();
+    if (!spec.is_object() || (spec.contains("replicas") && !spec.at("replicas").is_number_integer())) {
+      return absl::UnavailableError("kubernetes API GET " + ScalePath(node_type) + ": not a Scale");
+    }
+    const int64_t replicas = spec.value("replicas", int64_t{0});
     const int64_t want = std::max<int64_t>(0, replicas + delta);
     nlohmann::json patch = {{"spec", {{"replicas", want}}}};
     auto patched = Call("PATCH", ScalePath(node_type), patch.dump());
@@ -107,6 +131,10 @@ class KubernetesProvider final : public NodeProvider {
     auto reply = http::HttpRequest(server_.host, server_.port, method, path, body, options);
     if (!reply.ok()) return reply.status();
     if (reply->status == 404) return absl::NotFoundError(method + " " + path + ": 404");
+    if (reply->status == 401 || reply->status == 403) {
+      return absl::PermissionDeniedError("kubernetes API " + method + " " + path + ": " + reply->status_line + ": " +
+                                         reply->body.substr(0, 300));
+    }
     if (reply->status < 200 || reply->status >= 300) {
       return absl::UnavailableError("kubernetes API " + method + " " + path + ": " + reply->status_line + ": " +
                                     reply->body.substr(0, 300));
@@ -119,7 +147,7 @@ class KubernetesProvider final : public NodeProvider {
   ProviderConfig config_;
   ApiServer server_;
   http::HttpGetOptions options_;
-  std::mutex mu_;
+  absl::Mutex mu_;
 };
 
 }  // namespace
@@ -145,12 +173,19 @@ absl::StatusOr<std::unique_ptr<NodeProvider>> MakeKubernetesProvider(const Provi
                                       std::string(token.status().message()));
   }
   while (!token->empty() && (token->back() == '\n' || token->back() == '\r')) token->pop_back();
+  if (token->empty()) return absl::InvalidArgumentError("kubernetes provider: token " + token_file + " is empty");
   std::string ca_pem;
   if (server->https) {
     const std::string ca_file = config.ca_file.empty() ? std::string(kServiceAccountDir) + "/ca.crt" : config.ca_file;
     auto ca = ReadFile(ca_file);
     if (!ca.ok()) {
-      return absl::InvalidArgumentError("kubernetes provider: CA " + ca_file + ": " + std::string(ca.status().message()));
+      return absl::InvalidArgumentError("kubernetes provider: CA " + ca_file + ": " +
+                                        std::string(ca.status().message()));
+    }
+    // An empty CA would turn HTTPS into plain HTTP (HttpRequest speaks TLS when it
+    // has a CA), with the token in the clear.
+    if (ca->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return absl::InvalidArgumentError("kubernetes provider: CA " + ca_file + " holds no certificate");
     }
     ca_pem = std::move(*ca);
   }

@@ -207,6 +207,13 @@ int64_t NowMs() {
       .count();
 }
 
+// The config's provider; an error names what is wrong with it.
+absl::StatusOr<std::unique_ptr<manta::autoscaler::NodeProvider>> MakeProvider(
+    const AutoscalerConfig& config, const manta::autoscaler::ClusterContact& contact) {
+  if (config.provider.type == "command") return manta::autoscaler::MakeCommandProvider(config.provider, contact);
+  return manta::autoscaler::MakeKubernetesProvider(config.provider);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,22 +235,16 @@ int main(int argc, char** argv) {
     std::cerr << "manta_autoscaler: " << config.status().message() << std::endl;
     return 2;
   }
-  manta::autoscaler::ClusterContact contact{gcs_address, flags.token_file,
-                                            (flags.log_dir.empty() ? "." : flags.log_dir) + "/autoscaler_commands.log"};
-  std::unique_ptr<manta::autoscaler::NodeProvider> provider;
-  if (config->provider.type == "command") {
-    provider = manta::autoscaler::MakeCommandProvider(config->provider, contact);
-  } else {
-    auto k8s = manta::autoscaler::MakeKubernetesProvider(config->provider);
-    if (!k8s.ok()) {
-      std::cerr << "manta_autoscaler: " << k8s.status().message() << std::endl;
-      return 2;
-    }
-    provider = std::move(*k8s);
+  const std::string log_dir = flags.log_dir.empty() ? "." : flags.log_dir;
+  manta::autoscaler::ClusterContact contact{gcs_address, flags.token_file, log_dir + "/autoscaler_commands.log"};
+  auto provider = MakeProvider(*config, contact);
+  if (!provider.ok()) {
+    std::cerr << "manta_autoscaler: " << provider.status().message() << std::endl;
+    return 2;
   }
   auto gcs = manta::rpc::MakeChannel(gcs_address, 64 << 20);
   manta::EventLoop loop(daemon->config.slow_handler_warn_ms);
-  Actions actions(loop, *provider, gcs);
+  Actions actions(loop, **provider, gcs);
   Autoscaler autoscaler(*config, actions, [] { return "manta-" + manta::SecureRandomHex(6); });
   actions.SetAutoscaler(&autoscaler);
   const int64_t interval_ms = config->update_interval_ms;
@@ -268,8 +269,6 @@ int main(int argc, char** argv) {
     PublishState(gcs, autoscaler.State());
     loop.Stop();
   });
-  LOG(INFO) << "manta_autoscaler: " << config->node_types.size() << " node types, provider "
-            << config->provider.type << ", GCS " << gcs_address;
   loop.Run();
   if (!actions.WaitIdle(config->provider.command_timeout_ms + 5000)) {
     LOG(ERROR) << "provider calls still running at exit";

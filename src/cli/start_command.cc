@@ -645,6 +645,18 @@ absl::StatusOr<HeadAddresses> StartHeadDaemons(Launcher& launcher, Session* sess
   return HeadAddresses{o.node_ip_address + ":" + std::to_string(ports.port), redis_address, ports.metrics_port};
 }
 
+// The head's autoscaler (--autoscaler), once the head's daemons run; waits until it
+// has made its first update.
+absl::Status StartAutoscaler(Launcher& launcher, const StartOptions& o, const Session& session,
+                             const std::string& gcs_address) {
+  if (o.autoscaler_config.empty()) return absl::OkStatus();
+  std::vector<std::string> args = {"--gcs-address", gcs_address, "--config", o.autoscaler_config,
+                                   "--log-dir", session.LogDir(), "--ready-file", session.Path("autoscaler.ready")};
+  for (std::string& arg : SecurityArgs(o, session)) args.push_back(std::move(arg));
+  auto started = launcher.Start("manta_autoscaler", args, Role::kAutoscaler, session.Path("autoscaler.ready"));
+  return started.ok() ? absl::OkStatus() : started.status();
+}
+
 int RunStart(const StartOptions& options) {
   StartOptions o = options;
   if (auto s = CheckStartOptions(o); !s.ok()) return Error(std::string(s.message()));
@@ -682,7 +694,6 @@ int RunStart(const StartOptions& options) {
     head = *started;
   }
   const std::string& gcs_address = head.gcs;
-
   // The dashboard starts while the raylet does (it needs only the GCS).
   Dashboard dashboard(launcher, o, *session, gcs_address);
   auto raylet_port =
@@ -697,16 +708,9 @@ int RunStart(const StartOptions& options) {
   (void)WriteFileAtomic(session->Path("raylet_address"), o.node_ip_address + ":" + std::to_string(raylet.port) + "\n",
                         0600);
   if (o.head) (void)WriteHeadAddress(gcs_address);
-
-  if (!o.autoscaler_config.empty()) {
-    std::vector<std::string> args = {"--gcs-address", gcs_address, "--config", o.autoscaler_config,
-                                     "--log-dir", session->LogDir(), "--ready-file", session->Path("autoscaler.ready")};
-    for (std::string& arg : SecurityArgs(o, *session)) args.push_back(std::move(arg));
-    auto started = launcher.Start("manta_autoscaler", args, Role::kAutoscaler, session->Path("autoscaler.ready"));
-    if (!started.ok()) {
-      launcher.Abort();
-      return Error(std::string(started.status().message()));
-    }
+  if (auto s = StartAutoscaler(launcher, o, *session, gcs_address); !s.ok()) {
+    launcher.Abort();
+    return Error(std::string(s.message()));
   }
   PrintStarted(o, *session, head, raylet);
   AnnounceDashboard(dashboard_url, gcs_address);

@@ -186,6 +186,19 @@ nlohmann::json FetchAutoscalerState(const std::string& address) {
   return state.is_discarded() ? nlohmann::json(nullptr) : state;
 }
 
+// The requests waiting at a node, as `manta status --json` lists them.
+nlohmann::json DemandJson(const ClusterSnapshot& snap, const std::string& node_id) {
+  nlohmann::json out = nlohmann::json::array();
+  if (auto d = snap.demands.find(node_id); d != snap.demands.end()) {
+    for (const rpc::ResourceDemand& demand : d->second) {
+      out.push_back({{"shape", ToMap(demand.shape())},
+                     {"queued", demand.num_queued()},
+                     {"infeasible", demand.num_infeasible()}});
+    }
+  }
+  return out;
+}
+
 std::string DemandLine(const rpc::ResourceDemand& d) {
   std::string line = "{" + scheduling::FormatResources(ToMap(d.shape())) + "}:";
   if (d.num_queued() > 0) line += " " + std::to_string(d.num_queued()) + " waiting for resources";
@@ -275,6 +288,22 @@ absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
   return snap;
 }
 
+// A node's object store, as `manta status --json` shows it.
+nlohmann::json StoreJson(const rpc::ObjectStoreStats& o) {
+  return {{"capacity_bytes", o.capacity_bytes()},
+          {"used_bytes", o.used_bytes()},
+          {"num_objects", o.num_objects()},
+          {"num_pinned", o.num_pinned()},
+          {"num_spilled", o.num_spilled()},
+          {"num_pending_creates", o.num_pending_creates()},
+          {"spilled_bytes_current", o.spilled_bytes_current()},
+          {"spilled_bytes_total", o.spilled_bytes_total()},
+          {"restored_bytes_total", o.restored_bytes_total()},
+          {"evicted_bytes_total", o.evicted_bytes_total()},
+          {"pulled_bytes_total", o.pulled_bytes_total()},
+          {"served_bytes_total", o.served_bytes_total()}};
+}
+
 void PrintStatusJson(const ClusterSnapshot& snap) {
   const auto& available = snap.available;
   const auto& stores = snap.stores;
@@ -305,29 +334,8 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
       j["instance_id"] = n.instance_id();
     }
     j["draining"] = n.draining();
-    j["pending_demand"] = nlohmann::json::array();
-    if (auto d = snap.demands.find(n.node_id()); d != snap.demands.end()) {
-      for (const rpc::ResourceDemand& demand : d->second) {
-        j["pending_demand"].push_back({{"shape", ToMap(demand.shape())},
-                                       {"queued", demand.num_queued()},
-                                       {"infeasible", demand.num_infeasible()}});
-      }
-    }
-    if (auto st = stores.find(n.node_id()); st != stores.end()) {
-      const rpc::ObjectStoreStats& o = st->second;
-      j["object_store"] = {{"capacity_bytes", o.capacity_bytes()},
-                           {"used_bytes", o.used_bytes()},
-                           {"num_objects", o.num_objects()},
-                           {"num_pinned", o.num_pinned()},
-                           {"num_spilled", o.num_spilled()},
-                           {"num_pending_creates", o.num_pending_creates()},
-                           {"spilled_bytes_current", o.spilled_bytes_current()},
-                           {"spilled_bytes_total", o.spilled_bytes_total()},
-                           {"restored_bytes_total", o.restored_bytes_total()},
-                           {"evicted_bytes_total", o.evicted_bytes_total()},
-                           {"pulled_bytes_total", o.pulled_bytes_total()},
-                           {"served_bytes_total", o.served_bytes_total()}};
-    }
+    j["pending_demand"] = DemandJson(snap, n.node_id());
+    if (auto st = stores.find(n.node_id()); st != stores.end()) j["object_store"] = StoreJson(st->second);
     out["nodes"].push_back(j);
   }
   out["autoscaler"] = snap.autoscaler;

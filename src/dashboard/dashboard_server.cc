@@ -140,6 +140,7 @@ absl::Status DashboardServer::Start() {
   http_.Handle("GET", "/api/logs", Guarded(&DashboardServer::Logs));
   http_.Handle("GET", "/api/log", Guarded(&DashboardServer::Log));
   http_.Handle("GET", "/api/timeline", Guarded(&DashboardServer::Timeline));
+  http_.Handle("GET", "/api/autoscaler", Guarded(&DashboardServer::Autoscaler));
   if (!options_.log_dir.empty()) {
     JobManagerOptions jobs;
     jobs.gcs_address = options_.gcs_address;
@@ -307,6 +308,20 @@ http::Response DashboardServer::Logs(const http::Request& request) {
 }
 
 http::Response DashboardServer::Log(const http::Request& request) { return Logs(request); }
+
+http::Response DashboardServer::Autoscaler(const http::Request&) {
+  auto stub = rpc::InternalKVGcsService::NewStub(gcs_channel_);
+  rpc::InternalKVGetRequest q;
+  q.set_namespace_("autoscaler");
+  q.set_key("state");
+  rpc::InternalKVGetReply reply;
+  grpc::Status s = rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVGet, q, &reply, kCallDeadlineS);
+  if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("the autoscaler's state", s));
+  nlohmann::json state = reply.found() ? nlohmann::json::parse(reply.value(), nullptr, false) : nlohmann::json();
+  if (!state.is_object()) return JsonResponse({{"enabled", false}});
+  state["enabled"] = true;
+  return JsonResponse(state);
+}
 
 http::Response DashboardServer::Timeline(const http::Request& request) {
   rpc::GetTaskTimelineRequest q;

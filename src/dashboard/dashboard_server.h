@@ -80,6 +80,8 @@ class DashboardServer {
   http::Response Logs(const http::Request& request);
   http::Response Log(const http::Request& request);
   http::Response Timeline(const http::Request& request);
+  // What the autoscaler published (autoscaler/main.cc), or {"enabled": false}.
+  http::Response Autoscaler(const http::Request& request);
   // Wraps a data route: 401 without a valid session.
   http::Handler Guarded(http::Response (DashboardServer::*route)(const http::Request&));
   http::Handler Guarded(http::Handler handler);

@@ -28,8 +28,9 @@ const std::vector<std::string>& GcsStateManager::Resources() {
 }
 
 const std::vector<std::string>& GcsStateManager::FilterKeys(const std::string& resource) {
-  static const std::vector<std::string> nodes = {"node_id",      "node_ip",  "node_name",    "state",
-                                                 "is_head_node", "raylet_pid", "start_time_ms", "draining"};
+  static const std::vector<std::string> nodes = {"node_id",      "node_ip",    "node_name",     "state",
+                                                 "is_head_node", "raylet_pid", "start_time_ms", "draining",
+                                                 "node_type",    "instance_id"};
   static const std::vector<std::string> jobs = {"job_id",        "status",     "driver_ip_address", "driver_pid",
                                                 "ray_namespace", "entrypoint", "start_time_ms"};
   static const std::vector<std::string> actors = {"actor_id", "class_name", "name",         "ray_namespace",
@@ -172,6 +173,8 @@ nlohmann::ordered_json GcsStateManager::NodeRows(bool detail) {
     j["raylet_pid"] = n.raylet_pid();
     j["start_time_ms"] = n.start_time_ms();
     j["draining"] = n.draining();
+    j["node_type"] = n.node_type();
+    j["instance_id"] = n.instance_id();
     j["metrics_export_port"] = n.metrics_export_port();
     j["resources_total"] = ResourceMap(n.resources_total());
     if (n.state() == rpc::NodeInfo::DEAD) {

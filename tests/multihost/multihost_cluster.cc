@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<MultiHostCluster>> MultiHostCluster::StartOn(std:
   cluster->options_ = options;
   std::vector<std::string> head = cluster->StartArgs(0);
   head.insert(head.end(), {"--head", "--port", "0"});
+  head.insert(head.end(), options.head_start_args.begin(), options.head_start_args.end());
   if (!options.system_config.empty()) head.insert(head.end(), {"--system-config", options.system_config});
   CommandResult started = cluster->bed_->Exec(0, head, options.env, 60000);
   std::smatch m;

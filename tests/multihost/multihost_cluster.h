@@ -26,8 +26,9 @@ struct MultiHostOptions {
   int64_t object_store_bytes = int64_t{512} << 20;
   // --system-config of the head (cluster-wide), e.g. faster health checks.
   std::string system_config;
-  // More `manta start` flags for every host (e.g. TLS files).
+  // More `manta start` flags for every host (e.g. TLS files), and for the head only.
   std::vector<std::string> extra_start_args;
+  std::vector<std::string> head_start_args;
   // Environment of every command (e.g. MANTA_TLS_* for drivers and the CLI).
   TestBed::Env env;
 };

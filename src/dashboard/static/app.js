@@ -234,7 +234,11 @@ function otherResources(n) {
 }
 
 const NODE_COLS = [
-  { h: 'Node', f: (n) => [idSpan(n.node_id), n.node_name && n.node_name !== n.node_ip ? el('div', { class: 'sub' }, n.node_name) : null] },
+  {
+    h: 'Node',
+    f: (n) => [idSpan(n.node_id), n.node_name && n.node_name !== n.node_ip ? el('div', { class: 'sub' }, n.node_name) : null,
+      n.node_type ? el('div', { class: 'sub' }, `type ${n.node_type} · ${n.instance_id}`) : null],
+  },
   { h: 'State', f: (n) => [stateBadge(n.state), n.draining ? ' draining' : '', n.death_reason ? el('div', { class: 'sub' }, n.death_reason) : null] },
   { h: 'IP', f: (n) => n.node_ip },
   { h: 'Head', f: (n) => (n.is_head_node ? 'head' : '') },
@@ -274,9 +278,36 @@ const WORKER_COLS = [
   { h: 'Exit', f: (w) => (w.is_alive ? '' : [fmtTime(w.end_time_ms), w.exit_detail ? el('div', { class: 'sub' }, w.exit_detail) : null]), c: 'wrap' },
 ];
 
+// The autoscaler's nodes (launching, running, draining, terminating), the demand the
+// nodes there are do not meet, and what it did last (GET /api/autoscaler).
+const INSTANCE_COLS = [
+  { h: 'Instance', f: (i) => i.instance_id },
+  { h: 'Type', f: (i) => i.node_type },
+  { h: 'State', f: (i) => stateBadge(String(i.state).toUpperCase()) },
+  { h: 'Node', f: (i) => (i.node_id ? nodeLabel(i.node_id) : '') },
+  { h: 'Since', f: (i) => fmtTime(i.since_ms) },
+];
+const DEMAND_COLS = [
+  { h: 'Pending demand', f: (d) => Object.entries(d.shape || {}).map(([k, v]) => `${k}: ${fmtNum(v)}`).join(', ') },
+  { h: 'Count', f: (d) => d.count, c: 'num' },
+  { h: 'Status', f: (d) => d.status },
+];
+
+function showAutoscaler(state) {
+  $('#autoscaler').hidden = !state.enabled;
+  if (!state.enabled) return;
+  const types = Object.entries(state.node_types || {}).map(([name, t]) => `${name}: ${t.count} (min ${t.min_workers}, max ${t.max_workers})`);
+  $('#autoscaler-line').textContent = `${(state.instances || []).length} nodes launched · ${types.join(' · ')}`;
+  fillTable(table('autoscaler-table'), INSTANCE_COLS, state.instances || [], (i) => i.instance_id);
+  fillTable(table('demand-table'), DEMAND_COLS, state.unmet_demand || [], (d) => JSON.stringify(d.shape) + d.status);
+  $('#autoscaler-events').replaceChildren(...(state.events || []).slice(-8).map((e) => el('li', null, e)));
+}
+
 async function loadOverview() {
-  const [nodes, jobs, workers] = await Promise.all([
-    list('nodes', [['detail', 1]]), list('jobs', [['limit', 200]]), list('workers', [['limit', 500]])]);
+  const [nodes, jobs, workers, autoscaler] = await Promise.all([
+    list('nodes', [['detail', 1]]), list('jobs', [['limit', 200]]), list('workers', [['limit', 500]]),
+    api('/api/autoscaler')]);
+  showAutoscaler(autoscaler);
   const nrows = (nodes.rows || []).sort((a, b) => b.is_head_node - a.is_head_node
     || String(a.state).localeCompare(String(b.state)) || String(a.node_ip).localeCompare(String(b.node_ip)));
   rememberNodes(nrows);
