@@ -9,49 +9,10 @@
 #include <cmath>
 
 #include "src/common/runtime_env.h"
+#include "src/raylet/lease_request.h"
 #include "src/scheduling/bundle_resources.h"
 
 namespace manta::raylet {
-
-struct LeaseManager::Request {
-  enum class Stage { kQueued, kInfeasible, kPopping, kDone };
-  std::string id;
-  JobID job_id;
-  WorkerID owner_worker_id;  // nil when the owner is not a core worker (or unknown)
-  NodeID owner_node_id;
-  scheduling::ResourceMap resources;
-  bool grant_or_reject = false;
-  std::string function_name;
-  // Nil unless the request names a placement group bundle (bundle_index, -1 = any).
-  PlacementGroupID placement_group;
-  int bundle_index = -1;
-  // The worker must have been started for this runtime env (canonical JSON; "" = none).
-  std::string runtime_env;
-  // Actor leases: the worker outlives the job (detached); the resources only place
-  // the actor and come back once its worker is granted (placement_only).
-  bool detached = false;
-  bool placement_only = false;
-  bool is_actor = false;
-  // Its tasks may be retried (the memory monitor kills such workers first).
-  bool retriable = false;
-  // Tasks of this shape queued at the owner when it asked (a hint for the autoscaler).
-  int64_t backlog = 0;
-  rpc::RequestWorkerLeaseReply* reply = nullptr;
-  rpc::SendReply send_reply;
-  Stage stage = Stage::kQueued;
-
-  // Completes the RPC (once); the reply must be filled.
-  void Finish() {
-    stage = Stage::kDone;
-    if (send_reply) std::move(send_reply)(absl::OkStatus());
-    send_reply = nullptr;
-  }
-  std::string Describe() const {
-    return "lease request for {" + scheduling::FormatResources(resources) + "}" +
-           (placement_group.IsNil() ? "" : " in placement group " + placement_group.Hex()) +
-           (function_name.empty() ? "" : " (" + function_name + ")") + " of job " + job_id.Hex();
-  }
-};
 
 namespace {
 
@@ -99,59 +60,6 @@ LeaseManager::LeaseManager(EventLoop& loop, LeaseManagerOptions options, const C
 }
 
 LeaseManager::~LeaseManager() { *alive_ = false; }
-
-size_t LeaseManager::num_queued() const {
-  size_t n = 0;
-  for (const auto& [shape, queue] : queued_) n += queue.size();
-  return n;
-}
-
-size_t LeaseManager::num_infeasible() const {
-  size_t n = 0;
-  for (const auto& [shape, queue] : infeasible_) n += queue.size();
-  return n;
-}
-
-std::vector<std::string> LeaseManager::InfeasibleShapes() const {
-  std::vector<std::string> out;
-  for (const auto& [shape, queue] : infeasible_) {
-    // Requests waiting for their bundle to be placed are not infeasible.
-    if (!queue.empty() && queue.front()->placement_group.IsNil()) out.push_back(scheduling::FormatResources(shape));
-  }
-  return out;
-}
-
-std::vector<LeaseManager::Demand> LeaseManager::Demands() const {
-  // An owner keeps a few lease requests in flight per shape and says how many tasks
-  // wait behind them (backlog): its demand is the larger of the two.
-  struct OwnerDemand {
-    int64_t requests = 0;
-    int64_t backlog = 0;
-  };
-  std::map<scheduling::ResourceMap, std::pair<std::map<std::string, OwnerDemand>, std::map<std::string, OwnerDemand>>>
-      by_shape;
-  auto count = [&by_shape](const std::map<scheduling::ResourceMap, std::deque<RequestPtr>>& waiting, bool queued) {
-    for (const auto& [shape, queue] : waiting) {
-      for (const RequestPtr& r : queue) {
-        if (!r->placement_group.IsNil()) continue;
-        auto& owners = queued ? by_shape[shape].first : by_shape[shape].second;
-        OwnerDemand& d = owners[r->owner_worker_id.IsNil() ? r->id : r->owner_worker_id.Binary()];
-        ++d.requests;
-        d.backlog = std::max(d.backlog, r->backlog);
-      }
-    }
-  };
-  count(queued_, true);
-  count(infeasible_, false);
-  auto total = [](const std::map<std::string, OwnerDemand>& owners) {
-    int64_t n = 0;
-    for (const auto& [owner, d] : owners) n += std::max(d.requests, d.backlog);
-    return n;
-  };
-  std::vector<Demand> out;
-  for (const auto& [shape, owners] : by_shape) out.push_back({shape, total(owners.first), total(owners.second)});
-  return out;
-}
 
 bool LeaseManager::LocalDraining() const {
   const scheduling::ClusterResourceView::NodeResources* self = view_.Get(options_.node_id);

@@ -39,6 +39,18 @@ TEST(CliErrorsTest, MalformedResourcesJson) {
   EXPECT_TRUE(cluster.LivePids().empty());
 }
 
+TEST(CliErrorsTest, BadAutoscalerOptions) {
+  ClusterHarness cluster;
+  const std::string bad = cluster.temp_root() + "/bad.json";
+  ASSERT_TRUE(WriteFileAtomic(bad, R"({"available_node_types": {"a": {"resources": {"CPU": 1}}}, "max_worker": 2,
+      "provider": {"type": "command", "launch": "x", "terminate": "y"}})").ok());
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--port", "0", "--autoscaler", bad}),
+                     "unknown key \"max_worker\"");
+  ExpectOneLineError(cluster.Manta({"start", "--address", "127.0.0.1:1", "--autoscaler", bad}), "--head");
+  ExpectOneLineError(cluster.Manta({"start", "--head", "--port", "0", "--node-type", "a"}), "--node-type");
+  EXPECT_TRUE(cluster.LivePids().empty()) << "nothing is left running";
+}
+
 TEST(CliErrorsTest, UnreachableRedis) {
   ClusterHarness cluster;
   int port = *PickFreePort();
