@@ -87,20 +87,37 @@ class Actions final : public manta::autoscaler::ClusterActions {
   }
 
  private:
+  // One thread per provider call; those that finished are joined at the next spawn,
+  // so a long-lived autoscaler keeps none around.
+  struct Call {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
   void Spawn(std::function<void()> fn) {
     ++running_;
     std::lock_guard<std::mutex> lock(mu_);
-    threads_.emplace_back([this, fn = std::move(fn)] {
-      fn();
-      --running_;
-    });
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (!it->done->load()) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = calls_.erase(it);
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    calls_.push_back({std::thread([this, done, fn = std::move(fn)] {
+                        fn();
+                        done->store(true);
+                        --running_;
+                      }),
+                      done});
   }
   void JoinAll() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
+    for (Call& c : calls_) {
+      if (c.thread.joinable()) c.thread.join();
     }
-    threads_.clear();
+    calls_.clear();
   }
 
   manta::EventLoop& loop_;
@@ -108,7 +125,7 @@ class Actions final : public manta::autoscaler::ClusterActions {
   std::shared_ptr<grpc::Channel> gcs_;
   Autoscaler* autoscaler_ = nullptr;
   std::mutex mu_;
-  std::vector<std::thread> threads_;
+  std::vector<Call> calls_;
   std::atomic<int> running_{0};
 };
 
