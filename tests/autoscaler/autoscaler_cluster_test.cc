@@ -110,7 +110,8 @@ ClusterHarness* AutoscalerClusterTest::harness_ = nullptr;
 
 TEST_F(AutoscalerClusterTest, TasksWithNoCapacityBringNodesUpAndTheyGoOnceIdle) {
   const std::string out = harness_->temp_root() + "/driver1.out";
-  pid_t driver = StartDriver({"--tasks", "6", "--cpus", "2", "--seconds", "1"}, out);
+  // 12 s of work for one node: the second has time to join even on a loaded machine.
+  pid_t driver = StartDriver({"--tasks", "6", "--cpus", "2", "--seconds", "2"}, out);
   // The demand shows on the head (waiting requests), and nodes are launched for it.
   bool demand_seen = false, launched_seen = false;
   ASSERT_TRUE(WaitFor(

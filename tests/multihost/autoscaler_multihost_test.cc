@@ -149,7 +149,8 @@ TEST(AutoscalerMultiHostTest, TasksBringHostsUpWhichGoOnceIdle) {
   {
     FakeCloud cloud(c.bed(), dir, c.gcs_address(), c.token());
     const std::string autoscale = std::string(MANTA_BUILD_DIR) + "/python_free_examples/autoscale";
-    CommandResult driver = c.bed().Exec(0, {autoscale, "--tasks", "4", "--cpus", "2", "--seconds", "1"},
+    // 12 s of work for one host: the second has time to join even on a loaded machine.
+    CommandResult driver = c.bed().Exec(0, {autoscale, "--tasks", "4", "--cpus", "2", "--seconds", "3"},
                                         {{"RAY_ADDRESS", c.gcs_address()}}, 180000);
     EXPECT_EQ(driver.exit_code, 0) << driver.output << cloud.log();
     EXPECT_NE(driver.output.find("4 tasks of 2 CPUs on 2 nodes"), std::string::npos) << driver.output;
