@@ -4,13 +4,14 @@
 // brought up nodes that have them; once they are done, those nodes idle and go.
 //
 //   RAY_ADDRESS=<head>:6379 autoscale [--tasks N] [--cpus C] [--seconds S]
-//       [--bytes B] [--hold-seconds H] [--spread-group K]
+//       [--bytes B] [--hold-seconds H] [--spread-group K] [--actors A]
 //
 // --bytes: each task also returns B bytes (stored on the node that ran it: a primary
 // copy that node must keep while this driver holds it); --hold-seconds: keep the
 // results that long, then read them all back (the autoscaler must not remove a node
 // that holds them); --spread-group: first reserve a STRICT_SPREAD placement group of
-// K bundles of C CPUs (K nodes) and run the tasks in it.
+// K bundles of C CPUs (K nodes) and run the tasks in it; --actors: first create A
+// actors of C CPUs each (their creations are demand too) and ask each where it runs.
 //
 // Prints which node ran how many tasks (MANTA_NODE_ID, which Manta's workers have in
 // their environment) and how long it all took.
@@ -37,7 +38,17 @@ Result SleepAndSayWhere(double seconds, int64_t bytes) {
   const char* node = std::getenv("MANTA_NODE_ID");
   return Result{node != nullptr ? node : "?", std::vector<uint8_t>(static_cast<size_t>(bytes), 7)};
 }
-RAY_REMOTE(SleepAndSayWhere);
+// An actor that holds its CPUs for as long as it lives.
+class Resident {
+ public:
+  static Resident* Create() { return new Resident(); }
+  std::string Where() {
+    const char* node = std::getenv("MANTA_NODE_ID");
+    return node != nullptr ? node : "?";
+  }
+};
+
+RAY_REMOTE(SleepAndSayWhere, Resident::Create, &Resident::Where);
 
 namespace {
 
@@ -59,7 +70,20 @@ int main(int argc, char** argv) {
   const auto bytes = static_cast<int64_t>(Flag(argc, argv, "--bytes", 0));
   const double hold = Flag(argc, argv, "--hold-seconds", 0);
   const int spread = static_cast<int>(Flag(argc, argv, "--spread-group", 0));
+  const int actors = static_cast<int>(Flag(argc, argv, "--actors", 0));
   const auto start = std::chrono::steady_clock::now();
+
+  std::vector<ray::ActorHandle<Resident>> residents;
+  std::vector<ray::ObjectRef<std::string>> homes;
+  for (int i = 0; i < actors; ++i) {
+    residents.push_back(ray::Actor(Resident::Create).SetResource("CPU", cpus).Remote());
+    homes.push_back(residents.back().Task(&Resident::Where).Remote());
+  }
+  std::map<std::string, int> actor_nodes;
+  for (const auto& home : ray::Get(homes)) ++actor_nodes[*home];
+  if (actors > 0) {
+    std::cout << actors << " actors of " << cpus << " CPUs on " << actor_nodes.size() << " nodes" << std::endl;
+  }
 
   ray::PlacementGroup group;
   if (spread > 0) {
@@ -77,7 +101,7 @@ int main(int argc, char** argv) {
     if (spread > 0) task.SetPlacementGroup(group, i % spread);
     refs.push_back(task.Remote(seconds, bytes));
   }
-  ray::Wait(refs, static_cast<int>(refs.size()), -1);
+  if (!refs.empty()) ray::Wait(refs, static_cast<int>(refs.size()), -1);
   if (hold > 0) {
     std::cout << "holding the results for " << hold << " s" << std::endl;
     std::this_thread::sleep_for(std::chrono::duration<double>(hold));

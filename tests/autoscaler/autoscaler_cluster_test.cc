@@ -5,7 +5,8 @@
 // makes the demand: tasks of 2 CPUs bring nodes up (at most max_workers = 2) and
 // run on them; the nodes go once idle; a node holding primary copies the driver
 // still holds is kept until they are freed; a STRICT_SPREAD placement group of two
-// 2-CPU bundles brings up two nodes and is placed.
+// 2-CPU bundles brings up two nodes and is placed; so do two 2-CPU actors; stopping
+// the head terminates the nodes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -195,6 +196,16 @@ TEST_F(AutoscalerClusterTest, APendingPlacementGroupBringsUpItsNodes) {
   EXPECT_EQ(WaitDriver(driver, 120000), 0) << Read(out);
   EXPECT_NE(Read(out).find("placement group of 2 bundles placed"), std::string::npos) << Read(out);
   EXPECT_NE(Read(out).find("on 2 nodes"), std::string::npos) << Read(out);
+  EXPECT_TRUE(WaitFor(AllScaledDown, 60000)) << harness_->Status().dump(2);
+}
+
+TEST_F(AutoscalerClusterTest, ActorCreationsBringUpTheirNodes) {
+  const std::string out = harness_->temp_root() + "/driver5.out";
+  // Two actors holding 2 CPUs each: two nodes (the head has 1 CPU).
+  pid_t driver = StartDriver({"--actors", "2", "--tasks", "0", "--cpus", "2"}, out);
+  EXPECT_EQ(WaitDriver(driver, 120000), 0) << Read(out);
+  EXPECT_NE(Read(out).find("2 actors of 2 CPUs on 2 nodes"), std::string::npos) << Read(out);
+  // The driver is gone, and its actors with it: the nodes go.
   EXPECT_TRUE(WaitFor(AllScaledDown, 60000)) << harness_->Status().dump(2);
 }
 
