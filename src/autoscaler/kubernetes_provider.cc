@@ -34,29 +34,15 @@ struct ApiServer {
 };
 
 absl::StatusOr<ApiServer> ParseApiServer(const std::string& url) {
-  ApiServer out;
-  std::string rest = url;
-  if (rest.rfind("https://", 0) == 0) {
-    rest = rest.substr(8);
-  } else if (rest.rfind("http://", 0) == 0) {
-    rest = rest.substr(7);
-    out.https = false;
-    out.port = 80;
-  } else {
-    return absl::InvalidArgumentError("kubernetes provider: api_server must start with https:// or http://");
+  auto parsed = http::ParseHttpUrl(url);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError("kubernetes provider: api_server: " + std::string(parsed.status().message()));
   }
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  if (size_t colon = rest.rfind(':'); colon != std::string::npos) {
-    out.port = std::atoi(rest.c_str() + colon + 1);
-    rest = rest.substr(0, colon);
-  }
-  auto ip = ResolveIpv4(rest);
+  auto ip = ResolveIpv4(parsed->host);
   if (!ip.ok()) {
     return absl::InvalidArgumentError("kubernetes provider: api_server: " + std::string(ip.status().message()));
   }
-  out.host = *ip;
-  if (out.port <= 0 || out.port > 65535) return absl::InvalidArgumentError("kubernetes provider: bad api_server port");
-  return out;
+  return ApiServer{*ip, parsed->port, parsed->https};
 }
 
 class KubernetesProvider final : public NodeProvider {

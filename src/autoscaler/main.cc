@@ -19,6 +19,7 @@
 #include "protos/gcs.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
 #include "src/autoscaler/autoscaler.h"
+#include "src/autoscaler/autoscaler_state.h"
 #include "src/autoscaler/node_provider.h"
 #include "src/common/daemon.h"
 #include "src/common/event_loop.h"
@@ -36,7 +37,6 @@ using manta::autoscaler::NodeSnapshot;
 using manta::autoscaler::NodeTypeConfig;
 
 constexpr int64_t kCallDeadlineS = 5;
-constexpr char kStateNamespace[] = "autoscaler";
 
 // Runs provider calls on threads of their own; results come back on the loop.
 class Actions final : public manta::autoscaler::ClusterActions {
@@ -207,15 +207,7 @@ absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::shared_ptr<grpc::Channel
 }
 
 void PublishState(const std::shared_ptr<grpc::Channel>& gcs, const nlohmann::json& state) {
-  auto stub = manta::rpc::InternalKVGcsService::NewStub(gcs);
-  manta::rpc::InternalKVPutRequest request;
-  request.set_namespace_(kStateNamespace);
-  request.set_key("state");
-  request.set_value(state.dump());
-  request.set_overwrite(true);
-  manta::rpc::InternalKVPutReply reply;
-  grpc::Status s = manta::rpc::CallWithToken(*stub, &manta::rpc::InternalKVGcsService::Stub::InternalKVPut, request,
-                                             &reply, kCallDeadlineS);
+  grpc::Status s = manta::autoscaler::PublishAutoscalerState(gcs, state);
   if (!s.ok()) LOG(WARNING) << "autoscaler: publishing its state: " << s.error_message();
 }
 

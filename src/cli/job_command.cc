@@ -37,20 +37,6 @@ struct Dashboard {
   http::HttpTls tls;  // with https: the cluster's CA (and this member's certificate)
 };
 
-// host, port and whether it is HTTPS, of "http[s]://host:port[/]"; false when `url`
-// is not one.
-bool ParseUrl(const std::string& url, std::string* host, int* port, bool* https) {
-  *https = url.rfind("https://", 0) == 0;
-  if (!*https && url.rfind("http://", 0) != 0) return false;
-  std::string rest = url.substr(*https ? 8 : 7);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = rest.substr(0, colon);
-  *port = std::atoi(rest.substr(colon + 1).c_str());
-  return *port > 0 && *port < 65536;
-}
-
 // The dashboard: --address (or RAY_ADDRESS) when it is a URL; else the one the
 // cluster's head published in the GCS (the cluster found as the other commands find
 // it, whose token and TLS material then serve here too).
@@ -78,10 +64,13 @@ absl::StatusOr<Dashboard> FindDashboard(const ClusterFlags& flags) {
     d.token = rpc::ProcessCredentials().token;
     d.tls = metrics::HttpTlsOf(rpc::ProcessCredentials());
   }
-  bool https = false;
-  if (!ParseUrl(url, &d.host, &d.port, &https)) {
+  auto parsed = http::ParseHttpUrl(url);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError("'" + url + "' is not a dashboard address (http[s]://host:port)");
   }
+  d.host = parsed->host;
+  d.port = parsed->port;
+  const bool https = parsed->https;
   if (!https) d.tls = http::HttpTls();
   if (https && d.tls.ca_pem.empty()) {
     return absl::FailedPreconditionError("the dashboard at " + url +

@@ -11,7 +11,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
 #include "src/common/id.h"
-#include "src/common/rpc/call_with_token.h"
+#include "src/autoscaler/autoscaler_state.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/cluster_tls.h"
@@ -173,18 +173,6 @@ struct ClusterSnapshot {
   nlohmann::json autoscaler;
 };
 
-// The autoscaler's state in the GCS KV (autoscaler/main.cc), or null.
-nlohmann::json FetchAutoscalerState(const std::string& address) {
-  auto stub = rpc::InternalKVGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
-  rpc::InternalKVGetRequest request;
-  request.set_namespace_("autoscaler");
-  request.set_key("state");
-  rpc::InternalKVGetReply reply;
-  grpc::Status s = rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVGet, request, &reply, 5);
-  if (!s.ok() || !reply.found()) return nullptr;
-  nlohmann::json state = nlohmann::json::parse(reply.value(), nullptr, /*allow_exceptions=*/false);
-  return state.is_discarded() ? nlohmann::json(nullptr) : state;
-}
 
 // The requests waiting at a node, as `manta status --json` lists them.
 nlohmann::json DemandJson(const ClusterSnapshot& snap, const std::string& node_id) {
@@ -267,7 +255,8 @@ absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
       snap.demands[u.node_id()].assign(u.resource_demands().begin(), u.resource_demands().end());
     }
   }
-  snap.autoscaler = FetchAutoscalerState(address);
+  // (None published, or the call failed: no Autoscaler section.)
+  (void)autoscaler::ReadAutoscalerState(rpc::MakeChannel(address, kMaxReplyBytes), &snap.autoscaler);
 
   snap.cluster_hex =
       BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()), cluster.cluster_id().size());

@@ -7,6 +7,7 @@
 
 #include "protos/gcs.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
+#include "src/autoscaler/autoscaler_state.h"
 #include "src/common/http/http_get.h"
 #include "src/common/id.h"
 #include "src/common/metrics/prometheus_text.h"
@@ -310,15 +311,10 @@ http::Response DashboardServer::Logs(const http::Request& request) {
 http::Response DashboardServer::Log(const http::Request& request) { return Logs(request); }
 
 http::Response DashboardServer::Autoscaler(const http::Request&) {
-  auto stub = rpc::InternalKVGcsService::NewStub(gcs_channel_);
-  rpc::InternalKVGetRequest q;
-  q.set_namespace_("autoscaler");
-  q.set_key("state");
-  rpc::InternalKVGetReply reply;
-  grpc::Status s = rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVGet, q, &reply, kCallDeadlineS);
+  nlohmann::json state;
+  grpc::Status s = autoscaler::ReadAutoscalerState(gcs_channel_, &state);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("the autoscaler's state", s));
-  nlohmann::json state = reply.found() ? nlohmann::json::parse(reply.value(), nullptr, false) : nlohmann::json();
-  if (!state.is_object()) return JsonResponse({{"enabled", false}});
+  if (state.is_null()) return JsonResponse({{"enabled", false}});
   state["enabled"] = true;
   return JsonResponse(state);
 }

@@ -158,6 +158,26 @@ int HttpGetConnect(const sockaddr_in& addr, int64_t deadline, std::string* error
 
 }  // namespace
 
+absl::StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
+  HttpUrl out;
+  out.https = url.rfind("https://", 0) == 0;
+  if (!out.https && url.rfind("http://", 0) != 0) {
+    return absl::InvalidArgumentError("'" + url + "' is not an http:// or https:// URL");
+  }
+  std::string rest = url.substr(out.https ? 8 : 7);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  out.port = out.https ? 443 : 80;
+  if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    out.port = std::atoi(rest.c_str() + colon + 1);
+    rest.resize(colon);
+  }
+  out.host = rest;
+  if (out.host.empty() || out.port <= 0 || out.port > 65535) {
+    return absl::InvalidArgumentError("'" + url + "' names no host and port");
+  }
+  return out;
+}
+
 absl::StatusOr<HttpReply> HttpRequest(const std::string& host, int port, const std::string& method,
                                       const std::string& path, const std::string& body,
                                       const HttpGetOptions& options) {

@@ -21,6 +21,15 @@ struct HttpGetOptions {
   HttpTls tls;
 };
 
+// An "http[s]://host[:port][/]" URL: the port defaults to 80 (443 with https); the
+// host is as written (a name or an address). InvalidArgument names a bad one.
+struct HttpUrl {
+  std::string host;
+  int port = 0;
+  bool https = false;
+};
+absl::StatusOr<HttpUrl> ParseHttpUrl(const std::string& url);
+
 // The body of GET `path` from `host` (numeric IPv4) : `port`. Errors name the
 // address: unreachable, a failed TLS handshake, a status other than 200, a reply
 // over max_bytes, or no complete reply within the deadline.
