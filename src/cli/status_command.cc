@@ -204,8 +204,8 @@ void PrintAutoscaler(const nlohmann::json& state) {
   for (const auto& i : instances) ++by_state[i.value("state", "?")];
   std::cout << "\nAutoscaler:  " << (by_state.empty() ? "no nodes launched" : CountsLine(by_state)) << "\n";
   for (const auto& [name, t] : types.items()) {
-    std::cout << "      type " << name << ": " << t.value("count", 0) << " (min " << t.value("min_workers", 0) << ", max "
-              << t.value("max_workers", 0) << ")\n";
+    std::cout << "      type " << name << ": " << t.value("count", 0) << " (min " << t.value("min_workers", 0)
+              << ", max " << t.value("max_workers", 0) << ")\n";
   }
   for (const auto& i : instances) {
     std::cout << "      " << i.value("state", "?") << " " << i.value("instance_id", "") << " ("
@@ -365,7 +365,9 @@ void PrintNode(const ClusterSnapshot& snap, const rpc::NodeInfo& n, scheduling::
       std::cout << "      type:      " << n.node_type() << " (instance " << n.instance_id() << ")\n";
     }
     if (auto d = snap.demands.find(n.node_id()); d != snap.demands.end()) {
-      for (const rpc::ResourceDemand& demand : d->second) std::cout << "      pending:   " << DemandLine(demand) << "\n";
+      for (const rpc::ResourceDemand& demand : d->second) {
+        std::cout << "      pending:   " << DemandLine(demand) << "\n";
+      }
     }
     if (auto inf = infeasible.find(n.node_id()); inf != infeasible.end()) {
       for (const std::string& shape : inf->second) {
