@@ -615,16 +615,16 @@ absl::Status ObjectStore::Pin(const ObjectID& id) {
   return absl::OkStatus();
 }
 
-void ObjectStore::SetOwner(const ObjectID& id, const std::string& owner_worker_id) {
+void ObjectStore::SetOwner(const ObjectID& id, const WorkerID& owner) {
   auto it = objects_.find(id);
-  if (it != objects_.end()) it->second.owner = owner_worker_id;
+  if (it != objects_.end()) it->second.owner = owner;
 }
 
-int64_t ObjectStore::DeleteOwnedBy(const std::string& owner_worker_id) {
-  if (owner_worker_id.empty()) return 0;
+int64_t ObjectStore::DeleteOwnedBy(const WorkerID& owner) {
+  if (owner.IsNil()) return 0;
   std::vector<ObjectID> owned;
   for (const auto& [id, e] : objects_) {
-    if (e.owner == owner_worker_id && (e.pinned || e.pin_on_seal)) owned.push_back(id);
+    if (e.owner == owner && (e.pinned || e.pin_on_seal)) owned.push_back(id);
   }
   for (const ObjectID& id : owned) objects_[id].pinned = false;
   Delete(owned);

@@ -114,10 +114,10 @@ class ObjectStore {
   // released. Unknown ids are ignored. Spilled bytes are removed too.
   void Delete(const std::vector<ObjectID>& ids);
   // Records the owner of a created object's primary copy (see DeleteOwnedBy).
-  void SetOwner(const ObjectID& id, const std::string& owner_worker_id);
+  void SetOwner(const ObjectID& id, const WorkerID& owner);
   // The owner (a worker or driver, binary id) died: deletes the primary copies it
   // owned, which no one can free any more. Returns how many.
-  int64_t DeleteOwnedBy(const std::string& owner_worker_id);
+  int64_t DeleteOwnedBy(const WorkerID& owner);
   // Drops every reference and unsealed object of `client`.
   void DisconnectClient(ClientId client);
 
@@ -155,7 +155,7 @@ class ObjectStore {
     int64_t ref_count = 0;
     bool pinned = false;
     bool pin_on_seal = false;
-    std::string owner;  // worker id (binary) of a primary copy's owner, when known
+    WorkerID owner;  // of a primary copy's owner, when known (else nil)
     bool delete_pending = false;
     bool spilling = false;   // being written to disk
     bool restoring = false;  // being read back

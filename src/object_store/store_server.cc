@@ -303,10 +303,11 @@ void Connection::HandleCreate(const rpc::StoreCreateRequest& q, rpc::StoreReply 
   std::weak_ptr<Connection> weak = shared_from_this();
   server->store.Create(id, *oid, q.data_size(), q.metadata_size(), q.pin_on_seal(),
                        [weak, reply = std::move(reply), oid = *oid,
-                        owner = q.owner_worker_id()](absl::StatusOr<ObjectLocation> loc) mutable {
+                        owner = WorkerID::FromBinaryChecked(q.owner_worker_id()).value_or(WorkerID::Nil())](
+                           absl::StatusOr<ObjectLocation> loc) mutable {
                          auto self = weak.lock();
                          if (!self || self->closed) return;
-                         if (loc.ok() && !owner.empty()) self->server->store.SetOwner(oid, owner);
+                         if (loc.ok() && !owner.IsNil()) self->server->store.SetOwner(oid, owner);
                          if (loc.ok()) {
                            reply.mutable_create()->set_offset(loc->offset);
                          } else {

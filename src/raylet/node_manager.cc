@@ -70,7 +70,7 @@ void NodeManager::ReportWorkerGone(const WorkerGone& gone) {
 void NodeManager::DeleteObjectsOwnedBy(const std::string& worker_id) {
   auto id = WorkerID::FromBinaryChecked(worker_id);
   if (!id.ok()) return;
-  if (int64_t n = store_.DeleteOwnedBy(worker_id); n > 0) {
+  if (int64_t n = store_.DeleteOwnedBy(*id); n > 0) {
     LOG(INFO) << "deleted " << n << " primary copies whose owner " << id->Hex() << " died";
   }
 }
