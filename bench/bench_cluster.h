@@ -21,6 +21,8 @@ class BenchCluster {
   // Every alive node, in start order, from the GCS.
   std::vector<rpc::NodeInfo> Nodes() const;
   const std::string& gcs_address() const { return gcs_address_; }
+  // The private temp root the cluster's sessions (and their pid records) live in.
+  const std::string& root() const { return root_; }
   // Waits (up to a minute per node) until every raylet has pre-faulted what it means
   // to of its object store (ArenaPager), so figures do not depend on when they start.
   void WaitForPrefault() const;
