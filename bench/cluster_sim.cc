@@ -193,7 +193,15 @@ int Run(const manta::bench::BenchFlags& o, int argc, char** argv) {
     MeasureSteadyState(s, d, sims, "n0_", &results);
     const double base_gcs_rss_mb = ReadProcUsage(d.gcs).rss_mb;
     for (int n : s.steps) {
-      if (!Step(s, n, d, sims, base_gcs_rss_mb, &results)) {
+      bool within_cap = false;
+      try {
+        within_cap = Step(s, n, d, sims, base_gcs_rss_mb, &results);
+      } catch (const std::exception&) {
+        std::cerr << "cluster_sim: the figures measured before " << n << " nodes failed:" << std::endl;
+        for (const auto& [name, value] : results) std::cerr << "  " << name << " " << value << std::endl;
+        throw;
+      }
+      if (!within_cap) {
         std::cerr << "cluster_sim: the GCS holds more than " << s.max_gcs_rss_mb << " MB; stopping at " << n
                   << " nodes" << std::endl;
         results.emplace_back("stopped_at_nodes", n);

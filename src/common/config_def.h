@@ -19,6 +19,8 @@ MANTA_CONFIG(int64_t, gcs_max_kv_value_bytes, 16 * 1024 * 1024, "largest value I
 MANTA_CONFIG(int64_t, gcs_pubsub_max_queued_messages, 100000, "per-subscriber queue cap; oldest dropped beyond it")
 MANTA_CONFIG(int64_t, gcs_pubsub_tick_ms, 1000,
              "how often the GCS answers long polls that timed out and drops subscribers gone silent")
+MANTA_CONFIG(int64_t, gcs_pubsub_batch_ms, 100,
+             "a subscriber gets nodes' resource reports at most this often, the newest of each node (0: each at once)")
 MANTA_CONFIG(int64_t, redis_connect_timeout_ms, 3000, "connecting to Redis")
 MANTA_CONFIG(int64_t, redis_command_timeout_ms, 5000, "one Redis command")
 MANTA_CONFIG(int64_t, redis_retry_attempts, 5, "reconnect attempts for one Redis command before it fails")

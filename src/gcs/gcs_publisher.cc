@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "src/common/id.h"
 
 namespace manta::gcs {
@@ -11,14 +13,55 @@ GcsPublisher::GcsPublisher(Options options, std::function<int64_t()> now_ms)
 
 void GcsPublisher::Publish(rpc::PubMessage message) {
   message.set_sequence_id(next_sequence_id_++);
+  auto shared = std::make_shared<const Published>(
+      Published{message.channel_type(), message.key_id(), message.sequence_id(), message.SerializeAsString()});
   for (auto& [id, subscriber] : subscribers_) {
-    if (!subscriber.Wants(message)) continue;
-    subscriber.queue.push_back(message);
+    if (!subscriber.Wants(*shared)) continue;
+    Enqueue(subscriber, shared);
     if (static_cast<int64_t>(subscriber.queue.size()) > options_.max_queued_messages) {
       LOG_EVERY_N(WARNING, 1000) << "pubsub queue full for a subscriber; dropping oldest messages";
-      subscriber.queue.pop_front();
+      PopFront(subscriber);
     }
-    if (subscriber.poll.has_value()) Answer(subscriber);
+    if (subscriber.poll.has_value() && Due(subscriber)) Answer(subscriber);
+  }
+}
+
+void GcsPublisher::Enqueue(Subscriber& subscriber, const std::shared_ptr<const Published>& message) {
+  const int64_t seq = message->sequence_id;
+  if (Batched(*message)) {
+    auto [it, inserted] = subscriber.queued_reports.try_emplace(message->key_id, seq);
+    if (!inserted) {
+      // The queue is in sequence order: find the older report and skip it.
+      auto old = std::lower_bound(subscriber.queue.begin(), subscriber.queue.end(), it->second,
+                                  [](const Queued& q, int64_t s) { return q.message->sequence_id < s; });
+      if (old != subscriber.queue.end() && old->message->sequence_id == it->second) old->superseded = true;
+      it->second = seq;
+    }
+  } else {
+    ++subscriber.urgent;
+  }
+  subscriber.queue.push_back(Queued{message, false});
+}
+
+void GcsPublisher::PopFront(Subscriber& subscriber) {
+  const Published& m = *subscriber.queue.front().message;
+  if (!Batched(m)) {
+    --subscriber.urgent;
+  } else if (auto it = subscriber.queued_reports.find(m.key_id);
+             it != subscriber.queued_reports.end() && it->second == m.sequence_id) {
+    subscriber.queued_reports.erase(it);
+  }
+  subscriber.queue.pop_front();
+}
+
+bool GcsPublisher::Due(const Subscriber& subscriber) const {
+  if (subscriber.queue.empty()) return false;
+  return subscriber.urgent > 0 || now_ms_() - subscriber.last_answer_ms >= options_.batch_ms;
+}
+
+void GcsPublisher::FlushBatched() {
+  for (auto& [id, s] : subscribers_) {
+    if (s.poll.has_value() && Due(s)) Answer(s);
   }
 }
 
@@ -69,12 +112,12 @@ void GcsPublisher::HandlePoll(const rpc::GcsSubscriberPollRequest& request, rpc:
   }
   if (request.publisher_id() == publisher_id_) {
     while (!subscriber.queue.empty() &&
-           subscriber.queue.front().sequence_id() <= request.max_processed_sequence_id()) {
-      subscriber.queue.pop_front();
+           subscriber.queue.front().message->sequence_id <= request.max_processed_sequence_id()) {
+      PopFront(subscriber);
     }
   }
   subscriber.poll = HeldPoll{reply, std::move(send_reply), now_ms_()};
-  if (!subscriber.queue.empty()) Answer(subscriber);
+  if (Due(subscriber)) Answer(subscriber);
 }
 
 void GcsPublisher::Answer(Subscriber& subscriber) {
@@ -83,9 +126,12 @@ void GcsPublisher::Answer(Subscriber& subscriber) {
   // The subscriber was waiting on this poll until now: it is not silent, and it
   // gets a full subscriber_timeout_ms from here to poll again.
   subscriber.last_seen_ms = now_ms_();
+  subscriber.last_answer_ms = subscriber.last_seen_ms;
   poll.reply->set_publisher_id(publisher_id_);
   // Messages stay queued until acknowledged by the next poll.
-  for (const auto& m : subscriber.queue) *poll.reply->add_pub_messages() = m;
+  for (const Queued& q : subscriber.queue) {
+    if (!q.superseded) poll.reply->add_pub_messages(q.message->bytes);
+  }
   std::move(poll.send_reply)(absl::OkStatus());
 }
 

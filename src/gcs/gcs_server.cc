@@ -18,7 +18,8 @@ GcsServer::GcsServer(EventLoop& loop, GcsServerOptions options, std::unique_ptr<
       publisher_(GcsPublisher::Options{options_.config.gcs_pubsub_poll_timeout_ms,
                                        options_.config.gcs_pubsub_subscriber_timeout_ms,
                                        options_.config.gcs_pubsub_max_queued_messages,
-                                       options_.config.gcs_max_subscribers},
+                                       options_.config.gcs_max_subscribers,
+                                       options_.config.gcs_pubsub_batch_ms},
                  MonotonicMs) {}
 
 GcsServer::~GcsServer() { Stop(); }
@@ -175,6 +176,10 @@ absl::Status GcsServer::StartRpc() {
                                  [this] { health_checker_->Tick(); });
   pubsub_timer_ =
       loop_.RunEvery("GcsServer.PubSubTick", options_.config.gcs_pubsub_tick_ms, [this] { publisher_.Tick(); });
+  if (options_.config.gcs_pubsub_batch_ms > 0) {
+    pubsub_batch_timer_ = loop_.RunEvery("GcsServer.PubSubBatch", options_.config.gcs_pubsub_batch_ms,
+                                         [this] { publisher_.FlushBatched(); });
+  }
   placement_group_manager_->Start();
   return StartMetrics();
 }
@@ -216,6 +221,7 @@ void GcsServer::CheckNodeHealth(const NodeID& node_id, std::function<void(absl::
 void GcsServer::StopWork() {
   health_timer_.reset();
   pubsub_timer_.reset();
+  pubsub_batch_timer_.reset();
   metrics_timer_.reset();
   loop_lag_timer_.reset();
   if (metrics_) metrics_->Stop();

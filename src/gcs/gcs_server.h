@@ -133,6 +133,7 @@ class GcsServer {
   std::unique_ptr<rpc::GrpcServer> server_;
   std::unique_ptr<Timer> health_timer_;
   std::unique_ptr<Timer> pubsub_timer_;
+  std::unique_ptr<Timer> pubsub_batch_timer_;
   // The Prometheus endpoint, the GCS's snapshot for it, and the loop-lag probe.
   absl::Status StartMetrics();
   std::unique_ptr<metrics::MetricsEndpoint> metrics_;

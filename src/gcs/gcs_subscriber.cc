@@ -115,7 +115,7 @@ void GcsSubscriber::Poll() {
           publisher_id_ = reply.publisher_id();
           max_processed_ = 0;
         }
-        for (const auto& m : reply.pub_messages()) {
+        for (const rpc::PubMessage& m : ParsePubMessages(reply)) {
           if (m.sequence_id() <= max_processed_) continue;
           max_processed_ = m.sequence_id();
           on_message_(m);
@@ -123,6 +123,20 @@ void GcsSubscriber::Poll() {
         if (new_publisher && on_resync_) on_resync_();
         Poll();
       });
+}
+
+std::vector<rpc::PubMessage> ParsePubMessages(const rpc::GcsSubscriberPollReply& reply) {
+  std::vector<rpc::PubMessage> messages(static_cast<size_t>(reply.pub_messages_size()));
+  size_t n = 0;
+  for (const std::string& bytes : reply.pub_messages()) {
+    if (messages[n].ParseFromString(bytes)) {
+      ++n;
+    } else {
+      LOG(ERROR) << "a pubsub message from the GCS does not parse (" << bytes.size() << " bytes); skipped";
+    }
+  }
+  messages.resize(n);
+  return messages;
 }
 
 }  // namespace manta::gcs

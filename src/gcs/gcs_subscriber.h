@@ -20,6 +20,10 @@
 
 namespace manta::gcs {
 
+// The messages of a poll's reply (serialized on the wire); one that does not parse
+// is logged and skipped.
+std::vector<rpc::PubMessage> ParsePubMessages(const rpc::GcsSubscriberPollReply& reply);
+
 class GcsSubscriber {
  public:
   GcsSubscriber(EventLoop& loop, GcsClientInterface& gcs, std::vector<rpc::ChannelType> channels,

@@ -1,5 +1,6 @@
 // GcsPublisher: long polls held and answered, channel filtering, acknowledgement
-// and resend, timeouts on a fake clock, and the per-subscriber queue cap.
+// and resend, timeouts on a fake clock, the per-subscriber queue cap, and resource
+// reports (superseded by a node's newer report, batched).
 #include "src/gcs/gcs_publisher.h"
 
 #include <gmock/gmock.h>
@@ -29,12 +30,14 @@ struct Poll {
 
   std::vector<std::string> keys() const {
     std::vector<std::string> keys;
-    for (const auto& m : reply.pub_messages()) keys.push_back(m.key_id());
+    for (const auto& m : messages()) keys.push_back(m.key_id());
     return keys;
   }
   int64_t last_sequence_id() const {
-    return reply.pub_messages().empty() ? 0 : reply.pub_messages().rbegin()->sequence_id();
+    return messages().empty() ? 0 : messages().back().sequence_id();
   }
+  std::vector<rpc::PubMessage> messages() const { return ParsePubMessages(reply); }
+  rpc::PubMessage message(int i) const { return messages().at(static_cast<size_t>(i)); }
 };
 
 rpc::PubMessage Message(rpc::ChannelType channel, const std::string& key) {
@@ -96,8 +99,8 @@ TEST_F(GcsPublisherTest, PollIsHeldUntilAMessageIsPublished) {
   EXPECT_THAT(poll->recorder.status(), IsOk());
   EXPECT_EQ(poll->reply.publisher_id(), publisher_.publisher_id());
   ASSERT_THAT(poll->keys(), ElementsAre("n1"));
-  EXPECT_EQ(poll->reply.pub_messages(0).channel_type(), rpc::GCS_NODE_INFO_CHANNEL);
-  EXPECT_GT(poll->reply.pub_messages(0).sequence_id(), 0);
+  EXPECT_EQ(poll->message(0).channel_type(), rpc::GCS_NODE_INFO_CHANNEL);
+  EXPECT_GT(poll->message(0).sequence_id(), 0);
 }
 
 TEST_F(GcsPublisherTest, PollIsAnsweredAtOnceWhenMessagesAreQueued) {
@@ -109,7 +112,7 @@ TEST_F(GcsPublisherTest, PollIsAnsweredAtOnceWhenMessagesAreQueued) {
   ASSERT_EQ(poll->recorder.calls(), 1);
   EXPECT_THAT(poll->recorder.status(), IsOk());
   EXPECT_THAT(poll->keys(), ElementsAre("n1", "n2"));
-  EXPECT_LT(poll->reply.pub_messages(0).sequence_id(), poll->reply.pub_messages(1).sequence_id());
+  EXPECT_LT(poll->message(0).sequence_id(), poll->message(1).sequence_id());
 }
 
 TEST_F(GcsPublisherTest, SubscribersReceiveOnlyTheirChannels) {
@@ -154,7 +157,7 @@ TEST_F(GcsPublisherTest, AcknowledgedMessagesAreDroppedAndUnacknowledgedOnesRese
   publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n2"));
   auto first = StartPoll("s");
   ASSERT_THAT(first->keys(), ElementsAre("n1", "n2"));
-  int64_t n1_sequence = first->reply.pub_messages(0).sequence_id();
+  int64_t n1_sequence = first->message(0).sequence_id();
 
   // The subscriber processed only n1 (say the rest of the reply was lost): n2 again.
   auto second = StartPoll("s", /*acked=*/n1_sequence);
@@ -197,7 +200,7 @@ TEST_F(GcsPublisherTest, HeldPollIsAnsweredEmptyByTickAfterPollTimeout) {
   publisher_.Tick();
   ASSERT_EQ(poll->recorder.calls(), 1);
   EXPECT_THAT(poll->recorder.status(), IsOk());
-  EXPECT_THAT(poll->reply.pub_messages(), IsEmpty());
+  EXPECT_THAT(poll->messages(), IsEmpty());
   EXPECT_EQ(poll->reply.publisher_id(), publisher_.publisher_id());
 
   publisher_.Tick();
@@ -269,7 +272,7 @@ TEST_F(GcsPublisherTest, SecondPollReplacesTheHeldOne) {
 
   ASSERT_EQ(first->recorder.calls(), 1) << "the replaced poll is answered (empty)";
   EXPECT_THAT(first->recorder.status(), IsOk());
-  EXPECT_THAT(first->reply.pub_messages(), IsEmpty());
+  EXPECT_THAT(first->messages(), IsEmpty());
   EXPECT_FALSE(second->recorder.replied());
 
   publisher_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n1"));
@@ -318,6 +321,98 @@ TEST_F(GcsPublisherTest, EachIncarnationHasItsOwnPublisherId) {
   GcsPublisher other(Options(), clock_.AsFunction());
   EXPECT_FALSE(publisher_.publisher_id().empty());
   EXPECT_NE(other.publisher_id(), publisher_.publisher_id());
+}
+
+// Resource reports: with batching on, a subscriber answered less than batch_ms ago
+// gets the next ones at FlushBatched, once, the newest of each node; any other message
+// answers at once and carries them along.
+class GcsPublisherBatchTest : public GcsPublisherTest {
+ protected:
+  GcsPublisherBatchTest() : batched_(BatchOptions(), clock_.AsFunction()) {}
+  static GcsPublisher::Options BatchOptions() {
+    GcsPublisher::Options o = Options();
+    o.max_queued_messages = 100;
+    o.batch_ms = 100;
+    return o;
+  }
+  std::unique_ptr<Poll> PollBatched(const std::string& subscriber, int64_t acked) {
+    auto poll = std::make_unique<Poll>();
+    rpc::GcsSubscriberPollRequest request;
+    request.set_subscriber_id(subscriber);
+    request.set_max_processed_sequence_id(acked);
+    request.set_publisher_id(batched_.publisher_id());
+    batched_.HandlePoll(request, &poll->reply, poll->recorder.Sender());
+    return poll;
+  }
+  void SubscribeBatched(const std::string& subscriber) {
+    rpc::GcsSubscriberCommandBatchRequest request;
+    request.set_subscriber_id(subscriber);
+    for (auto channel : {rpc::RESOURCE_USAGE_CHANNEL, rpc::GCS_NODE_INFO_CHANNEL}) {
+      request.add_commands()->set_channel_type(channel);
+    }
+    ASSERT_TRUE(batched_.HandleCommandBatch(request).ok());
+  }
+  GcsPublisher batched_;
+};
+
+TEST_F(GcsPublisherBatchTest, ReportsWaitForTheBatchAndOnlyTheNewestOfANodeIsSent) {
+  SubscribeBatched("s");
+  clock_.Advance(1000);
+  auto first = PollBatched("s", 0);
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  ASSERT_EQ(first->recorder.calls(), 1);  // the first answer in a long while goes at once
+  auto second = PollBatched("s", first->last_sequence_id());
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  batched_.FlushBatched();
+  EXPECT_FALSE(second->recorder.replied());  // less than batch_ms since the last answer
+  clock_.Advance(100);
+  batched_.FlushBatched();
+  ASSERT_EQ(second->recorder.calls(), 1);
+  EXPECT_THAT(second->keys(), ElementsAre("b", "a"));
+  EXPECT_EQ(second->message(1).sequence_id(), second->last_sequence_id());
+  EXPECT_GT(second->message(1).sequence_id(), second->message(0).sequence_id());
+}
+
+TEST_F(GcsPublisherBatchTest, AnotherChannelAnswersAtOnceAndCarriesTheReports) {
+  SubscribeBatched("s");
+  clock_.Advance(1000);
+  auto first = PollBatched("s", 0);
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  auto second = PollBatched("s", first->last_sequence_id());
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
+  EXPECT_FALSE(second->recorder.replied());
+  batched_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n"));
+  ASSERT_EQ(second->recorder.calls(), 1);
+  EXPECT_THAT(second->keys(), ElementsAre("b", "n"));
+  // Acknowledged, nothing is left to send: the next poll is held.
+  auto third = PollBatched("s", second->last_sequence_id());
+  clock_.Advance(1000);
+  batched_.FlushBatched();
+  EXPECT_FALSE(third->recorder.replied());
+}
+
+TEST_F(GcsPublisherBatchTest, AnUnacknowledgedReportIsResentUnlessSuperseded) {
+  SubscribeBatched("s");
+  clock_.Advance(1000);
+  auto first = PollBatched("s", 0);
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  ASSERT_EQ(first->recorder.calls(), 1);
+  // The reply was lost: the next poll acknowledges nothing and gets "a" again...
+  clock_.Advance(100);
+  auto again = PollBatched("s", 0);
+  ASSERT_EQ(again->recorder.calls(), 1);
+  EXPECT_THAT(again->keys(), ElementsAre("a"));
+  // ...unless a newer report of that node came meanwhile.
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  const int64_t newest = [&] {
+    clock_.Advance(100);
+    auto lost = PollBatched("s", 0);
+    EXPECT_EQ(lost->messages().size(), 1u);
+    return lost->last_sequence_id();
+  }();
+  EXPECT_GT(newest, again->last_sequence_id());
 }
 
 }  // namespace

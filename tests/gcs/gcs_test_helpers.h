@@ -19,6 +19,7 @@
 #include "src/common/event_loop.h"
 #include "src/common/rpc/grpc_server.h"
 #include "src/gcs/gcs_publisher.h"
+#include "src/gcs/gcs_subscriber.h"
 #include "src/gcs/store_client.h"
 #include "test_util/test_util.h"
 
@@ -147,7 +148,7 @@ class PublishedMessages {
     publisher_.HandlePoll(request, &reply, recorder.Sender());
     if (!recorder.replied()) publisher_.FlushAll();  // nothing queued: release the held poll
     EXPECT_TRUE(recorder.status().ok()) << recorder.status();
-    std::vector<rpc::PubMessage> messages(reply.pub_messages().begin(), reply.pub_messages().end());
+    std::vector<rpc::PubMessage> messages = ParsePubMessages(reply);
     if (!messages.empty()) acked_ = messages.back().sequence_id();
     return messages;
   }

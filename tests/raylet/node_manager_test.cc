@@ -104,7 +104,7 @@ class NodeManagerTest : public ::testing::Test {
   void Publish(std::vector<rpc::PubMessage> messages) {
     rpc::GcsSubscriberPollReply reply;
     reply.set_publisher_id("publisher-1");
-    for (auto& m : messages) *reply.add_pub_messages() = std::move(m);
+    for (auto& m : messages) reply.add_pub_messages(m.SerializeAsString());
     gcs_.poll.ReplyNext(loop_, absl::OkStatus(), std::move(reply));
     loop_.RunUntilIdle();
   }
