@@ -37,7 +37,10 @@ struct TaskEventRow {
   int32_t executor = -1;
   // Set only in the GCS's answers: the process that submitted it (executors), or -1.
   int32_t owner = -1;
-  int32_t reserved = 0;
+  // kWithdrawn: the attempt was taken back before it ran (a busy worker gave it up to
+  // run elsewhere, as a next attempt); the GCS forgets it. The row carries nothing else.
+  int32_t flags = 0;
+  static constexpr int32_t kWithdrawn = 1;
   // When it reached PENDING_ARGS_AVAIL .. FAILED (µs since the Unix epoch); 0: not
   // in this row.
   std::array<int64_t, kNumStates> state_us{};

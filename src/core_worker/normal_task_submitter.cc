@@ -528,10 +528,8 @@ void NormalTaskSubmitter::Steal(const rpc::Address& worker, const PushProgress::
   std::weak_ptr<bool> alive = alive_;
   stealer_(worker, task.task_id, task.attempt, [this, alive, worker, task](bool taken) {
     if (!taken || alive.expired()) return;  // it runs there after all (or we are gone)
-    task_manager_.RetryOrFailTask(task.task_id, task.attempt, rpc::ERROR_TYPE_UNSPECIFIED,
-                                  "moved off worker " + BinaryHex(worker.worker_id()) +
-                                      ", busy with a long task, to run elsewhere",
-                                  /*charge=*/false);
+    task_manager_.TakeBack(task.task_id, task.attempt,
+                           "moved off worker " + BinaryHex(worker.worker_id()) + ", busy with a long task");
   });
 }
 

@@ -397,6 +397,15 @@ void TaskEventBuffer::Failed(const PackedTask& packed, const rpc::ErrorInfo& err
   CountEnded(lane);
 }
 
+void TaskEventBuffer::Withdrawn(const PackedTask& packed) {
+  if (packed.event_state_.exchange(kEnded, std::memory_order_relaxed) != kReported) return;
+  Lane& lane = ThisThreadsLane();
+  absl::MutexLock lock(&lane.mu);
+  if (Row* row = NewRow(lane, IdBytes(packed.task_id()), packed.attempt_number(), false)) {
+    row->flags = TaskEventRow::kWithdrawn;
+  }
+}
+
 bool TaskEventBuffer::InFlight(const PackedTask& packed) {
   if (packed.event_submitted_us_.load(std::memory_order_relaxed) == 0) return false;  // not submitted yet
   uint8_t state = kNotReported;

@@ -150,6 +150,9 @@ class TaskEventBuffer {
              const rpc::ErrorInfo* error, int64_t now_us);
   // The attempt failed without a result (its worker died, it could not be sent...).
   void Failed(const PackedTask& packed, const rpc::ErrorInfo& error);
+  // The attempt was taken back before it ran, to run again as a next attempt: no
+  // failure. It leaves no row, and one reported in flight is withdrawn at the GCS.
+  void Withdrawn(const PackedTask& packed);
   // The attempt is still in flight after a report period: its row now, with the
   // states it reached so far; its later states get rows of their own. False when
   // nothing was recorded: the buffer is full, or its submission was not recorded yet.

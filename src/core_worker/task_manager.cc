@@ -111,8 +111,7 @@ void TaskManager::CompletePendingTask(const rpc::TaskResult& result, const TaskE
     return;
   }
   if (result.stolen()) {  // not run: this attempt was taken back (unless that happened already)
-    RetryOrFailTask(*task_id, result.attempt_number(), rpc::ERROR_TYPE_UNSPECIFIED,
-                    "taken back from a worker busy with a long task, to run elsewhere", /*charge=*/false);
+    TakeBack(*task_id, result.attempt_number(), "taken back from a worker busy with a long task");
     return;
   }
   Entry entry;
@@ -430,8 +429,9 @@ size_t TaskManager::TableCapacity() const {
   return pending_.capacity() + lineage_.capacity();
 }
 
-bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type,
-                                  const std::string& message, bool charge) {
+bool TaskManager::Retry(const TaskID& task_id, int attempt, rpc::ErrorType type, const std::string& message,
+                        RetryKind kind) {
+  const bool charge = kind == RetryKind::kCharged;
   PackedTaskPtr resubmit;
   Entry failed;
   {
@@ -445,7 +445,9 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
       ShrinkIfMostlyEmpty(pending_);
     } else if (e.retries_left != 0 || !charge) {  // negative = retry forever
       if (e.retries_left > 0 && charge) --e.retries_left;
-      if (events_ != nullptr) {
+      if (events_ != nullptr && kind == RetryKind::kTakenBack) {
+        events_->Withdrawn(*e.spec);
+      } else if (events_ != nullptr) {
         rpc::ErrorInfo attempt_error;
         attempt_error.set_type(type);
         attempt_error.set_message(message);
@@ -467,8 +469,9 @@ bool TaskManager::RetryOrFailTask(const TaskID& task_id, int attempt, rpc::Error
     return false;
   }
   if (resubmit) {
-    LOG(INFO) << "retrying task " << task_id.Hex() << " (" << resubmit->function_name() << "), attempt "
-              << resubmit->attempt_number() << ": " << message;
+    LOG_IF(INFO, kind != RetryKind::kTakenBack || VLOG_IS_ON(1)) << "retrying task " << task_id.Hex() << " ("
+                                                << resubmit->function_name() << "), attempt "
+                                                << resubmit->attempt_number() << ": " << message;
     resubmit_(resubmit);
     return true;
   }

@@ -123,7 +123,15 @@ class TaskManager {
   // `charge` false a retry does not count against max_retries (its worker was killed
   // for another task's forced cancel).
   bool RetryOrFailTask(const TaskID& task_id, int attempt, rpc::ErrorType type, const std::string& message,
-                       bool charge = true);
+                       bool charge = true) {
+    return Retry(task_id, attempt, type, message, charge ? RetryKind::kCharged : RetryKind::kFree);
+  }
+  // Attempt `attempt` was taken back before it ran (a worker busy with a long task gave
+  // it up): it runs again as the next attempt, free, and is no failure; its task
+  // events are withdrawn. As RetryOrFailTask otherwise.
+  bool TakeBack(const TaskID& task_id, int attempt, const std::string& message) {
+    return Retry(task_id, attempt, rpc::ERROR_TYPE_UNSPECIFIED, message, RetryKind::kTakenBack);
+  }
 
   // Fails the task for good with `error` (no retry): every return gets the error.
   void FailTask(const TaskID& task_id, const rpc::ErrorInfo& error);
@@ -169,6 +177,11 @@ class TaskManager {
   size_t TableCapacity() const;
 
  private:
+  // kCharged counts against max_retries; kFree does not (the worker went for another
+  // task's forced cancel); kTakenBack neither, and the attempt is no failure.
+  enum class RetryKind { kCharged, kFree, kTakenBack };
+  bool Retry(const TaskID& task_id, int attempt, rpc::ErrorType type, const std::string& message, RetryKind kind);
+
   struct Entry {
     PackedTaskPtr spec;
     std::vector<ObjectID> argument_ids;

@@ -184,6 +184,10 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
   const int64_t n = NumRows(b);
   for (int64_t i = 0; i < n; ++i) {
     const TaskEventRow row = RowAt(b, i);
+    if (row.flags & TaskEventRow::kWithdrawn) {  // not a failure: it never ran, and counts nowhere
+      if (auto it = index_.find(Key{row.TaskId(), row.attempt}); it != index_.end()) Erase(it->second);
+      continue;
+    }
     const uint32_t slot = Find(Key{row.TaskId(), row.attempt});
     Attempt& a = slots_[slot].attempt;
     const int32_t kind_before = a.kind;
@@ -372,7 +376,6 @@ void GcsTaskManager::Erase(uint32_t slot) {
   Unlink(slot);
   s.attempt = Attempt();
   free_slots_.push_back(slot);
-  ++evicted_;
 }
 
 void GcsTaskManager::Evict() {
@@ -380,6 +383,7 @@ void GcsTaskManager::Evict() {
     const uint32_t victim = terminal_.head != kNone ? terminal_.head : active_.head;
     if (victim == kNone) break;
     Erase(victim);
+    ++evicted_;
   }
 }
 

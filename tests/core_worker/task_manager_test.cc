@@ -225,7 +225,7 @@ TEST_F(TaskManagerTest, AStolenAttemptRunsAgainOnceWithoutACharge) {
   ASSERT_EQ(resubmitted_.size(), 1u);
   EXPECT_EQ(resubmitted_[0].attempt_number(), 1);
   EXPECT_EQ(store_.GetIfExists(x), nullptr);  // still pending
-  EXPECT_FALSE(tasks_.RetryOrFailTask(x.Task(), 0, rpc::ERROR_TYPE_UNSPECIFIED, "the steal's reply", false));
+  EXPECT_FALSE(tasks_.TakeBack(x.Task(), 0, "the steal's reply"));
   tasks_.CompletePendingTask(stolen);  // a duplicate: another attempt now
   EXPECT_EQ(resubmitted_.size(), 1u);
   Finish(x, /*attempt=*/1);
@@ -427,6 +427,38 @@ TEST_F(TaskManagerTest, AttemptsPendingForAPeriodAreReportedInFlightOnce) {
   EXPECT_EQ(rows().size(), 3u);  // the buffer's room
   tasks_.ReportInFlight(true);
   EXPECT_EQ(rows().size(), 2u);  // the rest
+  tasks_.SetTaskEvents(nullptr);
+}
+
+// A taken-back attempt is no failure: one not reported leaves no row at all; one
+// reported in flight gets a withdrawn row (the GCS forgets it). Its next attempt
+// reports as any other.
+TEST_F(TaskManagerTest, ATakenBackAttemptLeavesNoFailedRow) {
+  TaskEventSource source;
+  TaskEventBuffer events(source, 16);
+  tasks_.SetTaskEvents(&events);
+  auto rows = [&] {
+    std::vector<TaskEventRow> out;
+    if (auto batch = events.TakeBatch()) {
+      for (int64_t i = 0; i < NumRows(*batch); ++i) out.push_back(RowAt(*batch, i));
+    }
+    return out;
+  };
+  ObjectID quiet = Submit(), reported = Submit();
+  events.Submitted(last_spec_->Unpack(), *last_spec_, UnixMicros());
+  tasks_.ReportInFlight(true);
+  ASSERT_EQ(rows().size(), 1u);  // `reported` in flight
+  ASSERT_TRUE(tasks_.TakeBack(quiet.Task(), 0, "moved"));
+  ASSERT_TRUE(tasks_.TakeBack(reported.Task(), 0, "moved"));
+  std::vector<TaskEventRow> after = rows();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].TaskId(), reported.Task());
+  EXPECT_EQ(after[0].attempt, 0);
+  EXPECT_EQ(after[0].flags, TaskEventRow::kWithdrawn);
+  EXPECT_EQ(after[0].StateUs(rpc::FAILED), 0);
+  Finish(quiet, /*attempt=*/1);
+  Finish(reported, /*attempt=*/1);
+  EXPECT_EQ(events.TotalDropped(), 0);
   tasks_.SetTaskEvents(nullptr);
 }
 

@@ -400,6 +400,32 @@ TEST(GcsTaskManagerStateCountsTest, FailedAttemptsAndTheirRetriesCountApart) {
   EXPECT_EQ(TotalCount(tasks), 2);
 }
 
+// An attempt taken back before it ran (a busy worker gave it up) is withdrawn: listed
+// nowhere, counted nowhere, not as evicted either; its next attempt counts as usual.
+TEST(GcsTaskManagerStateCountsTest, AWithdrawnAttemptIsForgotten) {
+  GcsTaskManager tasks({});
+  ASSERT_TRUE(tasks.AddBatch(BatchBuilder().Row(1, 0, rpc::SUBMITTED_TO_WORKER).batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::SUBMITTED_TO_WORKER), 1);
+  BatchBuilder withdraw;
+  TaskEventRow row;
+  row.SetTaskId(Task(1));
+  row.flags = TaskEventRow::kWithdrawn;
+  AddRow(&withdraw.batch(), row);
+  row.SetTaskId(Task(2));  // never reported: nothing to forget
+  AddRow(&withdraw.batch(), row);
+  withdraw.Row(1, 1, rpc::PENDING_NODE_ASSIGNMENT);
+  ASSERT_TRUE(tasks.AddBatch(withdraw.batch()).ok());
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::SUBMITTED_TO_WORKER), 0);
+  EXPECT_EQ(CountOf(tasks, "Work", rpc::PENDING_NODE_ASSIGNMENT), 1);
+  EXPECT_EQ(TotalCount(tasks), 1);
+  EXPECT_EQ(tasks.num_attempts(), 1);
+  EXPECT_EQ(tasks.evicted(), 0);
+  auto listed = tasks.List({}, 10, false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->rows.size(), 1u);
+  EXPECT_EQ(listed->rows[0]["attempt_number"], 1);
+}
+
 TEST(GcsTaskManagerStateCountsTest, EvictionKeepsEndedCountsAndDropsRunningOnes) {
   GcsTaskManager tasks({/*max_num=*/3, /*max_bytes=*/int64_t{1} << 30});
   BatchBuilder running;

@@ -48,6 +48,18 @@ int Block(std::string path) {
   return 1;
 }
 int Nop() { return 0; }
+// About a millisecond; with a `path`, runs until it exists (at most 60 s).
+int ShortOrBlock(std::string path) {
+  if (path.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 1;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return 1;
+}
 // Holds `data` (an argument the driver no longer refers to) until `path` exists.
 int Hold(std::vector<char> data, std::string path) { return Block(path) + static_cast<int>(data.size() > 0); }
 // Prints `text` on stdout and returns its worker's pid.
@@ -84,7 +96,7 @@ class Counter {
   int total_ = 0;
 };
 
-RAY_REMOTE(Plus, Fail, Block, Nop, Hold, Say, SayOnStderr, SayUnflushed, Counter::Create, &Counter::Add, &Counter::Say);
+RAY_REMOTE(Plus, Fail, Block, Nop, ShortOrBlock, Hold, Say, SayOnStderr, SayUnflushed, Counter::Create, &Counter::Add, &Counter::Say);
 
 std::string Hex(const std::string& binary) { return manta::BinaryHex(binary); }
 
@@ -123,9 +135,11 @@ int RunQuickChildDriver(const std::string& gcs, const std::string& marker) {
 }
 
 // Task events reach the GCS within a fifth of a second; dead nodes are found in a
-// few seconds; a raylet passes on 1 KiB of workers' output a round.
+// few seconds; a raylet passes on 1 KiB of workers' output a round; tasks queued
+// behind a long one are taken back after 0.6 s (reported in flight by then).
 const char kSystemConfig[] =
     R"({"task_events_report_ms": 200, "health_check_period_ms": 200, "health_check_timeout_ms": 1000,)"
+    R"( "task_steal_after_ms": 600,)"
     R"( "health_check_failure_threshold": 5, "health_check_initial_delay_ms": 0, "log_to_driver_max_bytes": 1024})";
 
 class StateApiTest : public ::testing::Test {
@@ -250,6 +264,37 @@ TEST_F(StateApiTest, FinishedAndFailedTasksAndActorCallsAreListedWithTheirErrors
   auto actor_summary = Manta({"summary", "actors"});
   EXPECT_THAT(actor_summary.output, HasSubstr("ALIVE: 1"));
   counter.Kill();
+}
+
+// Tasks queued behind a long one, reported in flight, are taken back and run
+// elsewhere as their next attempt: the attempts taken back are no failures, and
+// leave no row (every task is listed once, FINISHED).
+TEST_F(StateApiTest, TasksTakenBackFromABusyWorkerAreNotFailures) {
+  manta::testing::TempDir dir;
+  const std::string go = dir.path() + "/go";
+  std::vector<ray::ObjectRef<int>> warm;  // the owner learns they are short
+  for (int i = 0; i < 50; ++i) warm.push_back(ray::Task(ShortOrBlock).Remote(""));
+  ray::Get(warm);
+  ray::ObjectRef<int> long_one = ray::Task(ShortOrBlock).Remote(go);
+  std::vector<ray::ObjectRef<int>> shorts;
+  for (int i = 0; i < 300; ++i) shorts.push_back(ray::Task(ShortOrBlock).Remote(""));
+  ray::WaitResult<int> done = ray::Wait(shorts, static_cast<int>(shorts.size()), 30000);
+  EXPECT_EQ(done.ready.size(), shorts.size());
+  std::ofstream(go) << "go\n";
+  EXPECT_EQ(*long_one.Get(), 1);
+  nlohmann::json finished = TasksOnce({"func_or_class_name=ShortOrBlock", "state=FINISHED"}, 351);
+  ASSERT_EQ(finished.size(), 351u) << finished.dump(2);
+  std::set<std::string> ids;
+  int moved = 0;
+  for (const auto& t : finished) {
+    ids.insert(t["task_id"].get<std::string>());
+    moved += t["attempt_number"].get<int>() > 0;
+  }
+  EXPECT_EQ(ids.size(), 351u);  // each task once
+  EXPECT_GT(moved, 0) << "no task was taken back from the busy worker";
+  auto all = Json(Manta({"list", "tasks", "--format", "json", "--limit", "10000", "--filter",
+                         "func_or_class_name=ShortOrBlock"}));
+  EXPECT_EQ(all.size(), 351u) << all.dump(2);
 }
 
 TEST_F(StateApiTest, TheTimelineIsChromeTraceJsonWithATrackPerWorkerAndAnArrowPerTask) {
