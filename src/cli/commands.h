@@ -99,6 +99,11 @@ int RunTimeline(const ClusterFlags& flags, const std::string& job_hex, const std
 // `manta health-check`: 0 when the GCS (with `node`: this machine's raylet)
 // answers within `timeout_ms`, else 1 (health_check_command.cc).
 int RunHealthCheck(const ClusterFlags& flags, bool node, int64_t timeout_ms);
+// `manta drain-node` (drain_node_command.cc): DrainNode of the GCS for the node whose
+// id is `node_hex` (56 hex digits, as `manta status` prints it). 0 when the GCS marked
+// it draining; 2 for a malformed id; 1 when the GCS has no alive node with that id or
+// cannot be reached.
+int RunDrainNode(const ClusterFlags& flags, const std::string& node_hex);
 
 // `manta job` (job_command.cc): the head dashboard's Jobs API. Submit prints the
 // submission id (and with `wait` follows the job's output to its end, exiting 0 only

@@ -248,6 +248,37 @@ class JobCommands {
   std::vector<std::pair<CLI::App*, std::string>> cmds_;
 };
 
+// `manta health-check` and `manta drain-node`: one call each to the GCS (or, for
+// `health-check --node`, this machine's raylet).
+class NodeCommands {
+ public:
+  void Add(CLI::App& app) {
+    health_ = app.add_subcommand(
+        "health-check", "exit 0 when the GCS (or, with --node, this machine's raylet) answers; for probes");
+    AddClusterFlags(health_, &health_flags_);
+    health_->add_flag("--node", health_node_, "check the raylet `manta start` started on this machine instead");
+    health_->add_option("--timeout-ms", health_timeout_ms_, "how long to wait for the answer (default 3000)")
+        ->check(CLI::PositiveNumber);
+    drain_ = app.add_subcommand(
+        "drain-node", "drain a node: it takes no new work, and its objects' owners move their primary copies off it");
+    AddClusterFlags(drain_, &drain_flags_);
+    drain_->add_option("node_id", drain_node_, "the node's id (hex, as `manta status` prints it)")->required();
+  }
+  std::optional<int> Run() {
+    if (health_->parsed()) return manta::cli::RunHealthCheck(health_flags_, health_node_, health_timeout_ms_);
+    if (drain_->parsed()) return manta::cli::RunDrainNode(drain_flags_, drain_node_);
+    return std::nullopt;
+  }
+
+ private:
+  manta::cli::ClusterFlags health_flags_, drain_flags_;
+  bool health_node_ = false;
+  int64_t health_timeout_ms_ = 3000;
+  std::string drain_node_;
+  CLI::App* health_ = nullptr;
+  CLI::App* drain_ = nullptr;
+};
+
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
@@ -318,17 +349,8 @@ int main(int argc, char** argv) {
   JobCommands jobs;
   jobs.Add(app);
 
-  manta::cli::ClusterFlags health_flags;
-  bool health_node = false;
-  int64_t health_timeout_ms = 3000;
-  CLI::App* health_cmd = app.add_subcommand(
-      "health-check", "exit 0 when the GCS (or, with --node, this machine's raylet) answers; for probes");
-  health_cmd->add_option("--address", health_flags.address, "GCS host:port (default: RAY_ADDRESS, else the head "
-                                                            "started here)");
-  health_cmd->add_option("--token-file", health_flags.token_file, "file holding the cluster token");
-  health_cmd->add_flag("--node", health_node, "check the raylet `manta start` started on this machine instead");
-  health_cmd->add_option("--timeout-ms", health_timeout_ms, "how long to wait for the answer (default 3000)")
-      ->check(CLI::PositiveNumber);
+  NodeCommands node_cmds;
+  node_cmds.Add(app);
 
   if (std::string wrong = CheckCommandWords(app, argc, argv); !wrong.empty()) {
     std::cerr << wrong << " (see manta --help)" << std::endl;
@@ -350,6 +372,6 @@ int main(int argc, char** argv) {
   if (status_cmd->parsed()) return manta::cli::RunStatus(status_flags, status_json);
   if (std::optional<int> code = inspect.Run()) return *code;
   if (std::optional<int> code = jobs.Run()) return *code;
-  if (health_cmd->parsed()) return manta::cli::RunHealthCheck(health_flags, health_node, health_timeout_ms);
+  if (std::optional<int> code = node_cmds.Run()) return *code;
   return 2;
 }

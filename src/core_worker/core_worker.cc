@@ -125,6 +125,9 @@ void CoreWorker::MakeOwnership() {
       },
       config.max_lineage_bytes);
   task_manager_->SetTaskEvents(task_events_);
+  // A batch of moved primaries: 64 objects, pulled and pinned, each given the pull's time.
+  mover_ = std::make_unique<PrimaryMover>(memory_store_, *reference_counter_, raylets_, freer_, rpc_address_,
+                                          4 * config.object_manager_pull_timeout_ms);
   task_manager_->SetOnUnreferencedResult([this](const ObjectID& id, const StoredObjectPtr& value) {
     if (!value->plasma_raylet_address().empty()) freer_.Queue(value->plasma_raylet_address(), {id});
   });

@@ -64,6 +64,7 @@
 #include "src/core_worker/reply_batcher.h"
 #include "src/core_worker/task_event_reporter.h"
 #include "src/core_worker/object_freer.h"
+#include "src/core_worker/primary_mover.h"
 #include "src/core_worker/object_reader.h"
 #include "src/core_worker/rpc_clients.h"
 #include "src/task_channel/task_channel.h"
@@ -250,6 +251,7 @@ class CoreWorker {
   // Nodes (core_worker_nodes.cc): a node the GCS declared dead fails every call
   // waiting on it. Loop thread.
   void OnNodeInfo(const rpc::NodeInfo& node);
+  void OnNodeDraining(const rpc::NodeInfo& node);
   void RefreshNodes();
   // Whether the GCS declared `node_id` dead. Any thread.
   bool IsNodeDead(const std::string& node_id) const;
@@ -386,6 +388,7 @@ class CoreWorker {
   std::atomic<uint64_t> put_counter_{0};
   std::atomic<bool> shut_down_{false};
   ObjectFreer freer_;  // deletes the plasma copies of freed objects
+  std::unique_ptr<PrimaryMover> mover_;  // our primary copies off draining nodes
   std::unique_ptr<ObjectReader> reader_;  // Get and Wait
   // Gives the heap back to the OS once a burst of freed objects is over (a loop
   // timer checks; the timer goes before the releaser).

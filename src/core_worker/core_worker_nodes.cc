@@ -16,6 +16,7 @@
 namespace manta::core {
 
 void CoreWorker::OnNodeInfo(const rpc::NodeInfo& node) {
+  if (node.state() == rpc::NodeInfo::ALIVE && node.draining()) return OnNodeDraining(node);
   if (node.state() != rpc::NodeInfo::DEAD) return;
   {
     absl::MutexLock lock(&nodes_mu_);
@@ -37,6 +38,28 @@ void CoreWorker::OnNodeInfo(const rpc::NodeInfo& node) {
     raylets_.Get(raylet)->CancelAll();
     raylets_.Disconnect(raylet);
   }
+}
+
+void CoreWorker::OnNodeDraining(const rpc::NodeInfo& node) {
+  auto id = NodeID::FromBinaryChecked(node.node_id());
+  if (!id.ok() || !mover_->FirstDrain(*id) || mover_->PrimariesOn(*id).empty()) return;
+  // Where to: this node's raylet first, then the other live nodes not draining.
+  gcs_.AsyncGetAllNodeInfo([this, from = *id, from_raylet = RayletAddress(node)](const absl::Status& s,
+                                                                                 rpc::GetAllNodeInfoReply&& reply) {
+    if (!s.ok()) {
+      LOG(WARNING) << "node " << from.Hex() << " is draining, but the node table could not be read: " << s
+                   << "; the primary copies owned here stay on it";
+      return;
+    }
+    std::vector<PrimaryMover::Target> targets;
+    for (const rpc::NodeInfo& n : reply.node_info_list()) {
+      auto nid = NodeID::FromBinaryChecked(n.node_id());
+      if (!nid.ok() || *nid == from || n.state() != rpc::NodeInfo::ALIVE || n.draining()) continue;
+      targets.push_back({*nid, RayletAddress(n)});
+      if (*nid == node_id_) std::swap(targets.front(), targets.back());
+    }
+    mover_->Move(from, from_raylet, std::move(targets));
+  });
 }
 
 void CoreWorker::RefreshNodes() {

@@ -28,6 +28,14 @@ bool MemoryStore::Put(const ObjectID& id, StoredObjectPtr object) {
   return true;
 }
 
+bool MemoryStore::Replace(const ObjectID& id, const StoredObjectPtr& expected, StoredObjectPtr object) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second != expected) return false;
+  it->second = std::move(object);
+  return true;
+}
+
 std::vector<StoredObjectPtr> MemoryStore::Get(const std::vector<ObjectID>& ids, size_t num_required,
                                               int64_t timeout_ms) {
   num_required = std::min(num_required, ids.size());

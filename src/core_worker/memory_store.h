@@ -96,6 +96,9 @@ class MemoryStore {
   // Stores `object` under `id` and wakes its waiters. Returns false (and keeps the
   // first value) when `id` is already present: values are immutable.
   bool Put(const ObjectID& id, StoredObjectPtr object);
+  // Stores `object` in place of `expected` (the same value, somewhere else: a primary
+  // copy moved); false, changing nothing, when `id` holds anything else or nothing.
+  bool Replace(const ObjectID& id, const StoredObjectPtr& expected, StoredObjectPtr object);
 
   // Waits until at least `num_required` of `ids` are present, or `timeout_ms` passes
   // (-1 = forever, 0 = no wait). Returns one entry per id, null where absent.

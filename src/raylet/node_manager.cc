@@ -404,11 +404,18 @@ absl::StatusOr<std::vector<ObjectID>> ParseObjectIds(const google::protobuf::Rep
 
 }  // namespace
 
+bool NodeManager::PinFor(const ObjectID& id, const WorkerID& owner) {
+  if (!store_.Pin(id).ok()) return false;
+  if (!owner.IsNil()) store_.SetOwner(id, owner);  // deleted if that owner dies
+  return true;
+}
+
 void NodeManager::HandlePinObjectIDs(const rpc::PinObjectIDsRequest& request, rpc::PinObjectIDsReply* reply,
                                      rpc::SendReply send_reply) {
   auto ids = ParseObjectIds(request.object_ids());
   if (!ids.ok()) return std::move(send_reply)(ids.status());
-  for (const auto& id : *ids) reply->add_successes(store_.Pin(id).ok());
+  const WorkerID owner = WorkerID::FromBinaryChecked(request.owner_address().worker_id()).value_or(WorkerID::Nil());
+  for (const auto& id : *ids) reply->add_successes(PinFor(id, owner));
   std::move(send_reply)(absl::OkStatus());
 }
 
@@ -473,6 +480,8 @@ void NodeManager::StartFetch(const rpc::FetchObjectsRequest& request, std::vecto
     return std::move(joint->send_reply)(absl::OkStatus());
   }
   const int64_t hold_ms = config_.object_manager_pull_timeout_ms;
+  const bool pin = request.has_pin_for_owner();
+  const WorkerID owner = WorkerID::FromBinaryChecked(request.pin_for_owner().worker_id()).value_or(WorkerID::Nil());
   for (size_t k = 0; k < ids.size(); ++k) {
     std::vector<std::string> locations;
     if (static_cast<int>(k) < request.object_locations_size()) {
@@ -483,12 +492,13 @@ void NodeManager::StartFetch(const rpc::FetchObjectsRequest& request, std::vecto
       if (std::find(locations.begin(), locations.end(), l) == locations.end()) locations.push_back(l);
     }
     const ObjectID id = ids[k];
-    object_manager_.Pull(id, std::move(locations), [this, joint, id, hold_ms](const absl::Status& s) {
-      if (s.ok()) {
+    object_manager_.Pull(id, std::move(locations), [this, joint, id, hold_ms, pin, owner](absl::Status s) {
+      if (s.ok() && pin && !PinFor(id, owner)) s = absl::UnavailableError("fetched, but gone before it was pinned");
+      if (s.ok() && !pin) {
         // Kept for the reader until its Get takes it: pulling the reader's other
         // objects must not evict it first.
         store_.HoldForReader(id, hold_ms);
-      } else {
+      } else if (!s.ok()) {
         auto* failure = joint->reply->add_failures();
         failure->set_object_id(id.Binary());
         failure->set_code(static_cast<int32_t>(s.code()));

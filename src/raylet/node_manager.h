@@ -127,6 +127,9 @@ class NodeManager {
   rpc::NodeInfo MakeNodeInfo() const;
 
  private:
+  // Pins the sealed object `id` as a primary copy of `owner` (nil: unknown); false
+  // when it is not here.
+  bool PinFor(const ObjectID& id, const WorkerID& owner);
   // Pulls an admitted fetch's objects, holding each for its reader; the reply lists
   // those that failed.
   void StartFetch(const rpc::FetchObjectsRequest& request, std::vector<ObjectID> ids, rpc::FetchObjectsReply* reply,

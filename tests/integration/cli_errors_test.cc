@@ -8,6 +8,7 @@
 
 #include "cluster_harness.h"
 #include "protos/gcs.grpc.pb.h"
+#include "src/common/id.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/util.h"
@@ -140,6 +141,51 @@ TEST(CliErrorsTest, UnknownWordsAreNamedWithWhatIsAccepted) {
   CommandResult help = cluster.Manta({"list", "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.output;
   EXPECT_NE(help.output.find("placement-groups"), std::string::npos) << help.output;
+}
+
+// `manta drain-node`: a malformed id is named (exit 2, before any cluster is asked), an
+// id no alive node has gets the GCS's NOT_FOUND (exit 1), and a node's own id marks it
+// draining in `manta status`, the node staying alive.
+TEST(CliErrorsTest, DrainNode) {
+  ClusterHarness cluster;
+  ExpectOneLineError(cluster.Manta({"drain-node", "abc123"}), "'abc123'");
+  EXPECT_EQ(cluster.Manta({"drain-node", "abc123"}).exit_code, 2);
+  std::string gcs = cluster.StartHead();
+  cluster.StartNode({"--num-cpus", "1"});
+  const std::string non_hex(56, 'z');
+  CommandResult bad = cluster.Manta({"drain-node", non_hex, "--address", gcs});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  ExpectOneLineError(bad, "'" + non_hex + "'");
+  CommandResult short_id = cluster.Manta({"drain-node", "abc123", "--address", gcs});
+  EXPECT_EQ(short_id.exit_code, 2) << short_id.output;
+  ExpectOneLineError(short_id, "'abc123'");
+
+  const std::string unknown(56, 'a');
+  CommandResult missing = cluster.Manta({"drain-node", unknown, "--address", gcs});
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  ExpectOneLineError(missing, "no alive node " + unknown);
+
+  std::string worker_hex;
+  for (const rpc::NodeInfo& n : cluster.AliveNodes()) {
+    if (!n.is_head_node()) worker_hex = BinaryHex(n.node_id());
+  }
+  ASSERT_EQ(worker_hex.size(), 56u) << "the joined node is alive";
+  const nlohmann::json before = cluster.Status();
+  for (const auto& n : before["nodes"]) EXPECT_FALSE(n["draining"].get<bool>()) << n.dump();
+  CommandResult drained = cluster.Manta({"drain-node", worker_hex, "--address", gcs});
+  EXPECT_EQ(drained.exit_code, 0) << drained.output;
+  EXPECT_EQ(drained.output, "node " + worker_hex +
+                                " is draining: it takes no new work, and its objects' owners move their primary "
+                                "copies off it\n");
+  nlohmann::json status = cluster.Status();
+  ASSERT_EQ(status["nodes"].size(), 2u) << status.dump();
+  for (const auto& n : status["nodes"]) {
+    EXPECT_EQ(n["state"], "ALIVE") << n.dump();
+    EXPECT_EQ(n["draining"].get<bool>(), n["node_id"] == worker_hex) << n.dump();
+  }
+  CommandResult table = cluster.Manta({"status", "--address", gcs});
+  EXPECT_NE(table.output.find(worker_hex), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("(draining)"), std::string::npos) << table.output;
 }
 
 // Writes raw garbage to a TCP port a few times.
