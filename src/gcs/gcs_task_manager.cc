@@ -184,10 +184,7 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
   const int64_t n = NumRows(b);
   for (int64_t i = 0; i < n; ++i) {
     const TaskEventRow row = RowAt(b, i);
-    if (row.flags & TaskEventRow::kWithdrawn) {  // not a failure: it never ran, and counts nowhere
-      if (auto it = index_.find(Key{row.TaskId(), row.attempt}); it != index_.end()) Erase(it->second);
-      continue;
-    }
+    if (Withdrawn(row)) continue;
     const uint32_t slot = Find(Key{row.TaskId(), row.attempt});
     Attempt& a = slots_[slot].attempt;
     const int32_t kind_before = a.kind;
@@ -231,6 +228,13 @@ absl::Status GcsTaskManager::AddBatch(const rpc::TaskEventBatch& b) {
   AddSummarized(b, &kinds);
   Evict();
   return absl::OkStatus();
+}
+
+bool GcsTaskManager::Withdrawn(const TaskEventRow& row) {
+  if (!(row.flags & TaskEventRow::kWithdrawn)) return false;
+  // Not a failure: the attempt never ran, and counts nowhere.
+  if (auto it = index_.find(Key{row.TaskId(), row.attempt}); it != index_.end()) Erase(it->second);
+  return true;
 }
 
 void GcsTaskManager::AddSummarized(const rpc::TaskEventBatch& b, std::vector<int32_t>* kinds) {

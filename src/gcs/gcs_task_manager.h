@@ -154,6 +154,8 @@ class GcsTaskManager {
   void SetError(Attempt& a, const rpc::ErrorInfo& error);
   void Evict();
   void Erase(uint32_t slot);
+  // A row withdrawing an attempt taken back before it ran: forgets the attempt.
+  bool Withdrawn(const TaskEventRow& row);
   // The latest state the attempt reached.
   static rpc::TaskStatus StateOf(const Attempt& a);
   // StateOf's name, but CANCELLED for a failure that is a cancel (TASK_CANCELLED),
