@@ -94,7 +94,13 @@ void PrimaryMover::OnFetched(const std::shared_ptr<Job>& job, const std::vector<
       << to.raylet << " could not take " << failed.size() << " primary copies: "
       << reply.failures(0).message();
   for (size_t k = 0; k < ids.size(); ++k) {
-    if (!status.ok() || failed.contains(ids[k].Binary())) {
+    if (!status.ok()) {
+      // The target may still pin it after our deadline: freed there now, and again
+      // with the object (a pin landing after this free).
+      freer_.Queue(to.raylet, {ids[k]});
+      freer_.AddCopy(ids[k], to.raylet);
+      job->refused.push_back(ids[k]);
+    } else if (failed.contains(ids[k].Binary())) {
       job->refused.push_back(ids[k]);
     } else if (Commit(*job, ids[k], markers[k], to)) {
       ++job->moved;

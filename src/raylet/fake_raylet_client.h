@@ -1,8 +1,9 @@
 // FakeRayletClient: the in-process fake of RayletClientInterface for unit tests.
 //
 // Lease requests are recorded and answered by the test (Grant, SpillTo, Reject);
-// returned and cancelled leases are recorded and answered at once; the other calls
-// succeed at once. Not thread-safe: for tests that drive one loop.
+// returned and cancelled leases, frees and fetches are recorded and answered at once
+// (fetches held for ReplyFetch when `hold_fetches`); the other calls succeed at
+// once. Not thread-safe: for tests that drive one loop.
 #pragma once
 
 #include <deque>
@@ -57,11 +58,24 @@ class FakeRayletClient : public RayletClientInterface {
   void PinObjectIDs(const rpc::PinObjectIDsRequest&, Callback<rpc::PinObjectIDsReply> cb) override {
     cb(absl::OkStatus(), {});
   }
-  void FreeObjects(const rpc::FreeObjectsRequest&, Callback<rpc::FreeObjectsReply> cb) override {
+  void FreeObjects(const rpc::FreeObjectsRequest& q, Callback<rpc::FreeObjectsReply> cb) override {
+    frees.push_back(q);
     cb(absl::OkStatus(), {});
   }
-  void FetchObjects(const rpc::FetchObjectsRequest&, int64_t, Callback<rpc::FetchObjectsReply> cb) override {
-    cb(absl::OkStatus(), {});
+  // Fetches are recorded; answered at once (OK, nothing failed) unless `hold_fetches`,
+  // when they wait in `fetches` for ReplyFetch.
+  void FetchObjects(const rpc::FetchObjectsRequest& q, int64_t, Callback<rpc::FetchObjectsReply> cb) override {
+    fetch_requests.push_back(q);
+    if (!hold_fetches) return cb(absl::OkStatus(), {});
+    fetches.push_back({q, std::move(cb)});
+  }
+  // Answers the oldest held fetch; false when none is held.
+  bool ReplyFetch(const absl::Status& status = absl::OkStatus(), rpc::FetchObjectsReply reply = {}) {
+    if (fetches.empty()) return false;
+    auto p = std::move(fetches.front());
+    fetches.pop_front();
+    p.callback(status, std::move(reply));
+    return true;
   }
   // Bundle calls are recorded and answered at once: prepares with `prepare_success`
   // (or `prepare_status` when not OK), commits with `commit_status`.
@@ -145,6 +159,10 @@ class FakeRayletClient : public RayletClientInterface {
   std::vector<rpc::CommitBundleResourcesRequest> commits;
   std::vector<rpc::CancelResourceReserveRequest> bundle_cancels;
   std::vector<rpc::ReleaseUnusedBundlesRequest> releases;
+  std::vector<rpc::FreeObjectsRequest> frees;
+  std::vector<rpc::FetchObjectsRequest> fetch_requests;  // every fetch, held or not
+  std::deque<Pending<rpc::FetchObjectsRequest, rpc::FetchObjectsReply>> fetches;  // held ones
+  bool hold_fetches = false;
   bool prepare_success = true;
   absl::Status prepare_status;
   absl::Status commit_status;
