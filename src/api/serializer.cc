@@ -16,6 +16,8 @@ namespace {
 
 thread_local std::vector<std::string>* tls_collector = nullptr;
 thread_local const std::string* tls_outer_id = nullptr;
+thread_local msgpack::zone tls_zone;
+thread_local bool tls_zone_in_use = false;
 
 // Strings and binaries inside a value are read where they lie: every caller keeps
 // the bytes alive while it converts the parsed object.
@@ -84,10 +86,26 @@ RayRuntime* RequireRuntime(const char* caller) {
   return runtime;
 }
 
-msgpack::object_handle UnpackView(const char* data, size_t size) {
+msgpack::object UnpackView(const char* data, size_t size, msgpack::zone& zone) {
   DeclaredSizeCheck check(size);
   msgpack::parse(data, size, check);
-  return msgpack::unpack(data, size, &ReferenceEverything);
+  return msgpack::unpack(zone, data, size, &ReferenceEverything);
+}
+
+DecodeZone::DecodeZone() {
+  if (tls_zone_in_use) {
+    own_ = std::make_unique<msgpack::zone>();
+    zone_ = own_.get();
+  } else {
+    tls_zone_in_use = true;
+    zone_ = &tls_zone;
+  }
+}
+
+DecodeZone::~DecodeZone() {
+  if (own_ != nullptr) return;
+  tls_zone.clear();  // keeps its first chunk; frees any a large value added
+  tls_zone_in_use = false;
 }
 
 ContainedRefCollector::ContainedRefCollector(std::vector<std::string>* ids) : previous_(tls_collector) {

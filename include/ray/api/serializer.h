@@ -53,10 +53,26 @@ std::string HexId(const std::string& id);
 // The runtime, or throws RayException("<caller>: ray::Init() has not been called").
 RayRuntime* RequireRuntime(const char* caller);
 
-// Parses one msgpack value from `data` without copying strings or binaries out of
-// it: `data` must stay alive while the returned handle is used. Throws
-// msgpack::unpack_error (a std::exception) on malformed bytes.
-msgpack::object_handle UnpackView(const char* data, size_t size);
+// Parses one msgpack value from `data` into `zone` without copying strings or
+// binaries out of it: `data` and `zone` must stay alive while the returned object is
+// used. Throws msgpack::unpack_error (a std::exception) on malformed bytes.
+msgpack::object UnpackView(const char* data, size_t size, msgpack::zone& zone);
+
+// The zone one decode builds its object in: the calling thread's own, reused and
+// cleared afterwards (msgpack::unpack would malloc a zone and its first 8 KiB chunk
+// for every value decoded), or a fresh one for a decode nested in another.
+class DecodeZone {
+ public:
+  DecodeZone();
+  ~DecodeZone();
+  DecodeZone(const DecodeZone&) = delete;
+  DecodeZone& operator=(const DecodeZone&) = delete;
+  msgpack::zone& get() { return *zone_; }
+
+ private:
+  msgpack::zone* zone_;
+  std::unique_ptr<msgpack::zone> own_;
+};
 
 class ContainedRefCollector {
  public:
@@ -218,8 +234,8 @@ auto DecodeWith(const char* data, size_t size, const std::string& outer_id, cons
                 Convert convert) {
   DeserializationScope scope(outer_id);
   try {
-    msgpack::object_handle handle = UnpackView(data, size);
-    return convert(handle.get());
+    DecodeZone zone;
+    return convert(UnpackView(data, size, zone.get()));
   } catch (const RayException&) {
     throw;
   } catch (const std::exception& e) {
