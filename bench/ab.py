@@ -40,6 +40,7 @@ SETS = {
                          "actor_creations_per_s"], ["--seconds", "2"]),
         "scale_bench": (["stalls", "startup"], ["--runs", "3"]),
         "object_store_bench": ([], ["--transfer-rounds", "3"]),
+        "futures_bench": (["async_actor", "await_tasks_per_s"], ["--seconds", "2"]),
     },
     "quick": {
         "task_bench": (["single_client_tasks_sync", "single_client_tasks_async", "init_shutdown_local_cluster_s"],
@@ -48,7 +49,7 @@ SETS = {
     },
 }
 # Binaries that take --only (the others run whole with their extra arguments).
-TAKES_ONLY = {"task_bench", "actor_bench", "scale_bench"}
+TAKES_ONLY = {"task_bench", "actor_bench", "scale_bench", "futures_bench"}
 
 
 def build_rev(rev):
