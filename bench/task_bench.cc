@@ -5,7 +5,9 @@
 // ray::Init() + ray::Shutdown() of a private cluster (no address), the best of three,
 // with its two halves (init_local_cluster_s, shutdown_local_cluster_s).
 //
-//   task_bench [--seconds S] [--only name,name] [--clients N]
+//   task_bench [--seconds S] [--only name,name] [--clients N] [--big-bytes B]
+//
+// --big-bytes: the size of the big put and get (default 1 GiB; the store holds four).
 //
 // The binary is also its own worker (single-binary mode), and its own extra
 // client for multi_client_tasks_async (re-run with --client-of=<address>).
@@ -92,9 +94,8 @@ void PlasmaPutsAndGets(const manta::bench::BenchFlags& o, ray::RayConfig& config
 
 // A 1 GiB ray::Put, and ray::Get of it (decoded, and as a view), against memcpy of
 // the same bytes.
-void PutGigabytes(Results* out) {
+void PutGigabytes(size_t n, Results* out) {
   Results& results = *out;
-  const size_t n = size_t{1} << 30;
   std::vector<uint8_t> src(n, 1), dst(n, 0);
   double best_memcpy = 0;
   for (int r = 0; r < 3; ++r) {
@@ -143,8 +144,8 @@ void PutGigabytes(Results* out) {
 
 // 1 GiB of doubles (a raw array: see ray/api/serializer.h): ray::Put, ray::Get into
 // a new vector and ray::GetView, against memcpy into memory already written.
-void PutGetDoubles(Results* out) {
-  const size_t n = (size_t{1} << 30) / sizeof(double);
+void PutGetDoubles(size_t bytes, Results* out) {
+  const size_t n = bytes / sizeof(double);
   std::vector<double> src(n, 0.25), dst(n, 0.0);
   double best_memcpy = 0, best_put = 0, best_get = 0, best_view_ms = 1e9;
   for (int r = 0; r < 3; ++r) {
@@ -198,10 +199,11 @@ int main(int argc, char** argv) {
   if (!o.Value("--client-of").empty()) return RunClient(o);
 
   Results results;
+  const size_t big_bytes = std::stoull(o.Value("--big-bytes", std::to_string(size_t{1} << 30)));
   manta::bench::BenchCluster cluster;
   // 4 GiB of object store (room for a 1 GiB put while the previous one is being
   // freed), pre-faulted before measuring.
-  cluster.StartHead({"--object-store-memory", std::to_string(int64_t{4} << 30)});
+  cluster.StartHead({"--object-store-memory", std::to_string(4 * big_bytes)});
   cluster.WaitForPrefault();
   ray::RayConfig config;
   config.address = cluster.gcs_address();
@@ -231,8 +233,8 @@ int main(int argc, char** argv) {
   if (o.Want("single_client_put_calls_Plasma_Store") || o.Want("single_client_get_calls_Plasma_Store")) {
     PlasmaPutsAndGets(o, config, argc, argv, &results);
   }
-  if (o.Want("single_client_put_gigabytes")) PutGigabytes(&results);
-  if (o.Want("doubles_get_gigabytes_vs_memcpy")) PutGetDoubles(&results);
+  if (o.Want("single_client_put_gigabytes")) PutGigabytes(big_bytes, &results);
+  if (o.Want("doubles_get_gigabytes_vs_memcpy")) PutGetDoubles(big_bytes, &results);
   if (o.Want("single_client_wait_1k_refs")) {
     results.emplace_back("single_client_wait_1k_refs", Rate(o.seconds, 1, [] {
                            std::vector<ray::ObjectRef<int>> not_ready;
