@@ -1,5 +1,7 @@
 #include "ray/api/runtime_env.h"
 
+#include "src/common/json.h"
+
 namespace ray {
 namespace internal {
 
@@ -16,7 +18,7 @@ void CheckRuntimeEnvValue(const std::string& name, const json& value) {
   try {
     // Writing the text is what Serialize will do; a value it would choke on (a
     // string that is not UTF-8) is refused now, when the field can still be named.
-    (void)value.dump();
+    (void)manta::DumpJson(value);
   } catch (const json::exception& e) {
     ThrowRuntimeEnvFieldError("cannot set", name, e.what());
   }
@@ -31,7 +33,7 @@ void RuntimeEnv::SetJson(const std::string& name, json value) {
 }
 
 void RuntimeEnv::SetJsonStr(const std::string& name, const std::string& json_str) {
-  json parsed = json::parse(json_str, nullptr, /*allow_exceptions=*/false);
+  json parsed = manta::ParseJson(json_str);
   if (parsed.is_discarded()) {
     internal::ThrowRuntimeEnvFieldError("cannot set", name, "malformed JSON: " + json_str);
   }
@@ -41,7 +43,7 @@ void RuntimeEnv::SetJsonStr(const std::string& name, const std::string& json_str
 std::string RuntimeEnv::GetJsonStr(const std::string& name) const {
   auto it = fields_.find(name);
   if (it == fields_.end()) internal::ThrowRuntimeEnvFieldMissing(name);
-  return it->dump();
+  return manta::DumpJson(*it);
 }
 
 bool RuntimeEnv::Contains(const std::string& name) const { return fields_.contains(name); }
@@ -50,14 +52,14 @@ bool RuntimeEnv::Remove(const std::string& name) { return fields_.erase(name) > 
 
 bool RuntimeEnv::Empty() const { return fields_.empty(); }
 
-std::string RuntimeEnv::Serialize() const { return fields_.dump(); }
+std::string RuntimeEnv::Serialize() const { return manta::DumpJson(fields_); }
 
 std::string RuntimeEnv::SerializeToRuntimeEnvInfo() const {
-  return json{{"serializedRuntimeEnv", Serialize()}}.dump();
+  return manta::DumpJson(json{{"serializedRuntimeEnv", Serialize()}});
 }
 
 RuntimeEnv RuntimeEnv::Deserialize(const std::string& serialized_runtime_env) {
-  json parsed = json::parse(serialized_runtime_env, nullptr, /*allow_exceptions=*/false);
+  json parsed = manta::ParseJson(serialized_runtime_env);
   if (parsed.is_discarded()) {
     throw internal::RayRuntimeEnvException("RuntimeEnv::Deserialize: malformed JSON: " + serialized_runtime_env);
   }

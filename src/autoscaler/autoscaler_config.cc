@@ -4,6 +4,7 @@
 #include <set>
 
 #include "nlohmann/json.hpp"
+#include "src/common/json.h"
 #include "src/common/util.h"
 
 namespace manta::autoscaler {
@@ -71,7 +72,7 @@ absl::StatusOr<NodeTypeConfig> ParseNodeType(const std::string& name, const json
   type.max_workers = *max;
   if (t.contains("node_config")) {
     if (!t.at("node_config").is_object()) return Bad("\"node_config\" of " + where + " must be an object");
-    type.node_config_json = t.at("node_config").dump();
+    type.node_config_json = DumpJson(t.at("node_config"));
   }
   return type;
 }
@@ -125,7 +126,7 @@ absl::StatusOr<ProviderConfig> ParseProvider(const json& p, const std::vector<No
 }  // namespace
 
 absl::StatusOr<AutoscalerConfig> AutoscalerConfig::Parse(const std::string& json_text) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  json j = ParseJson(json_text, /*ignore_comments=*/true);
   if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
   if (auto s = OnlyKnownKeys(j, "the config",
                              {"available_node_types", "max_workers", "idle_timeout_minutes", "upscaling_speed",

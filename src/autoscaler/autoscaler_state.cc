@@ -1,6 +1,7 @@
 #include "src/autoscaler/autoscaler_state.h"
 
 #include "protos/gcs.grpc.pb.h"
+#include "src/common/json.h"
 #include "src/common/rpc/call_with_token.h"
 
 namespace manta::autoscaler {
@@ -18,7 +19,7 @@ grpc::Status PublishAutoscalerState(const std::shared_ptr<grpc::Channel>& gcs, c
   rpc::InternalKVPutRequest request;
   request.set_namespace_(kNamespace);
   request.set_key(kKey);
-  request.set_value(state.dump());
+  request.set_value(DumpJson(state));
   request.set_overwrite(true);
   rpc::InternalKVPutReply reply;
   return rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVPut, request, &reply, kDeadlineS);
@@ -34,7 +35,7 @@ grpc::Status ReadAutoscalerState(const std::shared_ptr<grpc::Channel>& gcs, nloh
   grpc::Status s =
       rpc::CallWithToken(*stub, &rpc::InternalKVGcsService::Stub::InternalKVGet, request, &reply, kDeadlineS);
   if (!s.ok() || !reply.found()) return s;
-  nlohmann::json parsed = nlohmann::json::parse(reply.value(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed = ParseJson(reply.value());
   if (parsed.is_object()) *state = std::move(parsed);
   return s;
 }

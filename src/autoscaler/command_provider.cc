@@ -2,6 +2,7 @@
 
 #include "nlohmann/json.hpp"
 #include "src/autoscaler/node_provider.h"
+#include "src/common/json.h"
 #include "src/common/process.h"
 
 namespace manta::autoscaler {
@@ -15,7 +16,7 @@ class CommandProvider final : public NodeProvider {
 
   absl::Status Launch(const NodeTypeConfig& type, const std::string& instance_id) override {
     std::map<std::string, std::string> env = Env(type.name, instance_id);
-    env["MANTA_NODE_RESOURCES"] = nlohmann::json(type.resources).dump();
+    env["MANTA_NODE_RESOURCES"] = DumpJson(nlohmann::json(type.resources));
     env["MANTA_NODE_CONFIG"] = type.node_config_json.empty() ? "{}" : type.node_config_json;
     return Run("launch", config_.launch_command, env);
   }

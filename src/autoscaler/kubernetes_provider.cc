@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "src/autoscaler/node_provider.h"
 #include "src/common/http/http_get.h"
+#include "src/common/json.h"
 #include "src/common/network.h"
 #include "src/common/util.h"
 
@@ -71,7 +72,7 @@ class KubernetesProvider final : public NodeProvider {
       nlohmann::json patch = {
           {"metadata", {{"annotations", {{"controller.kubernetes.io/pod-deletion-cost", "-1000"}}}}}};
       auto marked =
-          Call("PATCH", "/api/v1/namespaces/" + config_.kube_namespace + "/pods/" + instance_id, patch.dump());
+          Call("PATCH", "/api/v1/namespaces/" + config_.kube_namespace + "/pods/" + instance_id, DumpJson(patch));
       if (!marked.ok() && !absl::IsNotFound(marked.status())) return marked.status();
     }
     return AddReplicas(node_type, -1);
@@ -106,7 +107,7 @@ class KubernetesProvider final : public NodeProvider {
     const int64_t replicas = spec.value("replicas", int64_t{0});
     const int64_t want = std::max<int64_t>(0, replicas + delta);
     nlohmann::json patch = {{"spec", {{"replicas", want}}}};
-    auto patched = Call("PATCH", ScalePath(node_type), patch.dump());
+    auto patched = Call("PATCH", ScalePath(node_type), DumpJson(patch));
     return patched.ok() ? absl::OkStatus() : patched.status();
   }
 
@@ -125,7 +126,7 @@ class KubernetesProvider final : public NodeProvider {
       return absl::UnavailableError("kubernetes API " + method + " " + path + ": " + reply->status_line + ": " +
                                     reply->body.substr(0, 300));
     }
-    nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j = ParseJson(reply->body);
     if (j.is_discarded()) return absl::UnavailableError("kubernetes API " + method + " " + path + ": not JSON");
     return j;
   }

@@ -17,12 +17,13 @@
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
+#include "src/common/config.h"
 #include "src/common/http/http_get.h"
+#include "src/common/json.h"
 #include "src/common/metrics/metrics_endpoint.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
-#include "src/common/config.h"
 #include "src/jobs/job_record.h"
 #include "src/jobs/package.h"
 
@@ -89,7 +90,7 @@ absl::StatusOr<nlohmann::json> Call(const Dashboard& d, const std::string& metho
   options.timeout_ms = 30000;
   absl::StatusOr<http::HttpReply> reply = http::HttpRequest(d.host, d.port, method, path, body, options);
   if (!reply.ok()) return reply.status();
-  nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = ParseJson(reply->body);
   if (reply->status != 200) {
     const std::string message =
         j.is_object() && j.contains("error") ? j["error"].get<std::string>() : reply->status_line;
@@ -166,7 +167,7 @@ int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission) {
   for (const auto& [field, text] : {std::pair<const char*, std::string>{"runtime_env", submission.runtime_env_json},
                                     {"metadata", submission.metadata_json}}) {
     if (text.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j = ParseJson(text);
     if (!j.is_object()) {
       return JobFail("submit", absl::InvalidArgumentError(std::string(field) + " is not a JSON object"));
     }
@@ -178,7 +179,7 @@ int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission) {
     if (!body.contains("runtime_env")) body["runtime_env"] = nlohmann::json::object();
     body["runtime_env"]["working_dir"] = *uploaded;
   }
-  absl::StatusOr<nlohmann::json> reply = Call(*d, "POST", "/api/jobs/", body.dump());
+  absl::StatusOr<nlohmann::json> reply = Call(*d, "POST", "/api/jobs/", DumpJson(body));
   if (!reply.ok()) return JobFail("submit", reply.status());
   const std::string id = (*reply)["submission_id"].get<std::string>();
   std::cout << id << std::endl;
@@ -210,7 +211,7 @@ int RunJobCommand(const ClusterFlags& flags, const std::string& command, const s
   } else if (command == "stop") {
     std::cout << ((*reply)["stopped"].get<bool>() ? "stopping " + id : id + " is not running") << std::endl;
   } else {
-    std::cout << reply->dump(2) << std::endl;
+    std::cout << DumpJson(*reply, 2) << std::endl;
   }
   return 0;
 }

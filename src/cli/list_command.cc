@@ -8,6 +8,7 @@
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
 #include "src/common/id.h"
+#include "src/common/json.h"
 #include "src/scheduling/resources.h"
 
 namespace manta::cli {
@@ -40,7 +41,7 @@ int RunListActors(const ClusterFlags& flags, bool json) {
       j["death_cause"] = a.state() == rpc::ActorTableData::DEAD ? a.death_cause().message() : "";
       out.push_back(j);
     }
-    std::cout << out.dump(2) << std::endl;
+    std::cout << DumpJson(out, 2) << std::endl;
     return 0;
   }
   std::cout << actors->actors_size() << " actor(s)\n";
@@ -92,7 +93,7 @@ int RunListPlacementGroups(const ClusterFlags& flags, bool json) {
       }
       out.push_back(j);
     }
-    std::cout << out.dump(2) << std::endl;
+    std::cout << DumpJson(out, 2) << std::endl;
     return 0;
   }
   std::cout << groups->placement_groups_size() << " placement group(s)\n";

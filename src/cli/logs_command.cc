@@ -15,10 +15,11 @@
 #include "src/cli/cluster_call.h"
 #include "src/cli/commands.h"
 #include "src/common/id.h"
+#include "src/common/json.h"
+#include "src/common/node_address.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/tls_relay.h"
-#include "src/common/node_address.h"
 
 namespace manta::cli {
 
@@ -99,7 +100,7 @@ absl::StatusOr<std::pair<std::string, std::string>> WorkerOf(const std::string& 
   const std::string id = actor ? q.actor_id : q.task_id;
   auto rows_json = QueryStateRows(address, actor ? "actors" : "tasks", {(actor ? "actor_id=" : "task_id=") + id});
   if (!rows_json.ok()) return rows_json.status();
-  nlohmann::json rows = nlohmann::json::parse(*rows_json, nullptr, false);
+  nlohmann::json rows = ParseJson(*rows_json);
   if (rows.is_discarded() || rows.empty()) {
     return absl::NotFoundError(std::string("the cluster knows no ") + (actor ? "actor " : "task ") + id);
   }

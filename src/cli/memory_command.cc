@@ -10,6 +10,7 @@
 
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
+#include "src/common/json.h"
 
 namespace manta::cli {
 
@@ -167,7 +168,7 @@ int RunMemory(const ClusterFlags& flags, const MemoryQuery& query) {
   if (query.format == "json") {
     Json out = {{"nodes", nodes}, {"summary", summary}, {"groups", Json::object()}};
     for (auto& [name, rows] : groups) out["groups"][name] = rows;
-    std::cout << out.dump(2) << std::endl;
+    std::cout << DumpJson(out, 2) << std::endl;
   } else {
     PrintStores(nodes, query.units);
     if (!query.stats_only) PrintGroups(groups, query);

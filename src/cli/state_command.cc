@@ -11,6 +11,7 @@
 #include "protos/gcs.grpc.pb.h"
 #include "src/cli/cluster_call.h"
 #include "src/cli/commands.h"
+#include "src/common/json.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/tls_relay.h"
@@ -67,7 +68,7 @@ const std::vector<std::string>& TableColumns(const std::string& resource) {
 std::string Cell(const nlohmann::ordered_json& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_null()) return "";
-  return value.dump();
+  return DumpJson(value);
 }
 
 void PrintTable(const std::string& resource, const nlohmann::ordered_json& rows) {
@@ -100,7 +101,7 @@ void PrintTable(const std::string& resource, const nlohmann::ordered_json& rows)
 
 // A YAML scalar: plain when that reads back as the same string, else JSON-quoted.
 std::string YamlScalar(const nlohmann::ordered_json& value) {
-  if (!value.is_string()) return value.is_null() ? "null" : value.dump();
+  if (!value.is_string()) return value.is_null() ? "null" : DumpJson(value);
   const std::string& s = value.get_ref<const std::string&>();
   bool plain = !s.empty() && s.find_first_of(":#{}[],&*!|>'\"%@`\n") == std::string::npos && s.front() != ' ' &&
                s.back() != ' ' && s != "true" && s != "false" && s != "null" && s != "~" && s.front() != '-';
@@ -110,7 +111,7 @@ std::string YamlScalar(const nlohmann::ordered_json& value) {
     std::strtod(s.c_str(), &end);
     plain = end == nullptr || *end != '\0';
   }
-  return plain ? s : value.dump();
+  return plain ? s : DumpJson(value);
 }
 
 void PrintYaml(const nlohmann::ordered_json& value, int indent, std::ostream& out) {
@@ -232,10 +233,10 @@ int RunListState(const ClusterFlags& flags, const StateQuery& query) {
   request.set_detail(query.detail);
   auto reply = CallState(*address, request, &rpc::StateGcsService::Stub::ListState);
   if (!reply.ok()) return Fail(command, reply.status());
-  nlohmann::ordered_json rows = nlohmann::ordered_json::parse(reply->rows_json(), nullptr, false);
+  nlohmann::ordered_json rows = ParseOrderedJson(reply->rows_json());
   if (rows.is_discarded()) return Fail(command, absl::InternalError("the GCS answered with malformed rows"));
   if (query.format == "json") {
-    std::cout << rows.dump(2) << std::endl;
+    std::cout << DumpJson(rows, 2) << std::endl;
   } else if (query.format == "yaml" || query.detail) {
     PrintYaml(rows, 0, std::cout);
     std::cout << std::flush;
@@ -281,7 +282,7 @@ int RunGetState(const ClusterFlags& flags, const std::string& resource, const st
   request.set_detail(true);
   auto reply = CallState(*address, request, &rpc::StateGcsService::Stub::ListState);
   if (!reply.ok()) return Fail(command, reply.status());
-  nlohmann::ordered_json rows = nlohmann::ordered_json::parse(reply->rows_json(), nullptr, false);
+  nlohmann::ordered_json rows = ParseOrderedJson(reply->rows_json());
   if (rows.is_discarded() || rows.empty()) {
     return Fail(command, absl::NotFoundError("the cluster knows no " + form->field + " " + hex +
                                              (resource == "tasks" && reply->num_dropped() > 0
@@ -289,7 +290,7 @@ int RunGetState(const ClusterFlags& flags, const std::string& resource, const st
                                                   : "")));
   }
   if (format == "json") {
-    std::cout << (rows.size() == 1 ? rows[0] : rows).dump(2) << std::endl;
+    std::cout << DumpJson(rows.size() == 1 ? rows[0] : rows, 2) << std::endl;
   } else {
     PrintYaml(rows.size() == 1 ? rows[0] : rows, 0, std::cout);
     std::cout << std::flush;
@@ -310,10 +311,10 @@ int RunSummary(const ClusterFlags& flags, const std::string& resource, const std
   for (rpc::StateFilter& f : *filters) *request.add_filters() = std::move(f);
   auto reply = CallState(*address, request, &rpc::StateGcsService::Stub::SummarizeState);
   if (!reply.ok()) return Fail(command, reply.status());
-  nlohmann::ordered_json summary = nlohmann::ordered_json::parse(reply->summary_json(), nullptr, false);
+  nlohmann::ordered_json summary = ParseOrderedJson(reply->summary_json());
   if (summary.is_discarded()) return Fail(command, absl::InternalError("the GCS answered with a malformed summary"));
   if (format == "json") {
-    std::cout << summary.dump(2) << std::endl;
+    std::cout << DumpJson(summary, 2) << std::endl;
     return 0;
   }
   if (format == "yaml") {

@@ -8,19 +8,20 @@
 
 #include "nlohmann/json.hpp"
 #include "protos/gcs.grpc.pb.h"
+#include "src/autoscaler/autoscaler_state.h"
 #include "src/cli/commands.h"
 #include "src/cli/session.h"
-#include "src/common/id.h"
-#include "src/autoscaler/autoscaler_state.h"
-#include "src/common/rpc/auth.h"
-#include "src/common/rpc/grpc_client.h"
 #include "src/common/cluster_tls.h"
 #include "src/common/config.h"
+#include "src/common/id.h"
+#include "src/common/json.h"
+#include "src/common/node_address.h"
+#include "src/common/rpc/auth.h"
+#include "src/common/rpc/grpc_client.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/scheduling/bundle_resources.h"
 #include "src/scheduling/resources.h"
-#include "src/common/node_address.h"
 
 namespace manta::cli {
 namespace {
@@ -338,7 +339,7 @@ void PrintStatusJson(const ClusterSnapshot& snap) {
                                                {"infeasible", group.infeasible()},
                                                {"reason", group.pending_reason()}});
   }
-  std::cout << out.dump(2) << std::endl;
+  std::cout << DumpJson(out, 2) << std::endl;
 }
 
 // One node's lines; its resources are added to the cluster's when it is alive.

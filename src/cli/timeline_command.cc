@@ -16,6 +16,7 @@
 #include "src/cli/cluster_call.h"
 #include "src/cli/commands.h"
 #include "src/common/id.h"
+#include "src/common/json.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/tls_relay.h"
@@ -62,7 +63,7 @@ int RunTimeline(const ClusterFlags& flags, const std::string& job_hex, const std
   const std::vector<rpc::GetNodeEventsReply> nodes = FetchNodeEvents(*address, &warnings);
   size_t node_events = 0;
   for (const rpc::GetNodeEventsReply& n : nodes) node_events += static_cast<size_t>(n.events_size());
-  const std::string text = TaskTimelineTrace(reply->attempts(), nodes).dump();
+  const std::string text = DumpJson(TaskTimelineTrace(reply->attempts(), nodes));
   std::ofstream out(output, std::ios::trunc);
   if (!out || !(out << text) || !out.flush()) {
     return fail(absl::UnavailableError("cannot write " + output));

@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "nlohmann/json.hpp"
+#include "src/common/json.h"
 
 namespace manta {
 namespace {
@@ -81,14 +82,14 @@ absl::Status Config::Set(const std::string& key, const std::string& value) {
 }
 
 absl::Status Config::ApplyJson(const std::string& json) {
-  nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed = ParseJson(json);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError("system config is not a JSON object: " + json);
   }
   // All or nothing: apply to a copy, so an error leaves this config untouched.
   Config updated = *this;
   for (auto& [key, value] : parsed.items()) {
-    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    std::string text = value.is_string() ? value.get<std::string>() : DumpJson(value);
     absl::Status s = updated.Set(key, text);
     if (!s.ok()) return s;
   }
@@ -101,7 +102,7 @@ std::string Config::ToJson() const {
 #define MANTA_CONFIG(type, name, default_value, doc) out[#name] = name;
 #include "src/common/config_def.h"
 #undef MANTA_CONFIG
-  return out.dump();
+  return DumpJson(out);
 }
 
 std::map<std::string, std::string> Config::NonDefaultEnv() const {

@@ -1,21 +1,19 @@
 #include "src/common/daemon.h"
 
-#include <CLI/CLI.hpp>
-
 #include "src/common/logging.h"
 #include "src/common/process.h"
 #include "src/common/rpc/network_limits.h"
 
 namespace manta {
 
-void AddDaemonFlags(CLI::App& app, DaemonFlags* flags) {
-  app.add_option("--log-dir", flags->log_dir, "log directory (default: stderr)");
-  app.add_option("--system-config", flags->system_config, "JSON object of config overrides");
-  app.add_option("--token-file", flags->token_file, "file holding the cluster token (default: $MANTA_CLUSTER_TOKEN)");
-  app.add_option("--tls-cert", flags->tls.cert_file,
-                 "TLS certificate chain (PEM); turns TLS on with --tls-key, --tls-ca");
-  app.add_option("--tls-key", flags->tls.key_file, "TLS private key (PEM)");
-  app.add_option("--tls-ca", flags->tls.ca_file, "CA certificate every member's certificate is signed by (PEM)");
+void AddDaemonFlags(FlagParser& parser, DaemonFlags* flags) {
+  parser.Add("--log-dir", &flags->log_dir, "log directory (default: stderr)");
+  parser.Add("--system-config", &flags->system_config, "JSON object of config overrides");
+  parser.Add("--token-file", &flags->token_file, "file holding the cluster token (default: $MANTA_CLUSTER_TOKEN)");
+  parser.Add("--tls-cert", &flags->tls.cert_file,
+             "TLS certificate chain (PEM); turns TLS on with --tls-key, --tls-ca");
+  parser.Add("--tls-key", &flags->tls.key_file, "TLS private key (PEM)");
+  parser.Add("--tls-ca", &flags->tls.ca_file, "CA certificate every member's certificate is signed by (PEM)");
 }
 
 absl::StatusOr<DaemonSetup> SetUpDaemon(const char* program, const DaemonFlags& flags) {

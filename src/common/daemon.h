@@ -9,12 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "src/common/config.h"
+#include "src/common/flags.h"
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/fault_injection.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace manta {
 
@@ -26,7 +23,7 @@ struct DaemonFlags {
 };
 
 // Adds --log-dir, --system-config, --token-file, --tls-cert, --tls-key, --tls-ca.
-void AddDaemonFlags(CLI::App& app, DaemonFlags* flags);
+void AddDaemonFlags(FlagParser& parser, DaemonFlags* flags);
 
 struct DaemonSetup {
   rpc::Credentials credentials;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/cord.h"
 #include "nlohmann/json.hpp"
+#include "src/common/json.h"
 
 namespace manta {
 namespace {
@@ -24,7 +25,7 @@ absl::Status EnvError(const std::string& message) {
 // Parses a serialized env; "" is the empty object.
 absl::StatusOr<json> ParseEnv(std::string_view serialized) {
   if (serialized.empty()) return json::object();
-  json parsed = json::parse(serialized, nullptr, /*allow_exceptions=*/false);
+  json parsed = ParseJson(serialized);
   if (parsed.is_discarded()) return EnvError("runtime_env is not valid JSON: " + std::string(serialized));
   if (!parsed.is_object()) {
     return EnvError(std::string("runtime_env must be a JSON object, not ") + parsed.type_name() + ": " +
@@ -33,7 +34,7 @@ absl::StatusOr<json> ParseEnv(std::string_view serialized) {
   return parsed;
 }
 
-std::string Canonical(const json& env) { return env.empty() ? std::string() : env.dump(); }
+std::string Canonical(const json& env) { return env.empty() ? std::string() : DumpJson(env); }
 
 }  // namespace
 
@@ -110,7 +111,7 @@ absl::StatusOr<WorkerRuntimeEnv> ParseWorkerRuntimeEnv(std::string_view serializ
     } else if (name == "working_dir") {
       if (!value.is_string() || value.get<std::string>().empty()) {
         return EnvError("runtime_env field 'working_dir' must be a non-empty string (a directory), not " +
-                        value.dump());
+                        DumpJson(value));
       }
       out.working_dir = value.get<std::string>();
       if (out.working_dir.find("://") != std::string::npos) {

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "src/common/json.h"
 
 namespace manta {
 
@@ -59,7 +60,7 @@ bool PassesStateFilter(const std::string& value, const rpc::StateFilter& f) {
 std::string FilterText(const nlohmann::ordered_json& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_null()) return "";
-  return value.dump();
+  return DumpJson(value);
 }
 
 const std::vector<std::string>& WorkerStateFilterKeys() {

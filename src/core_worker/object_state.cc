@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nlohmann/json.hpp"
+#include "src/common/json.h"
 #include "src/common/state_filter.h"
 #include "src/common/status_util.h"
 
@@ -102,9 +103,9 @@ absl::Status ListOwnedObjects(std::vector<ReferenceCounter::OwnedObject> objects
     Summarize(o, &summary);
     if (room) rows.push_back(std::move(row));
   }
-  reply->set_rows_json(rows.dump());
+  reply->set_rows_json(DumpJson(rows));
   reply->set_num_matched(matched);
-  reply->set_summary_json(summary.dump());
+  reply->set_summary_json(DumpJson(summary));
   return absl::OkStatus();
 }
 

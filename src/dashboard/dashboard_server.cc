@@ -10,6 +10,7 @@
 #include "src/autoscaler/autoscaler_state.h"
 #include "src/common/http/http_get.h"
 #include "src/common/id.h"
+#include "src/common/json.h"
 #include "src/common/metrics/prometheus_text.h"
 #include "src/common/rpc/call_with_token.h"
 #include "src/common/rpc/grpc_client.h"
@@ -70,7 +71,7 @@ http::Response JsonError(int status, const std::string& message) {
   http::Response r;
   r.status = status;
   r.content_type = "application/json";
-  r.body = nlohmann::json{{"error", message}}.dump();
+  r.body = DumpJson(nlohmann::json{{"error", message}});
   return r;
 }
 
@@ -178,7 +179,7 @@ void DashboardServer::Stop() {
 }
 
 http::Response DashboardServer::Login(const http::Request& request) {
-  nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
+  nlohmann::json body = ParseJson(request.body);
   if (!body.is_object() || !body.contains("token") || !body["token"].is_string()) {
     return JsonError(400, "the body must be {\"token\": \"<cluster token>\"}");
   }
@@ -207,7 +208,7 @@ http::Response DashboardServer::List(const http::Request& request) {
   rpc::ListStateReply reply;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::StateGcsService::Stub::ListState, q, &reply, kCallDeadlineS);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("list " + q.resource(), s));
-  nlohmann::json rows = nlohmann::json::parse(reply.rows_json(), nullptr, false);
+  nlohmann::json rows = ParseJson(reply.rows_json());
   return JsonResponse({{"rows", rows.is_discarded() ? nlohmann::json::array() : rows},
                        {"num_matched", reply.num_matched()},
                        {"num_returned", reply.num_returned()},
@@ -224,7 +225,7 @@ http::Response DashboardServer::Summary(const http::Request& request) {
   rpc::SummarizeStateReply reply;
   grpc::Status s = rpc::CallWithToken(*stub, &rpc::StateGcsService::Stub::SummarizeState, q, &reply, kCallDeadlineS);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("summary of " + q.resource(), s));
-  nlohmann::json summary = nlohmann::json::parse(reply.summary_json(), nullptr, false);
+  nlohmann::json summary = ParseJson(reply.summary_json());
   return JsonResponse({{"summary", summary.is_discarded() ? nlohmann::json::object() : summary},
                        {"num_dropped", reply.num_dropped()},
                        {"warnings", std::vector<std::string>(reply.warnings().begin(), reply.warnings().end())}});
@@ -268,7 +269,7 @@ http::Response DashboardServer::Logs(const http::Request& request) {
   rpc::ListStateReply nodes;
   grpc::Status s = rpc::CallWithToken(*gcs, &rpc::StateGcsService::Stub::ListState, q, &nodes, kCallDeadlineS);
   if (!s.ok()) return JsonError(HttpStatusOf(s), CallError("nodes", s));
-  nlohmann::json rows = nlohmann::json::parse(nodes.rows_json(), nullptr, false);
+  nlohmann::json rows = ParseJson(nodes.rows_json());
   if (!rows.is_array() || rows.empty()) return JsonError(404, "the cluster knows no node " + node->second);
   const nlohmann::json& n = rows[0];
   if (n.value("state", "") != "ALIVE") {

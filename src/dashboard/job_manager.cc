@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/json.h"
 #include "src/common/process.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
@@ -56,7 +57,7 @@ std::string ReadLog(const std::string& path, int64_t from, size_t max_bytes, int
 
 // The submission's fields, checked: InvalidArgument naming what is wrong.
 absl::StatusOr<jobs::JobRecord> ParseSubmission(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = ParseJson(body);
   if (!j.is_object()) return absl::InvalidArgumentError("the request body is not a JSON object");
   jobs::JobRecord r;
   if (!j.contains("entrypoint") || !j["entrypoint"].is_string() || j["entrypoint"].get<std::string>().empty()) {

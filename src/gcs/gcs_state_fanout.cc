@@ -4,10 +4,11 @@
 
 #include "protos/core_worker.grpc.pb.h"
 #include "protos/node_manager.grpc.pb.h"
+#include "src/common/json.h"
+#include "src/common/node_address.h"
 #include "src/common/state_filter.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
-#include "src/common/node_address.h"
 
 namespace manta::gcs {
 
@@ -161,7 +162,7 @@ void GcsStateFanout::ListWorkers(std::vector<rpc::StateFilter> filters, int64_t 
     }
     reply->set_num_matched(matched);
     reply->set_num_returned(static_cast<int64_t>(rows.size()));
-    reply->set_rows_json(rows.dump());
+    reply->set_rows_json(DumpJson(rows));
     SetWarnings(nodes.warnings, reply->mutable_warnings());
     done(absl::OkStatus());
   });
@@ -180,7 +181,7 @@ void GcsStateFanout::ListObjects(std::vector<rpc::StateFilter> filters, int64_t 
     int64_t matched = 0;
     for (const rpc::ListObjectsReply& owner : owners.replies) {
       matched += owner.num_matched();
-      nlohmann::ordered_json part = nlohmann::ordered_json::parse(owner.rows_json(), nullptr, false);
+      nlohmann::ordered_json part = ParseOrderedJson(owner.rows_json());
       if (!part.is_array()) continue;
       for (nlohmann::ordered_json& row : part) {
         if (row.is_object()) rows.push_back(std::move(row));
@@ -196,7 +197,7 @@ void GcsStateFanout::ListObjects(std::vector<rpc::StateFilter> filters, int64_t 
     if (static_cast<int64_t>(rows.size()) > limit) rows.erase(rows.begin() + limit, rows.end());
     reply->set_num_matched(matched);
     reply->set_num_returned(static_cast<int64_t>(rows.size()));
-    reply->set_rows_json(rows.dump());
+    reply->set_rows_json(DumpJson(rows));
     SetWarnings(owners.warnings, reply->mutable_warnings());
     done(absl::OkStatus());
   });
@@ -214,7 +215,7 @@ void GcsStateFanout::SummarizeObjects(std::vector<rpc::StateFilter> filters, rpc
     int64_t total = 0;
     int64_t total_bytes = 0;
     for (const rpc::ListObjectsReply& owner : owners.replies) {
-      nlohmann::ordered_json part = nlohmann::ordered_json::parse(owner.summary_json(), nullptr, false);
+      nlohmann::ordered_json part = ParseOrderedJson(owner.summary_json());
       if (!part.is_object() || !WellFormedObjectSummary(part)) continue;
       for (const auto& [type, entry] : part.items()) {
         nlohmann::ordered_json& out = by_name[type];
@@ -233,7 +234,7 @@ void GcsStateFanout::SummarizeObjects(std::vector<rpc::StateFilter> filters, rpc
       }
     }
     nlohmann::ordered_json summary = {{"total", total}, {"total_bytes", total_bytes}, {"by_name", std::move(by_name)}};
-    reply->set_summary_json(summary.dump());
+    reply->set_summary_json(DumpJson(summary));
     SetWarnings(owners.warnings, reply->mutable_warnings());
     done(absl::OkStatus());
   });

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "src/common/json.h"
 #include "src/common/status_util.h"
 #include "src/common/util.h"
 
@@ -86,7 +87,7 @@ absl::Status GcsStateManager::List(const rpc::ListStateRequest& request, rpc::Li
     reply->set_num_matched(listed->num_matched);
     reply->set_num_returned(static_cast<int64_t>(listed->rows.size()));
     reply->set_num_dropped(tasks_.num_dropped());
-    reply->set_rows_json(listed->rows.dump());
+    reply->set_rows_json(DumpJson(listed->rows));
     return absl::OkStatus();
   }
   auto rows = FilteredRows(resource, filters, request.detail());
@@ -95,7 +96,7 @@ absl::Status GcsStateManager::List(const rpc::ListStateRequest& request, rpc::Li
   if (matched > limit) rows->erase(rows->begin() + limit, rows->end());
   reply->set_num_matched(matched);
   reply->set_num_returned(static_cast<int64_t>(rows->size()));
-  reply->set_rows_json(rows->dump());
+  reply->set_rows_json(DumpJson(*rows));
   return absl::OkStatus();
 }
 
@@ -128,7 +129,7 @@ absl::Status GcsStateManager::Summarize(const rpc::SummarizeStateRequest& reques
   if (request.resource() == "tasks") {
     auto summary = tasks_.Summarize(filters);
     if (!summary.ok()) return summary.status();
-    reply->set_summary_json(summary->dump());
+    reply->set_summary_json(DumpJson(*summary));
     reply->set_num_dropped(tasks_.num_dropped());
     return absl::OkStatus();
   }
@@ -147,7 +148,8 @@ absl::Status GcsStateManager::Summarize(const rpc::SummarizeStateRequest& reques
     if (!state_counts.is_object()) state_counts = nlohmann::ordered_json::object();
     state_counts[state] = state_counts.value(state, int64_t{0}) + 1;
   }
-  reply->set_summary_json(nlohmann::ordered_json{{"total", rows->size()}, {"by_name", std::move(by_name)}}.dump());
+  reply->set_summary_json(
+      DumpJson(nlohmann::ordered_json{{"total", rows->size()}, {"by_name", std::move(by_name)}}));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "protos/gcs.grpc.pb.h"
+#include "src/common/json.h"
 #include "src/common/rpc/call_with_token.h"
 #include "src/common/security.h"
 
@@ -64,7 +65,7 @@ nlohmann::json JobRecord::ToJson() const {
 }
 
 absl::StatusOr<JobRecord> JobRecord::FromJson(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = ParseJson(text);
   if (!j.is_object()) return absl::InvalidArgumentError("a job record is not a JSON object");
   JobRecord r;
   std::string status;
@@ -112,7 +113,7 @@ absl::Status JobStore::Put(const JobRecord& record, bool overwrite) {
   rpc::InternalKVPutRequest request;
   request.set_namespace_(kJobsNamespace);
   request.set_key(record.submission_id);
-  request.set_value(record.ToJson().dump());
+  request.set_value(DumpJson(record.ToJson()));
   request.set_overwrite(overwrite);
   rpc::InternalKVPutReply reply;
   grpc::Status s =

@@ -10,6 +10,8 @@
 // pid), then SUCCEEDED (exit code 0), FAILED (another code, a signal, or it could not
 // start) or STOPPED: SIGTERM or SIGINT to the supervisor sends SIGTERM to the job's
 // process group, then SIGKILL after --stop-grace-ms.
+#include "src/jobs/supervisor_main.h"
+
 #include <glog/logging.h>
 #include <signal.h>
 
@@ -18,8 +20,8 @@
 #include <map>
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "src/common/daemon.h"
+#include "src/common/flags.h"
 #include "src/common/process.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/util.h"
@@ -131,17 +133,17 @@ class Supervisor {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"manta_job_supervisor: runs a submitted job's entrypoint (started by the dashboard)"};
+int manta::jobs::SupervisorMain(int argc, char** argv) {
+  manta::FlagParser parser("manta_job_supervisor: runs a submitted job's entrypoint (started by the dashboard)");
   std::string gcs_address;
   std::string submission_id;
   int64_t stop_grace_ms = 5000;
   manta::DaemonFlags flags;
-  app.add_option("--gcs-address", gcs_address, "GCS host:port")->required();
-  app.add_option("--submission-id", submission_id, "the job's submission id (its record exists)")->required();
-  app.add_option("--stop-grace-ms", stop_grace_ms, "from SIGTERM to SIGKILL of a stopped job");
-  manta::AddDaemonFlags(app, &flags);
-  CLI11_PARSE(app, argc, argv);
+  parser.Add("--gcs-address", &gcs_address, "GCS host:port").Required();
+  parser.Add("--submission-id", &submission_id, "the job's submission id (its record exists)").Required();
+  parser.Add("--stop-grace-ms", &stop_grace_ms, "from SIGTERM to SIGKILL of a stopped job");
+  manta::AddDaemonFlags(parser, &flags);
+  if (auto exit_code = parser.Parse(argc, argv)) return *exit_code;
   auto daemon = manta::SetUpDaemon(argv[0], flags);
   if (!daemon.ok()) {
     std::cerr << "manta_job_supervisor: " << daemon.status().message() << std::endl;

@@ -9,13 +9,14 @@
 #include <thread>
 
 #include "nlohmann/json.hpp"
+#include "src/common/json.h"
 
 namespace manta::scheduling {
 
 absl::StatusOr<ResourceMap> ParseCustomResources(const std::string& json) {
   ResourceMap out;
   if (json.empty()) return out;
-  nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed = ParseJson(json);
   if (parsed.is_discarded()) {
     return absl::InvalidArgumentError("--resources is not valid JSON: " + json);
   }
