@@ -31,7 +31,7 @@ namespace manta::cli {
 
 namespace {
 
-struct Dashboard {
+struct DashboardEndpoint {
   std::string host;
   int port = 0;
   std::string token;
@@ -41,7 +41,7 @@ struct Dashboard {
 // The dashboard: --address (or RAY_ADDRESS) when it is a URL; else the one the
 // cluster's head published in the GCS (the cluster found as the other commands find
 // it, whose token and TLS material then serve here too).
-absl::StatusOr<Dashboard> FindDashboard(const ClusterFlags& flags) {
+absl::StatusOr<DashboardEndpoint> FindDashboard(const ClusterFlags& flags) {
   std::string address = flags.address;
   if (address.empty()) {
     const char* env = std::getenv("RAY_ADDRESS");
@@ -49,7 +49,7 @@ absl::StatusOr<Dashboard> FindDashboard(const ClusterFlags& flags) {
   }
   const bool given_url = address.rfind("http", 0) == 0;
   std::string url = given_url ? address : "";
-  Dashboard d;
+  DashboardEndpoint d;
   if (given_url) {
     // (Found in the session of the head started here when nothing names it.)
     absl::StatusOr<std::string> head = LatestHeadAddress();
@@ -82,7 +82,7 @@ absl::StatusOr<Dashboard> FindDashboard(const ClusterFlags& flags) {
 }
 
 // The reply's JSON for a 200; else an error with the dashboard's message.
-absl::StatusOr<nlohmann::json> Call(const Dashboard& d, const std::string& method, const std::string& path,
+absl::StatusOr<nlohmann::json> Call(const DashboardEndpoint& d, const std::string& method, const std::string& path,
                                     const std::string& body = "") {
   http::HttpGetOptions options;
   options.bearer_token = d.token;
@@ -106,7 +106,7 @@ int JobFail(const std::string& what, const absl::Status& s) {
 }
 
 // Prints the job's output from *offset on (all of what is there), moving *offset.
-void PrintNewOutput(const Dashboard& d, const std::string& id, int64_t* offset) {
+void PrintNewOutput(const DashboardEndpoint& d, const std::string& id, int64_t* offset) {
   while (true) {
     absl::StatusOr<nlohmann::json> logs =
         Call(d, "GET", "/api/jobs/" + id + "/logs?offset=" + std::to_string(*offset));
@@ -119,7 +119,7 @@ void PrintNewOutput(const Dashboard& d, const std::string& id, int64_t* offset) 
 }
 
 // Polls the job until it ends (printing its new output with `follow`); its exit code.
-int WaitForEnd(const Dashboard& d, const std::string& id, bool follow) {
+int WaitForEnd(const DashboardEndpoint& d, const std::string& id, bool follow) {
   int64_t offset = 0;
   while (true) {
     if (follow) PrintNewOutput(d, id, &offset);
@@ -137,7 +137,7 @@ int WaitForEnd(const Dashboard& d, const std::string& id, bool follow) {
 }
 
 // Uploads `dir` (packed) to the head in chunks; its path there.
-absl::StatusOr<std::string> UploadWorkingDir(const Dashboard& d, const std::string& dir) {
+absl::StatusOr<std::string> UploadWorkingDir(const DashboardEndpoint& d, const std::string& dir) {
   absl::StatusOr<Config> config = Config::FromEnvironment();
   if (!config.ok()) return config.status();
   jobs::PackageLimits limits;
@@ -160,7 +160,7 @@ absl::StatusOr<std::string> UploadWorkingDir(const Dashboard& d, const std::stri
 }  // namespace
 
 int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission) {
-  absl::StatusOr<Dashboard> d = FindDashboard(flags);
+  absl::StatusOr<DashboardEndpoint> d = FindDashboard(flags);
   if (!d.ok()) return JobFail("submit", d.status());
   nlohmann::json body = {{"entrypoint", submission.entrypoint}};
   if (!submission.submission_id.empty()) body["submission_id"] = submission.submission_id;
@@ -187,7 +187,7 @@ int RunJobSubmit(const ClusterFlags& flags, const JobSubmission& submission) {
 }
 
 int RunJobCommand(const ClusterFlags& flags, const std::string& command, const std::string& id, bool follow) {
-  absl::StatusOr<Dashboard> d = FindDashboard(flags);
+  absl::StatusOr<DashboardEndpoint> d = FindDashboard(flags);
   if (!d.ok()) return JobFail(command, d.status());
   if (command == "list") {
     absl::StatusOr<nlohmann::json> all = Call(*d, "GET", "/api/jobs/");

@@ -22,13 +22,13 @@ namespace manta::cli {
 
 namespace {
 
-constexpr int64_t kMaxReplyBytes = 512 << 20;
+constexpr int64_t kMaxStateReplyBytes = 512 << 20;
 
 template <typename Request, typename Reply>
 absl::StatusOr<Reply> CallState(const std::string& address, const Request& request,
                                 grpc::Status (rpc::StateGcsService::Stub::*method)(grpc::ClientContext*,
                                                                                    const Request&, Reply*)) {
-  auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
+  auto stub = rpc::StateGcsService::NewStub(rpc::MakeChannel(address, kMaxStateReplyBytes));
   Reply reply;
   grpc::Status s = CallWithToken(*stub, method, request, &reply, 30);
   if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return absl::InvalidArgumentError(s.error_message());
@@ -339,8 +339,8 @@ int RunSummary(const ClusterFlags& flags, const std::string& resource, const std
     width[0] = std::max(width[0], r["name"].get<std::string>().size());
     width[1] = std::max(width[1], r["type"].get<std::string>().size());
   }
-  std::cout << std::left << std::setw(static_cast<int>(width[0])) << "NAME" << "  " << std::setw(static_cast<int>(width[1]))
-            << "TYPE" << "  STATE_COUNTS\n";
+  std::cout << std::left << std::setw(static_cast<int>(width[0])) << "NAME" << "  "
+            << std::setw(static_cast<int>(width[1])) << "TYPE" << "  STATE_COUNTS\n";
   for (const nlohmann::ordered_json& r : rows) {
     std::cout << std::left << std::setw(static_cast<int>(width[0])) << r["name"].get<std::string>() << "  "
               << std::setw(static_cast<int>(width[1])) << r["type"].get<std::string>() << "  "

@@ -27,7 +27,7 @@ namespace manta::cli {
 namespace {
 
 // Status replies list every node and actor: allow large ones.
-constexpr int64_t kMaxReplyBytes = 256 << 20;
+constexpr int64_t kMaxStatusReplyBytes = 256 << 20;
 
 scheduling::ResourceMap ToMap(const google::protobuf::Map<std::string, double>& m) {
   return scheduling::ResourceMap(m.begin(), m.end());
@@ -101,17 +101,17 @@ absl::StatusOr<Reply> CallGcs(const std::string& address, std::unique_ptr<Stub> 
 }  // namespace
 
 absl::StatusOr<rpc::GetAllNodeInfoReply> FetchNodes(const std::string& address) {
-  return CallGcs(address, rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
+  return CallGcs(address, rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxStatusReplyBytes)),
                  &rpc::NodeInfoGcsService::Stub::GetAllNodeInfo);
 }
 
 absl::StatusOr<rpc::GetAllActorInfoReply> FetchActors(const std::string& address) {
-  return CallGcs(address, rpc::ActorInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
+  return CallGcs(address, rpc::ActorInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxStatusReplyBytes)),
                  &rpc::ActorInfoGcsService::Stub::GetAllActorInfo);
 }
 
 absl::StatusOr<rpc::GetAllPlacementGroupReply> FetchPlacementGroups(const std::string& address) {
-  return CallGcs(address, rpc::PlacementGroupInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes)),
+  return CallGcs(address, rpc::PlacementGroupInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxStatusReplyBytes)),
                  &rpc::PlacementGroupInfoGcsService::Stub::GetAllPlacementGroup);
 }
 
@@ -224,7 +224,7 @@ void PrintAutoscaler(const nlohmann::json& state) {
 absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
   ClusterSnapshot snap;
   snap.address = address;
-  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxReplyBytes));
+  auto stub = rpc::NodeInfoGcsService::NewStub(rpc::MakeChannel(address, kMaxStatusReplyBytes));
   rpc::GetAllNodeInfoReply& nodes = snap.nodes;
   rpc::GetClusterIdReply cluster;
   {
@@ -257,7 +257,7 @@ absl::StatusOr<ClusterSnapshot> TakeSnapshot(const std::string& address) {
     }
   }
   // (None published, or the call failed: no Autoscaler section.)
-  (void)autoscaler::ReadAutoscalerState(rpc::MakeChannel(address, kMaxReplyBytes), &snap.autoscaler);
+  (void)autoscaler::ReadAutoscalerState(rpc::MakeChannel(address, kMaxStatusReplyBytes), &snap.autoscaler);
 
   snap.cluster_hex =
       BytesToHex(reinterpret_cast<const uint8_t*>(cluster.cluster_id().data()), cluster.cluster_id().size());

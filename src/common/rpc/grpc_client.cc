@@ -73,4 +73,106 @@ ClientOptions ClientOptionsFromConfig(const Config& config, std::shared_ptr<Faul
   return options;
 }
 
+GrpcClientCore::State::State(EventLoop& l, std::string a, ClientOptions o)
+    : loop(l), address(std::move(a)), options(std::move(o)), channel(MakeChannel(address, options.max_message_bytes)) {}
+
+GrpcClientCore::GrpcClientCore(EventLoop& loop, std::string address, ClientOptions options)
+    : state_(std::make_shared<State>(loop, std::move(address), std::move(options))) {}
+
+void GrpcClientCore::CancelAll() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->cancelled = true;
+  for (grpc::ClientContext* context : state_->contexts) context->TryCancel();
+}
+
+void GrpcClientCore::Start(std::shared_ptr<CallBase> call) {
+  state_->in_flight.fetch_add(1);
+  Attempt(state_, std::move(call));
+}
+
+namespace {
+
+bool Retryable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+void GrpcClientCore::Attempt(std::shared_ptr<State> state, std::shared_ptr<CallBase> call) {
+  ++call->attempt;
+  int64_t deadline_ms =
+      call->call_options.deadline_ms > 0 ? call->call_options.deadline_ms : state->options.deadline_ms;
+  FaultDecision fault;
+  if (state->options.faults) fault = state->options.faults->Decide(call->name);
+  if (fault.kind == FaultKind::kDropRequest) {
+    state->loop.PostAfter(call->name, deadline_ms, [state, call] {
+      Finish(state, call, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                       std::string("injected fault: request of ") + call->name + " dropped"));
+    });
+    return;
+  }
+  const bool drop_reply = fault.kind == FaultKind::kDropReply;
+  if (fault.kind == FaultKind::kDelay) {
+    state->loop.PostAfter(call->name, fault.delay_ms,
+                          [state, call, deadline_ms, drop_reply] { Send(state, call, deadline_ms, drop_reply); });
+  } else {
+    Send(std::move(state), std::move(call), deadline_ms, drop_reply);
+  }
+}
+
+void GrpcClientCore::Send(std::shared_ptr<State> state, std::shared_ptr<CallBase> call, int64_t deadline_ms,
+                          bool drop_reply) {
+  call->context = std::make_unique<grpc::ClientContext>();
+  AttachClusterToken(call->context.get());
+  call->context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  call->ClearReply();
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (state->cancelled) {
+      state->loop.Post(call->name, [state, call] {
+        Finish(state, call, grpc::Status(grpc::StatusCode::CANCELLED, "the client is shutting down"));
+      });
+      return;
+    }
+    state->contexts.insert(call->context.get());
+  }
+  grpc::ClientContext* context = call->context.get();
+  call->Send(context, [state, call, drop_reply](grpc::Status s) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->contexts.erase(call->context.get());
+    }
+    if (drop_reply && s.ok()) {
+      s = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                       std::string("injected fault: reply of ") + call->name + " dropped");
+      call->ClearReply();  // discarded: the caller must not see its contents
+    }
+    state->loop.Post(call->name, [state, call, s] { Finish(state, call, s); });
+  });
+}
+
+void GrpcClientCore::Finish(std::shared_ptr<State> state, std::shared_ptr<CallBase> call,
+                            const grpc::Status& status) {
+  bool cancelled;
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    cancelled = state->cancelled;
+  }
+  if (!status.ok() && !cancelled && call->call_options.idempotent && Retryable(status) &&
+      call->attempt < state->options.max_attempts) {
+    int64_t backoff = state->options.initial_backoff_ms;
+    for (int i = 1; i < call->attempt && backoff < state->options.max_backoff_ms; ++i) backoff *= 2;
+    backoff = std::min(backoff, state->options.max_backoff_ms);
+    state->loop.PostAfter(call->name, backoff, [state, call] { Attempt(state, call); });
+    return;
+  }
+  absl::Status result = FromGrpcStatus(status);
+  if (!result.ok()) {
+    result = absl::Status(result.code(), std::string(call->name) + " to " + state->address + ": " +
+                                             std::string(result.message()));
+  }
+  call->Deliver(result);
+  state->in_flight.fetch_sub(1);
+}
+
 }  // namespace manta::rpc

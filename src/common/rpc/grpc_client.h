@@ -62,8 +62,64 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t m
 // on callback streams whose call fails.)
 void AttachClusterToken(grpc::ClientContext* context);
 
+// What GrpcClient<Service> shares across services and methods, compiled once
+// (grpc_client.cc): deadlines, retries, faults, cancellation and the loop's
+// callbacks. Only the stub call and the typed reply are per method (CallBase).
+class GrpcClientCore {
+ public:
+  const std::string& address() const { return state_->address; }
+
+  // Cancels every call in flight and fails later ones at once (CANCELLED); their
+  // callbacks still run on the loop. For shutdown: cancel, let the loop drain the
+  // callbacks (InFlight() reaches 0), then stop the loop. Thread-safe.
+  void CancelAll();
+  // Calls started and not yet finished (their callbacks not yet run).
+  int64_t InFlight() const { return state_->in_flight.load(); }
+
+ protected:
+  // One call of some method.
+  struct CallBase {
+    virtual ~CallBase() = default;
+    // Starts the RPC with `context`; `done` runs on a gRPC thread.
+    virtual void Send(grpc::ClientContext* context, std::function<void(grpc::Status)> done) = 0;
+    virtual void ClearReply() = 0;
+    // Runs the caller's callback with the status and the reply.
+    virtual void Deliver(const absl::Status& status) = 0;
+
+    const char* name = "";
+    CallOptions call_options;
+    int attempt = 0;
+    std::unique_ptr<grpc::ClientContext> context;
+  };
+
+  GrpcClientCore(EventLoop& loop, std::string address, ClientOptions options);
+  const std::shared_ptr<grpc::Channel>& channel() const { return state_->channel; }
+  // Counts the call in flight and makes its first attempt.
+  void Start(std::shared_ptr<CallBase> call);
+
+ private:
+  struct State {
+    State(EventLoop& l, std::string a, ClientOptions o);
+    EventLoop& loop;
+    std::string address;
+    ClientOptions options;
+    std::shared_ptr<grpc::Channel> channel;
+    std::mutex mu;
+    std::unordered_set<grpc::ClientContext*> contexts;  // guarded by mu
+    bool cancelled = false;                             // guarded by mu
+    std::atomic<int64_t> in_flight{0};
+  };
+
+  static void Attempt(std::shared_ptr<State> state, std::shared_ptr<CallBase> call);
+  static void Send(std::shared_ptr<State> state, std::shared_ptr<CallBase> call, int64_t deadline_ms,
+                   bool drop_reply);
+  static void Finish(std::shared_ptr<State> state, std::shared_ptr<CallBase> call, const grpc::Status& status);
+
+  std::shared_ptr<State> state_;
+};
+
 template <typename Service>
-class GrpcClient {
+class GrpcClient : public GrpcClientCore {
  public:
   using Stub = typename Service::Stub;
   template <typename Request, typename Reply>
@@ -73,144 +129,39 @@ class GrpcClient {
   using Callback = std::function<void(const absl::Status&, Reply&&)>;
 
   GrpcClient(EventLoop& loop, std::string address, ClientOptions options)
-      : state_(std::make_shared<State>(loop, std::move(address), std::move(options))) {}
-
-  const std::string& address() const { return state_->address; }
-
-  // Cancels every call in flight and fails later ones at once (CANCELLED); their
-  // callbacks still run on the loop. For shutdown: cancel, let the loop drain the
-  // callbacks (InFlight() reaches 0), then stop the loop. Thread-safe.
-  void CancelAll() {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->cancelled = true;
-    for (grpc::ClientContext* context : state_->contexts) context->TryCancel();
-  }
-  // Calls started and not yet finished (their callbacks not yet run).
-  int64_t InFlight() const { return state_->in_flight.load(); }
+      : GrpcClientCore(loop, std::move(address), std::move(options)), stub_(Service::NewStub(channel())) {}
 
   // Sends `request` through `method` (e.g. &Svc::Stub::async::Foo) named `name`.
   template <typename Request, typename Reply>
   void Call(AsyncMethod<Request, Reply> method, const char* name, Request request,
             Callback<Reply> callback, CallOptions call_options = {}) {
-    state_->in_flight.fetch_add(1);
-    auto call = std::make_shared<PendingCall<Request, Reply>>();
+    auto call = std::make_shared<TypedCall<Request, Reply>>();
+    call->stub = stub_;
     call->method = method;
     call->name = name;
     call->request = std::move(request);
     call->callback = std::move(callback);
     call->call_options = call_options;
-    Attempt(state_, call);
+    Start(std::move(call));
   }
 
  private:
-  struct State {
-    State(EventLoop& l, std::string a, ClientOptions o)
-        : loop(l), address(std::move(a)), options(std::move(o)),
-          channel(MakeChannel(address, options.max_message_bytes)), stub(Service::NewStub(channel)) {}
-    EventLoop& loop;
-    std::string address;
-    ClientOptions options;
-    std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<Stub> stub;
-    std::mutex mu;
-    std::unordered_set<grpc::ClientContext*> contexts;  // guarded by mu
-    bool cancelled = false;                             // guarded by mu
-    std::atomic<int64_t> in_flight{0};
-  };
-
   template <typename Request, typename Reply>
-  struct PendingCall {
+  struct TypedCall final : CallBase {
+    void Send(grpc::ClientContext* context, std::function<void(grpc::Status)> done) override {
+      (stub->async()->*method)(context, &request, &reply, std::move(done));
+    }
+    void ClearReply() override { reply = Reply(); }
+    void Deliver(const absl::Status& status) override { callback(status, std::move(reply)); }
+
+    std::shared_ptr<Stub> stub;  // calls in flight keep it
     AsyncMethod<Request, Reply> method;
-    const char* name;
     Request request;
-    Callback<Reply> callback;
-    CallOptions call_options;
-    int attempt = 0;
-    std::unique_ptr<grpc::ClientContext> context;
     Reply reply;
+    Callback<Reply> callback;
   };
 
-  static bool Retryable(const grpc::Status& s) {
-    return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-           s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-  }
-
-  template <typename Request, typename Reply>
-  static void Attempt(std::shared_ptr<State> state, std::shared_ptr<PendingCall<Request, Reply>> call) {
-    ++call->attempt;
-    int64_t deadline_ms =
-        call->call_options.deadline_ms > 0 ? call->call_options.deadline_ms : state->options.deadline_ms;
-    FaultDecision fault;
-    if (state->options.faults) fault = state->options.faults->Decide(call->name);
-    if (fault.kind == FaultKind::kDropRequest) {
-      state->loop.PostAfter(call->name, deadline_ms, [state, call] {
-        Finish(state, call, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                         std::string("injected fault: request of ") + call->name + " dropped"));
-      });
-      return;
-    }
-    auto send = [state, call, deadline_ms, drop_reply = fault.kind == FaultKind::kDropReply] {
-      call->context = std::make_unique<grpc::ClientContext>();
-      AttachClusterToken(call->context.get());
-      call->context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
-      call->reply = Reply();
-      {
-        std::lock_guard<std::mutex> lock(state->mu);
-        if (state->cancelled) {
-          state->loop.Post(call->name, [state, call] {
-            Finish(state, call, grpc::Status(grpc::StatusCode::CANCELLED, "the client is shutting down"));
-          });
-          return;
-        }
-        state->contexts.insert(call->context.get());
-      }
-      (state->stub->async()->*(call->method))(
-          call->context.get(), &call->request, &call->reply, [state, call, drop_reply](grpc::Status s) {
-            {
-              std::lock_guard<std::mutex> lock(state->mu);
-              state->contexts.erase(call->context.get());
-            }
-            if (drop_reply && s.ok()) {
-              s = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                               std::string("injected fault: reply of ") + call->name + " dropped");
-              call->reply = Reply();  // discarded: the caller must not see its contents
-            }
-            state->loop.Post(call->name, [state, call, s] { Finish(state, call, s); });
-          });
-    };
-    if (fault.kind == FaultKind::kDelay) {
-      state->loop.PostAfter(call->name, fault.delay_ms, std::move(send));
-    } else {
-      send();
-    }
-  }
-
-  template <typename Request, typename Reply>
-  static void Finish(std::shared_ptr<State> state, std::shared_ptr<PendingCall<Request, Reply>> call,
-                     const grpc::Status& status) {
-    bool cancelled;
-    {
-      std::lock_guard<std::mutex> lock(state->mu);
-      cancelled = state->cancelled;
-    }
-    if (!status.ok() && !cancelled && call->call_options.idempotent && Retryable(status) &&
-        call->attempt < state->options.max_attempts) {
-      int64_t backoff = state->options.initial_backoff_ms;
-      for (int i = 1; i < call->attempt && backoff < state->options.max_backoff_ms; ++i) backoff *= 2;
-      backoff = std::min(backoff, state->options.max_backoff_ms);
-      state->loop.PostAfter(call->name, backoff, [state, call] { Attempt(state, call); });
-      return;
-    }
-    absl::Status result = FromGrpcStatus(status);
-    if (!result.ok()) {
-      result = absl::Status(result.code(), std::string(call->name) + " to " + state->address + ": " +
-                                               std::string(result.message()));
-    }
-    call->callback(result, std::move(call->reply));
-    state->in_flight.fetch_sub(1);
-  }
-
-  std::shared_ptr<State> state_;
+  std::shared_ptr<Stub> stub_;
 };
 
 }  // namespace manta::rpc
