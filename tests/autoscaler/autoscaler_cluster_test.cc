@@ -104,6 +104,11 @@ class AutoscalerClusterTest : public ::testing::Test {
     return status.value("autoscaler", nlohmann::json::object()).value("instances", nlohmann::json::array()).empty();
   }
   static std::string Read(const std::string& path) { return ReadFile(path).value_or(""); }
+  // For a driver that failed or hung: its output, then the cluster as `manta status`
+  // sees it (nodes, the autoscaler's instances and pending demand).
+  static std::string DriverReport(const std::string& out) {
+    return "driver output:\n" + Read(out) + "\ncluster status:\n" + harness_->Status().dump(2);
+  }
 
   static ClusterHarness* harness_;
 };
@@ -137,7 +142,7 @@ TEST_F(AutoscalerClusterTest, TasksWithNoCapacityBringNodesUpAndTheyGoOnceIdle) 
   nlohmann::json shown = nlohmann::json::parse(*page, nullptr, false);
   EXPECT_TRUE(shown.value("enabled", false)) << *page;
   EXPECT_TRUE(shown.contains("node_types") && shown["node_types"].contains("cpu2")) << *page;
-  EXPECT_EQ(WaitDriver(driver, 120000), 0) << Read(out);
+  EXPECT_EQ(WaitDriver(driver, 120000), 0) << DriverReport(out);
   const std::string output = Read(out);
   EXPECT_NE(output.find("6 tasks of 2 CPUs on 2 nodes"), std::string::npos) << output;
   // Never more than max_workers.
@@ -183,7 +188,7 @@ TEST_F(AutoscalerClusterTest, ANodeHoldingPrimaryCopiesIsKeptUntilTheyAreFreed) 
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   EXPECT_GE(holders_seen, 1) << "the results are on the nodes that ran them";
-  EXPECT_EQ(WaitDriver(driver, 60000), 0) << Read(out);
+  EXPECT_EQ(WaitDriver(driver, 60000), 0) << DriverReport(out);
   // Read back whole (the driver checks every result's size).
   EXPECT_NE(Read(out).find("2 tasks of 2 CPUs"), std::string::npos) << Read(out);
   // The driver is gone, its objects freed: now the nodes go.
@@ -193,7 +198,7 @@ TEST_F(AutoscalerClusterTest, ANodeHoldingPrimaryCopiesIsKeptUntilTheyAreFreed) 
 TEST_F(AutoscalerClusterTest, APendingPlacementGroupBringsUpItsNodes) {
   const std::string out = harness_->temp_root() + "/driver3.out";
   pid_t driver = StartDriver({"--spread-group", "2", "--tasks", "2", "--cpus", "2", "--seconds", "0.2"}, out);
-  EXPECT_EQ(WaitDriver(driver, 120000), 0) << Read(out);
+  EXPECT_EQ(WaitDriver(driver, 120000), 0) << DriverReport(out);
   EXPECT_NE(Read(out).find("placement group of 2 bundles placed"), std::string::npos) << Read(out);
   EXPECT_NE(Read(out).find("on 2 nodes"), std::string::npos) << Read(out);
   EXPECT_TRUE(WaitFor(AllScaledDown, 60000)) << harness_->Status().dump(2);
@@ -203,7 +208,7 @@ TEST_F(AutoscalerClusterTest, ActorCreationsBringUpTheirNodes) {
   const std::string out = harness_->temp_root() + "/driver5.out";
   // Two actors holding 2 CPUs each: two nodes (the head has 1 CPU).
   pid_t driver = StartDriver({"--actors", "2", "--tasks", "0", "--cpus", "2"}, out);
-  EXPECT_EQ(WaitDriver(driver, 120000), 0) << Read(out);
+  EXPECT_EQ(WaitDriver(driver, 120000), 0) << DriverReport(out);
   EXPECT_NE(Read(out).find("2 actors of 2 CPUs on 2 nodes"), std::string::npos) << Read(out);
   // The driver is gone, and its actors with it: the nodes go.
   EXPECT_TRUE(WaitFor(AllScaledDown, 60000)) << harness_->Status().dump(2);
