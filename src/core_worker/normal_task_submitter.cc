@@ -234,6 +234,11 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
         FailQueuedTasks(state, rpc::PLACEMENT_GROUP_REMOVED, PlacementGroupRemovedMessage(state.placement, reply),
                         &later);
         state.consecutive_lease_failures = 0;
+      } else if (!shutting_down_ && status.ok() && reply.rejected() && reply.place_again()) {
+        // It waited where it was spilled back to, and another node has room now: ask
+        // the local raylet again at once (no failure; the raylet chooses again).
+        VLOG(1) << "lease for " << LogKey(key) << " placed again: " << reply.failure_message();
+        Pump(key, &later);
       } else if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
         std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
         bool local = raylet_address == options_.local_raylet_address;

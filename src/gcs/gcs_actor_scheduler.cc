@@ -147,6 +147,12 @@ void GcsActorScheduler::OnLeaseReply(const std::shared_ptr<Attempt>& attempt, co
     Finish(attempt, ActorPlacement{}, error, nullptr);
     return;
   }
+  if (status.ok() && reply.rejected() && reply.place_again()) {
+    // It waited on the node it was spilled back to, and another one has room now:
+    // placed again from the start, at once.
+    std::string raylet = PickRaylet(attempt->actor);
+    if (!raylet.empty()) return RequestLease(attempt, raylet, false);
+  }
   std::string why = !status.ok() ? std::string(status.message())
                                  : (reply.failure_message().empty() ? "the lease request was cancelled"
                                                                      : reply.failure_message());

@@ -1,6 +1,7 @@
 // FakeRayletClient: the in-process fake of RayletClientInterface for unit tests.
 //
-// Lease requests are recorded and answered by the test (Grant, SpillTo, Reject);
+// Lease requests are recorded and answered by the test (Grant, SpillTo, Reject,
+// PlaceAgain);
 // returned and cancelled leases, frees and fetches are recorded and answered at once
 // (fetches held for ReplyFetch when `hold_fetches`); the other calls succeed at
 // once. Not thread-safe: for tests that drive one loop.
@@ -149,6 +150,18 @@ class FakeRayletClient : public RayletClientInterface {
     reply.set_failure_message(message);
     reply.set_runtime_env_setup_failed(runtime_env_setup_failed);
     reply.set_placement_group_removed(placement_group_removed);
+    p.callback(absl::OkStatus(), std::move(reply));
+  }
+  // Sends the oldest pending (spilled-back) request back to be placed again from its
+  // owner's raylet, as a raylet does when it waited there and another node has room.
+  void PlaceAgain() {
+    if (leases.empty()) return;
+    auto p = std::move(leases.front());
+    leases.pop_front();
+    rpc::RequestWorkerLeaseReply reply;
+    reply.set_rejected(true);
+    reply.set_place_again(true);
+    reply.set_failure_message("another node can run it now");
     p.callback(absl::OkStatus(), std::move(reply));
   }
 

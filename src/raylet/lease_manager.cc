@@ -185,6 +185,16 @@ void LeaseManager::Spill(const RequestPtr& request, const NodeID& node_id) {
   request->Finish();
 }
 
+void LeaseManager::PlaceAgainFromHome(const RequestPtr& request, const NodeID& node_id) {
+  // Spilled back here, it is never spilled again (no request bounces between nodes):
+  // its owner places it again. Counted as taken there, as a spill is, so that one
+  // free node sends back no more requests than it can run.
+  view_.SubtractAvailable(node_id, request->resources);
+  request->reply->set_place_again(true);
+  Reject(request, request->Describe() + " waited on node " + options_.node_id.Hex() + "; node " + node_id.Hex() +
+                      " can run it now");
+}
+
 void LeaseManager::Reject(const RequestPtr& request, const std::string& message) {
   request->reply->set_rejected(true);
   request->reply->set_failure_message(message);
@@ -715,15 +725,15 @@ void LeaseManager::SpillQueuedElsewhere() {
     if (!scheduling::ResourcesFit(it->first, available_)) {
       // Waiting here; send them where they can run now, while there is such a node.
       for (auto r = queue.begin(); r != queue.end();) {
-        if ((*r)->grant_or_reject) {
-          ++r;
-          continue;
-        }
         scheduling::SchedulingDecision d = Schedule(it->first);
         if (d.kind != scheduling::SchedulingDecision::Kind::kRemote || !d.available_now) break;
         RequestPtr request = std::move(*r);
         r = queue.erase(r);
-        Spill(request, d.node_id);
+        if (request->grant_or_reject) {
+          PlaceAgainFromHome(request, d.node_id);
+        } else {
+          Spill(request, d.node_id);
+        }
       }
     }
     it = queue.empty() ? queued_.erase(it) : std::next(it);

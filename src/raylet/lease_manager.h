@@ -9,7 +9,9 @@
 // (FIFO per resource shape), spilled back to another raylet ("retry at"), or — when no
 // alive node could ever satisfy it — kept pending as infeasible: warned about once
 // per shape, listed in this node's usage reports, and placed again when the cluster
-// view changes. A spilled-back request (grant_or_reject) is never spilled again.
+// view changes. A spilled-back request (grant_or_reject) is never spilled again: when
+// it waits here and another node can run it now, it is rejected with place_again and
+// its owner places it again from its own raylet.
 //
 // Placement groups (ARCHITECTURE.md §7): the GCS reserves bundles here with
 // two-phase commit. PrepareBundles takes a bundle's resources from this node's
@@ -204,6 +206,9 @@ class LeaseManager {
   void AddInfeasible(const RequestPtr& request);
   void Spill(const RequestPtr& request, const NodeID& node_id);
   void Reject(const RequestPtr& request, const std::string& message);
+  // A spilled-back request waiting here that `node_id` can run now: rejected with
+  // place_again, for its owner to place it again from its own raylet.
+  void PlaceAgainFromHome(const RequestPtr& request, const NodeID& node_id);
   // Grants every queued request that fits, FIFO per shape.
   void Dispatch();
   void Grant(const RequestPtr& request);

@@ -502,6 +502,23 @@ TEST_F(SubmitterTest, FollowsSpillbackWithGrantOrReject) {
   EXPECT_TRUE(DriveUntil(loop_, [&] { return remote.returns.size() == 1; }));
 }
 
+// Spilled back, it waited there; sent back once another node has room: asked
+// again at the local raylet at once, not counted as a failure.
+TEST_F(SubmitterTest, ALeaseSentBackToBePlacedAgainIsAskedForLocallyAtOnce) {
+  Submit(1, {{"special", 1}});
+  LocalRaylet().SpillTo("127.0.0.1", 2001);
+  loop_.RunUntilIdle();
+  FakeRaylet& remote = *raylet_by_address_.at("127.0.0.1:2001");
+  ASSERT_EQ(remote.leases.size(), 1u);
+  remote.PlaceAgain();
+  loop_.RunUntilIdle();
+  ASSERT_EQ(LocalRaylet().leases.size(), 1u);
+  EXPECT_FALSE(LocalRaylet().leases.front().request.grant_or_reject());
+  LocalRaylet().Grant(3001);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(Worker(3001).pushes.size(), 1u);
+}
+
 TEST_F(SubmitterTest, WorkerDeathRetriesThenFailsWithWorkerDied) {
   ObjectID id = Submit(/*max_retries=*/1);
   LocalRaylet().Grant(3000);

@@ -203,6 +203,24 @@ TEST_F(GcsActorManagerTest, ExplicitResourcesAreHeldAndSpillbackIsFollowed) {
   EXPECT_EQ(manager_->GetActor(IdOf(spec))->raylet_address(), kOtherRaylet);
 }
 
+// Spilled back to a node where it waited (another actor holds its CPUs), then sent
+// back because a node with room joined: asked again at the owner's node at once, and
+// spilled on from there.
+TEST_F(GcsActorManagerTest, ALeaseSentBackToBePlacedAgainStartsAgainAtTheOwnersNode) {
+  rpc::TaskSpec spec = CreationSpec();
+  ASSERT_THAT(Register(spec), IsOk());
+  ASSERT_THAT(Create(spec), IsOk());
+  ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
+  Raylet(kOwnerRaylet).SpillTo("10.0.0.2", 7001, other_node_);
+  ASSERT_TRUE(DriveUntil([&] { return raylet_by_address_.count(kOtherRaylet) && !Raylet(kOtherRaylet).leases.empty(); }));
+  Raylet(kOtherRaylet).PlaceAgain();
+  loop_.RunUntilIdle();  // no retry delay: asked again before any timer fires
+  ASSERT_EQ(Raylet(kOwnerRaylet).leases.size(), 1u);
+  EXPECT_FALSE(Raylet(kOwnerRaylet).leases.front().request.grant_or_reject());
+  GrantAndCreate(kOwnerRaylet, 3000);
+  EXPECT_EQ(State(IdOf(spec)), Actor::ALIVE);
+}
+
 TEST_F(GcsActorManagerTest, RejectedLeasesAndWorkersDyingDuringCreationAreRetried) {
   rpc::TaskSpec spec = CreationSpec();
   ASSERT_THAT(Register(spec), IsOk());

@@ -98,16 +98,42 @@ TEST_F(LeaseManagerTest, GrantOrRejectIsNeverSpilledAgain) {
   EXPECT_THAT(rejected->reply.failure_message(), HasSubstr("special"));
   EXPECT_FALSE(rejected->reply.has_retry_at_raylet_address());
 
-  // Locally feasible but busy: it waits here although the other node is idle.
+  // Locally feasible but busy, and nobody else has room: it waits here.
   Lease({{"CPU", 2}});
   rpc::RequestWorkerLeaseRequest cpu = MakeRequest({{"CPU", 1}});
   cpu.set_grant_or_reject(true);
   LeaseCallPtr waiting = Send(cpu);
   EXPECT_FALSE(waiting->done());
+  EXPECT_EQ(lease_manager_->num_queued(), 1u);
+}
+
+// A spilled-back request waiting behind a lease held for long (an actor's) while a
+// node with room joins: sent back to its owner to be placed again, not spilled on.
+// One free CPU there sends back one request of the two.
+TEST_F(LeaseManagerTest, WaitingGrantOrRejectIsPlacedAgainWhenAnotherNodeHasRoom) {
+  Lease({{"CPU", 2}});
+  std::vector<LeaseCallPtr> calls;
+  for (int i = 0; i < 2; ++i) {
+    rpc::RequestWorkerLeaseRequest cpu = MakeRequest({{"CPU", 1}});
+    cpu.set_grant_or_reject(true);
+    calls.push_back(Send(cpu));
+  }
+  LeaseCallPtr first = calls[0], second = calls[1];
   lease_manager_->OnClusterViewChanged();
   loop_.RunUntilIdle();
-  EXPECT_FALSE(waiting->done());
+  EXPECT_FALSE(first->done());
+
+  NodeID joined = AddNode({{"CPU", 1}}, {{"CPU", 1}}, "10.0.0.9");
+  lease_manager_->OnClusterViewChanged();
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(first->done());
+  EXPECT_TRUE(first->reply.rejected());
+  EXPECT_TRUE(first->reply.place_again());
+  EXPECT_FALSE(first->reply.has_retry_at_raylet_address());
+  EXPECT_THAT(first->reply.failure_message(), HasSubstr(joined.Hex()));
+  EXPECT_FALSE(second->done());
   EXPECT_EQ(lease_manager_->num_queued(), 1u);
+  EXPECT_EQ(view_.Get(joined)->available.at("CPU"), 0);  // counted as taken there
 }
 
 TEST_F(LeaseManagerTest, QueuedRequestSpillsWhenAnotherNodeFreesUp) {
