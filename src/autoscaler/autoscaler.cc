@@ -97,7 +97,7 @@ void Autoscaler::Reconcile(const ClusterSnapshot& snapshot, int64_t now_ms) {
     if (instance.state == InstanceState::kLaunching) {
       instance.state = InstanceState::kRunning;
       instance.since_ms = now_ms;
-      events_.push_back("node " + instance.id + " (" + instance.node_type + ") joined");
+      Record(now_ms, "node " + instance.id + " (" + instance.node_type + ") joined");
     }
     if (n.draining && instance.state == InstanceState::kRunning) {
       instance.state = InstanceState::kDraining;  // drained by someone else
@@ -119,7 +119,11 @@ void Autoscaler::Reconcile(const ClusterSnapshot& snapshot, int64_t now_ms) {
     }
     ++it;
   }
-  while (events_.size() > kEventsKept) events_.erase(events_.begin());
+}
+
+void Autoscaler::Record(int64_t now_ms, std::string message) {
+  events_.push_back({now_ms, std::move(message)});
+  if (events_.size() > kEventsKept) events_.erase(events_.begin());
 }
 
 int Autoscaler::CountOfType(const std::string& type) const {
@@ -137,7 +141,7 @@ int Autoscaler::CountLaunched() const {
 void Autoscaler::LaunchOne(const NodeTypeConfig& type, int64_t now_ms) {
   std::string id = new_instance_id_();
   instances_[id] = Instance{id, type.name, InstanceState::kLaunching, "", now_ms, -1};
-  events_.push_back("launching " + id + " (" + type.name + ")");
+  Record(now_ms, "launching " + id + " (" + type.name + ")");
   LOG(INFO) << "autoscaler: launching node " << id << " of type " << type.name;
   actions_.Launch(type, id);
 }
@@ -145,7 +149,7 @@ void Autoscaler::LaunchOne(const NodeTypeConfig& type, int64_t now_ms) {
 void Autoscaler::TerminateOne(Instance& instance, int64_t now_ms, const std::string& why) {
   instance.state = InstanceState::kTerminating;
   instance.since_ms = now_ms;
-  events_.push_back("terminating " + instance.id + " (" + instance.node_type + "): " + why);
+  Record(now_ms, "terminating " + instance.id + " (" + instance.node_type + "): " + why);
   LOG(INFO) << "autoscaler: terminating node " << instance.id << ": " << why;
   actions_.Terminate(instance.node_type, instance.id);
 }
@@ -285,7 +289,7 @@ void Autoscaler::ScaleDown(const ClusterSnapshot& snapshot, int64_t now_ms) {
     --kept[instance.node_type];
     instance.state = InstanceState::kDraining;
     instance.since_ms = now_ms;
-    events_.push_back("draining " + id + " (" + instance.node_type + "): idle");
+    Record(now_ms, "draining " + id + " (" + instance.node_type + "): idle");
     LOG(INFO) << "autoscaler: draining idle node " << id << " (" << node.node_id << ")";
     actions_.Drain(node.node_id);
   }
@@ -294,7 +298,7 @@ void Autoscaler::ScaleDown(const ClusterSnapshot& snapshot, int64_t now_ms) {
 void Autoscaler::OnLaunchFailed(const std::string& instance_id, const std::string& why) {
   auto it = instances_.find(instance_id);
   if (it == instances_.end()) return;
-  events_.push_back("launch of " + instance_id + " failed: " + why);
+  Record(last_update_ms_, "launch of " + instance_id + " failed: " + why);
   LOG(WARNING) << "autoscaler: launching " << instance_id << " failed: " << why;
   instances_.erase(it);
 }
@@ -328,7 +332,8 @@ nlohmann::json Autoscaler::State() const {
                                  {"count", CountOfType(t.name)}};
   }
   out["max_workers"] = config_.max_workers;
-  out["events"] = events_;
+  out["events"] = nlohmann::json::array();
+  for (const Event& e : events_) out["events"].push_back({{"time_ms", e.time_ms}, {"message", e.message}});
   return out;
 }
 

@@ -134,7 +134,13 @@ class Autoscaler {
   std::function<std::string()> new_instance_id_;
   std::map<std::string, Instance> instances_;
   std::vector<UnmetDemand> unmet_;
-  std::vector<std::string> events_;  // the last few things done, newest last
+  // The last few things done, newest last, with when (ms since the epoch).
+  struct Event {
+    int64_t time_ms;
+    std::string message;
+  };
+  void Record(int64_t now_ms, std::string message);
+  std::vector<Event> events_;
   int64_t last_update_ms_ = 0;
 };
 

@@ -6,6 +6,8 @@
 #include <iostream>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "protos/gcs.grpc.pb.h"
 #include "src/autoscaler/autoscaler_state.h"
@@ -217,7 +219,11 @@ void PrintAutoscaler(const nlohmann::json& state) {
     std::cout << "      demand {" << scheduling::FormatResources(shape) << "} x " << d.value("count", 0) << ": "
               << d.value("status", "") << "\n";
   }
-  for (const auto& e : state.value("events", std::vector<std::string>())) std::cout << "      event: " << e << "\n";
+  for (const auto& e : state.value("events", nlohmann::json::array())) {
+    const absl::Time when = absl::FromUnixMillis(e.value("time_ms", int64_t{0}));
+    std::cout << "      event: " << absl::FormatTime("%H:%M:%S", when, absl::LocalTimeZone()) << " "
+              << e.value("message", "") << "\n";
+  }
 }
 
 // What `manta status` shows, read from the GCS at `address`.

@@ -147,8 +147,8 @@ TEST_F(AutoscalerClusterTest, TasksWithNoCapacityBringNodesUpAndTheyGoOnceIdle) 
   EXPECT_NE(output.find("6 tasks of 2 CPUs on 2 nodes"), std::string::npos) << output;
   // Never more than max_workers.
   int launches = 0;
-  for (const auto& e : Autoscaler().value("events", std::vector<std::string>())) {
-    launches += e.rfind("launching", 0) == 0;
+  for (const auto& e : Autoscaler().value("events", nlohmann::json::array())) {
+    launches += e.value("message", "").rfind("launching", 0) == 0;
   }
   EXPECT_LE(launches, 2) << Autoscaler().dump(2);
   // Idle for 3 s: drained, terminated, their raylets gone.

@@ -74,6 +74,10 @@ TEST_F(AutoscalerTest, DemandBringsUpTheSmallestTypeThatHoldsIt) {
   autoscaler_->Update(s, 1000);
   // Three 2-CPU requests: three small nodes (each holds one), not the big one.
   EXPECT_EQ(actions_.launched, (std::vector<std::string>{"small:i1", "small:i2", "small:i3"}));
+  // Each event says when (the update's time).
+  const nlohmann::json first = autoscaler_->State()["events"][0];
+  EXPECT_EQ(first.value("time_ms", int64_t{0}), 1000);
+  EXPECT_EQ(first.value("message", ""), "launching i1 (small)");
   // The next update counts the launching nodes: no second round of launches.
   autoscaler_->Update(s, 2000);
   EXPECT_EQ(actions_.launched.size(), 3u);
@@ -196,7 +200,7 @@ TEST_F(AutoscalerTest, LaunchThatNeverJoinsIsTerminatedAndAFailedOneForgotten) {
   EXPECT_EQ(actions_.terminated, (std::vector<std::string>{"i1"}));
   auto state = autoscaler_->State();
   bool told = false;
-  for (const auto& e : state["events"]) told = told || e.get<std::string>().find("exited with 1") != std::string::npos;
+  for (const auto& e : state["events"]) told = told || e.value("message", "").find("exited with 1") != std::string::npos;
   EXPECT_TRUE(told) << state.dump();
 }
 
