@@ -17,6 +17,7 @@
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -228,13 +229,23 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   beast::tcp_stream& Tcp() {
     return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
   }
+  // Reading a request: its header, then (after a 100 Continue when asked) its body.
+  // Bytes are read into buffer_ and fed to parser_, so that the stream (plain or TLS)
+  // has one read and one write operation, not one per stage of Beast's HTTP ops.
   void ReadHeader();
-  void OnHeader(const beast::error_code& ec);
+  void OnHeader();
   void ReadBody();
+  void Parse();
+  void ReadSome();
+  void OnRead(const beast::error_code& ec, size_t n);
   void OnReadError(const beast::error_code& ec);
   void Dispatch();
   // Sends `response`; then closes when `close`, else reads the next request.
   void Send(Response response, unsigned version, bool head, bool close);
+  // What follows writing out_.
+  enum class AfterWrite { kReadBody, kReadHeader, kLinger };
+  void Write(AfterWrite next);
+  void OnWritten(const beast::error_code& ec);
   void SendError(int status, std::string text) { Send(HttpErrorResponse(status, std::move(text)), 11, false, true); }
   void Linger();
   std::chrono::milliseconds IdleTimeout() const { return std::chrono::milliseconds(core_->options.idle_timeout_ms); }
@@ -247,7 +258,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool certified_ = false;  // the TLS peer presented a certificate of the CA
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::optional<bhttp::response<bhttp::string_body>> response_;
+  bool reading_header_ = false;
+  std::string out_;  // being written
+  AfterWrite after_write_ = AfterWrite::kReadHeader;
   bool closed_ = false;
   bool lingering_ = false;
   size_t lingered_bytes_ = 0;
@@ -310,47 +323,59 @@ void HttpConnection::ReadHeader() {
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(core_->options.max_header_bytes, UINT32_MAX)));
   parser_->body_limit(static_cast<uint64_t>(core_->options.max_body_bytes));
+  reading_header_ = true;
   Tcp().expires_after(IdleTimeout());
-  std::visit(
-      [this](auto& stream) {
-        bhttp::async_read_header(stream, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec,
-                                                                                        size_t) { self->OnHeader(ec); });
-      },
-      stream_);
+  Parse();  // a pipelined request may be in the buffer already
 }
 
-void HttpConnection::OnHeader(const beast::error_code& ec) {
-  if (closed_) return;
-  if (ec) return OnReadError(ec);
+void HttpConnection::OnHeader() {
   if (parser_->is_done()) return Dispatch();
   const auto& message = parser_->get();
   if (message.version() >= 11 && beast::iequals(message[bhttp::field::expect], "100-continue")) {
     // The client waits for this before it sends the body.
-    std::visit(
-        [this](auto& stream) {
-          asio::async_write(stream, asio::buffer(kHttpContinue.data(), kHttpContinue.size()),
-                            [self = shared_from_this()](const beast::error_code& write_ec, size_t) {
-                              if (write_ec || self->closed_) return self->Close();
-                              self->ReadBody();
-                            });
-        },
-        stream_);
-    return;
+    out_.assign(kHttpContinue);
+    return Write(AfterWrite::kReadBody);
   }
   ReadBody();
 }
 
 void HttpConnection::ReadBody() {
+  reading_header_ = false;
   Tcp().expires_after(IdleTimeout());
-  std::visit(
-      [this](auto& stream) {
-        bhttp::async_read(stream, buffer_, *parser_, [self = shared_from_this()](const beast::error_code& ec, size_t) {
-          if (self->closed_) return;
-          if (ec) return self->OnReadError(ec);
-          self->Dispatch();
-        });
-      },
-      stream_);
+  Parse();
+}
+
+void HttpConnection::Parse() {
+  auto stage_done = [this] { return reading_header_ ? parser_->is_header_done() : parser_->is_done(); };
+  while (buffer_.size() > 0 && !stage_done()) {
+    beast::error_code ec;
+    const size_t used = parser_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec == bhttp::error::need_more || (!ec && used == 0)) break;  // more bytes are needed
+    if (ec) return OnReadError(ec);
+  }
+  if (!stage_done()) return ReadSome();
+  if (reading_header_) return OnHeader();
+  Dispatch();
+}
+
+void HttpConnection::ReadSome() {
+  constexpr size_t kReadChunk = 64 << 10;
+  auto buffers = buffer_.prepare(kReadChunk);
+  auto done = [self = shared_from_this()](const beast::error_code& ec, size_t n) { self->OnRead(ec, n); };
+  std::visit([&](auto& stream) { stream.async_read_some(buffers, std::move(done)); }, stream_);
+}
+
+void HttpConnection::OnRead(const beast::error_code& ec, size_t n) {
+  if (closed_) return;
+  buffer_.commit(n);
+  if (!ec) return Parse();
+  if (ec == asio::error::eof) {
+    // The peer closed its side: between requests, or in the middle of one.
+    const bool started = parser_->got_some() || buffer_.size() > 0;
+    return OnReadError(started ? bhttp::error::partial_message : bhttp::error::end_of_stream);
+  }
+  OnReadError(ec);
 }
 
 void HttpConnection::OnReadError(const beast::error_code& ec) {
@@ -397,7 +422,7 @@ void HttpConnection::Send(Response response, unsigned version, bool head, bool c
     response = HttpErrorResponse(500, absl::StrCat("handler returned HTTP status ", response.status));
   }
   close = close || core_->stopping;
-  auto& out = response_.emplace();
+  bhttp::response<bhttp::string_body> out;
   out.version(version);
   out.result(static_cast<unsigned>(response.status));
   bool has_type = false, has_server = false, has_cache = false;
@@ -427,17 +452,30 @@ void HttpConnection::Send(Response response, unsigned version, bool head, bool c
     if (!head) out.body() = std::move(response.body);
   }
   out.keep_alive(!close);
+  std::ostringstream text;
+  text << out;  // the header, then the body (if any)
+  out_ = std::move(text).str();
+  Write(close ? AfterWrite::kLinger : AfterWrite::kReadHeader);
+}
+
+void HttpConnection::Write(AfterWrite next) {
+  after_write_ = next;
   Tcp().expires_after(IdleTimeout());
-  std::visit(
-      [this, &out, close](auto& stream) {
-        bhttp::async_write(stream, out, [self = shared_from_this(), close](const beast::error_code& ec, size_t) {
-          self->response_.reset();
-          if (ec || self->closed_) return self->Close();
-          if (close) return self->Linger();
-          self->ReadHeader();
-        });
-      },
-      stream_);
+  auto done = [self = shared_from_this()](const beast::error_code& ec, size_t) { self->OnWritten(ec); };
+  std::visit([&](auto& stream) { asio::async_write(stream, asio::buffer(out_), std::move(done)); }, stream_);
+}
+
+void HttpConnection::OnWritten(const beast::error_code& ec) {
+  out_.clear();
+  if (ec || closed_) return Close();
+  switch (after_write_) {
+    case AfterWrite::kReadBody:
+      return ReadBody();
+    case AfterWrite::kReadHeader:
+      return ReadHeader();
+    case AfterWrite::kLinger:
+      return Linger();
+  }
 }
 
 void HttpConnection::Linger() {
