@@ -220,52 +220,58 @@ void NormalTaskSubmitter::OnLeaseReply(const std::string& key, const std::string
       RequestLease(key, target, true);
     } else {
       --state.pending_lease_requests;
-      if (!shutting_down_ && status.ok() && reply.rejected() && reply.runtime_env_setup_failed()) {
-        // Final: no worker can be started for this env, so asking again cannot help.
-        LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address
-                     << " failed for good: " << reply.failure_message();
-        FailQueuedTasks(state, rpc::RUNTIME_ENV_SETUP_FAILED,
-                        "the task's runtime_env cannot be applied: " + reply.failure_message(), &later);
-        state.consecutive_lease_failures = 0;
-      } else if (!shutting_down_ && status.ok() && reply.rejected() && reply.placement_group_removed()) {
-        // Final too: the group's bundles are gone, and will not come back.
-        LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address
-                     << " rejected: its placement group was removed: " << reply.failure_message();
-        FailQueuedTasks(state, rpc::PLACEMENT_GROUP_REMOVED, PlacementGroupRemovedMessage(state.placement, reply),
-                        &later);
-        state.consecutive_lease_failures = 0;
-      } else if (!shutting_down_ && status.ok() && reply.rejected() && reply.place_again()) {
-        // It waited where it was spilled back to, and another node has room now: ask
-        // the local raylet again at once (no failure; the raylet chooses again).
-        VLOG(1) << "lease for " << LogKey(key) << " placed again: " << reply.failure_message();
-        Pump(key, &later);
-      } else if (!shutting_down_ && !(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
-        std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
-        bool local = raylet_address == options_.local_raylet_address;
-        if (local) ++state.consecutive_lease_failures;
-        LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address << " failed: " << why;
-        if (state.consecutive_lease_failures >= options_.max_consecutive_lease_failures) {
-          FailQueuedTasks(state, rpc::NODE_DIED,
-                          "no worker lease could be obtained from the local raylet " +
-                              options_.local_raylet_address + ": " + why,
-                          &later);
-          state.consecutive_lease_failures = 0;
-        } else {
-          std::weak_ptr<bool> alive = alive_;
-          loop_.PostAfter("RetryLease", options_.lease_retry_delay_ms, [this, alive, key] {
-            if (alive.expired()) return;
-            Deferred retry_later;
-            {
-              absl::MutexLock lock(&mu_);
-              Pump(key, &retry_later);
-            }
-            Run(retry_later);
-          });
-        }
-      }
+      if (!shutting_down_) OnLeaseRefused(key, state, raylet_address, status, reply, &later);
     }
   }
   Run(later);
+}
+
+void NormalTaskSubmitter::OnLeaseRefused(const std::string& key, KeyState& state, const std::string& raylet_address,
+                                         const absl::Status& status, const rpc::RequestWorkerLeaseReply& reply,
+                                         Deferred* later) {
+  if (status.ok() && reply.rejected() && reply.runtime_env_setup_failed()) {
+    // Final: no worker can be started for this env, so asking again cannot help.
+    LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address
+                 << " failed for good: " << reply.failure_message();
+    FailQueuedTasks(state, rpc::RUNTIME_ENV_SETUP_FAILED,
+                    "the task's runtime_env cannot be applied: " + reply.failure_message(), later);
+    state.consecutive_lease_failures = 0;
+  } else if (status.ok() && reply.rejected() && reply.placement_group_removed()) {
+    // Final too: the group's bundles are gone, and will not come back.
+    LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address
+                 << " rejected: its placement group was removed: " << reply.failure_message();
+    FailQueuedTasks(state, rpc::PLACEMENT_GROUP_REMOVED, PlacementGroupRemovedMessage(state.placement, reply),
+                    later);
+    state.consecutive_lease_failures = 0;
+  } else if (status.ok() && reply.rejected() && reply.place_again()) {
+    // It waited where it was spilled back to, and another node has room now: ask
+    // the local raylet again at once (no failure; the raylet chooses again).
+    VLOG(1) << "lease for " << LogKey(key) << " placed again: " << reply.failure_message();
+    Pump(key, later);
+  } else if (!(status.ok() && reply.canceled()) && (!status.ok() || reply.rejected())) {
+    std::string why = status.ok() ? reply.failure_message() : std::string(status.message());
+    bool local = raylet_address == options_.local_raylet_address;
+    if (local) ++state.consecutive_lease_failures;
+    LOG(WARNING) << "lease request for " << LogKey(key) << " at " << raylet_address << " failed: " << why;
+    if (state.consecutive_lease_failures >= options_.max_consecutive_lease_failures) {
+      FailQueuedTasks(state, rpc::NODE_DIED,
+                      "no worker lease could be obtained from the local raylet " +
+                          options_.local_raylet_address + ": " + why,
+                      later);
+      state.consecutive_lease_failures = 0;
+    } else {
+      std::weak_ptr<bool> alive = alive_;
+      loop_.PostAfter("RetryLease", options_.lease_retry_delay_ms, [this, alive, key] {
+        if (alive.expired()) return;
+        Deferred retry_later;
+        {
+          absl::MutexLock lock(&mu_);
+          Pump(key, &retry_later);
+        }
+        Run(retry_later);
+      });
+    }
+  }
 }
 
 void NormalTaskSubmitter::SendBatch(Lease& lease, KeyState& state, Deferred* later, int64_t now_us) {

@@ -164,6 +164,11 @@ class NormalTaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnLeaseReply(const std::string& key, const std::string& raylet_address, bool grant_or_reject,
                     const absl::Status& status, rpc::RequestWorkerLeaseReply&& reply);
+  // A lease request that was not granted: fails the key's queued tasks when asking
+  // again cannot help, asks again at once (place_again) or after a delay.
+  void OnLeaseRefused(const std::string& key, KeyState& state, const std::string& raylet_address,
+                      const absl::Status& status, const rpc::RequestWorkerLeaseReply& reply, Deferred* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the lease `reply` granted (for `key`, from the raylet at `raylet_address`);
   // returns its id.
   std::string AddLease(const std::string& key, const std::string& raylet_address,

@@ -128,40 +128,38 @@ class FakeRayletClient : public RayletClientInterface {
   }
   // Spills the oldest pending request back to the raylet at ip:port (node `node_id`).
   void SpillTo(const std::string& ip, int port, const NodeID& node_id = NodeID::FromRandom()) {
-    if (leases.empty()) return;
-    auto p = std::move(leases.front());
-    leases.pop_front();
     rpc::RequestWorkerLeaseReply reply;
     reply.mutable_retry_at_raylet_address()->set_ip_address(ip);
     reply.mutable_retry_at_raylet_address()->set_port(port);
     reply.mutable_retry_at_raylet_address()->set_node_id(node_id.Binary());
-    p.callback(absl::OkStatus(), std::move(reply));
+    AnswerOldest(std::move(reply));
   }
   // Rejects the oldest pending request with `message` (as a raylet does when no
   // worker can be started for its runtime env, with `runtime_env_setup_failed`, or
   // when its placement group was removed, with `placement_group_removed`).
   void Reject(const std::string& message, bool runtime_env_setup_failed = false,
               bool placement_group_removed = false) {
-    if (leases.empty()) return;
-    auto p = std::move(leases.front());
-    leases.pop_front();
     rpc::RequestWorkerLeaseReply reply;
     reply.set_rejected(true);
     reply.set_failure_message(message);
     reply.set_runtime_env_setup_failed(runtime_env_setup_failed);
     reply.set_placement_group_removed(placement_group_removed);
-    p.callback(absl::OkStatus(), std::move(reply));
+    AnswerOldest(std::move(reply));
   }
   // Sends the oldest pending (spilled-back) request back to be placed again from its
   // owner's raylet, as a raylet does when it waited there and another node has room.
   void PlaceAgain() {
-    if (leases.empty()) return;
-    auto p = std::move(leases.front());
-    leases.pop_front();
     rpc::RequestWorkerLeaseReply reply;
     reply.set_rejected(true);
     reply.set_place_again(true);
     reply.set_failure_message("another node can run it now");
+    AnswerOldest(std::move(reply));
+  }
+  // Answers the oldest pending lease request with `reply` (none pending: nothing).
+  void AnswerOldest(rpc::RequestWorkerLeaseReply reply) {
+    if (leases.empty()) return;
+    auto p = std::move(leases.front());
+    leases.pop_front();
     p.callback(absl::OkStatus(), std::move(reply));
   }
 

@@ -200,7 +200,9 @@ TEST_F(AutoscalerTest, LaunchThatNeverJoinsIsTerminatedAndAFailedOneForgotten) {
   EXPECT_EQ(actions_.terminated, (std::vector<std::string>{"i1"}));
   auto state = autoscaler_->State();
   bool told = false;
-  for (const auto& e : state["events"]) told = told || e.value("message", "").find("exited with 1") != std::string::npos;
+  for (const auto& e : state["events"]) {
+    told = told || e.value("message", "").find("exited with 1") != std::string::npos;
+  }
   EXPECT_TRUE(told) << state.dump();
 }
 

@@ -212,7 +212,8 @@ TEST_F(GcsActorManagerTest, ALeaseSentBackToBePlacedAgainStartsAgainAtTheOwnersN
   ASSERT_THAT(Create(spec), IsOk());
   ASSERT_TRUE(DriveUntil([&] { return !Raylet(kOwnerRaylet).leases.empty(); }));
   Raylet(kOwnerRaylet).SpillTo("10.0.0.2", 7001, other_node_);
-  ASSERT_TRUE(DriveUntil([&] { return raylet_by_address_.count(kOtherRaylet) && !Raylet(kOtherRaylet).leases.empty(); }));
+  ASSERT_TRUE(DriveUntil(
+      [&] { return raylet_by_address_.count(kOtherRaylet) > 0 && !Raylet(kOtherRaylet).leases.empty(); }));
   Raylet(kOtherRaylet).PlaceAgain();
   loop_.RunUntilIdle();  // no retry delay: asked again before any timer fires
   ASSERT_EQ(Raylet(kOwnerRaylet).leases.size(), 1u);

@@ -300,8 +300,8 @@ function showAutoscaler(state) {
   $('#autoscaler-line').textContent = `${(state.instances || []).length} nodes launched · ${types.join(' · ')}`;
   fillTable(table('autoscaler-table'), INSTANCE_COLS, state.instances || [], (i) => i.instance_id);
   fillTable(table('demand-table'), DEMAND_COLS, state.unmet_demand || [], (d) => JSON.stringify(d.shape) + d.status);
-  $('#autoscaler-events').replaceChildren(
-    ...(state.events || []).slice(-8).map((e) => el('li', null, `${new Date(e.time_ms).toLocaleTimeString()} ${e.message}`)));
+  const eventLine = (e) => `${new Date(e.time_ms).toLocaleTimeString()} ${e.message}`;
+  $('#autoscaler-events').replaceChildren(...(state.events || []).slice(-8).map((e) => el('li', null, eventLine(e))));
 }
 
 async function loadOverview() {
