@@ -542,6 +542,11 @@ bool ObjectStore::Contains(const ObjectID& id) const {
   return it != objects_.end() && it->second.state != State::kCreated && !it->second.delete_pending;
 }
 
+bool ObjectStore::ContainsOrCreating(const ObjectID& id) const {
+  auto it = objects_.find(id);
+  return it != objects_.end() && !it->second.delete_pending;
+}
+
 void ObjectStore::Delete(const std::vector<ObjectID>& ids) {
   for (const ObjectID& id : ids) {
     auto it = objects_.find(id);

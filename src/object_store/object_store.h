@@ -110,6 +110,9 @@ class ObjectStore {
   absl::Status Release(ClientId client, const ObjectID& id);
   // True when `id` is sealed here (in memory or spilled).
   bool Contains(const ObjectID& id) const;
+  // Contains, or created here and still being written: a worker does not wait for
+  // its seal of a task's result, so its caller may ask for it before it is sealed.
+  bool ContainsOrCreating(const ObjectID& id) const;
   // Deletes the objects: at once when unreferenced, else when the last reference is
   // released. Unknown ids are ignored. Spilled bytes are removed too.
   void Delete(const std::vector<ObjectID>& ids);

@@ -412,7 +412,10 @@ absl::Status ObjectDataClient::Ask(DataConnection& c, const ObjectID& id, uint64
   if (s.ok()) s = c.Read(kAnswerFrame, 1, &found);
   if (!s.ok()) return s;
   if (found[0] == 0) return absl::NotFoundError("not there");
-  if (found[0] == 2) return absl::ResourceExhaustedError("it is there, spilled, with no room yet to restore it");
+  if (found[0] == 2) {
+    return absl::ResourceExhaustedError(
+        "it is there but not readable yet (spilled with no room to restore it, or still being written)");
+  }
   if (found[0] != 1) return absl::DataLossError("the server's answer is malformed");
   if (s = c.Read(kSizesFrame, 16, &sizes); !s.ok()) return s;
   *data_size = LoadLe64(sizes.data());

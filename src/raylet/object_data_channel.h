@@ -72,7 +72,8 @@ struct ServedObject {
   int64_t metadata_size = 0;
   std::function<void()> release;
   // The object is here but cannot be read now (spilled, and no room yet to restore
-  // it): the client is told so and may ask again; nothing else is set.
+  // it; or still being written): the client is told so and may ask again; nothing
+  // else is set.
   bool busy = false;
 };
 

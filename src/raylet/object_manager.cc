@@ -318,19 +318,20 @@ class PushReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
  private:
   void Begin() {
-    if (!store_.Contains(id_)) {
+    if (!store_.ContainsOrCreating(id_)) {  // one being written is waited for: its seal is on its way
       Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "object " + id_.Hex() + " is not on this node"));
       return;
     }
     // A spilled object is restored first; bound the wait.
     store_.Get(client_, {id_}, 30000, [this](std::vector<std::optional<ObjectLocation>> result) {
       if (!result[0].has_value()) {
-        // Here, spilled, and no room to restore it in time: busy, not gone.
-        Finish(store_.Contains(id_) ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                                   "object " + id_.Hex() + " is spilled here, with no room yet to "
-                                                   "restore it")
-                                    : grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                                   "object " + id_.Hex() + " could not be read here"));
+        // Here, spilled with no room to restore it in time, or still being written:
+        // busy, not gone.
+        Finish(store_.ContainsOrCreating(id_)
+                   ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "object " + id_.Hex() + " is here but not readable yet (spilled with no room to "
+                                  "restore it, or still being written)")
+                   : grpc::Status(grpc::StatusCode::NOT_FOUND, "object " + id_.Hex() + " could not be read here"));
         return;
       }
       src_ = store_.base() + result[0]->offset;

@@ -51,11 +51,13 @@ absl::StatusOr<int> ObjectManager::StartDataChannel(const std::string& ip) {
     std::optional<Found> found = WaitOnLoop<Found>(
         "ObjectManager.ServeData",
         [this, id, client, abandoned, here, wait_ms](std::function<void(Found)> done) {
-          if (!store_.Contains(id)) return done(std::nullopt);
+          // One being written is waited for: its seal is on its way.
+          if (!store_.ContainsOrCreating(id)) return done(std::nullopt);
           *here = true;
           // A spilled object is restored first, in its turn: an answer within half
           // the client's patience, so that it hears "busy", not "gone".
-          store_.Get(client, {id}, wait_ms / 2, [this, client, abandoned, done](std::vector<Found> result) {
+          store_.Get(client, {id}, wait_ms / 2, [this, id, client, abandoned, here, done](std::vector<Found> result) {
+            if (!result[0].has_value()) *here = store_.ContainsOrCreating(id);  // else aborted or deleted meanwhile
             if (*abandoned || !result[0].has_value()) store_.DisconnectClient(client);
             done(*abandoned ? std::nullopt : result[0]);
           });

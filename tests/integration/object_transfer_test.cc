@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "cluster_harness.h"
@@ -163,6 +164,26 @@ TEST_F(ObjectTransferTest, PullTriesTheNextLocationAndFailsClearlyWhenNoneHasIt)
   grpc::Status s = Fetch(nodes_[1], missing, {AddressOf(nodes_[0])});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.error_message().find(missing.Hex()), std::string::npos) << s.error_message();
+}
+
+// A worker does not wait for its seal of a task's result before replying: its caller
+// may ask for the result while its seal is still on the way.
+TEST_F(ObjectTransferTest, AnObjectStillBeingWrittenIsWaitedForNotReportedMissing) {
+  auto bytes = Pattern(2 << 20, 4);
+  ObjectID id = ObjectID::FromRandom();
+  auto buf = clients_[0]->Create(id, static_cast<int64_t>(bytes.size()), 0, /*pin_on_seal=*/true);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  std::memcpy(*buf, bytes.data(), bytes.size());
+  auto fetched = std::async(std::launch::async, [&] { return Fetch(nodes_[1], id, {AddressOf(nodes_[0])}); });
+  // An object that is not there fails at once (above); this one is waited for.
+  EXPECT_EQ(fetched.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout);
+  ASSERT_TRUE(clients_[0]->Seal(id, /*release=*/true, /*wait=*/true).ok());
+  grpc::Status s = fetched.get();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto got = clients_[1]->Get({id}, 1000);
+  ASSERT_TRUE(got.ok() && (*got)[0].has_value());
+  EXPECT_EQ(std::memcmp((*got)[0]->data, bytes.data(), bytes.size()), 0);
+  ASSERT_TRUE(clients_[1]->Release(id, true).ok());
 }
 
 // A copy pulled for a reader stays until the reader's Get takes it, however much the

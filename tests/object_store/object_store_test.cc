@@ -154,13 +154,17 @@ TEST_F(ObjectStoreTest, CreateSealGetRelease) {
   EXPECT_EQ(store_->RefCount(Id(1)), 1);
   Write(*loc, Pattern(Id(1), 100));
 
-  // Created but not sealed: invisible to everyone, its creator included.
+  // Created but not sealed: invisible to everyone, its creator included; known to
+  // be coming.
   EXPECT_FALSE(store_->Contains(Id(1)));
+  EXPECT_TRUE(store_->ContainsOrCreating(Id(1)));
+  EXPECT_FALSE(store_->ContainsOrCreating(Id(2)));
   EXPECT_EQ(GetNow(kReader, Id(1)), std::nullopt);
   EXPECT_EQ(GetNow(kWriter, Id(1)), std::nullopt);
 
   ASSERT_TRUE(store_->Seal(kWriter, Id(1), /*release=*/true).ok());
   EXPECT_TRUE(store_->Contains(Id(1)));
+  EXPECT_TRUE(store_->ContainsOrCreating(Id(1)));
   EXPECT_EQ(store_->RefCount(Id(1)), 0);
 
   std::optional<ObjectLocation> got = GetNow(kReader, Id(1));
@@ -221,6 +225,7 @@ TEST_F(ObjectStoreTest, AbortFreesMemoryAndTheId) {
   EXPECT_EQ(store_->Abort(kOther, Id(1)).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(store_->Abort(kWriter, Id(2)).code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(store_->Abort(kWriter, Id(1)).ok());
+  EXPECT_FALSE(store_->ContainsOrCreating(Id(1)));
   EXPECT_EQ(UsedBytes(), 0);
   EXPECT_EQ(store_->RefCount(Id(1)), 0);
   EXPECT_EQ(store_->Release(kWriter, Id(1)).code(), absl::StatusCode::kNotFound);
