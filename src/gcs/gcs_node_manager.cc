@@ -101,6 +101,7 @@ void GcsNodeManager::SetDead(const NodeID& node_id, const std::string& reason,
   it->second.set_end_time_ms(now_ms_());
   it->second.set_death_reason(reason);
   usage_.erase(node_id);
+  publisher_.DropReport(node_id.Binary());
   rpc::NodeInfo info = it->second;
   PublishNode(info);
   for (auto& l : removed_listeners_) l(info);
@@ -179,11 +180,19 @@ void GcsNodeManager::HandleReportResourceUsage(const rpc::ReportResourceUsageReq
     std::move(send_reply)(absl::NotFoundError("ReportResourceUsage: node " + id->Hex() + " is not alive"));
     return;
   }
-  usage_[*id] = request.usage();
+  rpc::ResourceUsage& stored = usage_[*id];
+  stored = request.usage();
+  // Every node hears every node's reports: only what their views use (availability
+  // and totals). The rest (the store's statistics, queued demand) stays here, for
+  // status and the autoscaler. Every report is published, changed or not: a node
+  // that spilled a lease to this one counts it taken until this one reports again.
   rpc::PubMessage m;
   m.set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
-  m.set_key_id(request.usage().node_id());
-  *m.mutable_resource_usage_message() = request.usage();
+  m.set_key_id(stored.node_id());
+  rpc::ResourceUsage* news = m.mutable_resource_usage_message();
+  news->set_node_id(stored.node_id());
+  *news->mutable_resources_available() = stored.resources_available();
+  *news->mutable_resources_total() = stored.resources_total();
   publisher_.Publish(std::move(m));
   std::move(send_reply)(absl::OkStatus());
   for (const auto& listener : report_listeners_) listener(*id);

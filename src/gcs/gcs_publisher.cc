@@ -15,48 +15,48 @@ void GcsPublisher::Publish(rpc::PubMessage message) {
   message.set_sequence_id(next_sequence_id_++);
   auto shared = std::make_shared<const Published>(
       Published{message.channel_type(), message.key_id(), message.sequence_id(), message.SerializeAsString()});
+  if (Batched(*shared)) return PublishReport(std::move(shared));
   for (auto& [id, subscriber] : subscribers_) {
     if (!subscriber.Wants(*shared)) continue;
-    Enqueue(subscriber, shared);
+    subscriber.queue.push_back(shared);
     if (static_cast<int64_t>(subscriber.queue.size()) > options_.max_queued_messages) {
       LOG_EVERY_N(WARNING, 1000) << "pubsub queue full for a subscriber; dropping oldest messages";
-      PopFront(subscriber);
+      subscriber.queue.pop_front();
     }
-    if (subscriber.poll.has_value() && Due(subscriber)) Answer(subscriber);
+    if (subscriber.poll.has_value()) Answer(subscriber);
   }
 }
 
-void GcsPublisher::Enqueue(Subscriber& subscriber, const std::shared_ptr<const Published>& message) {
-  const int64_t seq = message->sequence_id;
-  if (Batched(*message)) {
-    auto [it, inserted] = subscriber.queued_reports.try_emplace(message->key_id, seq);
-    if (!inserted) {
-      // The queue is in sequence order: find the older report and skip it.
-      auto old = std::lower_bound(subscriber.queue.begin(), subscriber.queue.end(), it->second,
-                                  [](const Queued& q, int64_t s) { return q.message->sequence_id < s; });
-      if (old != subscriber.queue.end() && old->message->sequence_id == it->second) old->superseded = true;
-      it->second = seq;
-    }
-  } else {
-    ++subscriber.urgent;
+void GcsPublisher::PublishReport(std::shared_ptr<const Published> report) {
+  auto [it, inserted] = report_of_.try_emplace(report->key_id);
+  if (!inserted) reports_.erase(it->second);
+  it->second = reports_.insert(reports_.end(), std::move(report));
+  if (options_.batch_ms > 0) return;  // FlushBatched answers
+  for (auto& [id, subscriber] : subscribers_) {
+    if (subscriber.poll.has_value() && subscriber.WantsReports()) Answer(subscriber);
   }
-  subscriber.queue.push_back(Queued{message, false});
 }
 
-void GcsPublisher::PopFront(Subscriber& subscriber) {
-  const Published& m = *subscriber.queue.front().message;
-  if (!Batched(m)) {
-    --subscriber.urgent;
-  } else if (auto it = subscriber.queued_reports.find(m.key_id);
-             it != subscriber.queued_reports.end() && it->second == m.sequence_id) {
-    subscriber.queued_reports.erase(it);
-  }
-  subscriber.queue.pop_front();
+void GcsPublisher::DropReport(const std::string& key) {
+  auto it = report_of_.find(key);
+  if (it == report_of_.end()) return;
+  reports_.erase(it->second);
+  report_of_.erase(it);
+}
+
+bool GcsPublisher::HasReportsFor(const Subscriber& subscriber) const {
+  return subscriber.WantsReports() && !reports_.empty() && reports_.back()->sequence_id > subscriber.reports_acked;
 }
 
 bool GcsPublisher::Due(const Subscriber& subscriber) const {
-  if (subscriber.queue.empty()) return false;
-  return subscriber.urgent > 0 || now_ms_() - subscriber.last_answer_ms >= options_.batch_ms;
+  if (!subscriber.queue.empty()) return true;
+  return HasReportsFor(subscriber) && now_ms_() - subscriber.last_answer_ms >= BatchWindowMs();
+}
+
+int64_t GcsPublisher::BatchWindowMs() const {
+  if (options_.max_batched_answers_per_s <= 0) return options_.batch_ms;
+  const int64_t spread = report_subscribers_ * 1000 / options_.max_batched_answers_per_s;
+  return std::max(options_.batch_ms, spread);
 }
 
 void GcsPublisher::FlushBatched() {
@@ -66,6 +66,11 @@ void GcsPublisher::FlushBatched() {
 }
 
 absl::Status GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBatchRequest& request) {
+  for (const auto& command : request.commands()) {
+    if (command.channel_type() == rpc::RESOURCE_USAGE_CHANNEL && !command.key_id().empty()) {
+      return absl::InvalidArgumentError("resource reports are subscribed to as a whole channel, not by node");
+    }
+  }
   if (!subscribers_.contains(request.subscriber_id()) &&
       static_cast<int64_t>(subscribers_.size()) >= options_.max_subscribers) {
     return absl::ResourceExhaustedError("the GCS has " + std::to_string(subscribers_.size()) +
@@ -73,6 +78,7 @@ absl::Status GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBat
   }
   Subscriber& subscriber = subscribers_[request.subscriber_id()];
   subscriber.last_seen_ms = now_ms_();
+  const bool had_reports = subscriber.WantsReports();
   for (const auto& command : request.commands()) {
     const int channel = command.channel_type();
     if (command.key_id().empty()) {
@@ -89,6 +95,11 @@ absl::Status GcsPublisher::HandleCommandBatch(const rpc::GcsSubscriberCommandBat
     } else {
       subscriber.keys[channel].insert(command.key_id());
     }
+  }
+  if (subscriber.WantsReports() != had_reports) {
+    report_subscribers_ += had_reports ? -1 : 1;
+    // Reports published before it subscribed are not its news (it reads the table).
+    if (!had_reports) subscriber.reports_acked = next_sequence_id_ - 1;
   }
   return absl::OkStatus();
 }
@@ -111,10 +122,9 @@ void GcsPublisher::HandlePoll(const rpc::GcsSubscriberPollRequest& request, rpc:
     std::move(old.send_reply)(absl::OkStatus());
   }
   if (request.publisher_id() == publisher_id_) {
-    while (!subscriber.queue.empty() &&
-           subscriber.queue.front().message->sequence_id <= request.max_processed_sequence_id()) {
-      PopFront(subscriber);
-    }
+    const int64_t acked = request.max_processed_sequence_id();
+    while (!subscriber.queue.empty() && subscriber.queue.front()->sequence_id <= acked) subscriber.queue.pop_front();
+    subscriber.reports_acked = std::max(subscriber.reports_acked, acked);
   }
   subscriber.poll = HeldPoll{reply, std::move(send_reply), now_ms_()};
   if (Due(subscriber)) Answer(subscriber);
@@ -128,9 +138,18 @@ void GcsPublisher::Answer(Subscriber& subscriber) {
   subscriber.last_seen_ms = now_ms_();
   subscriber.last_answer_ms = subscriber.last_seen_ms;
   poll.reply->set_publisher_id(publisher_id_);
-  // Messages stay queued until acknowledged by the next poll.
-  for (const Queued& q : subscriber.queue) {
-    if (!q.superseded) poll.reply->add_pub_messages(q.message->bytes);
+  // Messages stay queued until acknowledged by the next poll; reports past the
+  // acknowledged ones are sent again until then. Both in sequence order, merged.
+  auto report = reports_.end();
+  if (subscriber.WantsReports()) {
+    while (report != reports_.begin() && (*std::prev(report))->sequence_id > subscriber.reports_acked) --report;
+  }
+  auto queued = subscriber.queue.begin();
+  while (queued != subscriber.queue.end() || report != reports_.end()) {
+    const bool take_report =
+        queued == subscriber.queue.end() ||
+        (report != reports_.end() && (*report)->sequence_id < (*queued)->sequence_id);
+    poll.reply->add_pub_messages(take_report ? (*report++)->bytes : (*queued++)->bytes);
   }
   std::move(poll.send_reply)(absl::OkStatus());
 }
@@ -141,6 +160,7 @@ void GcsPublisher::Tick() {
     Subscriber& s = it->second;
     if (s.poll.has_value() && now - s.poll->since_ms >= options_.poll_timeout_ms) Answer(s);
     if (!s.poll.has_value() && now - s.last_seen_ms >= options_.subscriber_timeout_ms) {
+      report_subscribers_ -= s.WantsReports() ? 1 : 0;
       subscribers_.erase(it++);
       continue;
     }

@@ -1,19 +1,22 @@
 // GcsPublisher: long-poll pubsub for node, job, resource, worker and actor events (§10).
 //
 // A subscriber (identified by a random id) subscribes to channels, or to single keys
-// of a channel (one actor id), with a command batch, then polls. A poll returns at once when messages are queued for it, else it
-// is held until a message arrives or `poll_timeout_ms` passes (empty reply). The
+// of a channel (one actor id), with a command batch, then polls. A poll returns at
+// once when messages are queued for it, else it is held until a message arrives or
+// `poll_timeout_ms` passes (empty reply). The
 // subscriber acknowledges by sending the highest sequence id it processed with the
 // next poll, so a lost reply is resent. Subscribers silent for
 // `subscriber_timeout_ms` are dropped. publisher_id is random per GCS incarnation: a
 // subscriber that sees it change knows state was lost and resynchronises.
-// Resource reports (RESOURCE_USAGE_CHANNEL) are news of a node's latest state: a
-// newer report of a node supersedes the older one still queued for a subscriber,
-// and with `batch_ms` > 0 they alone do not answer a poll sooner than `batch_ms`
-// after the subscriber's previous answer (FlushBatched() answers those when due).
-// Every node reports to every node through here, so without that one report cost
-// one RPC per subscriber: 200 nodes reporting once a second took more than a core.
-// A message is stored once, shared by the queues that hold it.
+// Resource reports (RESOURCE_USAGE_CHANNEL) are news of a node's latest state, and
+// every node hears every node's: they are kept once, the newest of each node in
+// sequence order, and each subscriber of the channel reads those past its
+// acknowledged sequence id (a newer report of a node replaces the older one, sent or
+// not). Publishing one costs the same however many subscribers there are. With
+// `batch_ms` > 0 they alone answer a poll at FlushBatched(), no sooner than
+// `batch_ms` after the subscriber's previous answer, longer in a large cluster
+// (max_batched_answers_per_s). Other messages are queued per subscriber, each stored
+// once and shared by the queues that hold it, and answer a poll at once.
 // Loop thread only; Tick() must be called periodically by the owner, and
 // FlushBatched() every `batch_ms`.
 #pragma once
@@ -21,6 +24,7 @@
 #include <deque>
 #include <memory>
 #include <functional>
+#include <list>
 #include <optional>
 #include <set>
 #include <string>
@@ -41,12 +45,20 @@ class GcsPublisher {
     int64_t max_subscribers = 100000;
     // 0: every message answers a held poll at once.
     int64_t batch_ms = 0;
+    // With batch_ms: at most this many answers a second carry only reports, all
+    // their subscribers together (0: no bound). Beyond batch_ms x this many report
+    // subscribers (raylets), each waits longer between such answers, so the polls
+    // the GCS answers a second stay flat as the cluster grows (each answer carries
+    // more reports).
+    int64_t max_batched_answers_per_s = 0;
   };
 
   GcsPublisher(Options options, std::function<int64_t()> now_ms);
 
   // Queues `message` (its channel_type set) for every subscriber of its channel.
   void Publish(rpc::PubMessage message);
+  // Forgets the resource report of `key` (a node that died): it is sent no more.
+  void DropReport(const std::string& key);
 
   // Subscribes / unsubscribes. Creates the subscriber on first use, unless there are
   // max_subscribers already (ResourceExhausted).
@@ -78,34 +90,34 @@ class GcsPublisher {
     int64_t sequence_id = 0;
     std::string bytes;
   };
-  struct Queued {
-    std::shared_ptr<const Published> message;
-    bool superseded = false;  // a newer report of the same node follows
-  };
   struct Subscriber {
     bool Wants(const Published& m) const {
       if (channels.count(m.channel_type) > 0) return true;
       auto it = keys.find(m.channel_type);
       return it != keys.end() && it->second.contains(m.key_id);
     }
+    bool WantsReports() const { return channels.count(rpc::RESOURCE_USAGE_CHANNEL) > 0; }
     std::set<int> channels;
     // Channel -> the keys subscribed one by one.
     absl::flat_hash_map<int, absl::flat_hash_set<std::string>> keys;
-    std::deque<Queued> queue;
-    // Node id -> sequence id of its resource report in `queue`.
-    absl::flat_hash_map<std::string, int64_t> queued_reports;
-    // Messages in `queue` that answer a poll at once (not batched).
-    int64_t urgent = 0;
+    // Messages of other channels than reports, until acknowledged.
+    std::deque<std::shared_ptr<const Published>> queue;
+    // The reports up to this sequence id are acknowledged (or were published
+    // before it subscribed).
+    int64_t reports_acked = 0;
     std::optional<HeldPoll> poll;
     int64_t last_seen_ms = 0;
     int64_t last_answer_ms = 0;
   };
+  using ReportLog = std::list<std::shared_ptr<const Published>>;
 
   static bool Batched(const Published& m) { return m.channel_type == rpc::RESOURCE_USAGE_CHANNEL; }
-  void Enqueue(Subscriber& subscriber, const std::shared_ptr<const Published>& message);
-  void PopFront(Subscriber& subscriber);
+  void PublishReport(std::shared_ptr<const Published> report);
+  bool HasReportsFor(const Subscriber& subscriber) const;
   // Whether a held poll of `subscriber` should be answered now.
   bool Due(const Subscriber& subscriber) const;
+  // How long a subscriber waits between answers that carry only reports.
+  int64_t BatchWindowMs() const;
   void Answer(Subscriber& subscriber);
 
   Options options_;
@@ -113,6 +125,11 @@ class GcsPublisher {
   std::string publisher_id_;
   int64_t next_sequence_id_ = 1;
   absl::flat_hash_map<std::string, Subscriber> subscribers_;
+  // Subscribers of the report channel.
+  int64_t report_subscribers_ = 0;
+  // The newest report of each node, in sequence order, and where each node's is.
+  ReportLog reports_;
+  absl::flat_hash_map<std::string, ReportLog::iterator> report_of_;
 };
 
 }  // namespace manta::gcs

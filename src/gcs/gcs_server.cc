@@ -19,7 +19,8 @@ GcsServer::GcsServer(EventLoop& loop, GcsServerOptions options, std::unique_ptr<
                                        options_.config.gcs_pubsub_subscriber_timeout_ms,
                                        options_.config.gcs_pubsub_max_queued_messages,
                                        options_.config.gcs_max_subscribers,
-                                       options_.config.gcs_pubsub_batch_ms},
+                                       options_.config.gcs_pubsub_batch_ms,
+                                       options_.config.gcs_pubsub_max_batched_answers_per_s},
                  MonotonicMs) {}
 
 GcsServer::~GcsServer() { Stop(); }

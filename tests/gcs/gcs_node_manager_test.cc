@@ -318,6 +318,32 @@ TEST_F(GcsNodeManagerTest, ResourceUsageIsPublishedAndOnlyAcceptedFromAliveNodes
   EXPECT_THAT(ReportUsage(node_.Binary(), 1), StatusIs(absl::StatusCode::kNotFound));
 }
 
+// Every node hears every node's reports: only availability and totals; the rest (the
+// store's statistics, demand) stays in the GCS.
+TEST_F(GcsNodeManagerTest, ReportsArePublishedWithOnlyWhatTheViewsUse) {
+  ASSERT_THAT(Register(MakeNode(node_)), IsOk());
+  published_.TakeNew();
+  rpc::ReportResourceUsageRequest request;
+  request.mutable_usage()->set_node_id(node_.Binary());
+  (*request.mutable_usage()->mutable_resources_available())["CPU"] = 2;
+  (*request.mutable_usage()->mutable_resources_total())["CPU"] = 4;
+  request.mutable_usage()->mutable_object_store()->set_used_bytes(100);
+  request.mutable_usage()->set_num_leases(3);
+  rpc::ReportResourceUsageReply reply;
+  ASSERT_THAT(CallHandler(loop_, *manager_, &GcsNodeManager::HandleReportResourceUsage, request, &reply), IsOk());
+  auto messages = published_.TakeNew();
+  ASSERT_THAT(messages, SizeIs(1));
+  const rpc::ResourceUsage& news = messages[0].resource_usage_message();
+  EXPECT_EQ(news.node_id(), node_.Binary());
+  EXPECT_EQ(news.resources_available().at("CPU"), 2);
+  EXPECT_EQ(news.resources_total().at("CPU"), 4);
+  EXPECT_FALSE(news.has_object_store());
+  EXPECT_EQ(news.num_leases(), 0);
+  // The GCS keeps the whole report.
+  EXPECT_EQ(manager_->GetUsage(node_)->object_store().used_bytes(), 100);
+  EXPECT_EQ(manager_->GetUsage(node_)->num_leases(), 3);
+}
+
 TEST_F(GcsNodeManagerTest, DrainNodeIsPersistedAndPublished) {
   ASSERT_THAT(Register(MakeNode(node_)), IsOk());
   published_.TakeNew();

@@ -336,12 +336,15 @@ class GcsPublisherBatchTest : public GcsPublisherTest {
     return o;
   }
   std::unique_ptr<Poll> PollBatched(const std::string& subscriber, int64_t acked) {
+    return PollOn(batched_, subscriber, acked);
+  }
+  static std::unique_ptr<Poll> PollOn(GcsPublisher& publisher, const std::string& subscriber, int64_t acked) {
     auto poll = std::make_unique<Poll>();
     rpc::GcsSubscriberPollRequest request;
     request.set_subscriber_id(subscriber);
     request.set_max_processed_sequence_id(acked);
-    request.set_publisher_id(batched_.publisher_id());
-    batched_.HandlePoll(request, &poll->reply, poll->recorder.Sender());
+    request.set_publisher_id(publisher.publisher_id());
+    publisher.HandlePoll(request, &poll->reply, poll->recorder.Sender());
     return poll;
   }
   void SubscribeBatched(const std::string& subscriber) {
@@ -360,7 +363,9 @@ TEST_F(GcsPublisherBatchTest, ReportsWaitForTheBatchAndOnlyTheNewestOfANodeIsSen
   clock_.Advance(1000);
   auto first = PollBatched("s", 0);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
-  ASSERT_EQ(first->recorder.calls(), 1);  // the first answer in a long while goes at once
+  EXPECT_FALSE(first->recorder.replied());  // reports alone answer at the flush
+  batched_.FlushBatched();
+  ASSERT_EQ(first->recorder.calls(), 1);  // the first answer in a long while: at the next flush
   auto second = PollBatched("s", first->last_sequence_id());
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
@@ -380,6 +385,7 @@ TEST_F(GcsPublisherBatchTest, AnotherChannelAnswersAtOnceAndCarriesTheReports) {
   clock_.Advance(1000);
   auto first = PollBatched("s", 0);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  batched_.FlushBatched();
   auto second = PollBatched("s", first->last_sequence_id());
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
   EXPECT_FALSE(second->recorder.replied());
@@ -398,6 +404,7 @@ TEST_F(GcsPublisherBatchTest, AnUnacknowledgedReportIsResentUnlessSuperseded) {
   clock_.Advance(1000);
   auto first = PollBatched("s", 0);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  batched_.FlushBatched();
   ASSERT_EQ(first->recorder.calls(), 1);
   // The reply was lost: the next poll acknowledges nothing and gets "a" again...
   clock_.Advance(100);
@@ -413,6 +420,84 @@ TEST_F(GcsPublisherBatchTest, AnUnacknowledgedReportIsResentUnlessSuperseded) {
     return lost->last_sequence_id();
   }();
   EXPECT_GT(newest, again->last_sequence_id());
+}
+
+// Reports are kept once, the newest of each node: one published before a subscriber
+// subscribed is not its news, and a dead node's is dropped unsent.
+TEST_F(GcsPublisherBatchTest, ReportsBeforeSubscribingOrOfDeadNodesAreNotSent) {
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "old"));
+  SubscribeBatched("s");
+  clock_.Advance(1000);
+  auto first = PollBatched("s", 0);
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "dead"));
+  batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "alive"));
+  batched_.DropReport("dead");
+  batched_.FlushBatched();
+  ASSERT_EQ(first->recorder.calls(), 1);
+  EXPECT_THAT(first->keys(), ElementsAre("alive"));
+  // Reports are subscribed to as a whole channel.
+  rpc::GcsSubscriberCommandBatchRequest by_node;
+  by_node.set_subscriber_id("t");
+  by_node.add_commands()->set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
+  by_node.mutable_commands(0)->set_key_id("alive");
+  EXPECT_EQ(batched_.HandleCommandBatch(by_node).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// In a large cluster each report subscriber gets its reports less often, so the
+// answers of the GCS a second stay flat: here at most 10 a second, with two report
+// subscribers (a subscriber of other channels does not count) every 200 ms.
+class GcsPublisherBoundedBatchTest : public GcsPublisherBatchTest {
+ protected:
+  GcsPublisherBoundedBatchTest() : bounded_(Bounded(), clock_.AsFunction()) {}
+  static GcsPublisher::Options Bounded() {
+    GcsPublisher::Options o = BatchOptions();
+    o.max_batched_answers_per_s = 10;
+    return o;
+  }
+  void Subscribe(const std::string& subscriber, rpc::ChannelType channel) {
+    rpc::GcsSubscriberCommandBatchRequest request;
+    request.set_subscriber_id(subscriber);
+    request.add_commands()->set_channel_type(channel);
+    ASSERT_TRUE(bounded_.HandleCommandBatch(request).ok());
+  }
+  std::unique_ptr<Poll> PollBounded(const std::string& subscriber, int64_t acked) {
+    return PollOn(bounded_, subscriber, acked);
+  }
+  GcsPublisher bounded_;
+};
+
+TEST_F(GcsPublisherBoundedBatchTest, ReportsComeLessOftenAsReportSubscribersGrow) {
+  Subscribe("r1", rpc::RESOURCE_USAGE_CHANNEL);
+  Subscribe("r2", rpc::RESOURCE_USAGE_CHANNEL);
+  Subscribe("driver", rpc::GCS_NODE_INFO_CHANNEL);
+  clock_.Advance(1000);
+  auto first = PollBounded("r1", 0);
+  bounded_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  bounded_.FlushBatched();
+  ASSERT_EQ(first->recorder.calls(), 1);
+  auto second = PollBounded("r1", first->last_sequence_id());
+  bounded_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
+  clock_.Advance(100);  // batch_ms alone would answer now
+  bounded_.FlushBatched();
+  EXPECT_FALSE(second->recorder.replied());
+  clock_.Advance(100);
+  bounded_.FlushBatched();
+  ASSERT_EQ(second->recorder.calls(), 1);
+  EXPECT_THAT(second->keys(), ElementsAre("b"));
+  // One report subscriber leaves that channel: batch_ms again.
+  Subscribe("r2", rpc::GCS_NODE_INFO_CHANNEL);
+  rpc::GcsSubscriberCommandBatchRequest leave;
+  leave.set_subscriber_id("r2");
+  auto* command = leave.add_commands();
+  command->set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
+  command->set_unsubscribe(true);
+  ASSERT_TRUE(bounded_.HandleCommandBatch(leave).ok());
+  auto third = PollBounded("r1", second->last_sequence_id());
+  bounded_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "c"));
+  clock_.Advance(100);
+  bounded_.FlushBatched();
+  ASSERT_EQ(third->recorder.calls(), 1);
+  EXPECT_THAT(third->keys(), ElementsAre("c"));
 }
 
 }  // namespace
