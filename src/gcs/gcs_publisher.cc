@@ -48,9 +48,12 @@ bool GcsPublisher::HasReportsFor(const Subscriber& subscriber) const {
   return subscriber.WantsReports() && !reports_.empty() && reports_.back()->sequence_id > subscriber.reports_acked;
 }
 
+bool GcsPublisher::ReportsDue(const Subscriber& subscriber) const {
+  return HasReportsFor(subscriber) && now_ms_() - subscriber.last_report_answer_ms >= BatchWindowMs();
+}
+
 bool GcsPublisher::Due(const Subscriber& subscriber) const {
-  if (!subscriber.queue.empty()) return true;
-  return HasReportsFor(subscriber) && now_ms_() - subscriber.last_answer_ms >= BatchWindowMs();
+  return !subscriber.queue.empty() || ReportsDue(subscriber);
 }
 
 int64_t GcsPublisher::BatchWindowMs() const {
@@ -124,7 +127,9 @@ void GcsPublisher::HandlePoll(const rpc::GcsSubscriberPollRequest& request, rpc:
   if (request.publisher_id() == publisher_id_) {
     const int64_t acked = request.max_processed_sequence_id();
     while (!subscriber.queue.empty() && subscriber.queue.front()->sequence_id <= acked) subscriber.queue.pop_front();
-    subscriber.reports_acked = std::max(subscriber.reports_acked, acked);
+    if (subscriber.answer_id != 0 && request.last_answer_id() == subscriber.answer_id) {
+      subscriber.reports_acked = std::max(subscriber.reports_acked, subscriber.reports_acked_with_answer);
+    }
   }
   subscriber.poll = HeldPoll{reply, std::move(send_reply), now_ms_()};
   if (Due(subscriber)) Answer(subscriber);
@@ -135,13 +140,18 @@ void GcsPublisher::Answer(Subscriber& subscriber) {
   subscriber.poll.reset();
   // The subscriber was waiting on this poll until now: it is not silent, and it
   // gets a full subscriber_timeout_ms from here to poll again.
-  subscriber.last_seen_ms = now_ms_();
-  subscriber.last_answer_ms = subscriber.last_seen_ms;
+  const int64_t now = now_ms_();
+  subscriber.last_seen_ms = now;
   poll.reply->set_publisher_id(publisher_id_);
-  // Messages stay queued until acknowledged by the next poll; reports past the
+  subscriber.answer_id = next_answer_id_++;
+  poll.reply->set_answer_id(subscriber.answer_id);
+  // Messages stay queued until acknowledged by the next poll; the reports past the
   // acknowledged ones are sent again until then. Both in sequence order, merged.
   auto report = reports_.end();
-  if (subscriber.WantsReports()) {
+  subscriber.reports_acked_with_answer = subscriber.reports_acked;
+  if (ReportsDue(subscriber)) {
+    subscriber.last_report_answer_ms = now;
+    subscriber.reports_acked_with_answer = reports_.back()->sequence_id;
     while (report != reports_.begin() && (*std::prev(report))->sequence_id > subscriber.reports_acked) --report;
   }
   auto queued = subscriber.queue.begin();

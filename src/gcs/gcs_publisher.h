@@ -11,12 +11,14 @@
 // Resource reports (RESOURCE_USAGE_CHANNEL) are news of a node's latest state, and
 // every node hears every node's: they are kept once, the newest of each node in
 // sequence order, and each subscriber of the channel reads those past its
-// acknowledged sequence id (a newer report of a node replaces the older one, sent or
-// not). Publishing one costs the same however many subscribers there are. With
-// `batch_ms` > 0 they alone answer a poll at FlushBatched(), no sooner than
-// `batch_ms` after the subscriber's previous answer, longer in a large cluster
+// acknowledged ones (a newer report of a node replaces the older one, sent or not).
+// Publishing one costs the same however many subscribers there are. With `batch_ms`
+// > 0 a subscriber gets them at FlushBatched(), no sooner than `batch_ms` after its
+// previous answer that carried reports, longer in a large cluster
 // (max_batched_answers_per_s). Other messages are queued per subscriber, each stored
-// once and shared by the queues that hold it, and answer a poll at once.
+// once and shared by the queues that hold it, and answer a poll at once, without the
+// reports whose time has not come: news of a node does not wait behind the reports.
+// So reports are acknowledged by answer (answer_id), not by sequence id.
 // Loop thread only; Tick() must be called periodically by the owner, and
 // FlushBatched() every `batch_ms`.
 #pragma once
@@ -105,15 +107,21 @@ class GcsPublisher {
     // The reports up to this sequence id are acknowledged (or were published
     // before it subscribed).
     int64_t reports_acked = 0;
+    // The last answer, and what reports_acked becomes when the subscriber says it
+    // processed it.
+    int64_t answer_id = 0;
+    int64_t reports_acked_with_answer = 0;
     std::optional<HeldPoll> poll;
     int64_t last_seen_ms = 0;
-    int64_t last_answer_ms = 0;
+    int64_t last_report_answer_ms = 0;
   };
   using ReportLog = std::list<std::shared_ptr<const Published>>;
 
   static bool Batched(const Published& m) { return m.channel_type == rpc::RESOURCE_USAGE_CHANNEL; }
   void PublishReport(std::shared_ptr<const Published> report);
   bool HasReportsFor(const Subscriber& subscriber) const;
+  // Reports are waiting for `subscriber` and its report window has passed.
+  bool ReportsDue(const Subscriber& subscriber) const;
   // Whether a held poll of `subscriber` should be answered now.
   bool Due(const Subscriber& subscriber) const;
   // How long a subscriber waits between answers that carry only reports.
@@ -124,6 +132,7 @@ class GcsPublisher {
   std::function<int64_t()> now_ms_;
   std::string publisher_id_;
   int64_t next_sequence_id_ = 1;
+  int64_t next_answer_id_ = 1;
   absl::flat_hash_map<std::string, Subscriber> subscribers_;
   // Subscribers of the report channel.
   int64_t report_subscribers_ = 0;

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "src/common/id.h"
 
 namespace manta::gcs {
@@ -90,6 +92,7 @@ void GcsSubscriber::Poll() {
   request.set_subscriber_id(subscriber_id_);
   request.set_max_processed_sequence_id(max_processed_);
   request.set_publisher_id(publisher_id_);
+  request.set_last_answer_id(last_answer_id_);
   gcs_.AsyncSubscriberPoll(
       request, poll_timeout_ms_ + 10000,
       [this, alive = alive_](const absl::Status& s, rpc::GcsSubscriberPollReply&& reply) {
@@ -100,6 +103,7 @@ void GcsSubscriber::Poll() {
           LOG(INFO) << "GCS forgot this subscriber (restarted?); subscribing again";
           publisher_id_.clear();
           max_processed_ = 0;
+          last_answer_id_ = 0;
           Subscribe();
           if (on_resync_) on_resync_();
           return;
@@ -116,10 +120,14 @@ void GcsSubscriber::Poll() {
           max_processed_ = 0;
         }
         for (const rpc::PubMessage& m : ParsePubMessages(reply)) {
-          if (m.sequence_id() <= max_processed_) continue;
-          max_processed_ = m.sequence_id();
+          // Resource reports come apart from the rest, after messages published
+          // later; each is a node's newest, and one sent again changes nothing.
+          const bool report = m.channel_type() == rpc::RESOURCE_USAGE_CHANNEL;
+          if (m.sequence_id() <= max_processed_ && !report) continue;
+          max_processed_ = std::max(max_processed_, m.sequence_id());
           on_message_(m);
         }
+        last_answer_id_ = reply.answer_id();
         if (new_publisher && on_resync_) on_resync_();
         Poll();
       });

@@ -57,6 +57,7 @@ class GcsSubscriber {
   std::string subscriber_id_;
   std::string publisher_id_;
   int64_t max_processed_ = 0;
+  int64_t last_answer_id_ = 0;
   int64_t backoff_ms_ = 100;
   // Cleared on destruction so late callbacks do nothing.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

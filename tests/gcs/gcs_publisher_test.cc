@@ -335,14 +335,17 @@ class GcsPublisherBatchTest : public GcsPublisherTest {
     o.batch_ms = 100;
     return o;
   }
-  std::unique_ptr<Poll> PollBatched(const std::string& subscriber, int64_t acked) {
-    return PollOn(batched_, subscriber, acked);
+  // Polls after processing the answer to `after` (none: nothing processed yet, or
+  // that answer was lost).
+  std::unique_ptr<Poll> PollBatched(const std::string& subscriber, const Poll* after) {
+    return PollOn(batched_, subscriber, after);
   }
-  static std::unique_ptr<Poll> PollOn(GcsPublisher& publisher, const std::string& subscriber, int64_t acked) {
+  static std::unique_ptr<Poll> PollOn(GcsPublisher& publisher, const std::string& subscriber, const Poll* after) {
     auto poll = std::make_unique<Poll>();
     rpc::GcsSubscriberPollRequest request;
     request.set_subscriber_id(subscriber);
-    request.set_max_processed_sequence_id(acked);
+    request.set_max_processed_sequence_id(after == nullptr ? 0 : after->last_sequence_id());
+    request.set_last_answer_id(after == nullptr ? 0 : after->reply.answer_id());
     request.set_publisher_id(publisher.publisher_id());
     publisher.HandlePoll(request, &poll->reply, poll->recorder.Sender());
     return poll;
@@ -361,12 +364,12 @@ class GcsPublisherBatchTest : public GcsPublisherTest {
 TEST_F(GcsPublisherBatchTest, ReportsWaitForTheBatchAndOnlyTheNewestOfANodeIsSent) {
   SubscribeBatched("s");
   clock_.Advance(1000);
-  auto first = PollBatched("s", 0);
+  auto first = PollBatched("s", nullptr);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   EXPECT_FALSE(first->recorder.replied());  // reports alone answer at the flush
   batched_.FlushBatched();
   ASSERT_EQ(first->recorder.calls(), 1);  // the first answer in a long while: at the next flush
-  auto second = PollBatched("s", first->last_sequence_id());
+  auto second = PollBatched("s", first.get());
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
@@ -380,42 +383,52 @@ TEST_F(GcsPublisherBatchTest, ReportsWaitForTheBatchAndOnlyTheNewestOfANodeIsSen
   EXPECT_GT(second->message(1).sequence_id(), second->message(0).sequence_id());
 }
 
-TEST_F(GcsPublisherBatchTest, AnotherChannelAnswersAtOnceAndCarriesTheReports) {
+// News of a node does not wait behind the reports: another channel answers at once,
+// without the reports not yet due, which come at their time and are acknowledged by
+// answer (their sequence ids are below the news the subscriber acknowledged).
+TEST_F(GcsPublisherBatchTest, AnotherChannelAnswersAtOnceWithoutTheReportsNotYetDue) {
   SubscribeBatched("s");
   clock_.Advance(1000);
-  auto first = PollBatched("s", 0);
+  auto first = PollBatched("s", nullptr);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   batched_.FlushBatched();
-  auto second = PollBatched("s", first->last_sequence_id());
+  auto second = PollBatched("s", first.get());
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
   EXPECT_FALSE(second->recorder.replied());
   batched_.Publish(Message(rpc::GCS_NODE_INFO_CHANNEL, "n"));
   ASSERT_EQ(second->recorder.calls(), 1);
-  EXPECT_THAT(second->keys(), ElementsAre("b", "n"));
+  EXPECT_THAT(second->keys(), ElementsAre("n"));
+  auto third = PollBatched("s", second.get());
+  EXPECT_FALSE(third->recorder.replied());
+  clock_.Advance(100);
+  batched_.FlushBatched();
+  ASSERT_EQ(third->recorder.calls(), 1);
+  EXPECT_THAT(third->keys(), ElementsAre("b"));
+  EXPECT_LT(third->last_sequence_id(), second->last_sequence_id());
   // Acknowledged, nothing is left to send: the next poll is held.
-  auto third = PollBatched("s", second->last_sequence_id());
+  auto fourth = PollBatched("s", third.get());
   clock_.Advance(1000);
   batched_.FlushBatched();
-  EXPECT_FALSE(third->recorder.replied());
+  EXPECT_FALSE(fourth->recorder.replied());
 }
 
 TEST_F(GcsPublisherBatchTest, AnUnacknowledgedReportIsResentUnlessSuperseded) {
   SubscribeBatched("s");
   clock_.Advance(1000);
-  auto first = PollBatched("s", 0);
+  auto first = PollBatched("s", nullptr);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   batched_.FlushBatched();
   ASSERT_EQ(first->recorder.calls(), 1);
   // The reply was lost: the next poll acknowledges nothing and gets "a" again...
   clock_.Advance(100);
-  auto again = PollBatched("s", 0);
+  auto again = PollBatched("s", nullptr);
   ASSERT_EQ(again->recorder.calls(), 1);
   EXPECT_THAT(again->keys(), ElementsAre("a"));
   // ...unless a newer report of that node came meanwhile.
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   const int64_t newest = [&] {
     clock_.Advance(100);
-    auto lost = PollBatched("s", 0);
+    auto lost = PollBatched("s", nullptr);
     EXPECT_EQ(lost->messages().size(), 1u);
     return lost->last_sequence_id();
   }();
@@ -428,7 +441,7 @@ TEST_F(GcsPublisherBatchTest, ReportsBeforeSubscribingOrOfDeadNodesAreNotSent) {
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "old"));
   SubscribeBatched("s");
   clock_.Advance(1000);
-  auto first = PollBatched("s", 0);
+  auto first = PollBatched("s", nullptr);
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "dead"));
   batched_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "alive"));
   batched_.DropReport("dead");
@@ -460,8 +473,8 @@ class GcsPublisherBoundedBatchTest : public GcsPublisherBatchTest {
     request.add_commands()->set_channel_type(channel);
     ASSERT_TRUE(bounded_.HandleCommandBatch(request).ok());
   }
-  std::unique_ptr<Poll> PollBounded(const std::string& subscriber, int64_t acked) {
-    return PollOn(bounded_, subscriber, acked);
+  std::unique_ptr<Poll> PollBounded(const std::string& subscriber, const Poll* after) {
+    return PollOn(bounded_, subscriber, after);
   }
   GcsPublisher bounded_;
 };
@@ -471,11 +484,11 @@ TEST_F(GcsPublisherBoundedBatchTest, ReportsComeLessOftenAsReportSubscribersGrow
   Subscribe("r2", rpc::RESOURCE_USAGE_CHANNEL);
   Subscribe("driver", rpc::GCS_NODE_INFO_CHANNEL);
   clock_.Advance(1000);
-  auto first = PollBounded("r1", 0);
+  auto first = PollBounded("r1", nullptr);
   bounded_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
   bounded_.FlushBatched();
   ASSERT_EQ(first->recorder.calls(), 1);
-  auto second = PollBounded("r1", first->last_sequence_id());
+  auto second = PollBounded("r1", first.get());
   bounded_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
   clock_.Advance(100);  // batch_ms alone would answer now
   bounded_.FlushBatched();
@@ -492,7 +505,7 @@ TEST_F(GcsPublisherBoundedBatchTest, ReportsComeLessOftenAsReportSubscribersGrow
   command->set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
   command->set_unsubscribe(true);
   ASSERT_TRUE(bounded_.HandleCommandBatch(leave).ok());
-  auto third = PollBounded("r1", second->last_sequence_id());
+  auto third = PollBounded("r1", second.get());
   bounded_.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "c"));
   clock_.Advance(100);
   bounded_.FlushBatched();

@@ -229,6 +229,31 @@ TEST_F(NodeManagerTest, PubsubUpdatesTheView) {
   EXPECT_TRUE(fatal_reasons_.empty());  // another node's death is not ours
 }
 
+// Resource reports come apart from other news, after news published later: the
+// subscriber applies them all the same and acknowledges them by answer.
+TEST_F(NodeManagerTest, AReportBelowTheNewsAlreadyProcessedIsAppliedAndAcknowledgedByAnswer) {
+  ASSERT_NO_FATAL_FAILURE(StartRegistered());
+  ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
+  NodeID other = NodeID::FromRandom();
+  Publish({NodeMessage(other, rpc::NodeInfo::ALIVE, 5)});
+  rpc::PubMessage usage;
+  usage.set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
+  usage.set_sequence_id(3);
+  usage.mutable_resource_usage_message()->set_node_id(other.Binary());
+  (*usage.mutable_resource_usage_message()->mutable_resources_available())["CPU"] = 0.25;
+  rpc::GcsSubscriberPollReply reply;
+  reply.set_publisher_id("publisher-1");
+  reply.set_answer_id(7);
+  reply.add_pub_messages(usage.SerializeAsString());
+  gcs_.poll.ReplyNext(loop_, absl::OkStatus(), std::move(reply));
+  loop_.RunUntilIdle();
+  ASSERT_NE(manager_->view().Get(other), nullptr);
+  EXPECT_EQ(manager_->view().Get(other)->available.at("CPU"), 0.25);
+  ASSERT_EQ(gcs_.poll.pending(), 1u);
+  EXPECT_EQ(gcs_.poll.Next().max_processed_sequence_id(), 5);
+  EXPECT_EQ(gcs_.poll.Next().last_answer_id(), 7);
+}
+
 TEST_F(NodeManagerTest, BeingDeclaredDeadIsFatal) {
   ASSERT_NO_FATAL_FAILURE(StartRegistered());
   ASSERT_NO_FATAL_FAILURE(AnswerSubscribe());
