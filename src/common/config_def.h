@@ -22,7 +22,7 @@ MANTA_CONFIG(int64_t, gcs_pubsub_tick_ms, 1000,
 MANTA_CONFIG(int64_t, gcs_pubsub_batch_ms, 100,
              "a subscriber gets nodes' resource reports at most this often, the newest of each node (0: each at once)")
 MANTA_CONFIG(int64_t, gcs_pubsub_max_batched_answers_per_s, 2000,
-             "polls answered a second with resource reports alone, all subscribers together (0: no bound); beyond "
+             "answers a second that carry resource reports, all subscribers together (0: no bound); beyond "
              "gcs_pubsub_batch_ms x this many nodes, each node gets them less often")
 MANTA_CONFIG(int64_t, redis_connect_timeout_ms, 3000, "connecting to Redis")
 MANTA_CONFIG(int64_t, redis_command_timeout_ms, 5000, "one Redis command")

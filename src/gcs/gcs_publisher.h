@@ -47,8 +47,8 @@ class GcsPublisher {
     int64_t max_subscribers = 100000;
     // 0: every message answers a held poll at once.
     int64_t batch_ms = 0;
-    // With batch_ms: at most this many answers a second carry only reports, all
-    // their subscribers together (0: no bound). Beyond batch_ms x this many report
+    // With batch_ms: at most this many answers a second carry reports, all their
+    // subscribers together (0: no bound). Beyond batch_ms x this many report
     // subscribers (raylets), each waits longer between such answers, so the polls
     // the GCS answers a second stay flat as the cluster grows (each answer carries
     // more reports).
