@@ -198,10 +198,16 @@ absl::StatusOr<pid_t> ClusterHarness::RestartGcs(const std::string& system_confi
   auto pid = StartProcess(p);
   if (!pid.ok()) return pid.status();
   restarted_gcs_.push_back(*pid);
-  if (!WaitFor([&] { return ReadFile(root_.path() + "/gcs" + tag + ".ready").ok(); }, 15000)) {
-    return absl::DeadlineExceededError("the restarted GCS did not become ready: " +
-                                       ReadFile(p.output_file).value_or(""));
-  }
+  bool exited = false;
+  const bool ready = WaitFor(
+      [&] {
+        exited = ReapIfExited(*pid);
+        return exited || ReadFile(root_.path() + "/gcs" + tag + ".ready").ok();
+      },
+      15000);
+  const std::string output = "; its output: " + ReadFile(p.output_file).value_or("(none)");
+  if (exited) return absl::InternalError("the restarted GCS exited" + output);
+  if (!ready) return absl::DeadlineExceededError("the restarted GCS did not become ready in 15 s" + output);
   return *pid;
 }
 

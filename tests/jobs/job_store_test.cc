@@ -59,7 +59,8 @@ TEST(JobStoreTest, RecordsAreKeptInTheGcsAndOutliveItsRestart) {
   EXPECT_EQ(ids, (std::vector<std::string>{"etl-1", "etl-2"}));
 
   // Redis keeps them: a new GCS serves the same records.
-  ASSERT_TRUE(harness.RestartGcs().ok());
+  absl::StatusOr<pid_t> restarted = harness.RestartGcs();
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
   JobStore after(rpc::MakeChannel(harness.gcs_address(), 64 << 20));
   absl::StatusOr<JobRecord> kept = after.Get("etl-1");
   EXPECT_TRUE(manta::testing::WaitFor(
@@ -83,7 +84,8 @@ TEST(JobStoreTest, AJobRunningAcrossAGcsRestartHasItsEndRecorded) {
       {"job", "submit", "--submission-id", "across", "--", "touch " + marker + "; sleep 3; echo done"});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   ASSERT_TRUE(manta::testing::WaitForFile(marker, 30000));
-  ASSERT_TRUE(harness.RestartGcs().ok());
+  absl::StatusOr<pid_t> restarted = harness.RestartGcs();
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
   std::string status;
   EXPECT_TRUE(manta::testing::WaitFor(
       [&] {
