@@ -1,6 +1,7 @@
 #include "src/gcs/gcs_subscriber.h"
 
 #include <glog/logging.h>
+#include <google/protobuf/arena.h>
 
 #include <algorithm>
 
@@ -119,31 +120,41 @@ void GcsSubscriber::Poll() {
           publisher_id_ = reply.publisher_id();
           max_processed_ = 0;
         }
-        for (const rpc::PubMessage& m : ParsePubMessages(reply)) {
+        ForEachPubMessage(reply, [this](const rpc::PubMessage& m) {
           // Resource reports come apart from the rest, after messages published
           // later; each is a node's newest, and one sent again changes nothing.
           const bool report = m.channel_type() == rpc::RESOURCE_USAGE_CHANNEL;
-          if (m.sequence_id() <= max_processed_ && !report) continue;
+          if (m.sequence_id() <= max_processed_ && !report) return;
           max_processed_ = std::max(max_processed_, m.sequence_id());
           on_message_(m);
-        }
+        });
         last_answer_id_ = reply.answer_id();
         if (new_publisher && on_resync_) on_resync_();
         Poll();
       });
 }
 
-std::vector<rpc::PubMessage> ParsePubMessages(const rpc::GcsSubscriberPollReply& reply) {
-  std::vector<rpc::PubMessage> messages(static_cast<size_t>(reply.pub_messages_size()));
-  size_t n = 0;
+void ForEachPubMessage(const rpc::GcsSubscriberPollReply& reply,
+                       absl::FunctionRef<void(const rpc::PubMessage&)> fn) {
+  // An answer can carry hundreds of resource reports, each with maps of resources:
+  // from malloc, one by one, they cost more than their parsing.
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = 4096;
+  options.max_block_size = 1 << 20;
+  google::protobuf::Arena arena(options);
   for (const std::string& bytes : reply.pub_messages()) {
-    if (messages[n].ParseFromString(bytes)) {
-      ++n;
-    } else {
+    auto* m = google::protobuf::Arena::CreateMessage<rpc::PubMessage>(&arena);
+    if (!m->ParseFromString(bytes)) {
       LOG(ERROR) << "a pubsub message from the GCS does not parse (" << bytes.size() << " bytes); skipped";
+      continue;
     }
+    fn(*m);
   }
-  messages.resize(n);
+}
+
+std::vector<rpc::PubMessage> ParsePubMessages(const rpc::GcsSubscriberPollReply& reply) {
+  std::vector<rpc::PubMessage> messages;
+  ForEachPubMessage(reply, [&messages](const rpc::PubMessage& m) { messages.push_back(m); });
   return messages;
 }
 

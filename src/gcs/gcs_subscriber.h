@@ -15,13 +15,17 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "src/common/event_loop.h"
 #include "src/gcs/gcs_client.h"
 
 namespace manta::gcs {
 
-// The messages of a poll's reply (serialized on the wire); one that does not parse
-// is logged and skipped.
+// Calls `fn` with each message of a poll's reply (serialized on the wire), parsed on
+// one arena freed at the end; one that does not parse is logged and skipped.
+void ForEachPubMessage(const rpc::GcsSubscriberPollReply& reply,
+                       absl::FunctionRef<void(const rpc::PubMessage&)> fn);
+// The same messages, copied out (for tests and tools).
 std::vector<rpc::PubMessage> ParsePubMessages(const rpc::GcsSubscriberPollReply& reply);
 
 class GcsSubscriber {
