@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "src/common/id.h"
 
@@ -62,9 +63,22 @@ int64_t GcsPublisher::BatchWindowMs() const {
   return std::max(options_.batch_ms, spread);
 }
 
+int64_t GcsPublisher::ReportAnswersPerFlush() const {
+  if (options_.max_batched_answers_per_s <= 0) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(1, options_.max_batched_answers_per_s * options_.batch_ms / 1000);
+}
+
 void GcsPublisher::FlushBatched() {
+  // Subscribers answered at one flush would stay in step (each waits the same window)
+  // and come due together for good: one burst of answers for the GCS and for them.
+  // Beyond a flush's share of the bound, reports wait for the next flush.
+  int64_t budget = ReportAnswersPerFlush();
   for (auto& [id, s] : subscribers_) {
-    if (s.poll.has_value() && Due(s)) Answer(s);
+    if (!s.poll.has_value()) continue;
+    const bool reports = ReportsDue(s);
+    if (s.queue.empty() && (!reports || budget <= 0)) continue;
+    budget -= reports ? 1 : 0;
+    Answer(s);
   }
 }
 

@@ -15,9 +15,11 @@
 // Publishing one costs the same however many subscribers there are. With `batch_ms`
 // > 0 a subscriber gets them at FlushBatched(), no sooner than `batch_ms` after its
 // previous answer that carried reports, longer in a large cluster
-// (max_batched_answers_per_s). Other messages are queued per subscriber, each stored
-// once and shared by the queues that hold it, and answer a poll at once, without the
-// reports whose time has not come: news of a node does not wait behind the reports.
+// (max_batched_answers_per_s); a flush gives at most that bound's share of answers
+// with reports, so subscribers come due spread over the flushes, not all at one.
+// Other messages are queued per subscriber, each stored once and shared by the
+// queues that hold it, and answer a poll at once, without the reports whose time has
+// not come: news of a node does not wait behind the reports.
 // So reports are acknowledged by answer (answer_id), not by sequence id.
 // Loop thread only; Tick() must be called periodically by the owner, and
 // FlushBatched() every `batch_ms`.
@@ -124,6 +126,8 @@ class GcsPublisher {
   bool ReportsDue(const Subscriber& subscriber) const;
   // Whether a held poll of `subscriber` should be answered now.
   bool Due(const Subscriber& subscriber) const;
+  // Answers carrying reports one FlushBatched() may give (the bound's share of a flush).
+  int64_t ReportAnswersPerFlush() const;
   // How long a subscriber waits between answers that carry only reports.
   int64_t BatchWindowMs() const;
   void Answer(Subscriber& subscriber);

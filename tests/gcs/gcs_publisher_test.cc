@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -511,6 +513,50 @@ TEST_F(GcsPublisherBoundedBatchTest, ReportsComeLessOftenAsReportSubscribersGrow
   bounded_.FlushBatched();
   ASSERT_EQ(third->recorder.calls(), 1);
   EXPECT_THAT(third->keys(), ElementsAre("c"));
+}
+
+// A flush answers at most the bound's share of report subscribers (here 20 a second
+// every 100 ms: 2), so four subscribers polling together come due two at a flush, and
+// stay spread afterwards instead of answering all at once every window (200 ms).
+TEST_F(GcsPublisherBoundedBatchTest, AFlushAnswersAtMostItsShareSoSubscribersStaySpread) {
+  GcsPublisher::Options o = Bounded();
+  o.max_batched_answers_per_s = 20;
+  GcsPublisher publisher(o, clock_.AsFunction());
+  const std::vector<std::string> ids = {"r1", "r2", "r3", "r4"};
+  for (const std::string& id : ids) {
+    rpc::GcsSubscriberCommandBatchRequest request;
+    request.set_subscriber_id(id);
+    request.add_commands()->set_channel_type(rpc::RESOURCE_USAGE_CHANNEL);
+    ASSERT_TRUE(publisher.HandleCommandBatch(request).ok());
+  }
+  clock_.Advance(1000);
+  std::map<std::string, std::unique_ptr<Poll>> polls;
+  for (const std::string& id : ids) polls[id] = PollOn(publisher, id, nullptr);
+  // Answers this flush; every subscriber whose poll was answered polls again.
+  auto flush = [&] {
+    publisher.FlushBatched();
+    std::set<std::string> answered;
+    for (const std::string& id : ids) {
+      if (!polls[id]->recorder.replied()) continue;
+      answered.insert(id);
+      polls[id] = PollOn(publisher, id, polls[id].get());
+    }
+    clock_.Advance(100);
+    return answered;
+  };
+  publisher.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "a"));
+  const std::set<std::string> first = flush();
+  EXPECT_EQ(first.size(), 2u);
+  const std::set<std::string> second = flush();
+  EXPECT_EQ(second.size(), 2u);
+  std::set<std::string> both = first;
+  both.insert(second.begin(), second.end());
+  EXPECT_EQ(both.size(), 4u);
+  // A new report: each half comes due at its own flush, a window after its answer.
+  publisher.Publish(Message(rpc::RESOURCE_USAGE_CHANNEL, "b"));
+  EXPECT_EQ(flush(), first);
+  EXPECT_EQ(flush(), second);
+  EXPECT_THAT(flush(), ::testing::IsEmpty());
 }
 
 }  // namespace
