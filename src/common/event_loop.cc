@@ -11,6 +11,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace manta {
 
 namespace asio = boost::asio;
@@ -21,7 +23,8 @@ struct EventLoop::Impl {
   int64_t slow_handler_warn_ms;
   std::unique_ptr<asio::signal_set> signals;
   mutable std::mutex stats_mu;
-  std::map<std::string, int64_t> stats;
+  // By the name's pointer (names are literals): no string is built per handler.
+  absl::flat_hash_map<const char*, int64_t> stats;
 
   void RunNamed(const char* name, absl::AnyInvocable<void()>& fn) {
     auto start = std::chrono::steady_clock::now();
@@ -160,7 +163,9 @@ size_t EventLoop::RunUntilIdle() {
 
 std::map<std::string, int64_t> EventLoop::Stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
-  return impl_->stats;
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, count] : impl_->stats) out[name] += count;
+  return out;
 }
 
 void* EventLoop::native_handle() { return &impl_->io; }

@@ -3,8 +3,9 @@
 // A thin wrapper over boost::asio::io_context (hidden behind a pimpl so that this
 // header stays cheap to include). Other threads hand work to the loop with Post();
 // every posted handler carries a name that appears in slow-handler warnings and in
-// Stats(). Timers run their callback on the loop. Post() and the timer calls are
-// thread-safe; Run() is called by exactly one thread.
+// Stats(); names are string literals (they are kept for the loop's life). Timers run
+// their callback on the loop. Post() and the timer calls are thread-safe; Run() is
+// called by exactly one thread.
 #pragma once
 
 #include <cstdint>
