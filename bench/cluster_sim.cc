@@ -116,7 +116,16 @@ void MeasureSteadyState(const Settings& s, const Daemons& d, manta::bench::SimNo
   out->emplace_back(p + "pubsub_messages_per_s", static_cast<double>(sims.MessagesReceived() - messages0) / wall);
 }
 
-double PlacementGroupMs(const Settings& s) {
+// A placement group on nodes the GCS thinks dead would wait for ever: say why instead.
+void DieIfDeclaredDead(const manta::bench::SimNodes& sims) {
+  const int64_t dead = sims.DeclaredDeadWhileUp();
+  if (dead == 0) return;
+  manta::bench::Die("the GCS declared " + std::to_string(dead) +
+                    " simulated nodes DEAD while they were up: this process fell behind their health checks "
+                    "(the machine is saturated; fewer nodes or a longer --report-ms)");
+}
+
+double PlacementGroupMs(const Settings& s, const manta::bench::SimNodes& sims) {
   std::vector<double> times;
   for (int r = 0; r < s.pg_rounds; ++r) {
     ray::PlacementGroupCreationOptions options;
@@ -124,7 +133,10 @@ double PlacementGroupMs(const Settings& s) {
     options.strategy = ray::PlacementStrategy::STRICT_SPREAD;
     const auto t0 = Clock::now();
     ray::PlacementGroup group = ray::CreatePlacementGroup(options);
-    if (!group.Wait(60)) manta::bench::Die("a placement group on the simulated nodes was not ready in 60 s");
+    if (!group.Wait(60)) {
+      DieIfDeclaredDead(sims);
+      manta::bench::Die("a placement group on the simulated nodes was not ready in 60 s");
+    }
     times.push_back(Since(t0) * 1e3);
     ray::RemovePlacementGroup(group.GetID());
   }
@@ -154,7 +166,8 @@ bool Step(const Settings& s, int n, const Daemons& d, manta::bench::SimNodes& si
   std::vector<double> fanout = sims.FanOutOfNewNode(60000);
   out->emplace_back(p + "fanout_p50_ms", Median(fanout));
   out->emplace_back(p + "fanout_max_ms", fanout.empty() ? 0 : fanout.back());
-  out->emplace_back(p + "pg_ms", PlacementGroupMs(s));
+  DieIfDeclaredDead(sims);
+  out->emplace_back(p + "pg_ms", PlacementGroupMs(s, sims));
   out->emplace_back(p + "task_ms", TaskMs(s));
   auto dead = sims.TimeToNoticeDeath(120000);
   if (!dead.ok()) manta::bench::Die(dead.status().ToString());

@@ -71,6 +71,7 @@ struct SimNodes::Node {
   bool table_read = false;
   bool polled = false;
   bool flip = false;  // alternates the reported availability, so every report is news
+  bool declared_dead = false;  // by the GCS, while up
   double sim_available = 0;
   // Bundles prepared here: (group id, index) -> units of "sim".
   std::map<std::pair<std::string, int>, double> bundles;
@@ -346,6 +347,13 @@ void SimNodes::Report(int index) {
 
 void SimNodes::OnMessage(int index, const rpc::PubMessage& m) {
   ++messages_;
+  if (m.channel_type() == rpc::GCS_NODE_INFO_CHANNEL && m.node_info_message().state() == rpc::NodeInfo::DEAD) {
+    auto it = index_of_.find(m.key_id());
+    if (it != index_of_.end() && nodes_[it->second]->alive && !nodes_[it->second]->declared_dead) {
+      nodes_[it->second]->declared_dead = true;
+      ++declared_dead_;
+    }
+  }
   if (m.channel_type() != rpc::GCS_NODE_INFO_CHANNEL || m.key_id() != watched_id_ || watched_id_.empty()) return;
   const bool dead = m.node_info_message().state() == rpc::NodeInfo::DEAD;
   if (dead != watch_dead_ || !nodes_[index]->alive) return;
@@ -442,7 +450,9 @@ absl::StatusOr<int> SimNodes::AddListener() {
 int SimNodes::AddNode(int port) {
   nodes_.push_back(std::make_unique<Node>());
   nodes_.back()->port = port;
-  return static_cast<int>(nodes_.size()) - 1;
+  const int index = static_cast<int>(nodes_.size()) - 1;
+  index_of_[nodes_.back()->id.Binary()] = index;
+  return index;
 }
 
 absl::Status SimNodes::GrowTo(int n, int64_t timeout_ms) {

@@ -72,6 +72,10 @@ class SimNodes {
   int64_t MessagesReceived() const { return messages_.load(); }
   // Calls that failed (registration, reports), so far.
   int64_t Failures() const { return failures_.load(); }
+  // Nodes the GCS declared DEAD while they were up: this process fell behind the
+  // health checks (a check unanswered within health_check_timeout_ms, as many times
+  // running as health_check_failure_threshold), as a raylet whose loop stalls would.
+  int64_t DeclaredDeadWhileUp() const { return declared_dead_.load(); }
   int size() const;
 
  private:
@@ -110,8 +114,10 @@ class SimNodes {
   EventLoop loop_;
   std::thread loop_thread_;
   std::vector<std::unique_ptr<Node>> nodes_;  // loop thread
+  absl::flat_hash_map<std::string, int> index_of_;  // node id (binary) -> index; loop thread
   std::atomic<int64_t> messages_{0};
   std::atomic<int64_t> failures_{0};
+  std::atomic<int64_t> declared_dead_{0};
 
   // Events being timed (loop thread).
   std::string watched_id_;
