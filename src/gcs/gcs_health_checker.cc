@@ -2,22 +2,28 @@
 
 #include <glog/logging.h>
 
+#include "absl/hash/hash.h"
+
 namespace manta::gcs {
 
 GcsHealthChecker::GcsHealthChecker(CheckFn check, DeadFn on_dead, int64_t failure_threshold,
                                    int64_t initial_delay_ms, std::function<int64_t()> now_ms,
-                                   int64_t isolation_grace_ms)
+                                   int64_t isolation_grace_ms, int64_t period_ms)
     : check_(std::move(check)),
       on_dead_(std::move(on_dead)),
       failure_threshold_(std::max<int64_t>(1, failure_threshold)),
       initial_delay_ms_(initial_delay_ms),
       isolation_grace_ms_(isolation_grace_ms),
+      period_ms_(std::max<int64_t>(0, period_ms)),
       now_ms_(std::move(now_ms)) {}
 
 void GcsHealthChecker::AddNode(const NodeID& node_id, bool remote) {
   NodeState state;
   state.remote = remote;
-  state.first_check_ms = now_ms_() + initial_delay_ms_;
+  state.next_check_ms = now_ms_() + initial_delay_ms_;
+  if (period_ms_ > 0) {
+    state.next_check_ms += static_cast<int64_t>(absl::HashOf(node_id) % static_cast<uint64_t>(period_ms_));
+  }
   state.generation = next_generation_++;
   nodes_[node_id] = state;
 }
@@ -29,8 +35,11 @@ void GcsHealthChecker::Tick() {
   // Collect first: a check may complete inline and change nodes_.
   std::vector<std::pair<NodeID, uint64_t>> due;
   for (auto& [node_id, state] : nodes_) {
-    if (state.in_flight || now < state.first_check_ms) continue;
+    if (state.in_flight || now < state.next_check_ms) continue;
     state.in_flight = true;
+    // The next due time keeps the node's phase and is in the future, however late
+    // this Tick came (a stalled loop does not bring a burst of checks after it).
+    if (period_ms_ > 0) state.next_check_ms += ((now - state.next_check_ms) / period_ms_ + 1) * period_ms_;
     due.emplace_back(node_id, state.generation);
   }
   for (const auto& [id, generation] : due) {

@@ -1,11 +1,17 @@
 // GcsHealthChecker: declares a raylet DEAD after consecutive missed health checks.
 //
-// Each Tick() sends one check to every watched node that has no check in flight and
-// whose initial grace period has passed. A failed check counts a miss; a successful
-// one resets the count. At `failure_threshold` misses the node is removed from the
-// watch list and `on_dead` runs. How a node is checked is injected (a gRPC call in
-// the GCS, a fake in tests). Loop thread only; the owner calls Tick() every
-// health_check_period_ms.
+// Each Tick() sends one check to every watched node that is due and has no check in
+// flight. A failed check counts a miss; a successful one resets the count. At
+// `failure_threshold` misses the node is removed from the watch list and `on_dead`
+// runs. How a node is checked is injected (a gRPC call in the GCS, a fake in tests).
+// Loop thread only.
+//
+// With `period_ms` 0, every node past its initial grace period is due at every
+// Tick(), which the owner calls once a period. With `period_ms` > 0 each node is due
+// once a period at its own phase (its id's hash within the period, added to the
+// initial grace period), and the owner calls Tick() more often (the phase's
+// granularity): nodes that joined together are not all checked at one instant, so a
+// thousand nodes cost a thousand calls spread over the period, not one burst.
 //
 // A GCS cut off from the network misses every other machine's checks at once. When
 // every node on another host than the GCS is failing (and there are at least two
@@ -32,7 +38,7 @@ class GcsHealthChecker {
   using DeadFn = std::function<void(const NodeID&, const std::string& reason)>;
 
   GcsHealthChecker(CheckFn check, DeadFn on_dead, int64_t failure_threshold, int64_t initial_delay_ms,
-                   std::function<int64_t()> now_ms, int64_t isolation_grace_ms = 0);
+                   std::function<int64_t()> now_ms, int64_t isolation_grace_ms = 0, int64_t period_ms = 0);
 
   // `remote`: the node runs on another host than the GCS.
   void AddNode(const NodeID& node_id, bool remote = false);
@@ -44,7 +50,7 @@ class GcsHealthChecker {
   struct NodeState {
     int64_t misses = 0;
     int64_t first_miss_ms = 0;  // of the current run of misses
-    int64_t first_check_ms = 0;
+    int64_t next_check_ms = 0;  // due from then on
     bool remote = false;
     bool in_flight = false;
     // Incremented on every Add so a stale reply for an earlier registration is ignored.
@@ -60,6 +66,7 @@ class GcsHealthChecker {
   int64_t failure_threshold_;
   int64_t initial_delay_ms_;
   int64_t isolation_grace_ms_;
+  int64_t period_ms_;
   std::function<int64_t()> now_ms_;
   uint64_t next_generation_ = 1;
   // A declaration was held because the GCS looked isolated; the first remote node

@@ -1,5 +1,7 @@
 #include "src/gcs/gcs_server.h"
 
+#include <algorithm>
+
 #include <glog/logging.h>
 
 #include "src/common/status_util.h"
@@ -90,7 +92,7 @@ void GcsServer::BuildManagers() {
       [this](const NodeID& id, std::function<void(absl::Status)> cb) { CheckNodeHealth(id, std::move(cb)); },
       [this](const NodeID& id, const std::string& reason) { node_manager_->MarkNodeDead(id, reason); },
       options_.config.health_check_failure_threshold, options_.config.health_check_initial_delay_ms, MonotonicMs,
-      options_.config.health_check_isolation_grace_ms);
+      options_.config.health_check_isolation_grace_ms, options_.config.health_check_period_ms);
 }
 
 void GcsServer::WireManagers() {
@@ -173,7 +175,10 @@ absl::Status GcsServer::StartRpc() {
   server_->RegisterService(&services_->state);
   if (options_.plain_connection_handler) server_->SetPlainConnectionHandler(options_.plain_connection_handler);
   MANTA_RETURN_IF_ERROR(server_->Start());
-  health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", options_.config.health_check_period_ms,
+  // Each node is checked once a period at its own phase; the tick is that phase's
+  // granularity.
+  const int64_t period = std::max<int64_t>(1, options_.config.health_check_period_ms);
+  health_timer_ = loop_.RunEvery("GcsServer.HealthCheck", std::clamp<int64_t>(period / 10, 1, 100),
                                  [this] { health_checker_->Tick(); });
   pubsub_timer_ =
       loop_.RunEvery("GcsServer.PubSubTick", options_.config.gcs_pubsub_tick_ms, [this] { publisher_.Tick(); });

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "tests/gcs/gcs_test_helpers.h"
 
 namespace manta::gcs::testing {
@@ -306,6 +307,62 @@ TEST_F(GcsHealthCheckerTest, ChecksCompletingInlineDoNotBreakTheTick) {
   checker_->Tick();
   EXPECT_EQ(check_.sent(), 50 + 2 * 50);
   EXPECT_EQ(dead_.size(), 50u);
+}
+
+TEST_F(GcsHealthCheckerTest, WithAPeriodEachNodeIsCheckedOnceAPeriodAtItsOwnPhase) {
+  checker_ = std::make_unique<GcsHealthChecker>(
+      check_.AsFunction(), [this](const NodeID& id, const std::string&) { dead_.push_back(id); },
+      /*failure_threshold=*/3, /*initial_delay_ms=*/0, clock_.AsFunction(), /*isolation_grace_ms=*/0,
+      /*period_ms=*/1000);
+  std::vector<NodeID> nodes;
+  for (int i = 0; i < 200; ++i) {
+    nodes.push_back(NodeID::FromRandom());
+    checker_->AddNode(nodes.back());
+  }
+  // Ticks every 100 ms (between whole milliseconds' phases, at 50, 150, ...) for
+  // three periods, each check answered before the next tick: the ticks that checked
+  // each node.
+  absl::flat_hash_map<NodeID, std::vector<int>> ticks_of;
+  int busiest = 0;
+  clock_.Advance(50);
+  for (int tick = 0; tick < 30; ++tick) {
+    const int before = check_.sent();
+    checker_->Tick();
+    busiest = std::max(busiest, check_.sent() - before);
+    for (const NodeID& id : nodes) {
+      if (check_.pending(id) == 0) continue;
+      ticks_of[id].push_back(tick);
+      ASSERT_TRUE(check_.Reply(id, absl::OkStatus()));
+    }
+    clock_.Advance(100);
+  }
+  for (const NodeID& id : nodes) {
+    const std::vector<int>& ticks = ticks_of[id];
+    ASSERT_GE(ticks.size(), 2u) << id.Hex();
+    EXPECT_LE(ticks[0], 10) << "first checked within a period";
+    for (size_t i = 1; i < ticks.size(); ++i) EXPECT_EQ(ticks[i], ticks[i - 1] + 10) << "once a period, same phase";
+  }
+  // 200 nodes over 10 ticks: 20 a tick on average. Without phases one tick would
+  // send all 200.
+  EXPECT_LT(busiest, 60);
+  EXPECT_THAT(dead_, IsEmpty());
+}
+
+TEST_F(GcsHealthCheckerTest, WithAPeriodALateTickSendsOneCheckNotTheMissedOnes) {
+  checker_ = std::make_unique<GcsHealthChecker>(
+      check_.AsFunction(), [this](const NodeID& id, const std::string&) { dead_.push_back(id); },
+      /*failure_threshold=*/3, /*initial_delay_ms=*/0, clock_.AsFunction(), /*isolation_grace_ms=*/0,
+      /*period_ms=*/100);
+  checker_->AddNode(node_);
+  clock_.Advance(100);
+  CheckAndReply(node_, absl::OkStatus());
+  clock_.Advance(1000);  // the loop stalled for ten periods
+  CheckAndReply(node_, absl::OkStatus());
+  checker_->Tick();
+  EXPECT_EQ(check_.sent(), 2) << "the next check waits for the node's next phase";
+  clock_.Advance(100);
+  CheckAndReply(node_, absl::OkStatus());
+  EXPECT_EQ(check_.sent(), 3);
 }
 
 }  // namespace
