@@ -12,14 +12,17 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "driver_main.h"
 #include "cluster_harness.h"
 #include "gtest/gtest.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
 #include "src/common/util.h"
 
+namespace actor_cluster_test {
 namespace {
 
 // Dead nodes are found within about 2 s, yet a live one is not declared dead when a
@@ -227,13 +230,13 @@ int RunChild(const std::string& mode, const std::string& gcs, const std::string&
   return 2;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+// A child driver of these tests: --child=<mode> --gcs=<address> [--arg=<value>].
+const bool kChildMode = manta::testing::AddChildMode([](int argc, char** argv) -> std::optional<int> {
   std::string mode = FlagValue(argc, argv, "--child");
-  if (!mode.empty()) return RunChild(mode, FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--arg"), argc, argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+  if (mode.empty()) return std::nullopt;
+  return RunChild(mode, FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--arg"), argc, argv);
+});
+
+}  // namespace
+}  // namespace actor_cluster_test

@@ -23,15 +23,16 @@
 #include "src/core_worker/core_worker.h"
 #include "test_util/test_util.h"
 
+namespace api_actor_test {
 namespace {
 
 // ---- The actors ---------------------------------------------------------------
 
-class Counter {
+class ActorCounter {
  public:
-  explicit Counter(int start) : count_(start), restarted_(ray::WasCurrentActorRestarted()) {}
-  static Counter* Create(int start) { return new Counter(start); }
-  static Counter* CreateThrowing(std::string why) { throw std::invalid_argument(why); }
+  explicit ActorCounter(int start) : count_(start), restarted_(ray::WasCurrentActorRestarted()) {}
+  static ActorCounter* Create(int start) { return new ActorCounter(start); }
+  static ActorCounter* CreateThrowing(std::string why) { throw std::invalid_argument(why); }
   int Add(int x) {
     count_ += x;
     return count_;
@@ -59,9 +60,11 @@ class Counter {
   }
   int Throw(int x) { throw std::runtime_error("bad value " + std::to_string(x)); }
   // Calls another actor through a handle it received.
-  int AddThrough(ray::ActorHandle<Counter> other, int x) { return *other.Task(&Counter::Add).Remote(x).Get(); }
+  int AddThrough(ray::ActorHandle<ActorCounter> other, int x) {
+    return *other.Task(&ActorCounter::Add).Remote(x).Get();
+  }
   // Creates an actor and returns its handle.
-  ray::ActorHandle<Counter> MakeChild(int start) { return ray::Actor(Counter::Create).Remote(start); }
+  ray::ActorHandle<ActorCounter> MakeChild(int start) { return ray::Actor(ActorCounter::Create).Remote(start); }
   std::string Namespace() { return ray::GetNamespace(); }
   int NotRegistered() { return 0; }
 
@@ -108,11 +111,14 @@ class Busy {
 };
 
 int Double(int x) { return 2 * x; }
-int CallCounter(ray::ActorHandle<Counter> counter, int x) { return *counter.Task(&Counter::Add).Remote(x).Get(); }
+int CallCounter(ray::ActorHandle<ActorCounter> counter, int x) {
+  return *counter.Task(&ActorCounter::Add).Remote(x).Get();
+}
 
-RAY_REMOTE(Counter::Create, Counter::CreateThrowing, &Counter::Add, &Counter::Get, &Counter::Record, &Counter::Pid,
-           &Counter::RestartedAtCreation, &Counter::RestartedNow, &Counter::SlowAdd, &Counter::AddAfter2Ms, &Counter::Exit, &Counter::Throw,
-           &Counter::AddThrough, &Counter::MakeChild, &Counter::Namespace);
+RAY_REMOTE(ActorCounter::Create, ActorCounter::CreateThrowing, &ActorCounter::Add, &ActorCounter::Get,
+           &ActorCounter::Record, &ActorCounter::Pid, &ActorCounter::RestartedAtCreation, &ActorCounter::RestartedNow,
+           &ActorCounter::SlowAdd, &ActorCounter::AddAfter2Ms, &ActorCounter::Exit, &ActorCounter::Throw,
+           &ActorCounter::AddThrough, &ActorCounter::MakeChild, &ActorCounter::Namespace);
 RAY_REMOTE(Latch::Create, &Latch::Arrive);
 RAY_REMOTE(Busy::Create, &Busy::Work, &Busy::Exit, &Busy::Pid);
 RAY_REMOTE(Double, CallCounter);
@@ -153,97 +159,97 @@ class ApiActorTest : public ::testing::Test {
 };
 
 TEST_F(ApiActorTest, CallsRunInOrderAndKeepState) {
-  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(10);
+  ray::ActorHandle<ActorCounter> counter = ray::Actor(ActorCounter::Create).Remote(10);
   EXPECT_FALSE(counter.ID().empty());
   std::vector<ray::ObjectRef<std::vector<int>>> records;
-  for (int i = 0; i < 200; ++i) records.push_back(counter.Task(&Counter::Record).Remote(i));
+  for (int i = 0; i < 200; ++i) records.push_back(counter.Task(&ActorCounter::Record).Remote(i));
   std::vector<int> expected;
   for (int i = 0; i < 200; ++i) expected.push_back(i);
   EXPECT_EQ(*records.back().Get(), expected);
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(5).Get(), 15);
-  EXPECT_EQ(*counter.Task(&Counter::Get).Remote().Get(), 15);
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(5).Get(), 15);
+  EXPECT_EQ(*counter.Task(&ActorCounter::Get).Remote().Get(), 15);
 }
 
 TEST_F(ApiActorTest, ArgumentsByValueAndByRef) {
   auto start = ray::Task(Double).Remote(21);  // pending when the actor is created
-  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(start);
+  ray::ActorHandle<ActorCounter> counter = ray::Actor(ActorCounter::Create).Remote(start);
   auto x = ray::Task(Double).Remote(4);
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(x).Get(), 50);
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(ray::Put(50)).Get(), 100);
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(x).Get(), 50);
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(ray::Put(50)).Get(), 100);
 }
 
 TEST_F(ApiActorTest, HandlesArePassedToTasksAndActorsAndReturned) {
-  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(0);
+  ray::ActorHandle<ActorCounter> counter = ray::Actor(ActorCounter::Create).Remote(0);
   EXPECT_EQ(*ray::Task(CallCounter).Remote(counter, 3).Get(), 3);
-  ray::ActorHandle<Counter> other = ray::Actor(Counter::Create).Remote(100);
-  EXPECT_EQ(*other.Task(&Counter::AddThrough).Remote(counter, 4).Get(), 7);
-  std::shared_ptr<ray::ActorHandle<Counter>> child = counter.Task(&Counter::MakeChild).Remote(1000).Get();
-  EXPECT_EQ(*child->Task(&Counter::Add).Remote(1).Get(), 1001);
-  ray::ActorHandle<Counter> copy = counter;
+  ray::ActorHandle<ActorCounter> other = ray::Actor(ActorCounter::Create).Remote(100);
+  EXPECT_EQ(*other.Task(&ActorCounter::AddThrough).Remote(counter, 4).Get(), 7);
+  std::shared_ptr<ray::ActorHandle<ActorCounter>> child = counter.Task(&ActorCounter::MakeChild).Remote(1000).Get();
+  EXPECT_EQ(*child->Task(&ActorCounter::Add).Remote(1).Get(), 1001);
+  ray::ActorHandle<ActorCounter> copy = counter;
   EXPECT_TRUE(copy == counter);
   EXPECT_FALSE(copy != counter);
   EXPECT_FALSE(other == counter);
 }
 
 TEST_F(ApiActorTest, AFactoryThatThrowsFailsEveryCall) {
-  auto broken = ray::Actor(Counter::CreateThrowing).Remote(std::string("no start value"));
-  auto call = broken.Task(&Counter::Get).Remote();
+  auto broken = ray::Actor(ActorCounter::CreateThrowing).Remote(std::string("no start value"));
+  auto call = broken.Task(&ActorCounter::Get).Remote();
   try {
     call.Get(20000);
     FAIL() << "expected RayActorException";
   } catch (const ray::internal::RayActorException& e) {
     EXPECT_NE(std::string(e.what()).find("no start value"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(broken.Task(&Counter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
+  EXPECT_THROW(broken.Task(&ActorCounter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
 }
 
 TEST_F(ApiActorTest, MethodExceptionsAreTaskErrorsAndTheActorLivesOn) {
-  auto counter = ray::Actor(Counter::Create).Remote(1);
+  auto counter = ray::Actor(ActorCounter::Create).Remote(1);
   try {
-    counter.Task(&Counter::Throw).Remote(7).Get();
+    counter.Task(&ActorCounter::Throw).Remote(7).Get();
     FAIL() << "expected RayTaskException";
   } catch (const ray::internal::RayTaskException& e) {
     EXPECT_NE(std::string(e.what()).find("bad value 7"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(1).Get(), 2);
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(1).Get(), 2);
 }
 
 TEST_F(ApiActorTest, UnregisteredThingsAreRefusedAtRemote) {
-  auto counter = ray::Actor(Counter::Create).Remote(1);
-  EXPECT_THROW(counter.Task(&Counter::NotRegistered).Remote(), ray::internal::RayFunctionNotFound);
-  ray::ActorHandle<Counter> empty;
-  EXPECT_THROW(empty.Task(&Counter::Get).Remote(), ray::internal::RayException);
+  auto counter = ray::Actor(ActorCounter::Create).Remote(1);
+  EXPECT_THROW(counter.Task(&ActorCounter::NotRegistered).Remote(), ray::internal::RayFunctionNotFound);
+  ray::ActorHandle<ActorCounter> empty;
+  EXPECT_THROW(empty.Task(&ActorCounter::Get).Remote(), ray::internal::RayException);
 }
 
 TEST_F(ApiActorTest, NamedActorsAreFoundPerNamespace) {
-  auto named = ray::Actor(Counter::Create).SetName("shared-counter").Remote(5);
-  EXPECT_EQ(*named.Task(&Counter::Add).Remote(1).Get(), 6);
-  auto found = ray::GetActor<Counter>("shared-counter");
+  auto named = ray::Actor(ActorCounter::Create).SetName("shared-counter").Remote(5);
+  EXPECT_EQ(*named.Task(&ActorCounter::Add).Remote(1).Get(), 6);
+  auto found = ray::GetActor<ActorCounter>("shared-counter");
   ASSERT_TRUE(found);
-  EXPECT_EQ(*found->Task(&Counter::Add).Remote(1).Get(), 7);
-  EXPECT_FALSE(ray::GetActor<Counter>("no-such-actor"));
-  EXPECT_FALSE(ray::GetActor<Counter>("shared-counter", "another-namespace"));
-  EXPECT_FALSE(ray::GetActor<Counter>(""));  // as Ray: no actor has the empty name
+  EXPECT_EQ(*found->Task(&ActorCounter::Add).Remote(1).Get(), 7);
+  EXPECT_FALSE(ray::GetActor<ActorCounter>("no-such-actor"));
+  EXPECT_FALSE(ray::GetActor<ActorCounter>("shared-counter", "another-namespace"));
+  EXPECT_FALSE(ray::GetActor<ActorCounter>(""));  // as Ray: no actor has the empty name
   // The name is taken in this namespace, free in another.
-  EXPECT_THROW(ray::Actor(Counter::Create).SetName("shared-counter").Remote(0), ray::internal::RayException);
-  auto elsewhere = ray::Actor(Counter::Create).SetName("shared-counter", "another-namespace").Remote(50);
-  auto found_elsewhere = ray::GetActor<Counter>("shared-counter", "another-namespace");
+  EXPECT_THROW(ray::Actor(ActorCounter::Create).SetName("shared-counter").Remote(0), ray::internal::RayException);
+  auto elsewhere = ray::Actor(ActorCounter::Create).SetName("shared-counter", "another-namespace").Remote(50);
+  auto found_elsewhere = ray::GetActor<ActorCounter>("shared-counter", "another-namespace");
   ASSERT_TRUE(found_elsewhere);
-  EXPECT_EQ(*found_elsewhere->Task(&Counter::Get).Remote().Get(), 50);
+  EXPECT_EQ(*found_elsewhere->Task(&ActorCounter::Get).Remote().Get(), 50);
   // Tasks and actors see the driver's namespace.
-  EXPECT_EQ(*named.Task(&Counter::Namespace).Remote().Get(), ray::GetNamespace());
+  EXPECT_EQ(*named.Task(&ActorCounter::Namespace).Remote().Get(), ray::GetNamespace());
   EXPECT_FALSE(ray::GetNamespace().empty());
   named.Kill();
   elsewhere.Kill();
-  EXPECT_TRUE(manta::testing::WaitFor([] { return !ray::GetActor<Counter>("shared-counter"); }, 10000));
+  EXPECT_TRUE(manta::testing::WaitFor([] { return !ray::GetActor<ActorCounter>("shared-counter"); }, 10000));
 }
 
 TEST_F(ApiActorTest, KillMakesEveryLaterCallFail) {
-  auto counter = ray::Actor(Counter::Create).Remote(0);
-  int pid = *counter.Task(&Counter::Pid).Remote().Get();
+  auto counter = ray::Actor(ActorCounter::Create).Remote(0);
+  int pid = *counter.Task(&ActorCounter::Pid).Remote().Get();
   counter.Kill();
   try {
-    counter.Task(&Counter::Add).Remote(1).Get(20000);
+    counter.Task(&ActorCounter::Add).Remote(1).Get(20000);
     FAIL() << "expected RayActorException";
   } catch (const ray::internal::RayActorException& e) {
     EXPECT_NE(std::string(e.what()).find("Kill"), std::string::npos) << e.what();
@@ -252,37 +258,37 @@ TEST_F(ApiActorTest, KillMakesEveryLaterCallFail) {
 }
 
 TEST_F(ApiActorTest, KillWithoutNoRestartRestartsTheActor) {
-  auto counter = ray::Actor(Counter::Create).SetMaxRestarts(1).Remote(0);
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(5).Get(), 5);
-  EXPECT_FALSE(*counter.Task(&Counter::RestartedAtCreation).Remote().Get());
-  int pid = *counter.Task(&Counter::Pid).Remote().Get();
+  auto counter = ray::Actor(ActorCounter::Create).SetMaxRestarts(1).Remote(0);
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(5).Get(), 5);
+  EXPECT_FALSE(*counter.Task(&ActorCounter::RestartedAtCreation).Remote().Get());
+  int pid = *counter.Task(&ActorCounter::Pid).Remote().Get();
   counter.Kill(false);
   // Calls made after the restart reach the new instance (its state starts over).
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(1).Get(20000), 1);
-  EXPECT_NE(*counter.Task(&Counter::Pid).Remote().Get(), pid);
-  EXPECT_TRUE(*counter.Task(&Counter::RestartedAtCreation).Remote().Get());
-  EXPECT_TRUE(*counter.Task(&Counter::RestartedNow).Remote().Get());
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(1).Get(20000), 1);
+  EXPECT_NE(*counter.Task(&ActorCounter::Pid).Remote().Get(), pid);
+  EXPECT_TRUE(*counter.Task(&ActorCounter::RestartedAtCreation).Remote().Get());
+  EXPECT_TRUE(*counter.Task(&ActorCounter::RestartedNow).Remote().Get());
   counter.Kill(false);  // no restarts left: dead
-  EXPECT_THROW(counter.Task(&Counter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
+  EXPECT_THROW(counter.Task(&ActorCounter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
 }
 
 TEST_F(ApiActorTest, AKilledProcessRestartsAndCallsInFlightFail) {
-  auto counter = ray::Actor(Counter::Create).SetMaxRestarts(-1).Remote(0);
-  int pid = *counter.Task(&Counter::Pid).Remote().Get();
-  auto in_flight = counter.Task(&Counter::SlowAdd).Remote(1);
+  auto counter = ray::Actor(ActorCounter::Create).SetMaxRestarts(-1).Remote(0);
+  int pid = *counter.Task(&ActorCounter::Pid).Remote().Get();
+  auto in_flight = counter.Task(&ActorCounter::SlowAdd).Remote(1);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the call start
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   EXPECT_THROW(in_flight.Get(20000), ray::internal::RayActorException);
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(2).Get(20000), 2);
-  EXPECT_TRUE(*counter.Task(&Counter::RestartedNow).Remote().Get());
+  EXPECT_EQ(*counter.Task(&ActorCounter::Add).Remote(2).Get(20000), 2);
+  EXPECT_TRUE(*counter.Task(&ActorCounter::RestartedNow).Remote().Get());
 }
 
 TEST_F(ApiActorTest, KillDuringABurstOfCallsNeverHangs) {
-  auto counter = ray::Actor(Counter::Create).Remote(0);
-  counter.Task(&Counter::Add).Remote(0).Get();
+  auto counter = ray::Actor(ActorCounter::Create).Remote(0);
+  counter.Task(&ActorCounter::Add).Remote(0).Get();
   // 1000 calls of 2 ms: the kill lands while most of them wait.
   std::vector<ray::ObjectRef<int>> burst;
-  for (int i = 0; i < 1000; ++i) burst.push_back(counter.Task(&Counter::AddAfter2Ms).Remote(1));
+  for (int i = 0; i < 1000; ++i) burst.push_back(counter.Task(&ActorCounter::AddAfter2Ms).Remote(1));
   counter.Kill();
   // Every call either ran (its value counts the calls before it, in order) or failed
   // with RayActorException; none stays pending.
@@ -299,17 +305,17 @@ TEST_F(ApiActorTest, KillDuringABurstOfCallsNeverHangs) {
   }
   EXPECT_EQ(ran + failed, 1000);
   EXPECT_GT(failed, 0);
-  EXPECT_THROW(counter.Task(&Counter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
+  EXPECT_THROW(counter.Task(&ActorCounter::Add).Remote(1).Get(20000), ray::internal::RayActorException);
 }
 
 TEST_F(ApiActorTest, ExitActorEndsItWithoutRestart) {
-  auto counter = ray::Actor(Counter::Create).SetMaxRestarts(3).Remote(0);
-  int pid = *counter.Task(&Counter::Pid).Remote().Get();
-  auto exit = counter.Task(&Counter::Exit).Remote();
+  auto counter = ray::Actor(ActorCounter::Create).SetMaxRestarts(3).Remote(0);
+  int pid = *counter.Task(&ActorCounter::Pid).Remote().Get();
+  auto exit = counter.Task(&ActorCounter::Exit).Remote();
   EXPECT_THROW(exit.Get(20000), ray::internal::RayActorException);
   EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(pid); }, 10000));
   try {
-    counter.Task(&Counter::Add).Remote(1).Get(20000);
+    counter.Task(&ActorCounter::Add).Remote(1).Get(20000);
     FAIL() << "expected RayActorException";
   } catch (const ray::internal::RayActorException& e) {
     EXPECT_NE(std::string(e.what()).find("ExitActor"), std::string::npos) << e.what();
@@ -358,18 +364,12 @@ TEST_F(ApiActorTest, AThreadedActorExitsCleanlyWhileItsCallsRun) {
 TEST_F(ApiActorTest, AnActorOutOfScopeExits) {
   int pid = 0;
   {
-    auto counter = ray::Actor(Counter::Create).Remote(0);
-    pid = *counter.Task(&Counter::Pid).Remote().Get();
+    auto counter = ray::Actor(ActorCounter::Create).Remote(0);
+    pid = *counter.Task(&ActorCounter::Pid).Remote().Get();
     EXPECT_TRUE(ProcessAlive(pid));
   }
   EXPECT_TRUE(manta::testing::WaitFor([&] { return !ProcessAlive(pid); }, 10000));
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace api_actor_test

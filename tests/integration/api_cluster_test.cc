@@ -10,9 +10,11 @@
 #include <array>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "driver_main.h"
 #include "cluster_harness.h"
 #include "big_array.h"
 #include "gtest/gtest.h"
@@ -20,14 +22,15 @@
 #include "src/common/process.h"
 #include "src/core_worker/core_worker.h"
 
+namespace api_cluster_test {
 namespace {
 
 std::string WhereAmI() { return std::getenv("MANTA_NODE_ID"); }
 
 using manta::testing::Big;
 // Registered under these names in this binary.
-Big MakeBig(int seed) { return manta::testing::MakeBig(seed); }
-long long SumBig(Big b) { return manta::testing::SumBig(b); }
+Big ClusterMakeBig(int seed) { return manta::testing::MakeBig(seed); }
+long long ClusterSumBig(Big b) { return manta::testing::SumBig(b); }
 
 // A value carrying a ref owned by the worker that made it.
 struct Holder {
@@ -43,7 +46,7 @@ int SleepLong(int seconds) {
   return seconds;
 }
 
-RAY_REMOTE(WhereAmI, MakeBig, SumBig, MakeHolder, ReadNested, Wrap, SleepLong);
+RAY_REMOTE(WhereAmI, ClusterMakeBig, ClusterSumBig, MakeHolder, ReadNested, Wrap, SleepLong);
 
 class ApiClusterTest : public ::testing::Test {
  protected:
@@ -97,10 +100,10 @@ TEST_F(ApiClusterTest, LargeResultsMoveBetweenNodes) {
   {
     // Made on the "special" node, read by the driver (head) and by a task on "other":
     // three nodes end up with a copy.
-    auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(3);
-    long long expected = SumBig(MakeBig(3));
+    auto big = ray::Task(ClusterMakeBig).SetResource("special", 1).Remote(3);
+    long long expected = ClusterSumBig(ClusterMakeBig(3));
     EXPECT_EQ((*big.Get())[99999], 3 + 99999);
-    EXPECT_EQ(*ray::Task(SumBig).SetResource("other", 1).Remote(big).Get(), expected);
+    EXPECT_EQ(*ray::Task(ClusterSumBig).SetResource("other", 1).Remote(big).Get(), expected);
     // (manta status reports store contents about once a second.)
     EXPECT_TRUE(manta::testing::WaitFor([] { return ObjectsInStores(*harness_) >= 3; }, 10000))
         << ObjectsInStores(*harness_) << " objects in the nodes' stores";
@@ -154,19 +157,16 @@ TEST_F(ApiClusterTest, LeasesComeBackWhenTheOwnerDies) {
       << "the dead owner's lease was not returned: " << harness_->AvailableCpus() << " CPUs available";
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  // Child-driver mode (LeasesComeBackWhenTheOwnerDies): submit a long task, block.
-  if (argc == 2 && std::string(argv[1]).rfind("--child-driver=", 0) == 0) {
-    ray::RayConfig config;
-    config.address = std::string(argv[1]).substr(std::string("--child-driver=").size());
-    ray::Init(config, argc, argv);
-    ray::Task(SleepLong).Remote(600).Get();
-    return 0;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+// Child-driver mode (LeasesComeBackWhenTheOwnerDies): submit a long task, block.
+const bool kChildMode = manta::testing::AddChildMode([](int argc, char** argv) -> std::optional<int> {
+  if (argc != 2 || std::string(argv[1]).rfind("--child-driver=", 0) != 0) return std::nullopt;
+  ray::RayConfig config;
+  config.address = std::string(argv[1]).substr(std::string("--child-driver=").size());
+  ray::Init(config, argc, argv);
+  ray::Task(SleepLong).Remote(600).Get();
+  return 0;
+});
+
+}  // namespace
+}  // namespace api_cluster_test

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "driver_main.h"
 #include "big_array.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -31,11 +33,12 @@
 #include "src/common/util.h"
 #include "test_util/test_util.h"
 
+namespace api_task_test {
 namespace {
 
 // ---- Remote functions -------------------------------------------------------
 
-int Plus(int a, int b) { return a + b; }
+int TaskPlus(int a, int b) { return a + b; }
 int Twice(int x) { return 2 * x; }
 std::string Concat(std::string a, std::string b) { return a + b; }
 int Sum(std::vector<int> xs) { return std::accumulate(xs.begin(), xs.end(), 0); }
@@ -202,7 +205,7 @@ std::vector<std::string> SharedWithTheRaylet() {
 }
 
 RAY_REMOTE(ShortOrWait);
-RAY_REMOTE(Plus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
+RAY_REMOTE(TaskPlus, Twice, Concat, Sum, Move, MakeBig, SumBig, SleepMs, SleepThenPid, Throws, Deref, NestedChain, CrashOnce,
            CrashAlways, Multiples, BigsAndSmalls, PutEach, ThrowsMany, Pattern, SumViewed, Failing, Ramp, SumViewedDoubles, SumInts,
            FaultsOfBuffers, SecretsPipeAtStaticInit, SharedWithTheRaylet);
 
@@ -236,7 +239,7 @@ class ApiTaskTest : public ::testing::Test {
 };
 
 TEST_F(ApiTaskTest, TaskWithValues) {
-  EXPECT_EQ(*ray::Task(Plus).Remote(1, 2).Get(), 3);
+  EXPECT_EQ(*ray::Task(TaskPlus).Remote(1, 2).Get(), 3);
   EXPECT_EQ(*ray::Get(ray::Task(Concat).Remote(std::string("ab"), std::string("cd"))), "abcd");
   Point p = *ray::Task(Move).Remote(Point{1, 2.5, "p"}, 10).Get();
   EXPECT_EQ(p.x, 11);
@@ -248,7 +251,7 @@ TEST_F(ApiTaskTest, TaskWithValues) {
 TEST_F(ApiTaskTest, PutAndRefArguments) {
   auto five = ray::Put(5);
   EXPECT_EQ(*five.Get(), 5);
-  EXPECT_EQ(*ray::Task(Plus).Remote(five, 1).Get(), 6);
+  EXPECT_EQ(*ray::Task(TaskPlus).Remote(five, 1).Get(), 6);
   EXPECT_EQ(*ray::Task(Deref).Remote(five).Get(), 6);  // the callee gets the ref itself
 }
 
@@ -258,7 +261,7 @@ TEST_F(ApiTaskTest, ChainAndFanIn) {
   EXPECT_EQ(*x.Get(), 2048);
 
   std::vector<ray::ObjectRef<int>> parts;
-  for (int i = 0; i < 20; ++i) parts.push_back(ray::Task(Plus).Remote(i, 0));
+  for (int i = 0; i < 20; ++i) parts.push_back(ray::Task(TaskPlus).Remote(i, 0));
   auto values = ray::Get(parts);
   int total = 0;
   for (const auto& v : values) total += *v;
@@ -345,11 +348,11 @@ TEST_F(ApiTaskTest, UnknownFunctionAtWorkerIsRayFunctionNotFound) {
   ray::ObjectRef<int> ref(id);
   ray::internal::GetRayRuntime()->RemoveLocalReference(id);  // the ref adopted it
   EXPECT_THROW(ref.Get(), ray::internal::RayFunctionNotFound);
-  EXPECT_EQ(*ray::Task(Plus).Remote(2, 2).Get(), 4);
+  EXPECT_EQ(*ray::Task(TaskPlus).Remote(2, 2).Get(), 4);
 }
 
 TEST_F(ApiTaskTest, InfeasibleTaskStaysPending) {
-  auto never = ray::Task(Plus).SetResource("CPU", 10000).Remote(1, 1);
+  auto never = ray::Task(TaskPlus).SetResource("CPU", 10000).Remote(1, 1);
   std::vector<ray::ObjectRef<int>> refs = {never};
   auto result = ray::Wait(refs, 1, 500);
   EXPECT_EQ(result.ready.size(), 0u);
@@ -378,7 +381,7 @@ TEST_F(ApiTaskTest, SeveralReturnsEachTheirOwnObject) {
   std::vector<std::shared_ptr<int>> values = ray::Get(refs);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(*values[i], 7 * i);
   // Each is a ref like any other: passed on to another task, waited on, dropped.
-  EXPECT_EQ(*ray::Task(Plus).Remote(refs[3], refs[4]).Get(), 49);
+  EXPECT_EQ(*ray::Task(TaskPlus).Remote(refs[3], refs[4]).Get(), 49);
   std::set<std::string> ids;
   for (const auto& ref : refs) ids.insert(ref.ID());
   EXPECT_EQ(ids.size(), 5u);
@@ -540,7 +543,7 @@ TEST_F(ApiTaskTest, NoLeaksAfterRefsGoOutOfScope) {
     dropped.erase(dropped.begin() + 2);
     dropped.erase(dropped.begin());
     EXPECT_EQ((*dropped[0].Get())[0], 10);
-    auto small = ray::Task(Plus).Remote(big.Get()->at(0), 1);
+    auto small = ray::Task(TaskPlus).Remote(big.Get()->at(0), 1);
     EXPECT_EQ(*ray::Task(SumBig).Remote(put).Get(), SumBig(MakeBig(2)));
     small.Get();
   }
@@ -619,21 +622,18 @@ TEST(PrivateClusterTest, StopsWhenItsDriverIsKilledWithEveryProcessItStarted) {
   KillDriverAndExpectItsClusterStopped(true);
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  // Child mode (StopsWhenItsDriverIsKilled): start a private cluster, report its
-  // address, and wait to be killed.
-  if (argc == 2 && std::string(argv[1]).rfind("--child-private-cluster=", 0) == 0) {
-    std::string file = std::string(argv[1]).substr(std::string("--child-private-cluster=").size());
-    ray::RayConfig config;
-    config.head_args = {"--num-cpus=1", "--object-store-memory=67108864"};
-    ray::Init(config, argc, argv);
-    (void)manta::WriteFileAtomic(file, ray::internal::GetClusterAddress() + "\n");
-    while (true) pause();
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+// Child mode (StopsWhenItsDriverIsKilled): start a private cluster, report its
+// address, and wait to be killed.
+const bool kChildMode = manta::testing::AddChildMode([](int argc, char** argv) -> std::optional<int> {
+  if (argc != 2 || std::string(argv[1]).rfind("--child-private-cluster=", 0) != 0) return std::nullopt;
+  std::string file = std::string(argv[1]).substr(std::string("--child-private-cluster=").size());
+  ray::RayConfig config;
+  config.head_args = {"--num-cpus=1", "--object-store-memory=67108864"};
+  ray::Init(config, argc, argv);
+  (void)manta::WriteFileAtomic(file, ray::internal::GetClusterAddress() + "\n");
+  while (true) pause();
+});
+
+}  // namespace
+}  // namespace api_task_test

@@ -38,6 +38,7 @@
 #include "src/core_worker/core_worker.h"
 #include "src/object_store/store_client.h"
 
+namespace attack_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -54,13 +55,13 @@ struct WorkerEndpoint {
   int pid = 0;
   MSGPACK_DEFINE(grpc_address, task_address, pid);
 };
-WorkerEndpoint WhereAmI() {
+WorkerEndpoint AttackWhereAmI() {
   const manta::rpc::Address& a = ray::internal::GetCoreWorkerForTesting()->address();
   return {a.ip_address() + ":" + std::to_string(a.port()), a.ip_address() + ":" + std::to_string(a.task_port()),
           getpid()};
 }
-int Echo(int x) { return x; }
-RAY_REMOTE(WhereAmI, Echo);
+int AttackEcho(int x) { return x; }
+RAY_REMOTE(AttackWhereAmI, AttackEcho);
 
 // How a call without the cluster's token presents itself.
 enum class Forgery { kNoToken, kWrongToken, kMalformedToken };
@@ -186,7 +187,7 @@ class AttackTest : public ::testing::Test {
     EXPECT_EQ(alive, 1) << status.dump();
     static int n = 0;
     ++n;
-    EXPECT_EQ(*ray::Task(Echo).Remote(n).Get(), n);
+    EXPECT_EQ(*ray::Task(AttackEcho).Remote(n).Get(), n);
   }
 
   static ClusterHarness* harness_;
@@ -344,7 +345,7 @@ TEST_F(AttackTest, AMalformedFlushOfWorkersOutputIsRefused) {
 }
 
 TEST_F(AttackTest, WorkersAndDriversRefuseCallsWithoutTheToken) {
-  WorkerEndpoint worker = *ray::Task(WhereAmI).Remote().Get();
+  WorkerEndpoint worker = *ray::Task(AttackWhereAmI).Remote().Get();
   const manta::rpc::Address& driver = ray::internal::GetCoreWorkerForTesting()->address();
   ray::ObjectRef<int> owned = ray::Put(5);
   for (const std::string& address : {worker.grpc_address, driver.ip_address() + ":" + std::to_string(driver.port())}) {
@@ -495,7 +496,7 @@ TEST_F(AttackTest, ImpossibleObjectChunksFailThePullAndNotTheRaylet) {
 }
 
 TEST_F(AttackTest, HalfSentFramesAreBoundedAndTheReceiversLiveOn) {
-  WorkerEndpoint worker = *ray::Task(WhereAmI).Remote().Get();
+  WorkerEndpoint worker = *ray::Task(AttackWhereAmI).Remote().Get();
   pid_t raylet = OnlyPid("raylet");
   int64_t worker_before = ResidentKb(worker.pid);
   int64_t raylet_before = ResidentKb(raylet);
@@ -525,7 +526,7 @@ TEST_F(AttackTest, HalfSentFramesAreBoundedAndTheReceiversLiveOn) {
     ASSERT_TRUE(SendAll(fd, Le32((16u << 20) - 1) + std::string(64 << 10, 'q')));
     partial.push_back(fd);
   }
-  EXPECT_EQ(*ray::Task(Echo).Remote(11).Get(), 11);  // a round trip: the raylet has read them
+  EXPECT_EQ(*ray::Task(AttackEcho).Remote(11).Get(), 11);  // a round trip: the raylet has read them
   EXPECT_LT(ResidentKb(raylet) - raylet_before, 16 << 10) << "8 half-sent 16 MiB frames grew the raylet";
   for (int fd : partial) close(fd);
 
@@ -601,7 +602,7 @@ TEST_F(AttackTest, NoSecretOnAnyCommandLine) {
   ASSERT_FALSE(password.empty());
   std::vector<pid_t> pids = harness_->LivePids();
   ASSERT_EQ(pids.size(), 4u);  // Redis, GCS, dashboard, raylet
-  pids.push_back(ray::Task(WhereAmI).Remote().Get()->pid);
+  pids.push_back(ray::Task(AttackWhereAmI).Remote().Get()->pid);
   for (pid_t pid : pids) {
     std::string cmdline = ProcFile(pid, "cmdline");
     ASSERT_FALSE(cmdline.empty()) << pid;
@@ -615,9 +616,4 @@ TEST_F(AttackTest, NoSecretOnAnyCommandLine) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace attack_test

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "test_util/test_util.h"
 
+namespace await_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -30,8 +31,8 @@ using manta::testing::WaitForFile;
 
 // ---- Remote functions -------------------------------------------------------
 
-int Twice(int x) { return 2 * x; }
-int Fail(std::string why) { throw std::runtime_error(why); }
+int AwaitTwice(int x) { return 2 * x; }
+int AwaitFail(std::string why) { throw std::runtime_error(why); }
 void Nothing() {}
 // Marks `dir`/started-x, waits for `dir`/go (at most a minute), then returns `x`.
 int AfterGo(std::string dir, int x) {
@@ -44,8 +45,8 @@ std::string NodeOf() { return std::getenv("MANTA_NODE_ID") != nullptr ? std::get
 
 // A coroutine task: awaits a child task, then another.
 ray::Coroutine<int> TwiceTwice(int x) {
-  std::shared_ptr<int> once = co_await ray::Task(Twice).Remote(x);
-  std::shared_ptr<int> again = co_await ray::Task(Twice).Remote(*once);
+  std::shared_ptr<int> once = co_await ray::Task(AwaitTwice).Remote(x);
+  std::shared_ptr<int> again = co_await ray::Task(AwaitTwice).Remote(*once);
   co_return *again;
 }
 // A coroutine task awaiting refs it borrowed (they came inside its argument).
@@ -69,7 +70,7 @@ ray::Coroutine<int> TotalSize(std::vector<std::string> urls) {
   co_return total;
 }
 
-RAY_REMOTE(Twice, Fail, Nothing, AfterGo, Bytes, NodeOf, TwiceTwice, SumOfBorrowed);
+RAY_REMOTE(AwaitTwice, AwaitFail, Nothing, AfterGo, Bytes, NodeOf, TwiceTwice, SumOfBorrowed);
 
 // An async actor: its methods are coroutines, so its calls run at once on one thread.
 class Waiter {
@@ -125,7 +126,7 @@ ray::Coroutine<int> Sum(ray::ObjectRef<int> a, ray::ObjectRef<int> b) {
 
 ray::Coroutine<std::string> CatchTaskError() {
   try {
-    co_await ray::Task(Fail).Remote(std::string("broken on purpose"));
+    co_await ray::Task(AwaitFail).Remote(std::string("broken on purpose"));
   } catch (const ray::internal::RayTaskException& e) {
     co_return std::string(e.what());
   }
@@ -134,7 +135,7 @@ ray::Coroutine<std::string> CatchTaskError() {
 
 ray::Coroutine<int> Inner(int x) {
   if (x < 0) throw std::invalid_argument("negative");
-  co_return *co_await ray::Task(Twice).Remote(x);
+  co_return *co_await ray::Task(AwaitTwice).Remote(x);
 }
 ray::Coroutine<int> Outer(int x) { co_return 1 + co_await Inner(x); }
 
@@ -162,7 +163,7 @@ class AwaitTestBase : public ::testing::Test {
   void Go() { std::ofstream(dir_ + "/go") << "go\n"; }
 
   void AwaitGivesTheValue() {
-    EXPECT_EQ(ray::RunAsync(Sum(ray::Task(Twice).Remote(1), ray::Task(Twice).Remote(20))), 42);
+    EXPECT_EQ(ray::RunAsync(Sum(ray::Task(AwaitTwice).Remote(1), ray::Task(AwaitTwice).Remote(20))), 42);
     EXPECT_EQ(ray::RunAsync(Sum(ray::Put(1), ray::Put(2))), 3);  // ready already
     ray::RunAsync([]() -> ray::Coroutine<> { co_await ray::Task(Nothing).Remote(); }());
   }
@@ -170,7 +171,8 @@ class AwaitTestBase : public ::testing::Test {
     std::string message = ray::RunAsync(CatchTaskError());
     EXPECT_NE(message.find("broken on purpose"), std::string::npos) << message;
     // Uncaught, it leaves RunAsync.
-    EXPECT_THROW(ray::RunAsync(AwaitOne(ray::Task(Fail).Remote(std::string("x")))), ray::internal::RayTaskException);
+    EXPECT_THROW(ray::RunAsync(AwaitOne(ray::Task(AwaitFail).Remote(std::string("x")))),
+                 ray::internal::RayTaskException);
   }
   void CoroutinesAwaitCoroutines() {
     EXPECT_EQ(ray::RunAsync(Outer(5)), 11);
@@ -178,7 +180,7 @@ class AwaitTestBase : public ::testing::Test {
   }
   void WhenAllGivesEveryValueInOrder() {
     std::vector<ray::ObjectRef<int>> refs;
-    for (int i = 0; i < 20; ++i) refs.push_back(ray::Task(Twice).Remote(i));
+    for (int i = 0; i < 20; ++i) refs.push_back(ray::Task(AwaitTwice).Remote(i));
     auto all = [](std::vector<ray::ObjectRef<int>> refs) -> ray::Coroutine<std::vector<int>> {
       std::vector<int> out;
       for (std::shared_ptr<int>& v : co_await ray::WhenAll(refs)) out.push_back(*v);
@@ -187,11 +189,11 @@ class AwaitTestBase : public ::testing::Test {
     std::vector<int> values = ray::RunAsync(all(refs));
     ASSERT_EQ(values.size(), 20u);
     for (int i = 0; i < 20; ++i) EXPECT_EQ(values[i], 2 * i);
-    refs.push_back(ray::Task(Fail).Remote(std::string("one failed")));
+    refs.push_back(ray::Task(AwaitFail).Remote(std::string("one failed")));
     EXPECT_THROW(ray::RunAsync(all(refs)), ray::internal::RayTaskException);
   }
   void WhenAnyGivesAReadyOne() {
-    std::vector<ray::ObjectRef<int>> refs = {ray::Task(AfterGo).Remote(dir_, 1), ray::Task(Twice).Remote(21)};
+    std::vector<ray::ObjectRef<int>> refs = {ray::Task(AfterGo).Remote(dir_, 1), ray::Task(AwaitTwice).Remote(21)};
     auto any = [](std::vector<ray::ObjectRef<int>> refs) -> ray::Coroutine<int> {
       size_t i = co_await ray::WhenAny(refs);
       co_return static_cast<int>(i) * 1000 + *co_await refs[i];
@@ -240,16 +242,16 @@ class AwaitTestBase : public ::testing::Test {
   }
   void SpawnRunsOnTheGivenExecutor() {
     ray::ThreadPoolExecutor pool(2);
-    std::future<std::thread::id> where = ray::Spawn(pool.executor(), ThreadAfterAwait(ray::Task(Twice).Remote(1)));
+    std::future<std::thread::id> where = ray::Spawn(pool.executor(), ThreadAfterAwait(ray::Task(AwaitTwice).Remote(1)));
     ASSERT_EQ(where.wait_for(std::chrono::seconds(30)), std::future_status::ready);
     std::vector<std::thread::id> ids = pool.thread_ids();
     EXPECT_NE(std::find(ids.begin(), ids.end(), where.get()), ids.end());
-    std::future<int> failed = ray::Spawn(pool.executor(), AwaitOne(ray::Task(Fail).Remote(std::string("y"))));
+    std::future<int> failed = ray::Spawn(pool.executor(), AwaitOne(ray::Task(AwaitFail).Remote(std::string("y"))));
     EXPECT_THROW(failed.get(), ray::internal::RayTaskException);
   }
   void CoroutineTasksAndBorrowedRefs() {
     EXPECT_EQ(*ray::Task(TwiceTwice).Remote(5).Get(), 20);
-    std::vector<ray::ObjectRef<int>> refs = {ray::Put(1), ray::Task(Twice).Remote(10), ray::Put(100)};
+    std::vector<ray::ObjectRef<int>> refs = {ray::Put(1), ray::Task(AwaitTwice).Remote(10), ray::Put(100)};
     EXPECT_EQ(*ray::Task(SumOfBorrowed).Remote(refs).Get(), 121);
   }
   void TheReadmeExample() {
@@ -405,10 +407,4 @@ TEST_F(LocalModeAwaitTest, AsyncActorStartsCallsInTheCallersOrder) { AsyncActorS
 TEST_F(LocalModeAwaitTest, AsyncActorPassesAnExceptionOn) { AsyncActorPassesAnExceptionOn(); }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace await_test

@@ -17,6 +17,7 @@
 #include "src/task_channel/task_channel.h"
 #include "test_util/test_util.h"
 
+namespace bad_input_test {
 namespace {
 
 // Where the worker running this task takes pushes: "ip:port", its worker id, its pid.
@@ -27,13 +28,13 @@ struct WorkerEndpoint {
   MSGPACK_DEFINE(address, worker_id, pid);
 };
 
-WorkerEndpoint WhereAmI() {
+WorkerEndpoint BadInputWhereAmI() {
   manta::core::CoreWorker* core = ray::internal::GetCoreWorkerForTesting();
   const manta::rpc::Address& a = core->address();
   return {a.ip_address() + ":" + std::to_string(a.task_port()), a.worker_id(), getpid()};
 }
 int Echo(int x) { return x; }
-RAY_REMOTE(WhereAmI, Echo);
+RAY_REMOTE(BadInputWhereAmI, Echo);
 
 class BadInputTest : public ::testing::Test {
  protected:
@@ -73,7 +74,7 @@ class BadInputTest : public ::testing::Test {
 };
 
 TEST_F(BadInputTest, APushWithMalformedIdsIsRefusedAndTheWorkerLivesOn) {
-  WorkerEndpoint worker = *ray::Task(WhereAmI).Remote().Get();
+  WorkerEndpoint worker = *ray::Task(BadInputWhereAmI).Remote().Get();
   manta::rpc::PushTaskRequest request;
   request.set_intended_worker_id(worker.worker_id);
   manta::rpc::TaskSpec* empty_id = request.add_tasks();  // no task id at all
@@ -98,7 +99,7 @@ TEST_F(BadInputTest, APushWithMalformedIdsIsRefusedAndTheWorkerLivesOn) {
 }
 
 TEST_F(BadInputTest, AnOwnerWithoutTheClusterTokenGetsNothingRun) {
-  WorkerEndpoint worker = *ray::Task(WhereAmI).Remote().Get();
+  WorkerEndpoint worker = *ray::Task(BadInputWhereAmI).Remote().Get();
   manta::rpc::PushTaskRequest request;
   request.set_intended_worker_id(worker.worker_id);
   manta::rpc::TaskSpec* spec = request.add_tasks();
@@ -112,7 +113,7 @@ TEST_F(BadInputTest, AnOwnerWithoutTheClusterTokenGetsNothingRun) {
 }
 
 TEST_F(BadInputTest, APushForAnotherWorkerIsRefusedWithoutNamingThisOne) {
-  WorkerEndpoint worker = *ray::Task(WhereAmI).Remote().Get();
+  WorkerEndpoint worker = *ray::Task(BadInputWhereAmI).Remote().Get();
   manta::rpc::PushTaskRequest request;  // no intended worker id: what a stranger sends
   auto reply = Push(worker.address, request);
   ASSERT_FALSE(reply.ok());
@@ -125,9 +126,4 @@ TEST_F(BadInputTest, APushForAnotherWorkerIsRefusedWithoutNamingThisOne) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace bad_input_test

@@ -22,6 +22,7 @@
 #include "src/common/security.h"
 #include "test_util/test_util.h"
 
+namespace cancel_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -37,7 +38,7 @@ std::string Path(const std::string& dir, const char* what, int id) {
 // ---- Remote functions -------------------------------------------------------
 
 // Waits for `go`, then returns `id`.
-int Block(std::string dir, int id) {
+int CancelBlock(std::string dir, int id) {
   Touch(Path(dir, "started", id));
   WaitForFile(dir + "/go", 60000);
   Touch(Path(dir, "done", id));
@@ -73,7 +74,7 @@ int ParentOfUntilCancelled(std::string dir, int child_id) {
   return *ray::Task(UntilCancelled).Remote(dir, child_id).Get();
 }
 // Submits a child that waits for `go`, and waits for it.
-int ParentOfBlock(std::string dir, int child_id) { return *ray::Task(Block).Remote(dir, child_id).Get(); }
+int ParentOfBlock(std::string dir, int child_id) { return *ray::Task(CancelBlock).Remote(dir, child_id).Get(); }
 // Cancels the task behind a ref it borrows (inside a vector: not resolved).
 bool CancelBorrowed(std::vector<ray::ObjectRef<int>> refs) {
   ray::Cancel(refs[0]);
@@ -100,13 +101,13 @@ RAY_REMOTE(Search);
 class Gate {
  public:
   static Gate* Create() { return new Gate(); }
-  int Block(std::string dir, int id) { return ::Block(dir, id); }
-  int UntilCancelled(std::string dir, int id) { return ::UntilCancelled(dir, id); }
+  int Block(std::string dir, int id) { return cancel_test::CancelBlock(dir, id); }
+  int UntilCancelled(std::string dir, int id) { return cancel_test::UntilCancelled(dir, id); }
   int Quick(int x) { return x; }
 };
 
-RAY_REMOTE(Block, Mark, MarkAfter, UntilCancelled, Stubborn, ParentOfUntilCancelled, ParentOfBlock, CancelBorrowed,
-           SubmitUntilCancelled);
+RAY_REMOTE(CancelBlock, Mark, MarkAfter, UntilCancelled, Stubborn, ParentOfUntilCancelled, ParentOfBlock,
+           CancelBorrowed, SubmitUntilCancelled);
 RAY_REMOTE(Gate::Create, &Gate::Block, &Gate::UntilCancelled, &Gate::Quick);
 
 using Cancelled = ray::internal::RayTaskCancelledException;
@@ -147,9 +148,10 @@ class CancelTestBase : public ::testing::Test {
   bool Exists(const char* what, int id) const { return fs::exists(Path(dir_, what, id)); }
   bool Started(int id) const { return WaitForFile(Path(dir_, "started", id), 30000); }
 
-  // Both CPUs busy with Block(1) and Block(2): what is submitted next waits in a queue.
+  // Both CPUs busy with CancelBlock(1) and CancelBlock(2): what is submitted next waits in a queue.
   std::vector<ray::ObjectRef<int>> Occupy() {
-    std::vector<ray::ObjectRef<int>> blockers = {ray::Task(Block).Remote(dir_, 1), ray::Task(Block).Remote(dir_, 2)};
+    std::vector<ray::ObjectRef<int>> blockers = {ray::Task(CancelBlock).Remote(dir_, 1),
+                                                 ray::Task(CancelBlock).Remote(dir_, 2)};
     EXPECT_TRUE(Started(1) && Started(2));
     return blockers;
   }
@@ -286,7 +288,7 @@ TEST_F(CancelTest, AQueuedTaskNeverRunsAndFailsAtOnceAndIsListedCancelled) {
 TEST_F(CancelTest, AQueuedTaskNeverRuns) { QueuedTaskNeverRuns(); }
 
 TEST_F(CancelTest, ATaskWaitingForItsArgumentsNeverRuns) {
-  ray::ObjectRef<int> dependency = ray::Task(Block).Remote(dir_, 1);
+  ray::ObjectRef<int> dependency = ray::Task(CancelBlock).Remote(dir_, 1);
   ray::ObjectRef<int> waiting = ray::Task(MarkAfter).Remote(dir_, 2, dependency);
   ray::Cancel(waiting);
   EXPECT_THROW(waiting.Get(20000), Cancelled);
@@ -390,7 +392,7 @@ TEST_F(LocalModeCancelTest, ARunningActorCallSeesIsCancelled) { RunningActorCall
 TEST_F(LocalModeCancelTest, BadInputIsRefused) { BadInputIsRefused(); }
 
 TEST_F(LocalModeCancelTest, AForcedCancelFailsARunningTaskAtOnce) {
-  ray::ObjectRef<int> running = ray::Task(Block).Remote(dir_, 1);
+  ray::ObjectRef<int> running = ray::Task(CancelBlock).Remote(dir_, 1);
   ASSERT_TRUE(Started(1));
   ray::Cancel(running, /*force=*/true);
   EXPECT_THROW(running.Get(20000), Cancelled);  // while it still waits for `go`
@@ -398,10 +400,4 @@ TEST_F(LocalModeCancelTest, AForcedCancelFailsARunningTaskAtOnce) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace cancel_test

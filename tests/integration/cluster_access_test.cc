@@ -14,10 +14,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "driver_main.h"
 #include "cluster_harness.h"
 #include "gtest/gtest.h"
 #include "src/api/native_runtime.h"
@@ -27,6 +29,7 @@
 #include "src/common/util.h"
 #include "src/core_worker/core_worker.h"
 
+namespace cluster_access_test {
 namespace {
 
 using manta::testing::ClusterHarness;
@@ -378,14 +381,15 @@ TEST(ClusterAccessTest, WithTlsDueTheHeadMakesACaAndMembersGetCertificatesByProv
   EXPECT_GE(issued, 2u) << logs;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+// The drivers these tests start: --secrets-driver <file> and --driver <address> [--second].
+const bool kChildMode = manta::testing::AddChildMode([](int argc, char** argv) -> std::optional<int> {
   if (argc >= 3 && std::string(argv[1]) == "--secrets-driver") return RunSecretsDriver(argv[2], argc, argv);
   if (argc >= 3 && std::string(argv[1]) == "--driver") {
     return RunDriver(argv[2], argc >= 4 && std::string(argv[3]) == "--second");
   }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+  return std::nullopt;
+});
+
+}  // namespace
+}  // namespace cluster_access_test

@@ -16,6 +16,7 @@
 #include "src/common/id.h"
 #include "src/common/util.h"
 
+namespace drain_test {
 namespace {
 
 constexpr size_t kBlockBytes = 1 << 20;
@@ -130,10 +131,4 @@ TEST_F(DrainTest, ADrainedNodesPrimaryCopiesMoveAndOutliveIt) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace drain_test

@@ -18,15 +18,16 @@
 #include "gtest/gtest.h"
 #include "src/object_store/store_client.h"
 
+namespace loop_stall_test {
 namespace {
 
 constexpr int64_t kStoreBytes = 64 << 20;
 
-int Plus(int a, int b) { return a + b; }
+int StallPlus(int a, int b) { return a + b; }
 // Reads a value this driver owns: the worker asks the driver for it.
-int Deref(std::vector<ray::ObjectRef<int>> refs) { return *refs.at(0).Get() + 1; }
+int StallDeref(std::vector<ray::ObjectRef<int>> refs) { return *refs.at(0).Get() + 1; }
 
-RAY_REMOTE(Plus, Deref);
+RAY_REMOTE(StallPlus, StallDeref);
 
 class LoopStallTest : public ::testing::Test {
  protected:
@@ -51,7 +52,7 @@ class LoopStallTest : public ::testing::Test {
 manta::testing::ClusterHarness* LoopStallTest::harness_ = nullptr;
 
 TEST_F(LoopStallTest, PutWaitingForMemoryDoesNotStallTheLoop) {
-  ASSERT_EQ(*ray::Task(Plus).Remote(1, 2).Get(), 3);  // the workers are up
+  ASSERT_EQ(*ray::Task(StallPlus).Remote(1, 2).Get(), 3);  // the workers are up
   // A 1 MiB object in the store, whose free will go through the driver's loop.
   auto dropped = std::make_unique<ray::ObjectRef<std::vector<char>>>(ray::Put(std::vector<char>(1 << 20, 'x')));
   ray::ObjectRef<int> owned = ray::Put(41);
@@ -70,8 +71,8 @@ TEST_F(LoopStallTest, PutWaitingForMemoryDoesNotStallTheLoop) {
       << "the Put never waited for memory: " << PendingCreates() << " creates pending";
 
   dropped.reset();  // the loop now deletes the 1 MiB object from the store
-  auto sum = ray::Task(Plus).Remote(2, 3);
-  auto deref = ray::Task(Deref).Remote(std::vector<ray::ObjectRef<int>>{owned});
+  auto sum = ray::Task(StallPlus).Remote(2, 3);
+  auto deref = ray::Task(StallDeref).Remote(std::vector<ray::ObjectRef<int>>{owned});
   std::vector<ray::ObjectRef<int>> results{sum, deref};
   ray::WaitResult<int> ready = ray::Wait(results, 2, 5000);
   const bool put_still_waiting = put.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
@@ -86,10 +87,4 @@ TEST_F(LoopStallTest, PutWaitingForMemoryDoesNotStallTheLoop) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace loop_stall_test

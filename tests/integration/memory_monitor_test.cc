@@ -23,6 +23,7 @@
 #include "src/common/util.h"
 #include "test_util/test_util.h"
 
+namespace memory_monitor_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -141,10 +142,4 @@ TEST_F(MemoryMonitorTest, ATaskKilledOnceIsRetriedAndSucceeds) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace memory_monitor_test

@@ -26,6 +26,7 @@
 #include "src/common/process.h"
 #include "src/common/util.h"
 
+namespace metrics_cluster_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -311,10 +312,4 @@ TEST_F(MetricsTest, APrometheusServerScrapesTheCluster) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace metrics_cluster_test

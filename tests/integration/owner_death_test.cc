@@ -14,9 +14,10 @@
 #include "cluster_harness.h"
 #include "gtest/gtest.h"
 
+namespace owner_death_test {
 namespace {
 
-int SleepLong(int seconds) {
+int OwnerSleepLong(int seconds) {
   sleep(static_cast<unsigned>(seconds));
   return seconds;
 }
@@ -24,11 +25,11 @@ int SleepLong(int seconds) {
 // Runs on B: submits a long task to C and does not wait for it, so this worker owns
 // the task's result and keeps the lease on C while the task runs.
 int SubmitLongToC() {
-  ray::Task(SleepLong).SetResource("c", 1).SetResource("CPU", 1).Remote(600);
+  ray::Task(OwnerSleepLong).SetResource("c", 1).SetResource("CPU", 1).Remote(600);
   return getpid();
 }
 
-RAY_REMOTE(SleepLong, SubmitLongToC);
+RAY_REMOTE(OwnerSleepLong, SubmitLongToC);
 
 // CPUs available on the node offering `resource`, per `manta status --json`; -1 if
 // unknown.
@@ -77,10 +78,4 @@ TEST_F(OwnerDeathTest, LeaseOnAnotherNodeComesBackWhenItsOwnerWorkerIsKilled) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace owner_death_test

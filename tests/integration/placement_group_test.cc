@@ -21,6 +21,7 @@
 #include "src/common/process.h"
 #include "src/common/util.h"
 
+namespace placement_group_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -412,10 +413,4 @@ TEST(PlacementGroupFailureTest, APrepareThatFailsLeavesNothingReserved) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace placement_group_test

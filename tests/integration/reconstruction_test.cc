@@ -20,19 +20,22 @@
 #include "src/common/process.h"
 #include "src/core_worker/core_worker.h"
 
+namespace reconstruction_test {
 namespace {
 
 using manta::testing::Big;
-Big MakeBig(int seed) { return manta::testing::MakeBig(seed); }
-long long SumBig(Big b) { return manta::testing::SumBig(b); }
+Big LineageMakeBig(int seed) { return manta::testing::MakeBig(seed); }
+long long LineageSumBig(Big b) { return manta::testing::SumBig(b); }
 Big AddOne(Big b) {
   for (int& v : b) ++v;
   return b;
 }
 int Thirteen() { return 13; }
 // Three large returns of one task.
-ray::Returns<Big> ThreeBigs(int seed) { return {MakeBig(seed), MakeBig(seed + 1), MakeBig(seed + 2)}; }
-RAY_REMOTE(MakeBig, SumBig, AddOne, Thirteen, ThreeBigs);
+ray::Returns<Big> ThreeBigs(int seed) {
+  return {LineageMakeBig(seed), LineageMakeBig(seed + 1), LineageMakeBig(seed + 2)};
+}
+RAY_REMOTE(LineageMakeBig, LineageSumBig, AddOne, Thirteen, ThreeBigs);
 
 manta::core::CoreWorker& Core() { return *ray::internal::GetCoreWorkerForTesting(); }
 
@@ -86,11 +89,11 @@ class ReconstructionTest : public ::testing::Test {
 manta::testing::ClusterHarness* ReconstructionTest::harness_ = nullptr;
 
 TEST_F(ReconstructionTest, LostResultIsRebuiltWhenTheOwnerReadsIt) {
-  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(5);
+  auto big = ray::Task(LineageMakeBig).SetResource("special", 1).Remote(5);
   manta::NodeID first = PrimaryNode(big);
   ASSERT_FALSE(first.IsNil());
   KillNode(first);
-  EXPECT_EQ(*big.Get(), MakeBig(5));
+  EXPECT_EQ(*big.Get(), LineageMakeBig(5));
   // Made again on the other special node.
   auto again = Core().reference_counter().GetPinnedAt(manta::ObjectID::FromBinary(big.ID()));
   ASSERT_TRUE(again.has_value());
@@ -98,26 +101,26 @@ TEST_F(ReconstructionTest, LostResultIsRebuiltWhenTheOwnerReadsIt) {
 }
 
 TEST_F(ReconstructionTest, LostArgumentIsRebuiltForTheTaskThatNeedsIt) {
-  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(7);
+  auto big = ray::Task(LineageMakeBig).SetResource("special", 1).Remote(7);
   manta::NodeID first = PrimaryNode(big);
   ASSERT_FALSE(first.IsNil());
   KillNode(first);
-  // The worker running SumBig borrows `big`, cannot fetch it, and tells the owner,
+  // The worker running LineageSumBig borrows `big`, cannot fetch it, and tells the owner,
   // which rebuilds it.
-  EXPECT_EQ(*ray::Task(SumBig).Remote(big).Get(), SumBig(MakeBig(7)));
+  EXPECT_EQ(*ray::Task(LineageSumBig).Remote(big).Get(), LineageSumBig(LineageMakeBig(7)));
 }
 
 TEST_F(ReconstructionTest, ChainIsRebuiltThroughAnIntermediateAlreadyFreed) {
   ray::ObjectRef<Big> last;
   {
-    auto first = ray::Task(MakeBig).SetResource("special", 1).Remote(11);
+    auto first = ray::Task(LineageMakeBig).SetResource("special", 1).Remote(11);
     last = ray::Task(AddOne).SetResource("special", 1).Remote(first);
   }  // `first` is out of scope: its value is freed, its task's record is kept
   manta::NodeID node = PrimaryNode(last);
   ASSERT_FALSE(node.IsNil());
   KillNode(node);
-  // AddOne runs again, which needs MakeBig to run again first.
-  EXPECT_EQ(*last.Get(), AddOne(MakeBig(11)));
+  // AddOne runs again, which needs LineageMakeBig to run again first.
+  EXPECT_EQ(*last.Get(), AddOne(LineageMakeBig(11)));
 }
 
 TEST_F(ReconstructionTest, ABigResultIsRebuiltFromASmallArgumentAlreadyFreed) {
@@ -125,15 +128,15 @@ TEST_F(ReconstructionTest, ABigResultIsRebuiltFromASmallArgumentAlreadyFreed) {
   manta::NodeID node;
   {
     auto seed = ray::Task(Thirteen).Remote();
-    big = ray::Task(MakeBig).SetResource("special", 1).Remote(seed);
+    big = ray::Task(LineageMakeBig).SetResource("special", 1).Remote(seed);
     node = PrimaryNode(big);
   }  // `seed` came back inline: its task keeps no record, and now its value is freed
   ASSERT_FALSE(node.IsNil());
   EXPECT_TRUE(manta::testing::WaitFor([] { return Core().reference_counter().NumObjects() == 1; }, 10000))
       << Core().reference_counter().NumObjects() << " objects in the ownership table";
-  EXPECT_EQ(Core().NumLineage(), 1u);  // MakeBig's, with 13 inlined in its spec
+  EXPECT_EQ(Core().NumLineage(), 1u);  // LineageMakeBig's, with 13 inlined in its spec
   KillNode(node);
-  EXPECT_EQ(*big.Get(), MakeBig(13));
+  EXPECT_EQ(*big.Get(), LineageMakeBig(13));
 }
 
 TEST_F(ReconstructionTest, SeveralReturnsAreRebuiltTogether) {
@@ -144,8 +147,8 @@ TEST_F(ReconstructionTest, SeveralReturnsAreRebuiltTogether) {
   bigs.erase(bigs.begin() + 1);  // one of them is freed before the node dies
   KillNode(node);
   // Owned by the caller, not by the worker that made them: the task runs again.
-  EXPECT_EQ(*ray::Task(SumBig).Remote(bigs[1]).Get(), SumBig(MakeBig(22)));
-  EXPECT_EQ(*bigs[0].Get(), MakeBig(20));
+  EXPECT_EQ(*ray::Task(LineageSumBig).Remote(bigs[1]).Get(), LineageSumBig(LineageMakeBig(22)));
+  EXPECT_EQ(*bigs[0].Get(), LineageMakeBig(20));
   auto again = Core().reference_counter().GetPinnedAt(manta::ObjectID::FromBinary(bigs[0].ID()));
   ASSERT_TRUE(again.has_value());
   EXPECT_NE(*again, node);
@@ -154,7 +157,7 @@ TEST_F(ReconstructionTest, SeveralReturnsAreRebuiltTogether) {
 // Not about rebuilding, but this cluster has what it needs: an object made on
 // another node than the driver's.
 TEST_F(ReconstructionTest, WaitWithFetchLocalPullsACopyHere) {
-  auto big = ray::Task(MakeBig).SetResource("special", 1).Remote(30);
+  auto big = ray::Task(LineageMakeBig).SetResource("special", 1).Remote(30);
   const manta::ObjectID id = manta::ObjectID::FromBinary(big.ID());
   const manta::NodeID here = manta::NodeID::FromBinary(Core().address().node_id());
   const std::vector<ray::ObjectRef<Big>> refs{big};
@@ -167,12 +170,12 @@ TEST_F(ReconstructionTest, WaitWithFetchLocalPullsACopyHere) {
   ASSERT_EQ(ray::Wait(refs, 1, 30000).ready.size(), 1u);
   where = Core().reference_counter().GetLocations(id);
   EXPECT_NE(std::find(where.begin(), where.end(), here), where.end()) << where.size() << " locations";
-  EXPECT_EQ(*big.Get(), MakeBig(30));
+  EXPECT_EQ(*big.Get(), LineageMakeBig(30));
 }
 
 TEST_F(ReconstructionTest, NoLineageIsLeftOnceEveryRefIsGone) {
   {
-    auto first = ray::Task(MakeBig).SetResource("special", 1).Remote(2);
+    auto first = ray::Task(LineageMakeBig).SetResource("special", 1).Remote(2);
     auto second = ray::Task(AddOne).Remote(first);
     EXPECT_EQ((*second.Get())[0], 3);
     EXPECT_GE(Core().NumLineage(), 1u);
@@ -182,10 +185,4 @@ TEST_F(ReconstructionTest, NoLineageIsLeftOnceEveryRefIsGone) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace reconstruction_test

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/test_util/runtime_env_helpers.h"
 
+namespace runtime_env_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -238,10 +239,4 @@ TEST_F(RuntimeEnvTest, AJobEnvACppWorkerCannotApplyFailsInit) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace runtime_env_test

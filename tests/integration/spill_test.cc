@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 
+namespace spill_test {
 namespace {
 
 constexpr int64_t kStoreBytes = 128 << 20;
@@ -102,10 +103,4 @@ TEST_F(SpillTest, AGetLargerThanTheStoreFailsAtOnceNamingTheSizes) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace spill_test

@@ -11,15 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
-#include <set>
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "driver_main.h"
 #include "cluster_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,6 +35,7 @@
 #include "src/core_worker/core_worker.h"
 #include "src/common/util.h"
 
+namespace state_api_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -724,11 +727,9 @@ TEST_F(StateApiTest, QueriesKeepWorkingWhenTheGcsRestartsBetweenThem) {
   EXPECT_EQ(logs.exit_code, 0) << logs.output;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+// The child drivers these tests start: --child-driver and --quick-child-driver.
+const bool kChildMode = manta::testing::AddChildMode([](int argc, char** argv) -> std::optional<int> {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--child-driver") {
       return RunChildDriver(FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--marker"),
@@ -738,6 +739,8 @@ int main(int argc, char** argv) {
       return RunQuickChildDriver(FlagValue(argc, argv, "--gcs"), FlagValue(argc, argv, "--marker"));
     }
   }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+  return std::nullopt;
+});
+
+}  // namespace
+}  // namespace state_api_test

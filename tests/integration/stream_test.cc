@@ -22,6 +22,7 @@
 #include "src/core_worker/core_worker.h"
 #include "test_util/test_util.h"
 
+namespace stream_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -69,11 +70,11 @@ ray::Generator<std::vector<char>> Blocks(int n) {
   for (int i = 0; i < n; ++i) co_yield std::vector<char>(1 << 20, static_cast<char>('a' + i % 26));
 }
 // Awaits a task between its items (a generator is a coroutine too).
-int Twice(int x) { return 2 * x; }
+int StreamTwice(int x) { return 2 * x; }
 ray::Generator<int> Doubles(int n) {
-  for (int i = 0; i < n; ++i) co_yield *co_await ray::Task(Twice).Remote(i);
+  for (int i = 0; i < n; ++i) co_yield *co_await ray::Task(StreamTwice).Remote(i);
 }
-RAY_REMOTE(Range, FirstThenGo, Marked, ThrowAfter, DieOnce, Blocks, Twice, Doubles);
+RAY_REMOTE(Range, FirstThenGo, Marked, ThrowAfter, DieOnce, Blocks, StreamTwice, Doubles);
 
 class Source {
  public:
@@ -98,7 +99,7 @@ class AsyncSource {
   ray::Generator<int> WaitingCount(std::string dir, int n) {
     for (int i = 0; i < n; ++i) {
       co_yield i;
-      if (i == 0) co_await ray::Task(Twice).Remote(0);  // others run meanwhile
+      if (i == 0) co_await ray::Task(StreamTwice).Remote(0);  // others run meanwhile
     }
   }
 };
@@ -340,10 +341,4 @@ TEST_F(LocalModeStreamTest, TheProducerGoesOnWhenTheConsumerLeaves) { TheProduce
 TEST_F(LocalModeStreamTest, YieldOutsideAStreamIsRefused) { YieldOutsideAStreamIsRefused(); }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  // Worker processes re-run main(): ray::Init() serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+}  // namespace stream_test
