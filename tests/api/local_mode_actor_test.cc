@@ -22,6 +22,7 @@
 #include "tests/api/local_mode_fixture.h"
 #include "tests/test_util/test_util.h"
 
+namespace local_mode_actor_test {
 namespace {
 
 std::atomic<int> g_live_counters{0};
@@ -241,3 +242,4 @@ TEST(LocalModeActorLifecycleTest, HandlesUsedAfterShutdownThrowAndAreInert) {
 }  // handles destroyed after Shutdown: nothing happens
 
 }  // namespace
+}  // namespace local_mode_actor_test

@@ -18,6 +18,7 @@
 #include "tests/api/fake_runtime.h"
 #include "tests/api/local_mode_fixture.h"
 
+namespace local_mode_placement_group_test {
 namespace {
 
 using Bundles = std::vector<std::unordered_map<std::string, double>>;
@@ -29,27 +30,27 @@ std::mutex g_mu;
 std::condition_variable g_cv;
 bool g_released = false;
 
-int Ten() { return 10; }
+int BundleTen() { return 10; }
 int Blocked() {
   std::unique_lock<std::mutex> lock(g_mu);
   g_cv.wait(lock, [] { return g_released; });
   return 1;
 }
-int Plus(int a, int b) { return a + b; }
+int BundlePlus(int a, int b) { return a + b; }
 void Release() {
   std::lock_guard<std::mutex> lock(g_mu);
   g_released = true;
   g_cv.notify_all();
 }
 
-class Counter {
+class BundleCounter {
  public:
-  static Counter* Create(int start) { return new Counter{start}; }
+  static BundleCounter* Create(int start) { return new BundleCounter{start}; }
   int Add(int x) { return count += x; }
   int count;
 };
 
-RAY_REMOTE(Ten, Blocked, Plus, Counter::Create, &Counter::Add);
+RAY_REMOTE(BundleTen, Blocked, BundlePlus, BundleCounter::Create, &BundleCounter::Add);
 
 // The message of the RayException `fn` throws (of exactly that type when `exact`);
 // "" when it throws nothing.
@@ -214,42 +215,43 @@ TEST_F(LocalModePlacementGroupTest, SetWaitCallbakReplacesHowWaitWaits) {
 
 TEST_F(LocalModePlacementGroupTest, TasksRunInABundleWhoseIndexIsChecked) {
   ray::PlacementGroup group = Create("", two_cpus_);
-  EXPECT_EQ(*ray::Task(Ten).SetPlacementGroup(group, 0).Remote().Get(), 10);
-  EXPECT_EQ(*ray::Task(Plus).SetPlacementGroup(group, 1).Remote(1, 2).Get(), 3);
-  EXPECT_EQ(*ray::Task(Ten).SetPlacementGroup(group, -1).Remote().Get(), 10);  // any bundle
-  auto caller = ray::Task(Ten).SetPlacementGroup(group, 2);  // setting it does not throw
+  EXPECT_EQ(*ray::Task(BundleTen).SetPlacementGroup(group, 0).Remote().Get(), 10);
+  EXPECT_EQ(*ray::Task(BundlePlus).SetPlacementGroup(group, 1).Remote(1, 2).Get(), 3);
+  EXPECT_EQ(*ray::Task(BundleTen).SetPlacementGroup(group, -1).Remote().Get(), 10);  // any bundle
+  auto caller = ray::Task(BundleTen).SetPlacementGroup(group, 2);  // setting it does not throw
   std::string error = ErrorOf([&] { caller.Remote(); });
   EXPECT_CONTAINS(error, "bundle_index 2");
   EXPECT_CONTAINS(error, "2 bundle(s)");
   EXPECT_CONTAINS(error, ray::internal::HexId(group.GetID()));
-  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(Ten).SetPlacementGroup(group, -2).Remote(); }), "bundle_index -2");
-  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(Ten).SetPlacementGroup(ray::PlacementGroup(), 0).Remote(); }),
+  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(BundleTen).SetPlacementGroup(group, -2).Remote(); }), "bundle_index -2");
+  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(BundleTen).SetPlacementGroup(ray::PlacementGroup(), 0).Remote(); }),
                   "placement group is empty");
   // A group object with more bundles than the runtime's own record of the group.
   ray::PlacementGroup stale(group.GetID(), {"", {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
                                             ray::PlacementStrategy::PACK});
-  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(Ten).SetPlacementGroup(stale, 2).Remote().Get(); }), "no bundle 2");
+  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(BundleTen).SetPlacementGroup(stale, 2).Remote().Get(); }), "no bundle 2");
 }
 
 TEST_F(LocalModePlacementGroupTest, ActorsLiveInABundleWhoseIndexIsChecked) {
   ray::PlacementGroup group = Create("", two_cpus_);
-  auto counter = ray::Actor(Counter::Create).SetPlacementGroup(group, 1).Remote(5);
-  EXPECT_EQ(*counter.Task(&Counter::Add).Remote(1).Get(), 6);
-  std::string error = ErrorOf([&] { ray::Actor(Counter::Create).SetPlacementGroup(group, 3).Remote(0); });
+  auto counter = ray::Actor(BundleCounter::Create).SetPlacementGroup(group, 1).Remote(5);
+  EXPECT_EQ(*counter.Task(&BundleCounter::Add).Remote(1).Get(), 6);
+  std::string error = ErrorOf([&] { ray::Actor(BundleCounter::Create).SetPlacementGroup(group, 3).Remote(0); });
   EXPECT_CONTAINS(error, "bundle_index 3");
   EXPECT_CONTAINS(error, "2 bundle(s)");
-  EXPECT_CONTAINS(ErrorOf([&] { ray::Actor(Counter::Create).SetPlacementGroup(ray::PlacementGroup(), -1).Remote(0); }),
-                  "placement group is empty");
+  EXPECT_CONTAINS(
+      ErrorOf([&] { ray::Actor(BundleCounter::Create).SetPlacementGroup(ray::PlacementGroup(), -1).Remote(0); }),
+      "placement group is empty");
 }
 
 TEST_F(LocalModePlacementGroupTest, ARemovedGroupFailsItsTasksAndKillsItsActors) {
   ray::PlacementGroup group = Create("doomed", two_cpus_);
   const std::string hex = ray::internal::HexId(group.GetID());
-  auto alive = ray::Actor(Counter::Create).SetPlacementGroup(group, 0).Remote(0);
-  EXPECT_EQ(*alive.Task(&Counter::Add).Remote(1).Get(), 1);
+  auto alive = ray::Actor(BundleCounter::Create).SetPlacementGroup(group, 0).Remote(0);
+  EXPECT_EQ(*alive.Task(&BundleCounter::Add).Remote(1).Get(), 1);
   // A task queued behind an argument when the group goes fails instead of running.
   auto blocker = ray::Task(Blocked).Remote();
-  auto queued = ray::Task(Plus).SetPlacementGroup(group, 1).Remote(blocker, 1);
+  auto queued = ray::Task(BundlePlus).SetPlacementGroup(group, 1).Remote(blocker, 1);
   ray::RemovePlacementGroup(group.GetID());
   Release();
   EXPECT_EQ(*blocker.Get(), 1);
@@ -257,21 +259,21 @@ TEST_F(LocalModePlacementGroupTest, ARemovedGroupFailsItsTasksAndKillsItsActors)
   EXPECT_CONTAINS(error, hex);
   EXPECT_CONTAINS(error, "was removed");
 
-  error = ErrorOf([&] { alive.Task(&Counter::Add).Remote(1).Get(); }, false);
+  error = ErrorOf([&] { alive.Task(&BundleCounter::Add).Remote(1).Get(); }, false);
   EXPECT_CONTAINS(error, hex);
-  EXPECT_THROW(alive.Task(&Counter::Add).Remote(1).Get(), RayActorException);
+  EXPECT_THROW(alive.Task(&BundleCounter::Add).Remote(1).Get(), RayActorException);
 
   // Tasks and actors placed in it later fail the same way.
-  error = ErrorOf([&] { ray::Task(Ten).SetPlacementGroup(group, 0).Remote().Get(); });
+  error = ErrorOf([&] { ray::Task(BundleTen).SetPlacementGroup(group, 0).Remote().Get(); });
   EXPECT_CONTAINS(error, hex);
   EXPECT_CONTAINS(error, "was removed");
-  auto late = ray::Actor(Counter::Create).SetPlacementGroup(group, -1).Remote(0);
-  EXPECT_THROW(late.Task(&Counter::Add).Remote(1).Get(), RayActorException);
+  auto late = ray::Actor(BundleCounter::Create).SetPlacementGroup(group, -1).Remote(0);
+  EXPECT_THROW(late.Task(&BundleCounter::Add).Remote(1).Get(), RayActorException);
   // A group never created (a PlacementGroup built by hand) fails them too.
   ray::PlacementGroup unknown(std::string(18, 'u'), {"", two_cpus_, ray::PlacementStrategy::PACK});
-  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(Ten).SetPlacementGroup(unknown, 0).Remote().Get(); }), "never created");
+  EXPECT_CONTAINS(ErrorOf([&] { ray::Task(BundleTen).SetPlacementGroup(unknown, 0).Remote().Get(); }), "never created");
   // Work outside the group is not affected.
-  EXPECT_EQ(*ray::Task(Ten).Remote().Get(), 10);
+  EXPECT_EQ(*ray::Task(BundleTen).Remote().Get(), 10);
 }
 
 TEST(LocalPlacementGroupsTest, NamesArePerNamespace) {
@@ -332,9 +334,9 @@ TEST(PlacementGroupApiTest, WhatTheRuntimeIsHanded) {
   EXPECT_EQ(fake->removed_groups(), std::vector<std::string>{group.GetID()});
 
   // Placements reach the task and actor options; without one, the group id is empty.
-  ray::Task(Ten).SetPlacementGroup(group, 1).Remote();
-  ray::Task(Ten).Remote();
-  ray::Actor(Counter::Create).SetPlacementGroup(group, -1).Remote(0);
+  ray::Task(BundleTen).SetPlacementGroup(group, 1).Remote();
+  ray::Task(BundleTen).Remote();
+  ray::Actor(BundleCounter::Create).SetPlacementGroup(group, -1).Remote(0);
   ASSERT_EQ(fake->tasks().size(), 3u);
   EXPECT_EQ(fake->tasks()[0].options.placement.group_id, group.GetID());
   EXPECT_EQ(fake->tasks()[0].options.placement.bundle_index, 1);
@@ -345,3 +347,4 @@ TEST(PlacementGroupApiTest, WhatTheRuntimeIsHanded) {
 }
 
 }  // namespace
+}  // namespace local_mode_placement_group_test

@@ -14,6 +14,7 @@
 #include "tests/test_util/runtime_env_helpers.h"
 #include "tests/test_util/test_util.h"
 
+namespace local_mode_runtime_env_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -100,3 +101,4 @@ TEST_F(LocalModeRuntimeEnvTest, AnEnvThatCannotBeAppliedFailsInitAndChangesNothi
 }
 
 }  // namespace
+}  // namespace local_mode_runtime_env_test

@@ -16,6 +16,7 @@
 #include "tests/api/local_mode_fixture.h"
 #include "tests/test_util/test_util.h"
 
+namespace local_mode_test {
 namespace {
 
 struct Account {
@@ -306,3 +307,4 @@ TEST(LocalModeLifecycleTest, ShutdownWakesBlockedGet) {
 }
 
 }  // namespace
+}  // namespace local_mode_test
