@@ -14,6 +14,7 @@
 #include "src/common/util.h"
 
 namespace manta::testing {
+namespace cli_errors_test {
 namespace {
 
 // The error is one line that mentions `needle`.
@@ -243,4 +244,5 @@ TEST(CliErrorsTest, GcsAndRayletSurviveGarbageAndBadRequests) {
 }
 
 }  // namespace
+}  // namespace cli_errors_test
 }  // namespace manta::testing

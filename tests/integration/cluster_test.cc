@@ -12,6 +12,7 @@
 #include "src/common/util.h"
 
 namespace manta::testing {
+namespace cluster_test {
 namespace {
 
 // Fast failure detection for tests: 200 ms period, 3 misses.
@@ -208,4 +209,5 @@ TEST(ClusterTest, SigtermedRayletLeavesCleanly) {
 }
 
 }  // namespace
+}  // namespace cluster_test
 }  // namespace manta::testing

@@ -20,6 +20,7 @@
 #include "src/object_store/store_client.h"
 
 namespace manta::testing {
+namespace object_transfer_test {
 namespace {
 
 using object_store::ObjectStoreClient;
@@ -277,4 +278,5 @@ TEST_F(ObjectTransferTest, StatusShowsObjectStoreUsage) {
 }
 
 }  // namespace
+}  // namespace object_transfer_test
 }  // namespace manta::testing
