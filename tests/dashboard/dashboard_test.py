@@ -87,8 +87,16 @@ class Browser:
             ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
              "--no-first-run", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
              "--user-data-dir=" + profile_dir, "--window-size=1400,1000", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.next_id = 0
+        self.ws = None
+        try:
+            self._connect()
+        except BaseException:
+            self._kill()
+            raise
+
+    def _connect(self):
         port = None
         deadline = time.monotonic() + 60
         while port is None and time.monotonic() < deadline:
@@ -102,7 +110,10 @@ class Browser:
             raise RuntimeError("chromium did not open its DevTools port")
         status, _, data = request(port, "GET", "/json/list")
         pages = [t for t in json.loads(data) if t.get("type") == "page"]
-        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=60)
+        # No Origin header: Chromium refuses a DevTools connection whose Origin it was
+        # not told to allow (403 in some Debian 12 builds, e.g. 150), and allows one
+        # without.
+        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
         self.call("Page.enable")
         self.call("Runtime.enable")
 
@@ -134,10 +145,18 @@ class Browser:
 
     def close(self):
         try:
-            self.ws.close()
+            if self.ws:
+                self.ws.close()
         except Exception:
             pass
-        self.proc.kill()
+        self._kill()
+
+    def _kill(self):
+        """Chromium and every process it started (its own session's process group)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait(timeout=30)
 
 
