@@ -317,11 +317,14 @@ void SimNodes::OnRegistered(int index) {
   });
   node.subscriber->Start();
   Report(index);
-  // Spread over the period, as nodes started at different times would be.
+  // Spread over the period, as nodes started at different times would be: a report
+  // at the node's phase, then one every period (so that every node reports within the
+  // first period, not only from the second on).
   static std::mt19937_64 rng(42);
   const int64_t phase = static_cast<int64_t>(rng() % static_cast<uint64_t>(options_.report_ms));
   loop_.PostAfter("Sim.FirstReport", phase, [this, index] {
     if (!nodes_[index]->alive) return;
+    Report(index);
     nodes_[index]->report_timer =
         loop_.RunEvery("Sim.Report", options_.report_ms, [this, index] { Report(index); });
   });
