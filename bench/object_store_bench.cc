@@ -8,17 +8,18 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "bench_cluster.h"
 #include "nlohmann/json.hpp"
 #include "protos/node_manager.grpc.pb.h"
+#include "src/common/flags.h"
 #include "src/common/id.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/object_store/store_client.h"
@@ -317,18 +318,18 @@ int Run(int64_t big_bytes, int64_t big_store, int64_t spill_store, double small_
 
 int main(int argc, char** argv) {
   using namespace manta::bench;
-  CLI::App app{"object store benchmarks (JSON on stdout)"};
+  manta::FlagParser flags("object store benchmarks (JSON on stdout)");
   int64_t big_bytes = 1LL << 30;
   int64_t big_store = 3LL << 30;
   int64_t spill_store = 256LL << 20;
   double small_seconds = 2;
   int transfer_rounds = 5;
-  app.add_option("--big-bytes", big_bytes, "size of the big object");
-  app.add_option("--big-store-bytes", big_store, "store size of nodes A and B");
-  app.add_option("--spill-store-bytes", spill_store, "store size of node C");
-  app.add_option("--small-seconds", small_seconds, "duration of each small-object phase");
-  app.add_option("--transfer-rounds", transfer_rounds, "1 GiB transfers to time (the best is reported)");
-  CLI11_PARSE(app, argc, argv);
+  flags.Add("--big-bytes", &big_bytes, "size of the big object").NonNegative();
+  flags.Add("--big-store-bytes", &big_store, "store size of nodes A and B").NonNegative();
+  flags.Add("--spill-store-bytes", &spill_store, "store size of node C").NonNegative();
+  flags.Add("--small-seconds", &small_seconds, "duration of each small-object phase").NonNegative();
+  flags.Add("--transfer-rounds", &transfer_rounds, "1 GiB transfers to time (the best is reported)").NonNegative();
+  if (std::optional<int> exit_code = flags.Parse(argc, argv)) return *exit_code;
 
   // Small spill batches so a small store exercises several spill files.
   setenv("MANTA_object_spilling_min_bytes", std::to_string(32 << 20).c_str(), 1);
