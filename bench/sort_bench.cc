@@ -33,7 +33,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,10 +44,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "CLI/CLI.hpp"
 #include "bench_cluster.h"
 #include "nlohmann/json.hpp"
 #include "src/common/config.h"
+#include "src/common/flags.h"
 #include "python_free_examples/sort_tasks.h"
 #ifdef MANTA_SORT_BENCH_HOSTS
 #include "bench/sort_bench_hosts.h"
@@ -340,24 +342,27 @@ int main(int argc, char** argv) {
   Shape shape{uint64_t{1} << 30, 24, 12};
   uint64_t store_fraction = 4;
   int runs = 3;
-  CLI::App app{"sort_bench: the sort example on a local cluster against one core"};
-  app.add_option("--bytes", shape.bytes, "bytes of records to sort");
-  app.add_option("--maps", shape.maps, "map tasks");
-  app.add_option("--reduces", shape.reduces, "reduce tasks");
-  app.add_option("--store-fraction", store_fraction, "the object store holds bytes / this");
+  // Unsigned sizes: a negative value would wrap to a huge one (and the sort would take all memory).
+  constexpr int64_t kMaxFlag = std::numeric_limits<int64_t>::max();
+  manta::FlagParser flags("sort_bench: the sort example on a local cluster against one core");
+  flags.Add("--bytes", &shape.bytes, "bytes of records to sort").Range(1, kMaxFlag);
+  flags.Add("--maps", &shape.maps, "map tasks").Range(1, kMaxFlag);
+  flags.Add("--reduces", &shape.reduces, "reduce tasks").Range(1, kMaxFlag);
+  flags.Add("--store-fraction", &store_fraction, "the object store holds bytes / this").Range(1, kMaxFlag);
   uint64_t store_bytes = 0;
-  app.add_option("--store-bytes", store_bytes, "the object store's size (instead of --store-fraction)");
-  app.add_option("--runs", runs, "timed runs of each (the median is reported)");
+  flags.Add("--store-bytes", &store_bytes, "the object store's size (instead of --store-fraction)").NonNegative();
+  flags.Add("--runs", &runs, "timed runs of each (the median is reported)").Range(1, 1000);
   bool ray_style = false;
-  app.add_flag("--ray-style", ray_style, "Ray's C++ API's way: ray::Put in maps, ray::Get in reduces");
+  flags.AddFlag("--ray-style", &ray_style, "Ray's C++ API's way: ray::Put in maps, ray::Get in reduces");
   int hosts = 0;
-  app.add_option("--hosts", hosts, "run on this many hosts of the multi-host test bed (root)");
+  flags.Add("--hosts", &hosts, "run on this many hosts of the multi-host test bed (root)").NonNegative();
   uint64_t host_store_bytes = 0;
-  app.add_option("--host-store-bytes", host_store_bytes, "with --hosts: each host's store (default bytes / hosts)");
+  flags.Add("--host-store-bytes", &host_store_bytes, "with --hosts: each host's store (default bytes / hosts)")
+      .NonNegative();
   bool no_kill = false;
-  app.add_flag("--no-kill", no_kill, "with --hosts: skip the sort during which a host is killed");
-  app.allow_extras();
-  CLI11_PARSE(app, argc, argv);
+  flags.AddFlag("--no-kill", &no_kill, "with --hosts: skip the sort during which a host is killed");
+  flags.AllowExtras();
+  if (std::optional<int> exit_code = flags.Parse(argc, argv)) return *exit_code;
   if (hosts > 0) {
     if (ray_style) {
       std::cerr << "sort_bench: --hosts runs Manta's style only (in Ray's, a map's buckets die with its host's "

@@ -41,6 +41,10 @@ FlagParser::Option FlagParser::Add(const std::string& name, int64_t* value, cons
   return Option(app_->add_option(name, *value, help));
 }
 
+FlagParser::Option FlagParser::Add(const std::string& name, uint64_t* value, const std::string& help) {
+  return Option(app_->add_option(name, *value, help));
+}
+
 FlagParser::Option FlagParser::Add(const std::string& name, double* value, const std::string& help) {
   return Option(app_->add_option(name, *value, help));
 }
@@ -48,6 +52,8 @@ FlagParser::Option FlagParser::Add(const std::string& name, double* value, const
 void FlagParser::AddFlag(const std::string& name, bool* value, const std::string& help) {
   app_->add_flag(name, *value, help);
 }
+
+void FlagParser::AllowExtras() { app_->allow_extras(); }
 
 std::optional<int> FlagParser::Parse(int argc, char** argv) {
   try {

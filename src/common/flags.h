@@ -40,9 +40,14 @@ class FlagParser {
   Option Add(const std::string& name, std::string* value, const std::string& help);
   Option Add(const std::string& name, int* value, const std::string& help);
   Option Add(const std::string& name, int64_t* value, const std::string& help);
+  Option Add(const std::string& name, uint64_t* value, const std::string& help);
   Option Add(const std::string& name, double* value, const std::string& help);
   // A flag without a value: true when given.
   void AddFlag(const std::string& name, bool* value, const std::string& help);
+
+  // Arguments no option names are left for the program (e.g. ray::Init's --ray_*
+  // flags) instead of being an error.
+  void AllowExtras();
 
   // nullopt: go on. Otherwise the program should exit with this code: 0 after --help
   // (printed to stdout), non-zero after a bad command line (named on stderr).
