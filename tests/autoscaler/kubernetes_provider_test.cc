@@ -212,29 +212,7 @@ class FakeApiServer {
   std::unique_ptr<http::HttpServer> server_;
 };
 
-// Sets (or, for a null value, unsets) an environment variable; restores it on destruction.
-class ScopedEnv {
- public:
-  ScopedEnv(std::string name, const char* value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str()); old != nullptr) old_ = old;
-    if (value != nullptr) {
-      setenv(name_.c_str(), value, /*overwrite=*/1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), /*overwrite=*/1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using ::manta::testing::ScopedEnv;
 
 NodeTypeConfig Type(const std::string& name) {
   NodeTypeConfig type;

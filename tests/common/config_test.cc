@@ -6,21 +6,14 @@
 #include <stdlib.h>
 
 #include "nlohmann/json.hpp"
+#include "test_util/test_util.h"
 
 namespace manta {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, /*overwrite=*/1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using ::manta::testing::ScopedEnv;
 
 TEST(ConfigTest, Defaults) {
   Config config;

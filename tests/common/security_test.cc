@@ -18,28 +18,7 @@ namespace {
 
 using ::manta::testing::TempDir;
 
-// Sets an environment variable for the scope of a test, restoring it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    had_ = old != nullptr;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using ::manta::testing::ScopedEnv;
 
 int Mode(const std::string& path) {
   struct stat st;

@@ -23,12 +23,12 @@ using OwnedObject = ReferenceCounter::OwnedObject;
 using State = ReferenceCounter::State;
 
 JobID TheJob() { return JobID::FromInt(7); }
-const TaskID& Driver() {
+const TaskID& DriverTask() {
   static const TaskID driver = TaskID::ForDriver(TheJob());
   return driver;
 }
 ObjectID Id(uint64_t i, const JobID& job = TheJob()) {
-  const TaskID parent = job == TheJob() ? Driver() : TaskID::ForDriver(job);
+  const TaskID parent = job == TheJob() ? DriverTask() : TaskID::ForDriver(job);
   return ObjectID::FromIndex(TaskID::ForNormalTask(job, parent, i), 1);
 }
 

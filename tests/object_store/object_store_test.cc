@@ -28,7 +28,7 @@ using testing::FakeSpiller;
 
 constexpr int64_t kUnit = 4096;
 // Four one-unit objects fill the store.
-constexpr int64_t kCapacity = 4 * kUnit;
+constexpr int64_t kStoreCapacity = 4 * kUnit;
 
 constexpr ClientId kWriter = 1;
 constexpr ClientId kReader = 2;
@@ -59,8 +59,8 @@ struct GetResult {
 
 class ObjectStoreTest : public ::testing::Test {
  protected:
-  ObjectStoreTest() : arena_(static_cast<uint8_t*>(std::aligned_alloc(64, kCapacity)), &std::free) {
-    std::memset(arena_.get(), 0, kCapacity);
+  ObjectStoreTest() : arena_(static_cast<uint8_t*>(std::aligned_alloc(64, kStoreCapacity)), &std::free) {
+    std::memset(arena_.get(), 0, kStoreCapacity);
     ObjectStoreOptions options;
     // Spill exactly what a creation needs, so tests can predict the batches.
     options.spill_min_bytes = 0;
@@ -68,7 +68,7 @@ class ObjectStoreTest : public ::testing::Test {
   }
 
   void MakeStore(ObjectStoreOptions options, bool with_spiller = true) {
-    store_ = std::make_unique<ObjectStore>(loop_, kCapacity, std::move(options), with_spiller ? &spiller_ : nullptr,
+    store_ = std::make_unique<ObjectStore>(loop_, kStoreCapacity, std::move(options), with_spiller ? &spiller_ : nullptr,
                                            arena_.get());
   }
 
@@ -330,7 +330,7 @@ TEST_F(ObjectStoreTest, DisconnectCancelsWaitingGet) {
 }
 
 TEST_F(ObjectStoreTest, DisconnectDropsQueuedCreates) {
-  Put(kOther, Id(1), kCapacity, false, /*keep_ref=*/true);
+  Put(kOther, Id(1), kStoreCapacity, false, /*keep_ref=*/true);
   auto create = StartCreate(kWriter, Id(2), kUnit);
   EXPECT_FALSE(create->done);
   store_->DisconnectClient(kWriter);
@@ -381,7 +381,7 @@ TEST_F(ObjectStoreTest, EvictsUnreferencedObjectsInLruOrder) {
   EXPECT_FALSE(store_->Contains(Id(4)));
   for (uint8_t i : {1, 5, 6}) EXPECT_TRUE(store_->Contains(Id(i))) << int(i);
   EXPECT_EQ(store_->Stats().evicted_bytes_total, 3 * kUnit);
-  EXPECT_EQ(UsedBytes(), kCapacity);
+  EXPECT_EQ(UsedBytes(), kStoreCapacity);
 }
 
 TEST_F(ObjectStoreTest, ReferencedObjectsAreNotEvictedCreateWaitsForRelease) {
@@ -499,7 +499,7 @@ TEST_F(SpillTest, PinnedObjectsAreSpilledAndTheCreateCompletes) {
   EXPECT_EQ(items[0].data, arena_.get() + locations_[1].offset);
   // Nothing was evicted while the spill runs.
   for (uint8_t i = 1; i <= 4; ++i) EXPECT_TRUE(store_->Contains(Id(i)));
-  EXPECT_EQ(UsedBytes(), kCapacity);
+  EXPECT_EQ(UsedBytes(), kStoreCapacity);
 
   spiller_.CompleteNextSpill();
   loop_.RunUntilIdle();
@@ -618,7 +618,7 @@ TEST_F(SpillTest, SpillFailureFailsWaitingCreateWithoutRetrying) {
   EXPECT_TRUE(spiller_.pending_spills().empty());
   EXPECT_EQ(store_->Stats().num_pending_creates, 0);
   EXPECT_EQ(store_->Stats().num_spilled, 0);
-  EXPECT_EQ(UsedBytes(), kCapacity);
+  EXPECT_EQ(UsedBytes(), kStoreCapacity);
   EXPECT_FALSE(store_->Contains(Id(5)));
 
   // A later Create tries again, once.
@@ -647,7 +647,7 @@ TEST_P(DeleteWhileSpillingTest, LastReferenceDroppedWhileSpillingWaitsForTheSpil
   }
   loop_.RunUntilIdle();
   EXPECT_FALSE(create->done) << "the memory of an object being spilled was reused";
-  EXPECT_EQ(UsedBytes(), kCapacity);
+  EXPECT_EQ(UsedBytes(), kStoreCapacity);
 
   spiller_.CompleteNextSpill();
   loop_.RunUntilIdle();
@@ -769,7 +769,7 @@ class AdmissionTest : public SpillTest {
   // with a creation as large as the store, which is then aborted: the store is empty.
   void SpillFour(uint8_t first) {
     for (uint8_t i = first; i < first + 4; ++i) Put(kWriter, Id(i), kUnit, /*pin=*/true);
-    auto big = StartCreate(kOther, Id(100 + first), kCapacity);
+    auto big = StartCreate(kOther, Id(100 + first), kStoreCapacity);
     ASSERT_EQ(spiller_.pending_spills().size(), 1u);
     spiller_.CompleteNextSpill();
     loop_.RunUntilIdle();
@@ -987,14 +987,14 @@ TEST_F(SpillTest, ACreateFailsAfterTheTimeoutWhenNothingCanBeSpilled) {
 
 TEST_F(ObjectStoreTest, CreateLargerThanTheStoreFailsAtOnce) {
   bool done = false;
-  store_->Create(kWriter, Id(1), kCapacity + 1, 0, false, [&](absl::StatusOr<ObjectLocation> loc) {
+  store_->Create(kWriter, Id(1), kStoreCapacity + 1, 0, false, [&](absl::StatusOr<ObjectLocation> loc) {
     done = true;
     EXPECT_EQ(loc.status().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(std::string(loc.status().message()), HasSubstr("larger than the object store"));
   });
   EXPECT_TRUE(done);  // inline, without running the loop
   EXPECT_EQ(store_->Stats().num_pending_creates, 0);
-  EXPECT_TRUE(Create(kWriter, Id(2), kCapacity).ok());
+  EXPECT_TRUE(Create(kWriter, Id(2), kStoreCapacity).ok());
 }
 
 TEST_F(ObjectStoreTest, CreateWithSizesNearTheLimitIsRefused) {
@@ -1010,7 +1010,7 @@ TEST_F(ObjectStoreTest, CreateWithSizesNearTheLimitIsRefused) {
     EXPECT_TRUE(done);
   }
   EXPECT_EQ(store_->Stats().used_bytes, 0);
-  EXPECT_TRUE(Create(kWriter, Id(2), kCapacity).ok());  // the whole store is still there
+  EXPECT_TRUE(Create(kWriter, Id(2), kStoreCapacity).ok());  // the whole store is still there
 }
 
 TEST_F(ObjectStoreTest, CreateFailsAfterCreateTimeout) {
@@ -1032,7 +1032,7 @@ TEST_F(ObjectStoreTest, CreateFailsAfterCreateTimeout) {
 }
 
 TEST_F(ObjectStoreTest, QueuedCreatesCompleteInOrder) {
-  Put(kWriter, Id(1), kCapacity, false, /*keep_ref=*/true);
+  Put(kWriter, Id(1), kStoreCapacity, false, /*keep_ref=*/true);
   auto first = StartCreate(kOther, Id(2), 2 * kUnit);
   auto second = StartCreate(kOther, Id(3), kUnit);
   EXPECT_FALSE(first->done);
@@ -1046,7 +1046,7 @@ TEST_F(ObjectStoreTest, QueuedCreatesCompleteInOrder) {
 
 // Aborting an unsealed object frees memory that a waiting Create can use.
 TEST_F(ObjectStoreTest, AbortWakesWaitingCreate) {
-  ASSERT_TRUE(Create(kWriter, Id(1), kCapacity).ok());
+  ASSERT_TRUE(Create(kWriter, Id(1), kStoreCapacity).ok());
   auto create = StartCreate(kOther, Id(2), kUnit);
   EXPECT_FALSE(create->done);
   ASSERT_TRUE(store_->Abort(kWriter, Id(1)).ok());

@@ -61,6 +61,23 @@ TempDir::~TempDir() {
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
+ScopedEnv::ScopedEnv(std::string name, const char* value) : name_(std::move(name)) {
+  if (const char* old = std::getenv(name_.c_str()); old != nullptr) old_ = old;
+  if (value != nullptr) {
+    setenv(name_.c_str(), value, /*overwrite=*/1);
+  } else {
+    unsetenv(name_.c_str());
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_) {
+    setenv(name_.c_str(), old_->c_str(), /*overwrite=*/1);
+  } else {
+    unsetenv(name_.c_str());
+  }
+}
+
 std::string BinaryPath(const std::string& name) {
   std::string build = MANTA_BUILD_DIR;
   if (const char* env = std::getenv("MANTA_BUILD_DIR"); env != nullptr && *env) build = env;

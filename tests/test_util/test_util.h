@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,21 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// Sets an environment variable (a null value unsets it) for the object's lifetime,
+// then restores what it was.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const char* value);
+  ScopedEnv(std::string name, const std::string& value) : ScopedEnv(std::move(name), value.c_str()) {}
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
 };
 
 // Path of a built Manta executable ("manta", "manta_gcs", "manta_raylet").
