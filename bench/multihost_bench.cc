@@ -21,12 +21,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <vector>
 
@@ -39,6 +39,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/cluster_tls.h"
+#include "src/common/flags.h"
 #include "src/common/security.h"
 #include "src/common/util.h"
 #include "src/object_store/store_client.h"
@@ -326,48 +327,48 @@ int TlsCost(int64_t bytes, int rounds, int mtu) {
 
 int main(int argc, char** argv) {
   using namespace manta::bench;
-  CLI::App app{"multihost_bench: host-to-host transfer against the raw TCP rate of the test bed"};
+  manta::FlagParser flags("multihost_bench: host-to-host transfer against the raw TCP rate of the test bed");
   int64_t bytes = int64_t{1} << 30;
   int rounds = 5;
   int mtu = 9000;
-  app.add_option("--bytes", bytes, "object size");
-  app.add_option("--rounds", rounds, "rounds of each measurement");
-  app.add_option("--mtu", mtu, "MTU of the test bed's links");
+  flags.Add("--bytes", &bytes, "object size").Range(1, int64_t{1} << 40);
+  flags.Add("--rounds", &rounds, "rounds of each measurement").Range(1, 1000);
+  flags.Add("--mtu", &mtu, "MTU of the test bed's links").Range(576, 65535);
   bool grpc = false;
-  app.add_flag("--grpc", grpc, "move objects over gRPC streaming (as with TLS), not the object data channel");
+  flags.AddFlag("--grpc", &grpc, "move objects over gRPC streaming (as with TLS), not the object data channel");
   bool tls_cost = false;
-  app.add_flag("--tls-cost", tls_cost,
-               "tasks, actor calls and transfer between hosts with the TLS default beside cluster_tls=off");
+  flags.AddFlag("--tls-cost", &tls_cost,
+                "tasks, actor calls and transfer between hosts with the TLS default beside cluster_tls=off");
   std::string gcs, hex, ip, from;
   int port = 0;
   int64_t n = 0;
-  auto* sink = app.add_subcommand("tcp-sink");
-  sink->add_option("port", port)->required();
-  sink->add_option("bytes", n)->required();
+  manta::FlagParser& sink = flags.AddSubcommand("tcp-sink", "receive bytes over raw TCP");
+  sink.Add("port", &port, "port to listen on").Required().Range(0, 65535);
+  sink.Add("bytes", &n, "bytes to receive").Required().Range(0, int64_t{1} << 40);
   int64_t read_bytes = 128 << 10;
-  sink->add_option("read_bytes", read_bytes);
-  auto* source = app.add_subcommand("tcp-source");
-  source->add_option("ip", ip)->required();
-  source->add_option("port", port)->required();
-  source->add_option("bytes", n)->required();
-  auto* put = app.add_subcommand("put-object");
-  put->add_option("gcs", gcs)->required();
-  put->add_option("id", hex)->required();
-  put->add_option("bytes", n)->required();
-  auto* del = app.add_subcommand("delete-object");
-  del->add_option("gcs", gcs)->required();
-  del->add_option("id", hex)->required();
-  auto* fetch = app.add_subcommand("fetch-object");
-  fetch->add_option("gcs", gcs)->required();
-  fetch->add_option("id", hex)->required();
-  fetch->add_option("bytes", n)->required();
-  fetch->add_option("from", from)->required();
-  CLI11_PARSE(app, argc, argv);
-  if (sink->parsed()) return TcpSink(port, n, read_bytes);
-  if (source->parsed()) return TcpSource(ip, port, n);
-  if (put->parsed()) return PutObject(gcs, hex, n);
-  if (fetch->parsed()) return FetchObject(gcs, hex, n, from);
-  if (del->parsed()) return DeleteObject(gcs, hex);
+  sink.Add("read_bytes", &read_bytes, "bytes per read").Range(1, 1 << 30);
+  manta::FlagParser& source = flags.AddSubcommand("tcp-source", "send bytes over raw TCP");
+  source.Add("ip", &ip, "address to send to").Required();
+  source.Add("port", &port, "its port").Required().Range(1, 65535);
+  source.Add("bytes", &n, "bytes to send").Required().Range(0, int64_t{1} << 40);
+  manta::FlagParser& put = flags.AddSubcommand("put-object", "put an object into this host's store");
+  put.Add("gcs", &gcs, "the GCS's address").Required();
+  put.Add("id", &hex, "the object id (hex)").Required();
+  put.Add("bytes", &n, "its size").Required().Range(0, int64_t{1} << 40);
+  manta::FlagParser& del = flags.AddSubcommand("delete-object", "delete an object from this host's store");
+  del.Add("gcs", &gcs, "the GCS's address").Required();
+  del.Add("id", &hex, "the object id (hex)").Required();
+  manta::FlagParser& fetch = flags.AddSubcommand("fetch-object", "fetch an object from another host");
+  fetch.Add("gcs", &gcs, "the GCS's address").Required();
+  fetch.Add("id", &hex, "the object id (hex)").Required();
+  fetch.Add("bytes", &n, "its size").Required().Range(0, int64_t{1} << 40);
+  fetch.Add("from", &from, "the node that holds it").Required();
+  if (std::optional<int> exit_code = flags.Parse(argc, argv)) return *exit_code;
+  if (sink.Given()) return TcpSink(port, n, read_bytes);
+  if (source.Given()) return TcpSource(ip, port, n);
+  if (put.Given()) return PutObject(gcs, hex, n);
+  if (fetch.Given()) return FetchObject(gcs, hex, n, from);
+  if (del.Given()) return DeleteObject(gcs, hex);
   if (tls_cost) return TlsCost(bytes, rounds, mtu);
   return Orchestrate(bytes, rounds, mtu, grpc);
 }

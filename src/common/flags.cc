@@ -25,7 +25,10 @@ FlagParser::Option& FlagParser::Option::NonNegative() {
   return *this;
 }
 
-FlagParser::FlagParser(const std::string& description) : app_(std::make_unique<CLI::App>(description)) {}
+FlagParser::FlagParser(const std::string& description)
+    : owned_(std::make_unique<CLI::App>(description)), app_(owned_.get()) {}
+
+FlagParser::FlagParser(CLI::App* subcommand) : app_(subcommand) {}
 
 FlagParser::~FlagParser() = default;
 
@@ -52,6 +55,13 @@ FlagParser::Option FlagParser::Add(const std::string& name, double* value, const
 void FlagParser::AddFlag(const std::string& name, bool* value, const std::string& help) {
   app_->add_flag(name, *value, help);
 }
+
+FlagParser& FlagParser::AddSubcommand(const std::string& name, const std::string& description) {
+  subcommands_.push_back(std::unique_ptr<FlagParser>(new FlagParser(app_->add_subcommand(name, description))));
+  return *subcommands_.back();
+}
+
+bool FlagParser::Given() const { return app_->parsed(); }
 
 void FlagParser::AllowExtras() { app_->allow_extras(); }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -45,6 +46,12 @@ class FlagParser {
   // A flag without a value: true when given.
   void AddFlag(const std::string& name, bool* value, const std::string& help);
 
+  // A subcommand (`program <name> ...`) with options of its own; a name without
+  // leading dashes is a positional argument, in the order added. Owned by this parser.
+  FlagParser& AddSubcommand(const std::string& name, const std::string& description);
+  // After Parse(): whether this subcommand was given.
+  bool Given() const;
+
   // Arguments no option names are left for the program (e.g. ray::Init's --ray_*
   // flags) instead of being an error.
   void AllowExtras();
@@ -54,7 +61,11 @@ class FlagParser {
   std::optional<int> Parse(int argc, char** argv);
 
  private:
-  std::unique_ptr<CLI::App> app_;
+  explicit FlagParser(CLI::App* subcommand);
+
+  std::unique_ptr<CLI::App> owned_;  // null for a subcommand (its parent's app owns it)
+  CLI::App* app_;
+  std::vector<std::unique_ptr<FlagParser>> subcommands_;
 };
 
 }  // namespace manta
