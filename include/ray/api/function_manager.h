@@ -217,7 +217,11 @@ SerializedValue DecodeAndCall(const Call& call, const std::string& name, const s
 
 // An async actor's call: awaits `method` on `instance` with the decoded `values`
 // (which this coroutine owns, so the method may take them by reference), then
-// serializes its value.
+// serializes its value. (GCC warns that the coroutine's frame, a type of this header,
+// holds a type of the caller's anonymous namespace when the actor class is in one;
+// the frame never leaves the caller's translation unit.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsubobject-linkage"
 template <typename R, typename... P, typename Class, typename Method, size_t... I>
 Coroutine<SerializedValue> AwaitActorMethod(Class* instance, Method method,
                                             std::unique_ptr<std::tuple<std::decay_t<P>...>> values,
@@ -234,6 +238,7 @@ Coroutine<SerializedValue> AwaitActorMethod(Class* instance, Method method,
     co_return SerializeShared<Value>(std::move(result));
   }
 }
+#pragma GCC diagnostic pop
 
 template <typename R, typename... P, size_t... I>
 SerializedValue InvokeRemoteFunction(R (*function)(P...), const std::string& name,
