@@ -20,8 +20,11 @@
 #include <vector>
 
 #include "bench_cluster.h"
+#include "bench_main.h"
 #include "bench_util.h"
 #include "src/common/process.h"
+
+namespace manta::bench::actor_bench {
 
 namespace {
 
@@ -31,26 +34,27 @@ using manta::bench::Clock;
 using manta::bench::Rate;
 using manta::bench::Since;
 
-class Sink {
+class ActorSink {
  public:
-  static Sink* Create() { return new Sink(); }
+  static ActorSink* Create() { return new ActorSink(); }
   int Small() { return 0; }
   int SmallWithArg(int x) { return x; }
 };
 
-int SmallValue() { return 0; }
+int ActorSmallValue() { return 0; }
 
-RAY_REMOTE(Sink::Create, &Sink::Small, &Sink::SmallWithArg, SmallValue);
+RAY_REMOTE(ActorSink::Create, &ActorSink::Small, &ActorSink::SmallWithArg, ActorSmallValue);
 
 // `n` async calls spread over `actors`, then Get of all; returns calls/s.
-double CallsAsync(std::vector<ray::ActorHandle<Sink>>& actors, long n, bool with_arg) {
+double CallsAsync(std::vector<ray::ActorHandle<ActorSink>>& actors, long n, bool with_arg) {
   std::vector<ray::ObjectRef<int>> refs;
   refs.reserve(n);
   auto arg = ray::Put(1);
   auto t0 = Clock::now();
   for (long i = 0; i < n; ++i) {
     auto& actor = actors[i % actors.size()];
-    refs.push_back(with_arg ? actor.Task(&Sink::SmallWithArg).Remote(arg) : actor.Task(&Sink::Small).Remote());
+    refs.push_back(with_arg ? actor.Task(&ActorSink::SmallWithArg).Remote(arg)
+                            : actor.Task(&ActorSink::Small).Remote());
   }
   ray::Get(refs);
   return n / Since(t0);
@@ -60,7 +64,7 @@ double TasksAsync(long n) {
   std::vector<ray::ObjectRef<int>> refs;
   refs.reserve(n);
   auto t0 = Clock::now();
-  for (long i = 0; i < n; ++i) refs.push_back(ray::Task(SmallValue).Remote());
+  for (long i = 0; i < n; ++i) refs.push_back(ray::Task(ActorSmallValue).Remote());
   ray::Get(refs);
   return n / Since(t0);
 }
@@ -70,7 +74,7 @@ int RunClient(const BenchFlags& o) {
   ray::RayConfig config;
   config.address = o.Value("--client-of");
   ray::Init(config);
-  std::vector<ray::ActorHandle<Sink>> actors{ray::Actor(Sink::Create).Remote()};
+  std::vector<ray::ActorHandle<ActorSink>> actors{ray::Actor(ActorSink::Create).Remote()};
   const bool with_arg = o.Value("--client-mode") == "with_arg";
   double rate = Best(o.seconds, [&] { return CallsAsync(actors, 10000, with_arg); });
   std::printf("%f\n", rate);
@@ -107,13 +111,12 @@ double TasksInBundle(double seconds) {
   ray::PlacementGroup group = ray::CreatePlacementGroup({"", bundles, ray::PlacementStrategy::PACK});
   group.Wait(60);
   const double rate =
-      Rate(seconds, 1, [&] { ray::Task(SmallValue).SetPlacementGroup(group, 0).Remote().Get(); });
+      Rate(seconds, 1, [&] { ray::Task(ActorSmallValue).SetPlacementGroup(group, 0).Remote().Get(); });
   ray::RemovePlacementGroup(group.GetID());
   return rate;
 }
 
-int main(int argc, char** argv) {
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+int Main(int argc, char** argv) {
   const BenchFlags o = BenchFlags::Parse(argc, argv);
   if (!o.Value("--client-of").empty()) return RunClient(o);
   const int creations = std::stoi(o.Value("--creations", "100"));
@@ -128,27 +131,28 @@ int main(int argc, char** argv) {
 
   // The task path of the same run, for comparison.
   if (o.Want("single_client_tasks_sync")) {
-    results.emplace_back("single_client_tasks_sync", Rate(o.seconds, 1, [] { ray::Task(SmallValue).Remote().Get(); }));
+    results.emplace_back("single_client_tasks_sync",
+                         Rate(o.seconds, 1, [] { ray::Task(ActorSmallValue).Remote().Get(); }));
   }
   if (o.Want("single_client_tasks_async")) {
     results.emplace_back("single_client_tasks_async", Best(o.seconds, [] { return TasksAsync(10000); }));
   }
-  std::vector<ray::ActorHandle<Sink>> one{ray::Actor(Sink::Create).Remote()};
+  std::vector<ray::ActorHandle<ActorSink>> one{ray::Actor(ActorSink::Create).Remote()};
   if (o.Want("1_1_actor_calls_sync")) {
     results.emplace_back("1_1_actor_calls_sync",
-                         Rate(o.seconds, 1, [&] { one[0].Task(&Sink::Small).Remote().Get(); }));
+                         Rate(o.seconds, 1, [&] { one[0].Task(&ActorSink::Small).Remote().Get(); }));
   }
   if (o.Want("1_1_actor_calls_async")) {
     results.emplace_back("1_1_actor_calls_async", Best(o.seconds, [&] { return CallsAsync(one, 10000, false); }));
   }
   if (o.Want("1_1_actor_calls_concurrent")) {
-    std::vector<ray::ActorHandle<Sink>> threaded{ray::Actor(Sink::Create).SetMaxConcurrency(16).Remote()};
+    std::vector<ray::ActorHandle<ActorSink>> threaded{ray::Actor(ActorSink::Create).SetMaxConcurrency(16).Remote()};
     results.emplace_back("1_1_actor_calls_concurrent",
                          Best(o.seconds, [&] { return CallsAsync(threaded, 10000, false); }));
   }
   if (o.Want("1_n_actor_calls_async")) {
-    std::vector<ray::ActorHandle<Sink>> many;
-    for (int i = 0; i < 4; ++i) many.push_back(ray::Actor(Sink::Create).Remote());
+    std::vector<ray::ActorHandle<ActorSink>> many;
+    for (int i = 0; i < 4; ++i) many.push_back(ray::Actor(ActorSink::Create).Remote());
     results.emplace_back("1_n_actor_calls_async", Best(o.seconds, [&] { return CallsAsync(many, 10000, false); }));
   }
   if (o.Want("n_n_actor_calls_async")) {
@@ -167,11 +171,11 @@ int main(int argc, char** argv) {
   if (o.Want("actor_creations_per_s")) {
     // Actors of 0 CPU, each awaited through one call (Ray's definition). As in Ray's
     // C++ API, an actor given no resources takes none (a quantity of 0 is refused).
-    std::vector<ray::ActorHandle<Sink>> created;
+    std::vector<ray::ActorHandle<ActorSink>> created;
     auto t0 = Clock::now();
-    for (int i = 0; i < creations; ++i) created.push_back(ray::Actor(Sink::Create).Remote());
+    for (int i = 0; i < creations; ++i) created.push_back(ray::Actor(ActorSink::Create).Remote());
     std::vector<ray::ObjectRef<int>> first_calls;
-    for (auto& actor : created) first_calls.push_back(actor.Task(&Sink::Small).Remote());
+    for (auto& actor : created) first_calls.push_back(actor.Task(&ActorSink::Small).Remote());
     ray::Get(first_calls);
     results.emplace_back("actor_creations_per_s", creations / Since(t0));
   }
@@ -180,3 +184,7 @@ int main(int argc, char** argv) {
   manta::bench::PrintJson(results);
   return 0;
 }
+
+[[maybe_unused]] const bool kRegistered = AddBenchMain("actor_bench", Main);
+
+}  // namespace manta::bench::actor_bench

@@ -35,10 +35,13 @@
 #include <thread>
 
 #include "bench_cluster.h"
+#include "bench_main.h"
 #include "bench_util.h"
 #include "sim_nodes.h"
 #include "src/common/process.h"
 #include "src/common/session_processes.h"
+
+namespace manta::bench::cluster_sim {
 
 namespace {
 
@@ -229,10 +232,7 @@ int Run(const manta::bench::BenchFlags& o, int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // A worker process re-runs main(): let it reach ray::Init (which serves tasks and
-  // never returns) before this driver starts a cluster of its own.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+int Main(int argc, char** argv) {
   const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
   try {
     return Run(o, argc, argv);
@@ -241,3 +241,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+[[maybe_unused]] const bool kRegistered = AddBenchMain("cluster_sim", Main);
+
+}  // namespace manta::bench::cluster_sim

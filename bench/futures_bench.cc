@@ -49,7 +49,10 @@
 #include <vector>
 
 #include "bench_cluster.h"
+#include "bench_main.h"
 #include "bench_util.h"
+
+namespace manta::bench::futures_bench {
 
 namespace {
 
@@ -283,8 +286,7 @@ void StreamFigures(int items, std::vector<std::pair<std::string, double>>* resul
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+int Main(int argc, char** argv) {
   const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
   const int awaits = std::stoi(o.Value("--awaits", "100000"));
   manta::bench::BenchCluster cluster;
@@ -301,3 +303,7 @@ int main(int argc, char** argv) {
   manta::bench::PrintJson(results);
   return 0;
 }
+
+[[maybe_unused]] const bool kRegistered = AddBenchMain("futures_bench", Main);
+
+}  // namespace manta::bench::futures_bench

@@ -36,11 +36,14 @@
 #include <vector>
 
 #include "bench_cluster.h"
+#include "bench_main.h"
 #include "bench_util.h"
 #include "absl/container/flat_hash_map.h"
 #include "src/common/id.h"
 #include "src/common/process.h"
 #include "src/common/security.h"
+
+namespace manta::bench::scale_bench {
 
 namespace {
 
@@ -49,22 +52,22 @@ using manta::bench::Since;
 
 long Sq(long i) { return i * i; }
 long Add2(long a, long b) { return a + b; }
-long Inc(long x) { return x + 1; }
+long ScaleInc(long x) { return x + 1; }
 // One function per size in the first-ref-argument test, so that each is the first
 // call of its function.
 long IncA(long x) { return x + 1; }
 long IncB(long x) { return x + 1; }
 long IncC(long x) { return x + 1; }
 long IncD(long x) { return x + 1; }
-int Noop() { return 0; }
+int ScaleNoop() { return 0; }
 
-class Sink {
+class ScaleSink {
  public:
-  static Sink* Create() { return new Sink(); }
+  static ScaleSink* Create() { return new ScaleSink(); }
   int Small() { return 0; }
 };
 
-RAY_REMOTE(Sq, Add2, Inc, IncA, IncB, IncC, IncD, Noop, Sink::Create, &Sink::Small);
+RAY_REMOTE(Sq, Add2, ScaleInc, IncA, IncB, IncC, IncD, ScaleNoop, ScaleSink::Create, &ScaleSink::Small);
 
 double Ms(Clock::time_point t0) { return Since(t0) * 1000; }
 
@@ -231,8 +234,8 @@ void Stalls(int runs, Results* out) {
   std::vector<double> chain;
   for (int r = 0; r < runs; ++r) {
     auto t0 = Clock::now();
-    auto ref = ray::Task(Inc).Remote(0L);
-    for (int i = 1; i < 20; ++i) ref = ray::Task(Inc).Remote(ref);
+    auto ref = ray::Task(ScaleInc).Remote(0L);
+    for (int i = 1; i < 20; ++i) ref = ray::Task(ScaleInc).Remote(ref);
     if (*ref.Get() != 20) manta::bench::Die("chain: wrong result");
     chain.push_back(Ms(t0));
   }
@@ -273,7 +276,7 @@ int64_t WaitForMemoryBack(int64_t start) {
 void InFlight(int runs, long max_n, Results* out) {
   Init();
   std::vector<ray::ObjectRef<int>> warm;
-  for (int i = 0; i < 10000; ++i) warm.push_back(ray::Task(Noop).Remote());
+  for (int i = 0; i < 10000; ++i) warm.push_back(ray::Task(ScaleNoop).Remote());
   ray::Get(warm);
   warm.clear();
   std::vector<double> tree_before;
@@ -300,7 +303,7 @@ void InFlight(int runs, long max_n, Results* out) {
       auto t0 = Clock::now();
       std::vector<ray::ObjectRef<int>> refs;
       refs.reserve(n);
-      for (long i = 0; i < n; ++i) refs.push_back(ray::Task(Noop).Remote());
+      for (long i = 0; i < n; ++i) refs.push_back(ray::Task(ScaleNoop).Remote());
       const double submit_s = Since(t0);
       bytes.push_back(static_cast<double>(ResidentBytes(getpid()) - before) / n);
       auto values = ray::Get(refs);
@@ -353,7 +356,7 @@ void Startup(int runs, Results* out) {
     Init();
     std::vector<ray::ObjectRef<int>> refs;
     refs.reserve(Scaled(400000));
-    for (long i = 0; i < Scaled(400000); ++i) refs.push_back(ray::Task(Noop).Remote());
+    for (long i = 0; i < Scaled(400000); ++i) refs.push_back(ray::Task(ScaleNoop).Remote());
     ray::Get(refs);
     refs.clear();
     seconds[prefault].push_back(Since(t0));
@@ -391,13 +394,13 @@ void Puts(Results* out) {
 // A chain of 100,000 tasks, each taking the previous one's result, submitted at once.
 void Chain(Results* out) {
   Init();
-  auto ref = ray::Task(Inc).Remote(0L);
-  for (int i = 1; i < 1000; ++i) ref = ray::Task(Inc).Remote(ref);  // warm-up
+  auto ref = ray::Task(ScaleInc).Remote(0L);
+  for (int i = 1; i < 1000; ++i) ref = ray::Task(ScaleInc).Remote(ref);  // warm-up
   ref.Get();
   const long n = Scaled(100000);
   auto t0 = Clock::now();
-  ref = ray::Task(Inc).Remote(0L);
-  for (long i = 1; i < n; ++i) ref = ray::Task(Inc).Remote(ref);
+  ref = ray::Task(ScaleInc).Remote(0L);
+  for (long i = 1; i < n; ++i) ref = ray::Task(ScaleInc).Remote(ref);
   if (*ref.Get() != n) manta::bench::Die("chain: wrong result");
   out->emplace_back("chain_100k_ref_tasks_per_s", static_cast<double>(n) / Since(t0));
   ray::Shutdown();
@@ -407,7 +410,7 @@ double AsyncRate(long n) {
   auto t0 = Clock::now();
   std::vector<ray::ObjectRef<int>> refs;
   refs.reserve(n);
-  for (long i = 0; i < n; ++i) refs.push_back(ray::Task(Noop).Remote());
+  for (long i = 0; i < n; ++i) refs.push_back(ray::Task(ScaleNoop).Remote());
   ray::Get(refs);
   return n / Since(t0);
 }
@@ -438,12 +441,12 @@ void Actors(long n, Results* out) {
   const int64_t before = PrivateClusterResidentBytes();
   const int64_t before_pss = PrivateClusterProportionalBytes();
   auto t0 = Clock::now();
-  std::vector<ray::ActorHandle<Sink>> actors;
+  std::vector<ray::ActorHandle<ScaleSink>> actors;
   actors.reserve(n);
   // (An actor given no resources takes none; Ray's C++ API refuses a quantity of 0.)
-  for (long i = 0; i < n; ++i) actors.push_back(ray::Actor(Sink::Create).Remote());
+  for (long i = 0; i < n; ++i) actors.push_back(ray::Actor(ScaleSink::Create).Remote());
   std::vector<ray::ObjectRef<int>> first;
-  for (auto& actor : actors) first.push_back(actor.Task(&Sink::Small).Remote());
+  for (auto& actor : actors) first.push_back(actor.Task(&ScaleSink::Small).Remote());
   ray::Get(first);
   out->emplace_back("actors_created", static_cast<double>(n));
   out->emplace_back("actor_creations_per_s", n / Since(t0));
@@ -456,7 +459,7 @@ void Actors(long n, Results* out) {
     std::vector<ray::ObjectRef<int>> refs;
     refs.reserve(calls);
     auto t1 = Clock::now();
-    for (long i = 0; i < calls; ++i) refs.push_back(actors[i % n].Task(&Sink::Small).Remote());
+    for (long i = 0; i < calls; ++i) refs.push_back(actors[i % n].Task(&ScaleSink::Small).Remote());
     ray::Get(refs);
     rates.push_back(calls / Since(t1));
   }
@@ -482,8 +485,7 @@ int RunSection(const std::string& section, const manta::bench::BenchFlags& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+int Main(int argc, char** argv) {
   const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
   try {
     if (std::string section = o.Value("--section"); !section.empty()) return RunSection(section, o);
@@ -509,3 +511,7 @@ int main(int argc, char** argv) {
   manta::bench::PrintJson(results);
   return failed == 0 ? 0 : 1;
 }
+
+[[maybe_unused]] const bool kRegistered = AddBenchMain("scale_bench", Main);
+
+}  // namespace manta::bench::scale_bench

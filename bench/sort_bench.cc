@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_cluster.h"
+#include "bench_main.h"
 #include "nlohmann/json.hpp"
 #include "src/common/config.h"
 #include "src/common/flags.h"
@@ -52,6 +53,8 @@
 #ifdef MANTA_SORT_BENCH_HOSTS
 #include "bench/sort_bench_hosts.h"
 #endif
+
+namespace manta::bench::sort_bench {
 
 namespace {
 
@@ -315,8 +318,8 @@ int RunOnHosts(const Shape& shape, int hosts, uint64_t store_bytes_per_host, int
   out["runs"] = runs;
   out["style"] = "manta";
   const double one_core_s = OneCoreSeconds(shape, runs);
-  sort_bench::HostsRun run{hosts, 2, store_bytes_per_host, shape.bytes, shape.maps, shape.reduces, runs, kill_a_host};
-  bool all_right = sort_bench::SortOnHosts(run, &out) && one_core_s > 0;
+  ::sort_bench::HostsRun run{hosts, 2, store_bytes_per_host, shape.bytes, shape.maps, shape.reduces, runs, kill_a_host};
+  bool all_right = ::sort_bench::SortOnHosts(run, &out) && one_core_s > 0;
   const double cluster_s = out.value("cluster_s", 0.0);
   out["one_core_s"] = one_core_s;
   out["cluster_gb_per_s"] = cluster_s > 0 ? GigaBytes(shape) / cluster_s : 0.0;
@@ -336,9 +339,7 @@ int RunOnHosts(const Shape& shape, int hosts, uint64_t store_bytes_per_host, int
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // A worker process re-runs main(): ray::Init serves tasks and never returns.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+int Main(int argc, char** argv) {
   Shape shape{uint64_t{1} << 30, 24, 12};
   uint64_t store_fraction = 4;
   int runs = 3;
@@ -381,3 +382,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+[[maybe_unused]] const bool kRegistered = AddBenchMain("sort_bench", Main);
+
+}  // namespace manta::bench::sort_bench

@@ -14,6 +14,7 @@
 #include <ray/api.h>
 
 #include "bench_cluster.h"
+#include "bench_main.h"
 #include "bench_util.h"
 #include "src/common/process.h"
 
@@ -28,6 +29,8 @@
 #include <thread>
 #include <unistd.h>
 #include <vector>
+
+namespace manta::bench::task_bench {
 
 namespace {
 
@@ -191,10 +194,7 @@ double MultiClientTasks(const manta::bench::BenchFlags& o, const std::string& gc
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // A worker process re-runs main(): let it reach ray::Init (which serves tasks and
-  // never returns) before this driver starts a cluster of its own.
-  if (std::getenv("MANTA_WORKER_MODE") != nullptr) ray::Init();
+int Main(int argc, char** argv) {
   const manta::bench::BenchFlags o = manta::bench::BenchFlags::Parse(argc, argv);
   if (!o.Value("--client-of").empty()) return RunClient(o);
 
@@ -273,3 +273,7 @@ int main(int argc, char** argv) {
   manta::bench::PrintJson(results);
   return 0;
 }
+
+[[maybe_unused]] const bool kRegistered = AddBenchMain("task_bench", Main);
+
+}  // namespace manta::bench::task_bench
