@@ -228,6 +228,12 @@ absl::Status ObjectDataServer::Handshake(DataConnection& c) {
     metrics::CountAuthFailure("object");
     return absl::UnauthenticatedError("it does not hold the cluster token");
   }
+  {
+    // Proven from here, before the answer goes: a client that has read it may count
+    // on its connection no longer taking a stranger's place.
+    std::lock_guard<std::mutex> lock(mu_);
+    open_fds_[c.fd].proven = true;
+  }
   if (s = SendHandshake(c.fd, *answer, deadline); !s.ok()) return s;
   SetSealing(c, keys, /*server=*/true);
   return absl::OkStatus();
@@ -251,8 +257,6 @@ void ObjectDataServer::Serve(int fd) {
     }
   } else {
     SetBlockingTimeouts(fd, limits_.io_timeout_ms);
-    std::lock_guard<std::mutex> lock(mu_);
-    open_fds_[fd].proven = true;
   }
   std::string id;
   while (s.ok() && !stopping_) {
