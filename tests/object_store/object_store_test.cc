@@ -68,8 +68,8 @@ class ObjectStoreTest : public ::testing::Test {
   }
 
   void MakeStore(ObjectStoreOptions options, bool with_spiller = true) {
-    store_ = std::make_unique<ObjectStore>(loop_, kStoreCapacity, std::move(options), with_spiller ? &spiller_ : nullptr,
-                                           arena_.get());
+    store_ = std::make_unique<ObjectStore>(loop_, kStoreCapacity, std::move(options),
+                                           with_spiller ? &spiller_ : nullptr, arena_.get());
   }
 
   // Starts a Create and runs the loop; the result may still be pending.
