@@ -20,6 +20,7 @@
 #include "src/common/rpc/auth.h"
 #include "src/common/rpc/grpc_client.h"
 #include "src/common/rpc/tls_relay.h"
+#include "src/common/task_event_row.h"
 #include "src/common/task_timeline.h"
 
 namespace manta::cli {

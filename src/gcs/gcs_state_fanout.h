@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "nlohmann/json.hpp"
 #include "protos/core_worker.pb.h"
 #include "protos/gcs.pb.h"
 #include "protos/node_manager.pb.h"
