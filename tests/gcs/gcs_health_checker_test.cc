@@ -253,7 +253,9 @@ TEST_F(GcsHealthCheckerTest, NodesOfOtherHostsMissingForLongerThanTheGraceAreDec
   for (int i = 0; i < 5 && dead_.size() < 2; ++i) {
     checker_->Tick();
     ASSERT_TRUE(check_.Reply(a, Miss()));
-    if (checker_->IsWatching(b)) ASSERT_TRUE(check_.Reply(b, Miss()));
+    if (checker_->IsWatching(b)) {
+      ASSERT_TRUE(check_.Reply(b, Miss()));
+    }
     clock_.Advance(1000);
   }
   EXPECT_THAT(dead_, ::testing::UnorderedElementsAre(a, b));

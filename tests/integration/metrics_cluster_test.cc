@@ -88,7 +88,9 @@ void ExpectWellFormed(const std::string& text) {
   while (std::getline(in, line)) {
     if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
     EXPECT_TRUE(std::regex_match(line, sample)) << "not a sample line: " << line;
-    if (line.rfind("ray_tasks{", 0) == 0) EXPECT_EQ(line.find(" -"), std::string::npos) << line;
+    if (line.rfind("ray_tasks{", 0) == 0) {
+      EXPECT_EQ(line.find(" -"), std::string::npos) << line;
+    }
     ++samples;
   }
   EXPECT_GT(samples, 0);

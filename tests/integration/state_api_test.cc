@@ -350,7 +350,9 @@ TEST_F(StateApiTest, TheTimelineIsChromeTraceJsonWithATrackPerWorkerAndAnArrowPe
       ++slices;
       plus += e["name"] == "Plus" ? 1 : 0;
       EXPECT_GT(e["dur"].get<int64_t>(), 0);
-      if (e["cat"] == "task") EXPECT_EQ(e["args"]["task_id"].get<std::string>().size(), 48u);
+      if (e["cat"] == "task") {
+        EXPECT_EQ(e["args"]["task_id"].get<std::string>().size(), 48u);
+      }
     } else if (ph == "s" || ph == "f") {
       flows[e["id"].get<int64_t>()] += ph == "s" ? 1 : -1;
     }
@@ -485,7 +487,9 @@ TEST_F(StateApiTest, WorkersAndObjectsAreListedWithWhatHoldsThem) {
       },
       20000))
       << dead.dump(2);
-  if (dead.size() == 1) EXPECT_FALSE(dead[0]["exit_detail"].get<std::string>().empty());
+  if (dead.size() == 1) {
+    EXPECT_FALSE(dead[0]["exit_detail"].get<std::string>().empty());
+  }
   auto table = Manta({"list", "workers"});
   EXPECT_THAT(table.output, HasSubstr("WORKER_TYPE"));
   std::ofstream(release).put('x');

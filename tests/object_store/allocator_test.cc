@@ -249,7 +249,9 @@ TEST(AllocatorTest, RandomizedAgainstModel) {
       ASSERT_GE(*offset, 0);
       ASSERT_LE(*offset + rounded, a.capacity());
       auto next = live.lower_bound(*offset);
-      if (next != live.end()) ASSERT_LE(*offset + rounded, next->first) << "overlaps the next block";
+      if (next != live.end()) {
+        ASSERT_LE(*offset + rounded, next->first) << "overlaps the next block";
+      }
       if (next != live.begin()) {
         auto prev = std::prev(next);
         ASSERT_LE(prev->first + prev->second, *offset) << "overlaps the previous block";

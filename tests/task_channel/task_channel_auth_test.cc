@@ -232,8 +232,8 @@ class FrameRelay {
     }
     if (owner < 0) return;
     int worker = manta::testing::ConnectTcp("127.0.0.1", worker_port_);
-    Direction up{owner, worker, &to_worker_};
-    Direction down{worker, owner, &to_owner_};
+    Direction up{owner, worker, &to_worker_, {}, 0};
+    Direction down{worker, owner, &to_owner_, {}, 0};
     while (!stop_ && worker >= 0) {
       pollfd fds[2] = {{owner, POLLIN, 0}, {worker, POLLIN, 0}};
       if (poll(fds, 2, 20) <= 0) continue;
